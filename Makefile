@@ -1,0 +1,40 @@
+# Two commands on a fresh machine: `make run` and `make test`. Both create .venv when it is
+# missing and (re)install the project when pyproject.toml changed.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+DB ?= winnow.db
+PORT ?= 8501
+
+.PHONY: run test test-fast browser demo clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+# The browser test drives Debian's Chromium (Playwright's own download needs the internet).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  echo "Installing Debian's chromium for the browser tests"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
+
+run: $(STAMP)
+	$(BIN)/winnow ui --db $(DB) --sample --port $(PORT)
+
+demo: $(STAMP)
+	$(BIN)/winnow demo
+
+test: $(STAMP) browser
+	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not e2e"
+
+clean:
+	rm -rf $(VENV) *.egg-info .pytest_cache .hypothesis

@@ -1,0 +1,303 @@
+"""Which partially labelled instance should an expert settle first.
+
+Querying training instance ``x_n`` replaces its candidate set ``y_n`` by one of its labels.
+For a target ``t`` the local score ``f_n(t)`` is 1 when some answer ``λ ∈ y_n`` would change
+``NL_t`` or ``APL_t`` (criterion ``"apl"``) or ``NL_t`` or ``PL_t`` (criterion ``"pl"``);
+the global score is ``f_n = Σ_t f_n(t)`` (Nguyen et al. 2016, eq. 4). Only targets that
+have ``x_n`` among their neighbours can change, and a precise ``x_n`` scores 0.
+
+Baselines a user compares against: ``"participation"`` (weighted number of target
+neighbourhoods the item sits in), ``"most_partial"`` (candidate-set size) and ``"random"``.
+
+How ``"apl"`` stays cheap
+-------------------------
+An answer ``λ`` at a neighbour of weight ``a`` whose set is ``S`` adds ``a`` to ``Smin(λ)``
+and removes ``a`` from ``Smax(μ)`` for ``μ ∈ S \\ {λ}``; nothing else moves, so the new
+bounds are an O(M) update of the target's bounds, never a recomputation. Two facts keep the
+work small:
+
+* answers only raise ``Smin`` and lower ``Smax``, so ``NL`` can only grow and ``APL`` only
+  shrink: ``NL ⊆ NL' ⊆ APL' ⊆ APL``. A target with ``NL = APL`` can never change and is
+  skipped (likewise ``NL = PL`` for ``"pl"``);
+* ``APL = {μ : Smax(μ) ≥ max Smin}`` and ``NL`` is ``{μ : Smin(μ) ≥ max Smax}`` plus the
+  unique arg-max of ``Smax`` when its ``Smin`` reaches the second largest ``Smax``; both are
+  thresholds, tested for all (target, neighbour, answer) triples at once with numpy.
+
+The per-(target, neighbour) flags are kept by :class:`IncrementalRanker`, so after an answer
+only the targets whose neighbourhoods contain the answered item are recomputed.
+
+References
+----------
+V.-L. Nguyen, S. Destercke, M.-H. Masson. Possible and necessary labels in K-nn procedures
+to query partially labelled data. DA2PL 2016.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from engine._validation import check_candidates, check_neighbors
+from engine.exceptions import InvalidInput
+from engine.winners import CHUNK_TARGETS, _approx_possible, _bounds, _necessary
+
+__all__ = ["CRITERIA", "query_scores", "changed_pairs", "IncrementalRanker"]
+
+Criterion = Literal["apl", "pl", "participation", "most_partial", "random"]
+CRITERIA: tuple[str, ...] = ("apl", "pl", "participation", "most_partial", "random")
+AMBIGUITY_CRITERIA = ("apl", "pl")
+
+
+def query_scores(
+    idx: np.ndarray,
+    w: np.ndarray,
+    Y: np.ndarray,
+    *,
+    criterion: Criterion = "apl",
+    random_state: int | np.random.Generator | None = None,
+    time_limit: float = 10.0,
+) -> np.ndarray:
+    """Score every training instance by how much settling it could change the targets.
+
+    Parameters
+    ----------
+    idx : int array of shape (n_targets, k)
+        Neighbours (training rows) of each target. By default the targets are the training
+        instances themselves, each left out of its own neighbourhood (see ``knn_graph``).
+    w : float array of shape (n_targets, k)
+        Vote weights.
+    Y : bool array of shape (n_instances, n_labels)
+        Candidate sets.
+    criterion : {"apl", "pl", "participation", "most_partial", "random"}
+        ``"apl"``/``"pl"``: number of targets whose NL or APL/PL some answer changes.
+    random_state : int or Generator, optional
+        Seed of the ``"random"`` baseline.
+    time_limit : float
+        Seconds per exact-solver call for ``"pl"``.
+
+    Returns
+    -------
+    scores : float array of shape (n_instances,)
+        Higher is more useful to query; precise instances score 0.
+    """
+    Y = check_candidates(Y)
+    idx, w = check_neighbors(idx, w, Y)
+    if criterion not in CRITERIA:
+        raise InvalidInput(f"criterion must be one of {', '.join(CRITERIA)}; got {criterion!r}")
+    partial = Y.sum(axis=1) >= 2
+    n = Y.shape[0]
+    if criterion == "most_partial":
+        return np.where(partial, Y.sum(axis=1), 0).astype(np.float64)
+    if criterion == "random":
+        rng = np.random.default_rng(random_state)
+        return np.where(partial, rng.random(n), 0.0)
+    if criterion == "participation":
+        scores = np.bincount(idx.ravel(), weights=w.ravel(), minlength=n)
+        return np.where(partial, scores, 0.0)
+    flags = changed_pairs(idx, w, Y, criterion=criterion, time_limit=time_limit, validate=False)
+    return np.bincount(idx[flags], minlength=n).astype(np.float64)
+
+
+def changed_pairs(
+    idx: np.ndarray,
+    w: np.ndarray,
+    Y: np.ndarray,
+    *,
+    criterion: Literal["apl", "pl"] = "apl",
+    targets: np.ndarray | None = None,
+    time_limit: float = 10.0,
+    validate: bool = True,
+) -> np.ndarray:
+    """``flags[t, j]``: some answer for neighbour ``j`` of target ``t`` changes its decision.
+
+    Returns a bool array of shape (len(targets), k); ``query_scores`` is its sum per
+    training row. ``targets`` restricts the work to some rows of ``idx`` (all by default).
+    """
+    if validate:
+        Y = check_candidates(Y)
+        idx, w = check_neighbors(idx, w, Y)
+    if targets is None:
+        targets = np.arange(idx.shape[0])
+    kernel = _apl_changed if criterion == "apl" else _pl_changed
+    out = np.zeros((len(targets), idx.shape[1]), dtype=bool)
+    for start in range(0, len(targets), CHUNK_TARGETS):
+        chunk = targets[start : start + CHUNK_TARGETS]
+        out[start : start + len(chunk)] = kernel(idx[chunk], w[chunk], Y, time_limit=time_limit)
+    return out
+
+
+# --------------------------------------------------------------------------- kernels
+
+
+def _answer_triples(idx: np.ndarray, w: np.ndarray, Y: np.ndarray, rows: np.ndarray):
+    """Every (target row, neighbour position, answer label) that could move a decision.
+
+    Only partial neighbours of positive weight, in the given target rows.
+    Returns (row, position, label) int arrays of equal length.
+    """
+    sub_idx = idx[rows]
+    movable = (Y.sum(axis=1) >= 2)[sub_idx] & (w[rows] > 0)
+    pair_row, pair_pos = np.nonzero(movable)
+    pair_item = sub_idx[pair_row, pair_pos]
+    pair_id, label = np.nonzero(Y[pair_item])
+    return rows[pair_row[pair_id]], pair_pos[pair_id], label
+
+
+def _apl_changed(idx: np.ndarray, w: np.ndarray, Y: np.ndarray, *, time_limit: float) -> np.ndarray:
+    smin, smax = _bounds(idx, w, Y)
+    nl = _necessary(smin, smax)
+    apl = _approx_possible(smin, smax)
+    flags = np.zeros(idx.shape, dtype=bool)
+    open_rows = np.flatnonzero((nl != apl).any(axis=1))
+    if open_rows.size == 0:
+        return flags
+    t, j, lam = _answer_triples(idx, w, Y, open_rows)
+    if t.size == 0:
+        return flags
+    a = w[t, j]
+    tri = np.arange(t.size)
+    moved = Y[idx[t, j]]  # candidate rows of the answered neighbours
+
+    # Smax' = Smax − a·[μ ∈ S \ {λ}]
+    smax_new = smax[t] - a[:, None] * moved
+    smax_new[tri, lam] += a
+    # Smin' = Smin + a·[μ = λ]
+    smin_new = smin[t]
+    smin_new[tri, lam] += a
+
+    # APL' = {μ : Smax'(μ) ≥ max Smin'}; it can only lose labels.
+    top_min = smin_new.max(axis=1)
+    apl_lost = (apl[t] & (smax_new < top_min[:, None])).any(axis=1)
+
+    # NL' = {μ : Smin'(μ) ≥ max Smax'} ∪ {unique arg-max μ* if Smin'(μ*) ≥ 2nd max Smax'};
+    # it can only gain labels.
+    arg = smax_new.argmax(axis=1)
+    first = smax_new[tri, arg]
+    smax_new[tri, arg] = -np.inf
+    second = smax_new.max(axis=1)
+    nl_old = nl[t]
+    gained_tie = ((smin_new >= first[:, None]) & ~nl_old).any(axis=1)
+    gained_unique = (second < first) & (smin_new[tri, arg] >= second) & ~nl_old[tri, arg]
+
+    changed = apl_lost | gained_tie | gained_unique
+    flags[t[changed], j[changed]] = True
+    return flags
+
+
+def _pl_changed(idx: np.ndarray, w: np.ndarray, Y: np.ndarray, *, time_limit: float) -> np.ndarray:
+    from engine._possible import possible_from_graph
+
+    smin, smax = _bounds(idx, w, Y)
+    nl = _necessary(smin, smax)
+    apl = _approx_possible(smin, smax)
+    flags = np.zeros(idx.shape, dtype=bool)
+    open_rows = np.flatnonzero((nl != apl).any(axis=1))
+    if open_rows.size == 0:
+        return flags
+    pl_open, _ = possible_from_graph(idx[open_rows], w[open_rows], Y, method="auto", time_limit=time_limit)
+    pl = apl.copy()
+    pl[open_rows] = pl_open
+    # NL ⊆ NL' ⊆ PL' ⊆ PL: targets with NL = PL cannot change.
+    open_rows = open_rows[(nl[open_rows] != pl_open).any(axis=1)]
+    if open_rows.size == 0:
+        return flags
+    t, j, lam = _answer_triples(idx, w, Y, open_rows)
+    if t.size == 0:
+        return flags
+    # Each hypothetical answer becomes its own neighbourhood in which neighbour j points at
+    # an extra precise row {λ}: one batched exact-PL call decides them all.
+    n, n_labels = Y.shape
+    Y_ext = np.vstack([Y, np.eye(n_labels, dtype=bool)])
+    idx_ext = idx[t].copy()
+    idx_ext[np.arange(t.size), j] = n + lam
+    w_ext = w[t]
+    smin_new, smax_new = _bounds(idx_ext, w_ext, Y_ext)
+    nl_new = _necessary(smin_new, smax_new)
+    pl_new, _ = possible_from_graph(idx_ext, w_ext, Y_ext, method="auto", time_limit=time_limit)
+    changed = (nl_new != nl[t]).any(axis=1) | (pl_new != pl[t]).any(axis=1)
+    flags[t[changed], j[changed]] = True
+    return flags
+
+
+@dataclass
+class IncrementalRanker:
+    """Query scores kept up to date as candidate sets are settled one by one.
+
+    After instance ``n`` changes, only the targets that have ``n`` among their neighbours can
+    change; their per-neighbour flags are recomputed and the scores patched, so an answer
+    costs O(affected targets · K · M) instead of a full recomputation.
+
+    Parameters
+    ----------
+    idx, w : arrays of shape (n_targets, k)
+        The neighbour graph (fixed for the session).
+    Y : bool array of shape (n_instances, n_labels)
+        Candidate sets at the start; copied, then owned by the ranker.
+    criterion : {"apl", "pl"}
+    """
+
+    idx: np.ndarray
+    w: np.ndarray
+    Y: np.ndarray
+    criterion: Literal["apl", "pl"] = "apl"
+    time_limit: float = 10.0
+    flags: np.ndarray = field(init=False, repr=False)
+    scores: np.ndarray = field(init=False, repr=False)
+    necessary: np.ndarray = field(init=False, repr=False)
+    approx_possible: np.ndarray = field(init=False, repr=False)
+    _target_ptr: np.ndarray = field(init=False, repr=False)
+    _target_rows: np.ndarray = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.Y = check_candidates(self.Y).copy()
+        self.idx, self.w = check_neighbors(self.idx, self.w, self.Y)
+        if self.criterion not in AMBIGUITY_CRITERIA:
+            raise InvalidInput(f"IncrementalRanker criterion must be 'apl' or 'pl'; got {self.criterion!r}")
+        n = self.Y.shape[0]
+        # Reverse index: targets whose neighbourhood holds training row n (CSR layout).
+        flat = self.idx.ravel()
+        order = np.argsort(flat, kind="stable")
+        self._target_rows = (order // self.idx.shape[1]).astype(np.intp)
+        self._target_ptr = np.concatenate([[0], np.cumsum(np.bincount(flat, minlength=n))])
+        self.flags = changed_pairs(self.idx, self.w, self.Y, criterion=self.criterion, time_limit=self.time_limit, validate=False)
+        self.scores = np.bincount(self.idx[self.flags], minlength=n).astype(np.float64)
+        smin, smax = _bounds(self.idx, self.w, self.Y)
+        self.necessary = _necessary(smin, smax)
+        self.approx_possible = _approx_possible(smin, smax)
+
+    def targets_of(self, instance: int) -> np.ndarray:
+        """Target rows whose neighbourhood contains training row ``instance``."""
+        return np.unique(self._target_rows[self._target_ptr[instance] : self._target_ptr[instance + 1]])
+
+    def update(self, instance: int, candidates: np.ndarray) -> np.ndarray:
+        """Set the candidate row of ``instance`` and patch the scores; returns the affected targets."""
+        row = np.asarray(candidates, dtype=bool)
+        if row.shape != (self.Y.shape[1],) or not row.any():
+            raise InvalidInput(f"candidates for instance {instance} must be a non-empty bool row of length {self.Y.shape[1]}")
+        self.Y[instance] = row
+        affected = self.targets_of(instance)
+        if affected.size == 0:
+            return affected
+        old = self.flags[affected]
+        new = changed_pairs(self.idx, self.w, self.Y, criterion=self.criterion, targets=affected, time_limit=self.time_limit, validate=False)
+        np.subtract.at(self.scores, self.idx[affected][old], 1.0)
+        np.add.at(self.scores, self.idx[affected][new], 1.0)
+        self.flags[affected] = new
+        smin, smax = _bounds(self.idx[affected], self.w[affected], self.Y)
+        self.necessary[affected] = _necessary(smin, smax)
+        self.approx_possible[affected] = _approx_possible(smin, smax)
+        return affected
+
+    def ranking(self, exclude: np.ndarray | None = None) -> np.ndarray:
+        """Partially labelled instances, best query first (ties: lower row first)."""
+        candidates = np.flatnonzero(self.Y.sum(axis=1) >= 2)
+        if exclude is not None and len(exclude):
+            candidates = candidates[~np.isin(candidates, exclude)]
+        return candidates[np.argsort(-self.scores[candidates], kind="stable")]
+
+    @property
+    def n_ambiguous(self) -> int:
+        """Targets with ``NL ≠ APL`` (the cheap ambiguity measure)."""
+        return int((self.necessary != self.approx_possible).any(axis=1).sum())

@@ -1,0 +1,268 @@
+"""Engines, migrations and sessions for a winnow store.
+
+A store is any SQLAlchemy URL; a bare file path means a SQLite file. SQLite connections get
+WAL journaling, ``foreign_keys=ON`` and a ``busy_timeout`` from a connect listener, and
+SQLAlchemy (not the ``sqlite3`` module) emits ``BEGIN`` so that every session is one real
+transaction; :func:`write_transaction` begins with ``BEGIN IMMEDIATE`` so that concurrent
+writers queue on the busy timeout instead of failing half-way.
+
+The schema is created and upgraded only by Alembic (:func:`upgrade_database`), which runs the
+migrations shipped in the ``migrations`` package, from any working directory.
+
+Typical use::
+
+    Session = open_store("winnow.db")            # upgrades the schema, cached per process
+    with Session.begin() as s:                    # a read, or a write without retries
+        state = load_state(s, session_id)
+    event = write_transaction(Session, lambda s: record_event(s, ...))   # a write
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, OperationalError
+from sqlalchemy.orm import Session, sessionmaker
+
+__all__ = [
+    "database_url",
+    "make_engine",
+    "upgrade_database",
+    "downgrade_database",
+    "alembic_config",
+    "open_store",
+    "close_stores",
+    "write_transaction",
+    "is_locked_error",
+    "BUSY_TIMEOUT_MS",
+]
+
+#: How long a SQLite connection waits for another writer before "database is locked".
+BUSY_TIMEOUT_MS = 30_000
+
+#: Execution option that makes the SQLite ``begin`` listener emit ``BEGIN IMMEDIATE``.
+_WRITE_OPTION = "winnow_write"
+
+T = TypeVar("T")
+
+_stores: dict[tuple[int, str], tuple[Engine, sessionmaker[Session]]] = {}
+_stores_lock = threading.Lock()
+
+
+def database_url(path_or_url: str | os.PathLike[str]) -> str:
+    """Return the SQLAlchemy URL for a store given as a URL or a file path.
+
+    Parameters
+    ----------
+    path_or_url : str or path-like
+        ``"sqlite:///..."``, ``"postgresql+psycopg://..."`` or any SQLAlchemy URL is returned
+        unchanged; anything else is a file path and becomes ``sqlite:///<absolute path>``
+        (relative to the current directory, ``~`` expanded).
+
+    Returns
+    -------
+    str
+    """
+    if isinstance(path_or_url, os.PathLike):
+        path_or_url = os.fspath(path_or_url)
+    if not isinstance(path_or_url, str):
+        raise TypeError(
+            f"path_or_url must be a str or a path, got {type(path_or_url).__name__}"
+        )
+    text = path_or_url.strip()
+    if not text:
+        raise ValueError("path_or_url is empty: give a SQLite file path or a SQLAlchemy URL")
+    if "://" in text:
+        try:
+            make_url(text)
+        except ArgumentError as exc:
+            raise ValueError(f"path_or_url {path_or_url!r} is not a valid SQLAlchemy URL") from exc
+        return text
+    return "sqlite:///" + str(Path(text).expanduser().resolve())
+
+
+def _is_file_sqlite(url: str) -> bool:
+    parsed = make_url(url)
+    database = parsed.database or ""
+    return (
+        parsed.get_backend_name() == "sqlite"
+        and database not in ("", ":memory:")
+        and "mode=memory" not in url
+    )
+
+
+def _install_sqlite_listeners(engine: Engine, *, wal: bool) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, connection_record: Any) -> None:
+        # SQLAlchemy emits BEGIN itself (below), so sqlite3 must not: otherwise SELECTs run
+        # outside any transaction and a read-then-write is not atomic.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            if wal:
+                cursor.execute("PRAGMA journal_mode = WAL")
+                cursor.execute("PRAGMA synchronous = NORMAL")
+            cursor.execute("PRAGMA foreign_keys = ON")
+        finally:
+            cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        if conn.get_execution_options().get(_WRITE_OPTION):
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+        else:
+            conn.exec_driver_sql("BEGIN")
+
+
+def make_engine(path_or_url: str | os.PathLike[str], **kwargs: Any) -> Engine:
+    """Create a new engine for a store (not cached; prefer :func:`open_store` in the app).
+
+    SQLite engines get WAL, ``foreign_keys=ON`` and ``busy_timeout`` on every connection.
+    Extra keyword arguments go to :func:`sqlalchemy.create_engine`.
+    """
+    url = database_url(path_or_url)
+    engine = create_engine(url, **kwargs)
+    if engine.dialect.name == "sqlite":
+        _install_sqlite_listeners(engine, wal=_is_file_sqlite(url))
+    return engine
+
+
+def alembic_config(path_or_url: str | os.PathLike[str]) -> Any:
+    """An :class:`alembic.config.Config` for the store, pointing at the installed migrations."""
+    from alembic.config import Config
+
+    import migrations
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(Path(migrations.__file__).resolve().parent))
+    # ConfigParser interpolation: a literal % must be doubled.
+    cfg.set_main_option("sqlalchemy.url", database_url(path_or_url).replace("%", "%%"))
+    return cfg
+
+
+def _run_alembic(path_or_url: str | os.PathLike[str], engine: Engine | None, action: Callable[[Any], None]) -> None:
+    cfg = alembic_config(path_or_url)
+    own_engine = engine is None
+    engine = engine if engine is not None else make_engine(path_or_url)
+    try:
+        with engine.begin() as connection:
+            cfg.attributes["connection"] = connection
+            action(cfg)
+    finally:
+        if own_engine:
+            engine.dispose()
+
+
+def upgrade_database(
+    path_or_url: str | os.PathLike[str], revision: str = "head", *, engine: Engine | None = None
+) -> None:
+    """Create or upgrade the store's schema with Alembic (``alembic upgrade head``).
+
+    Runs in one transaction (SQLite DDL is transactional here), so a failed upgrade leaves
+    the database as it was. Safe to call on an up-to-date database.
+    """
+    from alembic import command
+
+    _run_alembic(path_or_url, engine, lambda cfg: command.upgrade(cfg, revision))
+
+
+def downgrade_database(
+    path_or_url: str | os.PathLike[str], revision: str = "base", *, engine: Engine | None = None
+) -> None:
+    """Downgrade the store's schema (``alembic downgrade base`` drops every table)."""
+    from alembic import command
+
+    _run_alembic(path_or_url, engine, lambda cfg: command.downgrade(cfg, revision))
+
+
+def open_store(path_or_url: str | os.PathLike[str]) -> sessionmaker[Session]:
+    """Upgrade the store's schema and return a sessionmaker bound to its engine.
+
+    One engine per process and URL: later calls with the same store return the cached
+    sessionmaker without touching the schema again (a forked child gets its own). Sessions
+    are made with ``expire_on_commit=False`` so objects returned by a committed unit of work
+    stay readable.
+    """
+    url = database_url(path_or_url)
+    key = (os.getpid(), url)
+    with _stores_lock:
+        cached = _stores.get(key)
+        if cached is not None:
+            return cached[1]
+        engine = make_engine(url)
+        try:
+            upgrade_database(url, engine=engine)
+        except BaseException:
+            engine.dispose()
+            raise
+        factory = sessionmaker(bind=engine, expire_on_commit=False)
+        _stores[key] = (engine, factory)
+        return factory
+
+
+def close_stores() -> None:
+    """Dispose of every engine :func:`open_store` cached in this process."""
+    with _stores_lock:
+        for (pid, _url), (engine, _factory) in list(_stores.items()):
+            if pid == os.getpid():
+                engine.dispose()
+        _stores.clear()
+
+
+def is_locked_error(exc: BaseException) -> bool:
+    """True for SQLite's transient "database is locked" / "database is busy" errors."""
+    if not isinstance(exc, OperationalError):
+        return False
+    message = str(exc.orig if exc.orig is not None else exc).lower()
+    return "database is locked" in message or "database is busy" in message
+
+
+def write_transaction(
+    session_factory: sessionmaker[Session],
+    work: Callable[[Session], T],
+    *,
+    attempts: int = 8,
+) -> T:
+    """Run ``work(session)`` as one write transaction, retrying while SQLite is locked.
+
+    On SQLite the transaction starts with ``BEGIN IMMEDIATE``: it takes the write lock before
+    reading, waits up to :data:`BUSY_TIMEOUT_MS` for other writers, and cannot fail later on
+    a stale snapshot. If the lock still cannot be had, the whole unit of work is rolled back
+    and run again (``attempts`` times in all, with jittered back-off). Any other exception
+    rolls back and propagates. ``work`` must therefore be safe to re-run.
+
+    Parameters
+    ----------
+    session_factory : sessionmaker
+        From :func:`open_store`.
+    work : callable
+        Receives the ORM session; its return value is returned after the commit.
+    attempts : int, default=8
+
+    Returns
+    -------
+    Whatever ``work`` returned.
+    """
+    if attempts < 1:
+        raise ValueError(f"attempts must be >= 1, got {attempts!r}")
+    for attempt in range(1, attempts + 1):
+        try:
+            with session_factory() as session:
+                session.connection(execution_options={_WRITE_OPTION: True})
+                result = work(session)
+                session.commit()
+                return result
+        except OperationalError as exc:
+            if not is_locked_error(exc) or attempt == attempts:
+                raise
+            time.sleep(min(2.0, 0.05 * 2**attempt) * random.uniform(0.5, 1.0))
+    raise AssertionError("unreachable")  # pragma: no cover

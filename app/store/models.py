@@ -1,0 +1,278 @@
+"""The schema of a winnow store: datasets, instances, labelling sessions and answer events.
+
+SQLAlchemy 2.0 typed models (:class:`DeclarativeBase`, ``Mapped[]`` columns). The schema is
+created and upgraded only by the Alembic migrations in the ``migrations`` package; nothing here
+calls ``create_all``. ``tests/store/test_migrations.py`` checks that the two never drift.
+
+Storage choices
+---------------
+Features
+    One ``LargeBinary`` per instance holding the row as little-endian float64 bytes
+    (``d * 8`` bytes). Loading ``n`` rows back is one ordered ``SELECT`` followed by a single
+    ``b"".join`` and ``numpy.frombuffer`` -- a memcpy, no per-value parsing -- so 100k x 64
+    features load in well under a second. A row per instance (rather than one blob per
+    dataset) keeps every instance self-contained: the UI can show one item without reading the
+    whole matrix, the rows are written by the same bulk ``INSERT`` as the rest of the instance,
+    and no single value grows towards SQLite's 1 GB blob limit.
+Candidate sets
+    A JSON list of label indices (``[0, 3, 7]``): readable in SQL and in exports, portable to
+    PostgreSQL, and unbounded in the number of labels (M of 100 or more is fine).
+Answer events
+    Append-only: a row is never updated or deleted (SQLite triggers added by the migration
+    enforce it). An undo is a new event pointing at the event it cancels; the current candidate
+    sets are derived from the events (:func:`app.store.repo.derive_state`).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    CheckConstraint,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.types import TypeDecorator
+
+__all__ = [
+    "Base",
+    "Dataset",
+    "Instance",
+    "LabellingSession",
+    "Annotator",
+    "AnswerEvent",
+    "EVENT_KINDS",
+    "LABELLED_KINDS",
+    "WEIGHTINGS",
+    "CRITERIA",
+    "TARGET_SETS",
+    "utcnow",
+]
+
+#: Every kind of answer event, in the order the CHECK constraint lists them.
+EVENT_KINDS: tuple[str, ...] = ("answer", "none_of_these", "other_label", "skip", "undo", "resolve")
+#: Kinds that must carry a label index; every other kind must not.
+LABELLED_KINDS: tuple[str, ...] = ("answer", "other_label", "resolve")
+WEIGHTINGS: tuple[str, ...] = ("uniform", "distance")
+CRITERIA: tuple[str, ...] = ("apl", "pl", "participation", "most_partial", "random")
+TARGET_SETS: tuple[str, ...] = ("all", "unlabelled")
+
+# Deterministic constraint names: Alembic batch mode on SQLite needs them to alter tables.
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+def utcnow() -> datetime:
+    """The current time, timezone-aware, in UTC."""
+    return datetime.now(timezone.utc)
+
+
+def _in_list(column: str, values: tuple[str, ...]) -> str:
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timestamp stored as UTC and always read back timezone-aware.
+
+    SQLite keeps no time zone, so values are normalised to UTC on the way in and tagged as
+    UTC on the way out; PostgreSQL stores ``timestamp with time zone`` natively.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise TypeError(f"naive datetime {value!r}: store timezone-aware UTC timestamps")
+        value = value.astimezone(timezone.utc)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=timezone.utc)
+        return value.astimezone(timezone.utc)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class Dataset(Base):
+    """A feature matrix with candidate label sets, imported once and never edited."""
+
+    __tablename__ = "datasets"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    #: Ordered label names; label index ``j`` is ``label_names[j]``.
+    label_names: Mapped[list[str]] = mapped_column(JSON)
+    n_instances: Mapped[int] = mapped_column(Integer)
+    n_features: Mapped[int] = mapped_column(Integer)
+    feature_names: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
+    #: How to draw a feature row, e.g. ``"image:8x8"``; ``None`` for plain tables.
+    layout: Mapped[str | None] = mapped_column(String(100), nullable=True)
+
+    instances: Mapped[list[Instance]] = relationship(
+        back_populates="dataset", order_by="Instance.position", lazy="raise_on_sql"
+    )
+
+    __table_args__ = (
+        CheckConstraint("n_features >= 1", name="n_features_positive"),
+        CheckConstraint("n_instances >= 0", name="n_instances_nonnegative"),
+    )
+
+    @property
+    def n_labels(self) -> int:
+        return len(self.label_names)
+
+    def __repr__(self) -> str:
+        return (
+            f"Dataset(id={self.id!r}, name={self.name!r}, n_instances={self.n_instances!r}, "
+            f"n_features={self.n_features!r}, n_labels={len(self.label_names or [])})"
+        )
+
+
+class Instance(Base):
+    """One row of a dataset: its features and its original candidate set."""
+
+    __tablename__ = "instances"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    dataset_id: Mapped[int] = mapped_column(ForeignKey("datasets.id"))
+    #: Row number in the dataset, ``0 .. n_instances - 1``.
+    position: Mapped[int] = mapped_column(Integer)
+    external_id: Mapped[str] = mapped_column(String(200))
+    #: The feature row as little-endian float64 bytes (``n_features * 8`` bytes).
+    features: Mapped[bytes] = mapped_column(LargeBinary)
+    #: Sorted label indices of the original candidate set (never empty).
+    candidates: Mapped[list[int]] = mapped_column(JSON)
+    #: The true label index, kept only for simulations; ``None`` when unknown.
+    true_label: Mapped[int | None] = mapped_column(Integer, nullable=True)
+
+    dataset: Mapped[Dataset] = relationship(back_populates="instances")
+
+    __table_args__ = (
+        UniqueConstraint("dataset_id", "position"),
+        UniqueConstraint("dataset_id", "external_id"),
+        CheckConstraint("position >= 0", name="position_nonnegative"),
+        CheckConstraint("true_label IS NULL OR true_label >= 0", name="true_label_nonnegative"),
+    )
+
+    def __repr__(self) -> str:
+        return (
+            f"Instance(id={self.id!r}, dataset_id={self.dataset_id!r}, "
+            f"position={self.position!r}, external_id={self.external_id!r})"
+        )
+
+
+class LabellingSession(Base):
+    """A named labelling campaign on one dataset, with its query configuration."""
+
+    __tablename__ = "labelling_sessions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    dataset_id: Mapped[int] = mapped_column(ForeignKey("datasets.id"), index=True)
+    k: Mapped[int] = mapped_column(Integer, default=10)
+    weighting: Mapped[str] = mapped_column(String(20), default="uniform")
+    criterion: Mapped[str] = mapped_column(String(20), default="apl")
+    target_set: Mapped[str] = mapped_column(String(20), default="all")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    #: Bumped by every recorded event, so sessions can be listed by recent activity.
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+    dataset: Mapped[Dataset] = relationship()
+
+    __table_args__ = (
+        CheckConstraint("k >= 1", name="k_positive"),
+        CheckConstraint(_in_list("weighting", WEIGHTINGS), name="weighting"),
+        CheckConstraint(_in_list("criterion", CRITERIA), name="criterion"),
+        CheckConstraint(_in_list("target_set", TARGET_SETS), name="target_set"),
+    )
+
+    def __repr__(self) -> str:
+        return (
+            f"LabellingSession(id={self.id!r}, name={self.name!r}, "
+            f"dataset_id={self.dataset_id!r}, k={self.k!r}, weighting={self.weighting!r}, "
+            f"criterion={self.criterion!r}, target_set={self.target_set!r})"
+        )
+
+
+class Annotator(Base):
+    """A person (or a simulated oracle) who answers queries."""
+
+    __tablename__ = "annotators"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+
+    def __repr__(self) -> str:
+        return f"Annotator(id={self.id!r}, name={self.name!r})"
+
+
+class AnswerEvent(Base):
+    """One thing an annotator did to one instance in one session. Append-only.
+
+    ``kind`` is one of :data:`EVENT_KINDS`. ``answer``, ``other_label`` and ``resolve`` carry a
+    ``label`` index; the others do not. An ``undo`` names the event it cancels in
+    ``undoes_event_id`` (unique: an event is undone at most once) and has the same instance.
+    """
+
+    __tablename__ = "answer_events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    session_id: Mapped[int] = mapped_column(ForeignKey("labelling_sessions.id"))
+    instance_id: Mapped[int] = mapped_column(ForeignKey("instances.id"), index=True)
+    annotator_id: Mapped[int] = mapped_column(ForeignKey("annotators.id"))
+    kind: Mapped[str] = mapped_column(String(20))
+    label: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    undoes_event_id: Mapped[int | None] = mapped_column(
+        ForeignKey("answer_events.id"), nullable=True, unique=True
+    )
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+    session: Mapped[LabellingSession] = relationship()
+    instance: Mapped[Instance] = relationship()
+    annotator: Mapped[Annotator] = relationship()
+
+    __table_args__ = (
+        CheckConstraint(_in_list("kind", EVENT_KINDS), name="kind"),
+        CheckConstraint(
+            f"({_in_list('kind', LABELLED_KINDS)} AND label IS NOT NULL AND label >= 0)"
+            f" OR (NOT {_in_list('kind', LABELLED_KINDS)} AND label IS NULL)",
+            name="label_presence",
+        ),
+        CheckConstraint(
+            "(kind = 'undo' AND undoes_event_id IS NOT NULL)"
+            " OR (kind <> 'undo' AND undoes_event_id IS NULL)",
+            name="undo_target",
+        ),
+        Index("ix_answer_events_session_annotator", "session_id", "annotator_id", "id"),
+        Index("ix_answer_events_session_id_id", "session_id", "id"),
+    )
+
+    def __repr__(self) -> str:
+        return (
+            f"AnswerEvent(id={self.id!r}, session_id={self.session_id!r}, "
+            f"instance_id={self.instance_id!r}, annotator_id={self.annotator_id!r}, "
+            f"kind={self.kind!r}, label={self.label!r}, undoes_event_id={self.undoes_event_id!r})"
+        )

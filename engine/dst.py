@@ -1,0 +1,498 @@
+"""DST-PLL: a k-nearest-neighbour partial-label classifier with a reject option.
+
+Every neighbour is a piece of evidence (a basic probability assignment, bpa) about an
+instance's label; Yager's rule combines the evidence, the prediction is the label with the
+largest singleton belief, and it is *accepted* only when that belief exceeds the
+plausibility of every other label (Fuchs, Kalinke & Böhm, Algorithm 1 and Section 4.2).
+
+What is computed
+----------------
+For an instance with own set ``S`` (its candidate set when it is a training instance being
+disambiguated, all labels for a new instance) and a neighbour with candidate set ``N``:
+
+* the neighbour is skipped when ``S ∩ N`` is empty or equal to ``S`` (bpa ``m(S) = 1``);
+* otherwise it contributes ``m(S ∩ N) = 1/2`` and ``m(S) = 1/2``.
+
+Yager's rule combines all ``m`` active neighbours conjunctively (products of masses go to
+the intersection of the focal sets; conflict gathers on the empty set and stays there);
+only after the last neighbour is the empty-set mass moved to ``S``; focal sets with mass
+below ``1e-10`` are then dropped and the rest renormalised. Belief of ``y`` is ``m({y})``,
+plausibility of ``y`` the total mass of the focal sets holding ``y``.
+
+How it is computed
+------------------
+Before the conflict move, the combined focal set of every subset ``T`` of the active
+neighbours is ``S ∩ (∩_{j∈T} N_j)`` with mass ``2**-m``, so the combination is an
+enumeration of ``2**m`` intersections, not a sequence of hash-map merges. Candidate sets are
+packed into 64-bit words (``ceil(M / 64)`` words per set, so any number of labels works) and
+the intersections of all rows with the same ``m`` are built at once by doubling
+(``inter = [inter, inter & A_j]``). Singleton beliefs count the single-bit intersections;
+plausibility needs no enumeration: ``pl(y) = 2**(c_y - m) + m(∅)`` for ``y ∈ S``, where
+``c_y`` counts the active neighbours whose set holds ``y``. All masses are multiples of
+``2**-m`` and therefore exact in floating point; with ``m ≤ 16`` no mass can fall below the
+``1e-10`` pruning threshold, so pruning is a no-op on this path. Rows with more than 16
+active neighbours use a sequential combination that groups equal focal sets in a hash map
+(the paper's formulation) and does prune.
+
+Complexity: the neighbour search, plus ``O(n · 2**m · ceil(M/64))`` for the combination
+with ``m ≤ k`` (the paper bounds the focal sets by ``min(2**k, 2**M)``); for the default
+``k = 10`` the search dominates.
+
+Random tie-breaking (one ``rng.random((n_rows, 2))`` per batch; see ``_decide``) makes a
+prediction a *guess*; guesses are never accepted.
+
+References
+----------
+.. [1] T. Fuchs, F. Kalinke and K. Böhm, "Partial-Label Learning with a Reject Option",
+       Transactions on Machine Learning Research, 2025. arXiv:2402.00592.
+.. [2] R. R. Yager, "On the Dempster-Shafer framework and new combination rules",
+       Information Sciences 41(2), 93-137, 1987.
+"""
+
+from __future__ import annotations
+
+from numbers import Integral
+from typing import Any
+
+import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.neighbors import NearestNeighbors
+
+from engine._validation import check_candidates, check_features, check_scalar
+from engine.exceptions import InvalidInput, NotFittedError
+
+__all__ = ["DstPllClassifier"]
+
+PRUNE_BELOW = 1e-10
+"""Focal sets whose mass is below this after the conflict move are dropped (as in [1]'s code)."""
+
+_ENUMERATION_MAX_ACTIVE = 16  # rows with more active neighbours use the sequential path
+_CHUNK_WORDS = 1 << 20  # bound on rows * 2**m * words held at once by the enumeration
+
+if hasattr(np, "bitwise_count"):  # numpy >= 2.0
+
+    def _popcount(words: np.ndarray) -> np.ndarray:
+        return np.bitwise_count(words).sum(axis=-1, dtype=np.int64)
+
+else:  # pragma: no cover - numpy 1.26
+    _BYTE_POPCOUNT = np.array([bin(b).count("1") for b in range(256)], dtype=np.int64)
+
+    def _popcount(words: np.ndarray) -> np.ndarray:
+        as_bytes = words.view(np.uint8).reshape(*words.shape[:-1], -1)
+        return _BYTE_POPCOUNT[as_bytes].sum(axis=-1)
+
+
+def _pack(sets: np.ndarray, n_words: int) -> np.ndarray:
+    """Bool sets of shape (..., M) to uint64 words of shape (..., n_words); bit b of word w is label 64w+b."""
+    packed = np.packbits(sets, axis=-1, bitorder="little")
+    pad = n_words * 8 - packed.shape[-1]
+    if pad:
+        packed = np.concatenate([packed, np.zeros((*packed.shape[:-1], pad), dtype=np.uint8)], axis=-1)
+    return np.ascontiguousarray(packed).view("<u8").astype(np.uint64, copy=False)
+
+
+def _set_key(words: np.ndarray) -> int:
+    """The integer sum(2**label) of one packed set (the order ties between focal sets follow)."""
+    return sum(int(word) << (64 * w) for w, word in enumerate(words))
+
+
+def _labels_of_key(key: int) -> np.ndarray:
+    return np.array([y for y in range(key.bit_length()) if key >> y & 1], dtype=np.intp)
+
+
+class _Evidence:
+    """Combined evidence of a batch: belief and plausibility, plus what ties need."""
+
+    def __init__(self, belief: np.ndarray, plausibility: np.ndarray, heaviest: dict[int, list[np.ndarray]]):
+        self.belief = belief
+        self.plausibility = plausibility
+        # Rows with no singleton mass: the focal sets of largest mass and, among those, fewest
+        # labels, as label arrays ordered by sum(2**label).
+        self.heaviest = heaviest
+
+
+def _active_sets(own: np.ndarray, neighbour_sets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """S ∩ N_j for every neighbour and whether the neighbour is active (not empty, not S)."""
+    meet = neighbour_sets & own[:, None, :]
+    active = meet.any(axis=2) & (meet != own[:, None, :]).any(axis=2)
+    return meet, active
+
+
+def _combine(own: np.ndarray, neighbour_sets: np.ndarray) -> _Evidence:
+    """Yager-combine the evidence of every row; own (r, M) and neighbour_sets (r, k, M) bool."""
+    n_rows, n_labels = own.shape
+    meet, active = _active_sets(own, neighbour_sets)
+    n_active = active.sum(axis=1)
+    # c_y: active neighbours whose set holds y; gives pl(y) = 2**(c_y - m) before the move.
+    holders = (meet & active[:, :, None]).sum(axis=1)
+    belief = np.zeros((n_rows, n_labels))
+    plausibility = np.zeros((n_rows, n_labels))
+    heaviest: dict[int, list[np.ndarray]] = {}
+    n_words = (n_labels + 63) // 64
+    for m in np.unique(n_active):
+        rows = np.flatnonzero(n_active == m)
+        if m > _ENUMERATION_MAX_ACTIVE:
+            for row in rows:
+                _combine_sequential(row, own[row], meet[row][active[row]], belief, plausibility, heaviest)
+            continue
+        # Active neighbours first, in neighbour order (combination is order-free anyway).
+        order = np.argsort(~active[rows], axis=1, kind="stable")[:, :m]
+        sets = np.take_along_axis(meet[rows], order[:, :, None], axis=1)
+        chunk = max(1, _CHUNK_WORDS // ((1 << int(m)) * n_words))
+        for start in range(0, rows.size, chunk):
+            part = rows[start : start + chunk]
+            _combine_enumerated(
+                part,
+                _pack(own[part], n_words),
+                _pack(sets[start : start + chunk], n_words),
+                own[part],
+                holders[part],
+                int(m),
+                belief,
+                plausibility,
+                heaviest,
+            )
+    return _Evidence(belief, plausibility, heaviest)
+
+
+def _combine_enumerated(
+    rows: np.ndarray,
+    own_words: np.ndarray,
+    set_words: np.ndarray,
+    own: np.ndarray,
+    holders: np.ndarray,
+    m: int,
+    belief: np.ndarray,
+    plausibility: np.ndarray,
+    heaviest: dict[int, list[np.ndarray]],
+) -> None:
+    """Rows with exactly m active neighbours: enumerate the 2**m neighbour subsets."""
+    n_rows, n_labels = own.shape
+    inter = own_words[:, None, :]
+    for j in range(m):
+        inter = np.concatenate([inter, inter & set_words[:, j, None, :]], axis=1)
+    unit = np.ldexp(1.0, -m)  # mass of one neighbour subset, exact
+    size = _popcount(inter)  # (r, 2**m) labels in each intersection
+    conflict = (size == 0).sum(axis=1) * unit  # m(∅), moved to S below
+    hit_rows, hit_cols = np.nonzero(size == 1)
+    words = inter[hit_rows, hit_cols]  # (n_singletons, n_words)
+    word = (words != 0).argmax(axis=1)
+    bit = np.frexp(words[np.arange(word.size), word].astype(np.float64))[1] - 1  # exact for 2**b
+    counts = np.bincount(hit_rows * n_labels + word * 64 + bit, minlength=n_rows * n_labels)
+    bel = counts.reshape(n_rows, n_labels) * unit
+    own_size = own.sum(axis=1)
+    bel[own_size == 1] += own[own_size == 1] * conflict[own_size == 1, None]  # conflict onto S = {y}
+    belief[rows] = bel
+    plausibility[rows] = np.where(own, np.ldexp(1.0, holders - m) + conflict[:, None], 0.0)
+    # Masses are multiples of 2**-m >= 2**-16 > PRUNE_BELOW: nothing to prune or renormalise.
+    for i in np.flatnonzero(~bel.any(axis=1)):
+        focal = inter[i].copy()
+        focal[size[i] == 0] = own_words[i]  # conflict moves to S
+        sets, mass = np.unique(focal, axis=0, return_counts=True)
+        candidates = sets[mass == mass.max()]
+        sizes = _popcount(candidates)
+        keys = sorted(_set_key(s) for s in candidates[sizes == sizes.min()])
+        heaviest[int(rows[i])] = [_labels_of_key(key) for key in keys]
+
+
+def _combine_sequential(
+    row: int,
+    own: np.ndarray,
+    active_sets: np.ndarray,
+    belief: np.ndarray,
+    plausibility: np.ndarray,
+    heaviest: dict[int, list[np.ndarray]],
+) -> None:
+    """One row, sets as Python ints, equal focal sets grouped in a dict (used for m > 16)."""
+    mass = _sequential_mass(own, active_sets)
+    for key, value in mass.items():
+        labels = _labels_of_key(key)
+        plausibility[row, labels] += value
+        if labels.size == 1:
+            belief[row, labels[0]] = value
+    if not belief[row].any():
+        best = max(mass.values())
+        heavy = [key for key, value in mass.items() if value == best]
+        fewest = min(key.bit_count() for key in heavy)
+        heaviest[row] = [_labels_of_key(key) for key in sorted(k for k in heavy if k.bit_count() == fewest)]
+
+
+def _sequential_mass(own: np.ndarray, active_sets: np.ndarray) -> dict[int, float]:
+    """Yager's rule in the paper's hash-map form: combine all, move conflict, prune, renormalise."""
+    universe = _set_key(_pack(own, (own.size + 63) // 64))
+    combined = {universe: 1.0}
+    for neighbour in active_sets:
+        meet = _set_key(_pack(neighbour, (own.size + 63) // 64))
+        step: dict[int, float] = {}
+        for focal, value in combined.items():
+            for other in (meet, universe):
+                key = focal & other
+                step[key] = step.get(key, 0.0) + value * 0.5
+        combined = step
+    if 0 in combined:
+        combined[universe] = combined.get(universe, 0.0) + combined.pop(0)
+    combined = {key: value for key, value in combined.items() if value >= PRUNE_BELOW}
+    total = sum(combined.values())
+    if total != 1.0:
+        combined = {key: value / total for key, value in combined.items()}
+    return combined
+
+
+def _decide(evidence: _Evidence, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Labels, guess flags and margins from beliefs and plausibilities.
+
+    The label is the one of largest singleton belief. Ties are judged as the authors' code
+    does, ``numpy.isclose`` on the beliefs normalised to sum one, and broken with
+    ``draws[i, 0]``. When no singleton has mass, one of the heaviest (then smallest) focal
+    sets is chosen with ``draws[i, 0]`` and a label inside it with ``draws[i, 1]``. Both are
+    guesses. The margin is ``bel(t) - max_{y≠t} pl(y)`` for ``t`` the largest-belief label
+    (lowest index on exact ties), which is the prediction whenever it is not a guess.
+    """
+    bel, pl = evidence.belief, evidence.plausibility
+    n_rows, n_labels = bel.shape
+    draws = rng.random((n_rows, 2))
+    top = bel.argmax(axis=1)
+    rows = np.arange(n_rows)
+    others = pl.copy()
+    others[rows, top] = -np.inf
+    margin = bel[rows, top] - (others.max(axis=1) if n_labels > 1 else 0.0)
+
+    total = bel.sum(axis=1, keepdims=True)
+    has_singleton = total[:, 0] > 0
+    scores = bel / np.where(total > 0, total, 1.0)
+    tied = np.isclose(scores, scores.max(axis=1, keepdims=True)) & has_singleton[:, None]
+    n_tied = tied.sum(axis=1)
+    pick = np.floor(draws[:, 0] * n_tied).astype(np.intp)
+    labels = np.where(has_singleton, (np.cumsum(tied, axis=1) > pick[:, None]).argmax(axis=1), 0)
+    for row, options in evidence.heaviest.items():
+        chosen = options[int(draws[row, 0] * len(options))]
+        labels[row] = chosen[int(draws[row, 1] * chosen.size)]
+    guess = ~has_singleton | (n_tied > 1)
+    return labels.astype(np.intp), guess, margin
+
+
+class DstPllClassifier(BaseEstimator):
+    """Dempster-Shafer k-NN partial-label classifier with a reject option (DST-PLL [1]_).
+
+    Parameters
+    ----------
+    n_neighbors : int, default=10
+        Number of Euclidean nearest neighbours whose candidate sets are combined.
+    random_state : None, int or numpy.random.Generator, default=None
+        Seed of the random tie-breaking. Each ``fit`` and each prediction call starts a new
+        ``numpy.random.default_rng(random_state)``, so an integer seed gives the same
+        labels for the same input every time.
+
+    Attributes
+    ----------
+    n_features_in_ : int
+        Number of features seen in ``fit``.
+    n_labels_ : int
+        Number of labels ``M`` (columns of the candidate matrix).
+    classes_ : ndarray of shape (n_labels,)
+        The labels ``0..M-1``.
+    candidates_ : ndarray of shape (n_instances, n_labels)
+        The training candidate matrix.
+    disambiguate_ : ndarray of shape (n_instances,)
+        Transductive label of every training instance: its own candidate set combined with
+        the evidence of its ``n_neighbors`` nearest *other* training instances.
+    disambiguate_accepted_ : ndarray of shape (n_instances,)
+        Whether each of those labels passes the reject option (and is not a guess).
+    disambiguate_guess_ : ndarray of shape (n_instances,)
+        Whether each of those labels was drawn at random among ties.
+
+    Notes
+    -----
+    A prediction is a *guess* when it was drawn at random: several labels tie for the
+    largest singleton belief, or no singleton has any mass and the label was drawn from the
+    heaviest focal set. Guesses are never accepted (Theorem 4.2 (i) of [1]_ shows their
+    margin is not positive). An accepted label ``ŷ`` has ``bel(ŷ) > pl(y)`` for every
+    ``y ≠ ŷ``, so every probability distribution in the credal set of the combined mass
+    puts more probability on ``ŷ`` than on any other label (Theorem 4.2 (ii)).
+
+    References
+    ----------
+    .. [1] T. Fuchs, F. Kalinke and K. Böhm, "Partial-Label Learning with a Reject Option",
+           Transactions on Machine Learning Research, 2025.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.array([[0.0], [0.1], [0.2], [5.0], [5.1], [5.2]])
+    >>> Y = np.array([[1, 0, 0], [1, 1, 0], [1, 0, 1], [0, 1, 1], [0, 1, 0], [0, 1, 0]], dtype=bool)
+    >>> clf = DstPllClassifier(n_neighbors=3, random_state=0).fit(X, Y)
+    >>> clf.predict_with_reject([[0.05], [5.05]])
+    (array([0, 1]), array([ True,  True]))
+    >>> bel, pl = clf.belief_plausibility([[0.05]])
+    >>> bel.tolist(), pl.tolist()
+    ([[0.625, 0.0, 0.0]], [[1.0, 0.25, 0.25]])
+    """
+
+    def __init__(self, n_neighbors: int = 10, *, random_state: Any = None) -> None:
+        self.n_neighbors = n_neighbors
+        self.random_state = random_state
+
+    def fit(self, X: Any, Y: Any) -> "DstPllClassifier":
+        """Index the training set and disambiguate every training instance.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_instances, n_features)
+            Finite training features.
+        Y : array-like of shape (n_instances, n_labels)
+            Boolean (or 0/1) candidate matrix; every row holds at least one candidate.
+
+        Returns
+        -------
+        self : DstPllClassifier
+        """
+        X = check_features(X, name="X")
+        Y = check_candidates(Y, name="Y", n_rows=X.shape[0])
+        check_scalar(self.n_neighbors, "n_neighbors", kind=Integral, min_value=1)
+        if self.n_neighbors >= X.shape[0]:
+            raise InvalidInput(
+                f"n_neighbors={self.n_neighbors} must be smaller than the number of training instances "
+                f"({X.shape[0]}): each instance is combined with its n_neighbors nearest other instances"
+            )
+        self.nn_ = NearestNeighbors(n_neighbors=int(self.n_neighbors)).fit(X)
+        self.candidates_ = Y
+        self.n_features_in_ = X.shape[1]
+        self.n_labels_ = Y.shape[1]
+        self.classes_ = np.arange(Y.shape[1])
+        # Without a query, scikit-learn leaves every row out of its own neighbourhood by index
+        # (not by distance), so exact duplicates stay neighbours of each other.
+        idx = self.nn_.kneighbors(return_distance=False)
+        evidence = _combine(Y, Y[idx])
+        labels, guess, margin = _decide(evidence, np.random.default_rng(self.random_state))
+        self.disambiguate_ = labels
+        self.disambiguate_guess_ = guess
+        self.disambiguate_accepted_ = (margin > 0) & ~guess
+        return self
+
+    # -- prediction ---------------------------------------------------------------------
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "nn_"):
+            raise NotFittedError(f"This {type(self).__name__} instance is not fitted yet; call fit(X, Y) first")
+
+    def _evidence(self, X: Any) -> _Evidence:
+        self._check_fitted()
+        X = check_features(X, name="X")
+        if X.shape[1] != self.n_features_in_:
+            raise InvalidInput(f"X has {X.shape[1]} features but the classifier was fitted with {self.n_features_in_}")
+        idx = self.nn_.kneighbors(X, return_distance=False)
+        own = np.ones((X.shape[0], self.n_labels_), dtype=bool)  # a new instance may be any label
+        return _combine(own, self.candidates_[idx])
+
+    def predict_with_reject(
+        self, X: Any, *, return_guess: bool = False
+    ) -> tuple[np.ndarray, np.ndarray] | tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Predict labels and whether each prediction is accepted by the reject option.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_targets, n_features)
+            New instances.
+        return_guess : bool, default=False
+            Also return which labels were drawn at random among ties.
+
+        Returns
+        -------
+        labels : ndarray of shape (n_targets,)
+            Predicted labels.
+        accepted : ndarray of shape (n_targets,)
+            True when ``bel(ŷ) - max_{y≠ŷ} pl(y) > 0`` and ``ŷ`` is not a guess.
+        guess : ndarray of shape (n_targets,), only with ``return_guess=True``
+            True when ``ŷ`` was drawn at random among tied labels or focal sets.
+        """
+        labels, guess, margin = _decide(self._evidence(X), np.random.default_rng(self.random_state))
+        accepted = (margin > 0) & ~guess
+        return (labels, accepted, guess) if return_guess else (labels, accepted)
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Predict a label for every row of ``X`` (rejected ones included).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_targets, n_features)
+
+        Returns
+        -------
+        labels : ndarray of shape (n_targets,)
+        """
+        return self.predict_with_reject(X)[0]
+
+    def belief_plausibility(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Singleton belief ``m({y})`` and plausibility of every label.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_targets, n_features)
+
+        Returns
+        -------
+        belief : ndarray of shape (n_targets, n_labels)
+        plausibility : ndarray of shape (n_targets, n_labels)
+        """
+        evidence = self._evidence(X)
+        return evidence.belief, evidence.plausibility
+
+    def decision_margin(self, X: Any) -> np.ndarray:
+        """``bel(t) - max_{y≠t} pl(y)`` for ``t`` the label of largest belief (lowest index on ties).
+
+        Positive exactly when the prediction is accepted, except for guesses, which are
+        never accepted. The value does not depend on random tie-breaking.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_targets, n_features)
+
+        Returns
+        -------
+        margin : ndarray of shape (n_targets,)
+        """
+        return _decide(self._evidence(X), np.random.default_rng(0))[2]
+
+    def mass_functions(self, X: Any = None) -> list[dict[frozenset[int], float]]:
+        """The combined mass function of every row, as ``{focal set: mass}``.
+
+        For inspection and tests; slow (one dict per row).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_targets, n_features), optional
+            New instances; ``None`` gives the training instances as disambiguated by ``fit``.
+
+        Returns
+        -------
+        masses : list of dict
+            One dict per row mapping a frozenset of labels to its mass (only focal sets).
+        """
+        self._check_fitted()
+        Y = self.candidates_
+        if X is None:
+            own, idx = Y, self.nn_.kneighbors(return_distance=False)
+        else:
+            X = check_features(X, name="X")
+            if X.shape[1] != self.n_features_in_:
+                raise InvalidInput(
+                    f"X has {X.shape[1]} features but the classifier was fitted with {self.n_features_in_}"
+                )
+            idx = self.nn_.kneighbors(X, return_distance=False)
+            own = np.ones((X.shape[0], self.n_labels_), dtype=bool)
+        meet, active = _active_sets(own, Y[idx])
+        n_words = (self.n_labels_ + 63) // 64
+        out = []
+        for row in range(own.shape[0]):
+            sets = meet[row][active[row]]
+            if sets.shape[0] > _ENUMERATION_MAX_ACTIVE:
+                mass = _sequential_mass(own[row], sets)
+            else:
+                inter = _pack(own[row], n_words)[None, :]
+                for word in _pack(sets, n_words):
+                    inter = np.concatenate([inter, inter & word], axis=0)
+                inter[_popcount(inter) == 0] = _pack(own[row], n_words)
+                focal, count = np.unique(inter, axis=0, return_counts=True)
+                mass = {_set_key(f): float(np.ldexp(c, -sets.shape[0])) for f, c in zip(focal, count)}
+            out.append({frozenset(_labels_of_key(key).tolist()): value for key, value in mass.items()})
+        return out

@@ -1,0 +1,37 @@
+"""Reading and writing files: datasets in, ranked query lists and labelled datasets out.
+
+Everything is validated before anything is written; a bad file raises
+:class:`~app.io.errors.DataFileError` with a one-line message naming file, row and column.
+"""
+
+from app.io.errors import DataFileError
+from app.io.readers import (
+    SUPPORTED_EXTENSIONS,
+    LoadedDataset,
+    parse_candidate_cell,
+    read_dataset,
+    sort_label_names,
+)
+from app.io.writers import (
+    LABELLED_COLUMNS,
+    RANKED_COLUMNS,
+    TABLE_EXTENSIONS,
+    labelled_dataset_table,
+    ranked_query_table,
+    write_table,
+)
+
+__all__ = [
+    "DataFileError",
+    "LoadedDataset",
+    "SUPPORTED_EXTENSIONS",
+    "read_dataset",
+    "parse_candidate_cell",
+    "sort_label_names",
+    "RANKED_COLUMNS",
+    "LABELLED_COLUMNS",
+    "TABLE_EXTENSIONS",
+    "ranked_query_table",
+    "labelled_dataset_table",
+    "write_table",
+]

@@ -1,0 +1,420 @@
+"""Tables winnow exports: the ranked query list and the labelled dataset, as CSV, JSON or Parquet.
+
+Ranked query list (:func:`ranked_query_table`)
+----------------------------------------------
+One row per *partially* labelled item (candidate set of two or more labels), most useful
+question first. Precise items are left out: asking about them teaches nothing.
+
+=============================  =================================================================
+column                         meaning
+=============================  =================================================================
+``rank``                       1-based position in the list (1 = ask this first).
+``id``                         The item's id, as in the imported file.
+``score``                      Query score: the number of targets whose decision (necessary /
+                               possible labels) at least one answer about this item could change.
+                               Higher is more useful. Ties keep the dataset order.
+``candidates``                 The item's current candidate labels, joined by ``|``
+                               (a JSON list in ``.json`` output).
+``n_candidates``               Size of the candidate set (always >= 2).
+``ambiguous_targets_touched``  How many currently ambiguous targets have this item among their
+                               k nearest neighbours.
+``criterion``                  The scoring criterion, e.g. ``apl`` or ``pl``.
+``params``                     The scoring parameters as compact JSON, e.g. ``{"k":10,...}``.
+=============================  =================================================================
+
+Output formats (:func:`write_table`, by extension)
+--------------------------------------------------
+``.csv`` / ``.tsv``
+    All columns as above. A text cell a spreadsheet would run as a formula (starting with ``=``,
+    ``+``, ``-``, ``@``, tab or carriage return) is written with a leading ``'``; numbers,
+    including negative ones, are written as they are. :func:`app.io.read_dataset` removes the
+    ``'`` again when it reads such a file.
+``.json``
+    For the two winnow tables an object ``{"table": ..., <table metadata>, "rows": [...]}``: the
+    ranked list gives ``{"table": "ranked_queries", "criterion": ..., "params": {...},
+    "rows": [...]}`` with the per-row ``criterion`` / ``params`` hoisted out; the labelled dataset
+    gives ``{"table": "labelled_dataset", "label_names": [...], "rows": [...]}``. In rows,
+    ``candidates`` is a list of label names and missing values are ``null``. Any other DataFrame
+    is written as a plain list of row objects.
+``.parquet``
+    The DataFrame as is (``candidates`` as the ``|``-joined string).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import os
+import re
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from app.io.errors import DataFileError
+from engine._validation import check_candidates
+from engine.exceptions import InvalidInput
+
+__all__ = [
+    "RANKED_COLUMNS",
+    "LABELLED_COLUMNS",
+    "TABLE_EXTENSIONS",
+    "FORMULA_PREFIXES",
+    "neutralise_formulas",
+    "ranked_query_table",
+    "labelled_dataset_table",
+    "write_table",
+]
+
+RANKED_COLUMNS: tuple[str, ...] = (
+    "rank", "id", "score", "candidates", "n_candidates", "ambiguous_targets_touched", "criterion", "params",
+)
+LABELLED_COLUMNS: tuple[str, ...] = (
+    "id", "candidates", "n_candidates", "label", "resolved", "answered_by", "answered_at", "true_label",
+)
+"""Columns of :func:`labelled_dataset_table` before any feature columns (``true_label`` only
+when true labels are given). Pass ``ignore_columns=LABELLED_COLUMNS`` to
+:func:`app.io.read_dataset` to import an export that includes features."""
+TABLE_EXTENSIONS: tuple[str, ...] = (".csv", ".tsv", ".json", ".parquet")
+FORMULA_PREFIXES: tuple[str, ...] = ("=", "+", "-", "@", "\t", "\r")
+"""First characters that make a spreadsheet treat a text cell as a formula."""
+
+_PLAIN_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+# --------------------------------------------------------------------------------------------
+# Ranked query list
+# --------------------------------------------------------------------------------------------
+
+
+def ranked_query_table(
+    scores: Any,
+    candidates: Any,
+    label_names: Sequence[str],
+    ids: Sequence[str],
+    touched: Any,
+    *,
+    criterion: str,
+    params: Mapping[str, Any],
+) -> pd.DataFrame:
+    """The ranked query list: partially labelled items, highest query score first.
+
+    Parameters
+    ----------
+    scores : array-like of shape (n_instances,)
+        Query score of every instance (finite).
+    candidates : array-like of shape (n_instances, n_labels), bool
+        Current candidate sets.
+    label_names : sequence of str, length n_labels
+    ids : sequence of str, length n_instances
+    touched : array-like of shape (n_instances,), int
+        Number of currently ambiguous targets that have the instance among their neighbours.
+    criterion : str
+        Name of the scoring criterion, e.g. ``"apl"``.
+    params : mapping
+        Scoring parameters (JSON-serialisable), e.g. ``{"k": 10, "weighting": "uniform"}``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns :data:`RANKED_COLUMNS`, documented in this module's docstring; one row per item
+        whose candidate set has two or more labels, sorted by ``score`` descending with ties in
+        dataset order. ``df.attrs`` holds ``table="ranked_queries"``, ``criterion`` and ``params``
+        (used by :func:`write_table` for JSON).
+    """
+    Y = check_candidates(candidates, name="candidates")
+    n, M = Y.shape
+    score_arr = _vector(scores, "scores", n, kind="f")
+    touched_arr = _vector(touched, "touched", n, kind="i")
+    names = _names(label_names, "label_names", M)
+    id_list = _names(ids, "ids", n)
+    if not isinstance(criterion, str) or not criterion:
+        raise InvalidInput(f"criterion must be a non-empty string, got {criterion!r}")
+    if not isinstance(params, Mapping):
+        raise TypeError(f"params must be a mapping, got {type(params).__name__}")
+    params_dict = {str(key): _json_value(value) for key, value in params.items()}
+    try:
+        params_json = json.dumps(params_dict, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput(f"params must be JSON-serialisable: {exc}") from None
+
+    sizes = Y.sum(axis=1)
+    partial = np.flatnonzero(sizes >= 2)
+    order = partial[np.argsort(-score_arr[partial], kind="stable")]
+    table = pd.DataFrame(
+        {
+            "rank": np.arange(1, order.shape[0] + 1, dtype=np.int64),
+            "id": pd.Series([id_list[i] for i in order], dtype=object),
+            "score": score_arr[order],
+            "candidates": pd.Series([_join(names, Y[i]) for i in order], dtype=object),
+            "n_candidates": sizes[order].astype(np.int64),
+            "ambiguous_targets_touched": touched_arr[order],
+            "criterion": pd.Series([criterion] * order.shape[0], dtype=object),
+            "params": pd.Series([params_json] * order.shape[0], dtype=object),
+        },
+        columns=list(RANKED_COLUMNS),
+    )
+    table.attrs = {"table": "ranked_queries", "criterion": criterion, "params": params_dict}
+    return table
+
+
+# --------------------------------------------------------------------------------------------
+# Labelled dataset export
+# --------------------------------------------------------------------------------------------
+
+
+def labelled_dataset_table(
+    ids: Sequence[str],
+    label_names: Sequence[str],
+    current_candidates: Any,
+    resolved: Any,
+    answered_by: Sequence[str | None],
+    answered_at: Sequence[Any],
+    true_labels: Any = None,
+    *,
+    features: Any = None,
+    feature_names: Sequence[str] | None = None,
+) -> pd.DataFrame:
+    """The labelled dataset as a table, one row per item, ready for :func:`write_table`.
+
+    Parameters
+    ----------
+    ids : sequence of str, length n_instances
+    label_names : sequence of str, length n_labels
+    current_candidates : array-like of shape (n_instances, n_labels), bool
+        Candidate sets after the expert's answers.
+    resolved : array-like of shape (n_instances,), bool
+        True where an expert answer fixed the item's label.
+    answered_by : sequence of str or None, length n_instances
+        Who answered (None where nobody did).
+    answered_at : sequence of datetime, str or None, length n_instances
+        When (written as ISO 8601 text).
+    true_labels : array-like of shape (n_instances,), int, optional
+        True label indices, -1 where unknown; adds a ``true_label`` column.
+    features : array-like of shape (n_instances, n_features), optional
+        Adds the features after the label columns, so the export can be imported again with
+        ``read_dataset(path, ignore_columns=LABELLED_COLUMNS)``.
+    feature_names : sequence of str, optional
+        Names of the feature columns (default ``feature_0`` ...).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``id``, ``candidates`` (``|``-joined), ``n_candidates``, ``label`` (the label
+        when exactly one candidate is left, else missing), ``resolved``, ``answered_by``,
+        ``answered_at``, then ``true_label`` (name or missing) and the features when given.
+        ``df.attrs`` holds ``table="labelled_dataset"`` and ``label_names``.
+    """
+    Y = check_candidates(current_candidates, name="current_candidates")
+    n, M = Y.shape
+    names = _names(label_names, "label_names", M)
+    id_list = _names(ids, "ids", n)
+    resolved_arr = np.asarray(resolved)
+    if resolved_arr.shape != (n,) or resolved_arr.dtype.kind not in "biu":
+        raise InvalidInput(f"resolved must be {n} booleans, got {resolved_arr.dtype} of shape {resolved_arr.shape}")
+    for name, seq in (("answered_by", answered_by), ("answered_at", answered_at)):
+        if len(seq) != n:
+            raise InvalidInput(f"{name} has {len(seq)} entries but there are {n} items")
+    sizes = Y.sum(axis=1)
+    columns: dict[str, Any] = {
+        "id": pd.Series(id_list, dtype=object),
+        "candidates": pd.Series([_join(names, row) for row in Y], dtype=object),
+        "n_candidates": sizes.astype(np.int64),
+        "label": pd.Series([names[int(np.argmax(row))] if s == 1 else None for row, s in zip(Y, sizes)], dtype=object),
+        "resolved": resolved_arr.astype(bool),
+        "answered_by": pd.Series([None if _missing(a) else str(a) for a in answered_by], dtype=object),
+        "answered_at": pd.Series([_iso(t) for t in answered_at], dtype=object),
+    }
+    if true_labels is not None:
+        y = _vector(true_labels, "true_labels", n, kind="i")
+        if ((y < -1) | (y >= M)).any():
+            raise InvalidInput(f"true_labels must lie in -1..{M - 1}")
+        columns["true_label"] = pd.Series([names[j] if j >= 0 else None for j in y], dtype=object)
+    table = pd.DataFrame(columns)
+    if features is not None:
+        X = np.asarray(features, dtype=np.float64)
+        if X.ndim != 2 or X.shape[0] != n:
+            raise InvalidInput(f"features must have shape ({n}, n_features), got {X.shape}")
+        fnames = _names(feature_names, "feature_names", X.shape[1]) if feature_names is not None \
+            else [f"feature_{j}" for j in range(X.shape[1])]
+        clash = sorted(set(fnames) & set(table.columns))
+        if clash:
+            raise InvalidInput(f"feature_names clash with label columns: {clash}")
+        table = pd.concat([table, pd.DataFrame(X, columns=fnames)], axis=1)
+    table.attrs = {"table": "labelled_dataset", "label_names": list(names)}
+    return table
+
+
+# --------------------------------------------------------------------------------------------
+# Writing
+# --------------------------------------------------------------------------------------------
+
+
+def write_table(df: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
+    """Write ``df`` to ``path`` as CSV, TSV, JSON or Parquet, chosen by the extension.
+
+    The file is written to a temporary name and moved into place, so a failed write never
+    leaves half a file. See the module docstring for the exact format of each type, including
+    the neutralisation of spreadsheet formulas in CSV / TSV.
+
+    Returns
+    -------
+    pathlib.Path
+        The path written.
+
+    Raises
+    ------
+    DataFileError
+        Unsupported extension, or the file cannot be written.
+    """
+    if not isinstance(df, pd.DataFrame):
+        raise TypeError(f"df must be a pandas DataFrame, got {type(df).__name__}")
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
+    target = Path(path)
+    ext = target.suffix.lower()
+    if ext not in TABLE_EXTENSIONS:
+        raise DataFileError(target, f"cannot write {ext or '(no extension)'!r} files; use one of {', '.join(TABLE_EXTENSIONS)}")
+    if not target.parent.is_dir():
+        raise DataFileError(target, f"cannot be written: folder {os.fspath(target.parent)!r} does not exist")
+    handle = None
+    try:
+        handle = tempfile.NamedTemporaryFile(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp", delete=False)
+        handle.close()
+        tmp = Path(handle.name)
+        if ext in (".csv", ".tsv"):
+            neutralised = neutralise_formulas(df)
+            neutralised.to_csv(tmp, index=False, sep="," if ext == ".csv" else "\t", lineterminator="\n",
+                               encoding="utf-8")
+        elif ext == ".json":
+            tmp.write_text(json.dumps(_json_payload(df), ensure_ascii=False, allow_nan=False, indent=1) + "\n",
+                           encoding="utf-8")
+        else:
+            frame = df.copy()
+            frame.attrs = {}  # pandas would store attrs as JSON; ours are not needed in Parquet
+            frame.to_parquet(tmp, index=False)
+        os.replace(tmp, target)
+    except OSError as exc:
+        raise DataFileError(target, f"cannot be written: {exc.strerror or exc}") from None
+    finally:
+        if handle is not None and Path(handle.name).exists():
+            Path(handle.name).unlink()
+    return target
+
+
+def neutralise_formulas(df: pd.DataFrame) -> pd.DataFrame:
+    """A copy of ``df`` whose text cells cannot run as spreadsheet formulas.
+
+    A string starting with one of :data:`FORMULA_PREFIXES` gets a leading ``'`` unless it is a
+    plain number such as ``-3`` or ``+1.5e3``. Numeric and boolean columns are untouched.
+    """
+    out = df.copy()
+    for name in out.columns:
+        column = out[name]
+        if pd.api.types.is_numeric_dtype(column.dtype) or pd.api.types.is_bool_dtype(column.dtype):
+            continue
+        out[name] = pd.Series([_neutralise(value) for value in column], index=column.index, dtype=object)
+    return out
+
+
+def _neutralise(value: Any) -> Any:
+    if isinstance(value, str) and value.startswith(FORMULA_PREFIXES) and not _PLAIN_NUMBER.fullmatch(value):
+        return "'" + value
+    return value
+
+
+def _json_payload(df: pd.DataFrame) -> Any:
+    records = [{str(k): _json_value(v) for k, v in row.items()} for row in df.to_dict(orient="records")]
+    kind = df.attrs.get("table")
+    if kind not in ("ranked_queries", "labelled_dataset"):
+        return records
+    for record in records:
+        cell = record.get("candidates")
+        if isinstance(cell, str):
+            record["candidates"] = cell.split("|") if cell else []
+    payload: dict[str, Any] = {"table": kind}
+    if kind == "ranked_queries":
+        payload["criterion"] = df.attrs.get("criterion")
+        payload["params"] = _json_value(df.attrs.get("params", {}))
+        for record in records:
+            record.pop("criterion", None)
+            record.pop("params", None)
+    else:
+        payload["label_names"] = _json_value(df.attrs.get("label_names"))
+    payload["rows"] = records
+    return payload
+
+
+# --------------------------------------------------------------------------------------------
+# Helpers
+# --------------------------------------------------------------------------------------------
+
+
+def _join(names: Sequence[str], row: np.ndarray) -> str:
+    return "|".join(names[j] for j in np.flatnonzero(row))
+
+
+def _vector(values: Any, name: str, n: int, *, kind: str) -> np.ndarray:
+    arr = np.asarray(values)
+    if arr.shape != (n,):
+        raise InvalidInput(f"{name} must have shape ({n},), got {arr.shape}")
+    if kind == "f":
+        if arr.dtype.kind not in "biuf":
+            raise InvalidInput(f"{name} must be numeric, got dtype {arr.dtype}")
+        arr = arr.astype(np.float64)
+        if not np.isfinite(arr).all():
+            row = int(np.flatnonzero(~np.isfinite(arr))[0])
+            raise InvalidInput(f"{name} row {row} is {arr[row]}; scores must be finite")
+        return arr
+    if arr.dtype.kind not in "iu" and not (arr.dtype.kind == "f" and np.isfinite(arr).all() and (arr == np.round(arr)).all()):
+        raise InvalidInput(f"{name} must hold integers, got dtype {arr.dtype}")
+    return arr.astype(np.int64)
+
+
+def _names(values: Any, name: str, n: int) -> list[str]:
+    if isinstance(values, (str, bytes)):
+        raise TypeError(f"{name} must be a sequence of strings, not a single string")
+    out = [str(v) for v in values]
+    if len(out) != n:
+        raise InvalidInput(f"{name} has {len(out)} entries but {n} are needed")
+    return out
+
+
+def _missing(value: Any) -> bool:
+    if value is None or value is pd.NaT or value is pd.NA:
+        return True
+    return isinstance(value, float) and math.isnan(value)
+
+
+def _iso(value: Any) -> str | None:
+    if _missing(value):
+        return None
+    if isinstance(value, (_dt.datetime, _dt.date)):
+        return value.isoformat()
+    if isinstance(value, np.datetime64):
+        return pd.Timestamp(value).isoformat()
+    return str(value)
+
+
+def _json_value(value: Any) -> Any:
+    """Plain JSON types: numpy scalars and arrays unwrapped, NaN / NA as None, datetimes as ISO."""
+    if isinstance(value, Mapping):
+        return {str(k): _json_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [_json_value(v) for v in value]
+    if _missing(value):
+        return None
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        value = float(value)
+        return value if math.isfinite(value) else None
+    if isinstance(value, (_dt.datetime, _dt.date, np.datetime64)):
+        return _iso(value)
+    return value

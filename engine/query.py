@@ -41,7 +41,7 @@ import numpy as np
 
 from engine._validation import check_candidates, check_neighbors
 from engine.exceptions import InvalidInput
-from engine.winners import CHUNK_TARGETS, _approx_possible, _bounds, _necessary
+from engine.winners import CHUNK_TARGETS, CandidateSets, _approx_possible, _bounds, _necessary
 
 __all__ = ["CRITERIA", "query_scores", "changed_pairs", "IncrementalRanker"]
 
@@ -121,44 +121,45 @@ def changed_pairs(
     if targets is None:
         targets = np.arange(idx.shape[0])
     kernel = _apl_changed if criterion == "apl" else _pl_changed
+    sets = CandidateSets.from_dense(Y)
     out = np.zeros((len(targets), idx.shape[1]), dtype=bool)
     for start in range(0, len(targets), CHUNK_TARGETS):
         chunk = targets[start : start + CHUNK_TARGETS]
-        out[start : start + len(chunk)] = kernel(idx[chunk], w[chunk], Y, time_limit=time_limit)
+        out[start : start + len(chunk)] = kernel(idx[chunk], w[chunk], sets, time_limit=time_limit)
     return out
 
 
 # --------------------------------------------------------------------------- kernels
 
 
-def _answer_triples(idx: np.ndarray, w: np.ndarray, Y: np.ndarray, rows: np.ndarray):
+def _answer_triples(idx: np.ndarray, w: np.ndarray, sets: CandidateSets, rows: np.ndarray):
     """Every (target row, neighbour position, answer label) that could move a decision.
 
     Only partial neighbours of positive weight, in the given target rows.
     Returns (row, position, label) int arrays of equal length.
     """
     sub_idx = idx[rows]
-    movable = (Y.sum(axis=1) >= 2)[sub_idx] & (w[rows] > 0)
+    movable = (sets.sizes[sub_idx] >= 2) & (w[rows] > 0)
     pair_row, pair_pos = np.nonzero(movable)
     pair_item = sub_idx[pair_row, pair_pos]
-    pair_id, label = np.nonzero(Y[pair_item])
+    pair_id, label = np.nonzero(sets.dense[pair_item])
     return rows[pair_row[pair_id]], pair_pos[pair_id], label
 
 
-def _apl_changed(idx: np.ndarray, w: np.ndarray, Y: np.ndarray, *, time_limit: float) -> np.ndarray:
-    smin, smax = _bounds(idx, w, Y)
+def _apl_changed(idx: np.ndarray, w: np.ndarray, sets: CandidateSets, *, time_limit: float) -> np.ndarray:
+    smin, smax = _bounds(idx, w, sets)
     nl = _necessary(smin, smax)
     apl = _approx_possible(smin, smax)
     flags = np.zeros(idx.shape, dtype=bool)
     open_rows = np.flatnonzero((nl != apl).any(axis=1))
     if open_rows.size == 0:
         return flags
-    t, j, lam = _answer_triples(idx, w, Y, open_rows)
+    t, j, lam = _answer_triples(idx, w, sets, open_rows)
     if t.size == 0:
         return flags
     a = w[t, j]
     tri = np.arange(t.size)
-    moved = Y[idx[t, j]]  # candidate rows of the answered neighbours
+    moved = sets.dense[idx[t, j]]  # candidate rows of the answered neighbours
 
     # Smax' = Smax − a·[μ ∈ S \ {λ}]
     smax_new = smax[t] - a[:, None] * moved
@@ -186,10 +187,11 @@ def _apl_changed(idx: np.ndarray, w: np.ndarray, Y: np.ndarray, *, time_limit: f
     return flags
 
 
-def _pl_changed(idx: np.ndarray, w: np.ndarray, Y: np.ndarray, *, time_limit: float) -> np.ndarray:
+def _pl_changed(idx: np.ndarray, w: np.ndarray, sets: CandidateSets, *, time_limit: float) -> np.ndarray:
     from engine._possible import possible_from_graph
 
-    smin, smax = _bounds(idx, w, Y)
+    Y = sets.dense
+    smin, smax = _bounds(idx, w, sets)
     nl = _necessary(smin, smax)
     apl = _approx_possible(smin, smax)
     flags = np.zeros(idx.shape, dtype=bool)
@@ -203,7 +205,7 @@ def _pl_changed(idx: np.ndarray, w: np.ndarray, Y: np.ndarray, *, time_limit: fl
     open_rows = open_rows[(nl[open_rows] != pl_open).any(axis=1)]
     if open_rows.size == 0:
         return flags
-    t, j, lam = _answer_triples(idx, w, Y, open_rows)
+    t, j, lam = _answer_triples(idx, w, sets, open_rows)
     if t.size == 0:
         return flags
     # Each hypothetical answer becomes its own neighbourhood in which neighbour j points at

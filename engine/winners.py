@@ -29,7 +29,7 @@ to query partially labelled data. DA2PL 2016.
 from __future__ import annotations
 
 from numbers import Integral
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import numpy as np
 
@@ -92,45 +92,70 @@ def ambiguous_targets(necessary: np.ndarray, possible: np.ndarray) -> np.ndarray
 # The kernels below trust their input (validated by the public functions above).
 
 
-def _bounds(idx: np.ndarray, w: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+class CandidateSets(NamedTuple):
+    """Candidate sets in the two layouts the kernels need, built once per ``Y``."""
+
+    dense: np.ndarray  # bool (n, M)
+    sizes: np.ndarray  # int (n,)
+    labels: np.ndarray  # int (Σ sizes,): the labels of row 0, then row 1, ...
+    start: np.ndarray  # int (n,): where row i's labels begin in ``labels``
+
+    @classmethod
+    def from_dense(cls, Y: np.ndarray) -> "CandidateSets":
+        sizes = Y.sum(axis=1)
+        return cls(Y, sizes, np.nonzero(Y)[1], np.concatenate([[0], np.cumsum(sizes)[:-1]]))
+
+
+def _bounds(idx: np.ndarray, w: np.ndarray, Y: np.ndarray | CandidateSets) -> tuple[np.ndarray, np.ndarray]:
+    # Scatter-add with np.bincount: a precise neighbour adds its weight to one (target,
+    # label) cell of Smin and Smax, a partial one to one cell of Smax per label of its set.
+    # bincount sums each cell in input order, i.e. in neighbour order, so totals are
+    # bit-identical to a left-to-right sum (adding 0.0 for non-members changes nothing).
+    sets = Y if isinstance(Y, CandidateSets) else CandidateSets.from_dense(Y)
+    sizes, set_labels, set_start = sets.sizes, sets.labels, sets.start
     n_targets, k = idx.shape
-    y_max = Y.astype(np.float64)
-    y_min = y_max * (Y.sum(axis=1) == 1)[:, None]
-    smin = np.zeros((n_targets, Y.shape[1]))
-    smax = np.zeros((n_targets, Y.shape[1]))
+    n_labels = sets.dense.shape[1]
+    smin = np.empty((n_targets, n_labels))
+    smax = np.empty((n_targets, n_labels))
     for start in range(0, n_targets, CHUNK_TARGETS):
         rows = slice(start, start + CHUNK_TARGETS)
-        _accumulate(idx[rows], w[rows], y_min, smin[rows])
-        _accumulate(idx[rows], w[rows], y_max, smax[rows])
+        items, weights = idx[rows].ravel(), w[rows].ravel()
+        cell_base = np.repeat(np.arange(items.size // k) * n_labels, k)
+        n_cells = (items.size // k) * n_labels
+
+        precise = sizes[items] == 1
+        first_label = set_labels[set_start[items]]
+        cells = cell_base[precise] + first_label[precise]
+        smin[rows] = np.bincount(cells, weights[precise], minlength=n_cells).reshape(-1, n_labels)
+
+        counts = sizes[items]
+        offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+        labels = set_labels[np.repeat(set_start[items], counts) + offsets]
+        cells = np.repeat(cell_base, counts) + labels
+        smax[rows] = np.bincount(cells, np.repeat(weights, counts), minlength=n_cells).reshape(-1, n_labels)
     return smin, smax
 
 
-def _accumulate(idx: np.ndarray, w: np.ndarray, table: np.ndarray, out: np.ndarray) -> None:
-    # One gather per neighbour position (a loop over K, never over targets); adding in
-    # neighbour order keeps totals bit-identical wherever the same weights are summed.
-    for j in range(idx.shape[1]):
-        out += w[:, j, None] * table[idx[:, j]]
-
-
-def _max_excluding_self(scores: np.ndarray) -> np.ndarray:
-    """For each (t, λ): ``max_{λ' ≠ λ} scores[t, λ']`` (−inf when there is a single label)."""
-    n_labels = scores.shape[1]
-    if n_labels == 1:
-        return np.full_like(scores, -np.inf)
-    top2 = np.partition(scores, n_labels - 2, axis=1)[:, -2:]
-    second, first = top2[:, 0], top2[:, 1]
-    argmax = scores.argmax(axis=1)
-    out = np.repeat(first[:, None], n_labels, axis=1)
-    out[np.arange(scores.shape[0]), argmax] = second
-    return out
-
-
 def _necessary(smin: np.ndarray, smax: np.ndarray) -> np.ndarray:
-    return smin >= _max_excluding_self(smax)
+    # λ ∈ NL ⟺ Smin(λ) ≥ max_{λ'≠λ} Smax(λ'). Since Smin ≤ Smax, that is: Smin(λ) reaches
+    # the largest Smax (then λ ties for it), or λ is the unique arg-max of Smax and Smin(λ)
+    # reaches the second largest Smax.
+    rows = np.arange(smax.shape[0])
+    arg = smax.argmax(axis=1)
+    first = smax[rows, arg]
+    masked = smax.copy()
+    masked[rows, arg] = -np.inf
+    second = masked.max(axis=1)
+    necessary = smin >= first[:, None]
+    unique = (second < first) & (smin[rows, arg] >= second)
+    necessary[rows[unique], arg[unique]] = True
+    return necessary
 
 
 def _approx_possible(smin: np.ndarray, smax: np.ndarray) -> np.ndarray:
-    return smax >= _max_excluding_self(smin)
+    # λ ∈ APL ⟺ Smax(λ) ≥ max_{λ'≠λ} Smin(λ'), which (as Smax ≥ Smin) equals
+    # Smax(λ) ≥ max_λ' Smin(λ'): the label holding the largest Smin passes either way.
+    return smax >= smin.max(axis=1, keepdims=True)
 
 
 def possible_labels(

@@ -816,7 +816,7 @@ def _read_npz(file: Path, head: bytes, label_names: list[str] | None) -> LoadedD
         bad = ~np.isfinite(y.astype(np.float64)) | (y != np.round(y)) | (y < -1) | (y >= M)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            raise DataFileError(file, f"value {y[i]!r} is not a label index in -1..{M - 1} (-1 = unknown)",
+            raise DataFileError(file, f"value {y[i].item()!r} is not a label index in -1..{M - 1} (-1 = unknown)",
                                 row=i + 1, column="y", has_header=False)
         true_labels = y.astype(np.int64)
         _check_true_in_candidates(file, true_labels, candidates, names, "y")

@@ -288,7 +288,8 @@ def write_table(df: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
         tmp = Path(handle.name)
         if ext in (".csv", ".tsv"):
             neutralised = neutralise_formulas(df)
-            neutralised.to_csv(tmp, index=False, sep="," if ext == ".csv" else "\t", lineterminator="\n",
+            # CRLF (RFC 4180) also makes the csv module quote cells holding a lone "\r".
+            neutralised.to_csv(tmp, index=False, sep="," if ext == ".csv" else "\t", lineterminator="\r\n",
                                encoding="utf-8")
         elif ext == ".json":
             tmp.write_text(json.dumps(_json_payload(df), ensure_ascii=False, allow_nan=False, indent=1) + "\n",

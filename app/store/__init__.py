@@ -1,0 +1,101 @@
+"""winnow's store: the schema (SQLAlchemy 2.0 models, Alembic migrations) and every write.
+
+Open a store with :func:`open_store` (runs the migrations, one engine per process), write in
+:func:`write_transaction` (or ``with Session.begin():``), read a labelling session as pure data
+with :func:`load_state`.
+"""
+
+from app.store.db import (
+    BUSY_TIMEOUT_MS,
+    alembic_config,
+    close_stores,
+    database_url,
+    downgrade_database,
+    is_locked_error,
+    make_engine,
+    open_store,
+    upgrade_database,
+    write_transaction,
+)
+from app.store.models import (
+    CRITERIA,
+    EVENT_KINDS,
+    LABELLED_KINDS,
+    TARGET_SETS,
+    WEIGHTINGS,
+    Annotator,
+    AnswerEvent,
+    Base,
+    Dataset,
+    Instance,
+    LabellingSession,
+)
+from app.store.repo import (
+    Conflict,
+    DerivedState,
+    EventRecord,
+    InvalidRecord,
+    ItemState,
+    RecordNotFound,
+    SessionConfig,
+    SessionState,
+    create_dataset,
+    create_labelling_session,
+    derive_item,
+    derive_state,
+    event_log,
+    get_dataset_by_name,
+    get_or_create_annotator,
+    get_session_by_name,
+    list_datasets,
+    list_sessions,
+    load_state,
+    record_event,
+)
+
+__all__ = [
+    # db
+    "BUSY_TIMEOUT_MS",
+    "alembic_config",
+    "close_stores",
+    "database_url",
+    "downgrade_database",
+    "is_locked_error",
+    "make_engine",
+    "open_store",
+    "upgrade_database",
+    "write_transaction",
+    # models
+    "Base",
+    "Dataset",
+    "Instance",
+    "LabellingSession",
+    "Annotator",
+    "AnswerEvent",
+    "EVENT_KINDS",
+    "LABELLED_KINDS",
+    "WEIGHTINGS",
+    "CRITERIA",
+    "TARGET_SETS",
+    # repo
+    "InvalidRecord",
+    "RecordNotFound",
+    "EventRecord",
+    "Conflict",
+    "ItemState",
+    "DerivedState",
+    "SessionConfig",
+    "SessionState",
+    "create_dataset",
+    "list_datasets",
+    "get_dataset_by_name",
+    "create_labelling_session",
+    "list_sessions",
+    "get_session_by_name",
+    "get_or_create_annotator",
+    "record_event",
+    "load_state",
+    "event_log",
+    "derive_state",
+    "derive_item",
+]

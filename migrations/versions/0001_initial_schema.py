@@ -79,7 +79,7 @@ def upgrade() -> None:
         sa.Column("position", sa.Integer(), nullable=False),
         sa.Column("external_id", sa.String(length=200), nullable=False),
         sa.Column("features", sa.LargeBinary(), nullable=False),
-        sa.Column("candidates", sa.JSON(), nullable=False),
+        sa.Column("candidate_mask", sa.String(length=256), nullable=False),
         sa.Column("true_label", sa.Integer(), nullable=True),
         sa.CheckConstraint("position >= 0", name=op.f("ck_instances_position_nonnegative")),
         sa.CheckConstraint(

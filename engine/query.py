@@ -282,22 +282,39 @@ class IncrementalRanker:
         affected = self.targets_of(instance)
         if affected.size == 0:
             return affected
+        # Work on the affected targets' neighbours only, renumbered 0..m-1, so an answer
+        # costs O(affected · K · M) whatever the size of the dataset.
+        items, local = np.unique(self.idx[affected], return_inverse=True)
+        local_idx = local.reshape(affected.size, -1)
+        local_w = self.w[affected]
+        sets = CandidateSets.from_dense(self.Y[items])
+        kernel = _apl_changed if self.criterion == "apl" else _pl_changed
+        new = kernel(local_idx, local_w, sets, time_limit=self.time_limit)
         old = self.flags[affected]
-        new = changed_pairs(self.idx, self.w, self.Y, criterion=self.criterion, targets=affected, time_limit=self.time_limit, validate=False)
         np.subtract.at(self.scores, self.idx[affected][old], 1.0)
         np.add.at(self.scores, self.idx[affected][new], 1.0)
         self.flags[affected] = new
-        smin, smax = _bounds(self.idx[affected], self.w[affected], self.Y)
+        smin, smax = _bounds(local_idx, local_w, sets)
         self.necessary[affected] = _necessary(smin, smax)
         self.approx_possible[affected] = _approx_possible(smin, smax)
         return affected
 
-    def ranking(self, exclude: np.ndarray | None = None) -> np.ndarray:
-        """Partially labelled instances, best query first (ties: lower row first)."""
+    def ranking(self, exclude: np.ndarray | None = None, top: int | None = None) -> np.ndarray:
+        """Partially labelled instances, best query first (ties: lower row first).
+
+        ``top`` keeps only the first ``top`` (an O(n) selection instead of a full sort).
+        """
         candidates = np.flatnonzero(self.Y.sum(axis=1) >= 2)
         if exclude is not None and len(exclude):
             candidates = candidates[~np.isin(candidates, exclude)]
-        return candidates[np.argsort(-self.scores[candidates], kind="stable")]
+        scores = self.scores[candidates]
+        if top is not None and top < candidates.size:
+            # Everything scoring at least the top-th best, then a stable sort of that part.
+            cutoff = np.partition(scores, candidates.size - top)[candidates.size - top]
+            keep = scores >= cutoff
+            candidates, scores = candidates[keep], scores[keep]
+        order = candidates[np.argsort(-scores, kind="stable")]
+        return order if top is None else order[:top]
 
     @property
     def n_ambiguous(self) -> int:

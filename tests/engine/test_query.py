@@ -87,3 +87,13 @@ def test_ranking_orders_by_score_and_skips_excluded():
     assert set(order) == {2, 3}
     assert list(ranker.scores[order]) == sorted(ranker.scores[order], reverse=True)
     assert list(ranker.ranking(exclude=np.array([order[0]]))) == [order[1]]
+
+
+def test_ranking_top_equals_prefix_of_full_ranking():
+    rng = np.random.default_rng(3)
+    Y = rng.random((60, 4)) < 0.4
+    Y[np.arange(60), rng.integers(0, 4, 60)] = True
+    idx = np.array([rng.choice(60, 5, replace=False) for _ in range(60)])
+    ranker = IncrementalRanker(idx, np.ones(idx.shape), Y)
+    for top in (1, 5, 17, 1000):
+        np.testing.assert_array_equal(ranker.ranking(top=top), ranker.ranking()[:top])

@@ -100,6 +100,17 @@ def test_float_tie_is_decided_in_floats():
     assert witness(idx[0], w[0], Y, 0) is None
 
 
+def test_greedy_settles_ties_without_a_solver():
+    # Label 0 holds 1 and is not necessary (Smax(1) = 2); n1 -> 1, n2 -> 2 ties at 1 and wins.
+    # Labels 1 and 2 hold 2 each and n0 gives 1 to label 0. Greedy decides all three.
+    Y = _sets((0,), (1, 2), (1, 2), n_labels=3)
+    idx, w = _one_target(Y, [1.0, 1.0, 1.0])
+    assert not necessary_labels(idx, w, Y).any()
+    possible, stats = possible_labels(idx, w, Y, return_stats=True)
+    np.testing.assert_array_equal(possible[0], [True, True, True])
+    assert stats["greedy"] == 3 and stats["flow"] == stats["cpsat"] == 0
+
+
 def test_zero_weights_and_unused_labels():
     # Label 3 is in no candidate set. n2 has weight 0 (distance weighting) and a set without 0.
     Y = _sets((0,), (1,), (1, 2), n_labels=4)

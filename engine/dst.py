@@ -66,7 +66,10 @@ __all__ = ["DstPllClassifier"]
 PRUNE_BELOW = 1e-10
 """Focal sets whose mass is below this after the conflict move are dropped (as in [1]'s code)."""
 
-_ENUMERATION_MAX_ACTIVE = 16  # rows with more active neighbours use the sequential path
+_ENUMERATION_MAX_ACTIVE = 16  # at most this many active neighbours: 2**m subsets may be enumerated
+_EXACT_MAX_ACTIVE = 33  # 2**-33 > PRUNE_BELOW: up to here no mass can be pruned
+_SUBSET_WORK_MAX = float(1 << 16)
+_MOEBIUS_MAX_LABELS = 48  # keys (row << M) | subset need spare bits for the row  # per-row bound on the Moebius kernel's subsets
 _CHUNK_WORDS = 1 << 20  # bound on rows * 2**m * words held at once by the enumeration
 
 if hasattr(np, "bitwise_count"):  # numpy >= 2.0
@@ -118,8 +121,15 @@ def _active_sets(own: np.ndarray, neighbour_sets: np.ndarray) -> tuple[np.ndarra
     return meet, active
 
 
-def _combine(own: np.ndarray, neighbour_sets: np.ndarray) -> _Evidence:
-    """Yager-combine the evidence of every row; own (r, M) and neighbour_sets (r, k, M) bool."""
+def _combine(own: np.ndarray, neighbour_sets: np.ndarray, *, path: str = "auto") -> _Evidence:
+    """Yager-combine the evidence of every row; own (r, M) and neighbour_sets (r, k, M) bool.
+
+    Every row goes to one of three exact kernels, all giving the same numbers: ``"moebius"``
+    (commonality inclusion-exclusion over the subsets of the neighbours' sets, cheap when
+    the sets are small), ``"enumerate"`` (all ``2**m`` neighbour subsets) and
+    ``"sequential"`` (hash-map combination, the only one that may have to prune). ``path``
+    forces one where it applies (tests); ``"auto"`` picks the cheapest.
+    """
     n_rows, n_labels = own.shape
     meet, active = _active_sets(own, neighbour_sets)
     n_active = active.sum(axis=1)
@@ -129,12 +139,32 @@ def _combine(own: np.ndarray, neighbour_sets: np.ndarray) -> _Evidence:
     plausibility = np.zeros((n_rows, n_labels))
     heaviest: dict[int, list[np.ndarray]] = {}
     n_words = (n_labels + 63) // 64
-    for m in np.unique(n_active):
-        rows = np.flatnonzero(n_active == m)
-        if m > _ENUMERATION_MAX_ACTIVE:
-            for row in rows:
-                _combine_sequential(row, own[row], meet[row][active[row]], belief, plausibility, heaviest)
-            continue
+    # Work of the Moebius kernel: the non-empty subsets of every active set.
+    subset_work = np.where(active, np.ldexp(1.0, meet.sum(axis=2)) - 1, 0.0).sum(axis=1)
+    exact_counts = n_active <= _EXACT_MAX_ACTIVE  # every mass a multiple of 2**-m >= PRUNE_BELOW
+    moebius = exact_counts & (n_labels <= _MOEBIUS_MAX_LABELS) & (subset_work <= np.minimum(np.ldexp(1.0, n_active), _SUBSET_WORK_MAX))
+    moebius |= exact_counts & (n_labels <= _MOEBIUS_MAX_LABELS) & (n_active > _ENUMERATION_MAX_ACTIVE) & (subset_work <= _SUBSET_WORK_MAX)
+    enumerate_ = ~moebius & (n_active <= _ENUMERATION_MAX_ACTIVE)
+    if path == "moebius":
+        moebius, enumerate_ = exact_counts & (n_labels <= _MOEBIUS_MAX_LABELS), np.zeros(n_rows, dtype=bool)
+    elif path == "enumerate":
+        moebius, enumerate_ = np.zeros(n_rows, dtype=bool), n_active <= _ENUMERATION_MAX_ACTIVE
+    elif path == "sequential":
+        moebius = enumerate_ = np.zeros(n_rows, dtype=bool)
+    rows = np.flatnonzero(moebius)
+    # Chunks bound the memory and keep (row << M) | subset inside 64 bits.
+    done = np.concatenate([[0.0], np.cumsum(subset_work[rows])])
+    start = 0
+    while start < rows.size:
+        stop = int(np.searchsorted(done, done[start] + _CHUNK_WORDS, "right")) - 1
+        stop = min(max(start + 1, stop), start + (1 << (62 - n_labels)), rows.size)
+        part = rows[start:stop]
+        _combine_moebius(part, own[part], meet[part], active[part], holders[part], belief, plausibility, heaviest)
+        start = stop
+    for row in np.flatnonzero(~moebius & ~enumerate_):
+        _combine_sequential(row, own[row], meet[row][active[row]], belief, plausibility, heaviest)
+    for m in np.unique(n_active[enumerate_]):
+        rows = np.flatnonzero(enumerate_ & (n_active == m))
         # Active neighbours first, in neighbour order (combination is order-free anyway).
         order = np.argsort(~active[rows], axis=1, kind="stable")[:, :m]
         sets = np.take_along_axis(meet[rows], order[:, :, None], axis=1)
@@ -153,6 +183,73 @@ def _combine(own: np.ndarray, neighbour_sets: np.ndarray) -> _Evidence:
                 heaviest,
             )
     return _Evidence(belief, plausibility, heaviest)
+
+
+def _combine_moebius(
+    rows: np.ndarray,
+    own: np.ndarray,
+    meet: np.ndarray,
+    active: np.ndarray,
+    holders: np.ndarray,
+    belief: np.ndarray,
+    plausibility: np.ndarray,
+    heaviest: dict[int, list[np.ndarray]],
+) -> None:
+    """Singleton masses and conflict by inclusion-exclusion over commonalities (M <= 48, m <= 33).
+
+    The conjunctive combination has commonality ``Q(B) = 2**(n(B) - m)`` for ``B ⊆ S``,
+    where ``n(B)`` counts the active neighbours whose set (within S) contains ``B``. Möbius
+    inversion, ``m(B) = sum_{C ⊇ B} (-1)**|C \\ B| Q(C)``, only needs the ``C`` with
+    ``n(C) >= 1`` (the others cancel), i.e. subsets of some active set:
+
+    * ``2**m m(∅) = (2**m - 1) + sum_{C ≠ ∅, n(C) >= 1} (-1)**|C| (2**n(C) - 1)``;
+    * ``2**m m({y}) = sum_{C ∋ y, n(C) >= 1} (-1)**(|C|-1) (2**n(C) - 1)`` (+1 when S = {y}).
+
+    All sums are of integers below 2**53, hence exact.
+    """
+    n_rows, n_labels = own.shape
+    m = active.sum(axis=1)
+    pair_row, pair_col = np.nonzero(active)
+    pair_sets = meet[pair_row, pair_col]  # (P, M)
+    pair_size = pair_sets.sum(axis=1)
+    # Every non-empty subset C of every active set, keyed (row << M) | C so one sort groups them.
+    label_bits = np.uint64(n_labels)
+    base = pair_row.astype(np.uint64) << label_bits
+    keys = []
+    for p in np.unique(pair_size):
+        sel = pair_size == p
+        positions = np.nonzero(pair_sets[sel])[1].reshape(-1, p).astype(np.uint64)
+        bits = np.left_shift(np.uint64(1), positions)
+        subsets = base[sel][:, None]
+        for b in range(int(p)):
+            subsets = np.concatenate([subsets, subsets | bits[:, b, None]], axis=1)
+        keys.append(subsets[:, 1:].ravel())
+    conflict = np.ldexp(1.0, m) - 1
+    bel = own * (own.sum(axis=1) == 1)[:, None].astype(np.float64)
+    if keys:
+        keys = np.sort(np.concatenate(keys))
+        new = np.ones(keys.size, dtype=bool)
+        new[1:] = keys[1:] != keys[:-1]
+        starts = np.flatnonzero(new)
+        n_containing = np.diff(np.append(starts, keys.size))  # n(C)
+        unique_keys = keys[starts]
+        c_rows = (unique_keys >> label_bits).astype(np.intp)
+        c_masks = unique_keys & ((np.uint64(1) << label_bits) - np.uint64(1))
+        signed = np.where(_popcount(c_masks[:, None]) % 2 == 1, -1.0, 1.0) * (np.ldexp(1.0, n_containing) - 1)
+        conflict += np.bincount(c_rows, weights=signed, minlength=n_rows)
+        row_start = np.flatnonzero(np.append(True, c_rows[1:] != c_rows[:-1]))
+        present = c_rows[row_start]
+        for y in range(n_labels):  # 2**m m({y}) = -sum over C holding y of the signed terms
+            holds_y = ((c_masks >> np.uint64(y)) & np.uint64(1)).astype(bool)
+            bel[present, y] -= np.add.reduceat(np.where(holds_y, signed, 0.0), row_start)
+    unit = np.ldexp(1.0, -m)[:, None]
+    bel *= unit
+    conflict = conflict * unit[:, 0]
+    belief[rows] = bel
+    plausibility[rows] = np.where(own, np.ldexp(1.0, holders - m[:, None]) + conflict[:, None], 0.0)
+    for i in np.flatnonzero(~bel.any(axis=1)):  # no singleton: the focal sets are needed
+        row = int(rows[i])
+        _combine_sequential(row, own[i], meet[i][active[i]], belief, plausibility, heaviest)
 
 
 def _combine_enumerated(
@@ -205,6 +302,8 @@ def _combine_sequential(
 ) -> None:
     """One row, sets as Python ints, equal focal sets grouped in a dict (used for m > 16)."""
     mass = _sequential_mass(own, active_sets)
+    belief[row] = 0.0
+    plausibility[row] = 0.0
     for key, value in mass.items():
         labels = _labels_of_key(key)
         plausibility[row, labels] += value

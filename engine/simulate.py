@@ -1,0 +1,679 @@
+"""Simulated querying campaigns: which strategy makes the k-NN right with the fewest answers.
+
+A campaign starts from a partially labelled training set whose true labels are hidden from
+the strategy, and a held-out test set with known labels. At every step a *strategy* picks a
+batch of still-partial training items, an *oracle* answers each with a label, the answered
+candidate sets become that single label, and the state is measured:
+
+``accuracy``
+    PL-kNN accuracy on the test set: every one of the ``k`` nearest training items adds
+    its (uniform) vote to every label of its current candidate set; ties are broken at
+    random with a fixed seed, exactly as
+    :class:`engine.learners.PlKnnClassifier` (``random_state`` = the evaluation seed).
+``dst_accuracy``, ``reject_rate``, ``accepted_accuracy``
+    DST-PLL on the test set (:class:`engine.dst.DstPllClassifier` with the same ``k`` and
+    evaluation seed): accuracy of all predictions, the fraction the reject option refuses,
+    and the accuracy of the accepted ones (NaN when nothing is accepted).
+``ambiguous_targets``
+    Training targets (each instance, left out of its own neighbourhood) whose k-NN
+    decision is still open by the cheap test ``NL ≠ APL``.
+
+The neighbour graphs (training→training and test→training) never change during a
+campaign, so they are computed once and the evaluation per step is ``O((n + m)·k·M)``
+plus DST-PLL's combination on the ``m`` test rows.
+
+Oracle
+------
+:class:`NoisyOracle` answers the true label, except that with probability ``epsilon``
+(independently per item) it answers a *wrong* label, never the true one:
+
+* ``noise="candidate"`` (default): a label drawn uniformly from the item's current
+  candidate set minus the true label (an expert confusing two plausible labels). When that
+  set is empty (only possible when the true label is not a candidate, e.g. under
+  :func:`engine.noise.cluster_candidates` noise) it falls back to ``"any"``;
+* ``noise="any"``: a label drawn uniformly from all labels except the true one.
+
+The oracle draws each item's coin and wrong-label choice once, when it is built, from its
+own seeded stream: an item gets the same answer whatever strategy asks it and whenever, so
+strategies are compared on common random numbers. The answer replaces the candidate set by
+``{answer}`` (the expert is not bound by the candidate set).
+
+Strategies
+----------
+A strategy is a small class with a ``name`` and either ``scores(context) -> array of shape
+(n_instances,)`` (higher = ask first; the base class :class:`Strategy` then takes the
+``batch`` best still-partial items, ties broken by seeded random keys) or its own
+``select(context, batch, rng)``. ``start(context, rng)`` resets per-campaign state and
+``observe(instance, candidates)`` hears every answer, so incremental strategies stay cheap.
+The built-in ones (:data:`STRATEGIES`):
+
+``apl``, ``pl``
+    Nguyen et al.'s query scores: the number of training targets whose ``NL``/``APL``
+    (``NL``/``PL``) some answer for the item would change, kept up to date by
+    :class:`engine.query.IncrementalRanker` (only targets whose neighbourhood holds an
+    answered item are recomputed). Exact ``PL`` costs a max-flow (or CP-SAT) problem per
+    target and hypothetical answer, so ``pl`` scores a seeded random sample of
+    ``n_targets`` training targets (default 100; ``None`` = all): its score estimates
+    ``f^PL`` up to a constant factor.
+``participation``, ``most_partial``, ``random``
+    The baselines of :func:`engine.query.query_scores`: weighted number of target
+    neighbourhoods the item sits in, candidate-set size, and pure random order.
+``least_confidence``, ``margin``, ``entropy``
+    Classical uncertainty sampling on PL-kNN's normalised vote scores of each training
+    item (its ``k`` nearest *other* training items vote). The scores are restricted to the
+    item's own candidate set and renormalised, since the answer is known to lie in it
+    (uniform over the set when no neighbour votes for any of its labels). Scores are
+    ``1 − max p``, ``1 − (p₁ − p₂)`` and ``−Σ p log p``.
+``dst_margin``
+    DST-PLL's reject margin ``bel(ŷ) − max_{y≠ŷ} pl(y)`` of the transductive
+    disambiguation of each training item (its own candidate set combined with the evidence
+    of its ``k`` nearest other training items, as ``DstPllClassifier.fit`` does), smallest
+    margin first, so rejected items come before accepted ones. The neighbours are those of
+    :func:`engine.neighbors.knn_graph` (self removed by identity), recomputed from the
+    current candidate sets at every step (no refit: the graph does not change).
+
+References
+----------
+.. [1] V.-L. Nguyen, S. Destercke and M.-H. Masson, "Querying partially labelled data to
+       improve a K-nn classifier", AAAI 2017.
+.. [2] T. Fuchs, F. Kalinke and K. Böhm, "Partial-Label Learning with a Reject Option",
+       Transactions on Machine Learning Research, 2025.
+.. [3] B. Settles, "Active Learning Literature Survey", University of Wisconsin-Madison,
+       Computer Sciences Technical Report 1648, 2009 (uncertainty sampling).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from numbers import Integral, Real
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from engine._validation import check_candidates, check_features, check_scalar
+from engine.dst import _combine, _decide
+from engine.exceptions import InvalidInput
+from engine.neighbors import knn_graph
+from engine.query import IncrementalRanker
+from engine.winners import _approx_possible, _bounds, _necessary
+
+__all__ = [
+    "RESULT_COLUMNS",
+    "STRATEGIES",
+    "NOISE_MODES",
+    "CampaignContext",
+    "Strategy",
+    "AmbiguityStrategy",
+    "BaselineStrategy",
+    "VoteUncertaintyStrategy",
+    "DstMarginStrategy",
+    "NoisyOracle",
+    "make_strategy",
+    "run_campaign",
+    "simulate",
+    "learning_curve_area",
+]
+
+RESULT_COLUMNS: tuple[str, ...] = (
+    "strategy",
+    "seed",
+    "step",
+    "n_answers",
+    "n_wrong_answers",
+    "n_partial",
+    "accuracy",
+    "dst_accuracy",
+    "reject_rate",
+    "accepted_accuracy",
+    "ambiguous_targets",
+    "seconds_per_step",
+)
+"""Columns of every result row, in order."""
+
+NOISE_MODES: tuple[str, ...] = ("candidate", "any")
+
+
+# --------------------------------------------------------------------------- context
+
+
+@dataclass
+class CampaignContext:
+    """What a strategy may look at: features, current candidate sets, the neighbour graph.
+
+    True labels are not here. ``candidates`` is read-only for strategies; the campaign
+    loop owns it.
+
+    Attributes
+    ----------
+    X : array of shape (n_instances, n_features)
+        Training features.
+    candidates : bool array of shape (n_instances, n_labels)
+        Current candidate sets (answered items are precise).
+    idx, w : arrays of shape (n_instances, k)
+        Training k-NN graph, every instance left out of its own neighbourhood.
+    n_answers : int
+        Answers received so far.
+    """
+
+    X: np.ndarray
+    candidates: np.ndarray
+    idx: np.ndarray
+    w: np.ndarray
+    n_answers: int = 0
+
+    @property
+    def partial(self) -> np.ndarray:
+        """Bool array of shape (n_instances,): candidate set of two or more labels."""
+        return self.candidates.sum(axis=1) >= 2
+
+
+# --------------------------------------------------------------------------- strategies
+
+
+def _top_partial(scores: np.ndarray, partial: np.ndarray, batch: int, rng: np.random.Generator) -> np.ndarray:
+    """The ``batch`` partial items of highest score; ties broken by seeded random keys."""
+    rows = np.flatnonzero(partial)
+    keys = rng.random(rows.size)
+    order = np.lexsort((keys, -np.asarray(scores, dtype=np.float64)[rows]))
+    return rows[order[:batch]]
+
+
+class Strategy:
+    """Base class of a query strategy: override ``scores`` (or ``select``).
+
+    Subclasses set ``name``; ``start`` is called once before a campaign (reset state
+    there), ``observe`` after every answer.
+    """
+
+    name: str = "strategy"
+
+    def start(self, context: CampaignContext, rng: np.random.Generator) -> None:
+        """Reset per-campaign state. The default does nothing."""
+
+    def observe(self, instance: int, candidates: np.ndarray) -> None:
+        """Hear that ``instance``'s candidate set is now ``candidates``. Default: nothing."""
+
+    def scores(self, context: CampaignContext) -> np.ndarray:
+        """Usefulness of asking each training item, array of shape (n_instances,)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement scores() or select()")
+
+    def select(self, context: CampaignContext, batch: int, rng: np.random.Generator) -> np.ndarray:
+        """Up to ``batch`` distinct partial items to ask, best first."""
+        return _top_partial(self.scores(context), context.partial, batch, rng)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r})"
+
+
+class AmbiguityStrategy(Strategy):
+    """``apl`` / ``pl`` query scores kept incrementally by :class:`IncrementalRanker`.
+
+    Parameters
+    ----------
+    criterion : {"apl", "pl"}
+    n_targets : int or None
+        Score over a seeded random sample of this many training targets (``None``: all).
+    time_limit : float
+        Seconds per exact-solver call (``pl``).
+    """
+
+    def __init__(self, criterion: str = "apl", *, n_targets: int | None = None, time_limit: float = 10.0) -> None:
+        if criterion not in ("apl", "pl"):
+            raise InvalidInput(f"criterion must be 'apl' or 'pl'; got {criterion!r}")
+        if n_targets is not None:
+            check_scalar(n_targets, "n_targets", kind=Integral, min_value=1)
+        self.criterion = criterion
+        self.n_targets = n_targets
+        self.time_limit = time_limit
+        self.name = criterion
+        self.ranker: IncrementalRanker | None = None
+
+    def start(self, context: CampaignContext, rng: np.random.Generator) -> None:
+        n = context.idx.shape[0]
+        if self.n_targets is None or self.n_targets >= n:
+            targets = np.arange(n)
+        else:
+            targets = np.sort(rng.choice(n, size=self.n_targets, replace=False))
+        self.ranker = IncrementalRanker(
+            context.idx[targets], context.w[targets], context.candidates, self.criterion, time_limit=self.time_limit
+        )
+
+    def observe(self, instance: int, candidates: np.ndarray) -> None:
+        self.ranker.update(instance, candidates)
+
+    def scores(self, context: CampaignContext) -> np.ndarray:
+        return self.ranker.scores
+
+
+class BaselineStrategy(Strategy):
+    """``participation``, ``most_partial`` or ``random`` (all-zero scores, random ties)."""
+
+    KINDS = ("participation", "most_partial", "random")
+
+    def __init__(self, kind: str = "random") -> None:
+        if kind not in self.KINDS:
+            raise InvalidInput(f"kind must be one of {', '.join(self.KINDS)}; got {kind!r}")
+        self.kind = kind
+        self.name = kind
+
+    def scores(self, context: CampaignContext) -> np.ndarray:
+        n = context.candidates.shape[0]
+        if self.kind == "participation":
+            return np.bincount(context.idx.ravel(), weights=context.w.ravel(), minlength=n)
+        if self.kind == "most_partial":
+            return context.candidates.sum(axis=1).astype(np.float64)
+        return np.zeros(n)
+
+
+def candidate_vote_scores(context: CampaignContext) -> np.ndarray:
+    """PL-kNN vote scores of every training item, restricted to its own candidate set.
+
+    Returns an array of shape (n_instances, n_labels), rows summing to one, zero outside
+    the item's candidate set.
+    """
+    Y = context.candidates
+    votes = np.einsum("tk,tkm->tm", context.w, Y[context.idx].astype(np.float64)) * Y
+    total = votes.sum(axis=1, keepdims=True)
+    uniform = Y / Y.sum(axis=1, keepdims=True)
+    return np.where(total > 0, votes / np.where(total > 0, total, 1.0), uniform)
+
+
+class VoteUncertaintyStrategy(Strategy):
+    """Uncertainty sampling on PL-kNN vote scores: ``least_confidence``, ``margin``, ``entropy``."""
+
+    MEASURES = ("least_confidence", "margin", "entropy")
+
+    def __init__(self, measure: str = "least_confidence") -> None:
+        if measure not in self.MEASURES:
+            raise InvalidInput(f"measure must be one of {', '.join(self.MEASURES)}; got {measure!r}")
+        self.measure = measure
+        self.name = measure
+
+    def scores(self, context: CampaignContext) -> np.ndarray:
+        p = candidate_vote_scores(context)
+        if self.measure == "least_confidence":
+            return 1.0 - p.max(axis=1)
+        if self.measure == "margin":
+            top2 = -np.partition(-p, 1, axis=1)[:, :2] if p.shape[1] > 1 else np.hstack([p, np.zeros_like(p)])
+            return 1.0 - (top2[:, 0] - top2[:, 1])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return -np.where(p > 0, p * np.log(p), 0.0).sum(axis=1)
+
+
+class DstMarginStrategy(Strategy):
+    """DST-PLL reject margin of the training items' disambiguation, smallest first."""
+
+    name = "dst_margin"
+
+    def scores(self, context: CampaignContext) -> np.ndarray:
+        Y = context.candidates
+        margin = _decide(_combine(Y, Y[context.idx]), np.random.default_rng(0))[2]
+        return -margin
+
+
+STRATEGIES: dict[str, Callable[[], Strategy]] = {
+    "apl": lambda: AmbiguityStrategy("apl"),
+    "pl": lambda: AmbiguityStrategy("pl", n_targets=100),
+    "participation": lambda: BaselineStrategy("participation"),
+    "most_partial": lambda: BaselineStrategy("most_partial"),
+    "random": lambda: BaselineStrategy("random"),
+    "least_confidence": lambda: VoteUncertaintyStrategy("least_confidence"),
+    "margin": lambda: VoteUncertaintyStrategy("margin"),
+    "entropy": lambda: VoteUncertaintyStrategy("entropy"),
+    "dst_margin": DstMarginStrategy,
+}
+"""Name → factory of every built-in strategy."""
+
+
+def make_strategy(strategy: str | Strategy) -> Strategy:
+    """A strategy object from a built-in name (or the object itself)."""
+    if isinstance(strategy, Strategy):
+        return strategy
+    if not isinstance(strategy, str) or strategy not in STRATEGIES:
+        raise InvalidInput(f"unknown strategy {strategy!r}; valid strategies: {', '.join(STRATEGIES)}")
+    return STRATEGIES[strategy]()
+
+
+# --------------------------------------------------------------------------- oracle
+
+
+class NoisyOracle:
+    """Answers the true label, or with probability ``epsilon`` a wrong one (see module doc).
+
+    Parameters
+    ----------
+    true_labels : int array of shape (n_instances,)
+    n_labels : int
+    epsilon : float in [0, 1]
+    noise : {"candidate", "any"}
+    seed : int, Generator or None
+    """
+
+    def __init__(self, true_labels: np.ndarray, n_labels: int, *, epsilon: float = 0.0, noise: str = "candidate", seed: Any = None) -> None:
+        check_scalar(epsilon, "epsilon", kind=Real, min_value=0.0, max_value=1.0)
+        if noise not in NOISE_MODES:
+            raise InvalidInput(f"noise must be one of {', '.join(NOISE_MODES)}; got {noise!r}")
+        if n_labels < 2 and epsilon > 0:
+            raise InvalidInput("a noisy oracle needs at least two labels")
+        self.true_labels = np.asarray(true_labels, dtype=np.intp)
+        self.n_labels = int(n_labels)
+        self.epsilon = float(epsilon)
+        self.noise = noise
+        rng = np.random.default_rng(seed)
+        n = self.true_labels.shape[0]
+        self._wrong = rng.random(n) < self.epsilon
+        self._pick = rng.random(n)
+
+    def answer(self, items: np.ndarray, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Labels for ``items`` given their current candidate rows (len(items), n_labels).
+
+        Returns ``(labels, wrong)``: int and bool arrays of shape (len(items),).
+        """
+        items = np.asarray(items, dtype=np.intp)
+        labels = self.true_labels[items].copy()
+        wrong = self._wrong[items]
+        for i in np.flatnonzero(wrong):
+            truth = labels[i]
+            options = np.flatnonzero(candidates[i]) if self.noise == "candidate" else np.empty(0, np.intp)
+            options = options[options != truth]
+            if options.size == 0:
+                options = np.delete(np.arange(self.n_labels), truth)
+            labels[i] = options[int(self._pick[items[i]] * options.size)]
+        return labels, wrong
+
+
+# --------------------------------------------------------------------------- campaign
+
+
+@dataclass
+class _Evaluator:
+    """Test-set and training-target measurements for the current candidate sets."""
+
+    idx: np.ndarray  # training graph (n, k)
+    w: np.ndarray
+    test_idx: np.ndarray  # test → training graph (m, k)
+    test_w: np.ndarray
+    y_test: np.ndarray
+    seed: int
+    _all_labels: np.ndarray = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._all_labels = np.ones((0, 0), dtype=bool)
+
+    def measure(self, Y: np.ndarray) -> dict[str, float]:
+        from engine.learners.plknn import _argmax_random_ties
+
+        m, n_labels = self.test_idx.shape[0], Y.shape[1]
+        votes = np.einsum("tk,tkm->tm", self.test_w, Y[self.test_idx].astype(np.float64))
+        knn_pred = _argmax_random_ties(votes, np.random.default_rng(self.seed))
+        if self._all_labels.shape != (m, n_labels):
+            self._all_labels = np.ones((m, n_labels), dtype=bool)
+        dst_pred, guess, margin = _decide(_combine(self._all_labels, Y[self.test_idx]), np.random.default_rng(self.seed))
+        accepted = (margin > 0) & ~guess
+        dst_right = dst_pred == self.y_test
+        smin, smax = _bounds(self.idx, self.w, Y)
+        ambiguous = (_necessary(smin, smax) != _approx_possible(smin, smax)).any(axis=1)
+        return {
+            "accuracy": float((knn_pred == self.y_test).mean()),
+            "dst_accuracy": float(dst_right.mean()),
+            "reject_rate": float(1.0 - accepted.mean()),
+            "accepted_accuracy": float(dst_right[accepted].mean()) if accepted.any() else float("nan"),
+            "ambiguous_targets": int(ambiguous.sum()),
+        }
+
+
+def _check_labels(y: Any, n: int, n_labels: int, name: str) -> np.ndarray:
+    arr = np.asarray(y)
+    if arr.ndim != 1 or arr.shape[0] != n:
+        raise InvalidInput(f"{name} must be a 1-D array of {n} labels, got shape {arr.shape}")
+    if arr.dtype.kind not in "iu":
+        raise InvalidInput(f"{name} must hold integer labels, got dtype {arr.dtype}")
+    bad = (arr < 0) | (arr >= n_labels)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise InvalidInput(f"{name}[{row}] = {arr[row]} is not a known label in 0..{n_labels - 1}; true labels are needed to simulate")
+    return arr.astype(np.intp)
+
+
+def run_campaign(
+    X_train: Any,
+    Y_train: Any,
+    y_train: Any,
+    X_test: Any,
+    y_test: Any,
+    *,
+    strategy: str | Strategy = "apl",
+    budget: int = 100,
+    batch: int = 1,
+    k: int = 10,
+    epsilon: float = 0.0,
+    noise: str = "candidate",
+    seed: int = 0,
+) -> list[dict[str, Any]]:
+    """Run one querying campaign and return one result row per batch (plus the start).
+
+    Parameters
+    ----------
+    X_train : array of shape (n_instances, n_features)
+    Y_train : bool array of shape (n_instances, n_labels)
+        Initial candidate sets (not modified).
+    y_train : int array of shape (n_instances,)
+        Hidden true labels, seen only by the oracle.
+    X_test : array of shape (n_test, n_features)
+    y_test : int array of shape (n_test,)
+    strategy : str or Strategy
+        A name of :data:`STRATEGIES` or a strategy object.
+    budget : int
+        Most answers to ask; the campaign also stops when no partial item is left.
+    batch : int
+        Items asked per step (the last batch may be smaller).
+    k : int
+        Neighbours of PL-kNN, DST-PLL and the query scores.
+    epsilon : float in [0, 1]
+        Probability that the oracle answers a wrong label.
+    noise : {"candidate", "any"}
+        Where wrong answers come from (see :class:`NoisyOracle`).
+    seed : int
+        Seeds the strategy's sampling and tie-breaking, the oracle and the evaluation.
+
+    Returns
+    -------
+    rows : list of dict
+        Keys :data:`RESULT_COLUMNS` (``seconds_per_step`` is the strategy's time for the
+        batch: selection and incremental updates; NaN on the starting row).
+    """
+    X_train = check_features(X_train, name="X_train")
+    n = X_train.shape[0]
+    Y = check_candidates(Y_train, name="Y_train", n_rows=n).copy()
+    n_labels = Y.shape[1]
+    y_train = _check_labels(y_train, n, n_labels, "y_train")
+    X_test = check_features(X_test, name="X_test")
+    if X_test.shape[1] != X_train.shape[1]:
+        raise InvalidInput(f"X_test has {X_test.shape[1]} features but X_train has {X_train.shape[1]}")
+    y_test = _check_labels(y_test, X_test.shape[0], n_labels, "y_test")
+    check_scalar(budget, "budget", kind=Integral, min_value=1)
+    check_scalar(batch, "batch", kind=Integral, min_value=1)
+    check_scalar(k, "k", kind=Integral, min_value=1)
+    check_scalar(seed, "seed", kind=Integral, min_value=0)
+    if k >= n:
+        raise InvalidInput(f"k={k} must be smaller than the number of training instances ({n})")
+    strategy = make_strategy(strategy)
+    strategy_seed, oracle_seed = np.random.SeedSequence([int(seed), 20170204]).spawn(2)
+    rng = np.random.default_rng(strategy_seed)
+    oracle = NoisyOracle(y_train, n_labels, epsilon=epsilon, noise=noise, seed=oracle_seed)
+
+    idx, w = knn_graph(X_train, k=k)
+    test_idx, test_w = knn_graph(X_train, X_test, k=k)
+    evaluator = _Evaluator(idx, w, test_idx, test_w, y_test, int(seed))
+    view = Y.view()
+    view.flags.writeable = False
+    context = CampaignContext(X_train, view, idx, w)
+    started = time.perf_counter()
+    strategy.start(context, rng)
+    setup = time.perf_counter() - started
+
+    def row(step: int, seconds: float, n_wrong: int) -> dict[str, Any]:
+        return {
+            "strategy": strategy.name,
+            "seed": int(seed),
+            "step": step,
+            "n_answers": context.n_answers,
+            "n_wrong_answers": n_wrong,
+            "n_partial": int(context.partial.sum()),
+            **evaluator.measure(Y),
+            "seconds_per_step": seconds,
+            "setup_seconds": setup,
+        }
+
+    n_wrong = 0
+    rows = [row(0, float("nan"), 0)]
+    step = 0
+    while context.n_answers < budget:
+        partial = context.partial
+        if not partial.any():
+            break
+        size = min(batch, budget - context.n_answers)
+        started = time.perf_counter()
+        picks = np.asarray(strategy.select(context, size, rng), dtype=np.intp).ravel()
+        if picks.size == 0 or picks.size > size or np.unique(picks).size != picks.size or not partial[picks].all():
+            raise InvalidInput(f"strategy {strategy.name!r} must pick 1..{size} distinct partial items; picked {picks.tolist()}")
+        elapsed = time.perf_counter() - started
+        labels, wrong = oracle.answer(picks, Y[picks])
+        for item, label in zip(picks, labels):
+            Y[item] = False
+            Y[item, label] = True
+        started = time.perf_counter()
+        for item in picks:
+            strategy.observe(int(item), Y[item].copy())
+        elapsed += time.perf_counter() - started
+        context.n_answers += int(picks.size)
+        n_wrong += int(wrong.sum())
+        step += 1
+        rows.append(row(step, elapsed, n_wrong))
+    return rows
+
+
+def _split(n: int, test_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    order = np.random.default_rng([int(seed), 7]).permutation(n)
+    n_test = int(round(test_fraction * n))
+    return np.sort(order[n_test:]), np.sort(order[:n_test])
+
+
+def _minmax(X_train: np.ndarray, X_test: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    low = X_train.min(axis=0)
+    span = X_train.max(axis=0) - low
+    span[span == 0] = 1.0
+    return (X_train - low) / span, (X_test - low) / span
+
+
+def simulate(
+    X: Any,
+    Y: Any,
+    y: Any,
+    *,
+    strategies: Sequence[str | Strategy] = ("apl", "random"),
+    seeds: int | Iterable[int] = 5,
+    test_fraction: float = 0.25,
+    budget: int = 100,
+    batch: int = 1,
+    k: int = 10,
+    epsilon: float = 0.0,
+    noise: str = "candidate",
+    scale: bool = True,
+    on_campaign_done: Callable[[str, int], None] | None = None,
+) -> pd.DataFrame:
+    """Run every strategy on every seed's train/test split; return all rows as a DataFrame.
+
+    Each seed draws one random split (``test_fraction`` of the rows held out), shared by
+    every strategy, so strategies are compared on the same data. With ``scale`` the
+    features are min-max scaled on the training part (the protocol of the PLL benchmarks).
+
+    Parameters
+    ----------
+    X : array of shape (n_instances, n_features)
+    Y : bool array of shape (n_instances, n_labels)
+        Candidate sets.
+    y : int array of shape (n_instances,)
+        True labels (all known).
+    strategies : sequence of str or Strategy
+    seeds : int or iterable of int
+        ``5`` means seeds 0..4.
+    test_fraction : float in (0, 1)
+    budget, batch, k, epsilon, noise
+        As in :func:`run_campaign`.
+    scale : bool
+        Min-max scale the features, fitted on the training part.
+    on_campaign_done : callable(strategy_name, seed), optional
+        Called after each campaign (progress bars).
+
+    Returns
+    -------
+    results : DataFrame
+        One row per (strategy, seed, step), columns :data:`RESULT_COLUMNS` first.
+    """
+    X = check_features(X, name="X")
+    Y = check_candidates(Y, name="Y", n_rows=X.shape[0])
+    y = _check_labels(y, X.shape[0], Y.shape[1], "y")
+    check_scalar(test_fraction, "test_fraction", kind=Real, min_value=0.0, max_value=1.0)
+    if not 0.0 < test_fraction < 1.0:
+        raise InvalidInput(f"test_fraction must be strictly between 0 and 1; got {test_fraction!r}")
+    if isinstance(seeds, Integral):
+        check_scalar(seeds, "seeds", kind=Integral, min_value=1)
+        seeds = range(int(seeds))
+    seeds = [int(s) for s in seeds]
+    if not seeds:
+        raise InvalidInput("seeds is empty")
+    if isinstance(strategies, (str, Strategy)):
+        strategies = [strategies]
+    objects = [make_strategy(s) for s in strategies]  # unknown names fail before any work
+    if not objects:
+        raise InvalidInput(f"strategies is empty; valid strategies: {', '.join(STRATEGIES)}")
+    n_test = int(round(test_fraction * X.shape[0]))
+    if n_test < 1 or X.shape[0] - n_test <= k:
+        raise InvalidInput(
+            f"test_fraction={test_fraction} leaves {n_test} test and {X.shape[0] - n_test} training rows; "
+            f"need at least 1 test row and more than k={k} training rows"
+        )
+    rows: list[dict[str, Any]] = []
+    for seed in seeds:
+        train, test = _split(X.shape[0], test_fraction, seed)
+        X_train, X_test = (_minmax(X[train], X[test]) if scale else (X[train], X[test]))
+        for strategy in objects:
+            rows += run_campaign(
+                X_train, Y[train], y[train], X_test, y[test],
+                strategy=strategy, budget=budget, batch=batch, k=k, epsilon=epsilon, noise=noise, seed=seed,
+            )
+            if on_campaign_done is not None:
+                on_campaign_done(strategy.name, seed)
+    table = pd.DataFrame(rows)
+    return table[list(RESULT_COLUMNS) + [c for c in table.columns if c not in RESULT_COLUMNS]]
+
+
+def learning_curve_area(results: pd.DataFrame, metric: str = "accuracy") -> pd.DataFrame:
+    """Normalised area under ``metric`` vs ``n_answers`` for every (strategy, seed).
+
+    The trapezoid area from 0 answers to the largest ``n_answers`` in ``results``, divided
+    by that length: the campaign's mean ``metric`` per answer. A campaign that ran out of
+    partial items early keeps its last value to the end (nothing is left to ask).
+
+    Returns
+    -------
+    DataFrame with columns ``strategy``, ``seed``, ``area``.
+    """
+    missing = {"strategy", "seed", "n_answers", metric} - set(results.columns)
+    if missing:
+        raise InvalidInput(f"results lacks the columns {sorted(missing)}")
+    end = float(results["n_answers"].max())
+    out = []
+    for (strategy, seed), run in results.groupby(["strategy", "seed"], sort=False):
+        run = run.sort_values("n_answers")
+        x = run["n_answers"].to_numpy(dtype=np.float64)
+        v = run[metric].to_numpy(dtype=np.float64)
+        if x[-1] < end:
+            x, v = np.append(x, end), np.append(v, v[-1])
+        area = float(np.sum((x[1:] - x[:-1]) * (v[1:] + v[:-1]) / 2) / end) if end > 0 else float(v[0])
+        out.append({"strategy": strategy, "seed": seed, "area": area})
+    return pd.DataFrame(out)

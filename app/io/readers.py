@@ -491,6 +491,11 @@ def _read_parquet(file: Path, head: bytes) -> _Table:
     header = [n.strip() for n in names]
     _check_header(file, header)
     columns: dict[str, Any] = {h: table.column(n) for h, n in zip(header, names)}
+    for name, column in columns.items():
+        try:  # full validation catches invalid UTF-8 and bad offsets before any value is read
+            column.validate(full=True)
+        except Exception as exc:  # pyarrow.ArrowInvalid and friends
+            raise DataFileError(file, f"is corrupt: {_first_line(exc)}", column=name, has_header=False) from None
     metadata = table.schema.metadata or {}
     layout = metadata.get(b"winnow.layout")
     try:
@@ -695,8 +700,15 @@ def _read_mat(file: Path, head: bytes, label_names: list[str] | None) -> LoadedD
     if len(head) < 128 or head[126:128] not in (b"IM", b"MI"):
         _reject_binary_magic(file, head, expected="MATLAB")
         raise DataFileError(file, "is not a MATLAB 5/7 MAT-file (no MAT-file header)")
+    # scipy's compiled MAT reader can crash the whole process on a corrupt element (an unknown
+    # data type code indexes past a table), so the element structure is checked here first.
+    raw = file.read_bytes()
     try:
-        contents = scipy.io.loadmat(file)
+        _check_mat5_structure(raw, wanted=_MAT_VARIABLES)
+    except _CorruptMat as exc:
+        raise DataFileError(file, f"is not a readable MAT-file: {exc}") from None
+    try:
+        contents = scipy.io.loadmat(io.BytesIO(raw), variable_names=list(_MAT_VARIABLES))
     except Exception as exc:  # scipy raises many types on corrupt input; report, never leak
         raise DataFileError(file, f"is not a readable MAT-file: {_first_line(exc)}") from None
     keys = sorted(k for k in contents if not k.startswith("__"))
@@ -712,6 +724,7 @@ def _read_mat(file: Path, head: bytes, label_names: list[str] | None) -> LoadedD
         value = contents[key]
         try:
             if scipy.sparse.issparse(value):
+                value.check_format(full_check=True)  # bad indices would be read out of bounds
                 value = value.toarray()
             arr = np.asarray(value)
         except Exception as exc:  # corrupt sparse structure, absurd shapes
@@ -751,6 +764,107 @@ def _read_mat(file: Path, head: bytes, label_names: list[str] | None) -> LoadedD
     feature_names = [f"feature_{j}" for j in range(X.shape[1])]
     return LoadedDataset(X, candidates, names, [str(i) for i in range(n)], true_labels, feature_names, None,
                          os.fspath(file))
+
+
+_MAT_VARIABLES = ("data", "partial_target", "target")
+_MAT_MAX_INFLATED = 1 << 29  # 512 MiB: refuse to inflate a compressed variable beyond this
+_MI_NUMERIC = {1: 1, 2: 1, 3: 2, 4: 2, 5: 4, 6: 4, 7: 4, 9: 8, 12: 8, 13: 8}  # mi type -> item size
+_MI_INT8, _MI_INT32, _MI_UINT32, _MI_MATRIX, _MI_COMPRESSED = 1, 5, 6, 14, 15
+_MX_SPARSE, _MX_NUMERIC = 5, range(6, 16)
+
+
+class _CorruptMat(Exception):
+    """Internal: the MAT-file's element structure is inconsistent (converted to DataFileError)."""
+
+
+def _check_mat5_structure(raw: bytes, *, wanted: Sequence[str]) -> None:
+    """Walk the data elements of a MAT 5 file and check every tag that scipy would trust.
+
+    Checks every top-level element (inflating compressed ones), every variable's flags, dims
+    and name, and for the ``wanted`` variables that the data parts have a numeric type code and
+    exactly the byte count their dimensions need. Raises ``_CorruptMat`` on the first problem.
+    """
+    import struct
+    import zlib
+
+    endian = "<" if raw[126:128] == b"IM" else ">"
+
+    def tag(buf: bytes, pos: int, end: int) -> tuple[int, int, int, int]:
+        if pos + 8 > end:
+            raise _CorruptMat(f"truncated element at byte {pos}")
+        first, second = struct.unpack_from(endian + "II", buf, pos)
+        if first >> 16:  # small data element: type and size packed in 4 bytes, data in the next 4
+            mdtype, nbytes, start = first & 0xFFFF, first >> 16, pos + 4
+            if nbytes > 4:
+                raise _CorruptMat(f"bad small element at byte {pos}")
+            return mdtype, nbytes, start, pos + 8
+        start = pos + 8
+        if start + second > end:
+            raise _CorruptMat(f"element at byte {pos} claims {second} bytes beyond the end")
+        return first, second, start, start + second + (-second % 8)
+
+    def matrix(buf: bytes, start: int, end: int) -> None:
+        if start == end:
+            return  # empty matrix
+        mdtype, nbytes, data, pos = tag(buf, start, end)
+        if mdtype != _MI_UINT32 or nbytes != 8:
+            raise _CorruptMat("variable without array flags")
+        flags = struct.unpack_from(endian + "I", buf, data)[0]
+        mx_class, is_complex = flags & 0xFF, bool(flags & 0x800)
+        mdtype, nbytes, data, pos = tag(buf, pos, end)
+        if mdtype != _MI_INT32 or nbytes % 4 or nbytes < 8:
+            raise _CorruptMat("variable without valid dimensions")
+        dims = struct.unpack_from(endian + f"{nbytes // 4}i", buf, data)
+        if min(dims) < 0:
+            raise _CorruptMat(f"negative dimension {dims}")
+        mdtype, nbytes, data, pos = tag(buf, pos, end)
+        if mdtype != _MI_INT8:
+            raise _CorruptMat("variable without a name")
+        name = buf[data:data + nbytes].decode("latin-1")
+        if name not in wanted:
+            return  # scipy skips the body of variables it was not asked for
+        if mx_class == _MX_SPARSE:
+            parts = 3 + is_complex  # ir, jc, real part, imaginary part
+        elif mx_class in _MX_NUMERIC:
+            parts = 1 + is_complex
+        else:
+            raise _CorruptMat(f"variable {name!r} is not a numeric matrix (MATLAB class {mx_class})")
+        count = math.prod(dims)
+        for part in range(parts):
+            mdtype, nbytes, data, pos = tag(buf, pos, end)
+            size = _MI_NUMERIC.get(mdtype)
+            if size is None:
+                raise _CorruptMat(f"variable {name!r} has data of unknown type code {mdtype}")
+            if mx_class in _MX_NUMERIC and nbytes != count * size:
+                raise _CorruptMat(f"variable {name!r} holds {nbytes} bytes but its size {dims} needs {count * size}")
+            if mx_class == _MX_SPARSE and nbytes % size:
+                raise _CorruptMat(f"variable {name!r} has a truncated sparse part")
+
+    if len(raw) < 128:
+        raise _CorruptMat("shorter than a MAT-file header")
+    pos, end = 128, len(raw)
+    while pos < end:
+        if end - pos < 8 and not raw[pos:].strip(b"\x00"):
+            break  # trailing padding
+        mdtype, nbytes, data, pos_next = tag(raw, pos, end)
+        if mdtype == _MI_COMPRESSED:
+            inflater = zlib.decompressobj()
+            try:
+                inner = inflater.decompress(raw[data:data + nbytes], _MAT_MAX_INFLATED)
+            except zlib.error as exc:
+                raise _CorruptMat(f"compressed element at byte {pos}: {exc}") from None
+            if inflater.unconsumed_tail:
+                raise _CorruptMat("a compressed variable inflates to more than 512 MiB")
+            inner_type, inner_bytes, inner_data, _ = tag(inner, 0, len(inner))
+            if inner_type != _MI_MATRIX:
+                raise _CorruptMat(f"compressed element at byte {pos} does not hold a variable")
+            matrix(inner, inner_data, inner_data + inner_bytes)
+            pos = data + nbytes  # compressed elements are not padded
+        elif mdtype == _MI_MATRIX:
+            matrix(raw, data, data + nbytes)
+            pos = pos_next
+        else:
+            raise _CorruptMat(f"unexpected element type {mdtype} at byte {pos}")
 
 
 def _read_npz(file: Path, head: bytes, label_names: list[str] | None) -> LoadedDataset:

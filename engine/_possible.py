@@ -16,8 +16,9 @@ given some label of their set in a witness. Labels in no set have total 0 and ne
 
 Each (target, label) pair goes through the cheapest stage that settles it:
 
-1. **bounds** -- ``λ ∉ APL`` is impossible, ``λ ∈ NL`` is possible; ``O(K·M)`` per target,
-   vectorised over a chunk of targets.
+1. **bounds** -- ``λ ∉ APL`` is impossible, ``λ ∈ NL`` is possible, and so is impossible a
+   ``λ`` with a rival ballot (a positive-weight neighbour whose set lacks ``λ``) heavier
+   than ``S`` on its own; ``O(K·M)`` per target, vectorised over a chunk of targets.
 2. **greedy** -- a witness search vectorised over all open pairs of a chunk (loops run over
    the ``K`` neighbour positions, never over pairs). First a *free-label reduction*: a
    label whose total cannot exceed ``S`` even if it receives every still-unassigned
@@ -240,7 +241,7 @@ def _equal_positive_weights(w: np.ndarray) -> np.ndarray:
 def _possible_chunk(idx, w, Y, equal, offset, method, time_limit, stats) -> np.ndarray:
     smin, smax = _bounds(idx, w, Y)
     possible = _necessary(smin, smax)
-    open_ = _approx_possible(smin, smax) & ~possible
+    open_ = _approx_possible(smin, smax) & ~possible & ~(_heaviest_rival(idx, w, Y) > smax)
     stats["bounds"] += possible.size - int(open_.sum())
     tp, lp = np.nonzero(open_)
     if tp.size == 0:
@@ -257,6 +258,18 @@ def _possible_chunk(idx, w, Y, equal, offset, method, time_limit, stats) -> np.n
         stats[path] += 1
         possible[t, lam] = found is not None
     return possible
+
+
+def _heaviest_rival(idx, w, Y) -> np.ndarray:
+    """(n_targets, n_labels): largest weight of a neighbour whose set lacks the label.
+
+    Such a neighbour alone gives some rival a total above ``Smax(λ)`` when it exceeds it
+    (a float sum of non-negative terms is at least each term), so ``λ`` is impossible.
+    """
+    out = np.zeros((idx.shape[0], Y.shape[1]))
+    for j in range(idx.shape[1]):
+        np.maximum(out, np.where(Y[idx[:, j]], 0.0, w[:, j, None]), out=out)
+    return out
 
 
 def _greedy(idx, w, Y, tp, lp, sp) -> tuple[np.ndarray, np.ndarray]:
@@ -453,7 +466,7 @@ def _cpsat_solve(sets, weights, capacity, time_limit, target, label) -> np.ndarr
     n_jobs, n_labels = sets.shape
     if capacity < 0:
         return None  # every job has positive integer weight in the restriction, or none exist
-    model = cp_model.CpModel()
+    model = _new_cp_model()
     x = {}
     for j in range(n_jobs):
         choices = np.flatnonzero(sets[j]).tolist()
@@ -480,6 +493,35 @@ def _cpsat_solve(sets, weights, capacity, time_limit, target, label) -> np.ndarr
         if solver.boolean_value(var):
             out[j] = l
     return out
+
+
+def _new_cp_model():
+    """An empty CP-SAT model, built without OR-Tools' per-instance camelCase aliases.
+
+    ``CpModel.__init__`` (OR-Tools 9.x) attaches deprecated camelCase aliases of every
+    method to each new instance, which costs about a millisecond -- as much as solving
+    one of the small models here. The lean subclass skips only that step; if the helper
+    base class is not there (another OR-Tools version), the ordinary constructor is used.
+    """
+    from ortools.sat.python import cp_model
+
+    global _LEAN_MODEL
+    if _LEAN_MODEL is None:
+        try:
+            from ortools.sat.python.cp_model_helper import CpBaseModel
+
+            class _LeanCpModel(cp_model.CpModel):
+                def __init__(self) -> None:
+                    CpBaseModel.__init__(self, None)
+
+            _LeanCpModel()
+            _LEAN_MODEL = _LeanCpModel
+        except (ImportError, AttributeError, TypeError):  # pragma: no cover - other OR-Tools
+            _LEAN_MODEL = cp_model.CpModel
+    return _LEAN_MODEL()
+
+
+_LEAN_MODEL = None
 
 
 def _enumerate_assign(sets, weights, s) -> np.ndarray | None:

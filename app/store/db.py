@@ -154,9 +154,13 @@ def _run_alembic(path_or_url: str | os.PathLike[str], engine: Engine | None, act
     own_engine = engine is None
     engine = engine if engine is not None else make_engine(path_or_url)
     try:
-        with engine.begin() as connection:
-            cfg.attributes["connection"] = connection
-            action(cfg)
+        # BEGIN IMMEDIATE on SQLite: processes opening a new store at the same time migrate
+        # one after the other instead of racing to create the same tables.
+        with engine.connect() as connection:
+            connection = connection.execution_options(**{_WRITE_OPTION: True})
+            with connection.begin():
+                cfg.attributes["connection"] = connection
+                action(cfg)
     finally:
         if own_engine:
             engine.dispose()

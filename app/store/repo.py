@@ -903,7 +903,9 @@ def record_event(
     elif label is not None:
         raise InvalidRecord(f"kind={kind!r} takes no label, got label={label!r}")
 
-    who = get_or_create_annotator(session, annotator)
+    # Look the annotator up, but create it only with the event: a rejected event adds nothing.
+    annotator = _check_name(annotator, "annotator")
+    who = session.scalar(select(Annotator).where(Annotator.name == annotator))
     label_index: int | None = None
     undoes: int | None = None
     if kind in LABELLED_KINDS:
@@ -930,7 +932,7 @@ def record_event(
             select(AnswerEvent)
             .where(
                 AnswerEvent.session_id == labelling.id,
-                AnswerEvent.annotator_id == who.id,
+                AnswerEvent.annotator_id == (who.id if who is not None else -1),
                 AnswerEvent.kind != "undo",
                 ~select(undone.id).where(undone.undoes_event_id == AnswerEvent.id).exists(),
             )
@@ -939,11 +941,11 @@ def record_event(
         )
         if instance is not None:
             query = query.where(AnswerEvent.instance_id == instance.id)
-        target = session.scalar(query)
+        target = session.scalar(query) if who is not None else None
         if target is None:
             scope = f" on instance {instance.position}" if instance is not None else ""
             raise InvalidRecord(
-                f"undo: annotator {who.name!r} has no event left to undo in session "
+                f"undo: annotator {annotator!r} has no event left to undo in session "
                 f"{labelling.name!r}{scope}",
                 row=instance.position if instance is not None else None,
             )
@@ -953,6 +955,8 @@ def record_event(
 
     assert instance is not None
     with session.begin_nested():
+        if who is None:
+            who = get_or_create_annotator(session, annotator)
         now = utcnow()
         event = AnswerEvent(
             session_id=labelling.id,

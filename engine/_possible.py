@@ -86,7 +86,7 @@ import numpy as np
 
 from engine._validation import check_scalar
 from engine.exceptions import InvalidInput, SolverError
-from engine.winners import _approx_possible, _bounds, _necessary
+from engine.winners import CandidateSets, _approx_possible, _bounds, _necessary
 
 __all__ = ["possible_from_graph", "witness_for_row", "METHODS", "MAX_ENUMERATION"]
 
@@ -164,11 +164,12 @@ def possible_from_graph(
     stats: dict = {name: 0 for name in _DECISIONS}
     stats["solver_seconds"] = 0.0
     possible = np.zeros((n_targets, n_labels), dtype=bool)
+    sets = CandidateSets.from_dense(Y)  # once, not per chunk
     chunk = max(1, CHUNK_CELLS // (n_labels * max(k, n_labels)))
     for start in range(0, n_targets, chunk):
         rows = slice(start, min(start + chunk, n_targets))
         possible[rows] = _possible_chunk(
-            idx[rows], w[rows], Y, equal[rows], start, method, time_limit, stats
+            idx[rows], w[rows], sets, equal[rows], start, method, time_limit, stats
         )
     stats["total_seconds"] = time.perf_counter() - started
     return possible, stats
@@ -238,8 +239,9 @@ def _equal_positive_weights(w: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------- chunk pipeline
 
 
-def _possible_chunk(idx, w, Y, equal, offset, method, time_limit, stats) -> np.ndarray:
-    smin, smax = _bounds(idx, w, Y)
+def _possible_chunk(idx, w, sets, equal, offset, method, time_limit, stats) -> np.ndarray:
+    Y = sets.dense
+    smin, smax = _bounds(idx, w, sets)
     possible = _necessary(smin, smax)
     open_ = _approx_possible(smin, smax) & ~possible & ~(_heaviest_rival(idx, w, Y) > smax)
     stats["bounds"] += possible.size - int(open_.sum())

@@ -51,6 +51,7 @@ from app.store.repo import (
     list_sessions,
     load_state,
     record_event,
+    session_events,
 )
 
 __all__ = [
@@ -96,6 +97,7 @@ __all__ = [
     "record_event",
     "load_state",
     "event_log",
+    "session_events",
     "derive_state",
     "derive_item",
 ]

@@ -22,8 +22,8 @@ Candidate sets
     ``json.loads`` per row, most of the load time of a large dataset. Up to
     :data:`MAX_LABELS` labels.
 Answer events
-    Append-only: a row is never updated or deleted (SQLite triggers added by the migration
-    enforce it). An undo is a new event pointing at the event it cancels; the current candidate
+    Append-only: a row is never updated or deleted (triggers added by the migration
+    enforce it on SQLite and PostgreSQL). An undo is a new event pointing at the event it cancels; the current candidate
     sets are derived from the events (:func:`app.store.repo.derive_state`).
 """
 

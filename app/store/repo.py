@@ -80,6 +80,7 @@ __all__ = [
     "record_event",
     "load_state",
     "event_log",
+    "session_events",
     "derive_state",
     "derive_item",
 ]
@@ -990,6 +991,16 @@ def _session_config(labelling: LabellingSession, dataset: Dataset) -> SessionCon
         created_at=labelling.created_at,
         updated_at=labelling.updated_at,
     )
+
+
+def session_events(session: Session, session_id: int) -> list[EventRecord]:
+    """Every event of a session, oldest first, as :class:`EventRecord` (for :func:`derive_state`).
+
+    Cheap compared with :func:`load_state` (no instance rows), so a long-lived view can re-read
+    the events and re-derive its state after other tabs or processes answered.
+    """
+    _get_labelling_session(session, session_id)
+    return _session_events(session, session_id)
 
 
 def _session_events(session: Session, session_id: int) -> list[EventRecord]:

@@ -451,3 +451,19 @@ def test_a_rejected_event_leaves_the_callers_transaction_clean(small):
         with pytest.raises(InvalidRecord):
             record_event(s, session_id=small.session_id, annotator="newcomer", kind="undo")
     assert row_counts(small.Session) == before
+
+
+def test_session_events_feed_derive_state(small):
+    from app.store import derive_state, session_events
+
+    record(small, instance_position=0, kind="answer", label=1)
+    record(small, instance_position=0, kind="answer", label=0, annotator="bob")
+    with small.Session() as s:
+        events = session_events(s, small.session_id)
+        state = load_state(s, small.session_id)
+        with pytest.raises(RecordNotFound):
+            session_events(s, 99)
+    assert [e.kind for e in events] == ["answer", "answer"]
+    derived = derive_state(events, state.original_candidates)
+    assert np.array_equal(derived.candidates, state.candidates)
+    assert derived.conflicts == state.conflicts

@@ -1,0 +1,59 @@
+"""winnow's browser app: navigation, the store, and the tab's labelling session.
+
+Run with ``winnow ui --db winnow.db`` (``streamlit run app/ui/Home.py -- --db winnow.db``).
+Every rerun of every page goes through this script: it opens the store (one engine per
+process, ``st.cache_resource``), sets up the tab's state, opens the tab's session or picks
+up answers given in other tabs (a cheap event count, then :meth:`Workbench.refresh`), draws
+the sidebar and runs the chosen page.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import streamlit as st
+
+from app.store import repo
+from app.ui import state as ui
+
+PAGES = Path(__file__).resolve().parent / "pages"
+
+
+def database_argument(argv: list[str]) -> str:
+    """``--db FILE`` from the script arguments (after ``--`` on the streamlit command line)."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--db", default="winnow.db")
+    known, _ = parser.parse_known_args([a for a in argv if a != "--"])
+    return known.db
+
+
+st.set_page_config(page_title="winnow", page_icon="🏷️", layout="wide")
+
+tab = ui.tab_state(database_argument(sys.argv[1:]))
+Session = ui.store(tab.db)
+
+if tab.session_id is None:
+    # Start on the most recently active session, so `winnow ui --sample` opens on a query.
+    with Session() as s:
+        sessions = repo.list_sessions(s)
+    if sessions:
+        tab.session_id = max(sessions, key=lambda x: (x.updated_at, x.id)).id
+bench = ui.sync_workbench(Session, tab)
+
+with st.sidebar:
+    if bench is not None:
+        st.markdown(f"**Session** `{bench.config.name}` · dataset `{bench.config.dataset_name}`")
+    else:
+        st.markdown("**No session open**")
+    name = st.text_input("Annotator", value=tab.annotator, key=ui.Keys.ANNOTATOR, max_chars=200)
+    tab.annotator = name.strip() or ui.default_annotator()
+
+pages = [
+    st.Page(PAGES / "query.py", title="Query", icon="❓", default=True),
+    st.Page(PAGES / "rejects.py", title="Rejects", icon="🚫"),
+    st.Page(PAGES / "progress.py", title="Progress", icon="📈"),
+    st.Page(PAGES / "sessions.py", title="Sessions", icon="🗂️"),
+]
+st.navigation(pages).run()

@@ -1,0 +1,148 @@
+"""Per-tab state of the winnow pages: one typed object in ``st.session_state``, set up once.
+
+Everything a page keeps between reruns lives in :class:`TabState`, stored under the single
+key :data:`STATE_KEY` of ``st.session_state`` (so it belongs to one browser tab, never to the
+process). :func:`tab_state` creates it on the first run of a tab and returns the same object
+afterwards. The :class:`~app.workbench.Workbench` is per-tab mutable state too, so it is kept
+here and not in a Streamlit cache.
+
+Widget keys are listed in :class:`Keys` so that the pages and the ``AppTest`` tests name the
+same widgets.
+"""
+
+from __future__ import annotations
+
+import getpass
+from dataclasses import dataclass, field
+
+import streamlit as st
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.store.db import open_store
+from app.store.models import AnswerEvent
+from app.workbench import Workbench
+
+__all__ = ["STATE_KEY", "Keys", "TabState", "store", "tab_state", "current", "default_annotator", "sync_workbench"]
+
+STATE_KEY = "winnow"
+
+
+class Keys:
+    """Stable widget keys (tests drive the pages through them)."""
+
+    # Home / sidebar
+    ANNOTATOR = "annotator"
+    # Sessions page
+    OPEN_SESSION = "sessions_open_choice"
+    OPEN_BUTTON = "sessions_open"
+    SOURCE = "sessions_source"
+    UPLOAD = "sessions_upload"
+    DATASET = "sessions_dataset"
+    NEW_NAME = "sessions_new_name"
+    K = "sessions_k"
+    WEIGHTING = "sessions_weighting"
+    CRITERION = "sessions_criterion"
+    TARGET_SET = "sessions_target_set"
+    CREATE = "sessions_create"
+    # Query page: candidate slot i (1-based, keyboard shortcut i) is ``answer_key(i)``.
+    NONE_OF_THESE = "query_none_of_these"
+    OTHER_LABEL = "query_other_label"
+    OTHER_SUBMIT = "query_other_submit"
+    SKIP = "query_skip"
+    UNDO = "query_undo"
+    # Rejects page
+    REJECTS_SHOWN = "rejects_shown"
+    # Progress page: ``export_key(what, fmt)``
+
+    @staticmethod
+    def answer(slot: int) -> str:
+        return f"query_answer_{slot}"
+
+    @staticmethod
+    def confirm(position: int, label: int) -> str:
+        return f"rejects_confirm_{position}_{label}"
+
+    @staticmethod
+    def leave(position: int) -> str:
+        return f"rejects_leave_{position}"
+
+    @staticmethod
+    def resolve(position: int, label: int) -> str:
+        return f"conflict_resolve_{position}_{label}"
+
+    @staticmethod
+    def export(what: str, fmt: str) -> str:
+        return f"export_{what}_{fmt}"
+
+
+def default_annotator() -> str:
+    try:
+        return getpass.getuser() or "expert"
+    except (KeyError, OSError):  # no passwd entry in some containers
+        return "expert"
+
+
+@dataclass
+class TabState:
+    """What one browser tab remembers between reruns."""
+
+    db: str
+    annotator: str = field(default_factory=default_annotator)
+    #: The labelling session open in this tab (``None`` until one is chosen or created).
+    session_id: int | None = None
+    workbench: Workbench | None = None
+    #: One-shot message shown at the top of the next run (e.g. what was just recorded).
+    notice: str | None = None
+    #: Rejected predictions the expert chose to leave alone in this tab, by position.
+    left_alone: set[int] = field(default_factory=set)
+
+
+@st.cache_resource(show_spinner=False)
+def store(db: str) -> sessionmaker[Session]:
+    """The process's sessionmaker for ``db`` (engine and schema upgrade done once, shared)."""
+    return open_store(db)
+
+
+def tab_state(db: str) -> TabState:
+    """This tab's state, created on its first run. Switching ``db`` starts afresh."""
+    state = st.session_state.get(STATE_KEY)
+    if not isinstance(state, TabState) or state.db != db:
+        state = TabState(db=db)
+        st.session_state[STATE_KEY] = state
+    return state
+
+
+def current() -> TabState:
+    """The state :func:`tab_state` set up in ``Home.py`` on this run (pages call this)."""
+    state = st.session_state.get(STATE_KEY)
+    if not isinstance(state, TabState):
+        raise RuntimeError("app/ui/Home.py sets up the tab state; run the app through it")
+    return state
+
+
+def count_events(Session: sessionmaker[Session], session_id: int) -> int:
+    """Number of events of a session (append-only, so it changes whenever anything is recorded)."""
+    with Session() as s:
+        return int(s.scalar(select(func.count(AnswerEvent.id)).where(AnswerEvent.session_id == session_id)) or 0)
+
+
+def sync_workbench(Session: sessionmaker[Session], state: TabState) -> Workbench | None:
+    """Open the tab's session, or bring it up to date with answers given elsewhere.
+
+    A ``COUNT`` of the session's events decides whether anything changed since this tab last
+    looked; only then does :meth:`Workbench.refresh` re-derive the state (it rebuilds the
+    state from the whole event log, so answers from other tabs are never counted twice).
+    """
+    if state.session_id is None:
+        state.workbench = None
+        return None
+    bench = state.workbench
+    if bench is None or bench.session_id != state.session_id:
+        with st.spinner("Building the neighbour graph and the query ranking…"):
+            bench = Workbench.open(Session, state.session_id)
+        state.workbench = bench
+        state.left_alone = set()
+    elif count_events(Session, state.session_id) != bench.state.n_events:
+        bench.refresh()
+    return bench

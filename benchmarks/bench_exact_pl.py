@@ -25,19 +25,12 @@ from the repository root; about a minute.
 from __future__ import annotations
 
 import itertools
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-try:
-    import engine  # noqa: F401
-except ModuleNotFoundError:  # run as a file from a checkout without `pip install -e .`
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from engine._possible import _exact_pair  # noqa: E402
-from engine.winners import _approx_possible, _bounds, _necessary, possible_labels  # noqa: E402
+from engine._possible import _exact_pair
+from engine.winners import _approx_possible, _bounds, _necessary, possible_labels
 
 N_TARGETS = 20_000
 K = 10

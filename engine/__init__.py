@@ -3,8 +3,9 @@
 Pure numpy / scipy / scikit-learn / OR-Tools; no files, databases or user interface.
 """
 
-from engine.exceptions import InvalidInput, NotFittedError, SolverError, WinnowError
+from engine.exceptions import InvalidInput, SolverError, WinnowError
 from engine.neighbors import knn_graph
+from engine.query import IncrementalRanker, query_scores
 from engine.winners import (
     ambiguous_targets,
     approx_possible_labels,
@@ -26,4 +27,16 @@ __all__ = [
     "possible_labels",
     "witness",
     "ambiguous_targets",
+    "query_scores",
+    "IncrementalRanker",
 ]
+# The learners live in engine.dst and engine.learners; import them from there so that
+# `import engine` stays light for the vote kernels.
+
+
+def __getattr__(name: str):
+    if name == "NotFittedError":  # built lazily: see engine.exceptions
+        from engine import exceptions
+
+        return exceptions.NotFittedError
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

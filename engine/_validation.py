@@ -67,6 +67,8 @@ def check_neighbors(idx: Any, w: Any, Y: np.ndarray) -> tuple[np.ndarray, np.nda
         raise InvalidInput(f"idx must be 2-D (n_targets, k), got shape {idx_arr.shape}")
     if idx_arr.dtype.kind not in "iu":
         raise InvalidInput(f"idx must hold integer row indices, got dtype {idx_arr.dtype}")
+    if idx_arr.shape[1] == 0:
+        raise InvalidInput("idx has no neighbour columns (k = 0); every target needs at least one neighbour")
     w_arr = np.asarray(w, dtype=np.float64)
     if w_arr.shape != idx_arr.shape:
         raise InvalidInput(f"w has shape {w_arr.shape} but idx has shape {idx_arr.shape}; they must match")

@@ -21,11 +21,18 @@ class SolverError(WinnowError, RuntimeError):
     """An exact solver could not prove its answer (time limit, unknown status)."""
 
 
-try:  # scikit-learn's own class, so `except NotFittedError` in user code keeps working.
-    from sklearn.exceptions import NotFittedError as _SklearnNotFitted
-except ImportError:  # pragma: no cover - scikit-learn is a hard dependency
-    _SklearnNotFitted = ValueError  # type: ignore[misc,assignment]
+def __getattr__(name: str):
+    # NotFittedError subclasses scikit-learn's, so `except NotFittedError` in user code keeps
+    # working; it is built on first use because importing scikit-learn costs about a second,
+    # which every CLI call would otherwise pay.
+    if name == "NotFittedError":
+        from sklearn.exceptions import NotFittedError as _SklearnNotFitted
 
-
-class NotFittedError(WinnowError, _SklearnNotFitted):
-    """An estimator was used before ``fit``."""
+        cls = type(
+            "NotFittedError",
+            (WinnowError, _SklearnNotFitted),
+            {"__doc__": "An estimator was used before ``fit``.", "__module__": __name__},
+        )
+        globals()["NotFittedError"] = cls
+        return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,7 +11,6 @@ from numbers import Integral
 from typing import Callable, Literal
 
 import numpy as np
-from sklearn.neighbors import NearestNeighbors
 
 from engine._validation import check_features, check_scalar
 from engine.exceptions import InvalidInput
@@ -95,6 +94,8 @@ def knn_graph(
             raise InvalidInput(f"targets has {targets.shape[1]} features but X has {X.shape[1]}")
     if not (weights in ("uniform", "distance") or callable(weights)):
         raise InvalidInput(f"weights must be 'uniform', 'distance' or a callable, got {weights!r}")
+
+    from sklearn.neighbors import NearestNeighbors  # imported here: scikit-learn is slow to import
 
     search = NearestNeighbors(n_neighbors=k + leave_out).fit(X)
     dist, idx = search.kneighbors(X if self_targets else targets)

@@ -63,6 +63,7 @@ def test_ambiguous_targets():
         ([[0, 1]], [[1.0]], [[True], [True]], "w has shape"),
         ([0, 1], [1.0, 1.0], [[True], [True]], "idx must be 2-D"),
         ([[0, 1]], [[1.0, 1.0]], [True, True], "Y must be a 2-D"),
+        (np.zeros((1, 0), int), np.zeros((1, 0)), [[True]], "idx has no neighbour columns"),
         ([[0, 1]], [[1.0, 1.0]], [[2], [1]], "Y must be boolean"),
     ],
 )

@@ -1,0 +1,324 @@
+"""A labelling session at work: its neighbour graph, query ranking and reject queue.
+
+The CLI and the Streamlit pages share this one object so they add no logic of their own.
+It reads a session from the store, builds the k-NN graph once, keeps the query scores up to
+date with :class:`engine.query.IncrementalRanker` as answers arrive (its own or another
+process's: :meth:`Workbench.refresh` re-derives the state from the event log and patches
+only the rows whose candidate sets changed), and writes every answer as an event in its own
+transaction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.io.writers import labelled_dataset_table, ranked_query_table
+from app.store import repo
+from app.store.db import write_transaction
+from engine.dst import DstPllClassifier
+from engine.neighbors import knn_graph
+from engine.query import AMBIGUITY_CRITERIA, IncrementalRanker, query_scores
+from engine.winners import CandidateSets, _approx_possible, _bounds, _necessary, possible_labels, witness
+
+__all__ = ["Workbench", "QueryExplanation", "TargetExplanation", "RejectQueue"]
+
+
+@dataclass(frozen=True)
+class TargetExplanation:
+    """Why one target's decision is open, in label names."""
+
+    target: int  # position of the target instance
+    target_id: str
+    necessary: list[str]
+    possible: list[str]
+    #: A label that is possible but not necessary, with a completion that makes it win.
+    witness_label: str | None
+    #: (neighbour id, label that neighbour takes in the witness completion, its candidates)
+    witness: list[tuple[str, str, str]]
+    #: For each answer about the queried item: the target's necessary labels afterwards.
+    necessary_after: dict[str, list[str]]
+
+
+@dataclass(frozen=True)
+class QueryExplanation:
+    position: int
+    item_id: str
+    score: float
+    n_targets_changed: int
+    #: Positions of the targets an answer could change (those the score counts).
+    targets: list[int]
+    example: TargetExplanation | None
+
+
+@dataclass(frozen=True)
+class RejectQueue:
+    """DST-PLL's view of the still-partial items: the labels it refuses to commit to."""
+
+    positions: np.ndarray  # open items, smallest margin first (rejected ones first)
+    labels: np.ndarray  # DST-PLL's label per position
+    accepted: np.ndarray
+    margin: np.ndarray
+    belief: np.ndarray  # (len(positions), M)
+    plausibility: np.ndarray
+
+    @property
+    def n_rejected(self) -> int:
+        return int((~self.accepted).sum())
+
+
+@dataclass
+class Workbench:
+    """Load with :meth:`open`; everything a page or command needs hangs off it."""
+
+    Session: sessionmaker[Session]
+    session_id: int
+    state: repo.SessionState = field(init=False)
+    targets: np.ndarray = field(init=False)
+    idx: np.ndarray = field(init=False)
+    w: np.ndarray = field(init=False)
+    ranker: IncrementalRanker | None = field(init=False, default=None)
+    static_scores: np.ndarray | None = field(init=False, default=None)
+
+    @classmethod
+    def open(cls, Session: sessionmaker[Session], session_id: int) -> "Workbench":
+        bench = cls(Session, session_id)
+        bench._build()
+        return bench
+
+    # ------------------------------------------------------------------ set-up
+
+    @property
+    def config(self) -> repo.SessionConfig:
+        return self.state.config
+
+    @property
+    def label_names(self) -> tuple[str, ...]:
+        return self.state.label_names
+
+    def _build(self) -> None:
+        with self.Session() as s:
+            self.state = repo.load_state(s, self.session_id)
+        cfg = self.state.config
+        n = self.state.n_instances
+        # The graph is built on all instances (each left out of its own neighbourhood);
+        # "unlabelled" keeps as targets only the items whose original set is partial.
+        idx, w = knn_graph(self.state.X, k=cfg.k, weights=cfg.weighting, exclude_self=True)
+        if cfg.target_set == "unlabelled":
+            self.targets = np.flatnonzero(self.state.original_candidates.sum(axis=1) >= 2)
+        else:
+            self.targets = np.arange(n)
+        self.idx, self.w = idx[self.targets], w[self.targets]
+        candidates = np.array(self.state.candidates)
+        if cfg.criterion in AMBIGUITY_CRITERIA:
+            self.ranker = IncrementalRanker(self.idx, self.w, candidates, criterion=cfg.criterion)
+        else:
+            self.static_scores = query_scores(self.idx, self.w, candidates, criterion=cfg.criterion, random_state=cfg.session_id)
+
+    # ------------------------------------------------------------------ reading
+
+    def refresh(self) -> np.ndarray:
+        """Re-derive the state from the event log (other tabs or processes may have answered).
+
+        Returns the positions whose candidate sets changed; only their targets are re-scored.
+        """
+        with self.Session() as s:
+            events = repo._session_events(s, self.session_id)
+        derived = repo.derive_state(events, self.state.original_candidates)
+        changed = np.flatnonzero((derived.candidates != self.state.candidates).any(axis=1))
+        self.state = _with_derived(self.state, derived)
+        if self.ranker is not None:
+            for position in changed:
+                self.ranker.update(int(position), derived.candidates[position])
+        return changed
+
+    @property
+    def scores(self) -> np.ndarray:
+        if self.ranker is not None:
+            return self.ranker.scores
+        assert self.static_scores is not None
+        # Baseline scores are fixed; items settled since the session started drop out below.
+        return self.static_scores
+
+    def queue(self, top: int | None = None) -> np.ndarray:
+        """Positions to ask about, best first: open items by score, skipped ones last."""
+        open_items = self.state.open_items
+        positions = np.flatnonzero(open_items)
+        scores = self.scores[positions]
+        skipped = self.state.skipped[positions]
+        order = np.lexsort((np.arange(positions.size), -scores, skipped))
+        ranked = positions[order]
+        return ranked if top is None else ranked[:top]
+
+    def necessary_and_approx(self) -> tuple[np.ndarray, np.ndarray]:
+        if self.ranker is not None:
+            return self.ranker.necessary, self.ranker.approx_possible
+        smin, smax = _bounds(self.idx, self.w, np.asarray(self.state.candidates))
+        return _necessary(smin, smax), _approx_possible(smin, smax)
+
+    @property
+    def n_ambiguous(self) -> int:
+        """Targets whose necessary and approximately possible labels differ."""
+        nl, apl = self.necessary_and_approx()
+        return int((nl != apl).any(axis=1).sum())
+
+    def touched(self) -> np.ndarray:
+        """For every instance: how many ambiguous targets have it among their neighbours."""
+        nl, apl = self.necessary_and_approx()
+        ambiguous = (nl != apl).any(axis=1)
+        return np.bincount(self.idx[ambiguous].ravel(), minlength=self.state.n_instances)
+
+    def explain(self, position: int) -> QueryExplanation:
+        """Why ``position`` is worth asking: the targets it can change, one of them in detail."""
+        if self.ranker is not None:
+            rows, _ = np.nonzero(self.ranker.flags & (self.idx == position))
+        else:
+            rows = np.array([], dtype=int)
+        targets = [int(self.targets[r]) for r in rows]
+        example = self._explain_target(int(rows[0]), position) if rows.size else None
+        return QueryExplanation(
+            position=position,
+            item_id=self.state.external_ids[position],
+            score=float(self.scores[position]),
+            n_targets_changed=len(targets),
+            targets=targets,
+            example=example,
+        )
+
+    def _explain_target(self, row: int, position: int) -> TargetExplanation:
+        names = self.label_names
+        Y = np.array(self.state.candidates)
+        idx_row, w_row = self.idx[row], self.w[row]
+        necessary, approx = _labels_of_target(idx_row, w_row, Y)
+        possible = possible_labels(idx_row[None], w_row[None], Y)[0]
+        open_labels = np.flatnonzero(possible & ~necessary)
+        witness_label, completion = None, []
+        if open_labels.size:
+            label = int(open_labels[0])
+            chosen = witness(idx_row, w_row, Y, label)
+            witness_label = names[label]
+            completion = [
+                (self.state.external_ids[n], names[c], "|".join(names[m] for m in np.flatnonzero(Y[n])))
+                for n, c in zip(idx_row, chosen)
+            ]
+        after = {}
+        for label in np.flatnonzero(Y[position]):
+            answered = Y.copy()
+            answered[position] = False
+            answered[position, label] = True
+            nl_after, _ = _labels_of_target(idx_row, w_row, answered)
+            after[names[label]] = [names[m] for m in np.flatnonzero(nl_after)]
+        return TargetExplanation(
+            target=int(self.targets[row]),
+            target_id=self.state.external_ids[int(self.targets[row])],
+            necessary=[names[m] for m in np.flatnonzero(necessary)],
+            possible=[names[m] for m in np.flatnonzero(possible)],
+            witness_label=witness_label,
+            witness=completion,
+            necessary_after=after,
+        )
+
+    def rejects(self, *, n_neighbors: int | None = None) -> RejectQueue:
+        """DST-PLL on the current candidate sets; open items whose label it will not commit to."""
+        k = n_neighbors or self.config.k
+        Y = np.array(self.state.candidates)
+        model = DstPllClassifier(n_neighbors=k, random_state=0).fit(self.state.X, Y)
+        positions = np.flatnonzero(self.state.open_items)
+        if positions.size == 0:
+            empty = np.zeros((0, Y.shape[1]))
+            return RejectQueue(positions, positions, positions.astype(bool), positions.astype(float), empty, empty)
+        belief, plausibility, margin = model.training_evidence(positions)
+        order = np.argsort(margin, kind="stable")
+        return RejectQueue(
+            positions=positions[order],
+            labels=model.disambiguate_[positions][order],
+            accepted=model.disambiguate_accepted_[positions][order],
+            margin=margin[order],
+            belief=belief[order],
+            plausibility=plausibility[order],
+        )
+
+    # ------------------------------------------------------------------ writing
+
+    def record(self, annotator: str, kind: str, *, position: int | None = None, label: int | str | None = None) -> int:
+        """Append one event in its own transaction, then refresh; returns the event id."""
+
+        def work(s: Session) -> int:
+            event = repo.record_event(
+                s, session_id=self.session_id, annotator=annotator, kind=kind, instance_position=position, label=label
+            )
+            s.flush()
+            return int(event.id)
+
+        event_id = write_transaction(self.Session, work)
+        self.refresh()
+        return event_id
+
+    # ------------------------------------------------------------------ exports
+
+    def params(self) -> dict[str, Any]:
+        cfg = self.config
+        return {"k": cfg.k, "weighting": cfg.weighting, "target_set": cfg.target_set, "session": cfg.name}
+
+    def ranked_table(self) -> pd.DataFrame:
+        scores = np.where(self.state.open_items, self.scores, 0.0)
+        keep = self.state.open_items
+        candidates = np.array(self.state.candidates)
+        # Items set aside (conflicts, none-of-these) are not questions for the ranked list.
+        candidates_for_table = np.where(keep[:, None], candidates, candidates & False | _first_label(candidates))
+        return ranked_query_table(
+            scores,
+            candidates_for_table,
+            list(self.label_names),
+            list(self.state.external_ids),
+            self.touched(),
+            criterion=self.config.criterion,
+            params=self.params(),
+        )
+
+    def labelled_table(self) -> pd.DataFrame:
+        s = self.state
+        return labelled_dataset_table(
+            list(s.external_ids),
+            list(s.label_names),
+            np.array(s.candidates),
+            np.array(s.resolved),
+            list(s.answered_by),
+            list(s.answered_at),
+            true_labels=None if s.true_labels is None else np.array(s.true_labels),
+        )
+
+
+def _first_label(candidates: np.ndarray) -> np.ndarray:
+    """A one-label row per item (its first candidate): a stand-in that makes it precise."""
+    out = np.zeros_like(candidates)
+    out[np.arange(candidates.shape[0]), candidates.argmax(axis=1)] = True
+    return out
+
+
+def _labels_of_target(idx_row: np.ndarray, w_row: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    sets = CandidateSets.from_dense(Y[idx_row])
+    local = np.arange(idx_row.size)[None]
+    smin, smax = _bounds(local, w_row[None], sets)
+    return _necessary(smin, smax)[0], _approx_possible(smin, smax)[0]
+
+
+def _with_derived(state: repo.SessionState, derived: repo.DerivedState) -> repo.SessionState:
+    from dataclasses import replace
+
+    return replace(
+        state,
+        candidates=derived.candidates,
+        resolved=derived.resolved,
+        none_of_these=derived.none_of_these,
+        wrong_set=derived.wrong_set,
+        skipped=derived.skipped,
+        conflicts=derived.conflicts,
+        answered_by=derived.answered_by,
+        answered_at=derived.answered_at,
+        n_events=derived.n_events,
+    )

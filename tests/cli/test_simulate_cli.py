@@ -1,0 +1,56 @@
+"""`winnow simulate` through the installed entry point, as a user runs it."""
+
+import pandas as pd
+import pytest
+
+from engine.simulate import RESULT_COLUMNS
+from tests.cli.conftest import SAMPLE
+
+
+@pytest.fixture
+def digits_200(tmp_path):
+    lines = SAMPLE.read_text().splitlines()
+    path = tmp_path / "digits200.csv"
+    path.write_text("\n".join(lines[:201]) + "\n")
+    return path
+
+
+def test_simulate_writes_results_and_plot(winnow, digits_200, tmp_path):
+    results, curves = tmp_path / "results.csv", tmp_path / "curves.png"
+    run = winnow("simulate", digits_200, "-s", "apl,random", "--budget", "20", "--batch", "10", "--seeds", "2",
+                 "-k", "5", "--epsilon", "0.1", "-o", results, "--plot", curves, cwd=tmp_path)
+    table = pd.read_csv(results)
+    assert list(table.columns[: len(RESULT_COLUMNS)]) == list(RESULT_COLUMNS)
+    assert len(table) == 2 * 2 * 3  # strategies x seeds x (start + 2 batches)
+    assert set(table["strategy"]) == {"apl", "random"} and set(table["seed"]) == {0, 1}
+    assert table.groupby(["strategy", "seed"])["n_answers"].apply(list).map(lambda a: a == [0, 10, 20]).all()
+    assert table["accuracy"].between(0, 1).all() and table["reject_rate"].between(0, 1).all()
+    assert curves.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "Wrote 12 rows" in run.stdout and "apl" in run.stdout
+
+
+def test_simulate_help_has_an_example(winnow):
+    out = winnow("simulate", "--help").stdout
+    assert "Example: winnow simulate" in out and "--plot" in out
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["-s", "apl,smartest"], "unknown strategy 'smartest'; valid strategies: apl, pl, participation, most_partial, random"),
+        (["--budget", "0"], "--budget must be at least 1; got 0"),
+        ("NO_TRUTH", "has no true labels"),
+    ],
+)
+def test_simulate_user_errors_exit_2_with_one_line(winnow, digits_200, tmp_path, args, message):
+    data = digits_200
+    if args == "NO_TRUTH":
+        table = pd.read_csv(digits_200).drop(columns=["true_label"])
+        data = tmp_path / "no_truth.csv"
+        table.to_csv(data, index=False)
+        args = []
+    result = winnow("simulate", data, *args, "-o", tmp_path / "r.csv", check=False, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], result.stderr
+    assert not (tmp_path / "r.csv").exists()

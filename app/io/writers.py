@@ -10,9 +10,10 @@ column                         meaning
 =============================  =================================================================
 ``rank``                       1-based position in the list (1 = ask this first).
 ``id``                         The item's id, as in the imported file.
-``score``                      Query score: the number of targets whose decision (necessary /
-                               possible labels) at least one answer about this item could change.
-                               Higher is more useful. Ties keep the dataset order.
+``score``                      Query score of the chosen criterion. For ``apl`` / ``pl``: the
+                               number of targets whose necessary or (approximate) possible labels
+                               at least one answer about this item could change. Higher is more
+                               useful; ties keep the dataset order.
 ``candidates``                 The item's current candidate labels, joined by ``|``
                                (a JSON list in ``.json`` output).
 ``n_candidates``               Size of the candidate set (always >= 2).

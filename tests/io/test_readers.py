@@ -418,3 +418,48 @@ def test_bad_arguments(tmp_path: Path, kwargs: dict, error: type, pattern: str) 
     frame().to_csv(path, index=False)
     with pytest.raises(error, match=pattern):
         read_dataset(path, **kwargs)
+
+
+def _mat_bytes(**arrays: object) -> bytes:
+    import io
+
+    buffer = io.BytesIO()
+    scipy.io.savemat(buffer, arrays)
+    return buffer.getvalue()
+
+
+def test_mat_unknown_type_code_is_an_error_not_a_crash(tmp_path: Path) -> None:
+    # Regression: scipy.io.loadmat segfaulted on a data part whose type code is out of range.
+    raw = bytearray(_mat_bytes(data=X, partial_target=Y.T.astype(float)))
+    at = raw.index(b"data") + 4  # "data" is a small element; the real part's tag follows it
+    assert raw[at] == 9  # miDOUBLE
+    raw[at] = 178
+    path = tmp_path / "d.mat"
+    path.write_bytes(bytes(raw))
+    with pytest.raises(DataFileError, match=r"unknown type code 178"):
+        read_dataset(path)
+
+
+def test_mat_sparse_with_out_of_range_index(tmp_path: Path) -> None:
+    sparse = scipy.sparse.csc_matrix(Y.T.astype(float))
+    raw = bytearray(_mat_bytes(data=X, partial_target=sparse))
+    # Row indices (ir) of partial_target are int32 values < 3; make the first one 1000.
+    start = raw.index(b"partial_target") + 16
+    assert int.from_bytes(raw[start:start + 4], "little") == 5  # miINT32 tag of ir
+    raw[start + 8:start + 12] = (1000).to_bytes(4, "little")
+    path = tmp_path / "d.mat"
+    path.write_bytes(bytes(raw))
+    with pytest.raises(DataFileError, match=r"partial_target"):
+        read_dataset(path)
+
+
+def test_parquet_invalid_utf8(tmp_path: Path) -> None:
+    table = pa.table({"candidates": pa.array([b"a", b"\x80"], type=pa.binary()).cast(pa.string(), safe=False),
+                      "f": [1.0, 2.0]})
+    path = tmp_path / "d.parquet"
+    try:
+        pq.write_table(table, path)
+    except pa.ArrowInvalid:
+        pytest.skip("pyarrow refuses to write invalid UTF-8")
+    with pytest.raises(DataFileError, match=r"column 'candidates'"):
+        read_dataset(path)

@@ -29,28 +29,53 @@ def test_simulate_writes_results_and_plot(winnow, digits_200, tmp_path):
     assert "Wrote 12 rows" in run.stdout and "apl" in run.stdout
 
 
-def test_simulate_help_has_an_example(winnow):
-    out = winnow("simulate", "--help").stdout
-    assert "Example: winnow simulate" in out and "--plot" in out
+def test_unknown_strategy_exits_2_with_one_line(winnow, digits_200, tmp_path):
+    result = winnow("simulate", digits_200, "-s", "apl,smartest", "-o", tmp_path / "r.csv", check=False, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: unknown strategy 'smartest'; valid strategies: apl, pl, participation, most_partial, random")
+    assert not (tmp_path / "r.csv").exists()
+
+
+# The remaining checks call the same entry function in-process (one interpreter start is
+# most of a subprocess's cost).
+
+
+def _main(argv, capsys):
+    from app.cli import main
+
+    try:
+        main(argv)
+        code = 0  # click returns normally after --help when not in standalone mode
+    except SystemExit as exc:
+        code = exc.code
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_simulate_help_has_an_example(capsys):
+    code, out, _ = _main(["simulate", "--help"], capsys)
+    assert code == 0 and "Example: winnow simulate" in out and "--plot" in out
 
 
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["-s", "apl,smartest"], "unknown strategy 'smartest'; valid strategies: apl, pl, participation, most_partial, random"),
         (["--budget", "0"], "--budget must be at least 1; got 0"),
+        (["--test-fraction", "1"], "--test-fraction must be strictly between 0 and 1"),
         ("NO_TRUTH", "has no true labels"),
     ],
 )
-def test_simulate_user_errors_exit_2_with_one_line(winnow, digits_200, tmp_path, args, message):
+def test_simulate_user_errors_exit_2_with_one_line(digits_200, tmp_path, capsys, args, message):
     data = digits_200
     if args == "NO_TRUTH":
         table = pd.read_csv(digits_200).drop(columns=["true_label"])
         data = tmp_path / "no_truth.csv"
         table.to_csv(data, index=False)
         args = []
-    result = winnow("simulate", data, *args, "-o", tmp_path / "r.csv", check=False, cwd=tmp_path)
-    assert result.returncode == 2, result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], result.stderr
+    code, _, err = _main(["simulate", str(data), *args, "-o", str(tmp_path / "r.csv")], capsys)
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], err
     assert not (tmp_path / "r.csv").exists()

@@ -127,7 +127,7 @@ class Workbench:
         Returns the positions whose candidate sets changed; only their targets are re-scored.
         """
         with self.Session() as s:
-            events = repo._session_events(s, self.session_id)
+            events = repo.session_events(s, self.session_id)
         derived = repo.derive_state(events, self.state.original_candidates)
         changed = np.flatnonzero((derived.candidates != self.state.candidates).any(axis=1))
         self.state = _with_derived(self.state, derived)
@@ -265,19 +265,16 @@ class Workbench:
         return {"k": cfg.k, "weighting": cfg.weighting, "target_set": cfg.target_set, "session": cfg.name}
 
     def ranked_table(self) -> pd.DataFrame:
-        scores = np.where(self.state.open_items, self.scores, 0.0)
-        keep = self.state.open_items
-        candidates = np.array(self.state.candidates)
-        # Items set aside (conflicts, none-of-these) are not questions for the ranked list.
-        candidates_for_table = np.where(keep[:, None], candidates, candidates & False | _first_label(candidates))
+        """The ranked query list of the open items (conflicts and flagged items set aside)."""
         return ranked_query_table(
-            scores,
-            candidates_for_table,
+            self.scores,
+            np.asarray(self.state.candidates),
             list(self.label_names),
             list(self.state.external_ids),
             self.touched(),
             criterion=self.config.criterion,
             params=self.params(),
+            include=self.state.open_items,
         )
 
     def labelled_table(self) -> pd.DataFrame:
@@ -291,13 +288,6 @@ class Workbench:
             list(s.answered_at),
             true_labels=None if s.true_labels is None else np.array(s.true_labels),
         )
-
-
-def _first_label(candidates: np.ndarray) -> np.ndarray:
-    """A one-label row per item (its first candidate): a stand-in that makes it precise."""
-    out = np.zeros_like(candidates)
-    out[np.arange(candidates.shape[0]), candidates.argmax(axis=1)] = True
-    return out
 
 
 def _labels_of_target(idx_row: np.ndarray, w_row: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -101,6 +101,7 @@ def ranked_query_table(
     *,
     criterion: str,
     params: Mapping[str, Any],
+    include: Any = None,
 ) -> pd.DataFrame:
     """The ranked query list: partially labelled items, highest query score first.
 
@@ -118,6 +119,9 @@ def ranked_query_table(
         Name of the scoring criterion, e.g. ``"apl"``.
     params : mapping
         Scoring parameters (JSON-serialisable), e.g. ``{"k": 10, "weighting": "uniform"}``.
+    include : array-like of shape (n_instances,), bool, optional
+        Items that may be asked about; others are left out even when partial (a labelling
+        session sets aside items in conflict or flagged "none of these").
 
     Returns
     -------
@@ -144,7 +148,13 @@ def ranked_query_table(
         raise InvalidInput(f"params must be JSON-serialisable: {exc}") from None
 
     sizes = Y.sum(axis=1)
-    partial = np.flatnonzero(sizes >= 2)
+    askable = sizes >= 2
+    if include is not None:
+        include_arr = np.asarray(include, dtype=bool)
+        if include_arr.shape != (n,):
+            raise InvalidInput(f"include must be a bool array of shape ({n},), got {include_arr.shape}")
+        askable &= include_arr
+    partial = np.flatnonzero(askable)
     order = partial[np.argsort(-score_arr[partial], kind="stable")]
     table = pd.DataFrame(
         {

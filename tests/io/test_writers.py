@@ -175,3 +175,14 @@ def test_write_table_errors(tmp_path: Path) -> None:
     with pytest.raises(TypeError):
         write_table([1, 2], tmp_path / "r.csv")
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_ranked_table_include_leaves_out_set_aside_items():
+    import numpy as np
+
+    from app.io import ranked_query_table
+
+    Y = np.array([[1, 1], [1, 1], [1, 0]], dtype=bool)
+    table = ranked_query_table([3.0, 5.0, 0.0], Y, ["a", "b"], ["x", "y", "z"], [0, 0, 0],
+                               criterion="apl", params={}, include=[True, False, True])
+    assert table["id"].tolist() == ["x"]

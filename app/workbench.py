@@ -231,15 +231,15 @@ class Workbench:
         if positions.size == 0:
             empty = np.zeros((0, Y.shape[1]))
             return RejectQueue(positions, positions, positions.astype(bool), positions.astype(float), empty, empty)
-        belief, plausibility, margin = model.training_evidence(positions)
+        margin = model.disambiguate_margin_[positions]
         order = np.argsort(margin, kind="stable")
         return RejectQueue(
             positions=positions[order],
             labels=model.disambiguate_[positions][order],
             accepted=model.disambiguate_accepted_[positions][order],
             margin=margin[order],
-            belief=belief[order],
-            plausibility=plausibility[order],
+            belief=model.disambiguate_belief_[positions][order],
+            plausibility=model.disambiguate_plausibility_[positions][order],
         )
 
     # ------------------------------------------------------------------ writing

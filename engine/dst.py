@@ -399,6 +399,10 @@ class DstPllClassifier(BaseEstimator):
         Whether each of those labels passes the reject option (and is not a guess).
     disambiguate_guess_ : ndarray of shape (n_instances,)
         Whether each of those labels was drawn at random among ties.
+    disambiguate_belief_, disambiguate_plausibility_ : ndarray of shape (n_instances, n_labels)
+        Singleton belief and plausibility behind each transductive label.
+    disambiguate_margin_ : ndarray of shape (n_instances,)
+        ``bel(t) - max_{y≠t} pl(y)`` of each transductive label (see :meth:`decision_margin`).
 
     Notes
     -----
@@ -466,6 +470,10 @@ class DstPllClassifier(BaseEstimator):
         self.disambiguate_ = labels
         self.disambiguate_guess_ = guess
         self.disambiguate_accepted_ = (margin > 0) & ~guess
+        # Kept for the expert's reject queue, which shows why a training label is refused.
+        self.disambiguate_belief_ = evidence.belief
+        self.disambiguate_plausibility_ = evidence.plausibility
+        self.disambiguate_margin_ = margin
         return self
 
     # -- prediction ---------------------------------------------------------------------

@@ -321,3 +321,15 @@ def test_predict_rejects_bad_input():
         clf.predict(np.zeros((2, 2)))
     with pytest.raises(InvalidInput, match="finite"):
         clf.predict_with_reject([[np.inf]])
+
+
+def test_training_evidence_attributes_match_the_reference_combination():
+    X = np.array([[0.0], [0.1], [0.2], [5.0], [5.1], [5.2]])
+    Y = np.array([[1, 1, 0], [1, 0, 0], [1, 0, 1], [0, 1, 1], [0, 1, 0], [0, 1, 0]], dtype=bool)
+    clf = DstPllClassifier(n_neighbors=2, random_state=0).fit(X, Y)
+    # Row 0 has set {0,1}; its neighbours {0} and {0,2} both meet it in {0}: two masses
+    # (1/2 on {0}, 1/2 on {0,1}) combine to m({0}) = 3/4, m({0,1}) = 1/4.
+    np.testing.assert_allclose(clf.disambiguate_belief_[0], [0.75, 0, 0])
+    np.testing.assert_allclose(clf.disambiguate_plausibility_[0], [1.0, 0.25, 0])
+    np.testing.assert_allclose(clf.disambiguate_margin_[0], 0.5)
+    assert clf.disambiguate_accepted_[0] and clf.disambiguate_[0] == 0

@@ -29,31 +29,40 @@ def database_argument(argv: list[str]) -> str:
     return known.db
 
 
-st.set_page_config(page_title="winnow", page_icon="🏷️", layout="wide")
+def main() -> None:
+    """One run of the app: store, tab state, sidebar, then the chosen page."""
+    st.set_page_config(page_title="winnow", page_icon="🏷️", layout="wide")
 
-tab = ui.tab_state(database_argument(sys.argv[1:]))
-Session = ui.store(tab.db)
+    tab = ui.tab_state(database_argument(sys.argv[1:]))
+    Session = ui.store(tab.db)
 
-if tab.session_id is None:
-    # Start on the most recently active session, so `winnow ui --sample` opens on a query.
-    with Session() as s:
-        sessions = repo.list_sessions(s)
-    if sessions:
-        tab.session_id = max(sessions, key=lambda x: (x.updated_at, x.id)).id
-bench = ui.sync_workbench(Session, tab)
+    if tab.session_id is None:
+        # Start on the most recently active session, so `winnow ui --sample` opens on a query.
+        with Session() as s:
+            sessions = repo.list_sessions(s)
+        if sessions:
+            tab.session_id = max(sessions, key=lambda x: (x.updated_at, x.id)).id
+    bench = ui.sync_workbench(Session, tab)
 
-with st.sidebar:
-    if bench is not None:
-        st.markdown(f"**Session** `{bench.config.name}` · dataset `{bench.config.dataset_name}`")
-    else:
-        st.markdown("**No session open**")
-    name = st.text_input("Annotator", value=tab.annotator, key=ui.Keys.ANNOTATOR, max_chars=200)
-    tab.annotator = name.strip() or ui.default_annotator()
+    with st.sidebar:
+        if bench is not None:
+            st.markdown(f"**Session** `{bench.config.name}` · dataset `{bench.config.dataset_name}`")
+        else:
+            st.markdown("**No session open**")
+        st.text_input("Annotator", value=tab.annotator, key=ui.Keys.ANNOTATOR, max_chars=200,
+                      help="Your answers are recorded under this name.")
+        ui.annotator(tab)
 
-pages = [
-    st.Page(PAGES / "query.py", title="Query", icon="❓", default=True),
-    st.Page(PAGES / "rejects.py", title="Rejects", icon="🚫"),
-    st.Page(PAGES / "progress.py", title="Progress", icon="📈"),
-    st.Page(PAGES / "sessions.py", title="Sessions", icon="🗂️"),
-]
-st.navigation(pages).run()
+    pages = [
+        st.Page(PAGES / "query.py", title="Query", icon="❓", default=True),
+        st.Page(PAGES / "rejects.py", title="Rejects", icon="🚫"),
+        st.Page(PAGES / "progress.py", title="Progress", icon="📈"),
+        st.Page(PAGES / "sessions.py", title="Sessions", icon="🗂️"),
+    ]
+    page = st.navigation(pages)
+    with ui.home_run():
+        page.run()
+
+
+if __name__ == "__main__":
+    main()

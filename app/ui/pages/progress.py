@@ -9,6 +9,7 @@ import streamlit as st
 from app.ui import components
 from app.ui import state as ui
 
+ui.ensure_home()
 tab = ui.current()
 bench = tab.workbench
 

@@ -14,6 +14,7 @@ from app.ui import components
 from app.ui import state as ui
 from engine.exceptions import InvalidInput
 
+ui.ensure_home()
 tab = ui.current()
 bench = tab.workbench
 
@@ -24,7 +25,7 @@ def record(kind: str, position: int | None = None, label: int | None = None) -> 
         return
     names = tab.workbench.label_names
     try:
-        event_id = tab.workbench.record(tab.annotator, kind, position=position, label=label)
+        event_id = tab.workbench.record(ui.annotator(tab), kind, position=position, label=label)
     except InvalidInput as exc:  # e.g. undo with nothing left to undo
         tab.notice = f"error:{exc}"
         return

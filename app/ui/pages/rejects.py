@@ -16,6 +16,7 @@ from app.ui import components
 from app.ui import state as ui
 from engine.exceptions import InvalidInput
 
+ui.ensure_home()
 tab = ui.current()
 bench = tab.workbench
 
@@ -25,7 +26,7 @@ def record(kind: str, position: int, label: int) -> None:
         return
     item = tab.workbench.state.external_ids[position]
     try:
-        event_id = tab.workbench.record(tab.annotator, kind, position=position, label=label)
+        event_id = tab.workbench.record(ui.annotator(tab), kind, position=position, label=label)
     except InvalidInput as exc:
         tab.notice = f"error:{exc}"
         return

@@ -21,6 +21,7 @@ from app.store.models import CRITERIA, TARGET_SETS, WEIGHTINGS
 from app.ui import state as ui
 from engine.exceptions import InvalidInput
 
+ui.ensure_home()
 tab = ui.current()
 Session = ui.store(tab.db)
 

@@ -1,0 +1,115 @@
+"""Fixtures for the page tests: a temporary SQLite store per test and an AppTest factory.
+
+The app reads ``--db`` from ``sys.argv``; ``AppTest`` runs the script in this process, so
+the tests set ``sys.argv`` as ``streamlit run app/ui/Home.py -- --db FILE`` would.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+import pytest
+from sqlalchemy import func, select
+from streamlit.testing.v1 import AppTest
+
+from app.cli import create_session, import_file
+from app.store import repo
+from app.store.db import close_stores, open_store
+from app.store.models import AnswerEvent, Dataset, LabellingSession
+
+HOME = Path(__file__).resolve().parents[2] / "app" / "ui" / "Home.py"
+SAMPLE = Path(__file__).resolve().parents[2] / "sample_data" / "digits_partial.csv"
+LABELS = ["ant", "bee", "cat", "dog", "eel"]
+
+
+def small_table(n: int = 90, seed: int = 0) -> pd.DataFrame:
+    """Five well-separated clusters in 4-D; every item's set holds its true label."""
+    rng = np.random.default_rng(seed)
+    truth = np.arange(n) % len(LABELS)
+    X = rng.normal(scale=0.6, size=(n, 4)) + truth[:, None] * 3.0
+    sets = []
+    for i, t in enumerate(truth):
+        extra = rng.choice([m for m in range(len(LABELS)) if m != t], size=i % 3, replace=False)
+        sets.append("|".join(LABELS[m] for m in sorted({int(t), *map(int, extra)})))
+    table = pd.DataFrame(X, columns=[f"f{j}" for j in range(4)])
+    table.insert(0, "true_label", [LABELS[t] for t in truth])
+    table.insert(0, "candidates", sets)
+    table.insert(0, "id", [f"i{i:03d}" for i in range(n)])
+    return table
+
+
+def small_csv_bytes(**kwargs) -> bytes:
+    return small_table(**kwargs).to_csv(index=False).encode()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_stores():
+    yield
+    close_stores()
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> str:
+    """An empty (migrated) store."""
+    path = str(tmp_path / "ui.db")
+    open_store(path)
+    return path
+
+
+@pytest.fixture
+def small_db(db: str, tmp_path: Path) -> str:
+    """A store with one session, ``small``, on the 90-item clustered dataset (k=5)."""
+    csv = tmp_path / "small.csv"
+    csv.write_bytes(small_csv_bytes())
+    Session = open_store(db)
+    dataset_id, _ = import_file(Session, csv, name="small", min_rows=6)
+    create_session(Session, dataset_id=dataset_id, name="small", k=5, weighting="uniform", criterion="apl", target_set="all")
+    return db
+
+
+@pytest.fixture
+def digits_db(db: str) -> str:
+    """A store with the bundled 800 8x8 digits as session ``demo`` (image layout)."""
+    Session = open_store(db)
+    dataset_id, _ = import_file(Session, SAMPLE, name="digits_partial", min_rows=11)
+    create_session(Session, dataset_id=dataset_id, name="demo", k=10, weighting="uniform", criterion="apl", target_set="all")
+    return db
+
+
+@pytest.fixture
+def app(monkeypatch: pytest.MonkeyPatch) -> Callable[[str], AppTest]:
+    """``app(db)`` -> a fresh AppTest (one browser tab) of Home.py on that store, already run."""
+
+    def make(db: str, *, run: bool = True) -> AppTest:
+        monkeypatch.setattr(sys, "argv", [str(HOME), "--", "--db", db])
+        at = AppTest.from_file(str(HOME), default_timeout=60)
+        if run:
+            at.run()
+            assert not at.exception, [e.value for e in at.exception]
+        return at
+
+    return make
+
+
+def events(db: str, session: str | None = None) -> list[dict]:
+    """The event log of a session (the only one when ``session`` is None)."""
+    Session = open_store(db)
+    with Session() as s:
+        sessions = repo.list_sessions(s)
+        chosen = sessions[0] if session is None else next(x for x in sessions if x.name == session)
+        return repo.event_log(s, chosen.id)
+
+
+def count_rows(db: str, model) -> int:
+    Session = open_store(db)
+    with Session() as s:
+        return int(s.scalar(select(func.count()).select_from(model)))
+
+
+def no_exception(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+

@@ -56,7 +56,10 @@ class UserError(Exception):
 
 @contextlib.contextmanager
 def progress(description: str) -> Iterator[None]:
-    """A spinner with elapsed time on stderr, shown only for work that takes a while."""
+    """A spinner with elapsed time on stderr while work runs (only on a terminal)."""
+    if not err.is_terminal:
+        yield
+        return
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err, transient=True) as bar:
         bar.add_task(description, total=None)
         yield
@@ -417,6 +420,9 @@ def demo(
             if why.example:
                 ex = why.example
                 out.print(f"  e.g. target {ex.target_id}: necessary {ex.necessary or '{}'}, possible {ex.possible}")
+                if ex.witness_label is not None:
+                    reading = ", ".join(f"{nid}→{lab}" for nid, lab, _ in ex.witness)
+                    out.print(f"    {ex.witness_label} is possible: the neighbours could read {reading}")
                 for lab, nl in ex.necessary_after.items():
                     out.print(f"    if {why.item_id} is {lab}: necessary becomes {nl or '{}'}")
         with progress("Running DST-PLL's reject option"):
@@ -442,6 +448,13 @@ def ui(
         "--browser.gatherUsageStats", "false", "--", "--db", db,
     ]
     raise typer.Exit(subprocess.call(command))
+
+
+# ---------------------------------------------------------------------------- simulate
+
+from app.cli_simulate import simulate_command  # noqa: E402  (kept beside its registration)
+
+app.command("simulate")(simulate_command)
 
 
 # ---------------------------------------------------------------------------- entry point

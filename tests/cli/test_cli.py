@@ -71,7 +71,7 @@ def test_import_session_answer_undo_status_export(winnow, small_csv, tmp_path):
     [
         ("", "empty"),
         ("a,candidates\n1,\n2,x\n3,x\n", "empty candidate set"),
-        ("a,candidates\nfoo,x\n2,x\n3,x\n", "non-numeric"),
+        ("a,candidates\nfoo,x\n2,x\n3,x\n", "'foo' is not a number"),
         ("a,candidates\nnan,x\n2,x\n3,x\n", "NaN"),
         ("a,id,candidates\n1,r1,x\n2,r1,x\n3,r2,x\n", "duplicate id"),
     ],

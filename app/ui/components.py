@@ -50,6 +50,11 @@ def label_set(bench: Workbench, row: np.ndarray) -> str:
 # -------------------------------------------------------------------------------- drawing
 
 
+def dataset_key(bench: Workbench) -> str:
+    """The store's URL: with the dataset id it names a dataset for the caches below."""
+    return bench.Session.kw["bind"].url.render_as_string(hide_password=True)
+
+
 def image_shape(layout: str | None, n_features: int) -> tuple[int, int] | None:
     """``(height, width)`` for an ``"image:HxW"`` layout that fits the features, else None."""
     match = _IMAGE_LAYOUT.match(layout or "")
@@ -69,8 +74,8 @@ def item_image(features: np.ndarray, shape: tuple[int, int], *, lo: float, hi: f
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def pca_projection(dataset_id: int, _X: np.ndarray) -> np.ndarray:
-    """2-D PCA coordinates of every instance of a dataset (cached per dataset)."""
+def pca_projection(store_url: str, dataset_id: int, _X: np.ndarray) -> np.ndarray:
+    """2-D PCA coordinates of every instance of a dataset (cached per store and dataset)."""
     from sklearn.decomposition import PCA
 
     X = np.asarray(_X, dtype=float)
@@ -80,12 +85,12 @@ def pca_projection(dataset_id: int, _X: np.ndarray) -> np.ndarray:
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def _feature_range(dataset_id: int, _X: np.ndarray) -> tuple[float, float]:
+def _feature_range(store_url: str, dataset_id: int, _X: np.ndarray) -> tuple[float, float]:
     return float(np.min(_X)), float(np.max(_X))
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def _map_background(dataset_id: int, _coords: np.ndarray) -> pd.DataFrame:
+def _map_background(store_url: str, dataset_id: int, _coords: np.ndarray) -> pd.DataFrame:
     rng = np.random.default_rng(0)
     n = _coords.shape[0]
     rows = np.sort(rng.choice(n, size=min(n, MAP_POINTS), replace=False))
@@ -96,10 +101,10 @@ def show_item(bench: Workbench, position: int, *, pixels: int = 200, caption: st
     """Draw an instance: an image for ``image:HxW`` layouts, else its features and its place
     on a 2-D PCA map of the dataset."""
     state = bench.state
-    dataset_id = bench.config.dataset_id
+    dataset = (dataset_key(bench), bench.config.dataset_id)
     shape = image_shape(state.layout, state.X.shape[1])
     if shape is not None:
-        lo, hi = _feature_range(dataset_id, state.X)
+        lo, hi = _feature_range(*dataset, state.X)
         st.image(item_image(state.X[position], shape, lo=lo, hi=hi, pixels=pixels), caption=caption, clamp=True)
         return
     names = state.feature_names or tuple(f"x{j}" for j in range(state.X.shape[1]))
@@ -110,10 +115,10 @@ def show_item(bench: Workbench, position: int, *, pixels: int = 200, caption: st
     st.dataframe(table, hide_index=True, height=min(35 * shown + 38, 300))
     if shown < len(names):
         st.caption(f"first {shown} of {len(names)} features")
-    coords = pca_projection(dataset_id, state.X)
+    coords = pca_projection(*dataset, state.X)
     here = pd.DataFrame({"pc1": coords[[position], 0], "pc2": coords[[position], 1], "item": "this item"})
     st.scatter_chart(
-        pd.concat([_map_background(dataset_id, coords), here], ignore_index=True),
+        pd.concat([_map_background(*dataset, coords), here], ignore_index=True),
         x="pc1", y="pc2", color="item", height=260,
     )
 

@@ -87,7 +87,8 @@ else:
 
 default_name = Path(uploaded.name).stem if uploaded is not None else (dataset_name or "")
 cols = st.columns(5)
-name = cols[0].text_input("Session name", value=default_name, key=ui.Keys.NEW_NAME, max_chars=200)
+name = cols[0].text_input("Session name", key=ui.Keys.NEW_NAME, max_chars=200, placeholder=default_name or "e.g. week1",
+                          help="Empty: named after the file or the dataset.")
 k = cols[1].number_input("k (neighbours)", min_value=1, max_value=200, value=10, step=1, key=ui.Keys.K)
 weighting = cols[2].selectbox("Weighting", WEIGHTINGS, key=ui.Keys.WEIGHTING)
 criterion = cols[3].selectbox("Query criterion", CRITERIA, key=ui.Keys.CRITERION, format_func=CRITERION_HELP.get)
@@ -95,7 +96,7 @@ target_set = cols[4].selectbox("Targets", TARGET_SETS, key=ui.Keys.TARGET_SET,
                                help="all instances, or only those whose original set is partial")
 
 if st.button("Create session", key=ui.Keys.CREATE, type="primary"):
-    name = name.strip()
+    name = name.strip() or default_name
     known_names = {x["session"] for x in sessions}
     if not name:
         st.error("Give the session a name.")

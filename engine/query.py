@@ -161,30 +161,89 @@ def _apl_changed(idx: np.ndarray, w: np.ndarray, sets: CandidateSets, *, time_li
     tri = np.arange(t.size)
     moved = sets.dense[idx[t, j]]  # candidate rows of the answered neighbours
 
-    # Smax' = Smax − a·[μ ∈ S \ {λ}]
-    smax_new = smax[t] - a[:, None] * moved
-    smax_new[tri, lam] += a
-    # Smin' = Smin + a·[μ = λ]
+    answer = np.zeros_like(moved)
+    answer[tri, lam] = True
+    dropped = moved & ~answer
+    # Smax' = Smax − a·[μ ∈ S \ {λ}],  Smin' = Smin + a·[μ = λ]
+    smax_new = smax[t] - a[:, None] * dropped
     smin_new = smin[t]
     smin_new[tri, lam] += a
+    changed = _apl_decisions_moved(smin_new, smax_new, nl[t], apl[t])
 
-    # APL' = {μ : Smax'(μ) ≥ max Smin'}; it can only lose labels.
-    top_min = smin_new.max(axis=1)
-    apl_lost = (apl[t] & (smax_new < top_min[:, None])).any(axis=1)
+    if not _sums_are_exact(w):
+        # Subtracting a weight from a float total can differ in the last bit from summing the
+        # remaining weights afresh; decisions are defined on fresh neighbour-order sums, so
+        # triples whose comparisons are that close are recomputed exactly.
+        near = np.flatnonzero(_near_tie(smin_new, smax_new, answer, dropped, scale=w[t].sum(axis=1)))
+        if near.size:
+            smin_exact, smax_exact = _answered_bounds(idx, w, sets, t[near], j[near], lam[near])
+            changed[near] = _apl_decisions_moved(smin_exact, smax_exact, nl[t[near]], apl[t[near]])
 
-    # NL' = {μ : Smin'(μ) ≥ max Smax'} ∪ {unique arg-max μ* if Smin'(μ*) ≥ 2nd max Smax'};
-    # it can only gain labels.
-    arg = smax_new.argmax(axis=1)
-    first = smax_new[tri, arg]
-    smax_new[tri, arg] = -np.inf
-    second = smax_new.max(axis=1)
-    nl_old = nl[t]
-    gained_tie = ((smin_new >= first[:, None]) & ~nl_old).any(axis=1)
-    gained_unique = (second < first) & (smin_new[tri, arg] >= second) & ~nl_old[tri, arg]
-
-    changed = apl_lost | gained_tie | gained_unique
     flags[t[changed], j[changed]] = True
     return flags
+
+
+def _apl_decisions_moved(smin: np.ndarray, smax: np.ndarray, nl_old: np.ndarray, apl_old: np.ndarray) -> np.ndarray:
+    """Whether NL or APL differ from ``nl_old`` / ``apl_old`` under the bounds (smin, smax)."""
+    rows = np.arange(smin.shape[0])
+    # APL' = {μ : Smax'(μ) ≥ max Smin'}; an answer can only remove labels from it.
+    apl_lost = (apl_old & (smax < smin.max(axis=1)[:, None])).any(axis=1)
+    # NL' = {μ : Smin'(μ) ≥ max Smax'} ∪ {unique arg-max μ* if Smin'(μ*) ≥ 2nd max Smax'};
+    # an answer can only add labels to it.
+    arg = smax.argmax(axis=1)
+    first = smax[rows, arg]
+    masked = smax.copy()
+    masked[rows, arg] = -np.inf
+    second = masked.max(axis=1)
+    gained_tie = ((smin >= first[:, None]) & ~nl_old).any(axis=1)
+    gained_unique = (second < first) & (smin[rows, arg] >= second) & ~nl_old[rows, arg]
+    return apl_lost | gained_tie | gained_unique
+
+
+def _sums_are_exact(w: np.ndarray) -> bool:
+    """True when every partial sum of a row's weights is exact in float64.
+
+    Then adding or removing a weight gives bit for bit the fresh sum. Holds for equal weights,
+    small integers and dyadic fractions: all weights are multiples of 2**-30 and a row's
+    total stays below 2**52 of those units.
+    """
+    units = w * 2.0**30
+    return bool(np.all(units == np.round(units)) and np.all(units.sum(axis=1) < 2.0**52))
+
+
+def _near_tie(smin: np.ndarray, smax: np.ndarray, moved_min: np.ndarray, moved_max: np.ndarray, *, scale: np.ndarray) -> np.ndarray:
+    """Rows where an updated bound lies within rounding distance of another bound.
+
+    Only the updated entries (``moved_min``, ``moved_max`` masks) can be off in the last
+    bits; every comparison NL and APL make is between two bounds of the same row, so a row
+    is safe when each updated entry is farther than the tolerance from every other entry.
+    """
+    values = np.concatenate([smin, smax], axis=1)
+    updated = np.concatenate([moved_min, moved_max], axis=1)
+    order = np.argsort(values, axis=1, kind="stable")
+    values = np.take_along_axis(values, order, axis=1)
+    updated = np.take_along_axis(updated, order, axis=1)
+    tol = 1e-9 * np.maximum(scale, np.finfo(float).tiny)[:, None]
+    close = np.diff(values, axis=1) <= tol
+    return (close & (updated[:, 1:] | updated[:, :-1])).any(axis=1)
+
+
+def _answered_bounds(idx, w, sets: CandidateSets, t: np.ndarray, j: np.ndarray, lam: np.ndarray):
+    """Fresh neighbour-order bounds of targets ``t`` with neighbour ``j`` answered ``λ``."""
+    n_labels = sets.dense.shape[1]
+    rows = np.arange(t.size)
+    smin = np.zeros((t.size, n_labels))
+    smax = np.zeros((t.size, n_labels))
+    for position in range(idx.shape[1]):
+        members = sets.dense[idx[t, position]].copy()
+        answered = j == position
+        members[answered] = False
+        members[rows[answered], lam[answered]] = True
+        weight = w[t, position][:, None]
+        precise = members.sum(axis=1, keepdims=True) == 1
+        smax += np.where(members, weight, 0.0)
+        smin += np.where(members & precise, weight, 0.0)
+    return smin, smax
 
 
 def _pl_changed(idx: np.ndarray, w: np.ndarray, sets: CandidateSets, *, time_limit: float) -> np.ndarray:

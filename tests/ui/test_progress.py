@@ -1,0 +1,121 @@
+"""The Progress page: the event-by-event replay against fresh computations, and the exports."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
+
+from app.store import repo
+from app.store.db import open_store
+from app.ui import components
+from app.ui.state import STATE_KEY, Keys
+from app.workbench import Workbench
+from engine.dst import DstPllClassifier
+from tests.ui.conftest import no_exception
+
+
+def answer_a_few(bench: Workbench) -> None:
+    """Answers, a skip, an undo, a none-of-these and a conflict between two annotators."""
+    for _ in range(4):
+        p = int(bench.queue(top=1)[0])
+        bench.record("alice", "answer", position=p, label=int(np.flatnonzero(bench.state.candidates[p])[-1]))
+    p = int(bench.queue(top=1)[0])
+    bench.record("alice", "skip", position=p)
+    bench.record("alice", "undo")
+    bench.record("alice", "none_of_these", position=int(bench.queue(top=1)[0]))
+    p = int(bench.queue(top=1)[0])
+    a, b = np.flatnonzero(bench.state.candidates[p])[:2]
+    bench.record("alice", "answer", position=p, label=int(a))
+    bench.record("bob", "answer", position=p, label=int(b))
+
+
+def replay(bench: Workbench) -> pd.DataFrame:
+    with bench.Session() as s:
+        log = repo.event_log(s, bench.session_id)
+    return components.replay_progress(
+        X=bench.state.X, original=np.asarray(bench.state.original_candidates), targets=bench.targets,
+        idx=bench.idx, w=bench.w, k=bench.config.k,
+        events=[repo.EventRecord(e["event_id"], e["position"], e["annotator"], e["kind"], e["label"],
+                                 e["undoes_event_id"], e["created_at"]) for e in log],
+        true_labels=np.asarray(bench.state.true_labels),
+    )
+
+
+def dst_view(bench: Workbench) -> tuple[int, float]:
+    """Rejects among open items and accuracy over accepted labels, from a fresh DST-PLL fit."""
+    model = DstPllClassifier(n_neighbors=bench.config.k, random_state=0).fit(bench.state.X, np.asarray(bench.state.candidates))
+    truth = np.asarray(bench.state.true_labels)
+    accepted = model.disambiguate_accepted_
+    return int((bench.state.open_items & ~accepted).sum()), float((model.disambiguate_[accepted] == truth[accepted]).mean())
+
+
+@pytest.mark.parametrize("target_set", ["all", "unlabelled"])
+def test_replay_matches_fresh_computations_before_and_after(small_db, target_set):
+    Session = open_store(small_db)
+    with Session.begin() as s:
+        labelling = repo.list_sessions(s)[0]
+        labelling.target_set = target_set
+    bench = Workbench.open(Session, 1)
+    before_ambiguous, (before_rejects, before_accuracy) = bench.n_ambiguous, dst_view(bench)
+    answer_a_few(bench)
+    history = replay(bench)
+
+    assert list(history["step"]) == list(range(bench.state.n_events + 1))
+    first, last = history.iloc[0], history.iloc[-1]
+    assert (first["answered"], first["ambiguous_targets"], first["rejects"]) == (0, before_ambiguous, before_rejects)
+    assert first["accepted_accuracy"] == pytest.approx(before_accuracy)
+    fresh = Workbench.open(Session, 1)
+    rejects, accuracy = dst_view(fresh)
+    assert last["ambiguous_targets"] == fresh.n_ambiguous
+    assert last["rejects"] == rejects == fresh.rejects().n_rejected
+    assert last["accepted_accuracy"] == pytest.approx(accuracy)
+    assert last["answered"] == sum(a is not None for a in fresh.state.answered_by) == 6  # 4 answers, none-of-these, conflict
+    assert last["open"] == int(fresh.state.open_items.sum())
+    assert list(history["kind"][1:]) == [e["kind"] for e in repo.event_log(Session(), 1)]
+
+
+def test_progress_page_shows_the_replay_and_exports_the_same_files_as_the_cli(app, small_db, monkeypatch):
+    downloads: dict[str, bytes] = {}
+    original = MemoryMediaFileStorage.load_and_get_id
+
+    def capture(self, path_or_data, mimetype, kind, filename=None):
+        if filename:
+            downloads[filename] = path_or_data
+        return original(self, path_or_data, mimetype, kind, filename)
+
+    monkeypatch.setattr(MemoryMediaFileStorage, "load_and_get_id", capture)
+    at = app(small_db)
+    at.button(key=Keys.answer(1)).click().run()
+    at.button(key=Keys.answer(1)).click().run()
+    at.switch_page("pages/progress.py").run()
+    no_exception(at)
+
+    metrics = {m.label: m.value for m in at.metric}
+    bench: Workbench = at.session_state[STATE_KEY].workbench
+    assert metrics["Events"] == "2" and metrics["Answered items"] == "2"
+    assert metrics["Ambiguous targets"] == str(bench.n_ambiguous)
+    assert len(at.get("vega_lite_chart")) == 4  # ambiguity/rejects, answers, accuracy, set sizes
+
+    for what, table in (("ranked", bench.ranked_table()), ("labelled", bench.labelled_table())):
+        for fmt in ("csv", "json"):
+            assert at.get("download_button")  # the buttons exist with stable keys
+            assert any(b.proto.label == fmt.upper() for b in at.get("download_button"))
+            data = downloads[f"small-{what}.{fmt}"]
+            assert data == components.export_bytes(table, fmt)
+        frame = pd.read_csv(io.BytesIO(downloads[f"small-{what}.csv"]))
+        assert len(frame) == len(table)
+    payload = json.loads(downloads["small-labelled.json"])
+    assert payload  # parses as JSON
+    keys = {b.id for b in at.get("download_button")}
+    assert len(keys) == 4 and all(Keys.export(w, f) in " ".join(keys) for w in ("ranked", "labelled") for f in ("csv", "json"))
+
+    # A new answer changes the cache key: the page replays again and the export follows.
+    at.switch_page("pages/query.py").run()
+    at.button(key=Keys.answer(1)).click().run()
+    at.switch_page("pages/progress.py").run()
+    assert {m.label: m.value for m in at.metric}["Answered items"] == "3"

@@ -30,13 +30,23 @@ __all__ = [
     "query_scores",
     "IncrementalRanker",
 ]
-# The learners live in engine.dst and engine.learners; import them from there so that
-# `import engine` stays light for the vote kernels.
+
+# Learners load scikit-learn (about a second): they are resolved on first access.
+_LAZY = {
+    "NotFittedError": "engine.exceptions",
+    "DstPllClassifier": "engine.dst",
+    "PlKnnClassifier": "engine.learners",
+    "PlAknnClassifier": "engine.learners",
+    "OnlinePartialLabelPerceptron": "engine.learners",
+    "OnlinePartialLabelPegasos": "engine.learners",
+    "RkNNClassifier": "engine.learners",
+}
+__all__ += list(_LAZY)
 
 
 def __getattr__(name: str):
-    if name == "NotFittedError":  # built lazily: see engine.exceptions
-        from engine import exceptions
+    if name in _LAZY:
+        import importlib
 
-        return exceptions.NotFittedError
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -122,12 +122,12 @@ def test_candidate_sets_only_shrink_and_answers_count_by_batch(digits_problem, e
 def test_same_seed_same_rows(digits_problem):
     Xtr, Ytr, ytr, Xte, yte = digits_problem
 
-    def table(seed, strategy="random"):
-        rows = run_campaign(Xtr, Ytr, ytr, Xte, yte, strategy=strategy, budget=30, batch=10, k=5, epsilon=0.2, seed=seed)
+    def table(seed, strategy="random", budget=30):
+        rows = run_campaign(Xtr, Ytr, ytr, Xte, yte, strategy=strategy, budget=budget, batch=10, k=5, epsilon=0.2, seed=seed)
         return pd.DataFrame(rows).drop(columns=TIMING)
 
     pd.testing.assert_frame_equal(table(4), table(4))
-    pd.testing.assert_frame_equal(table(4, "pl"), table(4, "pl"))
+    pd.testing.assert_frame_equal(table(4, "pl", 10), table(4, "pl", 10))
     assert not table(4).equals(table(5))
 
 

@@ -4,7 +4,10 @@ A store is any SQLAlchemy URL; a bare file path means a SQLite file. SQLite conn
 WAL journaling, ``foreign_keys=ON`` and a ``busy_timeout`` from a connect listener, and
 SQLAlchemy (not the ``sqlite3`` module) emits ``BEGIN`` so that every session is one real
 transaction; :func:`write_transaction` begins with ``BEGIN IMMEDIATE`` so that concurrent
-writers queue on the busy timeout instead of failing half-way.
+writers queue on the busy timeout instead of failing half-way. On PostgreSQL a write
+transaction starts by taking a transaction-scoped advisory lock (``pg_advisory_xact_lock``)
+with a ``lock_timeout``, so writers queue the same way: at the default READ COMMITTED level two
+writers could otherwise both read "the latest event not yet undone" and both try to undo it.
 
 The schema is created and upgraded only by Alembic (:func:`upgrade_database`), which runs the
 migrations shipped in the ``migrations`` package, from any working directory.
@@ -48,8 +51,17 @@ __all__ = [
 #: How long a SQLite connection waits for another writer before "database is locked".
 BUSY_TIMEOUT_MS = 30_000
 
-#: Execution option that makes the SQLite ``begin`` listener emit ``BEGIN IMMEDIATE``.
+#: Execution option that makes the ``begin`` listener take the write lock: ``BEGIN IMMEDIATE``
+#: on SQLite, the advisory lock :data:`_PG_WRITE_LOCK` on PostgreSQL.
 _WRITE_OPTION = "winnow_write"
+
+#: Key of the PostgreSQL advisory lock held by every write transaction (advisory locks are
+#: per database, so stores on one server do not block each other).
+_PG_WRITE_LOCK = 0x77696E6E6F77  # "winnow"
+
+#: SQLSTATEs of transient PostgreSQL errors after which a write transaction is re-run:
+#: lock_not_available (the write lock timed out), serialization_failure, deadlock_detected.
+_PG_RETRY_SQLSTATES = frozenset({"55P03", "40001", "40P01"})
 
 T = TypeVar("T")
 
@@ -123,16 +135,29 @@ def _install_sqlite_listeners(engine: Engine, *, wal: bool) -> None:
             conn.exec_driver_sql("BEGIN")
 
 
+def _install_postgresql_listeners(engine: Engine) -> None:
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        # The driver begins the transaction implicitly with the first statement.
+        if conn.get_execution_options().get(_WRITE_OPTION):
+            conn.exec_driver_sql(f"SET LOCAL lock_timeout = {BUSY_TIMEOUT_MS}")
+            conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_PG_WRITE_LOCK})")
+
+
 def make_engine(path_or_url: str | os.PathLike[str], **kwargs: Any) -> Engine:
     """Create a new engine for a store (not cached; prefer :func:`open_store` in the app).
 
-    SQLite engines get WAL, ``foreign_keys=ON`` and ``busy_timeout`` on every connection.
-    Extra keyword arguments go to :func:`sqlalchemy.create_engine`.
+    SQLite engines get WAL, ``foreign_keys=ON`` and ``busy_timeout`` on every connection;
+    on SQLite and PostgreSQL, write transactions (:func:`write_transaction`, migrations) take
+    the store's write lock when they begin. Extra keyword arguments go to
+    :func:`sqlalchemy.create_engine`.
     """
     url = database_url(path_or_url)
     engine = create_engine(url, **kwargs)
     if engine.dialect.name == "sqlite":
         _install_sqlite_listeners(engine, wal=_is_file_sqlite(url))
+    elif engine.dialect.name == "postgresql":
+        _install_postgresql_listeners(engine)
     return engine
 
 
@@ -154,8 +179,9 @@ def _run_alembic(path_or_url: str | os.PathLike[str], engine: Engine | None, act
     own_engine = engine is None
     engine = engine if engine is not None else make_engine(path_or_url)
     try:
-        # BEGIN IMMEDIATE on SQLite: processes opening a new store at the same time migrate
-        # one after the other instead of racing to create the same tables.
+        # The write lock (BEGIN IMMEDIATE on SQLite, the advisory lock on PostgreSQL):
+        # processes opening a new store at the same time migrate one after the other instead
+        # of racing to create the same tables.
         with engine.connect() as connection:
             connection = connection.execution_options(**{_WRITE_OPTION: True})
             with connection.begin():
@@ -171,8 +197,8 @@ def upgrade_database(
 ) -> None:
     """Create or upgrade the store's schema with Alembic (``alembic upgrade head``).
 
-    Runs in one transaction (SQLite DDL is transactional here), so a failed upgrade leaves
-    the database as it was. Safe to call on an up-to-date database.
+    Runs in one transaction (DDL is transactional on SQLite here and on PostgreSQL), so a
+    failed upgrade leaves the database as it was. Safe to call on an up-to-date database.
     """
     from alembic import command
 
@@ -223,9 +249,16 @@ def close_stores() -> None:
 
 
 def is_locked_error(exc: BaseException) -> bool:
-    """True for SQLite's transient "database is locked" / "database is busy" errors."""
+    """True for a transient lock error after which a write transaction may be re-run.
+
+    SQLite's "database is locked" / "database is busy"; PostgreSQL's lock timeout,
+    serialization failure and deadlock (SQLSTATE 55P03, 40001, 40P01).
+    """
     if not isinstance(exc, OperationalError):
         return False
+    sqlstate = getattr(exc.orig, "sqlstate", None) or getattr(exc.orig, "pgcode", None)
+    if sqlstate in _PG_RETRY_SQLSTATES:
+        return True
     message = str(exc.orig if exc.orig is not None else exc).lower()
     return "database is locked" in message or "database is busy" in message
 
@@ -236,11 +269,12 @@ def write_transaction(
     *,
     attempts: int = 8,
 ) -> T:
-    """Run ``work(session)`` as one write transaction, retrying while SQLite is locked.
+    """Run ``work(session)`` as one write transaction, retrying while the store is locked.
 
-    On SQLite the transaction starts with ``BEGIN IMMEDIATE``: it takes the write lock before
-    reading, waits up to :data:`BUSY_TIMEOUT_MS` for other writers, and cannot fail later on
-    a stale snapshot. If the lock still cannot be had, the whole unit of work is rolled back
+    The transaction takes the store's write lock before reading (``BEGIN IMMEDIATE`` on
+    SQLite, a transaction-scoped advisory lock on PostgreSQL), waits up to
+    :data:`BUSY_TIMEOUT_MS` for other writers, and so never acts on what another writer is
+    about to change. If the lock still cannot be had, the whole unit of work is rolled back
     and run again (``attempts`` times in all, with jittered back-off). Any other exception
     rolls back and propagates. ``work`` must therefore be safe to re-run.
 

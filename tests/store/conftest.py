@@ -1,8 +1,31 @@
-"""Fixtures for the store tests: a migrated SQLite file per test and a small dataset."""
+"""Fixtures for the store tests: a migrated store per test, on SQLite and on PostgreSQL.
+
+``store_url`` is parametrised over the two backends, so every test that uses it (directly or
+through ``store`` / ``small``) runs twice:
+
+* ``sqlite``: a fresh file in the test's ``tmp_path`` (the default backend of winnow);
+* ``postgresql``: a fresh database (``CREATE DATABASE``) on one throw-away PostgreSQL server
+  that :func:`postgres_server` starts for the whole test session, on 127.0.0.1 only, from a
+  cluster in a temporary directory, and stops at the end.
+
+The server needs Debian's ``postgresql`` package (``make postgres`` installs it;
+``initdb``/``pg_ctl`` are found on ``PATH``, in ``$WINNOW_PG_BINDIR`` or in
+``/usr/lib/postgresql/<version>/bin``) and the ``psycopg`` driver. Without them the
+``postgresql`` tests are skipped with the reason, or fail when ``CI=true``. Deselect them with
+``-m "not postgresql"``.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import itertools
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,6 +41,7 @@ from app.store import (
     close_stores,
     create_dataset,
     create_labelling_session,
+    database_url,
     open_store,
     write_transaction,
 )
@@ -36,6 +60,201 @@ CANDIDATES = np.array(
 )
 TRUE_LABELS = np.array([0, 2, 0, -1, 3])
 
+BACKENDS = ("sqlite", "postgresql")
+#: Superuser of the test cluster (trust authentication on loopback; nothing else can connect).
+PG_USER = "postgres"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "postgresql: runs against the test session's PostgreSQL server"
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# The PostgreSQL server
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
+
+
+def _unavailable(reason: str) -> None:
+    """Skip the PostgreSQL tests locally; fail them in CI, where the server must be there."""
+    if _in_ci():
+        pytest.fail(f"CI=true but {reason}; run `make postgres` (apt-get install postgresql)",
+                    pytrace=False)
+    pytest.skip(f"{reason} (run `make postgres`, or set WINNOW_PG_BINDIR)")
+
+
+def find_postgres_bindir() -> Path | None:
+    """The directory holding ``initdb`` and ``pg_ctl``, newest Debian version first."""
+    candidates: list[Path] = []
+    if os.environ.get("WINNOW_PG_BINDIR"):
+        candidates.append(Path(os.environ["WINNOW_PG_BINDIR"]))
+    on_path = shutil.which("initdb")
+    if on_path:
+        candidates.append(Path(on_path).resolve().parent)
+
+    def version(path: Path) -> tuple[int, ...]:
+        parts = path.parent.name.split(".")
+        return tuple(int(p) for p in parts if p.isdigit())
+
+    candidates += sorted(Path("/usr/lib/postgresql").glob("*/bin"), key=version, reverse=True)
+    for bindir in candidates:
+        if (bindir / "initdb").is_file() and (bindir / "pg_ctl").is_file():
+            return bindir
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class PostgresServer:
+    """A PostgreSQL cluster in a temporary directory, served on 127.0.0.1:``port``."""
+
+    bindir: Path
+    root: Path
+    port: int = 0
+    run_as: list[str] = field(default_factory=list)
+    _names: Iterator[int] = field(default_factory=itertools.count)
+
+    @property
+    def data(self) -> Path:
+        return self.root / "data"
+
+    @property
+    def log(self) -> Path:
+        return self.root / "server.log"
+
+    def url(self, database: str) -> str:
+        return f"postgresql+psycopg://{PG_USER}@127.0.0.1:{self.port}/{database}"
+
+    def _run(self, *args: str) -> None:
+        completed = subprocess.run(
+            [*self.run_as, *args], cwd=self.root, stdin=subprocess.DEVNULL,
+            capture_output=True, text=True, timeout=120,
+        )
+        if completed.returncode != 0:
+            log = self.log.read_text(errors="replace")[-2000:] if self.log.exists() else ""
+            raise RuntimeError(
+                f"{' '.join(args)} failed ({completed.returncode}):\n{completed.stdout}"
+                f"{completed.stderr}\n{log}"
+            )
+
+    def start(self) -> None:
+        self._run(
+            str(self.bindir / "initdb"), "-D", str(self.data), "-U", PG_USER, "-A", "trust",
+            "-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions",
+        )
+        # Throw-away data: no fsync. Loopback TCP only; the socket stays in our directory.
+        options = (
+            f"-c listen_addresses=127.0.0.1 -c unix_socket_directories={self.root}"
+            " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+            " -c max_connections=50 -c shared_buffers=32MB"
+        )
+        for attempt in range(3):  # the free port may be taken between probe and start
+            self.port = _free_port()
+            try:
+                self._run(
+                    str(self.bindir / "pg_ctl"), "-D", str(self.data), "-l", str(self.log),
+                    "-w", "-t", "60", "-o", f"-p {self.port} {options}", "start",
+                )
+                return
+            except RuntimeError:
+                if attempt == 2:
+                    raise
+
+    def stop(self) -> None:
+        if (self.data / "postmaster.pid").exists():
+            self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop")
+
+    def _admin(self):  # type: ignore[no-untyped-def]
+        import psycopg
+
+        return psycopg.connect(
+            host="127.0.0.1", port=self.port, user=PG_USER, dbname="postgres", autocommit=True
+        )
+
+    def create_database(self) -> str:
+        """Create an empty database and return its name."""
+        name = f"winnow_test_{next(self._names)}"
+        with self._admin() as conn:
+            # FILE_COPY: a plain copy of template0, much faster than WAL_LOG without fsync.
+            conn.execute(f'CREATE DATABASE "{name}" TEMPLATE template0 STRATEGY FILE_COPY')
+        return name
+
+    def drop_database(self, name: str) -> None:
+        with self._admin() as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One PostgreSQL server for the test session (run as ``postgres`` when we are root)."""
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        _unavailable("the psycopg driver is not installed (pip install 'psycopg[binary]')")
+    bindir = find_postgres_bindir()
+    if bindir is None:
+        _unavailable("PostgreSQL's initdb/pg_ctl were not found")
+    assert bindir is not None
+    run_as: list[str] = []
+    root = Path(tempfile.mkdtemp(prefix="winnow-pg-"))
+    if os.geteuid() == 0:  # PostgreSQL refuses to run as root
+        runuser = shutil.which("runuser")
+        if runuser is None:
+            shutil.rmtree(root, ignore_errors=True)
+            _unavailable("running as root and runuser is missing")
+        shutil.chown(root, user="postgres", group="postgres")
+        run_as = [str(runuser), "-u", "postgres", "--"]
+    server = PostgresServer(bindir=bindir, root=root, run_as=run_as)
+    try:
+        server.start()
+        yield server
+    finally:
+        try:
+            server.stop()
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------------------------
+# Stores
+
+
+@pytest.fixture(
+    params=[
+        pytest.param("sqlite"),
+        pytest.param("postgresql", marks=pytest.mark.postgresql),
+    ]
+)
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """The URL of an empty database, on each backend in turn (no schema yet)."""
+    if request.param == "sqlite":
+        yield database_url(tmp_path / "winnow.db")
+        close_stores()
+        return
+    server: PostgresServer = request.getfixturevalue("postgres_server")
+    name = server.create_database()
+    try:
+        yield server.url(name)
+    finally:
+        close_stores()
+        server.drop_database(name)
+
+
+@pytest.fixture
+def db_path(tmp_path):
+    """A SQLite file path, for the tests of SQLite-only behaviour."""
+    yield tmp_path / "winnow.db"
+    close_stores()
+
 
 @dataclass(frozen=True)
 class SmallStore:
@@ -46,18 +265,12 @@ class SmallStore:
 
 
 @pytest.fixture
-def db_path(tmp_path):
-    yield tmp_path / "winnow.db"
-    close_stores()
+def store(store_url):
+    return open_store(store_url)
 
 
 @pytest.fixture
-def store(db_path):
-    return open_store(db_path)
-
-
-@pytest.fixture
-def small(store, db_path) -> SmallStore:
+def small(store, store_url) -> SmallStore:
     rng = np.random.default_rng(0)
     X = rng.normal(size=(len(CANDIDATES), 3))
 
@@ -75,7 +288,7 @@ def small(store, db_path) -> SmallStore:
         return ds.id, ls.id
 
     dataset_id, session_id = write_transaction(store, work)
-    return SmallStore(store, str(db_path), dataset_id, session_id)
+    return SmallStore(store, store_url, dataset_id, session_id)
 
 
 def row_counts(Session: sessionmaker[Session]) -> dict[str, int]:

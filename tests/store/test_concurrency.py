@@ -1,4 +1,4 @@
-"""Real processes migrating and writing one SQLite file at the same time."""
+"""Real processes migrating and writing one new store at the same time, on both backends."""
 
 from __future__ import annotations
 
@@ -13,25 +13,28 @@ from app.store import (
     AnswerEvent,
     create_dataset,
     create_labelling_session,
-    database_url,
     make_engine,
     open_store,
     write_transaction,
 )
 
-from .concurrency_worker import record_answers
+from .concurrency_worker import SHARED_ANNOTATOR, record_answers
 
 N_ANSWERS = 200
+N_SHARED = 40
 ANNOTATORS = ("alice", "bob")
 
 
-def test_processes_open_a_new_store_and_record_answers_concurrently(db_path):
-    url = database_url(db_path)
+def test_processes_open_a_new_store_and_record_answers_concurrently(store_url):
+    url = store_url
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(len(ANNOTATORS) + 1)  # the workers and this process
     results = ctx.Queue()
     workers = [
-        ctx.Process(target=record_answers, args=(url, "shared", name, N_ANSWERS, barrier, results))
+        ctx.Process(
+            target=record_answers,
+            args=(url, "shared", name, N_ANSWERS, N_SHARED, barrier, results),
+        )
         for name in ANNOTATORS
     ]
     for worker in workers:
@@ -75,17 +78,30 @@ def test_processes_open_a_new_store_and_record_answers_concurrently(db_path):
     assert sorted(r[0] for r in collected) == list(ANNOTATORS)
     assert [w.exitcode for w in workers] == [0, 0]
 
+    n_shared_events = len(ANNOTATORS) * N_SHARED * 2
     engine = make_engine(url)
     try:
         with engine.connect() as conn:
             total = conn.execute(select(func.count()).select_from(AnswerEvent)).scalar()
-            assert total == len(ANNOTATORS) * N_ANSWERS
-            assert conn.exec_driver_sql("PRAGMA integrity_check").scalar() == "ok"
-            assert conn.exec_driver_sql("PRAGMA foreign_key_check").all() == []
+            assert total == len(ANNOTATORS) * N_ANSWERS + n_shared_events
+            if conn.dialect.name == "sqlite":
+                assert conn.exec_driver_sql("PRAGMA integrity_check").scalar() == "ok"
+                assert conn.exec_driver_sql("PRAGMA foreign_key_check").all() == []
             per_annotator = conn.exec_driver_sql(
-                "SELECT a.name, count(*) FROM answer_events e JOIN annotators a"
-                " ON a.id = e.annotator_id GROUP BY a.name ORDER BY a.name"
+                "SELECT a.name, e.kind, count(*) FROM answer_events e JOIN annotators a"
+                " ON a.id = e.annotator_id GROUP BY a.name, e.kind ORDER BY a.name, e.kind"
             ).all()
-            assert per_annotator == [(name, N_ANSWERS) for name in ANNOTATORS]
+            assert per_annotator == sorted(
+                [(name, "answer", N_ANSWERS) for name in ANNOTATORS]
+                + [(SHARED_ANNOTATOR, "answer", n_shared_events // 2),
+                   (SHARED_ANNOTATOR, "undo", n_shared_events // 2)]
+            )
+            # Every shared answer was undone exactly once, and only by a later event.
+            undone = conn.exec_driver_sql(
+                "SELECT count(*) FROM answer_events e JOIN answer_events u"
+                " ON u.undoes_event_id = e.id WHERE e.kind = 'answer' AND u.id > e.id"
+                " AND e.annotator_id = u.annotator_id AND e.instance_id = u.instance_id"
+            ).scalar()
+            assert undone == n_shared_events // 2
     finally:
         engine.dispose()

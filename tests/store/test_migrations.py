@@ -37,36 +37,85 @@ def test_database_url(tmp_path, monkeypatch):
         database_url(3)  # type: ignore[arg-type]
 
 
-def test_upgrade_head_has_no_drift_and_downgrade_base_works(tmp_path, monkeypatch):
+def _triggers(conn) -> set[str]:
+    """Names of the triggers in the database (user triggers only on PostgreSQL)."""
+    if conn.dialect.name == "sqlite":
+        rows = conn.exec_driver_sql("SELECT name FROM sqlite_master WHERE type = 'trigger'")
+    else:
+        rows = conn.exec_driver_sql("SELECT tgname FROM pg_trigger WHERE NOT tgisinternal")
+    return {name for (name,) in rows}
+
+
+def _functions(conn) -> set[str]:
+    """Names of the user-defined functions (PostgreSQL; SQLite has none)."""
+    if conn.dialect.name == "sqlite":
+        return set()
+    rows = conn.exec_driver_sql(
+        "SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
+        " WHERE n.nspname = 'public'"
+    )
+    return {name for (name,) in rows}
+
+
+def test_upgrade_head_has_no_drift_and_downgrade_base_works(store_url, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # script_location must not depend on the working directory
-    path = tmp_path / "m.db"
-    upgrade_database(path)
-    engine = make_engine(path)
+    upgrade_database(store_url)
+    engine = make_engine(store_url)
     try:
         with engine.connect() as conn:
             assert TABLES <= set(inspect(conn).get_table_names())
             context = MigrationContext.configure(conn, opts={"compare_type": True})
             assert compare_metadata(context, Base.metadata) == []
-            head = ScriptDirectory.from_config(alembic_config(path)).get_current_head()
+            head = ScriptDirectory.from_config(alembic_config(store_url)).get_current_head()
             assert context.get_current_revision() == head
+            assert _triggers(conn), "the append-only triggers are missing"
 
-        upgrade_database(path)  # idempotent
-        downgrade_database(path, "base")
+        upgrade_database(store_url)  # idempotent
+        downgrade_database(store_url, "base")
         with engine.connect() as conn:
             assert set(inspect(conn).get_table_names()) == {"alembic_version"}
             assert MigrationContext.configure(conn).get_current_revision() is None
-            triggers = conn.exec_driver_sql("SELECT name FROM sqlite_master WHERE type='trigger'")
-            assert triggers.all() == []
+            assert _triggers(conn) == set()
+            assert _functions(conn) == set()
 
-        upgrade_database(path)  # and back up again
+        upgrade_database(store_url)  # and back up again
         with engine.connect() as conn:
             assert TABLES <= set(inspect(conn).get_table_names())
+            assert compare_metadata(
+                MigrationContext.configure(conn, opts={"compare_type": True}), Base.metadata
+            ) == []
     finally:
         engine.dispose()
 
 
-def test_sqlite_connections_use_wal_foreign_keys_and_busy_timeout(store):
-    with store() as s:
+def test_a_failed_upgrade_leaves_the_database_as_it_was(store_url, monkeypatch):
+    """DDL is transactional on both backends: a crash in a migration creates nothing."""
+    from alembic import op
+
+    real_create_index = op.create_index
+    calls = []
+
+    def crash_on_third_index(*args, **kwargs):
+        calls.append(args)
+        if len(calls) == 3:
+            raise RuntimeError("disk on fire")
+        return real_create_index(*args, **kwargs)
+
+    monkeypatch.setattr(op, "create_index", crash_on_third_index)
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        upgrade_database(store_url)
+    assert len(calls) == 3
+    engine = make_engine(store_url)
+    try:
+        with engine.connect() as conn:
+            assert set(inspect(conn).get_table_names()) == set()
+            assert _triggers(conn) == set() and _functions(conn) == set()
+    finally:
+        engine.dispose()
+
+
+def test_sqlite_connections_use_wal_foreign_keys_and_busy_timeout(db_path):
+    with open_store(db_path)() as s:
         conn = s.connection()
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
         assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
@@ -114,7 +163,7 @@ def test_check_constraints_and_foreign_keys_are_enforced(small):
 
 
 def test_answer_events_are_append_only(small):
-    from app.store import record_event, write_transaction
+    from app.store import event_log, record_event, write_transaction
 
     event = write_transaction(
         small.Session,
@@ -123,11 +172,24 @@ def test_answer_events_are_append_only(small):
         ),
     )
     with small.Session() as s:
+        before = event_log(s, small.session_id)
+    statements = [
+        f"UPDATE answer_events SET kind = 'answer', label = 0 WHERE id = {event.id}",
+        f"UPDATE answer_events SET created_at = created_at WHERE id = {event.id}",
+        "UPDATE answer_events SET annotator_id = annotator_id",
+        f"DELETE FROM answer_events WHERE id = {event.id}",
+        "DELETE FROM answer_events",
+    ]
+    with small.Session() as s:
         conn = s.connection()
-        with pytest.raises(DatabaseError, match="append-only"):
-            conn.exec_driver_sql(f"UPDATE answer_events SET kind='answer' WHERE id={event.id}")
-        with pytest.raises(DatabaseError, match="append-only"):
-            conn.exec_driver_sql(f"DELETE FROM answer_events WHERE id={event.id}")
+        for statement in statements:
+            # A SAVEPOINT each: on PostgreSQL a failed statement aborts the whole transaction.
+            with pytest.raises(DatabaseError, match="append-only"):
+                with conn.begin_nested():
+                    conn.exec_driver_sql(statement)
+        s.commit()
+    with small.Session() as s:
+        assert event_log(s, small.session_id) == before
 
 
 def test_migrations_ship_with_the_package():

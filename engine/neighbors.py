@@ -1,8 +1,34 @@
 """The k-nearest-neighbour graph every other engine module votes on.
 
 Neighbours come from scikit-learn's :class:`~sklearn.neighbors.NearestNeighbors` (exact
-Euclidean search). The graph is returned as two dense arrays so that the vote kernels can
-be vectorised over all targets: ``idx`` (rows of the training set) and ``w`` (vote weights).
+Euclidean search) or, past :data:`APPROX_THRESHOLD` training rows or on request, from an
+approximate HNSW index of faiss (``faiss.IndexHNSWFlat``). The graph is returned as two
+dense arrays so that the vote kernels can be vectorised over all targets: ``idx`` (rows of
+the training set) and ``w`` (vote weights).
+
+Approximate search
+------------------
+Exact search costs ``O(n_targets · n_instances · d)``: quadratic for the self graph, minutes
+at 100k points in 50 dimensions on a small machine and hours at a million. An HNSW graph
+(Malkov & Yashunin) answers a query in roughly logarithmic time; with ``M = 32`` links per
+node, ``efConstruction = 80`` and ``efSearch = 128`` it found 99.99 % of the exact 10
+nearest neighbours on clustered Gaussian data (100k points, d = 50). There is no bound on
+the error: a point the index misses is replaced by the next one found, so ``NL``/``APL``
+and query scores of the affected targets may differ from the exact graph
+(``docs/benchmarks_scale.md`` measures by how much). The HNSW build runs on all cores and
+the order of insertions may vary, so the graph can differ slightly between runs.
+
+Why faiss and not pynndescent (both measured, ``benchmarks/bench_knn.py``): at equal
+recall@10 (0.9999 at 100k, d = 50) pynndescent built the self graph faster once compiled,
+but its numba kernels are compiled in every new process, which cost minutes on a loaded
+2-core machine before the first neighbour was found: every CLI call would pay it. faiss
+ships compiled code, has no start-up cost, and queries for separate targets are fast.
+faiss-cpu is an optional dependency (``pip install winnow[scale]``).
+
+References
+----------
+Y. A. Malkov, D. A. Yashunin. Efficient and robust approximate nearest neighbor search using
+Hierarchical Navigable Small World graphs. IEEE TPAMI 42(4), 2020.
 """
 
 from __future__ import annotations
@@ -15,7 +41,16 @@ import numpy as np
 from engine._validation import check_features, check_scalar
 from engine.exceptions import InvalidInput
 
-__all__ = ["knn_graph", "neighbor_weights"]
+__all__ = ["APPROX_THRESHOLD", "knn_graph", "neighbor_weights"]
+
+#: With ``algorithm="auto"``, training sets of at least this many rows use approximate
+#: search (when faiss is installed); below it exact search takes seconds.
+APPROX_THRESHOLD = 100_000
+
+#: HNSW parameters: links per node, candidate-list sizes while building and searching.
+HNSW_LINKS, HNSW_EF_CONSTRUCTION, HNSW_EF_SEARCH = 32, 80, 128
+
+_INSTALL_HINT = "approximate neighbour search needs faiss: run `pip install winnow[scale]`"
 
 Weights = Literal["uniform", "distance"] | Callable[[np.ndarray], np.ndarray]
 
@@ -56,6 +91,7 @@ def knn_graph(
     k: int = 10,
     weights: Weights = "uniform",
     exclude_self: bool = True,
+    algorithm: Literal["auto", "exact", "approx"] = "auto",
 ) -> tuple[np.ndarray, np.ndarray]:
     """Return the ``k`` nearest training rows of every target and their vote weights.
 
@@ -70,7 +106,12 @@ def knn_graph(
     weights : {"uniform", "distance"} or callable
         Vote weights; a callable maps distances (n_targets, k) to weights of the same shape.
     exclude_self : bool
-        When ``targets`` is None, leave every instance out of its own neighbourhood.
+        When ``targets`` is None, leave every instance out of its own neighbourhood
+        (by identity, with approximate search too).
+    algorithm : {"auto", "exact", "approx"}
+        ``"exact"``: scikit-learn. ``"approx"``: faiss HNSW (raises :class:`InvalidInput`
+        when faiss is not installed). ``"auto"``: approximate when ``X`` has at least
+        :data:`APPROX_THRESHOLD` rows and faiss is installed, exact otherwise.
 
     Returns
     -------
@@ -95,10 +136,16 @@ def knn_graph(
     if not (weights in ("uniform", "distance") or callable(weights)):
         raise InvalidInput(f"weights must be 'uniform', 'distance' or a callable, got {weights!r}")
 
-    from sklearn.neighbors import NearestNeighbors  # imported here: scikit-learn is slow to import
+    if algorithm not in ("auto", "exact", "approx"):
+        raise InvalidInput(f"algorithm must be 'auto', 'exact' or 'approx', got {algorithm!r}")
+    if algorithm == "auto":
+        algorithm = "approx" if n >= APPROX_THRESHOLD and _faiss_installed() else "exact"
 
-    search = NearestNeighbors(n_neighbors=k + leave_out).fit(X)
-    dist, idx = search.kneighbors(X if self_targets else targets)
+    queries = X if self_targets else targets
+    if algorithm == "approx":
+        dist, idx = _approx_search(X, queries, k + leave_out)
+    else:
+        dist, idx = _exact_search(X, queries, k + leave_out)
     if leave_out:
         dist, idx = _drop_self(dist, idx, k)
     return idx.astype(np.intp), neighbor_weights(dist, weights)
@@ -113,3 +160,43 @@ def _drop_self(dist: np.ndarray, idx: np.ndarray, k: int) -> tuple[np.ndarray, n
     keep = np.ones_like(is_self)
     keep[np.arange(idx.shape[0]), drop] = False
     return dist[keep].reshape(-1, k), idx[keep].reshape(-1, k)
+
+
+def _exact_search(X: np.ndarray, queries: np.ndarray, n_neighbors: int) -> tuple[np.ndarray, np.ndarray]:
+    from sklearn.neighbors import NearestNeighbors  # imported here: scikit-learn is slow to import
+
+    return NearestNeighbors(n_neighbors=n_neighbors).fit(X).kneighbors(queries)
+
+
+def _faiss_installed() -> bool:
+    from importlib.util import find_spec
+
+    return find_spec("faiss") is not None
+
+
+def _approx_search(X: np.ndarray, queries: np.ndarray, n_neighbors: int) -> tuple[np.ndarray, np.ndarray]:
+    try:
+        import faiss
+    except ImportError as exc:
+        raise InvalidInput(_INSTALL_HINT) from exc
+    index = faiss.IndexHNSWFlat(X.shape[1], HNSW_LINKS)
+    index.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
+    index.hnsw.efSearch = max(HNSW_EF_SEARCH, n_neighbors)
+    index.add(np.ascontiguousarray(X, dtype=np.float32))
+    sq_dist, idx = index.search(np.ascontiguousarray(queries, dtype=np.float32), n_neighbors)
+    dist = np.sqrt(np.maximum(sq_dist, 0.0)).astype(np.float64)
+    idx = idx.astype(np.intp)
+    # HNSW marks slots it could not fill with -1; those (rare) rows are searched exactly.
+    short = np.flatnonzero((idx < 0).any(axis=1))
+    if short.size:
+        dist[short], idx[short] = _exact_search(X, queries[short], n_neighbors)
+    # Nearest first, ties by row, as the exact path returns them.
+    order = _row_order(dist, idx)
+    return np.take_along_axis(dist, order, axis=1), np.take_along_axis(idx, order, axis=1)
+
+
+def _row_order(dist: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    # Sort each row by distance, then by training row (two stable sorts).
+    by_row = np.argsort(idx, axis=1, kind="stable")
+    by_dist = np.argsort(np.take_along_axis(dist, by_row, axis=1), axis=1, kind="stable")
+    return np.take_along_axis(by_row, by_dist, axis=1)

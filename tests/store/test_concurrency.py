@@ -20,8 +20,8 @@ from app.store import (
 
 from .concurrency_worker import SHARED_ANNOTATOR, record_answers
 
-N_ANSWERS = 200
-N_SHARED = 40
+N_ANSWERS = 150
+N_SHARED = 25
 ANNOTATORS = ("alice", "bob")
 
 

@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 DB ?= winnow.db
 PORT ?= 8501
 
-.PHONY: run test test-fast browser demo clean
+.PHONY: run test test-fast browser postgres demo clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,13 +24,20 @@ browser:
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
 
+# The store tests also run against a throw-away PostgreSQL server (Debian's initdb/pg_ctl).
+postgres:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 || { \
+	  echo "Installing Debian's postgresql for the store tests"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq postgresql >/dev/null; }
+
 run: $(STAMP)
 	$(BIN)/winnow ui --db $(DB) --sample --port $(PORT)
 
 demo: $(STAMP)
 	$(BIN)/winnow demo
 
-test: $(STAMP) browser
+test: $(STAMP) browser postgres
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 test-fast: $(STAMP)

@@ -451,6 +451,8 @@ def _check_name(value: Any, parameter: str, *, max_length: int = _NAME_MAX) -> s
     text = value.strip()
     if not text:
         raise InvalidRecord(f"{parameter} is empty")
+    if "\x00" in text:  # PostgreSQL text cannot hold it: refuse it on every backend
+        raise InvalidRecord(f"{parameter} holds a NUL character: {text[:40]!r}")
     if len(text) > max_length:
         raise InvalidRecord(f"{parameter} {text[:40]!r}... is longer than {max_length} characters")
     return text
@@ -551,6 +553,12 @@ def create_dataset(
             )
         if not ext.strip():
             raise InvalidRecord(f"external_ids: row {position} has an empty external id", row=position)
+        if "\x00" in ext:
+            raise InvalidRecord(
+                f"external_ids: row {position} has an external id holding a NUL character "
+                f"({ext[:40]!r})",
+                row=position,
+            )
         if len(ext) > _NAME_MAX:
             raise InvalidRecord(
                 f"external_ids: row {position} has an external id longer than {_NAME_MAX} "
@@ -700,7 +708,10 @@ def list_datasets(session: Session) -> list[Dataset]:
 
 def get_dataset_by_name(session: Session, name: str) -> Dataset:
     """The dataset called ``name``; :class:`RecordNotFound` lists the known ones otherwise."""
-    dataset = session.scalar(select(Dataset).where(Dataset.name == name))
+    # No stored name holds a NUL (and PostgreSQL cannot even compare with one).
+    dataset = (
+        session.scalar(select(Dataset).where(Dataset.name == name)) if "\x00" not in name else None
+    )
     if dataset is None:
         known = session.scalars(select(Dataset.name).order_by(Dataset.id)).all()
         raise RecordNotFound(f"no dataset called {name!r}; known datasets: {known}")
@@ -775,7 +786,11 @@ def list_sessions(session: Session) -> list[LabellingSession]:
 
 def get_session_by_name(session: Session, name: str) -> LabellingSession:
     """The labelling session called ``name``; :class:`RecordNotFound` otherwise."""
-    found = session.scalar(select(LabellingSession).where(LabellingSession.name == name))
+    found = (
+        session.scalar(select(LabellingSession).where(LabellingSession.name == name))
+        if "\x00" not in name
+        else None
+    )
     if found is None:
         known = session.scalars(select(LabellingSession.name).order_by(LabellingSession.id)).all()
         raise RecordNotFound(f"no labelling session called {name!r}; known sessions: {known}")

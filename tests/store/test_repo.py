@@ -152,6 +152,17 @@ def test_dataset_with_metadata_and_no_true_labels(store):
         ({"layout": "image:3x3"}, InvalidRecord, "does not fit 2 features", None),
         ({"name": "toy"}, InvalidRecord, "already exists", None),
         ({"name": "  "}, InvalidRecord, "name is empty", None),
+        # PostgreSQL text cannot hold NUL: rejected on every backend, before the database.
+        ({"name": "to\x00y"}, InvalidRecord, "name holds a NUL character", None),
+        ({"label_names": ["cat", "d\x00g", "bird", "fish"]}, InvalidRecord, r"label_names\[1\] holds a NUL", None),
+        ({"feature_names": ["a", "\x00"]}, InvalidRecord, r"feature_names\[1\] holds a NUL", None),
+        ({"layout": "image:1x2\x00"}, InvalidRecord, "layout holds a NUL", None),
+        (
+            {"external_ids": ["x0", "x1", "x\x002", "x3", "x4"]},
+            InvalidRecord,
+            r"external_ids: row 2 has an external id holding a NUL character",
+            2,
+        ),
         ({"candidates": CANDIDATES.astype(float) * 0.5}, TypeError, "candidates", None),
     ],
 )
@@ -233,6 +244,10 @@ def test_sessions_and_annotators(small):
             get_session_by_name(s, "nope")
         with pytest.raises(RecordNotFound, match="no dataset called"):
             get_dataset_by_name(s, "nope")
+        with pytest.raises(RecordNotFound, match="no dataset called"):
+            get_dataset_by_name(s, "to\x00y")
+        with pytest.raises(RecordNotFound, match="no labelling session called"):
+            get_session_by_name(s, "fir\x00st")
 
 
 @pytest.mark.parametrize(
@@ -244,6 +259,7 @@ def test_sessions_and_annotators(small):
         ({"criterion": "entropy"}, "criterion='entropy'"),
         ({"target_set": "some"}, "target_set='some'"),
         ({"dataset_id": 999}, "dataset_id 999 does not exist"),
+        ({"name": "n\x00"}, "name holds a NUL character"),
     ],
 )
 def test_bad_sessions_are_rejected(small, overrides, match):
@@ -354,6 +370,7 @@ def test_flags_through_the_store(small):
         ({"session_id": 42, "instance_position": 0, "kind": "skip"}, RecordNotFound, "session_id 42"),
         ({"kind": "undo"}, InvalidRecord, "no event left to undo"),
         ({"instance_position": 0, "kind": "skip", "annotator": ""}, InvalidRecord, "annotator is empty"),
+        ({"instance_position": 0, "kind": "skip", "annotator": "a\x00"}, InvalidRecord, "annotator holds a NUL"),
         ({"instance_position": 0, "kind": "answer", "label": True}, TypeError, "label must be an int"),
     ],
 )

@@ -147,6 +147,7 @@ def run(quick: bool, seeds: int, budget: int, batch: int, k: int) -> tuple[pd.Da
             "n_train": X.shape[0] - n_test, "n_test": n_test, "d": X.shape[1], "M": Y.shape[1],
             "partial": float((Y.sum(axis=1) >= 2).mean()), "mean_set": float(Y.sum(axis=1).mean()),
             "apl_positive": apl_positive, "seconds": seconds,
+            "equal_partial_sizes": bool(partial.any() and np.unique(Y.sum(axis=1)[partial]).size == 1),
         })
         print(f"{setting.name:40s} n={X.shape[0]:5d} M={Y.shape[1]:3d} partial={info[-1]['partial']:.2f} "
               f"{len(strategies)} strategies x {seeds} seeds in {seconds:6.1f} s", flush=True)
@@ -292,6 +293,7 @@ def write_report(results: pd.DataFrame, info: pd.DataFrame, args, elapsed: float
             f"{r.apl_positive:.0%} | {r.note} | {r.seconds:.0f} s |")
     add("")
 
+    first = results[results.step == 0].groupby("setting", sort=False)[["accuracy", "dst_accuracy", "reject_rate", "ambiguous_targets"]].mean()
     # -- verdict, from the numbers
     add("## Where apl / pl win and where they do not")
     add("")
@@ -330,24 +332,37 @@ def write_report(results: pd.DataFrame, info: pd.DataFrame, args, elapsed: float
     add("")
     if apl_sig_loss:
         pos = info.set_index("setting")["apl_positive"]
-        loss_share = float(pos[apl_sig_loss].mean())
-        win_share = float(pos[apl_sig_win].mean()) if apl_sig_win else float("nan")
-        shares = ("The share of partial items with a positive apl score at the start is "
-                  + ", ".join(f"{pos[s]:.0%} on {s}" for s in apl_sig_loss) + " (where apl loses)"
-                  + (", against " + ", ".join(f"{pos[s]:.0%} on {s}" for s in apl_sig_win) + " (where it wins)" if apl_sig_win else "")
-                  + ".")
-        if apl_sig_win and loss_share < win_share:
-            add("**Why apl loses where it loses.** The score counts targets whose NL or APL a *single* answer can "
-                "change. When most neighbours of a target are partial, no single answer changes anything, so many "
-                "items score 0 and apl spends its budget on the neighbourhoods that are already nearly settled, "
-                "while random, margin or dst_margin also send answers into the ambiguous regions where the test "
-                "errors are. " + shares + " Uncertainty sampling has no such blind spot: its score is positive for "
-                "every partial item whose neighbours disagree.")
-        else:
-            add("**Where apl loses**, the share of items it can score is not lower than where it wins, so the "
-                "one-answer look-ahead is not the whole story: apl optimises the training targets' NL/APL, not "
-                "test accuracy. " + shares)
-        add("")
+        big = [s for s in apl_sig_loss if g.loc[(s, "apl"), "mean"] < -0.01]
+        small = [s for s in apl_sig_loss if s not in big]
+        if small:
+            add(f"- The loss on {', '.join(small)} is below 0.01 AUC: significant over the paired seeds, "
+                "but of no practical size.")
+        if big:
+            shares = ("Share of partial items with a positive apl score at the start: "
+                      + ", ".join(f"{pos[s]:.0%} on {s}" for s in big) + " (large losses)"
+                      + (", against " + ", ".join(f"{pos[s]:.0%} on {s}" for s in apl_sig_win) + " (wins)" if apl_sig_win else "")
+                      + ".")
+            if apl_sig_win and max(pos[big]) < min(pos[apl_sig_win]):
+                add("- **Why apl loses badly where it does.** The score counts targets whose NL or APL a *single* "
+                    "answer can change. When most neighbours of a target are partial, no single answer changes "
+                    "anything, so most items score 0 (ties, broken at random) and the rest sit in neighbourhoods that "
+                    "are already nearly settled; apl spends its budget there, while random, margin or dst_margin "
+                    "also send answers into the ambiguous regions where the test errors are. " + shares)
+            else:
+                add("- **Where apl loses badly**, the share of items it can score is not uniformly lower than where it "
+                    "wins, so the one-answer look-ahead is not the whole story: apl optimises the training targets' "
+                    "NL/APL, not test accuracy. " + shares)
+    equal_sizes = [r.setting for r in info.itertuples() if r.equal_partial_sizes]
+    if equal_sizes:
+        add(f"- `most_partial` equals `random` wherever every partial set has the same size ({', '.join(equal_sizes)}): "
+            "all scores tie and the seeded tie-break is the same random order.")
+    always_reject = [s for s in settings_order if first.loc[s, "reject_rate"] >= 0.95]
+    if always_reject:
+        end_reject = last.groupby("setting")["reject_rate"].mean()
+        add(f"- DST-PLL (k = {args.k}) rejects at least 95 % of the test predictions from the start on "
+            + ", ".join(f"{s} ({end_reject[s]:.0%} after the budget, mean over strategies)" for s in always_reject)
+            + "; its accepted accuracy is mostly undefined (nan) there.")
+    add("")
     if batch_table is not None and len(batch_table):
         add("Is it the batch? apl re-scores only between batches, so a batch of 20 may pick redundant items. "
             "apl vs random with batch 1 and batch 20 (budget 100, 3 seeds, AUC and final accuracy):")
@@ -460,10 +475,19 @@ def main() -> None:
     parser.add_argument("--budget", type=int, default=200)
     parser.add_argument("--batch", type=int, default=20)
     parser.add_argument("-k", type=int, default=10)
-    parser.add_argument("--raw", type=Path, default=None, help="also write every result row to this CSV")
+    parser.add_argument("--raw", type=Path, default=None, help="also write every result row to this CSV (+ .settings/.batch CSVs)")
+    parser.add_argument("--report-from", type=Path, default=None, help="rewrite the markdown from a --raw CSV without rerunning")
     args = parser.parse_args()
     if args.quick:
         args.seeds = 2
+    if args.report_from is not None:
+        raw = args.report_from
+        results = pd.read_csv(raw)
+        info = pd.read_csv(raw.with_suffix(".settings.csv"))
+        batch_table = pd.read_csv(raw.with_suffix(".batch.csv"))
+        elapsed = float(info["seconds"].sum())
+        print(f"wrote {write_report(results, info, args, elapsed, batch_table)}")
+        return
     started = time.perf_counter()
     results, info = run(args.quick, args.seeds, args.budget, args.batch, args.k)
     gains = _paired_gain(_areas(results)).set_index(["setting", "strategy"])
@@ -473,6 +497,8 @@ def main() -> None:
     elapsed = time.perf_counter() - started
     if args.raw is not None:
         results.to_csv(args.raw, index=False)
+        info.to_csv(args.raw.with_suffix(".settings.csv"), index=False)
+        batch_table.to_csv(args.raw.with_suffix(".batch.csv"), index=False)
     path = write_report(results, info, args, elapsed, batch_table)
     print(f"wrote {path} in {elapsed / 60:.1f} min")
 

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import streamlit as st
+from streamlit.runtime.pages_manager import PagesManager
 
 from app.store import repo
 from app.ui import state as ui
@@ -49,17 +50,26 @@ def main() -> None:
             st.markdown(f"**Session** `{bench.config.name}` · dataset `{bench.config.dataset_name}`")
         else:
             st.markdown("**No session open**")
-        st.text_input("Annotator", value=tab.annotator, key=ui.Keys.ANNOTATOR, max_chars=200,
+        # Seeded through Session State rather than value=: the field keeps what was typed even
+        # when Streamlit re-identifies the widget (first run of a server in pages/ mode).
+        st.session_state.setdefault(ui.Keys.ANNOTATOR, tab.annotator)
+        st.text_input("Annotator", key=ui.Keys.ANNOTATOR, max_chars=200,
                       help="Your answers are recorded under this name.")
         ui.annotator(tab)
 
     pages = [
-        st.Page(PAGES / "query.py", title="Query", icon="❓", default=True),
-        st.Page(PAGES / "rejects.py", title="Rejects", icon="🚫"),
-        st.Page(PAGES / "progress.py", title="Progress", icon="📈"),
-        st.Page(PAGES / "sessions.py", title="Sessions", icon="🗂️"),
+        st.Page(PAGES / "query.py", title="Query", icon=":material/help_center:", default=True),
+        st.Page(PAGES / "rejects.py", title="Rejects", icon=":material/block:"),
+        st.Page(PAGES / "progress.py", title="Progress", icon=":material/monitoring:"),
+        st.Page(PAGES / "sessions.py", title="Sessions", icon=":material/folder_open:"),
     ]
+    # A pages/ folder next to this script makes Streamlit start in its old folder mode until
+    # the first st.navigation call; widgets made in that first run get other ids than in
+    # later runs, so what a person types there would be lost. Rerun once, in the new mode.
+    folder_mode = PagesManager.uses_pages_directory is True
     page = st.navigation(pages)
+    if folder_mode:
+        st.rerun()
     with ui.home_run():
         page.run()
 

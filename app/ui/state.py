@@ -97,6 +97,8 @@ class TabState:
     workbench: Workbench | None = None
     #: One-shot message shown at the top of the next run (e.g. what was just recorded).
     notice: str | None = None
+    #: A page to switch to on this run (set by a callback, which cannot switch pages itself).
+    next_page: str | None = None
     #: Rejected predictions the expert chose to leave alone in this tab, by position.
     left_alone: set[int] = field(default_factory=set)
 

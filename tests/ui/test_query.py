@@ -32,7 +32,7 @@ def test_first_run_opens_the_latest_session_and_asks_the_top_item(app, small_db)
     top = int(bench.queue(top=1)[0])
     assert shown_item(at) == bench.state.external_ids[top]
     candidates = [LABELS[m] for m in np.flatnonzero(bench.state.candidates[top])]
-    assert [at.button(key=Keys.answer(i + 1)).label for i in range(len(candidates))] == candidates
+    assert [at.button(key=Keys.answer(i + 1)).label.strip("*") for i in range(len(candidates))] == candidates
     assert metric(at, "Answered items") == 0
     assert metric(at, "Ambiguous targets") == bench.n_ambiguous
     assert any("can change the decision of" in m.value for m in at.markdown)

@@ -16,7 +16,7 @@ bench = tab.workbench
 st.title("Progress")
 if bench is None:
     st.info("No labelling session is open yet.")
-    st.page_link("pages/sessions.py", label="Create or open a session", icon="🗂️")
+    st.page_link("pages/sessions.py", label="Create or open a session", icon=":material/folder_open:")
     st.stop()
 
 state = bench.state

@@ -51,7 +51,7 @@ def record_other(position: int) -> None:
 st.title("Query")
 if bench is None:
     st.info("No labelling session is open yet.")
-    st.page_link("pages/sessions.py", label="Create or open a session", icon="🗂️")
+    st.page_link("pages/sessions.py", label="Create or open a session", icon=":material/folder_open:")
     st.stop()
 
 state = bench.state
@@ -88,7 +88,7 @@ with left:
         st.markdown("**Which label is it?**")
         for slot, label in enumerate(candidates, start=1):
             st.button(
-                names[label], key=ui.Keys.answer(slot), type="primary", width="stretch",
+                f"**{names[label]}**", key=ui.Keys.answer(slot), type="primary", width="stretch",
                 shortcut=str(slot) if slot <= 9 else None,
                 on_click=record, args=("answer", position, int(label)),
             )

@@ -41,7 +41,7 @@ def leave(position: int) -> None:
 st.title("Rejects")
 if bench is None:
     st.info("No labelling session is open yet.")
-    st.page_link("pages/sessions.py", label="Create or open a session", icon="🗂️")
+    st.page_link("pages/sessions.py", label="Create or open a session", icon=":material/folder_open:")
     st.stop()
 
 if tab.notice:

@@ -47,6 +47,54 @@ def safe_file_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", base)
 
 
+def create_from_form() -> None:
+    """The Create button's callback: import (if uploading), create the session, open it.
+
+    Runs before the page script, so it reads the form from Session State and leaves its
+    outcome in ``tab.notice`` (an error) or opens the session and asks for the Query page.
+    """
+    form = st.session_state
+    uploaded = form.get(ui.Keys.UPLOAD) if form.get(ui.Keys.SOURCE, UPLOAD) == UPLOAD else None
+    dataset_name = form.get(ui.Keys.DATASET) if form.get(ui.Keys.SOURCE, UPLOAD) == STORED else None
+    fallback = Path(uploaded.name).stem if uploaded is not None else (dataset_name or "")
+    name = (form.get(ui.Keys.NEW_NAME) or "").strip() or fallback
+    k = int(form.get(ui.Keys.K, 10))
+    with Session() as s:
+        known_sessions = {x.name for x in repo.list_sessions(s)}
+        known_datasets = {d.name: d.id for d in repo.list_datasets(s)}
+    try:
+        if dataset_name is None and uploaded is None:
+            raise InvalidInput("choose a file to upload first")
+        if not name:
+            raise InvalidInput("give the session a name")
+        if name in known_sessions:
+            raise InvalidInput(f"a session called {name!r} already exists; choose another name or open it above")
+        if uploaded is not None:
+            file_name = safe_file_name(uploaded.name)
+            if Path(file_name).stem in known_datasets:
+                raise InvalidInput(f"a dataset called {Path(file_name).stem!r} is already stored; "
+                                   "rename the file or create the session from the stored dataset")
+            with tempfile.TemporaryDirectory(prefix="winnow-upload-") as folder:
+                path = Path(folder) / file_name
+                path.write_bytes(uploaded.getvalue())
+                try:
+                    dataset_id, _ = import_file(Session, path, name=path.stem, min_rows=k + 1)
+                except DataFileError as exc:
+                    # The reader names the temporary copy; show the name the user knows.
+                    raise InvalidInput(str(exc).replace(str(path), uploaded.name)) from None
+        else:
+            dataset_id = known_datasets[dataset_name]
+        session_id = create_session(
+            Session, dataset_id=dataset_id, name=name, k=k, weighting=form.get(ui.Keys.WEIGHTING, WEIGHTINGS[0]),
+            criterion=form.get(ui.Keys.CRITERION, CRITERIA[0]), target_set=form.get(ui.Keys.TARGET_SET, TARGET_SETS[0]),
+        )
+    except InvalidInput as exc:
+        tab.notice = f"error:{exc}"
+        return
+    open_session(session_id)
+    tab.next_page = "pages/query.py"
+
+
 st.title("Sessions")
 
 with Session() as s:
@@ -87,47 +135,21 @@ else:
 
 default_name = Path(uploaded.name).stem if uploaded is not None else (dataset_name or "")
 cols = st.columns(5)
-name = cols[0].text_input("Session name", key=ui.Keys.NEW_NAME, max_chars=200, placeholder=default_name or "e.g. week1",
-                          help="Empty: named after the file or the dataset.")
-k = cols[1].number_input("k (neighbours)", min_value=1, max_value=200, value=10, step=1, key=ui.Keys.K)
-weighting = cols[2].selectbox("Weighting", WEIGHTINGS, key=ui.Keys.WEIGHTING)
-criterion = cols[3].selectbox("Query criterion", CRITERIA, key=ui.Keys.CRITERION, format_func=CRITERION_HELP.get)
-target_set = cols[4].selectbox("Targets", TARGET_SETS, key=ui.Keys.TARGET_SET,
-                               help="all instances, or only those whose original set is partial")
+cols[0].text_input("Session name", key=ui.Keys.NEW_NAME, max_chars=200, placeholder=default_name or "e.g. week1",
+                   help="Empty: named after the file or the dataset.")
+cols[1].number_input("k (neighbours)", min_value=1, max_value=200, value=10, step=1, key=ui.Keys.K)
+cols[2].selectbox("Weighting", WEIGHTINGS, key=ui.Keys.WEIGHTING)
+cols[3].selectbox("Query criterion", CRITERIA, key=ui.Keys.CRITERION, format_func=CRITERION_HELP.get)
+cols[4].selectbox("Targets", TARGET_SETS, key=ui.Keys.TARGET_SET,
+                  help="all instances, or only those whose original set is partial")
 
-if st.button("Create session", key=ui.Keys.CREATE, type="primary"):
-    name = name.strip() or default_name
-    known_names = {x["session"] for x in sessions}
-    if not name:
-        st.error("Give the session a name.")
-    elif name in known_names:
-        st.error(f"A session called {name!r} already exists; choose another name or open it above.")
-    elif source == UPLOAD and uploaded is None:
-        st.error("Choose a file to upload first.")
-    else:
-        try:
-            if source == UPLOAD:
-                assert uploaded is not None
-                file_name = safe_file_name(uploaded.name)
-                if Path(file_name).stem in datasets:
-                    raise InvalidInput(f"a dataset called {Path(file_name).stem!r} is already stored; "
-                                       "rename the file or create the session from the stored dataset")
-                with tempfile.TemporaryDirectory(prefix="winnow-upload-") as folder:
-                    path = Path(folder) / file_name
-                    path.write_bytes(uploaded.getvalue())
-                    try:
-                        with st.spinner(f"Reading and checking {uploaded.name}…"):
-                            dataset_id, n = import_file(Session, path, name=path.stem, min_rows=int(k) + 1)
-                    except DataFileError as exc:
-                        # The reader names the temporary copy; show the name the user knows.
-                        st.error(str(exc).replace(str(path), uploaded.name))
-                        st.stop()
-            else:
-                dataset_id = datasets[dataset_name]
-            session_id = create_session(Session, dataset_id=dataset_id, name=name, k=int(k), weighting=weighting,
-                                        criterion=criterion, target_set=target_set)
-        except InvalidInput as exc:
-            st.error(str(exc))
-        else:
-            open_session(session_id)
-            st.switch_page("pages/query.py")
+
+
+st.button("Create session", key=ui.Keys.CREATE, type="primary", on_click=create_from_form)
+if tab.notice:
+    level, _, text = tab.notice.partition(":")
+    (st.error if level == "error" else st.success)(text)
+    tab.notice = None
+if tab.next_page:
+    target, tab.next_page = tab.next_page, None
+    st.switch_page(target)

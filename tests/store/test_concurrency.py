@@ -105,3 +105,64 @@ def test_processes_open_a_new_store_and_record_answers_concurrently(store_url):
             assert undone == n_shared_events // 2
     finally:
         engine.dispose()
+
+
+def test_a_writer_waits_for_the_open_write_transaction(small):
+    """Writers queue (SQLite's write lock, PostgreSQL's advisory lock), so an undo started
+    while another write is open sees that write's event once it may go on."""
+    from app.store import record_event
+
+    def work(who, kind, **kwargs):
+        return lambda s: record_event(
+            s, session_id=small.session_id, annotator=who, kind=kind, **kwargs
+        )
+
+    first = write_transaction(small.Session, work("ann", "skip", instance_position=4))
+    holding, release = threading.Event(), threading.Event()
+    outcome = {}
+
+    def hold():
+        def slow(s):
+            event = work("ann", "answer", instance_position=0, label=0)(s)
+            holding.set()
+            release.wait(timeout=60)
+            return event
+
+        outcome["held"] = write_transaction(small.Session, slow)
+
+    def undo():
+        outcome["undo"] = write_transaction(small.Session, work("ann", "undo"))
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert holding.wait(timeout=60)
+    waiter = threading.Thread(target=undo)
+    waiter.start()
+    waiter.join(timeout=1.0)
+    still_waiting = waiter.is_alive()
+    release.set()
+    holder.join(timeout=60)
+    waiter.join(timeout=60)
+    assert still_waiting, "a second writer went ahead while a write transaction was open"
+    assert outcome["undo"].undoes_event_id == outcome["held"].id != first.id
+
+
+def test_transient_lock_errors_are_retried():
+    from sqlalchemy.exc import IntegrityError, OperationalError
+
+    from app.store import is_locked_error
+
+    class DriverError(Exception):
+        def __init__(self, message, sqlstate=None):
+            super().__init__(message)
+            self.sqlstate = sqlstate
+
+    def error(message, sqlstate=None, kind=OperationalError):
+        return kind("SELECT 1", {}, DriverError(message, sqlstate))
+
+    assert is_locked_error(error("database is locked"))
+    for sqlstate in ("55P03", "40001", "40P01"):  # lock timeout, serialisation, deadlock
+        assert is_locked_error(error("could not obtain lock", sqlstate))
+    assert not is_locked_error(error("connection refused", "08006"))
+    assert not is_locked_error(error("duplicate key", "23505", kind=IntegrityError))
+    assert not is_locked_error(RuntimeError("database is locked"))

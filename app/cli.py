@@ -189,13 +189,20 @@ def rank(
     seed: int = typer.Option(0, help="Seed of the 'random' criterion."),
     output: Path = typer.Option(..., "-o", "--output", help="ranked.csv or ranked.json"),
     top: Optional[int] = typer.Option(None, help="Keep only the best N rows."),
+    dask: Optional[str] = typer.Option(None, "--dask", metavar="SCHEDULER_ADDRESS", help="Score on a running Dask scheduler (file mode; needs winnow[scale])."),
+    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Score on a local Dask cluster of N worker processes (file mode)."),
 ) -> None:
     """Write the ranked query list: which partial items to settle first.
 
     Example: winnow rank sample_data/digits_partial.csv --criterion apl -k 10 -o ranked.csv
+    (add --workers 4 or --dask tcp://host:8786 to score over Dask)
     """
     if (file is None) == (session is None):
         raise UserError("give either a FILE or --session NAME")
+    if dask is not None and (workers is not None or session is not None):
+        raise UserError("--dask goes with a FILE and without --workers")
+    if workers is not None and session is not None:
+        raise UserError("--workers goes with a FILE, not with --session")
     from app import workbench as wb
     from app.io import ranked_query_table, read_dataset, write_table
     from engine.neighbors import knn_graph
@@ -208,11 +215,19 @@ def rank(
         loaded = read_dataset(file, min_rows=k + 1)
         with progress(f"Building the {k}-NN graph of {loaded.n_instances} instances"):
             idx, w = knn_graph(loaded.X, k=k, weights=weighting)
-        with progress(f"Scoring with criterion {criterion}"):
-            scores = query_scores(idx, w, loaded.candidates, criterion=criterion, random_state=seed)
-            smin, smax = _bounds(idx, w, loaded.candidates)
-            ambiguous = (_necessary(smin, smax) != _approx_possible(smin, smax)).any(axis=1)
-            touched = np.bincount(idx[ambiguous].ravel(), minlength=loaded.n_instances)
+        if dask is not None or workers is not None:
+            from engine.distributed import dask_client, distributed_label_sets, distributed_query_scores
+
+            with progress(f"Scoring with criterion {criterion} over Dask"), dask_client(dask, n_workers=workers) as client:
+                scores = distributed_query_scores(idx, w, loaded.candidates, criterion=criterion, random_state=seed, client=client)
+                ambiguous = np.not_equal(*distributed_label_sets(idx, w, loaded.candidates, client=client)).any(axis=1)
+                touched = np.bincount(idx[ambiguous].ravel(), minlength=loaded.n_instances)
+        else:
+            with progress(f"Scoring with criterion {criterion}"):
+                scores = query_scores(idx, w, loaded.candidates, criterion=criterion, random_state=seed)
+                smin, smax = _bounds(idx, w, loaded.candidates)
+                ambiguous = (_necessary(smin, smax) != _approx_possible(smin, smax)).any(axis=1)
+                touched = np.bincount(idx[ambiguous].ravel(), minlength=loaded.n_instances)
         table = ranked_query_table(
             scores, loaded.candidates, loaded.label_names, loaded.ids, touched,
             criterion=criterion, params={"k": k, "weighting": weighting, "source": str(file)},

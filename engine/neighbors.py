@@ -175,14 +175,22 @@ def _faiss_installed() -> bool:
 
 
 def _approx_search(X: np.ndarray, queries: np.ndarray, n_neighbors: int) -> tuple[np.ndarray, np.ndarray]:
+    return _query_hnsw(_build_hnsw(X), X, queries, n_neighbors)
+
+
+def _build_hnsw(X: np.ndarray):
     try:
         import faiss
     except ImportError as exc:
         raise InvalidInput(_INSTALL_HINT) from exc
     index = faiss.IndexHNSWFlat(X.shape[1], HNSW_LINKS)
     index.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
-    index.hnsw.efSearch = max(HNSW_EF_SEARCH, n_neighbors)
     index.add(np.ascontiguousarray(X, dtype=np.float32))
+    return index
+
+
+def _query_hnsw(index, X: np.ndarray, queries: np.ndarray, n_neighbors: int) -> tuple[np.ndarray, np.ndarray]:
+    index.hnsw.efSearch = max(HNSW_EF_SEARCH, n_neighbors)
     sq_dist, idx = index.search(np.ascontiguousarray(queries, dtype=np.float32), n_neighbors)
     dist = np.sqrt(np.maximum(sq_dist, 0.0)).astype(np.float64)
     idx = idx.astype(np.intp)
@@ -190,7 +198,7 @@ def _approx_search(X: np.ndarray, queries: np.ndarray, n_neighbors: int) -> tupl
     short = np.flatnonzero((idx < 0).any(axis=1))
     if short.size:
         dist[short], idx[short] = _exact_search(X, queries[short], n_neighbors)
-    # Nearest first, ties by row, as the exact path returns them.
+    # Nearest first, ties by training row, as the exact path returns them.
     order = _row_order(dist, idx)
     return np.take_along_axis(dist, order, axis=1), np.take_along_axis(idx, order, axis=1)
 

@@ -26,10 +26,11 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 import pytest
@@ -83,7 +84,7 @@ def _in_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
 
 
-def _unavailable(reason: str) -> None:
+def _unavailable(reason: str) -> NoReturn:
     """Skip the PostgreSQL tests locally; fail them in CI, where the server must be there."""
     if _in_ci():
         pytest.fail(f"CI=true but {reason}; run `make postgres` (apt-get install postgresql)",
@@ -228,42 +229,107 @@ class PostgresServer:
             raise
         self._empty.append(name)
 
-    def close(self) -> None:
-        if self._connection is not None:
-            self._connection.close()
-            self._connection = None
+    def shutdown(self) -> None:
+        """Close our connection, stop the server and remove its directory (idempotent)."""
+        try:
+            if self._connection is not None:
+                self._connection.close()
+                self._connection = None
+            self.stop()
+        finally:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
+class PostgresUnavailable(Exception):
+    """PostgreSQL cannot be started here; the message says why."""
+
+
+def start_postgres_server() -> PostgresServer:
+    """Make a cluster in a new temporary directory and start it (as ``postgres`` if root)."""
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        raise PostgresUnavailable(
+            "the psycopg driver is not installed (pip install 'psycopg[binary]')"
+        ) from None
+    bindir = find_postgres_bindir()
+    if bindir is None:
+        raise PostgresUnavailable("PostgreSQL's initdb/pg_ctl were not found")
+    run_as: list[str] = []
+    if os.geteuid() == 0:  # PostgreSQL refuses to run as root
+        runuser = shutil.which("runuser")
+        if runuser is None:
+            raise PostgresUnavailable("running as root and runuser is missing")
+        run_as = [runuser, "-u", "postgres", "--"]
+    # mkdtemp: mode 0700 in /tmp, so the postgres user needs no access to pytest's tmp_path.
+    root = Path(tempfile.mkdtemp(prefix="winnow-pg-"))
+    if run_as:
+        shutil.chown(root, user="postgres", group="postgres")
+    server = PostgresServer(bindir=bindir, root=root, run_as=run_as)
+    try:
+        server.start()
+    except BaseException:
+        server.shutdown()
+        raise
+    return server
+
+
+class _EarlyStart:
+    """Starts the server in a thread once collection shows PostgreSQL tests will run, so that
+    ``initdb`` (seconds) overlaps with the SQLite tests that come first."""
+
+    def __init__(self) -> None:
+        self.server: PostgresServer | None = None
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name="postgres-start", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.server = start_postgres_server()
+        except BaseException as exc:  # handed to the fixture, which skips or fails
+            self.error = exc
+
+    def result(self) -> PostgresServer:
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        assert self.server is not None
+        return self.server
+
+
+_early_start: _EarlyStart | None = None
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    global _early_start
+    if (
+        _early_start is None
+        and not session.config.option.collectonly
+        and any(item.get_closest_marker("postgresql") for item in session.items)
+    ):
+        _early_start = _EarlyStart()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Stop a server the fixture never took (e.g. ``-x`` stopped before the first use)."""
+    if _early_start is not None:
+        _early_start.thread.join()
+        if _early_start.server is not None:
+            _early_start.server.shutdown()
 
 
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
-    """One PostgreSQL server for the test session (run as ``postgres`` when we are root)."""
+    """One PostgreSQL server for the test session, stopped (and its files removed) after it."""
     try:
-        import psycopg  # noqa: F401
-    except ImportError:
-        _unavailable("the psycopg driver is not installed (pip install 'psycopg[binary]')")
-    bindir = find_postgres_bindir()
-    if bindir is None:
-        _unavailable("PostgreSQL's initdb/pg_ctl were not found")
-    assert bindir is not None
-    run_as: list[str] = []
-    root = Path(tempfile.mkdtemp(prefix="winnow-pg-"))
-    if os.geteuid() == 0:  # PostgreSQL refuses to run as root
-        runuser = shutil.which("runuser")
-        if runuser is None:
-            shutil.rmtree(root, ignore_errors=True)
-            _unavailable("running as root and runuser is missing")
-        shutil.chown(root, user="postgres", group="postgres")
-        run_as = [str(runuser), "-u", "postgres", "--"]
-    server = PostgresServer(bindir=bindir, root=root, run_as=run_as)
+        server = _early_start.result() if _early_start is not None else start_postgres_server()
+    except PostgresUnavailable as exc:
+        _unavailable(str(exc))
     try:
-        server.start()
         yield server
     finally:
-        try:
-            server.close()
-            server.stop()
-        finally:
-            shutil.rmtree(root, ignore_errors=True)
+        server.shutdown()
 
 
 # --------------------------------------------------------------------------------------------

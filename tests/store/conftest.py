@@ -65,7 +65,6 @@ CANDIDATES = np.array(
 )
 TRUE_LABELS = np.array([0, 2, 0, -1, 3])
 
-BACKENDS = ("sqlite", "postgresql")
 #: Superuser of the test cluster (trust authentication on loopback; nothing else can connect).
 PG_USER = "postgres"
 
@@ -87,9 +86,8 @@ def _in_ci() -> bool:
 def _unavailable(reason: str) -> NoReturn:
     """Skip the PostgreSQL tests locally; fail them in CI, where the server must be there."""
     if _in_ci():
-        pytest.fail(f"CI=true but {reason}; run `make postgres` (apt-get install postgresql)",
-                    pytrace=False)
-    pytest.skip(f"{reason} (run `make postgres`, or set WINNOW_PG_BINDIR)")
+        pytest.fail(f"CI=true and PostgreSQL is needed, but {reason}", pytrace=False)
+    pytest.skip(reason)
 
 
 def find_postgres_bindir() -> Path | None:
@@ -189,7 +187,9 @@ class PostgresServer:
 
     def stop(self) -> None:
         if (self.data / "postmaster.pid").exists():
-            self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop")
+            self._run(
+                str(self.bindir / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop"
+            )
 
     def _connect(self, database: str) -> Any:
         import psycopg
@@ -254,7 +254,10 @@ def start_postgres_server() -> PostgresServer:
         ) from None
     bindir = find_postgres_bindir()
     if bindir is None:
-        raise PostgresUnavailable("PostgreSQL's initdb/pg_ctl were not found")
+        raise PostgresUnavailable(
+            "PostgreSQL's initdb/pg_ctl were not found (`make postgres` installs Debian's "
+            "postgresql; or set WINNOW_PG_BINDIR)"
+        )
     run_as: list[str] = []
     if os.geteuid() == 0:  # PostgreSQL refuses to run as root
         runuser = shutil.which("runuser")

@@ -11,6 +11,10 @@ When the exact graph of every point is too slow (``--exact-sample``), exact neig
 are computed for a random sample of targets only: recall and NL/APL changes are then
 measured on that sample, and the top-100 overlap (which needs every target) is not.
 
+``--pynndescent`` adds the library comparison behind the choice of faiss: pynndescent's
+self graph (``NNDescent(n_neighbors=30)``, the setting that matched HNSW's recall) built
+twice in one process, the first build paying numba's compilation.
+
 Run:  python -m benchmarks.bench_knn --sizes 100000 1000000 --exact-sample 10000
 Prints a markdown table.
 """
@@ -96,11 +100,28 @@ def run(n: int, exact_sample: int | None, seed: int = 0) -> dict:
     return row
 
 
+def pynndescent_rows(n: int, seed: int = 0) -> list[str]:
+    import pynndescent
+
+    X, _ = clustered_gaussian(n, seed)
+    sample = np.sort(np.random.default_rng(seed + 1).choice(n, 2000, replace=False))
+    dist, idx = neighbors._exact_search(X, X[sample], K + 1)
+    out = []
+    for attempt in ("first build (numba compiles)", "second build, same process"):
+        t = time.perf_counter()
+        graph_idx, _ = pynndescent.NNDescent(X, n_neighbors=30, random_state=seed).neighbor_graph
+        build = time.perf_counter() - t
+        found = [len(set(g[g != q][:K]) & set(e[e != q][:K])) for g, e, q in zip(graph_idx[sample], idx, sample)]
+        out.append(f"| pynndescent, {attempt} | {n:,} | {build:.1f} | {np.mean(found) / K:.4f} |")
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000])
     parser.add_argument("--exact-sample", type=int, default=None,
                         help="exact neighbours for this many random targets only (sizes above it)")
+    parser.add_argument("--pynndescent", action="store_true", help="also time pynndescent at the first size")
     args = parser.parse_args()
     print("| n | HNSW build (s) | HNSW query (s) | exact search (s) | exact targets | recall@10 | NL changed | APL changed | NL or APL changed | top-100 overlap (apl) |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -109,6 +130,12 @@ def main() -> None:
         top = "n/a" if np.isnan(r["top100_overlap"]) else f"{r['top100_overlap']:.2f}"
         print(f"| {r['n']:,} | {r['hnsw_build_s']:.1f} | {r['hnsw_query_s']:.1f} | {r['exact_s']:.1f} | {r['exact_targets']:,} "
               f"| {r['recall@10']:.4f} | {r['nl_changed']:.4%} | {r['apl_changed']:.4%} | {r['nl_or_apl_changed']:.4%} | {top} |", flush=True)
+    if args.pynndescent:
+        print()
+        print("| library | n | self-graph build incl. search (s) | recall@10 (2,000 sampled targets) |")
+        print("|---|---:|---:|---:|")
+        for line in pynndescent_rows(args.sizes[0]):
+            print(line, flush=True)
 
 
 if __name__ == "__main__":

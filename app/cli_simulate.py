@@ -98,8 +98,7 @@ def simulate_command(
 ) -> None:
     """Simulate querying campaigns with a (noisy) expert and compare query strategies.
 
-    The true labels in DATA play the expert: each step a strategy picks BATCH partial
-    items, the expert answers, and PL-kNN / DST-PLL are scored on a held-out test set.
+    The true labels in DATA play the expert: each step a strategy picks BATCH partial items, the expert answers, and PL-kNN / DST-PLL are scored on a held-out test set.
 
     Example: winnow simulate sample_data/digits_partial.csv -s apl,random,margin --budget 200 --batch 20 --seeds 5 -o results.csv --plot curves.png
     """

@@ -79,3 +79,11 @@ def test_simulate_user_errors_exit_2_with_one_line(digits_200, tmp_path, capsys,
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], err
     assert not (tmp_path / "r.csv").exists()
+
+
+def test_cli_strategy_names_match_the_engine():
+    from app.cli_simulate import NOISE_MODE_NAMES, STRATEGY_NAMES
+    from engine.simulate import NOISE_MODES, STRATEGIES
+
+    assert STRATEGY_NAMES == tuple(STRATEGIES)
+    assert NOISE_MODE_NAMES == tuple(NOISE_MODES)

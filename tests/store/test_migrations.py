@@ -201,3 +201,46 @@ def test_migrations_ship_with_the_package():
     assert os.path.exists(os.path.join(folder, "env.py"))
     assert os.path.exists(os.path.join(folder, "script.py.mako"))
     assert any(name.endswith(".py") for name in os.listdir(os.path.join(folder, "versions")))
+
+
+def test_upgrading_a_store_step_by_step_keeps_its_data(store_url):
+    from sqlalchemy.orm import sessionmaker
+
+    from app.store import (
+        create_dataset,
+        create_labelling_session,
+        event_log,
+        record_event,
+        write_transaction,
+    )
+
+    from .conftest import CANDIDATES, LABELS
+
+    upgrade_database(store_url, "0001")  # a store made before 0002
+    engine = make_engine(store_url)
+    try:
+        Session = sessionmaker(bind=engine, expire_on_commit=False)
+
+        def work(s):
+            ds = create_dataset(
+                s, name="old", X=[[0.0]] * len(CANDIDATES), candidates=CANDIDATES,
+                label_names=LABELS, external_ids=[f"e{i}" for i in range(len(CANDIDATES))],
+            )
+            session_id = create_labelling_session(s, dataset_id=ds.id, name="s").id
+            record_event(s, session_id=session_id, instance_position=0, annotator="a",
+                         kind="answer", label=0)
+            return session_id
+
+        session_id = write_transaction(Session, work)
+        with Session() as s:
+            before = event_log(s, session_id)
+        upgrade_database(store_url)
+        with engine.connect() as conn:
+            head = ScriptDirectory.from_config(alembic_config(store_url)).get_current_head()
+            assert MigrationContext.configure(conn).get_current_revision() == head
+        downgrade_database(store_url, "0001")
+        upgrade_database(store_url)
+        with Session() as s:
+            assert event_log(s, session_id) == before
+    finally:
+        engine.dispose()

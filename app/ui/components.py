@@ -35,11 +35,36 @@ __all__ = [
     "export_file",
     "reject_queue",
     "label_set",
+    "markdown_table",
 ]
 
 _IMAGE_LAYOUT = re.compile(r"^image:(\d+)x(\d+)$")
 #: Points drawn behind the current item on the PCA map (the rest would only slow the page).
-MAP_POINTS = 2_000
+MAP_POINTS = 1_000
+
+
+_MAP_ITEMS = ["other items", "this item"]
+#: The PCA map: a sample of the dataset in grey, the asked item large and red (drawn last).
+MAP_SPEC: dict = {
+    "height": 260,
+    "mark": {"type": "circle", "opacity": 0.7},
+    "encoding": {
+        "x": {"field": "pc1", "type": "quantitative", "title": "PCA 1"},
+        "y": {"field": "pc2", "type": "quantitative", "title": "PCA 2"},
+        "color": {"field": "item", "type": "nominal", "title": None, "legend": {"orient": "bottom"},
+                  "scale": {"domain": _MAP_ITEMS, "range": ["#9fb3c8", "#d62728"]}},
+        "size": {"field": "item", "type": "nominal", "legend": None, "scale": {"domain": _MAP_ITEMS, "range": [10, 180]}},
+        "order": {"field": "item", "type": "nominal"},
+    },
+}
+
+
+def markdown_table(columns: list[str], rows: list[tuple]) -> str:
+    """A small static table (cheaper for the browser than an interactive st.dataframe)."""
+    cell = lambda value: str(value).replace("|", "\\|").replace("\n", " ")  # noqa: E731
+    lines = ["| " + " | ".join(map(cell, columns)) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(map(cell, row)) + " |" for row in rows]
+    return "\n".join(lines)
 
 
 def label_set(bench: Workbench, row: np.ndarray) -> str:
@@ -109,18 +134,16 @@ def show_item(bench: Workbench, position: int, *, pixels: int = 200, caption: st
         return
     names = state.feature_names or tuple(f"x{j}" for j in range(state.X.shape[1]))
     shown = min(len(names), 24)
-    table = pd.DataFrame({"feature": names[:shown], "value": state.X[position, :shown]})
     if caption:
         st.caption(caption)
-    st.dataframe(table, hide_index=True, height=min(35 * shown + 38, 300))
+    st.markdown(markdown_table(["feature", "value"], [(f, f"{v:.4g}") for f, v in zip(names[:shown], state.X[position, :shown])]))
     if shown < len(names):
         st.caption(f"first {shown} of {len(names)} features")
     coords = pca_projection(*dataset, state.X)
     here = pd.DataFrame({"pc1": coords[[position], 0], "pc2": coords[[position], 1], "item": "this item"})
-    st.scatter_chart(
-        pd.concat([_map_background(*dataset, coords), here], ignore_index=True),
-        x="pc1", y="pc2", color="item", height=260,
-    )
+    # A plain Vega-Lite spec: building it through Altair (st.scatter_chart) validates a JSON
+    # schema on every rerun, which cost more than the rest of the page together.
+    st.vega_lite_chart(pd.concat([_map_background(*dataset, coords), here], ignore_index=True), MAP_SPEC)
 
 
 # -------------------------------------------------------------------------------- progress

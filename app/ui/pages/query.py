@@ -7,7 +7,6 @@ patches the ranking incrementally; the rerun that follows then draws the next it
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import streamlit as st
 
 from app.ui import components
@@ -119,13 +118,13 @@ with right:
         )
         if ex.witness_label is not None:
             st.markdown(f"**{ex.witness_label}** can win when the neighbours vote:")
-            st.dataframe(
-                pd.DataFrame(ex.witness, columns=["neighbour", "votes", "candidates"]),
-                hide_index=True, height=min(35 * len(ex.witness) + 38, 250),
-            )
-        after = pd.DataFrame(
-            {"if the answer is": list(ex.necessary_after), f"NL of {ex.target_id} becomes": [fmt(v) for v in ex.necessary_after.values()]}
-        )
-        st.dataframe(after, hide_index=True)
+            st.markdown(components.markdown_table(
+                ["neighbour", "votes", "its candidates"],
+                [(who, vote, ", ".join(cands.split("|"))) for who, vote, cands in ex.witness],
+            ))
+        st.markdown(components.markdown_table(
+            ["if the answer is", f"NL of `{ex.target_id}` becomes"],
+            [(label, fmt(nl)) for label, nl in ex.necessary_after.items()],
+        ))
     elif bench.ranker is None:
         st.caption("This criterion is a baseline: it does not look at the neighbours' votes.")

@@ -14,12 +14,11 @@ import sys
 from pathlib import Path
 
 import streamlit as st
-from streamlit.runtime.pages_manager import PagesManager
 
 from app.store import repo
 from app.ui import state as ui
 
-PAGES = Path(__file__).resolve().parent / "pages"
+PAGES = Path(__file__).resolve().parent / "views"
 
 
 def database_argument(argv: list[str]) -> str:
@@ -50,8 +49,7 @@ def main() -> None:
             st.markdown(f"**Session** `{bench.config.name}` · dataset `{bench.config.dataset_name}`")
         else:
             st.markdown("**No session open**")
-        # Seeded through Session State rather than value=: the field keeps what was typed even
-        # when Streamlit re-identifies the widget (first run of a server in pages/ mode).
+        # Seeded through Session State rather than value=, so the field keeps what was typed.
         st.session_state.setdefault(ui.Keys.ANNOTATOR, tab.annotator)
         st.text_input("Annotator", key=ui.Keys.ANNOTATOR, max_chars=200,
                       help="Your answers are recorded under this name.")
@@ -63,15 +61,9 @@ def main() -> None:
         st.Page(PAGES / "progress.py", title="Progress", icon=":material/monitoring:"),
         st.Page(PAGES / "sessions.py", title="Sessions", icon=":material/folder_open:"),
     ]
-    # A pages/ folder next to this script makes Streamlit start in its old folder mode until
-    # the first st.navigation call; widgets made in that first run get other ids than in
-    # later runs, so what a person types there would be lost. Rerun once, in the new mode.
-    folder_mode = PagesManager.uses_pages_directory is True
-    page = st.navigation(pages)
-    if folder_mode:
-        st.rerun()
-    with ui.home_run():
-        page.run()
+    # The pages live in views/, not pages/: a pages/ folder would put Streamlit in its older
+    # folder-navigation mode, which runs page files without this script.
+    st.navigation(pages).run()
 
 
 if __name__ == "__main__":

@@ -13,9 +13,6 @@ same widgets.
 from __future__ import annotations
 
 import getpass
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import streamlit as st
@@ -26,7 +23,7 @@ from app.store.db import open_store
 from app.store.models import AnswerEvent
 from app.workbench import Workbench
 
-__all__ = ["STATE_KEY", "Keys", "TabState", "store", "tab_state", "current", "annotator", "default_annotator", "home_run", "ensure_home", "sync_workbench"]
+__all__ = ["STATE_KEY", "Keys", "TabState", "store", "tab_state", "current", "annotator", "default_annotator", "sync_workbench"]
 
 STATE_KEY = "winnow"
 
@@ -133,35 +130,6 @@ def annotator(state: TabState) -> str:
     if isinstance(typed, str) and typed.strip():
         state.annotator = typed.strip()
     return state.annotator
-
-
-_home = threading.local()
-
-
-@contextmanager
-def home_run() -> Iterator[None]:
-    """Marks the page run that ``Home.py`` started (see :func:`ensure_home`)."""
-    _home.active = True
-    try:
-        yield
-    finally:
-        _home.active = False
-
-
-def ensure_home() -> None:
-    """Every page script calls this first.
-
-    Because the pages live in a ``pages/`` folder next to ``Home.py``, Streamlit sometimes
-    runs a page file on its own instead of ``Home.py`` (the first request of a server to a
-    page URL, and every ``AppTest`` rerun). Then this runs ``Home.py``'s ``main`` — the
-    store, the tab state, the sidebar and ``st.navigation``, which runs the page — and stops.
-    """
-    if getattr(_home, "active", False):
-        return
-    from app.ui.Home import main
-
-    main()
-    st.stop()
 
 
 def count_events(Session: sessionmaker[Session], session_id: int) -> int:

@@ -92,7 +92,7 @@ def test_progress_page_shows_the_replay_and_exports_the_same_files_as_the_cli(ap
     at = app(small_db)
     at.button(key=Keys.answer(1)).click().run()
     at.button(key=Keys.answer(1)).click().run()
-    at.switch_page("pages/progress.py").run()
+    at.switch_page("views/progress.py").run()
     no_exception(at)
 
     metrics = {m.label: m.value for m in at.metric}
@@ -115,7 +115,7 @@ def test_progress_page_shows_the_replay_and_exports_the_same_files_as_the_cli(ap
     assert len(keys) == 4 and all(Keys.export(w, f) in " ".join(keys) for w in ("ranked", "labelled") for f in ("csv", "json"))
 
     # A new answer changes the cache key: the page replays again and the export follows.
-    at.switch_page("pages/query.py").run()
+    at.switch_page("views/query.py").run()
     at.button(key=Keys.answer(1)).click().run()
-    at.switch_page("pages/progress.py").run()
+    at.switch_page("views/progress.py").run()
     assert {m.label: m.value for m in at.metric}["Answered items"] == "3"

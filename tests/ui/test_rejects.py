@@ -11,7 +11,7 @@ from tests.ui.conftest import events, no_exception
 
 
 def go_to_rejects(at):
-    at.switch_page("pages/rejects.py").run()
+    at.switch_page("views/rejects.py").run()
     no_exception(at)
     return at
 

@@ -12,7 +12,7 @@ from tests.ui.conftest import count_rows, no_exception, small_csv_bytes
 
 
 def go_to_sessions(at):
-    at.switch_page("pages/sessions.py").run()
+    at.switch_page("views/sessions.py").run()
     no_exception(at)
     return at
 

@@ -13,7 +13,6 @@ from app.ui import components
 from app.ui import state as ui
 from engine.exceptions import InvalidInput
 
-ui.ensure_home()
 tab = ui.current()
 bench = tab.workbench
 
@@ -50,7 +49,7 @@ def record_other(position: int) -> None:
 st.title("Query")
 if bench is None:
     st.info("No labelling session is open yet.")
-    st.page_link("pages/sessions.py", label="Create or open a session", icon=":material/folder_open:")
+    st.page_link("views/sessions.py", label="Create or open a session", icon=":material/folder_open:")
     st.stop()
 
 state = bench.state

@@ -16,7 +16,6 @@ from app.ui import components
 from app.ui import state as ui
 from engine.exceptions import InvalidInput
 
-ui.ensure_home()
 tab = ui.current()
 bench = tab.workbench
 
@@ -41,7 +40,7 @@ def leave(position: int) -> None:
 st.title("Rejects")
 if bench is None:
     st.info("No labelling session is open yet.")
-    st.page_link("pages/sessions.py", label="Create or open a session", icon=":material/folder_open:")
+    st.page_link("views/sessions.py", label="Create or open a session", icon=":material/folder_open:")
     st.stop()
 
 if tab.notice:

@@ -9,14 +9,13 @@ import streamlit as st
 from app.ui import components
 from app.ui import state as ui
 
-ui.ensure_home()
 tab = ui.current()
 bench = tab.workbench
 
 st.title("Progress")
 if bench is None:
     st.info("No labelling session is open yet.")
-    st.page_link("pages/sessions.py", label="Create or open a session", icon=":material/folder_open:")
+    st.page_link("views/sessions.py", label="Create or open a session", icon=":material/folder_open:")
     st.stop()
 
 state = bench.state

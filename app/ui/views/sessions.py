@@ -21,7 +21,6 @@ from app.store.models import CRITERIA, TARGET_SETS, WEIGHTINGS
 from app.ui import state as ui
 from engine.exceptions import InvalidInput
 
-ui.ensure_home()
 tab = ui.current()
 Session = ui.store(tab.db)
 
@@ -92,7 +91,7 @@ def create_from_form() -> None:
         tab.notice = f"error:{exc}"
         return
     open_session(session_id)
-    tab.next_page = "pages/query.py"
+    tab.next_page = "views/query.py"
 
 
 st.title("Sessions")

@@ -10,7 +10,7 @@ transaction.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -130,7 +130,7 @@ class Workbench:
             events = repo.session_events(s, self.session_id)
         derived = repo.derive_state(events, self.state.original_candidates)
         changed = np.flatnonzero((derived.candidates != self.state.candidates).any(axis=1))
-        self.state = _with_derived(self.state, derived)
+        self.state = replace(self.state, **repo.derived_fields(derived))
         if self.ranker is not None:
             for position in changed:
                 self.ranker.update(int(position), derived.candidates[position])
@@ -295,20 +295,3 @@ def _labels_of_target(idx_row: np.ndarray, w_row: np.ndarray, Y: np.ndarray) -> 
     local = np.arange(idx_row.size)[None]
     smin, smax = _bounds(local, w_row[None], sets)
     return _necessary(smin, smax)[0], _approx_possible(smin, smax)[0]
-
-
-def _with_derived(state: repo.SessionState, derived: repo.DerivedState) -> repo.SessionState:
-    from dataclasses import replace
-
-    return replace(
-        state,
-        candidates=derived.candidates,
-        resolved=derived.resolved,
-        none_of_these=derived.none_of_these,
-        wrong_set=derived.wrong_set,
-        skipped=derived.skipped,
-        conflicts=derived.conflicts,
-        answered_by=derived.answered_by,
-        answered_at=derived.answered_at,
-        n_events=derived.n_events,
-    )

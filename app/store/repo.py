@@ -34,7 +34,7 @@ from __future__ import annotations
 import numbers
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
@@ -83,6 +83,7 @@ __all__ = [
     "session_events",
     "derive_state",
     "derive_item",
+    "derived_fields",
 ]
 
 #: Kinds that are an annotator's verdict on an item (the latest one per annotator counts).
@@ -1089,16 +1090,14 @@ def load_state(session: Session, session_id: int) -> SessionState:
         X=_readonly(X) if X.flags.writeable else X,
         true_labels=_readonly(true_labels) if true_labels is not None else None,
         original_candidates=_readonly(original),
-        candidates=derived.candidates,
-        resolved=derived.resolved,
-        none_of_these=derived.none_of_these,
-        wrong_set=derived.wrong_set,
-        skipped=derived.skipped,
-        conflicts=derived.conflicts,
-        answered_by=derived.answered_by,
-        answered_at=derived.answered_at,
-        n_events=derived.n_events,
+        **derived_fields(derived),
     )
+
+
+def derived_fields(derived: DerivedState) -> dict[str, Any]:
+    """The fields of a :class:`SessionState` that come from its events, e.g. for
+    ``dataclasses.replace(state, **derived_fields(derive_state(events, ...)))``."""
+    return {f.name: getattr(derived, f.name) for f in fields(DerivedState)}
 
 
 def event_log(session: Session, session_id: int) -> list[dict[str, Any]]:

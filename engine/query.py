@@ -146,12 +146,17 @@ def _answer_triples(idx: np.ndarray, w: np.ndarray, sets: CandidateSets, rows: n
     return rows[pair_row[pair_id]], pair_pos[pair_id], label
 
 
-def _apl_changed(idx: np.ndarray, w: np.ndarray, sets: CandidateSets, *, time_limit: float) -> np.ndarray:
+def _label_sets(idx: np.ndarray, w: np.ndarray, sets: CandidateSets):
+    """Bounds, NL, APL and the rows an answer could change (NL ≠ APL; NL ⊆ NL' ⊆ APL' ⊆ APL)."""
     smin, smax = _bounds(idx, w, sets)
     nl = _necessary(smin, smax)
     apl = _approx_possible(smin, smax)
+    return smin, smax, nl, apl, np.flatnonzero((nl != apl).any(axis=1))
+
+
+def _apl_changed(idx: np.ndarray, w: np.ndarray, sets: CandidateSets, *, time_limit: float) -> np.ndarray:
+    smin, smax, nl, apl, open_rows = _label_sets(idx, w, sets)
     flags = np.zeros(idx.shape, dtype=bool)
-    open_rows = np.flatnonzero((nl != apl).any(axis=1))
     if open_rows.size == 0:
         return flags
     t, j, lam = _answer_triples(idx, w, sets, open_rows)
@@ -250,11 +255,8 @@ def _pl_changed(idx: np.ndarray, w: np.ndarray, sets: CandidateSets, *, time_lim
     from engine._possible import possible_from_graph
 
     Y = sets.dense
-    smin, smax = _bounds(idx, w, sets)
-    nl = _necessary(smin, smax)
-    apl = _approx_possible(smin, smax)
+    _, _, nl, apl, open_rows = _label_sets(idx, w, sets)
     flags = np.zeros(idx.shape, dtype=bool)
-    open_rows = np.flatnonzero((nl != apl).any(axis=1))
     if open_rows.size == 0:
         return flags
     pl_open, _ = possible_from_graph(idx[open_rows], w[open_rows], Y, method="auto", time_limit=time_limit)

@@ -41,7 +41,16 @@ import numpy as np
 
 from engine._validation import check_candidates, check_neighbors
 from engine.exceptions import InvalidInput
-from engine.winners import CHUNK_TARGETS, CandidateSets, _approx_possible, _bounds, _necessary
+from engine.winners import (
+    CHUNK_TARGETS,
+    CandidateSets,
+    _approx_possible,
+    _bounds,
+    _counts_suffice,
+    _necessary,
+    _sums_are_exact,
+    _vote_counts,
+)
 
 __all__ = ["CRITERIA", "query_scores", "changed_pairs", "IncrementalRanker"]
 
@@ -148,10 +157,26 @@ def _answer_triples(idx: np.ndarray, w: np.ndarray, sets: CandidateSets, rows: n
 
 def _label_sets(idx: np.ndarray, w: np.ndarray, sets: CandidateSets):
     """Bounds, NL, APL and the rows an answer could change (NL ≠ APL; NL ⊆ NL' ⊆ APL' ⊆ APL)."""
-    smin, smax = _bounds(idx, w, sets)
-    nl = _necessary(smin, smax)
-    apl = _approx_possible(smin, smax)
-    return smin, smax, nl, apl, np.flatnonzero((nl != apl).any(axis=1))
+    if not _counts_suffice(w):
+        smin, smax = _bounds(idx, w, sets)
+        nl = _necessary(smin, smax)
+        apl = _approx_possible(smin, smax)
+        return smin, smax, nl, apl, np.flatnonzero((nl != apl).any(axis=1))
+    # Equal weights within a row: NL and APL compare bounds of one row only, so vote counts
+    # give the same sets (a zero-weight row has all bounds 0). Float bounds are then only
+    # needed for the open rows.
+    cmin, cmax = _vote_counts(idx, sets.members)
+    silent = w[:, 0] == 0
+    cmin[silent] = 0
+    cmax[silent] = 0
+    nl = _necessary(cmin, cmax)
+    apl = _approx_possible(cmin, cmax)
+    open_rows = np.flatnonzero((nl != apl).any(axis=1))
+    smin = np.zeros(cmin.shape)
+    smax = np.zeros(cmax.shape)
+    smin[open_rows] = cmin[open_rows] * w[open_rows, :1]
+    smax[open_rows] = cmax[open_rows] * w[open_rows, :1]
+    return smin, smax, nl, apl, open_rows
 
 
 def _apl_changed(idx: np.ndarray, w: np.ndarray, sets: CandidateSets, *, time_limit: float) -> np.ndarray:
@@ -203,17 +228,6 @@ def _apl_decisions_moved(smin: np.ndarray, smax: np.ndarray, nl_old: np.ndarray,
     gained_tie = ((smin >= first[:, None]) & ~nl_old).any(axis=1)
     gained_unique = (second < first) & (smin[rows, arg] >= second) & ~nl_old[rows, arg]
     return apl_lost | gained_tie | gained_unique
-
-
-def _sums_are_exact(w: np.ndarray) -> bool:
-    """True when every partial sum of a row's weights is exact in float64.
-
-    Then adding or removing a weight gives bit for bit the fresh sum. Holds for equal weights,
-    small integers and dyadic fractions: all weights are multiples of 2**-30 and a row's
-    total stays below 2**52 of those units.
-    """
-    units = w * 2.0**30
-    return bool(np.all(units == np.round(units)) and np.all(units.sum(axis=1) < 2.0**52))
 
 
 def _near_tie(smin: np.ndarray, smax: np.ndarray, moved_min: np.ndarray, moved_max: np.ndarray, *, scale: np.ndarray) -> np.ndarray:

@@ -36,12 +36,12 @@ def table(title: str, header: list[str], rows: list[list]) -> None:
 
 def bench_apl(n_targets: int, repeats: int) -> None:
     rows = []
-    for purity_note, seed in (("clustered (80% pure)", 0),):
-        idx, w, Y, _ = clustered_problem(n_targets, k=10, n_labels=20, partial_rate=0.3, seed=seed)
+    for note, weights in (("clustered, uniform weights", "uniform"), ("clustered, random float weights", "random")):
+        idx, w, Y, _ = clustered_problem(n_targets, k=10, n_labels=20, partial_rate=0.3, seed=0, weights=weights)
         floor, _ = best_of(repeats, np.take, Y, idx, axis=0)
         bounds, _ = best_of(repeats, _bounds, idx, w, Y)
         apl, scores = best_of(repeats, query_scores, idx, w, Y, criterion="apl")
-        rows.append([purity_note, n_targets, 10, 20, floor, bounds, apl, n_targets / apl, apl / floor, int((scores > 0).sum())])
+        rows.append([note, n_targets, 10, 20, floor, bounds, apl, n_targets / apl, apl / floor, int((scores > 0).sum())])
     table(
         "apl query scores (one core, after the kNN graph)",
         ["data", "T", "K", "M", "take (T,K,M) s", "bounds s", "apl scores s", "targets/s", "ratio to take", "items scored > 0"],

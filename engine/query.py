@@ -204,7 +204,7 @@ def _apl_changed(idx: np.ndarray, w: np.ndarray, sets: CandidateSets, *, time_li
         # Subtracting a weight from a float total can differ in the last bit from summing the
         # remaining weights afresh; decisions are defined on fresh neighbour-order sums, so
         # triples whose comparisons are that close are recomputed exactly.
-        near = np.flatnonzero(_near_tie(smin_new, smax_new, answer, dropped, scale=w[t].sum(axis=1)))
+        near = np.flatnonzero(_near_tie(smin_new, smax_new, scale=w[t].sum(axis=1)))
         if near.size:
             smin_exact, smax_exact = _answered_bounds(idx, w, sets, t[near], j[near], lam[near])
             changed[near] = _apl_decisions_moved(smin_exact, smax_exact, nl[t[near]], apl[t[near]])
@@ -230,21 +230,28 @@ def _apl_decisions_moved(smin: np.ndarray, smax: np.ndarray, nl_old: np.ndarray,
     return apl_lost | gained_tie | gained_unique
 
 
-def _near_tie(smin: np.ndarray, smax: np.ndarray, moved_min: np.ndarray, moved_max: np.ndarray, *, scale: np.ndarray) -> np.ndarray:
-    """Rows where an updated bound lies within rounding distance of another bound.
+def _near_tie(smin: np.ndarray, smax: np.ndarray, *, scale: np.ndarray) -> np.ndarray:
+    """Rows where one of the comparisons NL and APL make is within rounding distance.
 
-    Only the updated entries (``moved_min``, ``moved_max`` masks) can be off in the last
-    bits; every comparison NL and APL make is between two bounds of the same row, so a row
-    is safe when each updated entry is farther than the tolerance from every other entry.
+    Those comparisons are: every Smax' against max Smin' (APL), every Smin' against the
+    largest Smax', the largest against the second largest Smax', and the arg-max's Smin'
+    against the second largest (NL). When each is farther apart than the tolerance, last-bit
+    differences between updated and fresh sums cannot flip a decision.
     """
-    values = np.concatenate([smin, smax], axis=1)
-    updated = np.concatenate([moved_min, moved_max], axis=1)
-    order = np.argsort(values, axis=1, kind="stable")
-    values = np.take_along_axis(values, order, axis=1)
-    updated = np.take_along_axis(updated, order, axis=1)
-    tol = 1e-9 * np.maximum(scale, np.finfo(float).tiny)[:, None]
-    close = np.diff(values, axis=1) <= tol
-    return (close & (updated[:, 1:] | updated[:, :-1])).any(axis=1)
+    tol = 1e-9 * np.maximum(scale, np.finfo(float).tiny)
+    rows = np.arange(smin.shape[0])
+    top_min = smin.max(axis=1)
+    arg = smax.argmax(axis=1)
+    first = smax[rows, arg]
+    masked = smax.copy()
+    masked[rows, arg] = -np.inf
+    second = masked.max(axis=1)
+    return (
+        (np.abs(smax - top_min[:, None]) <= tol[:, None]).any(axis=1)
+        | (np.abs(smin - first[:, None]) <= tol[:, None]).any(axis=1)
+        | (first - second <= tol)
+        | (np.abs(smin[rows, arg] - second) <= tol)
+    )
 
 
 def _answered_bounds(idx, w, sets: CandidateSets, t: np.ndarray, j: np.ndarray, lam: np.ndarray):

@@ -212,7 +212,7 @@ def rank(
     if file is not None:
         _choice(criterion, CRITERIA, "--criterion")
         _choice(weighting, WEIGHTINGS, "--weighting")
-        loaded = read_dataset(file, min_rows=k + 1)
+        loaded = read_dataset(file)  # knn_graph says it when k is too large for the file
         with progress(f"Building the {k}-NN graph of {loaded.n_instances} instances"):
             idx, w = knn_graph(loaded.X, k=k, weights=weighting)
         if dask is not None or workers is not None:

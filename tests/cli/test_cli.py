@@ -95,7 +95,7 @@ def test_bad_files_give_one_line_and_write_nothing(winnow, tmp_path, content, me
         (["rank", "-o", "x.csv"], "either a FILE or --session"),
         (["rank", "missing.csv", "-o", "x.csv"], "missing.csv"),
         (["rank", str(SAMPLE), "-o", "x.csv", "--criterion", "entropy"], "--criterion must be one of"),
-        (["rank", str(SAMPLE), "-o", "x.csv", "-k", "5000"], "k"),
+        (["rank", str(SAMPLE), "-o", "x.csv", "-k", "5000"], "k=5000 must be smaller than the number of instances (800)"),
         (["session", "status", "nope"], "nope"),
         (["answer", "nope", "x", "1", "--kind", "shout"], "--kind must be one of"),
     ],

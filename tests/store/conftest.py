@@ -69,12 +69,6 @@ TRUE_LABELS = np.array([0, 2, 0, -1, 3])
 PG_USER = "postgres"
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers", "postgresql: runs against the test session's PostgreSQL server"
-    )
-
-
 # --------------------------------------------------------------------------------------------
 # The PostgreSQL server
 

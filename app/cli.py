@@ -451,18 +451,48 @@ def ui(
     port: int = typer.Option(8501, help="Local port."),
     sample: bool = typer.Option(False, "--sample", help="Create a 'demo' session on the bundled sample if missing."),
     headless: bool = typer.Option(False, help="Do not open a browser window."),
+    address: str = typer.Option("localhost", help="Interface to serve on; 0.0.0.0 shares the app on the network."),
 ) -> None:
     """Open the annotator's browser app on a database.  Example: winnow ui --db winnow.db"""
     if sample:
         _ensure_sample_session(db)
     else:
         _store(db)
+    # Streamlit always runs headless: otherwise its first run on a machine stops at an
+    # interactive e-mail prompt. winnow opens the browser itself once the server answers.
     command = [
         sys.executable, "-m", "streamlit", "run", str(UI_HOME),
-        "--server.port", str(port), "--server.headless", str(headless).lower(),
+        "--server.port", str(port), "--server.address", address, "--server.headless", "true",
         "--browser.gatherUsageStats", "false", "--", "--db", db,
     ]
-    raise typer.Exit(subprocess.call(command))
+    url = f"http://localhost:{port}"
+    server = subprocess.Popen(command)
+    try:
+        if _wait_until_healthy(server, f"{url}/_stcore/health"):
+            out.print(f"winnow is running at {url} (Ctrl+C to stop)")
+            if not headless:
+                import webbrowser
+
+                webbrowser.open(url)
+        raise typer.Exit(server.wait())
+    except KeyboardInterrupt:
+        server.terminate()
+        raise typer.Exit(server.wait())
+
+
+def _wait_until_healthy(server: subprocess.Popen, health_url: str, timeout: float = 60.0) -> bool:
+    import time
+    import urllib.request
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and server.poll() is None:
+        try:
+            with urllib.request.urlopen(health_url, timeout=1) as response:
+                if response.status == 200:
+                    return True
+        except OSError:
+            time.sleep(0.3)
+    return False
 
 
 # ---------------------------------------------------------------------------- simulate

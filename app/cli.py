@@ -206,8 +206,8 @@ def rank(
     from app import workbench as wb
     from app.io import ranked_query_table, read_dataset, write_table
     from engine.neighbors import knn_graph
-    from engine.query import query_scores
-    from engine.winners import _approx_possible, _bounds, _necessary
+    from engine.query import ambiguous_neighbourhoods, query_scores
+    from engine.winners import approx_possible_labels, necessary_labels
 
     if file is not None:
         _choice(criterion, CRITERIA, "--criterion")
@@ -221,13 +221,12 @@ def rank(
             with progress(f"Scoring with criterion {criterion} over Dask"), dask_client(dask, n_workers=workers) as client:
                 scores = distributed_query_scores(idx, w, loaded.candidates, criterion=criterion, random_state=seed, client=client)
                 ambiguous = np.not_equal(*distributed_label_sets(idx, w, loaded.candidates, client=client)).any(axis=1)
-                touched = np.bincount(idx[ambiguous].ravel(), minlength=loaded.n_instances)
         else:
             with progress(f"Scoring with criterion {criterion}"):
                 scores = query_scores(idx, w, loaded.candidates, criterion=criterion, random_state=seed)
-                smin, smax = _bounds(idx, w, loaded.candidates)
-                ambiguous = (_necessary(smin, smax) != _approx_possible(smin, smax)).any(axis=1)
-                touched = np.bincount(idx[ambiguous].ravel(), minlength=loaded.n_instances)
+                nl = necessary_labels(idx, w, loaded.candidates)
+                ambiguous = (nl != approx_possible_labels(idx, w, loaded.candidates)).any(axis=1)
+        touched = ambiguous_neighbourhoods(idx, ambiguous, loaded.n_instances)
         table = ranked_query_table(
             scores, loaded.candidates, loaded.label_names, loaded.ids, touched,
             criterion=criterion, params={"k": k, "weighting": weighting, "source": str(file)},

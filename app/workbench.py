@@ -22,7 +22,7 @@ from app.store import repo
 from app.store.db import write_transaction
 from engine.dst import DstPllClassifier
 from engine.neighbors import knn_graph
-from engine.query import AMBIGUITY_CRITERIA, IncrementalRanker, query_scores
+from engine.query import AMBIGUITY_CRITERIA, IncrementalRanker, ambiguous_neighbourhoods, query_scores
 from engine.winners import CandidateSets, _approx_possible, _bounds, _necessary, possible_labels, witness
 
 __all__ = ["Workbench", "QueryExplanation", "TargetExplanation", "RejectQueue"]
@@ -169,8 +169,7 @@ class Workbench:
     def touched(self) -> np.ndarray:
         """For every instance: how many ambiguous targets have it among their neighbours."""
         nl, apl = self.necessary_and_approx()
-        ambiguous = (nl != apl).any(axis=1)
-        return np.bincount(self.idx[ambiguous].ravel(), minlength=self.state.n_instances)
+        return ambiguous_neighbourhoods(self.idx, (nl != apl).any(axis=1), self.state.n_instances)
 
     def explain(self, position: int) -> QueryExplanation:
         """Why ``position`` is worth asking: the targets it can change, one of them in detail."""

@@ -52,7 +52,7 @@ from engine.winners import (
     _vote_counts,
 )
 
-__all__ = ["CRITERIA", "query_scores", "changed_pairs", "IncrementalRanker"]
+__all__ = ["CRITERIA", "query_scores", "changed_pairs", "ambiguous_neighbourhoods", "IncrementalRanker"]
 
 Criterion = Literal["apl", "pl", "participation", "most_partial", "random"]
 CRITERIA: tuple[str, ...] = ("apl", "pl", "participation", "most_partial", "random")
@@ -107,6 +107,15 @@ def query_scores(
         return np.where(partial, scores, 0.0)
     flags = changed_pairs(idx, w, Y, criterion=criterion, time_limit=time_limit, validate=False)
     return np.bincount(idx[flags], minlength=n).astype(np.float64)
+
+
+def ambiguous_neighbourhoods(idx: np.ndarray, ambiguous: np.ndarray, n_instances: int) -> np.ndarray:
+    """For every training instance, in how many ambiguous targets' neighbourhoods it sits.
+
+    ``ambiguous`` is a bool array of shape (n_targets,), e.g. ``(NL != APL).any(axis=1)``.
+    Returns an int array of shape (n_instances,) (the ranked list's ``ambiguous_targets_touched``).
+    """
+    return np.bincount(np.asarray(idx)[np.asarray(ambiguous, dtype=bool)].ravel(), minlength=n_instances)
 
 
 def changed_pairs(

@@ -83,6 +83,7 @@ class Workbench:
     w: np.ndarray = field(init=False)
     ranker: IncrementalRanker | None = field(init=False, default=None)
     static_scores: np.ndarray | None = field(init=False, default=None)
+    _dst: DstPllClassifier | None = field(init=False, default=None, repr=False)
 
     @classmethod
     def open(cls, Session: sessionmaker[Session], session_id: int) -> "Workbench":
@@ -222,10 +223,20 @@ class Workbench:
         )
 
     def rejects(self, *, n_neighbors: int | None = None) -> RejectQueue:
-        """DST-PLL on the current candidate sets; open items whose label it will not commit to."""
+        """DST-PLL on the current candidate sets; open items whose label it will not commit to.
+
+        The classifier is fitted once per workbench; after answers only the disambiguations
+        the changed sets touch are recomputed (:meth:`DstPllClassifier.update_candidates`).
+        """
         k = n_neighbors or self.config.k
         Y = np.array(self.state.candidates)
-        model = DstPllClassifier(n_neighbors=k, random_state=0).fit(self.state.X, Y)
+        model = self._dst
+        if model is None or model.n_neighbors != k:
+            model = self._dst = DstPllClassifier(n_neighbors=k, random_state=0).fit(self.state.X, Y)
+        else:
+            changed = np.flatnonzero((model.candidates_ != Y).any(axis=1))
+            if changed.size:
+                model.update_candidates(changed, Y[changed])
         positions = np.flatnonzero(self.state.open_items)
         if positions.size == 0:
             empty = np.zeros((0, Y.shape[1]))

@@ -401,6 +401,8 @@ class DstPllClassifier(BaseEstimator):
         Whether each of those labels was drawn at random among ties.
     disambiguate_belief_, disambiguate_plausibility_ : ndarray of shape (n_instances, n_labels)
         Singleton belief and plausibility behind each transductive label.
+    train_neighbors_ : ndarray of shape (n_instances, n_neighbors)
+        Each training instance's nearest other training instances.
     disambiguate_margin_ : ndarray of shape (n_instances,)
         ``bel(t) - max_{y≠t} pl(y)`` of each transductive label (see :meth:`decision_margin`).
 
@@ -464,8 +466,8 @@ class DstPllClassifier(BaseEstimator):
         self.classes_ = np.arange(Y.shape[1])
         # Without a query, scikit-learn leaves every row out of its own neighbourhood by index
         # (not by distance), so exact duplicates stay neighbours of each other.
-        idx = self.nn_.kneighbors(return_distance=False)
-        evidence = _combine(Y, Y[idx])
+        self.train_neighbors_ = self.nn_.kneighbors(return_distance=False)
+        evidence = _combine(Y, Y[self.train_neighbors_])
         labels, guess, margin = _decide(evidence, np.random.default_rng(self.random_state))
         self.disambiguate_ = labels
         self.disambiguate_guess_ = guess
@@ -475,6 +477,49 @@ class DstPllClassifier(BaseEstimator):
         self.disambiguate_plausibility_ = evidence.plausibility
         self.disambiguate_margin_ = margin
         return self
+
+    def update_candidates(self, rows: Any, candidates: Any) -> np.ndarray:
+        """Change some training candidate sets and redo only the disambiguations they touch.
+
+        After an expert settles instances, only those instances and the ones that have them
+        among their neighbours can change, so this costs O(affected · k · M) instead of a
+        refit. Beliefs, plausibilities, margins and accepted labels then equal a refit on the
+        new sets exactly; a *guess* (a tie drawn at random) may be drawn differently.
+
+        Parameters
+        ----------
+        rows : array-like of int, shape (r,)
+            Training rows to change.
+        candidates : array-like of shape (r, n_labels), bool
+            Their new candidate sets.
+
+        Returns
+        -------
+        affected : ndarray of int
+            The training rows whose ``disambiguate_*`` values were recomputed.
+        """
+        self._check_fitted()
+        rows = np.atleast_1d(np.asarray(rows))
+        if rows.dtype.kind not in "iu" or ((rows < 0) | (rows >= self.candidates_.shape[0])).any():
+            raise InvalidInput(f"rows must be training row indices in 0..{self.candidates_.shape[0] - 1}, got {rows.tolist()[:10]}")
+        new = check_candidates(np.atleast_2d(candidates), name="candidates", n_rows=rows.size)
+        if new.shape[1] != self.n_labels_:
+            raise InvalidInput(f"candidates has {new.shape[1]} label columns but the classifier was fitted with {self.n_labels_}")
+        Y = self.candidates_.copy()  # never write into the array the caller passed to fit
+        Y[rows] = new
+        self.candidates_ = Y
+        touched = np.zeros(Y.shape[0], dtype=bool)
+        touched[rows] = True
+        affected = np.flatnonzero(touched | touched[self.train_neighbors_].any(axis=1))
+        evidence = _combine(Y[affected], Y[self.train_neighbors_[affected]])
+        labels, guess, margin = _decide(evidence, np.random.default_rng(self.random_state))
+        self.disambiguate_[affected] = labels
+        self.disambiguate_guess_[affected] = guess
+        self.disambiguate_accepted_[affected] = (margin > 0) & ~guess
+        self.disambiguate_belief_[affected] = evidence.belief
+        self.disambiguate_plausibility_[affected] = evidence.plausibility
+        self.disambiguate_margin_[affected] = margin
+        return affected
 
     # -- prediction ---------------------------------------------------------------------
 

@@ -95,3 +95,18 @@ def test_reject_queue_and_exports(bench_factory):
     ranked = bench.ranked_table()
     assert len(ranked) == int(bench.state.open_items.sum())
     assert len(bench.labelled_table()) == bench.state.n_instances
+
+
+def test_reject_queue_after_answers_equals_a_fresh_fit(bench_factory):
+    bench = bench_factory()
+    bench.rejects()  # fit once, then answers only patch the touched rows
+    for position in bench.queue(top=4):
+        label = bench.label_names[int(np.flatnonzero(bench.state.candidates[position])[-1])]
+        bench.record("ann", "answer", position=int(position), label=label)
+    patched = bench.rejects()
+    fresh = Workbench.open(bench.Session, bench.session_id).rejects()
+    np.testing.assert_array_equal(patched.positions, fresh.positions)
+    np.testing.assert_allclose(patched.margin, fresh.margin, atol=1e-12)
+    np.testing.assert_array_equal(patched.accepted, fresh.accepted)
+    np.testing.assert_allclose(patched.belief, fresh.belief, atol=1e-12)
+    np.testing.assert_allclose(patched.plausibility, fresh.plausibility, atol=1e-12)

@@ -333,3 +333,39 @@ def test_training_evidence_attributes_match_the_reference_combination():
     np.testing.assert_allclose(clf.disambiguate_plausibility_[0], [1.0, 0.25, 0])
     np.testing.assert_allclose(clf.disambiguate_margin_[0], 0.5)
     assert clf.disambiguate_accepted_[0] and clf.disambiguate_[0] == 0
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_update_candidates_equals_a_refit_on_the_new_sets(seed):
+    rng = np.random.default_rng(seed)
+    n, M = 30, 4
+    X = rng.normal(size=(n, 2))
+    Y = rng.random((n, M)) < 0.4
+    Y[np.arange(n), rng.integers(0, M, n)] = True
+    clf = DstPllClassifier(n_neighbors=4, random_state=0).fit(X, Y.copy())
+    rows = rng.choice(n, size=3, replace=False)
+    settled = np.zeros((3, M), dtype=bool)
+    settled[np.arange(3), [np.flatnonzero(Y[r])[0] for r in rows]] = True
+    affected = clf.update_candidates(rows, settled)
+    Y2 = Y.copy()
+    Y2[rows] = settled
+    fresh = DstPllClassifier(n_neighbors=4, random_state=0).fit(X, Y2)
+    assert set(rows) <= set(affected)
+    np.testing.assert_array_equal(clf.candidates_, Y2)
+    np.testing.assert_allclose(clf.disambiguate_belief_, fresh.disambiguate_belief_, atol=1e-12)
+    np.testing.assert_allclose(clf.disambiguate_plausibility_, fresh.disambiguate_plausibility_, atol=1e-12)
+    np.testing.assert_allclose(clf.disambiguate_margin_, fresh.disambiguate_margin_, atol=1e-12)
+    np.testing.assert_array_equal(clf.disambiguate_accepted_, fresh.disambiguate_accepted_)
+    decided = ~fresh.disambiguate_guess_
+    np.testing.assert_array_equal(clf.disambiguate_[decided], fresh.disambiguate_[decided])
+
+
+def test_update_candidates_rejects_bad_rows():
+    X = np.arange(6, dtype=float)[:, None]
+    Y = np.ones((6, 2), dtype=bool)
+    clf = DstPllClassifier(n_neighbors=2).fit(X, Y)
+    with pytest.raises(InvalidInput, match="rows must be training row indices"):
+        clf.update_candidates([9], [[True, False]])
+    with pytest.raises(InvalidInput, match="empty candidate set"):
+        clf.update_candidates([0], [[False, False]])

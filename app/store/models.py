@@ -304,6 +304,8 @@ class AnswerEvent(Base):
         ForeignKey("answer_events.id"), nullable=True, unique=True
     )
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    #: Set by a client that may retry: the store records one event per (session, key).
+    idempotency_key: Mapped[str | None] = mapped_column(String(128), nullable=True)
 
     session: Mapped[LabellingSession] = relationship()
     instance: Mapped[Instance] = relationship()
@@ -323,6 +325,7 @@ class AnswerEvent(Base):
         ),
         Index("ix_answer_events_session_annotator", "session_id", "annotator_id", "id"),
         Index("ix_answer_events_session_id_id", "session_id", "id"),
+        Index("uq_answer_events_session_idempotency_key", "session_id", "idempotency_key", unique=True),
     )
 
     def __repr__(self) -> str:

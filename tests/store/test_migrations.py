@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 from datetime import datetime, timezone
 
+import numpy as np
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
@@ -204,43 +206,70 @@ def test_migrations_ship_with_the_package():
 
 
 def test_upgrading_a_store_step_by_step_keeps_its_data(store_url):
+    """A store made at 0001 (rows written with that schema's SQL, since today's models have
+    columns 0001 lacks) upgrades to head, down to 0001 and up again with its events intact."""
     from sqlalchemy.orm import sessionmaker
 
-    from app.store import (
-        create_dataset,
-        create_labelling_session,
-        event_log,
-        record_event,
-        write_transaction,
-    )
+    from app.store import event_log, record_event, write_transaction
+    from app.store.models import encode_candidate_mask
 
     from .conftest import CANDIDATES, LABELS
 
-    upgrade_database(store_url, "0001")  # a store made before 0002
+    upgrade_database(store_url, "0001")
     engine = make_engine(store_url)
     try:
-        Session = sessionmaker(bind=engine, expire_on_commit=False)
-
-        def work(s):
-            ds = create_dataset(
-                s, name="old", X=[[0.0]] * len(CANDIDATES), candidates=CANDIDATES,
-                label_names=LABELS, external_ids=[f"e{i}" for i in range(len(CANDIDATES))],
+        now = datetime(2026, 11, 1, tzinfo=timezone.utc)
+        with engine.begin() as conn:
+            conn.execute(
+                text(
+                    "INSERT INTO datasets (id, name, created_at, label_names, n_instances, n_features)"
+                    " VALUES (1, 'old', :now, :labels, :n, 1)"
+                ),
+                {"now": now, "labels": json.dumps(LABELS), "n": len(CANDIDATES)},
             )
-            session_id = create_labelling_session(s, dataset_id=ds.id, name="s").id
-            record_event(s, session_id=session_id, instance_position=0, annotator="a",
-                         kind="answer", label=0)
-            return session_id
-
-        session_id = write_transaction(Session, work)
-        with Session() as s:
-            before = event_log(s, session_id)
+            for position, row in enumerate(CANDIDATES):
+                conn.execute(
+                    text(
+                        "INSERT INTO instances (id, dataset_id, position, external_id, features,"
+                        " candidate_mask) VALUES (:id, 1, :p, :e, :f, :m)"
+                    ),
+                    {"id": position + 1, "p": position, "e": f"e{position}",
+                     "f": np.float64(position).tobytes(), "m": encode_candidate_mask(row)},
+                )
+            conn.execute(
+                text(
+                    "INSERT INTO labelling_sessions (id, name, dataset_id, k, weighting, criterion,"
+                    " target_set, created_at, updated_at)"
+                    " VALUES (1, 's', 1, 3, 'uniform', 'apl', 'all', :now, :now)"
+                ),
+                {"now": now},
+            )
+            conn.execute(text("INSERT INTO annotators (id, name) VALUES (1, 'a')"))
+            conn.execute(
+                text(
+                    "INSERT INTO answer_events (session_id, instance_id, annotator_id, kind, label,"
+                    " created_at) VALUES (1, 1, 1, 'answer', 0, :now)"
+                ),
+                {"now": now},
+            )
         upgrade_database(store_url)
         with engine.connect() as conn:
             head = ScriptDirectory.from_config(alembic_config(store_url)).get_current_head()
             assert MigrationContext.configure(conn).get_current_revision() == head
+        Session = sessionmaker(bind=engine, expire_on_commit=False)
+        with Session() as s:
+            before = event_log(s, 1)
+        assert [(e["kind"], e["label_name"]) for e in before] == [("answer", LABELS[0])]
         downgrade_database(store_url, "0001")
         upgrade_database(store_url)
         with Session() as s:
-            assert event_log(s, session_id) == before
+            assert event_log(s, 1) == before
+        # The upgraded store takes new events.
+        write_transaction(
+            Session,
+            lambda s: record_event(s, session_id=1, instance_position=1, annotator="a", kind="skip"),
+        )
+        with Session() as s:
+            assert len(event_log(s, 1)) == 2
     finally:
         engine.dispose()

@@ -3,13 +3,16 @@
 Pure numpy / scipy / scikit-learn / OR-Tools; no files, databases or user interface.
 """
 
+from engine._validation import check_candidates, check_choice
 from engine.exceptions import InvalidInput, SolverError, WinnowError
-from engine.neighbors import knn_graph
-from engine.query import IncrementalRanker, query_scores
+from engine.neighbors import ReverseIndex, knn_graph
+from engine.query import IncrementalRanker, open_neighbourhoods, query_scores, ranking_order
 from engine.winners import (
     ambiguous_targets,
     approx_possible_labels,
+    label_sets,
     necessary_labels,
+    open_targets,
     possible_labels,
     vote_bounds,
     witness,
@@ -20,14 +23,21 @@ __all__ = [
     "InvalidInput",
     "SolverError",
     "NotFittedError",
+    "check_candidates",
+    "check_choice",
     "knn_graph",
+    "ReverseIndex",
     "vote_bounds",
     "necessary_labels",
     "approx_possible_labels",
+    "label_sets",
     "possible_labels",
     "witness",
+    "open_targets",
     "ambiguous_targets",
     "query_scores",
+    "open_neighbourhoods",
+    "ranking_order",
     "IncrementalRanker",
 ]
 
@@ -35,6 +45,8 @@ __all__ = [
 _LAZY = {
     "NotFittedError": "engine.exceptions",
     "DstPllClassifier": "engine.dst",
+    "transductive_decisions": "engine.dst",
+    "predict_from_neighbors": "engine.dst",
     "PlKnnClassifier": "engine.learners",
     "PlAknnClassifier": "engine.learners",
     "OnlinePartialLabelPerceptron": "engine.learners",

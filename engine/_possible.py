@@ -84,14 +84,15 @@ from numbers import Real
 
 import numpy as np
 
-from engine._validation import check_scalar
+from engine._kernels import CandidateSets, approx_possible, bounds, necessary
+from engine._validation import check_choice, check_scalar
+from engine.choices import PL_METHODS
 from engine.exceptions import InvalidInput, SolverError
-from engine.winners import CandidateSets, _approx_possible, _bounds, _necessary
 
 __all__ = ["possible_from_graph", "witness_for_row", "METHODS", "MAX_ENUMERATION"]
 
 #: The exact solvers ``possible_from_graph`` accepts.
-METHODS = ("auto", "flow", "cpsat")
+METHODS = PL_METHODS
 
 #: Largest product of remaining set sizes the exhaustive fallback will enumerate.
 MAX_ENUMERATION = 200_000
@@ -197,8 +198,8 @@ def witness_for_row(
     """
     _check_time_limit(time_limit)
     idx_2d, w_2d = idx_row[None, :], w_row[None, :]
-    smin, smax = _bounds(idx_2d, w_2d, Y)
-    if not _approx_possible(smin, smax)[0, label]:
+    smin, smax = bounds(idx_2d, w_2d, Y)
+    if not approx_possible(smin, smax)[0, label]:
         return None
     s = smax[0, label]
     tp, lp, sp = np.zeros(1, np.intp), np.array([label]), np.array([s])
@@ -221,8 +222,7 @@ def witness_for_row(
 
 
 def _check_method(method) -> None:
-    if not isinstance(method, str) or method not in METHODS:
-        raise InvalidInput(f"method must be one of {', '.join(map(repr, METHODS))}; got {method!r}")
+    check_choice(method, "method", METHODS)
 
 
 def _check_time_limit(time_limit) -> None:
@@ -241,9 +241,9 @@ def _equal_positive_weights(w: np.ndarray) -> np.ndarray:
 
 def _possible_chunk(idx, w, sets, equal, offset, method, time_limit, stats) -> np.ndarray:
     Y = sets.dense
-    smin, smax = _bounds(idx, w, sets)
-    possible = _necessary(smin, smax)
-    open_ = _approx_possible(smin, smax) & ~possible & ~(_heaviest_rival(idx, w, Y) > smax)
+    smin, smax = bounds(idx, w, sets)
+    possible = necessary(smin, smax)
+    open_ = approx_possible(smin, smax) & ~possible & ~(_heaviest_rival(idx, w, Y) > smax)
     stats["bounds"] += possible.size - int(open_.sum())
     tp, lp = np.nonzero(open_)
     if tp.size == 0:

@@ -6,14 +6,27 @@ Messages name the argument, the offending row and the valid choices.
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Iterable
 from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
 
+from engine import exceptions
 from engine.exceptions import InvalidInput
 
-__all__ = ["check_candidates", "check_features", "check_neighbors", "check_scalar"]
+__all__ = [
+    "check_candidates",
+    "check_choice",
+    "check_features",
+    "check_graph",
+    "check_neighbors",
+    "check_scalar",
+    "check_is_fitted",
+    "check_n_features",
+    "check_query",
+    "check_training_data",
+]
 
 
 def _first_bad_row(mask: np.ndarray) -> int:
@@ -60,28 +73,39 @@ def check_features(X: Any, *, name: str = "X") -> np.ndarray:
     return arr
 
 
+def check_graph(idx: Any, n_instances: int, *, n_rows: int | None = None, name: str = "idx") -> np.ndarray:
+    """Return a neighbour graph ``idx`` as an intp array of shape (n_targets, k), k ≥ 1.
+
+    Every entry must be a training row in ``0..n_instances-1``; ``n_rows`` fixes the number
+    of targets when the graph has one row per training row.
+    """
+    arr = np.asarray(idx)
+    if arr.ndim != 2:
+        raise InvalidInput(f"{name} must be 2-D (n_targets, k), got shape {arr.shape}")
+    if arr.dtype.kind not in "iu":
+        raise InvalidInput(f"{name} must hold integer row indices, got dtype {arr.dtype}")
+    if arr.shape[1] == 0:
+        raise InvalidInput(f"{name} has no neighbour columns (k = 0); every target needs at least one neighbour")
+    if n_rows is not None and arr.shape[0] != n_rows:
+        raise InvalidInput(f"{name} has {arr.shape[0]} rows but {n_rows} were expected, one per training row")
+    out_of_range = ((arr < 0) | (arr >= n_instances)).any(axis=1)
+    if out_of_range.any():
+        row = _first_bad_row(out_of_range)
+        raise InvalidInput(f"{name} row {row} refers to a training row outside 0..{n_instances - 1}: {arr[row].tolist()}")
+    return arr.astype(np.intp, copy=False)
+
+
 def check_neighbors(idx: Any, w: Any, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Validate a neighbourhood graph ``(idx, w)`` against the candidate matrix ``Y``."""
-    idx_arr = np.asarray(idx)
-    if idx_arr.ndim != 2:
-        raise InvalidInput(f"idx must be 2-D (n_targets, k), got shape {idx_arr.shape}")
-    if idx_arr.dtype.kind not in "iu":
-        raise InvalidInput(f"idx must hold integer row indices, got dtype {idx_arr.dtype}")
-    if idx_arr.shape[1] == 0:
-        raise InvalidInput("idx has no neighbour columns (k = 0); every target needs at least one neighbour")
+    idx_arr = check_graph(idx, Y.shape[0])
     w_arr = np.asarray(w, dtype=np.float64)
     if w_arr.shape != idx_arr.shape:
         raise InvalidInput(f"w has shape {w_arr.shape} but idx has shape {idx_arr.shape}; they must match")
-    n = Y.shape[0]
-    out_of_range = ((idx_arr < 0) | (idx_arr >= n)).any(axis=1)
-    if out_of_range.any():
-        row = _first_bad_row(out_of_range)
-        raise InvalidInput(f"idx row {row} refers to a training row outside 0..{n - 1}: {idx_arr[row].tolist()}")
     bad_w = (~np.isfinite(w_arr) | (w_arr < 0)).any(axis=1)
     if bad_w.any():
         row = _first_bad_row(bad_w)
         raise InvalidInput(f"w row {row} has a negative, NaN or infinite weight: {w_arr[row].tolist()}")
-    return idx_arr.astype(np.intp, copy=False), w_arr
+    return idx_arr, w_arr
 
 
 def check_scalar(
@@ -107,3 +131,76 @@ def check_scalar(
         op = "<=" if include_max else "<"
         raise InvalidInput(f"{name} must be {op} {max_value}, got {value!r}")
     return value
+
+
+def check_choice(value: Any, name: str, choices: Iterable[Any]) -> Any:
+    """Return ``value`` when it is one of ``choices``; raise :class:`InvalidInput` otherwise.
+
+    The one wording every engine function uses for a bad choice:
+    ``"{name} must be one of a, b, c; got 'x'"``. A value matches only a choice of the same
+    kind (``1`` is not ``True``, ``"1"`` is not ``1``; a ``numpy.str_`` is a ``str``).
+
+    Parameters
+    ----------
+    value : object
+        What the caller passed.
+    name : str
+        The parameter (or option) name to show.
+    choices : iterable
+        The valid values, in the order to list them.
+
+    Returns
+    -------
+    value : object
+        ``value`` unchanged.
+
+    Examples
+    --------
+    >>> check_choice("pl", "criterion", ("apl", "pl"))
+    'pl'
+    >>> check_choice("entropy", "criterion", ("apl", "pl"))
+    Traceback (most recent call last):
+        ...
+    engine.exceptions.InvalidInput: criterion must be one of apl, pl; got 'entropy'
+    """
+    valid = tuple(choices)
+    if isinstance(value, Hashable) and any(_same_choice(value, c) for c in valid):
+        return value
+    raise InvalidInput(f"{name} must be one of {', '.join(map(str, valid))}; got {value!r}")
+
+
+def _same_choice(value: Any, choice: Any) -> bool:
+    # Compare only like with like: a str with a str, a bool with a bool.
+    for kind in (str, bool):
+        if isinstance(value, kind) != isinstance(choice, kind):
+            return False
+    return bool(value == choice)
+
+
+# --------------------------------------------------------------------------- estimators
+
+
+def check_is_fitted(estimator: Any, attribute: str) -> None:
+    """Raise :class:`~engine.exceptions.NotFittedError` unless ``estimator`` has ``attribute`` (set by ``fit``)."""
+    if not hasattr(estimator, attribute):
+        raise exceptions.NotFittedError(f"This {type(estimator).__name__} instance is not fitted yet; call fit before using it")
+
+
+def check_n_features(estimator: Any, X: np.ndarray) -> None:
+    """``X`` has as many columns as the data ``estimator`` was fitted on (``n_features_in_``)."""
+    if X.shape[1] != estimator.n_features_in_:
+        raise InvalidInput(f"X has {X.shape[1]} features but {type(estimator).__name__} was fitted with {estimator.n_features_in_}")
+
+
+def check_query(estimator: Any, X: Any, *, attribute: str) -> np.ndarray:
+    """Validate the query points of a fitted estimator: fitted, finite, the fitted number of features."""
+    check_is_fitted(estimator, attribute)
+    X = check_features(X, name="X")
+    check_n_features(estimator, X)
+    return X
+
+
+def check_training_data(X: Any, Y: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Validate a training pair: finite ``X`` (n, d) and a candidate matrix ``Y`` (n, M)."""
+    X = check_features(X, name="X")
+    return X, check_candidates(Y, name="Y", n_rows=X.shape[0])

@@ -37,9 +37,13 @@ from typing import Any, Literal
 
 import numpy as np
 
-from engine._validation import check_candidates, check_features, check_neighbors, check_scalar
+from engine import _kernels
+from engine._kernels import CandidateSets
+from engine._possible import possible_from_graph
+from engine._validation import check_candidates, check_choice, check_features, check_neighbors, check_scalar
+from engine.choices import AMBIGUITY_CRITERIA, CRITERIA, PL_METHODS
 from engine.exceptions import InvalidInput
-from engine.winners import CHUNK_TARGETS, CandidateSets, _approx_possible, _bounds, _necessary
+from engine.query import changed_pairs, query_scores
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
@@ -141,8 +145,7 @@ def distributed_possible_labels(
     """
     Y = check_candidates(Y)
     idx, w = check_neighbors(idx, w, Y)
-    if method not in ("auto", "flow", "cpsat"):
-        raise InvalidInput(f"method must be 'auto', 'flow' or 'cpsat'; got {method!r}")
+    check_choice(method, "method", PL_METHODS)
     out = (np.empty((idx.shape[0], Y.shape[1]), dtype=bool),)
     task = _PossibleTask(method, float(time_limit))
     _run(client, task, Y, _array_chunks(idx, w, chunk_size), out)
@@ -169,13 +172,10 @@ def distributed_query_scores(
     -------
     scores : float array of shape (n_instances,)
     """
-    from engine.query import CRITERIA, query_scores
-
     Y = check_candidates(Y)
     idx, w = check_neighbors(idx, w, Y)
-    if criterion not in CRITERIA:
-        raise InvalidInput(f"criterion must be one of {', '.join(CRITERIA)}; got {criterion!r}")
-    if criterion not in ("apl", "pl"):
+    check_choice(criterion, "criterion", CRITERIA)
+    if criterion not in AMBIGUITY_CRITERIA:
         return query_scores(idx, w, Y, criterion=criterion, random_state=random_state, time_limit=time_limit)
     return distributed_query_scores_from_chunks(
         (chunk for _, chunk in _array_chunks(idx, w, chunk_size)), Y,
@@ -204,8 +204,7 @@ def distributed_query_scores_from_chunks(
     scores : float array of shape (n_instances,)
     """
     Y = check_candidates(Y)
-    if criterion not in ("apl", "pl"):
-        raise InvalidInput(f"criterion must be 'apl' or 'pl' for chunked scoring; got {criterion!r}")
+    check_choice(criterion, "criterion", AMBIGUITY_CRITERIA)
     scores = np.zeros(Y.shape[0])
     task = _ScoreTask(criterion, float(time_limit))
     numbered = ((None, chunk) for chunk in chunks)
@@ -231,7 +230,7 @@ def distributed_predict_with_reject(
 
     if not isinstance(classifier, DstPllClassifier):
         raise TypeError(f"classifier must be a fitted DstPllClassifier, got {type(classifier).__name__}")
-    classifier._check_fitted()
+    classifier.check_fitted()
     X = check_features(X, name="X")
     if X.shape[1] != classifier.n_features_in_:
         raise InvalidInput(f"X has {X.shape[1]} features but the classifier was fitted with {classifier.n_features_in_}")
@@ -253,12 +252,11 @@ def distributed_predict_with_reject(
 
 
 def _bounds_task(sets: CandidateSets, chunk: tuple[np.ndarray, np.ndarray]):
-    return _bounds(chunk[0], chunk[1], sets)
+    return _kernels.bounds(chunk[0], chunk[1], sets)
 
 
 def _label_sets_task(sets: CandidateSets, chunk: tuple[np.ndarray, np.ndarray]):
-    smin, smax = _bounds(chunk[0], chunk[1], sets)
-    return _necessary(smin, smax), _approx_possible(smin, smax)
+    return _kernels.label_sets(chunk[0], chunk[1], sets)
 
 
 class _PossibleTask:
@@ -266,8 +264,6 @@ class _PossibleTask:
         self.method, self.time_limit = method, time_limit
 
     def __call__(self, Y: np.ndarray, chunk: tuple[np.ndarray, np.ndarray]):
-        from engine._possible import possible_from_graph
-
         possible, _ = possible_from_graph(chunk[0], chunk[1], Y, method=self.method, time_limit=self.time_limit)
         return (possible,)
 
@@ -277,37 +273,15 @@ class _ScoreTask:
         self.criterion, self.time_limit = criterion, time_limit
 
     def __call__(self, sets: CandidateSets, chunk: tuple[np.ndarray, np.ndarray]):
-        from engine.query import _apl_changed, _pl_changed
-
         idx, w = chunk
-        kernel = _apl_changed if self.criterion == "apl" else _pl_changed
-        items = []
-        for start in range(0, idx.shape[0], CHUNK_TARGETS):
-            rows = slice(start, start + CHUNK_TARGETS)
-            flags = kernel(idx[rows], w[rows], sets, time_limit=self.time_limit)
-            items.append(idx[rows][flags])
+        flags = changed_pairs(idx, w, sets, criterion=self.criterion, time_limit=self.time_limit, validate=False)
         # Distinct rows and their counts: at most K per target, usually far fewer.
-        return np.unique(np.concatenate(items), return_counts=True)
-
-
-class _FixedDraws:
-    """Stands in for the Generator of ``engine.dst._decide``: hands out pre-drawn uniforms."""
-
-    def __init__(self, draws: np.ndarray):
-        self.draws = draws
-
-    def random(self, size):
-        if tuple(size) != self.draws.shape:
-            raise RuntimeError(f"expected a draw of shape {self.draws.shape}, got {size}")
-        return self.draws
+        return np.unique(idx[flags], return_counts=True)
 
 
 def _predict_task(classifier: Any, chunk: tuple[np.ndarray, np.ndarray]):
-    from engine.dst import _decide
-
     X, draws = chunk
-    labels, guess, margin = _decide(classifier._evidence(X), _FixedDraws(draws))
-    return labels, (margin > 0) & ~guess
+    return classifier.decide_with_draws(X, draws)
 
 
 # --------------------------------------------------------------------------- scheduling

@@ -58,10 +58,11 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.neighbors import NearestNeighbors
 
-from engine._validation import check_candidates, check_features, check_scalar
-from engine.exceptions import InvalidInput, NotFittedError
+from engine._validation import check_candidates, check_graph, check_is_fitted, check_query, check_scalar, check_training_data
+from engine.exceptions import InvalidInput
+from engine.neighbors import ReverseIndex
 
-__all__ = ["DstPllClassifier"]
+__all__ = ["DstPllClassifier", "transductive_decisions", "predict_from_neighbors"]
 
 PRUNE_BELOW = 1e-10
 """Focal sets whose mass is below this after the conflict move are dropped (as in [1]'s code)."""
@@ -337,6 +338,18 @@ def _sequential_mass(own: np.ndarray, active_sets: np.ndarray) -> dict[int, floa
     return combined
 
 
+class _FixedDraws:
+    """Stands in for the Generator of :func:`_decide`: hands out pre-drawn uniforms."""
+
+    def __init__(self, draws: np.ndarray):
+        self.draws = draws
+
+    def random(self, size: tuple[int, int]) -> np.ndarray:
+        if tuple(size) != self.draws.shape:  # pragma: no cover - internal invariant
+            raise RuntimeError(f"expected a draw of shape {self.draws.shape}, got {size}")
+        return self.draws
+
+
 def _decide(evidence: _Evidence, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Labels, guess flags and margins from beliefs and plausibilities.
 
@@ -368,6 +381,127 @@ def _decide(evidence: _Evidence, rng: np.random.Generator) -> tuple[np.ndarray, 
         labels[row] = chosen[int(draws[row, 1] * chosen.size)]
     guess = ~has_singleton | (n_tied > 1)
     return labels.astype(np.intp), guess, margin
+
+
+def _decisions(evidence: _Evidence, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``_decide`` plus the reject option: labels, guess flags, accepted flags and margins."""
+    labels, guess, margin = _decide(evidence, rng)
+    return labels, guess, (margin > 0) & ~guess, margin
+
+
+def _transductive_evidence(Y: np.ndarray, neighbors: np.ndarray, rows: np.ndarray) -> _Evidence:
+    """Evidence about training rows ``rows``: their own sets combined with their neighbours' sets."""
+    return _combine(Y[rows], Y[neighbors[rows]])
+
+
+def transductive_decisions(
+    Y: Any, idx: Any, rows: Any = None, *, random_state: Any = 0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """DST-PLL's transductive label of training rows, without fitting a classifier.
+
+    Each row's own candidate set is combined with the sets of its neighbours in the training
+    graph ``idx``, exactly as :meth:`DstPllClassifier.fit` disambiguates the training set
+    (with ``idx`` its ``train_neighbors_``). Cheap to repeat for the few rows an answer
+    touches: ``O(len(rows) · 2**m · ceil(M/64))``, no neighbour search.
+
+    Parameters
+    ----------
+    Y : bool array of shape (n_instances, n_labels)
+        Current candidate sets.
+    idx : int array of shape (n_instances, k)
+        Each training row's neighbours (other training rows), e.g. from
+        :func:`engine.neighbors.knn_graph` with ``exclude_self=True``.
+    rows : int array of shape (r,), optional
+        Training rows to decide; all by default.
+    random_state : None, int or numpy.random.Generator, default=0
+        Seed of the random tie-breaking (a new ``default_rng(random_state)`` per call).
+
+    Returns
+    -------
+    labels : int array of shape (r,)
+        The label of largest singleton belief (drawn at random among ties).
+    accepted : bool array of shape (r,)
+        ``margin > 0`` and the label is not a random guess.
+    margin : float array of shape (r,)
+        ``bel(ŷ) - max_{y≠ŷ} pl(y)``.
+
+    Examples
+    --------
+    Row 0 has the set ``{0, 1}`` and two neighbours ``{0}``: ``m({0}) = 3/4``,
+    ``m({0, 1}) = 1/4``, so ``bel(0) - pl(1) = 1/2``.
+
+    >>> import numpy as np
+    >>> Y = np.array([[1, 1], [1, 0], [1, 0], [0, 1]], dtype=bool)
+    >>> idx = np.array([[1, 2], [0, 2], [0, 1], [0, 1]])
+    >>> labels, accepted, margin = transductive_decisions(Y, idx, [0])
+    >>> labels.tolist(), accepted.tolist(), margin.tolist()
+    ([0], [True], [0.5])
+    """
+    Y = check_candidates(Y)
+    neighbors = check_graph(idx, Y.shape[0], n_rows=Y.shape[0])
+    rows = np.arange(Y.shape[0]) if rows is None else _check_rows(rows, Y.shape[0])
+    labels, _, accepted, margin = _decisions(
+        _transductive_evidence(Y, neighbors, rows), np.random.default_rng(random_state)
+    )
+    return labels, accepted, margin
+
+
+def predict_from_neighbors(
+    Y: Any, idx: Any, *, random_state: Any = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """DST-PLL's prediction for new instances whose neighbours in the training set are given.
+
+    Equal to :meth:`DstPllClassifier.predict_with_reject` when ``idx`` holds the
+    classifier's neighbours of the instances (a new instance may be any label, so its own
+    set is all labels); useful when the neighbour graph is already known.
+
+    Parameters
+    ----------
+    Y : bool array of shape (n_instances, n_labels)
+        Training candidate sets.
+    idx : int array of shape (n_targets, k)
+        Training rows neighbouring each new instance.
+    random_state : None, int or numpy.random.Generator
+        Seed of the random tie-breaking.
+
+    Returns
+    -------
+    labels : int array of shape (n_targets,)
+    accepted : bool array of shape (n_targets,)
+    margin : float array of shape (n_targets,)
+        As in :func:`transductive_decisions`.
+
+    Examples
+    --------
+    Neighbours ``{0}``, ``{0}`` and ``{0, 1}`` (the last one says nothing about a new
+    instance, whose own set is every label):
+
+    >>> import numpy as np
+    >>> Y = np.array([[1, 0], [1, 0], [1, 1]], dtype=bool)
+    >>> labels, accepted, margin = predict_from_neighbors(Y, np.array([[0, 1, 2]]), random_state=0)
+    >>> labels.tolist(), accepted.tolist(), margin.tolist()
+    ([0], [True], [0.5])
+    """
+    Y = check_candidates(Y)
+    neighbors = check_graph(idx, Y.shape[0])
+    labels, _, accepted, margin = _decisions(
+        _combine(*_new_instance_sets(Y, neighbors)), np.random.default_rng(random_state)
+    )
+    return labels, accepted, margin
+
+
+def _new_instance_sets(Y: np.ndarray, neighbors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Own sets of new instances (all labels: a new instance may be any) and their neighbours' sets."""
+    return np.ones((neighbors.shape[0], Y.shape[1]), dtype=bool), Y[neighbors]
+
+
+def _check_rows(rows: Any, n: int) -> np.ndarray:
+    arr = np.atleast_1d(np.asarray(rows))
+    if arr.size == 0:
+        return arr.astype(np.intp)
+    if arr.ndim != 1 or arr.dtype.kind not in "iu" or ((arr < 0) | (arr >= n)).any():
+        raise InvalidInput(f"rows must be training row indices in 0..{n - 1}, got {arr.ravel().tolist()[:10]}")
+    return arr.astype(np.intp)
 
 
 class DstPllClassifier(BaseEstimator):
@@ -451,8 +585,7 @@ class DstPllClassifier(BaseEstimator):
         -------
         self : DstPllClassifier
         """
-        X = check_features(X, name="X")
-        Y = check_candidates(Y, name="Y", n_rows=X.shape[0])
+        X, Y = check_training_data(X, Y)
         check_scalar(self.n_neighbors, "n_neighbors", kind=Integral, min_value=1)
         if self.n_neighbors >= X.shape[0]:
             raise InvalidInput(
@@ -467,16 +600,28 @@ class DstPllClassifier(BaseEstimator):
         # Without a query, scikit-learn leaves every row out of its own neighbourhood by index
         # (not by distance), so exact duplicates stay neighbours of each other.
         self.train_neighbors_ = self.nn_.kneighbors(return_distance=False)
-        evidence = _combine(Y, Y[self.train_neighbors_])
-        labels, guess, margin = _decide(evidence, np.random.default_rng(self.random_state))
-        self.disambiguate_ = labels
-        self.disambiguate_guess_ = guess
-        self.disambiguate_accepted_ = (margin > 0) & ~guess
+        self._reverse_neighbors = None  # built on the first update_candidates
+        n = Y.shape[0]
+        self.disambiguate_ = np.empty(n, dtype=np.intp)
+        self.disambiguate_guess_ = np.empty(n, dtype=bool)
+        self.disambiguate_accepted_ = np.empty(n, dtype=bool)
         # Kept for the expert's reject queue, which shows why a training label is refused.
-        self.disambiguate_belief_ = evidence.belief
-        self.disambiguate_plausibility_ = evidence.plausibility
-        self.disambiguate_margin_ = margin
+        self.disambiguate_belief_ = np.empty(Y.shape)
+        self.disambiguate_plausibility_ = np.empty(Y.shape)
+        self.disambiguate_margin_ = np.empty(n)
+        self._disambiguate(np.arange(n))
         return self
+
+    def _disambiguate(self, rows: np.ndarray) -> None:
+        """Recompute the ``disambiguate_*`` attributes of training rows ``rows``."""
+        evidence = _transductive_evidence(self.candidates_, self.train_neighbors_, rows)
+        labels, guess, accepted, margin = _decisions(evidence, np.random.default_rng(self.random_state))
+        self.disambiguate_[rows] = labels
+        self.disambiguate_guess_[rows] = guess
+        self.disambiguate_accepted_[rows] = accepted
+        self.disambiguate_belief_[rows] = evidence.belief
+        self.disambiguate_plausibility_[rows] = evidence.plausibility
+        self.disambiguate_margin_[rows] = margin
 
     def update_candidates(self, rows: Any, candidates: Any) -> np.ndarray:
         """Change some training candidate sets and redo only the disambiguations they touch.
@@ -498,43 +643,61 @@ class DstPllClassifier(BaseEstimator):
         affected : ndarray of int
             The training rows whose ``disambiguate_*`` values were recomputed.
         """
-        self._check_fitted()
-        rows = np.atleast_1d(np.asarray(rows))
-        if rows.dtype.kind not in "iu" or ((rows < 0) | (rows >= self.candidates_.shape[0])).any():
-            raise InvalidInput(f"rows must be training row indices in 0..{self.candidates_.shape[0] - 1}, got {rows.tolist()[:10]}")
+        self.check_fitted()
+        rows = _check_rows(rows, self.candidates_.shape[0])
         new = check_candidates(np.atleast_2d(candidates), name="candidates", n_rows=rows.size)
         if new.shape[1] != self.n_labels_:
             raise InvalidInput(f"candidates has {new.shape[1]} label columns but the classifier was fitted with {self.n_labels_}")
         Y = self.candidates_.copy()  # never write into the array the caller passed to fit
         Y[rows] = new
         self.candidates_ = Y
-        touched = np.zeros(Y.shape[0], dtype=bool)
-        touched[rows] = True
-        affected = np.flatnonzero(touched | touched[self.train_neighbors_].any(axis=1))
-        evidence = _combine(Y[affected], Y[self.train_neighbors_[affected]])
-        labels, guess, margin = _decide(evidence, np.random.default_rng(self.random_state))
-        self.disambiguate_[affected] = labels
-        self.disambiguate_guess_[affected] = guess
-        self.disambiguate_accepted_[affected] = (margin > 0) & ~guess
-        self.disambiguate_belief_[affected] = evidence.belief
-        self.disambiguate_plausibility_[affected] = evidence.plausibility
-        self.disambiguate_margin_[affected] = margin
+        if self._reverse_neighbors is None:
+            self._reverse_neighbors = ReverseIndex(self.train_neighbors_, Y.shape[0])
+        affected = np.union1d(rows, self._reverse_neighbors.rows_holding_any(rows))
+        self._disambiguate(affected)
         return affected
 
     # -- prediction ---------------------------------------------------------------------
 
-    def _check_fitted(self) -> None:
-        if not hasattr(self, "nn_"):
-            raise NotFittedError(f"This {type(self).__name__} instance is not fitted yet; call fit(X, Y) first")
+    def check_fitted(self) -> None:
+        """Raise :class:`~engine.exceptions.NotFittedError` unless :meth:`fit` has run."""
+        check_is_fitted(self, "nn_")
+
+    def _query_sets(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Own sets and neighbour sets of new instances (validated here)."""
+        X = check_query(self, X, attribute="nn_")
+        return _new_instance_sets(self.candidates_, self.nn_.kneighbors(X, return_distance=False))
 
     def _evidence(self, X: Any) -> _Evidence:
-        self._check_fitted()
-        X = check_features(X, name="X")
-        if X.shape[1] != self.n_features_in_:
-            raise InvalidInput(f"X has {X.shape[1]} features but the classifier was fitted with {self.n_features_in_}")
-        idx = self.nn_.kneighbors(X, return_distance=False)
-        own = np.ones((X.shape[0], self.n_labels_), dtype=bool)  # a new instance may be any label
-        return _combine(own, self.candidates_[idx])
+        return _combine(*self._query_sets(X))
+
+    def decide_with_draws(self, X: Any, draws: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``predict_with_reject`` with the tie-breaking uniforms given instead of drawn.
+
+        ``predict_with_reject(X)`` equals ``decide_with_draws(X, rng.random((len(X), 2)))``
+        with ``rng = numpy.random.default_rng(random_state)``; splitting ``X`` into chunks
+        and the draws alike gives the same labels, which is how
+        :func:`engine.distributed.distributed_predict_with_reject` reproduces the
+        single-process stream on workers.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_targets, n_features)
+        draws : float array of shape (n_targets, 2)
+            Uniforms in [0, 1): column 0 picks among tied labels or focal sets, column 1 a
+            label inside a focal set.
+
+        Returns
+        -------
+        labels : ndarray of shape (n_targets,)
+        accepted : ndarray of shape (n_targets,)
+        """
+        evidence = self._evidence(X)
+        draws = np.asarray(draws, dtype=np.float64)
+        if draws.shape != (evidence.belief.shape[0], 2):
+            raise InvalidInput(f"draws must have shape ({evidence.belief.shape[0]}, 2), got {draws.shape}")
+        labels, _, accepted, _ = _decisions(evidence, _FixedDraws(draws))
+        return labels, accepted
 
     def predict_with_reject(
         self, X: Any, *, return_guess: bool = False
@@ -557,8 +720,7 @@ class DstPllClassifier(BaseEstimator):
         guess : ndarray of shape (n_targets,), only with ``return_guess=True``
             True when ``ŷ`` was drawn at random among tied labels or focal sets.
         """
-        labels, guess, margin = _decide(self._evidence(X), np.random.default_rng(self.random_state))
-        accepted = (margin > 0) & ~guess
+        labels, guess, accepted, _ = _decisions(self._evidence(X), np.random.default_rng(self.random_state))
         return (labels, accepted, guess) if return_guess else (labels, accepted)
 
     def predict(self, X: Any) -> np.ndarray:
@@ -620,19 +782,12 @@ class DstPllClassifier(BaseEstimator):
         masses : list of dict
             One dict per row mapping a frozenset of labels to its mass (only focal sets).
         """
-        self._check_fitted()
-        Y = self.candidates_
         if X is None:
-            own, idx = Y, self.nn_.kneighbors(return_distance=False)
+            self.check_fitted()
+            own, neighbour_sets = self.candidates_, self.candidates_[self.train_neighbors_]
         else:
-            X = check_features(X, name="X")
-            if X.shape[1] != self.n_features_in_:
-                raise InvalidInput(
-                    f"X has {X.shape[1]} features but the classifier was fitted with {self.n_features_in_}"
-                )
-            idx = self.nn_.kneighbors(X, return_distance=False)
-            own = np.ones((X.shape[0], self.n_labels_), dtype=bool)
-        meet, active = _active_sets(own, Y[idx])
+            own, neighbour_sets = self._query_sets(X)
+        meet, active = _active_sets(own, neighbour_sets)
         n_words = (self.n_labels_ + 63) // 64
         out = []
         for row in range(own.shape[0]):

@@ -41,10 +41,12 @@ from typing import Callable, Literal
 
 import numpy as np
 
-from engine._validation import check_features, check_scalar
+from engine._kernels import reverse_index
+from engine._validation import check_choice, check_features, check_graph, check_scalar
+from engine.choices import SEARCH_ALGORITHMS, WEIGHTINGS
 from engine.exceptions import InvalidInput
 
-__all__ = ["APPROX_THRESHOLD", "knn_graph", "neighbor_weights"]
+__all__ = ["APPROX_THRESHOLD", "WEIGHTINGS", "SEARCH_ALGORITHMS", "knn_graph", "neighbor_weights", "ReverseIndex"]
 
 #: With ``algorithm="auto"``, training sets of at least this many rows use approximate
 #: search (when faiss is installed); below it exact search takes seconds.
@@ -61,20 +63,12 @@ Weights = Literal["uniform", "distance"] | Callable[[np.ndarray], np.ndarray]
 def neighbor_weights(dist: np.ndarray, weights: Weights) -> np.ndarray:
     """Turn neighbour distances of shape (n_targets, k) into non-negative vote weights.
 
-    ``"distance"`` is inverse distance. A target that has exact duplicates among its
+    ``weights`` is one of :data:`WEIGHTINGS` or a callable mapping the distances to weights
+    of the same shape. ``"distance"`` is inverse distance. A target that has exact duplicates among its
     neighbours (distance 0) gives those duplicates weight 1 and every other neighbour
     weight 0, as scikit-learn's ``KNeighborsClassifier`` does: an infinitely close
     neighbour outvotes any finite one, and no division by zero happens.
     """
-    if weights == "uniform":
-        return np.ones_like(dist, dtype=np.float64)
-    if weights == "distance":
-        with np.errstate(divide="ignore"):
-            w = 1.0 / dist
-        has_duplicate = (dist == 0).any(axis=1)
-        if has_duplicate.any():
-            w[has_duplicate] = (dist[has_duplicate] == 0).astype(np.float64)
-        return w
     if callable(weights):
         w = np.asarray(weights(dist), dtype=np.float64)
         if w.shape != dist.shape:
@@ -84,7 +78,14 @@ def neighbor_weights(dist: np.ndarray, weights: Weights) -> np.ndarray:
             row = int(np.flatnonzero(bad)[0])
             raise InvalidInput(f"weights callable returned a negative or non-finite weight in row {row}: {w[row].tolist()}")
         return w
-    raise InvalidInput(f"weights must be 'uniform', 'distance' or a callable, got {weights!r}")
+    if check_choice(weights, "weights", WEIGHTINGS) == "uniform":
+        return np.ones_like(dist, dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        w = 1.0 / dist
+    has_duplicate = (dist == 0).any(axis=1)
+    if has_duplicate.any():
+        w[has_duplicate] = (dist[has_duplicate] == 0).astype(np.float64)
+    return w
 
 
 def knn_graph(
@@ -136,11 +137,9 @@ def knn_graph(
         targets = check_features(targets, name="targets")
         if targets.shape[1] != X.shape[1]:
             raise InvalidInput(f"targets has {targets.shape[1]} features but X has {X.shape[1]}")
-    if not (weights in ("uniform", "distance") or callable(weights)):
-        raise InvalidInput(f"weights must be 'uniform', 'distance' or a callable, got {weights!r}")
-
-    if algorithm not in ("auto", "exact", "approx"):
-        raise InvalidInput(f"algorithm must be 'auto', 'exact' or 'approx', got {algorithm!r}")
+    if not callable(weights):
+        check_choice(weights, "weights", WEIGHTINGS)
+    check_choice(algorithm, "algorithm", SEARCH_ALGORITHMS)
     if algorithm == "auto":
         algorithm = "approx" if n >= APPROX_THRESHOLD and _faiss_installed() else "exact"
 
@@ -211,3 +210,58 @@ def _row_order(dist: np.ndarray, idx: np.ndarray) -> np.ndarray:
     by_row = np.argsort(idx, axis=1, kind="stable")
     by_dist = np.argsort(np.take_along_axis(dist, by_row, axis=1), axis=1, kind="stable")
     return np.take_along_axis(by_row, by_dist, axis=1)
+
+
+class ReverseIndex:
+    """Which targets hold each training row among their neighbours.
+
+    After an answer changes training row ``n``, only the targets whose neighbourhood holds
+    ``n`` can change; this index finds them in ``O(K · |result|)`` instead of a scan of the
+    graph. Built in ``O(T·K log(T·K))`` (a CSR layout: one stable sort of ``idx``).
+
+    Parameters
+    ----------
+    idx : int array of shape (n_targets, k)
+        Training rows of each target's neighbours (the graph of :func:`knn_graph`).
+    n_instances : int
+        Number of training rows; every entry of ``idx`` is in ``0..n_instances-1``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> index = ReverseIndex(np.array([[1, 2], [0, 2], [0, 1]]), 3)
+    >>> index.rows_holding(2).tolist()
+    [0, 1]
+    >>> index.rows_holding_any([0, 1]).tolist()
+    [0, 1, 2]
+    """
+
+    def __init__(self, idx: np.ndarray, n_instances: int) -> None:
+        check_scalar(n_instances, "n_instances", kind=Integral, min_value=1)
+        arr = check_graph(idx, int(n_instances))
+        self.n_targets, self.n_instances = arr.shape[0], int(n_instances)
+        self._ptr, self._rows = reverse_index(arr, self.n_instances)
+
+    def _check_items(self, items: np.ndarray) -> None:
+        bad = (items < 0) | (items >= self.n_instances)
+        if bad.any():
+            raise InvalidInput(f"item {int(items[bad][0])} is not a training row in 0..{self.n_instances - 1}")
+
+    def rows_holding(self, item: int) -> np.ndarray:
+        """Targets whose neighbourhood holds training row ``item``: sorted unique int array."""
+        check_scalar(item, "item", kind=Integral)
+        self._check_items(np.array([item]))
+        return np.unique(self._rows[self._ptr[item] : self._ptr[item + 1]])
+
+    def rows_holding_any(self, items: np.ndarray) -> np.ndarray:
+        """Targets whose neighbourhood holds at least one of ``items``: sorted unique int array."""
+        items = np.asarray(items).ravel()
+        if items.size and items.dtype.kind not in "iu":
+            raise InvalidInput(f"items must be integer training rows, got dtype {items.dtype}")
+        items = items.astype(np.intp)
+        self._check_items(items)
+        starts = self._ptr[items]
+        lengths = self._ptr[items + 1] - starts
+        # Positions of every segment, concatenated: start of each segment plus 0..length-1.
+        offsets = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        return np.unique(self._rows[np.repeat(starts, lengths) + offsets])

@@ -31,15 +31,19 @@ References
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
 
 from engine._validation import check_features, check_scalar
+from engine.choices import CANDIDATE_PROTOCOLS
 from engine.exceptions import InvalidInput
 
 __all__ = [
+    "CANDIDATE_PROTOCOLS",
+    "CANDIDATE_GENERATORS",
     "uniform_candidates",
     "class_dependent_candidates",
     "instance_dependent_candidates",
@@ -442,3 +446,13 @@ def binary_flips(
     flip_prob = np.where(y == 1, tau_pos, tau_neg)
     flip = rng.random(y.shape[0]) < flip_prob
     return np.where(flip, 1 - y, y).astype(np.intp)
+
+
+CANDIDATE_GENERATORS: dict[str, Callable[..., np.ndarray]] = {
+    "uniform": uniform_candidates,
+    "class_dependent": class_dependent_candidates,
+    "instance_dependent": instance_dependent_candidates,
+    "cluster": cluster_candidates,
+}
+"""Name (:data:`CANDIDATE_PROTOCOLS`) → candidate-set generator. ``instance_dependent`` and
+``cluster`` take the features first: ``(X, y, n_labels, ...)``; the others ``(y, n_labels, ...)``."""

@@ -35,28 +35,30 @@ to query partially labelled data. DA2PL 2016.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from numbers import Integral
 from typing import Literal
 
 import numpy as np
 
-from engine._validation import check_candidates, check_neighbors
+from engine import _kernels
+from engine._kernels import CHUNK_TARGETS, CandidateSets
+from engine._possible import possible_from_graph
+from engine._validation import check_candidates, check_choice, check_neighbors, check_scalar
+from engine.choices import AMBIGUITY_CRITERIA, CRITERIA
 from engine.exceptions import InvalidInput
-from engine.winners import (
-    CHUNK_TARGETS,
-    CandidateSets,
-    _approx_possible,
-    _bounds,
-    _counts_suffice,
-    _necessary,
-    _sums_are_exact,
-    _vote_counts,
-)
+from engine.neighbors import ReverseIndex
 
-__all__ = ["CRITERIA", "query_scores", "changed_pairs", "ambiguous_neighbourhoods", "IncrementalRanker"]
+__all__ = [
+    "CRITERIA",
+    "AMBIGUITY_CRITERIA",
+    "query_scores",
+    "changed_pairs",
+    "open_neighbourhoods",
+    "ranking_order",
+    "IncrementalRanker",
+]
 
 Criterion = Literal["apl", "pl", "participation", "most_partial", "random"]
-CRITERIA: tuple[str, ...] = ("apl", "pl", "participation", "most_partial", "random")
-AMBIGUITY_CRITERIA = ("apl", "pl")
 
 
 def query_scores(
@@ -93,8 +95,7 @@ def query_scores(
     """
     Y = check_candidates(Y)
     idx, w = check_neighbors(idx, w, Y)
-    if criterion not in CRITERIA:
-        raise InvalidInput(f"criterion must be one of {', '.join(CRITERIA)}; got {criterion!r}")
+    check_choice(criterion, "criterion", CRITERIA)
     partial = Y.sum(axis=1) >= 2
     n = Y.shape[0]
     if criterion == "most_partial":
@@ -109,19 +110,139 @@ def query_scores(
     return np.bincount(idx[flags], minlength=n).astype(np.float64)
 
 
-def ambiguous_neighbourhoods(idx: np.ndarray, ambiguous: np.ndarray, n_instances: int) -> np.ndarray:
-    """For every training instance, in how many ambiguous targets' neighbourhoods it sits.
+def open_neighbourhoods(idx: np.ndarray, open_targets: np.ndarray, n_instances: int) -> np.ndarray:
+    """For every training instance, in how many open targets' neighbourhoods it sits.
 
-    ``ambiguous`` is a bool array of shape (n_targets,), e.g. ``(NL != APL).any(axis=1)``.
-    Returns an int array of shape (n_instances,) (the ranked list's ``ambiguous_targets_touched``).
+    Parameters
+    ----------
+    idx : int array of shape (n_targets, k)
+        The neighbour graph.
+    open_targets : bool array of shape (n_targets,)
+        The open targets, ``NL ≠ APL`` (:func:`engine.winners.open_targets`).
+    n_instances : int
+        Number of training rows.
+
+    Returns
+    -------
+    touched : int array of shape (n_instances,)
+        The ranked list's ``open_targets_touched`` column; a target that holds an instance
+        twice counts twice.
     """
-    return np.bincount(np.asarray(idx)[np.asarray(ambiguous, dtype=bool)].ravel(), minlength=n_instances)
+    return np.bincount(np.asarray(idx)[np.asarray(open_targets, dtype=bool)].ravel(), minlength=n_instances)
+
+
+#: Deprecated name of :func:`open_neighbourhoods` (it always counted NL ≠ APL targets, which
+#: DESIGN calls *open*); kept until app/ has moved to the new name.
+ambiguous_neighbourhoods = open_neighbourhoods
+
+
+def ranking_order(
+    scores: np.ndarray,
+    askable: np.ndarray,
+    *,
+    deferred: np.ndarray | None = None,
+    tiebreak: np.ndarray | None = None,
+    top: int | None = None,
+) -> np.ndarray:
+    """The one order of the query list: which rows to ask about, best first.
+
+    Rows where ``askable`` is True, sorted by
+
+    1. deferred rows last (e.g. skipped items),
+    2. score, highest first,
+    3. ``tiebreak`` key, lowest first (when given),
+    4. row index, lowest first.
+
+    Every list of items to ask (the incremental ranker, the simulated campaigns, the
+    annotation queue, the ranked export) is ordered by this function, so they agree.
+
+    Parameters
+    ----------
+    scores : float array of shape (n,)
+        Usefulness of asking each row; NaN is refused.
+    askable : bool array of shape (n,)
+        Rows that may be asked (e.g. still partially labelled).
+    deferred : bool array of shape (n,), optional
+        Rows to put after every non-deferred row.
+    tiebreak : float array of shape (n,), optional
+        Keys that order rows of equal score (e.g. seeded random draws).
+    top : int, optional
+        Keep the first ``top`` rows only. Selects them in ``O(n)`` (a partition) before
+        sorting the few that can be among them; the result equals the full order's prefix.
+
+    Returns
+    -------
+    order : int array of shape (min(top, n_askable),)
+        Row indices, best first.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> scores = np.array([3.0, 5.0, 5.0, 1.0, 9.0])
+    >>> askable = np.array([True, True, True, True, False])
+    >>> ranking_order(scores, askable).tolist()
+    [1, 2, 0, 3]
+    >>> ranking_order(scores, askable, deferred=np.array([False, True, False, False, False])).tolist()
+    [2, 0, 3, 1]
+    >>> ranking_order(scores, askable, tiebreak=np.array([0.0, 0.7, 0.2, 0.0, 0.0]), top=2).tolist()
+    [2, 1]
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    if scores.ndim != 1:
+        raise InvalidInput(f"scores must be 1-D (n,), got shape {scores.shape}")
+    n = scores.shape[0]
+    askable = _row_flags(askable, "askable", n)
+    deferred = np.zeros(n, dtype=bool) if deferred is None else _row_flags(deferred, "deferred", n)
+    if tiebreak is not None:
+        tiebreak = np.asarray(tiebreak, dtype=np.float64)
+        if tiebreak.shape != (n,):
+            raise InvalidInput(f"tiebreak must have shape ({n},) like scores, got {tiebreak.shape}")
+    nan = np.isnan(scores) & askable
+    if nan.any():
+        raise InvalidInput(f"scores row {int(np.flatnonzero(nan)[0])} is NaN; every askable row needs a score")
+    if top is not None:
+        check_scalar(top, "top", kind=Integral, min_value=0)
+    rows = np.flatnonzero(askable)
+    first, later = rows[~deferred[rows]], rows[deferred[rows]]
+    if top is None:
+        return np.concatenate([_sorted_rows(first, scores, tiebreak), _sorted_rows(later, scores, tiebreak)])
+    best = _best_rows(first, scores, tiebreak, top)
+    if best.size < top:
+        best = np.concatenate([best, _best_rows(later, scores, tiebreak, top - best.size)])
+    return best
+
+
+def _row_flags(flags: np.ndarray, name: str, n: int) -> np.ndarray:
+    arr = np.asarray(flags)
+    if arr.shape != (n,) or arr.dtype != bool:
+        raise InvalidInput(f"{name} must be a bool array of shape ({n},) like scores, got {arr.dtype} {arr.shape}")
+    return arr
+
+
+def _sorted_rows(rows: np.ndarray, scores: np.ndarray, tiebreak: np.ndarray | None) -> np.ndarray:
+    # np.lexsort: last key first; rows are ascending, and lexsort is stable, so the row
+    # index breaks the remaining ties.
+    keys = (-scores[rows],) if tiebreak is None else (tiebreak[rows], -scores[rows])
+    return rows[np.lexsort(keys)]
+
+
+def _best_rows(rows: np.ndarray, scores: np.ndarray, tiebreak: np.ndarray | None, top: int) -> np.ndarray:
+    """The first ``top`` of ``_sorted_rows(rows, ...)`` without sorting all of them."""
+    if top == 0:
+        return rows[:0]
+    if top < rows.size:
+        # Every row scoring at least the top-th best can be among the first ``top`` (ties
+        # with the cut-off are decided by the sort below); the rest cannot.
+        values = scores[rows]
+        cutoff = np.partition(values, rows.size - top)[rows.size - top]
+        rows = rows[values >= cutoff]
+    return _sorted_rows(rows, scores, tiebreak)[:top]
 
 
 def changed_pairs(
     idx: np.ndarray,
     w: np.ndarray,
-    Y: np.ndarray,
+    Y: np.ndarray | CandidateSets,
     *,
     criterion: Literal["apl", "pl"] = "apl",
     targets: np.ndarray | None = None,
@@ -132,14 +253,17 @@ def changed_pairs(
 
     Returns a bool array of shape (len(targets), k); ``query_scores`` is its sum per
     training row. ``targets`` restricts the work to some rows of ``idx`` (all by default).
+    With ``validate=False`` the inputs are trusted, and ``Y`` may also be the engine's
+    internal encoding of the candidate sets (built once and shared by chunked callers).
     """
     if validate:
         Y = check_candidates(Y)
         idx, w = check_neighbors(idx, w, Y)
+        check_choice(criterion, "criterion", AMBIGUITY_CRITERIA)
     if targets is None:
         targets = np.arange(idx.shape[0])
     kernel = _apl_changed if criterion == "apl" else _pl_changed
-    sets = CandidateSets.from_dense(Y)
+    sets = _kernels.encode(Y)
     out = np.zeros((len(targets), idx.shape[1]), dtype=bool)
     for start in range(0, len(targets), CHUNK_TARGETS):
         chunk = targets[start : start + CHUNK_TARGETS]
@@ -164,32 +288,8 @@ def _answer_triples(idx: np.ndarray, w: np.ndarray, sets: CandidateSets, rows: n
     return rows[pair_row[pair_id]], pair_pos[pair_id], label
 
 
-def _label_sets(idx: np.ndarray, w: np.ndarray, sets: CandidateSets):
-    """Bounds, NL, APL and the rows an answer could change (NL ≠ APL; NL ⊆ NL' ⊆ APL' ⊆ APL)."""
-    if not _counts_suffice(w):
-        smin, smax = _bounds(idx, w, sets)
-        nl = _necessary(smin, smax)
-        apl = _approx_possible(smin, smax)
-        return smin, smax, nl, apl, np.flatnonzero((nl != apl).any(axis=1))
-    # Equal weights within a row: NL and APL compare bounds of one row only, so vote counts
-    # give the same sets (a zero-weight row has all bounds 0). Float bounds are then only
-    # needed for the open rows.
-    cmin, cmax = _vote_counts(idx, sets.members)
-    silent = w[:, 0] == 0
-    cmin[silent] = 0
-    cmax[silent] = 0
-    nl = _necessary(cmin, cmax)
-    apl = _approx_possible(cmin, cmax)
-    open_rows = np.flatnonzero((nl != apl).any(axis=1))
-    smin = np.zeros(cmin.shape)
-    smax = np.zeros(cmax.shape)
-    smin[open_rows] = cmin[open_rows] * w[open_rows, :1]
-    smax[open_rows] = cmax[open_rows] * w[open_rows, :1]
-    return smin, smax, nl, apl, open_rows
-
-
 def _apl_changed(idx: np.ndarray, w: np.ndarray, sets: CandidateSets, *, time_limit: float) -> np.ndarray:
-    smin, smax, nl, apl, open_rows = _label_sets(idx, w, sets)
+    smin, smax, nl, apl, open_rows = _kernels.label_sets_and_open_bounds(idx, w, sets)
     flags = np.zeros(idx.shape, dtype=bool)
     if open_rows.size == 0:
         return flags
@@ -209,7 +309,7 @@ def _apl_changed(idx: np.ndarray, w: np.ndarray, sets: CandidateSets, *, time_li
     smin_new[tri, lam] += a
     changed = _apl_decisions_moved(smin_new, smax_new, nl[t], apl[t])
 
-    if not _sums_are_exact(w):
+    if not _kernels.sums_are_exact(w):
         # Subtracting a weight from a float total can differ in the last bit from summing the
         # remaining weights afresh; decisions are defined on fresh neighbour-order sums, so
         # triples whose comparisons are that close are recomputed exactly.
@@ -229,11 +329,7 @@ def _apl_decisions_moved(smin: np.ndarray, smax: np.ndarray, nl_old: np.ndarray,
     apl_lost = (apl_old & (smax < smin.max(axis=1)[:, None])).any(axis=1)
     # NL' = {μ : Smin'(μ) ≥ max Smax'} ∪ {unique arg-max μ* if Smin'(μ*) ≥ 2nd max Smax'};
     # an answer can only add labels to it.
-    arg = smax.argmax(axis=1)
-    first = smax[rows, arg]
-    masked = smax.copy()
-    masked[rows, arg] = -np.inf
-    second = masked.max(axis=1)
+    arg, first, second = _kernels.top_two(smax)
     gained_tie = ((smin >= first[:, None]) & ~nl_old).any(axis=1)
     gained_unique = (second < first) & (smin[rows, arg] >= second) & ~nl_old[rows, arg]
     return apl_lost | gained_tie | gained_unique
@@ -250,11 +346,7 @@ def _near_tie(smin: np.ndarray, smax: np.ndarray, *, scale: np.ndarray) -> np.nd
     tol = 1e-9 * np.maximum(scale, np.finfo(float).tiny)
     rows = np.arange(smin.shape[0])
     top_min = smin.max(axis=1)
-    arg = smax.argmax(axis=1)
-    first = smax[rows, arg]
-    masked = smax.copy()
-    masked[rows, arg] = -np.inf
-    second = masked.max(axis=1)
+    arg, first, second = _kernels.top_two(smax)
     return (
         (np.abs(smax - top_min[:, None]) <= tol[:, None]).any(axis=1)
         | (np.abs(smin - first[:, None]) <= tol[:, None]).any(axis=1)
@@ -282,10 +374,8 @@ def _answered_bounds(idx, w, sets: CandidateSets, t: np.ndarray, j: np.ndarray, 
 
 
 def _pl_changed(idx: np.ndarray, w: np.ndarray, sets: CandidateSets, *, time_limit: float) -> np.ndarray:
-    from engine._possible import possible_from_graph
-
     Y = sets.dense
-    _, _, nl, apl, open_rows = _label_sets(idx, w, sets)
+    _, _, nl, apl, open_rows = _kernels.label_sets_and_open_bounds(idx, w, sets)
     flags = np.zeros(idx.shape, dtype=bool)
     if open_rows.size == 0:
         return flags
@@ -306,8 +396,8 @@ def _pl_changed(idx: np.ndarray, w: np.ndarray, sets: CandidateSets, *, time_lim
     idx_ext = idx[t].copy()
     idx_ext[np.arange(t.size), j] = n + lam
     w_ext = w[t]
-    smin_new, smax_new = _bounds(idx_ext, w_ext, Y_ext)
-    nl_new = _necessary(smin_new, smax_new)
+    smin_new, smax_new = _kernels.bounds(idx_ext, w_ext, Y_ext)
+    nl_new = _kernels.necessary(smin_new, smax_new)
     pl_new, _ = possible_from_graph(idx_ext, w_ext, Y_ext, method="auto", time_limit=time_limit)
     changed = (nl_new != nl[t]).any(axis=1) | (pl_new != pl[t]).any(axis=1)
     flags[t[changed], j[changed]] = True
@@ -329,6 +419,19 @@ class IncrementalRanker:
     Y : bool array of shape (n_instances, n_labels)
         Candidate sets at the start; copied, then owned by the ranker.
     criterion : {"apl", "pl"}
+    time_limit : float
+        Seconds per exact-solver call (``"pl"``).
+
+    Attributes
+    ----------
+    flags : bool array of shape (n_targets, k)
+        :func:`changed_pairs` of the current sets.
+    scores : float array of shape (n_instances,)
+        :func:`query_scores` of the current sets.
+    necessary, approx_possible : bool arrays of shape (n_targets, n_labels)
+        ``NL`` and ``APL`` of the current sets.
+    reverse : engine.neighbors.ReverseIndex
+        The targets holding each training row.
     """
 
     idx: np.ndarray
@@ -340,29 +443,21 @@ class IncrementalRanker:
     scores: np.ndarray = field(init=False, repr=False)
     necessary: np.ndarray = field(init=False, repr=False)
     approx_possible: np.ndarray = field(init=False, repr=False)
-    _target_ptr: np.ndarray = field(init=False, repr=False)
-    _target_rows: np.ndarray = field(init=False, repr=False)
+    reverse: ReverseIndex = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.Y = check_candidates(self.Y).copy()
         self.idx, self.w = check_neighbors(self.idx, self.w, self.Y)
-        if self.criterion not in AMBIGUITY_CRITERIA:
-            raise InvalidInput(f"IncrementalRanker criterion must be 'apl' or 'pl'; got {self.criterion!r}")
+        check_choice(self.criterion, "criterion", AMBIGUITY_CRITERIA)
         n = self.Y.shape[0]
-        # Reverse index: targets whose neighbourhood holds training row n (CSR layout).
-        flat = self.idx.ravel()
-        order = np.argsort(flat, kind="stable")
-        self._target_rows = (order // self.idx.shape[1]).astype(np.intp)
-        self._target_ptr = np.concatenate([[0], np.cumsum(np.bincount(flat, minlength=n))])
+        self.reverse = ReverseIndex(self.idx, n)
         self.flags = changed_pairs(self.idx, self.w, self.Y, criterion=self.criterion, time_limit=self.time_limit, validate=False)
         self.scores = np.bincount(self.idx[self.flags], minlength=n).astype(np.float64)
-        smin, smax = _bounds(self.idx, self.w, self.Y)
-        self.necessary = _necessary(smin, smax)
-        self.approx_possible = _approx_possible(smin, smax)
+        self.necessary, self.approx_possible = _kernels.label_sets(self.idx, self.w, self.Y)
 
     def targets_of(self, instance: int) -> np.ndarray:
         """Target rows whose neighbourhood contains training row ``instance``."""
-        return np.unique(self._target_rows[self._target_ptr[instance] : self._target_ptr[instance + 1]])
+        return self.reverse.rows_holding(instance)
 
     def update(self, instance: int, candidates: np.ndarray) -> np.ndarray:
         """Set the candidate row of ``instance`` and patch the scores; returns the affected targets."""
@@ -375,39 +470,29 @@ class IncrementalRanker:
             return affected
         # Work on the affected targets' neighbours only, renumbered 0..m-1, so an answer
         # costs O(affected · K · M) whatever the size of the dataset.
-        items, local = np.unique(self.idx[affected], return_inverse=True)
-        local_idx = local.reshape(affected.size, -1)
+        local_idx, sets = _kernels.local_graph(self.idx[affected], self.Y)
         local_w = self.w[affected]
-        sets = CandidateSets.from_dense(self.Y[items])
         kernel = _apl_changed if self.criterion == "apl" else _pl_changed
         new = kernel(local_idx, local_w, sets, time_limit=self.time_limit)
         old = self.flags[affected]
         np.subtract.at(self.scores, self.idx[affected][old], 1.0)
         np.add.at(self.scores, self.idx[affected][new], 1.0)
         self.flags[affected] = new
-        smin, smax = _bounds(local_idx, local_w, sets)
-        self.necessary[affected] = _necessary(smin, smax)
-        self.approx_possible[affected] = _approx_possible(smin, smax)
+        self.necessary[affected], self.approx_possible[affected] = _kernels.label_sets(local_idx, local_w, sets)
         return affected
 
     def ranking(self, exclude: np.ndarray | None = None, top: int | None = None) -> np.ndarray:
         """Partially labelled instances, best query first (ties: lower row first).
 
-        ``top`` keeps only the first ``top`` (an O(n) selection instead of a full sort).
+        The order of :func:`ranking_order`; ``exclude`` lists rows to leave out, ``top``
+        keeps only the first ``top`` (an O(n) selection instead of a full sort).
         """
-        candidates = np.flatnonzero(self.Y.sum(axis=1) >= 2)
+        askable = self.Y.sum(axis=1) >= 2
         if exclude is not None and len(exclude):
-            candidates = candidates[~np.isin(candidates, exclude)]
-        scores = self.scores[candidates]
-        if top is not None and top < candidates.size:
-            # Everything scoring at least the top-th best, then a stable sort of that part.
-            cutoff = np.partition(scores, candidates.size - top)[candidates.size - top]
-            keep = scores >= cutoff
-            candidates, scores = candidates[keep], scores[keep]
-        order = candidates[np.argsort(-scores, kind="stable")]
-        return order if top is None else order[:top]
+            askable &= ~np.isin(np.arange(askable.size), exclude)
+        return ranking_order(self.scores, askable, top=top)
 
     @property
-    def n_ambiguous(self) -> int:
-        """Targets with ``NL ≠ APL`` (the cheap ambiguity measure)."""
-        return int((self.necessary != self.approx_possible).any(axis=1).sum())
+    def n_open(self) -> int:
+        """Open targets: ``NL ≠ APL`` (the cheap superset of the ambiguous ones)."""
+        return int(_kernels.open_rows(self.necessary, self.approx_possible).sum())

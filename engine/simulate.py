@@ -86,23 +86,26 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from engine._validation import check_candidates, check_features, check_scalar
-from engine.dst import _combine, _decide
+from engine._kernels import argmax_random_ties, candidate_votes
+from engine._validation import check_candidates, check_choice, check_features, check_scalar
+from engine.choices import AMBIGUITY_CRITERIA, NOISE_MODES, STRATEGY_NAMES
+from engine.dst import predict_from_neighbors, transductive_decisions
 from engine.exceptions import InvalidInput
 from engine.neighbors import knn_graph
-from engine.query import IncrementalRanker
-from engine.winners import _approx_possible, _bounds, _necessary
+from engine.query import IncrementalRanker, ranking_order
+from engine.winners import label_sets, open_targets
 
 __all__ = [
     "RESULT_COLUMNS",
     "STRATEGIES",
+    "STRATEGY_NAMES",
     "NOISE_MODES",
     "CampaignContext",
     "Strategy",
@@ -132,8 +135,6 @@ RESULT_COLUMNS: tuple[str, ...] = (
     "seconds_per_step",
 )
 """Columns of every result row, in order."""
-
-NOISE_MODES: tuple[str, ...] = ("candidate", "any")
 
 
 # --------------------------------------------------------------------------- context
@@ -175,10 +176,9 @@ class CampaignContext:
 
 def _top_partial(scores: np.ndarray, partial: np.ndarray, batch: int, rng: np.random.Generator) -> np.ndarray:
     """The ``batch`` partial items of highest score; ties broken by seeded random keys."""
-    rows = np.flatnonzero(partial)
-    keys = rng.random(rows.size)
-    order = np.lexsort((keys, -np.asarray(scores, dtype=np.float64)[rows]))
-    return rows[order[:batch]]
+    keys = np.zeros(partial.shape[0])
+    keys[partial] = rng.random(int(partial.sum()))
+    return ranking_order(scores, partial, tiebreak=keys, top=batch)
 
 
 class Strategy:
@@ -221,8 +221,7 @@ class AmbiguityStrategy(Strategy):
     """
 
     def __init__(self, criterion: str = "apl", *, n_targets: int | None = None, time_limit: float = 10.0) -> None:
-        if criterion not in ("apl", "pl"):
-            raise InvalidInput(f"criterion must be 'apl' or 'pl'; got {criterion!r}")
+        check_choice(criterion, "criterion", AMBIGUITY_CRITERIA)
         if n_targets is not None:
             check_scalar(n_targets, "n_targets", kind=Integral, min_value=1)
         self.criterion = criterion
@@ -254,8 +253,7 @@ class BaselineStrategy(Strategy):
     KINDS = ("participation", "most_partial", "random")
 
     def __init__(self, kind: str = "random") -> None:
-        if kind not in self.KINDS:
-            raise InvalidInput(f"kind must be one of {', '.join(self.KINDS)}; got {kind!r}")
+        check_choice(kind, "kind", self.KINDS)
         self.kind = kind
         self.name = kind
 
@@ -275,7 +273,7 @@ def candidate_vote_scores(context: CampaignContext) -> np.ndarray:
     the item's candidate set.
     """
     Y = context.candidates
-    votes = np.einsum("tk,tkm->tm", context.w, Y[context.idx].astype(np.float64)) * Y
+    votes = candidate_votes(context.idx, context.w, Y) * Y
     total = votes.sum(axis=1, keepdims=True)
     uniform = Y / Y.sum(axis=1, keepdims=True)
     return np.where(total > 0, votes / np.where(total > 0, total, 1.0), uniform)
@@ -287,8 +285,7 @@ class VoteUncertaintyStrategy(Strategy):
     MEASURES = ("least_confidence", "margin", "entropy")
 
     def __init__(self, measure: str = "least_confidence") -> None:
-        if measure not in self.MEASURES:
-            raise InvalidInput(f"measure must be one of {', '.join(self.MEASURES)}; got {measure!r}")
+        check_choice(measure, "measure", self.MEASURES)
         self.measure = measure
         self.name = measure
 
@@ -309,8 +306,7 @@ class DstMarginStrategy(Strategy):
     name = "dst_margin"
 
     def scores(self, context: CampaignContext) -> np.ndarray:
-        Y = context.candidates
-        margin = _decide(_combine(Y, Y[context.idx]), np.random.default_rng(0))[2]
+        _, _, margin = transductive_decisions(context.candidates, context.idx, random_state=0)
         return -margin
 
 
@@ -325,16 +321,14 @@ STRATEGIES: dict[str, Callable[[], Strategy]] = {
     "entropy": lambda: VoteUncertaintyStrategy("entropy"),
     "dst_margin": DstMarginStrategy,
 }
-"""Name → factory of every built-in strategy."""
+"""Name → factory of every built-in strategy, in the order of :data:`STRATEGY_NAMES`."""
 
 
 def make_strategy(strategy: str | Strategy) -> Strategy:
     """A strategy object from a built-in name (or the object itself)."""
     if isinstance(strategy, Strategy):
         return strategy
-    if not isinstance(strategy, str) or strategy not in STRATEGIES:
-        raise InvalidInput(f"unknown strategy {strategy!r}; valid strategies: {', '.join(STRATEGIES)}")
-    return STRATEGIES[strategy]()
+    return STRATEGIES[check_choice(strategy, "strategy", STRATEGY_NAMES)]()
 
 
 # --------------------------------------------------------------------------- oracle
@@ -354,8 +348,7 @@ class NoisyOracle:
 
     def __init__(self, true_labels: np.ndarray, n_labels: int, *, epsilon: float = 0.0, noise: str = "candidate", seed: Any = None) -> None:
         check_scalar(epsilon, "epsilon", kind=Real, min_value=0.0, max_value=1.0)
-        if noise not in NOISE_MODES:
-            raise InvalidInput(f"noise must be one of {', '.join(NOISE_MODES)}; got {noise!r}")
+        check_choice(noise, "noise", NOISE_MODES)
         if n_labels < 2 and epsilon > 0:
             raise InvalidInput("a noisy oracle needs at least two labels")
         self.true_labels = np.asarray(true_labels, dtype=np.intp)
@@ -398,30 +391,18 @@ class _Evaluator:
     test_w: np.ndarray
     y_test: np.ndarray
     seed: int
-    _all_labels: np.ndarray = field(init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        self._all_labels = np.ones((0, 0), dtype=bool)
 
     def measure(self, Y: np.ndarray) -> dict[str, float]:
-        from engine.learners.plknn import _argmax_random_ties
-
-        m, n_labels = self.test_idx.shape[0], Y.shape[1]
-        votes = np.einsum("tk,tkm->tm", self.test_w, Y[self.test_idx].astype(np.float64))
-        knn_pred = _argmax_random_ties(votes, np.random.default_rng(self.seed))
-        if self._all_labels.shape != (m, n_labels):
-            self._all_labels = np.ones((m, n_labels), dtype=bool)
-        dst_pred, guess, margin = _decide(_combine(self._all_labels, Y[self.test_idx]), np.random.default_rng(self.seed))
-        accepted = (margin > 0) & ~guess
+        votes = candidate_votes(self.test_idx, self.test_w, Y)
+        knn_pred = argmax_random_ties(votes, np.random.default_rng(self.seed))
+        dst_pred, accepted, _ = predict_from_neighbors(Y, self.test_idx, random_state=self.seed)
         dst_right = dst_pred == self.y_test
-        smin, smax = _bounds(self.idx, self.w, Y)
-        ambiguous = (_necessary(smin, smax) != _approx_possible(smin, smax)).any(axis=1)
         return {
             "accuracy": float((knn_pred == self.y_test).mean()),
             "dst_accuracy": float(dst_right.mean()),
             "reject_rate": float(1.0 - accepted.mean()),
             "accepted_accuracy": float(dst_right[accepted].mean()) if accepted.any() else float("nan"),
-            "ambiguous_targets": int(ambiguous.sum()),
+            "ambiguous_targets": int(open_targets(*label_sets(self.idx, self.w, Y)).sum()),
         }
 
 

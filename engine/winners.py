@@ -11,14 +11,16 @@ set), a label is
 
 ``Smin(λ)`` sums the weights of the neighbours whose set is exactly ``{λ}`` and ``Smax(λ)``
 those whose set contains ``λ``; then ``λ ∈ NL ⟺ Smin(λ) ≥ Smax(λ')`` for every ``λ' ≠ λ``
-and always ``NL ⊆ PL ⊆ APL``. Bounds, NL and APL cost ``O(T·K·M)`` and are vectorised over
+and always ``NL ⊆ PL ⊆ APL``. A target is *ambiguous* when ``NL ≠ PL``
+(:func:`ambiguous_targets`) and *open* when ``NL ≠ APL`` (:func:`open_targets`, the cheap
+superset). Bounds, NL and APL cost ``O(T·K·M)`` and are vectorised over
 all targets, processed in chunks of targets so memory stays linear in the data.
 Exact ``PL`` is a max-flow problem for equal weights and NP-hard for unequal weights
 (a bin-packing feasibility, solved with OR-Tools CP-SAT); see :func:`possible_labels`.
 
 Vote totals are always summed in neighbour order, so that the same multiset of weights in
 the same order gives bit-identical totals wherever they are compared; float weights are
-compared exactly (ties count as wins).
+compared exactly (ties count as wins). The kernels live in :mod:`engine._kernels`.
 
 References
 ----------
@@ -29,25 +31,29 @@ to query partially labelled data. DA2PL 2016.
 from __future__ import annotations
 
 from numbers import Integral
-from typing import Literal, NamedTuple
+from typing import Literal
 
 import numpy as np
 
+from engine import _kernels
+from engine._kernels import CHUNK_TARGETS
+from engine._possible import possible_from_graph, witness_for_row
 from engine._validation import check_candidates, check_neighbors, check_scalar
+from engine.choices import PL_METHODS
 from engine.exceptions import InvalidInput
 
 __all__ = [
+    "CHUNK_TARGETS",
+    "PL_METHODS",
     "vote_bounds",
     "necessary_labels",
     "approx_possible_labels",
+    "label_sets",
     "possible_labels",
     "witness",
+    "open_targets",
     "ambiguous_targets",
 ]
-
-#: Targets per chunk in the vectorised kernels: large enough to amortise numpy's
-#: per-call overhead, small enough that the per-chunk temporaries stay in cache-sized MBs.
-CHUNK_TARGETS = 32_768
 
 
 def vote_bounds(idx: np.ndarray, w: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -65,136 +71,149 @@ def vote_bounds(idx: np.ndarray, w: np.ndarray, Y: np.ndarray) -> tuple[np.ndarr
     Returns
     -------
     smin, smax : float arrays of shape (n_targets, n_labels)
+
+    Examples
+    --------
+    One target whose neighbours hold ``{a}``, ``{b}`` and ``{a, b}``:
+
+    >>> import numpy as np
+    >>> Y = np.array([[1, 0], [0, 1], [1, 1]], dtype=bool)
+    >>> smin, smax = vote_bounds(np.array([[0, 1, 2]]), np.ones((1, 3)), Y)
+    >>> smin.tolist(), smax.tolist()
+    ([[1.0, 1.0]], [[2.0, 2.0]])
     """
     Y = check_candidates(Y)
     idx, w = check_neighbors(idx, w, Y)
-    return _bounds(idx, w, Y)
+    return _kernels.bounds(idx, w, Y)
 
 
 def necessary_labels(idx: np.ndarray, w: np.ndarray, Y: np.ndarray) -> np.ndarray:
-    """Labels that win (ties included) under every completion: bool array (n_targets, n_labels)."""
-    smin, smax = vote_bounds(idx, w, Y)
-    return _necessary(smin, smax)
+    """Labels that win (ties included) under every completion: bool array (n_targets, n_labels).
+
+    Parameters
+    ----------
+    idx, w, Y
+        As in :func:`vote_bounds`.
+
+    Returns
+    -------
+    necessary : bool array of shape (n_targets, n_labels)
+
+    Examples
+    --------
+    Neighbours ``{a}``, ``{a}``, ``{a, b}``: ``a`` wins whatever the third one votes; with
+    ``{a}``, ``{b}``, ``{a, b}`` the third neighbour decides, so nothing is necessary.
+
+    >>> import numpy as np
+    >>> Y = np.array([[1, 0], [1, 0], [0, 1], [1, 1]], dtype=bool)
+    >>> necessary_labels(np.array([[0, 1, 3], [0, 2, 3]]), np.ones((2, 3)), Y).tolist()
+    [[True, False], [False, False]]
+    """
+    nl, _ = label_sets(idx, w, Y)
+    return nl
 
 
 def approx_possible_labels(idx: np.ndarray, w: np.ndarray, Y: np.ndarray) -> np.ndarray:
-    """The cheap superset ``APL ⊇ PL``: bool array of shape (n_targets, n_labels)."""
-    smin, smax = vote_bounds(idx, w, Y)
-    return _approx_possible(smin, smax)
+    """The cheap superset ``APL ⊇ PL``: bool array of shape (n_targets, n_labels).
+
+    ``λ ∈ APL ⟺ Smax(λ) ≥ max_{λ'≠λ} Smin(λ')``; ``idx``, ``w``, ``Y`` as in
+    :func:`vote_bounds`.
+    """
+    _, apl = label_sets(idx, w, Y)
+    return apl
+
+
+def label_sets(idx: np.ndarray, w: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Necessary and approximately possible labels of every target, from one bounds pass.
+
+    Equal to ``(necessary_labels(idx, w, Y), approx_possible_labels(idx, w, Y))`` at the
+    cost of one of them. When the targets use fewer training rows than ``Y`` has (one
+    target, or the targets an answer touches), only those rows are encoded, so the cost is
+    ``O(T·K·M)`` plus one validation pass over ``Y``.
+
+    Parameters
+    ----------
+    idx : int array of shape (n_targets, k)
+        Training rows of each target's neighbours.
+    w : float array of shape (n_targets, k)
+        Non-negative vote weights.
+    Y : bool array of shape (n_instances, n_labels)
+        Candidate sets.
+
+    Returns
+    -------
+    necessary, approx_possible : bool arrays of shape (n_targets, n_labels)
+        ``NL`` and ``APL``; ``NL ⊆ APL`` row by row.
+
+    See Also
+    --------
+    open_targets : the targets where the two differ.
+
+    Examples
+    --------
+    The target sees ``{a}``, ``{b}`` and ``{a, b}``: neither label is necessary, both are
+    possible.
+
+    >>> import numpy as np
+    >>> Y = np.array([[1, 0], [0, 1], [1, 1]], dtype=bool)
+    >>> nl, apl = label_sets(np.array([[0, 1, 2]]), np.ones((1, 3)), Y)
+    >>> nl.tolist(), apl.tolist()
+    ([[False, False]], [[True, True]])
+    >>> open_targets(nl, apl).tolist()
+    [True]
+    """
+    Y = check_candidates(Y)
+    idx, w = check_neighbors(idx, w, Y)
+    if idx.size < Y.shape[0]:
+        local_idx, sets = _kernels.local_graph(idx, Y)
+        return _kernels.label_sets(local_idx, w, sets)
+    return _kernels.label_sets(idx, w, Y)
+
+
+def _check_label_set_pair(first: np.ndarray, second: np.ndarray, names: tuple[str, str]) -> tuple[np.ndarray, np.ndarray]:
+    a, b = np.asarray(first, dtype=bool), np.asarray(second, dtype=bool)
+    if a.ndim != 2 or a.shape != b.shape:
+        raise InvalidInput(
+            f"{names[0]} and {names[1]} must be bool arrays of the same shape (n_targets, n_labels); "
+            f"got shapes {a.shape} and {b.shape}"
+        )
+    return a, b
+
+
+def open_targets(necessary: np.ndarray, approx_possible: np.ndarray) -> np.ndarray:
+    """Targets an answer could still move by the cheap test ``NL ≠ APL``: bool (n_targets,).
+
+    An *open* target is a superset of an *ambiguous* one (``NL ≠ PL``, see
+    :func:`ambiguous_targets`), since ``NL ⊆ PL ⊆ APL``; it is what the ``"apl"`` criterion
+    works with.
+
+    Parameters
+    ----------
+    necessary, approx_possible : bool arrays of shape (n_targets, n_labels)
+        As returned by :func:`label_sets`.
+
+    Returns
+    -------
+    open : bool array of shape (n_targets,)
+    """
+    nl, apl = _check_label_set_pair(necessary, approx_possible, ("necessary", "approx_possible"))
+    return _kernels.open_rows(nl, apl)
 
 
 def ambiguous_targets(necessary: np.ndarray, possible: np.ndarray) -> np.ndarray:
-    """Targets whose decision the candidate sets leave open (``NL ≠ PL``): bool (n_targets,)."""
-    return (necessary != possible).any(axis=1)
+    """Targets whose decision the candidate sets leave undecided (``NL ≠ PL``): bool (n_targets,).
 
+    Parameters
+    ----------
+    necessary, possible : bool arrays of shape (n_targets, n_labels)
+        ``NL`` (:func:`necessary_labels`) and exact ``PL`` (:func:`possible_labels`).
 
-# --------------------------------------------------------------------------- kernels
-# The kernels below trust their input (validated by the public functions above).
-
-
-class CandidateSets(NamedTuple):
-    """Candidate sets in the layouts the kernels need, built once per ``Y``."""
-
-    dense: np.ndarray  # bool (n, M)
-    sizes: np.ndarray  # int (n,)
-    labels: np.ndarray  # int (Σ sizes,): the labels of row 0, then row 1, ...
-    start: np.ndarray  # int (n,): where row i's labels begin in ``labels``
-    members: np.ndarray  # uint8 (n, 2M): [y_i | y_i if precise else 0], for counting votes
-
-    @classmethod
-    def from_dense(cls, Y: np.ndarray) -> "CandidateSets":
-        sizes = Y.sum(axis=1)
-        members = np.concatenate([Y, Y & (sizes == 1)[:, None]], axis=1).view(np.uint8)
-        return cls(Y, sizes, np.nonzero(Y)[1], np.concatenate([[0], np.cumsum(sizes)[:-1]]), members)
-
-
-def _sums_are_exact(w: np.ndarray) -> bool:
-    """True when every partial sum of a row's weights is exact in float64.
-
-    Then any summation order, and adding or removing a weight, gives bit for bit the
-    neighbour-order sum. Holds for equal weights, small integers and dyadic fractions: all
-    weights are multiples of 2**-30 and a row's total stays below 2**52 of those units.
+    Returns
+    -------
+    ambiguous : bool array of shape (n_targets,)
     """
-    units = w * 2.0**30
-    return bool(np.all(units == np.round(units)) and np.all(units.sum(axis=1) < 2.0**52))
-
-
-def _counts_suffice(w: np.ndarray) -> bool:
-    """Each row's weights are equal and exact, so a bound is (vote count) x (row weight)."""
-    return w.shape[1] < 2**15 and bool(np.all(w == w[:, :1])) and _sums_are_exact(w)
-
-
-def _vote_counts(idx: np.ndarray, table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per target, how many neighbours can vote each label (cmax) and must vote it (cmin).
-
-    One gather of small uint8 rows per neighbour position: the cheapest pass over the data.
-    """
-    n_labels = table.shape[1] // 2
-    dtype = np.uint8 if idx.shape[1] < 256 else np.uint16
-    counts = table[idx[:, 0]].astype(dtype)
-    for j in range(1, idx.shape[1]):
-        counts += table[idx[:, j]]
-    return counts[:, n_labels:].astype(np.int16), counts[:, :n_labels].astype(np.int16)
-
-
-def _bounds(idx: np.ndarray, w: np.ndarray, Y: np.ndarray | CandidateSets) -> tuple[np.ndarray, np.ndarray]:
-    # Scatter-add with np.bincount: a precise neighbour adds its weight to one (target,
-    # label) cell of Smin and Smax, a partial one to one cell of Smax per label of its set.
-    # bincount sums each cell in input order, i.e. in neighbour order, so totals are
-    # bit-identical to a left-to-right sum (adding 0.0 for non-members changes nothing).
-    sets = Y if isinstance(Y, CandidateSets) else CandidateSets.from_dense(Y)
-    sizes, set_labels, set_start = sets.sizes, sets.labels, sets.start
-    n_targets, k = idx.shape
-    n_labels = sets.dense.shape[1]
-    smin = np.empty((n_targets, n_labels))
-    smax = np.empty((n_targets, n_labels))
-    if _counts_suffice(w):
-        # Equal exact weights: count votes in uint8 and scale; same values, a third the time.
-        for start in range(0, n_targets, CHUNK_TARGETS):
-            rows = slice(start, start + CHUNK_TARGETS)
-            cmin, cmax = _vote_counts(idx[rows], sets.members)
-            np.multiply(cmin, w[rows, :1], out=smin[rows])
-            np.multiply(cmax, w[rows, :1], out=smax[rows])
-        return smin, smax
-    for start in range(0, n_targets, CHUNK_TARGETS):
-        rows = slice(start, start + CHUNK_TARGETS)
-        items, weights = idx[rows].ravel(), w[rows].ravel()
-        cell_base = np.repeat(np.arange(items.size // k) * n_labels, k)
-        n_cells = (items.size // k) * n_labels
-
-        precise = sizes[items] == 1
-        first_label = set_labels[set_start[items]]
-        cells = cell_base[precise] + first_label[precise]
-        smin[rows] = np.bincount(cells, weights[precise], minlength=n_cells).reshape(-1, n_labels)
-
-        counts = sizes[items]
-        offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
-        labels = set_labels[np.repeat(set_start[items], counts) + offsets]
-        cells = np.repeat(cell_base, counts) + labels
-        smax[rows] = np.bincount(cells, np.repeat(weights, counts), minlength=n_cells).reshape(-1, n_labels)
-    return smin, smax
-
-
-def _necessary(smin: np.ndarray, smax: np.ndarray) -> np.ndarray:
-    # λ ∈ NL ⟺ Smin(λ) ≥ max_{λ'≠λ} Smax(λ'). Since Smin ≤ Smax, that is: Smin(λ) reaches
-    # the largest Smax (then λ ties for it), or λ is the unique arg-max of Smax and Smin(λ)
-    # reaches the second largest Smax.
-    rows = np.arange(smax.shape[0])
-    arg = smax.argmax(axis=1)
-    first = smax[rows, arg]
-    masked = smax.copy()
-    masked[rows, arg] = np.iinfo(smax.dtype).min if smax.dtype.kind == "i" else -np.inf
-    second = masked.max(axis=1)
-    necessary = smin >= first[:, None]
-    unique = (second < first) & (smin[rows, arg] >= second)
-    necessary[rows[unique], arg[unique]] = True
-    return necessary
-
-
-def _approx_possible(smin: np.ndarray, smax: np.ndarray) -> np.ndarray:
-    # λ ∈ APL ⟺ Smax(λ) ≥ max_{λ'≠λ} Smin(λ'), which (as Smax ≥ Smin) equals
-    # Smax(λ) ≥ max_λ' Smin(λ'): the label holding the largest Smin passes either way.
-    return smax >= smin.max(axis=1, keepdims=True)
+    nl, pl = _check_label_set_pair(necessary, possible, ("necessary", "possible"))
+    return _kernels.open_rows(nl, pl)
 
 
 def possible_labels(
@@ -230,8 +249,6 @@ def possible_labels(
     possible : bool array of shape (n_targets, n_labels)
     stats : dict, only when ``return_stats`` is True
     """
-    from engine._possible import possible_from_graph
-
     Y = check_candidates(Y)
     idx, w = check_neighbors(idx, w, Y)
     possible, stats = possible_from_graph(idx, w, Y, method=method, time_limit=time_limit)
@@ -246,11 +263,15 @@ def witness(
     Returns an int array of shape (k,): the label each neighbour takes. Neighbours whose set
     holds ``label`` vote for it; the others are spread so that no label outscores it.
     """
-    from engine._possible import witness_for_row
-
     Y = check_candidates(Y)
     idx_2d, w_2d = check_neighbors(np.atleast_2d(idx_row), np.atleast_2d(w_row), Y)
     if idx_2d.shape[0] != 1:
         raise InvalidInput(f"witness explains one target: idx_row must be 1-D, got shape {np.shape(idx_row)}")
     check_scalar(label, "label", kind=Integral, min_value=0, max_value=Y.shape[1] - 1)
     return witness_for_row(idx_2d[0], w_2d[0], Y, int(label), time_limit=time_limit)
+
+
+# Transitional names for callers outside the engine that still import the kernels from
+# here (app/ until it moves to label_sets, see issue 10); not part of the API, to be removed.
+CandidateSets = _kernels.CandidateSets
+_bounds, _necessary, _approx_possible = _kernels.bounds, _kernels.necessary, _kernels.approx_possible

@@ -37,8 +37,7 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator
 
-from engine._validation import check_scalar
-from engine.learners.plknn import _check_is_fitted, _check_query, _check_training_data
+from engine._validation import check_query, check_scalar, check_training_data
 from engine.neighbors import knn_graph
 
 __all__ = ["PlAknnClassifier", "aknn_threshold_constant"]
@@ -96,7 +95,7 @@ class PlAknnClassifier(BaseEstimator):
         check_scalar(self.c1, "c1", kind=Real, min_value=0.0, include_min=False)
         check_scalar(self.delta, "delta", kind=Real, min_value=0.0, max_value=1.0, include_min=False, include_max=False)
         check_scalar(self.max_iter, "max_iter", kind=Integral, min_value=1)
-        X, Y = _check_training_data(X, Y)
+        X, Y = check_training_data(X, Y)
         self.X_ = X
         self.Y_ = Y
         self.n_labels_ = Y.shape[1]
@@ -106,8 +105,7 @@ class PlAknnClassifier(BaseEstimator):
         return self
 
     def _run(self, X: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        _check_is_fitted(self, "Y_")
-        X = _check_query(X, self.n_features_in_)
+        X = check_query(self, X, attribute="Y_")
         T = self.max_neighbors_
         idx, _ = knn_graph(self.X_, X, k=T)
         m = X.shape[0]

@@ -50,11 +50,13 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator
 
-from engine._validation import check_candidates, check_features, check_scalar
+from engine._validation import check_choice, check_n_features, check_query, check_scalar, check_training_data
 from engine.exceptions import InvalidInput
-from engine.learners.plknn import _check_is_fitted, _check_query
 
-__all__ = ["OnlinePartialLabelPerceptron", "OnlinePartialLabelPegasos"]
+__all__ = ["LOSSES", "OnlinePartialLabelPerceptron", "OnlinePartialLabelPegasos"]
+
+#: The surrogate losses: average (``"avg"``) and maximum (``"max"``) prediction hinge.
+LOSSES: tuple[str, ...] = ("avg", "max")
 
 
 def _violators(scores: np.ndarray, cand: np.ndarray, loss: str) -> tuple[float, np.ndarray | int, int]:
@@ -91,8 +93,7 @@ class _OnlinePartialLabelBase(BaseEstimator):
     """Shared fit / partial_fit / decision_function / predict of the online learners."""
 
     def _check_params(self) -> None:
-        if self.loss not in ("avg", "max"):
-            raise InvalidInput(f"loss must be 'avg' or 'max', got {self.loss!r}")
+        check_choice(self.loss, "loss", LOSSES)
         check_scalar(self.n_epochs, "n_epochs", kind=Integral, min_value=1)
         if not isinstance(self.shuffle, (bool, np.bool_)):
             raise TypeError(f"shuffle must be a bool, got {self.shuffle!r}")
@@ -128,8 +129,7 @@ class _OnlinePartialLabelBase(BaseEstimator):
         self
         """
         self._check_params()
-        X = check_features(X, name="X")
-        Y = check_candidates(Y, name="Y", n_rows=X.shape[0])
+        X, Y = check_training_data(X, Y)
         self._reset(X.shape[1], Y.shape[1])
         rng = np.random.default_rng(self.random_state)
         Xa = self._augment(X)
@@ -154,8 +154,7 @@ class _OnlinePartialLabelBase(BaseEstimator):
         self
         """
         self._check_params()
-        X = check_features(X, name="X")
-        Y = check_candidates(Y, name="Y", n_rows=X.shape[0])
+        X, Y = check_training_data(X, Y)
         if n_labels is not None:
             check_scalar(n_labels, "n_labels", kind=Integral, min_value=1)
             if n_labels != Y.shape[1]:
@@ -163,10 +162,9 @@ class _OnlinePartialLabelBase(BaseEstimator):
         if not hasattr(self, "coef_"):
             self._reset(X.shape[1], Y.shape[1])
         else:
-            if X.shape[1] != self.n_features_in_:
-                raise InvalidInput(f"X has {X.shape[1]} features but the model was fitted with {self.n_features_in_}")
+            check_n_features(self, X)
             if Y.shape[1] != self.n_labels_:
-                raise InvalidInput(f"Y has {Y.shape[1]} label columns but the model was fitted with {self.n_labels_}")
+                raise InvalidInput(f"Y has {Y.shape[1]} label columns but {type(self).__name__} was fitted with {self.n_labels_}")
         self._update_stream(self._augment(X), Y)
         return self
 
@@ -181,8 +179,7 @@ class _OnlinePartialLabelBase(BaseEstimator):
         -------
         scores : float array of shape (n_targets, n_labels)
         """
-        _check_is_fitted(self, "coef_")
-        X = _check_query(X, self.n_features_in_)
+        X = check_query(self, X, attribute="coef_")
         return self._augment(X) @ self.coef_.T
 
     def predict(self, X: Any) -> np.ndarray:

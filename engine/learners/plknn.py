@@ -22,39 +22,13 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator
 
-from engine._validation import check_candidates, check_features, check_scalar
-from engine.exceptions import InvalidInput, NotFittedError
+from engine._kernels import argmax_random_ties, candidate_votes
+from engine._validation import check_choice, check_query, check_scalar, check_training_data
+from engine.choices import WEIGHTINGS
+from engine.exceptions import InvalidInput
 from engine.neighbors import knn_graph
 
 __all__ = ["PlKnnClassifier"]
-
-
-def _check_is_fitted(estimator: BaseEstimator, attribute: str) -> None:
-    if not hasattr(estimator, attribute):
-        raise NotFittedError(
-            f"This {type(estimator).__name__} instance is not fitted yet; call 'fit' before using it."
-        )
-
-
-def _check_training_data(X: Any, Y: Any) -> tuple[np.ndarray, np.ndarray]:
-    """Validate a training pair: finite X (n, d) and a candidate matrix Y (n, M)."""
-    X = check_features(X, name="X")
-    Y = check_candidates(Y, name="Y", n_rows=X.shape[0])
-    return X, Y
-
-
-def _check_query(X: Any, n_features: int) -> np.ndarray:
-    X = check_features(X, name="X")
-    if X.shape[1] != n_features:
-        raise InvalidInput(f"X has {X.shape[1]} features but the estimator was fitted with {n_features}")
-    return X
-
-
-def _argmax_random_ties(scores: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Row-wise argmax; among exactly tied maxima pick one uniformly at random."""
-    is_max = scores == scores.max(axis=1, keepdims=True)
-    keys = np.where(is_max, rng.random(scores.shape), -1.0)
-    return keys.argmax(axis=1)
 
 
 class PlKnnClassifier(BaseEstimator):
@@ -102,9 +76,9 @@ class PlKnnClassifier(BaseEstimator):
         self : PlKnnClassifier
         """
         check_scalar(self.n_neighbors, "n_neighbors", kind=Integral, min_value=1)
-        if not (self.weights in ("uniform", "distance") or callable(self.weights)):
-            raise InvalidInput(f"weights must be 'uniform', 'distance' or a callable, got {self.weights!r}")
-        X, Y = _check_training_data(X, Y)
+        if not callable(self.weights):
+            check_choice(self.weights, "weights", WEIGHTINGS)
+        X, Y = check_training_data(X, Y)
         if self.n_neighbors > X.shape[0]:
             raise InvalidInput(f"n_neighbors={self.n_neighbors} is larger than the number of training instances ({X.shape[0]})")
         self.X_ = X
@@ -124,10 +98,9 @@ class PlKnnClassifier(BaseEstimator):
         -------
         votes : float array of shape (n_targets, n_labels)
         """
-        _check_is_fitted(self, "Y_")
-        X = _check_query(X, self.n_features_in_)
+        X = check_query(self, X, attribute="Y_")
         idx, w = knn_graph(self.X_, X, k=self.n_neighbors, weights=self.weights)
-        return np.einsum("tk,tkm->tm", w, self.Y_[idx].astype(np.float64))
+        return candidate_votes(idx, w, self.Y_)
 
     def vote_scores(self, X: Any) -> np.ndarray:
         """Vote totals normalised to sum to one per target (a ``predict_proba`` analogue).
@@ -160,4 +133,4 @@ class PlKnnClassifier(BaseEstimator):
         labels : int array of shape (n_targets,)
         """
         votes = self.votes(X)
-        return _argmax_random_ties(votes, np.random.default_rng(self.random_state))
+        return argmax_random_ties(votes, np.random.default_rng(self.random_state))

@@ -40,9 +40,8 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator
 
-from engine._validation import check_features, check_scalar
+from engine._validation import check_features, check_query, check_scalar
 from engine.exceptions import InvalidInput
-from engine.learners.plknn import _check_is_fitted, _check_query
 from engine.neighbors import knn_graph
 
 __all__ = ["RkNNClassifier"]
@@ -152,8 +151,7 @@ class RkNNClassifier(BaseEstimator):
         -------
         eta_hat : float array of shape (n_targets,)
         """
-        _check_is_fitted(self, "y_")
-        X = _check_query(X, self.n_features_in_)
+        X = check_query(self, X, attribute="y_")
         idx, _ = knn_graph(self.X_, X, k=self.n_neighbors)
         return self.y_[idx].mean(axis=1)
 

@@ -71,5 +71,5 @@ def test_without_faiss_auto_is_exact_and_approx_says_how_to_install(monkeypatch)
 
 
 def test_bad_algorithm():
-    with pytest.raises(InvalidInput, match="algorithm must be 'auto', 'exact' or 'approx'"):
+    with pytest.raises(InvalidInput, match="algorithm must be one of auto, exact, approx; got 'hnsw'"):
         knn_graph(np.ones((5, 2)), k=2, algorithm="hnsw")

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from sklearn.base import clone
 
-from engine.dst import DstPllClassifier, _combine, _decide
+from engine.dst import DstPllClassifier, _combine, _decide, predict_from_neighbors, transductive_decisions
 from engine.exceptions import InvalidInput, NotFittedError
 from tests.engine import dst_reference as ref
 
@@ -317,7 +317,7 @@ def test_fit_rejects_non_integer_neighbours():
 
 def test_predict_rejects_bad_input():
     clf = DstPllClassifier(n_neighbors=2).fit(X4, Y4)
-    with pytest.raises(InvalidInput, match="X has 2 features but the classifier was fitted with 1"):
+    with pytest.raises(InvalidInput, match="X has 2 features but DstPllClassifier was fitted with 1"):
         clf.predict(np.zeros((2, 2)))
     with pytest.raises(InvalidInput, match="finite"):
         clf.predict_with_reject([[np.inf]])
@@ -369,3 +369,60 @@ def test_update_candidates_rejects_bad_rows():
         clf.update_candidates([9], [[True, False]])
     with pytest.raises(InvalidInput, match="empty candidate set"):
         clf.update_candidates([0], [[False, False]])
+
+
+def _random_problem(seed: int, n: int = 30, M: int = 4):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 2))
+    Y = rng.random((n, M)) < 0.4
+    Y[np.arange(n), rng.integers(0, M, n)] = True
+    return rng, X, Y
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_transductive_decisions_equal_the_fitted_disambiguation(seed):
+    rng, X, Y = _random_problem(seed)
+    clf = DstPllClassifier(n_neighbors=4, random_state=0).fit(X, Y)
+    labels, accepted, margin = transductive_decisions(Y, clf.train_neighbors_)
+    np.testing.assert_array_equal(labels, clf.disambiguate_)
+    np.testing.assert_array_equal(accepted, clf.disambiguate_accepted_)
+    np.testing.assert_array_equal(margin, clf.disambiguate_margin_)
+    # A subset of rows: the same beliefs, so the same margins and acceptances.
+    rows = np.sort(rng.choice(Y.shape[0], size=5, replace=False))
+    _, accepted_rows, margin_rows = transductive_decisions(Y, clf.train_neighbors_, rows)
+    np.testing.assert_array_equal(margin_rows, clf.disambiguate_margin_[rows])
+    np.testing.assert_array_equal(accepted_rows, clf.disambiguate_accepted_[rows])
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_predict_from_neighbors_and_given_draws_equal_predict_with_reject(seed):
+    rng, X, Y = _random_problem(seed)
+    clf = DstPllClassifier(n_neighbors=4, random_state=3).fit(X, Y)
+    queries = rng.normal(size=(12, 2))
+    labels, accepted = clf.predict_with_reject(queries)
+    idx = clf.nn_.kneighbors(queries, return_distance=False)
+    got_labels, got_accepted, margin = predict_from_neighbors(Y, idx, random_state=3)
+    np.testing.assert_array_equal(got_labels, labels)
+    np.testing.assert_array_equal(got_accepted, accepted)
+    np.testing.assert_array_equal(margin, clf.decision_margin(queries))
+    draws = np.random.default_rng(3).random((12, 2))
+    halves = [clf.decide_with_draws(queries[part], draws[part]) for part in (slice(0, 5), slice(5, 12))]
+    np.testing.assert_array_equal(np.concatenate([h[0] for h in halves]), labels)
+    np.testing.assert_array_equal(np.concatenate([h[1] for h in halves]), accepted)
+
+
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: transductive_decisions(Y4, np.array([[1], [0]])), r"idx has 2 rows but 4 were expected"),
+        (lambda: transductive_decisions(Y4, np.array([[1], [0], [3], [9]])), r"idx row 3 refers to a training row outside 0..3"),
+        (lambda: transductive_decisions(Y4, np.array([[1], [0], [3], [2]]), [4]), "rows must be training row indices in 0..3"),
+        (lambda: predict_from_neighbors(Y4, np.array([0, 1])), "idx must be 2-D"),
+        (lambda: DstPllClassifier(n_neighbors=2).fit(X4, Y4).decide_with_draws(X4, np.zeros((4, 1))), r"draws must have shape \(4, 2\)"),
+    ],
+)
+def test_graph_decisions_reject_bad_input(call, match):
+    with pytest.raises(InvalidInput, match=match):
+        call()

@@ -133,7 +133,7 @@ def test_not_fitted(cls, method):
 @pytest.mark.parametrize(
     ("est", "exc", "match"),
     [
-        (OnlinePartialLabelPerceptron("sum"), InvalidInput, "loss must be 'avg' or 'max'"),
+        (OnlinePartialLabelPerceptron("sum"), InvalidInput, "loss must be one of avg, max; got 'sum'"),
         (OnlinePartialLabelPerceptron(eta=0.0), InvalidInput, "eta must be > 0"),
         (OnlinePartialLabelPegasos(lam=-1.0), InvalidInput, "lam must be > 0"),
         (OnlinePartialLabelPegasos(n_epochs=0), InvalidInput, "n_epochs must be >= 1"),
@@ -153,9 +153,9 @@ def test_invalid_data_and_inconsistent_partial_fit():
     with pytest.raises(InvalidInput, match="rows"):
         est.fit(X_STREAM, Y_STREAM[:3])
     est.partial_fit(X_STREAM[:2], Y_STREAM[:2])
-    with pytest.raises(InvalidInput, match="4 label columns but the model was fitted with 3"):
+    with pytest.raises(InvalidInput, match="4 label columns but OnlinePartialLabel\\w+ was fitted with 3"):
         est.partial_fit(X_STREAM[:1], np.ones((1, 4), dtype=bool))
-    with pytest.raises(InvalidInput, match="3 features but the model was fitted with 2"):
+    with pytest.raises(InvalidInput, match="3 features but OnlinePartialLabel\\w+ was fitted with 2"):
         est.partial_fit(np.ones((1, 3)), Y_STREAM[:1])
     with pytest.raises(InvalidInput, match="n_labels=4"):
         est.partial_fit(X_STREAM[:1], Y_STREAM[:1], n_labels=4)

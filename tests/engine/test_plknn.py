@@ -107,7 +107,7 @@ def test_wrong_types_and_query_shape():
     with pytest.raises(TypeError, match="n_neighbors must be an integer"):
         PlKnnClassifier(2.5).fit(X_LINE, Y_LINE)
     clf = PlKnnClassifier(2).fit(X_LINE, Y_LINE)
-    with pytest.raises(InvalidInput, match="2 features but the estimator was fitted with 1"):
+    with pytest.raises(InvalidInput, match="2 features but PlKnnClassifier was fitted with 1"):
         clf.predict([[0.0, 1.0]])
 
 

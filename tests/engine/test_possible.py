@@ -254,7 +254,7 @@ def test_flow_ignores_zero_weights_when_checking_equality():
 @pytest.mark.parametrize(
     ("kwargs", "error", "match"),
     [
-        ({"method": "greedy"}, InvalidInput, r"method must be one of 'auto', 'flow', 'cpsat'; got 'greedy'"),
+        ({"method": "greedy"}, InvalidInput, r"method must be one of auto, flow, cpsat; got 'greedy'"),
         ({"method": None}, InvalidInput, r"method must be one of"),
         ({"time_limit": 0.0}, InvalidInput, r"time_limit must be > 0"),
         ({"time_limit": float("nan")}, InvalidInput, r"time_limit must be finite"),

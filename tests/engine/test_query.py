@@ -76,7 +76,7 @@ def test_incremental_ranker_equals_full_recomputation(case):
         ranker.update(n, row)
         np.testing.assert_array_equal(ranker.scores, query_scores(idx, w, current, criterion="apl"))
         np.testing.assert_array_equal(ranker.flags, changed_pairs(idx, w, current, criterion="apl"))
-    assert ranker.n_ambiguous == int((oracle.all_label_sets(idx, w, current)[0] != oracle.all_label_sets(idx, w, current)[2]).any(axis=1).sum())
+    assert ranker.n_open == int((oracle.all_label_sets(idx, w, current)[0] != oracle.all_label_sets(idx, w, current)[2]).any(axis=1).sum())
 
 
 def test_ranking_orders_by_score_and_skips_excluded():

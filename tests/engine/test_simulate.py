@@ -289,7 +289,7 @@ def test_learning_curve_area_hand_computed():
 @pytest.mark.parametrize(
     "change, match",
     [
-        ({"strategy": "smartest"}, "unknown strategy 'smartest'; valid strategies: apl, pl, participation"),
+        ({"strategy": "smartest"}, "strategy must be one of apl, pl, participation, most_partial, random, least_confidence, margin, entropy, dst_margin; got 'smartest'"),
         ({"budget": 0}, "budget"),
         ({"batch": 0}, "batch"),
         ({"epsilon": 1.5}, "epsilon"),
@@ -309,7 +309,7 @@ def test_bad_inputs(change, match):
 def test_simulate_bad_inputs():
     with pytest.raises(InvalidInput, match="test_fraction"):
         simulate(X_LINE, Y_LINE, Y_LINE_TRUE, test_fraction=1.0)
-    with pytest.raises(InvalidInput, match="valid strategies"):
+    with pytest.raises(InvalidInput, match="strategy must be one of apl, .*; got 'nope'"):
         simulate(X_LINE, Y_LINE, Y_LINE_TRUE, strategies=["apl", "nope"])
     with pytest.raises(InvalidInput, match="training rows"):
         simulate(X_LINE, Y_LINE, Y_LINE_TRUE, test_fraction=0.5, k=5)

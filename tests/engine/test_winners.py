@@ -3,7 +3,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import InvalidInput, ambiguous_targets, approx_possible_labels, necessary_labels, vote_bounds
+from engine import (
+    InvalidInput,
+    ambiguous_targets,
+    approx_possible_labels,
+    label_sets,
+    necessary_labels,
+    open_targets,
+    vote_bounds,
+)
 from tests.engine import oracle
 from tests.engine.strategies import vote_problems
 
@@ -51,6 +59,45 @@ def test_ambiguous_targets():
     nl = np.array([[True, False], [False, False]])
     pl = np.array([[True, False], [True, True]])
     np.testing.assert_array_equal(ambiguous_targets(nl, pl), [False, True])
+
+
+@settings(max_examples=300, deadline=None)
+@given(vote_problems(), st.integers(0, 40))
+def test_label_sets_match_enumeration_and_the_float_bounds(problem, extra_rows):
+    idx, w, Y = problem
+    # Extra unused rows make the graph smaller than Y, which takes the renumbered path.
+    Y_big = np.vstack([Y, np.ones((extra_rows, Y.shape[1]), dtype=bool)])
+    nl_oracle, pl_oracle, apl_oracle = oracle.all_label_sets(idx, w, Y)
+    nl, apl = label_sets(idx, w, Y_big)
+    np.testing.assert_array_equal(nl, nl_oracle)
+    np.testing.assert_array_equal(apl, apl_oracle)
+    # The same sets by the definitions on the float bounds, label by label.
+    smin, smax = vote_bounds(idx, w, Y)
+    for t in range(idx.shape[0]):
+        for m in range(Y.shape[1]):
+            others = [o for o in range(Y.shape[1]) if o != m]
+            assert nl[t, m] == all(smin[t, m] >= smax[t, o] for o in others)
+            assert apl[t, m] == all(smax[t, m] >= smin[t, o] for o in others)
+    np.testing.assert_array_equal(open_targets(nl, apl), (nl_oracle != apl_oracle).any(axis=1))
+    # Open ⊇ ambiguous, as NL ⊆ PL ⊆ APL.
+    assert not (ambiguous_targets(nl_oracle, pl_oracle) & ~open_targets(nl, apl)).any()
+
+
+def test_label_sets_of_one_target_in_a_large_dataset():
+    rng = np.random.default_rng(0)
+    Y = rng.random((5000, 4)) < 0.4
+    Y[np.arange(5000), rng.integers(0, 4, 5000)] = True
+    idx = rng.choice(5000, size=(3, 7), replace=False)
+    w = rng.random((3, 7))
+    nl, apl = label_sets(idx, w, Y)
+    np.testing.assert_array_equal(nl, necessary_labels(idx, w, Y))
+    np.testing.assert_array_equal(apl, approx_possible_labels(idx, w, Y))
+
+
+@pytest.mark.parametrize("fn", [open_targets, ambiguous_targets])
+def test_target_flags_need_two_arrays_of_one_shape(fn):
+    with pytest.raises(InvalidInput, match=r"must be bool arrays of the same shape \(n_targets, n_labels\); got shapes \(2, 2\) and \(2, 3\)"):
+        fn(np.zeros((2, 2), bool), np.zeros((2, 3), bool))
 
 
 @pytest.mark.parametrize(

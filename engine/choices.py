@@ -1,0 +1,65 @@
+"""The named choices engine functions accept, in one place.
+
+Every tuple here is the single source of its names: the engine modules re-export them
+(``engine.query.CRITERIA``, ``engine.neighbors.WEIGHTINGS``, ``engine.winners.PL_METHODS``,
+``engine.simulate.STRATEGY_NAMES``, ``engine.simulate.NOISE_MODES``,
+``engine.noise.CANDIDATE_PROTOCOLS``) and validate against them with
+:func:`engine.check_choice`. This module imports nothing, so callers that only need the
+names (command-line help, database constraints) do not pay for numpy, scikit-learn or
+OR-Tools.
+
+Examples
+--------
+>>> from engine.choices import CRITERIA
+>>> CRITERIA[:2]
+('apl', 'pl')
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CRITERIA",
+    "AMBIGUITY_CRITERIA",
+    "WEIGHTINGS",
+    "SEARCH_ALGORITHMS",
+    "PL_METHODS",
+    "STRATEGY_NAMES",
+    "NOISE_MODES",
+    "CANDIDATE_PROTOCOLS",
+]
+
+#: Query criteria of :func:`engine.query.query_scores`: the two ambiguity criteria of
+#: Nguyen et al. first, then the baselines.
+CRITERIA: tuple[str, ...] = ("apl", "pl", "participation", "most_partial", "random")
+
+#: The criteria that score by changes of NL/APL (``"apl"``) or NL/PL (``"pl"``); the ones
+#: :class:`engine.query.IncrementalRanker` keeps up to date.
+AMBIGUITY_CRITERIA: tuple[str, ...] = ("apl", "pl")
+
+#: Named vote weightings of :func:`engine.neighbors.knn_graph` (a callable is accepted too).
+WEIGHTINGS: tuple[str, ...] = ("uniform", "distance")
+
+#: Neighbour search algorithms of :func:`engine.neighbors.knn_graph`.
+SEARCH_ALGORITHMS: tuple[str, ...] = ("auto", "exact", "approx")
+
+#: Exact solvers of :func:`engine.winners.possible_labels`.
+PL_METHODS: tuple[str, ...] = ("auto", "flow", "cpsat")
+
+#: Built-in strategies of :func:`engine.simulate.simulate`, in the order they are listed.
+STRATEGY_NAMES: tuple[str, ...] = (
+    "apl",
+    "pl",
+    "participation",
+    "most_partial",
+    "random",
+    "least_confidence",
+    "margin",
+    "entropy",
+    "dst_margin",
+)
+
+#: Where the simulated expert's wrong answers come from (:class:`engine.simulate.NoisyOracle`).
+NOISE_MODES: tuple[str, ...] = ("candidate", "any")
+
+#: Candidate-set generators of :mod:`engine.noise` (``engine.noise.CANDIDATE_GENERATORS``).
+CANDIDATE_PROTOCOLS: tuple[str, ...] = ("uniform", "class_dependent", "instance_dependent", "cluster")

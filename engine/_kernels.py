@@ -10,10 +10,8 @@ Vote totals are always summed in neighbour order, so that the same multiset of w
 the same order gives bit-identical totals wherever they are compared; float weights are
 compared exactly (ties count as wins).
 
-References
-----------
-V.-L. Nguyen, S. Destercke, M.-H. Masson. Possible and necessary labels in K-nn procedures
-to query partially labelled data. DA2PL 2016.
+The definitions and their references are in :mod:`engine.winners` (NL, APL) and
+:mod:`engine.learners.plknn` (the PL-kNN vote).
 """
 
 from __future__ import annotations
@@ -35,6 +33,7 @@ __all__ = [
     "label_sets_and_open_bounds",
     "local_graph",
     "necessary",
+    "normalise_rows",
     "open_rows",
     "reverse_index",
     "sums_are_exact",
@@ -242,6 +241,12 @@ def candidate_votes(idx: np.ndarray, w: np.ndarray, Y: np.ndarray) -> np.ndarray
     Float array of shape (n_targets, n_labels) (Hüllermeier & Beringer 2006).
     """
     return np.einsum("tk,tkm->tm", w, Y[idx].astype(np.float64))
+
+
+def normalise_rows(values: np.ndarray, fallback: np.ndarray) -> np.ndarray:
+    """Rows of non-negative ``values`` scaled to sum to one; all-zero rows take ``fallback``'s row."""
+    total = values.sum(axis=1, keepdims=True)
+    return np.where(total > 0, values / np.where(total > 0, total, 1.0), fallback)
 
 
 def argmax_random_ties(scores: np.ndarray, rng: np.random.Generator) -> np.ndarray:

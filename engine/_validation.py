@@ -20,6 +20,7 @@ __all__ = [
     "check_choice",
     "check_features",
     "check_graph",
+    "check_labels",
     "check_neighbors",
     "check_scalar",
     "check_is_fitted",
@@ -93,6 +94,39 @@ def check_graph(idx: Any, n_instances: int, *, n_rows: int | None = None, name: 
         row = _first_bad_row(out_of_range)
         raise InvalidInput(f"{name} row {row} refers to a training row outside 0..{n_instances - 1}: {arr[row].tolist()}")
     return arr.astype(np.intp, copy=False)
+
+
+def check_labels(
+    y: Any, *, n_labels: int | None = None, n_rows: int | None = None, name: str = "y"
+) -> tuple[np.ndarray, int]:
+    """Return true labels ``y`` as an intp array of shape (n,) and the number of labels.
+
+    Labels are ``0..n_labels-1`` (``n_labels`` defaults to ``max(y) + 1``); integral floats
+    are accepted, NaN, fractions, booleans and negative values are not (``-1``, "unknown"
+    elsewhere, is refused: these functions need every label).
+    """
+    arr = np.asarray(y)
+    if arr.ndim != 1:
+        raise InvalidInput(f"{name} must be a 1-D array of integer labels, got shape {arr.shape}")
+    if arr.shape[0] == 0:
+        raise InvalidInput(f"{name} is empty")
+    if n_rows is not None and arr.shape[0] != n_rows:
+        raise InvalidInput(f"{name} has {arr.shape[0]} labels but {n_rows} were expected")
+    if arr.dtype == bool or arr.dtype.kind not in "iuf":
+        raise InvalidInput(f"{name} must hold integer labels, got dtype {arr.dtype}")
+    if arr.dtype.kind == "f" and not (np.isfinite(arr).all() and (arr == np.round(arr)).all()):
+        raise InvalidInput(f"{name} must hold integer labels, got non-integer floats")
+    arr = arr.astype(np.intp)
+    if n_labels is None:
+        n_labels = int(arr.max()) + 1
+    else:
+        check_scalar(n_labels, "n_labels", kind=Integral, min_value=1)
+        n_labels = int(n_labels)
+    bad = (arr < 0) | (arr >= n_labels)
+    if bad.any():
+        row = _first_bad_row(bad)
+        raise InvalidInput(f"{name}[{row}] = {arr[row]} is not a known label in 0..{max(n_labels - 1, 0)}")
+    return arr, n_labels
 
 
 def check_neighbors(idx: Any, w: Any, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

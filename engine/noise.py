@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from engine._validation import check_features, check_scalar
+from engine._validation import check_features, check_labels, check_scalar
 from engine.choices import CANDIDATE_PROTOCOLS
 from engine.exceptions import InvalidInput
 
@@ -50,33 +50,6 @@ __all__ = [
     "cluster_candidates",
     "binary_flips",
 ]
-
-
-def _check_labels(y: Any, n_labels: int | None, *, name: str = "y") -> tuple[np.ndarray, int]:
-    """Return ``y`` as an int array of shape (n,) with values in 0..n_labels-1, and n_labels."""
-    arr = np.asarray(y)
-    if arr.ndim != 1:
-        raise InvalidInput(f"{name} must be a 1-D array of integer labels, got shape {arr.shape}")
-    if arr.shape[0] == 0:
-        raise InvalidInput(f"{name} is empty")
-    if arr.dtype == bool or arr.dtype.kind not in "iuf":
-        raise InvalidInput(f"{name} must hold integer labels, got dtype {arr.dtype}")
-    if arr.dtype.kind == "f":
-        if not np.isfinite(arr).all() or not (arr == np.round(arr)).all():
-            raise InvalidInput(f"{name} must hold integer labels, got non-integer floats")
-    arr = arr.astype(np.intp)
-    if (arr < 0).any():
-        row = int(np.flatnonzero(arr < 0)[0])
-        raise InvalidInput(f"{name}[{row}] = {arr[row]} is negative; labels are 0..n_labels-1")
-    if n_labels is None:
-        n_labels = int(arr.max()) + 1
-    else:
-        check_scalar(n_labels, "n_labels", kind=Integral, min_value=1)
-        n_labels = int(n_labels)
-        if (arr >= n_labels).any():
-            row = int(np.flatnonzero(arr >= n_labels)[0])
-            raise InvalidInput(f"{name}[{row}] = {arr[row]} is outside 0..{n_labels - 1} (n_labels={n_labels})")
-    return arr, n_labels
 
 
 def _one_hot(y: np.ndarray, n_labels: int) -> np.ndarray:
@@ -112,7 +85,7 @@ def uniform_candidates(
     n_false : int, default=2
         False labels added to a selected instance; needs ``n_false <= n_labels - 1``.
     fraction : float in [0, 1], default=0.5
-        Probability that an instance is made ambiguous.
+        Probability that an instance is made partially labelled (gets false candidates).
     seed : int, Generator or None
         Seed of :func:`numpy.random.default_rng`.
 
@@ -121,7 +94,7 @@ def uniform_candidates(
     Y : bool array of shape (n_instances, n_labels)
         Candidate sets; ``Y[i, y[i]]`` is always True.
     """
-    y, n_labels = _check_labels(y, n_labels)
+    y, n_labels = check_labels(y, n_labels=n_labels)
     check_scalar(n_false, "n_false", kind=Integral, min_value=0)
     if n_false > n_labels - 1:
         raise InvalidInput(f"n_false={n_false} exceeds the {n_labels - 1} false labels available with n_labels={n_labels}")
@@ -168,7 +141,7 @@ def class_dependent_candidates(
     n_labels : int, optional
         Number of labels (at least 2); defaults to ``max(y) + 1``.
     fraction : float in [0, 1], default=0.7
-        Probability that an instance is made ambiguous.
+        Probability that an instance is made partially labelled (gets false candidates).
     partner_prob : float in [0, 1], default=0.7
         Probability that the added false label is the partner.
     seed : int, Generator or None
@@ -188,7 +161,7 @@ def class_dependent_candidates(
     .. [1] T. Fuchs, F. Kalinke and K. Böhm, "Partial-Label Learning with a Reject Option",
        TMLR 2025 (code: ``Datasplit.augment_targets``, class-dependent setting).
     """
-    y, n_labels = _check_labels(y, n_labels)
+    y, n_labels = check_labels(y, n_labels=n_labels)
     if n_labels < 2:
         raise InvalidInput(f"class-dependent candidates need n_labels >= 2, got {n_labels}")
     fraction = _check_probability(fraction, "fraction")
@@ -283,7 +256,7 @@ def instance_dependent_candidates(
     from sklearn.neural_network import MLPClassifier
 
     X = check_features(X)
-    y, n_labels = _check_labels(y, n_labels)
+    y, n_labels = check_labels(y, n_labels=n_labels)
     if X.shape[0] != y.shape[0]:
         raise InvalidInput(f"X has {X.shape[0]} rows but y has {y.shape[0]}")
     if n_labels < 2:
@@ -376,7 +349,7 @@ def cluster_candidates(
     from sklearn.cluster import KMeans
 
     X = check_features(X)
-    y, n_labels = _check_labels(y, n_labels)
+    y, n_labels = check_labels(y, n_labels=n_labels)
     n = y.shape[0]
     if X.shape[0] != n:
         raise InvalidInput(f"X has {X.shape[0]} rows but y has {n}")
@@ -437,7 +410,7 @@ def binary_flips(
     arr = np.asarray(y)
     if arr.dtype == bool:
         arr = arr.astype(np.intp)
-    y, _ = _check_labels(arr, 2)
+    y, _ = check_labels(arr, n_labels=2)
     tau_pos = float(check_scalar(tau_pos, "tau_pos", kind=Real, min_value=0.0, max_value=1.0, include_max=False))
     tau_neg = float(check_scalar(tau_neg, "tau_neg", kind=Real, min_value=0.0, max_value=1.0, include_max=False))
     if tau_pos + tau_neg >= 1.0:

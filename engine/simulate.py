@@ -14,9 +14,9 @@ candidate sets become that single label, and the state is measured:
     DST-PLL on the test set (:class:`engine.dst.DstPllClassifier` with the same ``k`` and
     evaluation seed): accuracy of all predictions, the fraction the reject option refuses,
     and the accuracy of the accepted ones (NaN when nothing is accepted).
-``ambiguous_targets``
-    Training targets (each instance, left out of its own neighbourhood) whose k-NN
-    decision is still open by the cheap test ``NL ≠ APL``.
+``open_targets``
+    Training targets (each instance, left out of its own neighbourhood) that are still
+    *open*: ``NL ≠ APL``, the cheap superset of the ambiguous ones (``NL ≠ PL``).
 
 The neighbour graphs (training→training and test→training) never change during a
 campaign, so they are computed once and the evaluation per step is ``O((n + m)·k·M)``
@@ -93,8 +93,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from engine._kernels import argmax_random_ties, candidate_votes
-from engine._validation import check_candidates, check_choice, check_features, check_scalar
+from engine._kernels import argmax_random_ties, candidate_votes, normalise_rows, top_two
+from engine._validation import check_candidates, check_choice, check_features, check_labels, check_scalar
 from engine.choices import AMBIGUITY_CRITERIA, NOISE_MODES, STRATEGY_NAMES
 from engine.dst import predict_from_neighbors, transductive_decisions
 from engine.exceptions import InvalidInput
@@ -131,7 +131,7 @@ RESULT_COLUMNS: tuple[str, ...] = (
     "dst_accuracy",
     "reject_rate",
     "accepted_accuracy",
-    "ambiguous_targets",
+    "open_targets",
     "seconds_per_step",
 )
 """Columns of every result row, in order."""
@@ -274,9 +274,7 @@ def candidate_vote_scores(context: CampaignContext) -> np.ndarray:
     """
     Y = context.candidates
     votes = candidate_votes(context.idx, context.w, Y) * Y
-    total = votes.sum(axis=1, keepdims=True)
-    uniform = Y / Y.sum(axis=1, keepdims=True)
-    return np.where(total > 0, votes / np.where(total > 0, total, 1.0), uniform)
+    return normalise_rows(votes, Y / Y.sum(axis=1, keepdims=True))
 
 
 class VoteUncertaintyStrategy(Strategy):
@@ -294,8 +292,8 @@ class VoteUncertaintyStrategy(Strategy):
         if self.measure == "least_confidence":
             return 1.0 - p.max(axis=1)
         if self.measure == "margin":
-            top2 = -np.partition(-p, 1, axis=1)[:, :2] if p.shape[1] > 1 else np.hstack([p, np.zeros_like(p)])
-            return 1.0 - (top2[:, 0] - top2[:, 1])
+            _, first, second = top_two(p)
+            return 1.0 - (first - np.maximum(second, 0.0))  # one label: the runner-up scores 0
         with np.errstate(divide="ignore", invalid="ignore"):
             return -np.where(p > 0, p * np.log(p), 0.0).sum(axis=1)
 
@@ -402,21 +400,8 @@ class _Evaluator:
             "dst_accuracy": float(dst_right.mean()),
             "reject_rate": float(1.0 - accepted.mean()),
             "accepted_accuracy": float(dst_right[accepted].mean()) if accepted.any() else float("nan"),
-            "ambiguous_targets": int(open_targets(*label_sets(self.idx, self.w, Y)).sum()),
+            "open_targets": int(open_targets(*label_sets(self.idx, self.w, Y)).sum()),
         }
-
-
-def _check_labels(y: Any, n: int, n_labels: int, name: str) -> np.ndarray:
-    arr = np.asarray(y)
-    if arr.ndim != 1 or arr.shape[0] != n:
-        raise InvalidInput(f"{name} must be a 1-D array of {n} labels, got shape {arr.shape}")
-    if arr.dtype.kind not in "iu":
-        raise InvalidInput(f"{name} must hold integer labels, got dtype {arr.dtype}")
-    bad = (arr < 0) | (arr >= n_labels)
-    if bad.any():
-        row = int(np.flatnonzero(bad)[0])
-        raise InvalidInput(f"{name}[{row}] = {arr[row]} is not a known label in 0..{n_labels - 1}; true labels are needed to simulate")
-    return arr.astype(np.intp)
 
 
 def run_campaign(
@@ -470,11 +455,11 @@ def run_campaign(
     n = X_train.shape[0]
     Y = check_candidates(Y_train, name="Y_train", n_rows=n).copy()
     n_labels = Y.shape[1]
-    y_train = _check_labels(y_train, n, n_labels, "y_train")
+    y_train, _ = check_labels(y_train, n_labels=n_labels, n_rows=n, name="y_train")
     X_test = check_features(X_test, name="X_test")
     if X_test.shape[1] != X_train.shape[1]:
         raise InvalidInput(f"X_test has {X_test.shape[1]} features but X_train has {X_train.shape[1]}")
-    y_test = _check_labels(y_test, X_test.shape[0], n_labels, "y_test")
+    y_test, _ = check_labels(y_test, n_labels=n_labels, n_rows=X_test.shape[0], name="y_test")
     check_scalar(budget, "budget", kind=Integral, min_value=1)
     check_scalar(batch, "batch", kind=Integral, min_value=1)
     check_scalar(k, "k", kind=Integral, min_value=1)
@@ -597,7 +582,7 @@ def simulate(
     """
     X = check_features(X, name="X")
     Y = check_candidates(Y, name="Y", n_rows=X.shape[0])
-    y = _check_labels(y, X.shape[0], Y.shape[1], "y")
+    y, _ = check_labels(y, n_labels=Y.shape[1], n_rows=X.shape[0], name="y")
     check_scalar(test_fraction, "test_fraction", kind=Real, min_value=0.0, max_value=1.0)
     if not 0.0 < test_fraction < 1.0:
         raise InvalidInput(f"test_fraction must be strictly between 0 and 1; got {test_fraction!r}")

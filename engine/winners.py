@@ -18,9 +18,9 @@ all targets, processed in chunks of targets so memory stays linear in the data.
 Exact ``PL`` is a max-flow problem for equal weights and NP-hard for unequal weights
 (a bin-packing feasibility, solved with OR-Tools CP-SAT); see :func:`possible_labels`.
 
-Vote totals are always summed in neighbour order, so that the same multiset of weights in
-the same order gives bit-identical totals wherever they are compared; float weights are
-compared exactly (ties count as wins). The kernels live in :mod:`engine._kernels`.
+The kernels behind these functions live in :mod:`engine._kernels`: vote totals are summed in
+neighbour order (bit-identical wherever they are compared) and float weights compared
+exactly, ties counting as wins.
 
 References
 ----------
@@ -133,12 +133,8 @@ def label_sets(idx: np.ndarray, w: np.ndarray, Y: np.ndarray) -> tuple[np.ndarra
 
     Parameters
     ----------
-    idx : int array of shape (n_targets, k)
-        Training rows of each target's neighbours.
-    w : float array of shape (n_targets, k)
-        Non-negative vote weights.
-    Y : bool array of shape (n_instances, n_labels)
-        Candidate sets.
+    idx, w, Y
+        The neighbour graph and the candidate sets, as in :func:`vote_bounds`.
 
     Returns
     -------

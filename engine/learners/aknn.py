@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator
 
+from engine._kernels import top_two
 from engine._validation import check_query, check_scalar, check_training_data
 from engine.neighbors import knn_graph
 
@@ -179,8 +180,8 @@ def _aknn_kernel(idx: np.ndarray, Y: np.ndarray, A: float) -> tuple[np.ndarray, 
         tau = counts[r, k - 1]  # (r, M)
         act = active[r]
         masked = np.where(act, tau, -1)
-        top2 = np.sort(masked, axis=1)[:, -2:]  # running rows have >= 2 active labels
-        m2, m1 = top2[:, 0:1], top2[:, 1:2]
+        _, m1, m2 = top_two(masked)  # running rows have >= 2 active labels
+        m1, m2 = m1[:, None], m2[:, None]
         delta_k = A / np.sqrt(k)
         closeness[r, k - 1] = np.where(act, np.sqrt(k) * (delta_k - (tau - m2) / k), np.inf)
         eliminate = act & ((m1 - tau) / k >= delta_k)

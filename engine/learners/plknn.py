@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator
 
-from engine._kernels import argmax_random_ties, candidate_votes
+from engine._kernels import argmax_random_ties, candidate_votes, normalise_rows
 from engine._validation import check_choice, check_query, check_scalar, check_training_data
 from engine.choices import WEIGHTINGS
 from engine.exceptions import InvalidInput
@@ -117,9 +117,7 @@ class PlKnnClassifier(BaseEstimator):
             Non-negative, every row sums to 1.
         """
         votes = self.votes(X)
-        total = votes.sum(axis=1, keepdims=True)
-        uniform = np.full_like(votes, 1.0 / votes.shape[1])
-        return np.where(total > 0, votes / np.where(total > 0, total, 1.0), uniform)
+        return normalise_rows(votes, np.full_like(votes, 1.0 / votes.shape[1]))
 
     def predict(self, X: Any) -> np.ndarray:
         """Label with the largest weighted vote; ties broken at random with ``random_state``.

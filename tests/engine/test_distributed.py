@@ -50,7 +50,7 @@ def test_bounds_and_label_sets_equal_single_process(client, problem):
     nl, apl = distributed_label_sets(idx, w, Y, client=client, chunk_size=333)
     np.testing.assert_array_equal(nl, necessary_labels(idx, w, Y))
     np.testing.assert_array_equal(apl, approx_possible_labels(idx, w, Y))
-    assert (nl != apl).any(), "the problem should have ambiguous targets"
+    assert (nl != apl).any(), "the problem should have open targets (NL != APL)"
 
 
 @pytest.mark.parametrize("criterion", ["apl", "participation", "most_partial"])

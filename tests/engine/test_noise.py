@@ -30,9 +30,9 @@ def test_uniform_candidates_rates():
     assert Y[ROWS, Y_TRUE].all()
     sizes = Y.sum(axis=1)
     assert set(np.unique(sizes).tolist()) == {1, 3}  # precise, or true + exactly two false labels
-    # Fraction made ambiguous ~ 0.5 (sd 0.0035).
+    # Fraction made partial ~ 0.5 (sd 0.0035).
     assert abs((sizes == 3).mean() - 0.5) < 0.02
-    # False labels are uniform: for true label 0, each other label appears in 2/9 of ambiguous rows.
+    # False labels are uniform: for true label 0, each other label appears in 2/9 of partial rows.
     amb0 = (sizes == 3) & (Y_TRUE == 0)
     freq = Y[amb0][:, 1:].mean(axis=0)
     np.testing.assert_allclose(freq, 2 / 9, atol=0.04)
@@ -164,8 +164,8 @@ def test_binary_flips_rates_and_seed():
     ("call", "exc", "match"),
     [
         (lambda: uniform_candidates(np.zeros((3, 2), dtype=int)), InvalidInput, "1-D array"),
-        (lambda: uniform_candidates([0, -1, 2]), InvalidInput, r"y\[1\] = -1 is negative"),
-        (lambda: uniform_candidates([0, 5], 3), InvalidInput, r"y\[1\] = 5 is outside 0..2"),
+        (lambda: uniform_candidates([0, -1, 2]), InvalidInput, r"y\[1\] = -1 is not a known label in 0..2"),
+        (lambda: uniform_candidates([0, 5], 3), InvalidInput, r"y\[1\] = 5 is not a known label in 0..2"),
         (lambda: uniform_candidates([0.5, 1.0]), InvalidInput, "integer labels"),
         (lambda: uniform_candidates([], 3), InvalidInput, "empty"),
         (lambda: uniform_candidates([0, 1, 2], 3, n_false=3), InvalidInput, "n_false=3 exceeds the 2 false labels"),
@@ -178,7 +178,7 @@ def test_binary_flips_rates_and_seed():
         (lambda: cluster_candidates(np.ones((3, 2)), [0, 1, 2], noise_rate=2.0), InvalidInput, "noise_rate must be <= 1"),
         (lambda: cluster_candidates([[np.inf, 0.0]], [0]), InvalidInput, "must be finite"),
         (lambda: binary_flips([0, 1], 0.6, 0.5), InvalidInput, "tau_pos \\+ tau_neg must be < 1"),
-        (lambda: binary_flips([0, 2], 0.1, 0.1), InvalidInput, r"y\[1\] = 2 is outside 0..1"),
+        (lambda: binary_flips([0, 2], 0.1, 0.1), InvalidInput, r"y\[1\] = 2 is not a known label in 0..1"),
         (lambda: binary_flips([0, 1], 1.0, 0.0), InvalidInput, "tau_pos must be < 1"),
     ],
 )

@@ -61,9 +61,9 @@ def test_perfect_oracle_answering_everything_reaches_fully_labelled_accuracy():
     assert (end["n_answers"], end["n_partial"], end["n_wrong_answers"]) == (8, 0, 0)
     assert end["accuracy"] == 1.0 and end["dst_accuracy"] == 1.0
     assert end["reject_rate"] == 0.0 and end["accepted_accuracy"] == 1.0
-    assert end["ambiguous_targets"] == 0
+    assert end["open_targets"] == 0
     # Before any answer, every test point's 3 neighbours hold {0,1} at least twice: many ties.
-    assert start["ambiguous_targets"] > 0
+    assert start["open_targets"] > 0
     assert start["reject_rate"] > 0
 
 

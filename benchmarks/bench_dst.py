@@ -21,7 +21,7 @@ import numpy as np
 import scipy.io
 from sklearn.neighbors import KNeighborsClassifier, NearestNeighbors
 
-from engine.dst import DstPllClassifier, _combine, _decide
+from engine.dst import DstPllClassifier, predict_from_neighbors
 from tests.engine import dst_reference as ref
 
 DATA = Path("/work/shared/data/pll")
@@ -77,8 +77,7 @@ def reference_combine(Y, idx, rows):
 def bench(name, Xtr, Ytr, ytr, Xte, yte):
     n_labels = Ytr.shape[1]
     idx = NearestNeighbors(n_neighbors=K).fit(Xtr).kneighbors(Xte, return_distance=False)
-    own = np.ones((Xte.shape[0], n_labels), dtype=bool)
-    t_fast, _ = best_of(lambda: _decide(_combine(own, Ytr[idx]), np.random.default_rng(0)), repeat=7)
+    t_fast, _ = best_of(lambda: predict_from_neighbors(Ytr, idx, random_state=0), repeat=7)
     n_ref = min(300, Xte.shape[0])
     t_ref, _ = best_of(lambda: reference_combine(Ytr, idx, range(n_ref)), repeat=3)
     fast_rate, ref_rate = Xte.shape[0] / t_fast, n_ref / t_ref

@@ -14,7 +14,7 @@ import numpy as np
 
 from benchmarks.synthetic import clustered_problem
 from engine.query import IncrementalRanker, query_scores
-from engine.winners import _bounds
+from engine.winners import vote_bounds
 
 
 def best_of(repeats: int, fn, *args, **kwargs) -> tuple[float, object]:
@@ -39,7 +39,7 @@ def bench_apl(n_targets: int, repeats: int) -> None:
     for note, weights in (("clustered, uniform weights", "uniform"), ("clustered, random float weights", "random")):
         idx, w, Y, _ = clustered_problem(n_targets, k=10, n_labels=20, partial_rate=0.3, seed=0, weights=weights)
         floor, _ = best_of(repeats, np.take, Y, idx, axis=0)
-        bounds, _ = best_of(repeats, _bounds, idx, w, Y)
+        bounds, _ = best_of(repeats, vote_bounds, idx, w, Y)  # includes the input validation
         apl, scores = best_of(repeats, query_scores, idx, w, Y, criterion="apl")
         rows.append([note, n_targets, 10, 20, floor, bounds, apl, n_targets / apl, apl / floor, int((scores > 0).sum())])
     table(

@@ -251,9 +251,9 @@ def write_report(results: pd.DataFrame, info: pd.DataFrame, args, elapsed: float
         _grid_plot(results, names, acc, "accuracy", "PL-kNN test accuracy")
         figures.append((title, acc))
         if family == "real":
-            amb = FIGURES / "ambiguous_targets_real.png"
-            _grid_plot(results, names, amb, "ambiguous_targets", "ambiguous training targets")
-            figures.append(("real sets: ambiguous targets (NL ≠ APL) left", amb))
+            amb = FIGURES / "open_targets_real.png"
+            _grid_plot(results, names, amb, "open_targets", "open training targets")
+            figures.append(("real sets: open targets (NL ≠ APL) left", amb))
     # One example with the CLI's own plot function (what `winnow simulate --plot` draws).
     example = settings_order[0]
     plot_learning_curves(results[results.setting == example], FIGURES / "cli_example.png",
@@ -294,7 +294,7 @@ def write_report(results: pd.DataFrame, info: pd.DataFrame, args, elapsed: float
             f"{r.apl_positive:.0%} | {r.note} | {r.seconds:.0f} s |")
     add("")
 
-    first = results[results.step == 0].groupby("setting", sort=False)[["accuracy", "dst_accuracy", "reject_rate", "ambiguous_targets"]].mean()
+    first = results[results.step == 0].groupby("setting", sort=False)[["accuracy", "dst_accuracy", "reject_rate", "open_targets"]].mean()
     # -- verdict, from the numbers
     add("## Where apl / pl win and where they do not")
     add("")
@@ -325,9 +325,9 @@ def write_report(results: pd.DataFrame, info: pd.DataFrame, args, elapsed: float
             f"gain over random {g.loc[(s, 'pl'), 'mean']:+.3f} ± {g.loc[(s, 'pl'), 'se']:.3f} (SE).")
     # Ambiguity reduction is what apl optimises: report it.
     last = results[results.step == results.groupby(["setting", "strategy", "seed"])["step"].transform("max")]
-    amb = last.groupby(["setting", "strategy"], sort=False)["ambiguous_targets"].mean()
+    amb = last.groupby(["setting", "strategy"], sort=False)["open_targets"].mean()
     fewest = [s for s in settings_order if amb.loc[s].idxmin() in ("apl", "pl")]
-    add(f"- apl/pl leave the **fewest ambiguous training targets** (NL ≠ APL) at the end of the budget in "
+    add(f"- apl/pl leave the **fewest open training targets** (NL ≠ APL) at the end of the budget in "
         f"{len(fewest)} of {len(settings_order)} settings: they do what they optimise. Whether that buys test "
         "accuracy depends on the data (see the tables).")
     add("")
@@ -419,14 +419,14 @@ def write_report(results: pd.DataFrame, info: pd.DataFrame, args, elapsed: float
     # -- start / end
     add(f"## Accuracy before and after {args.budget} answers, reject rate and ambiguity at the end (means)")
     add("")
-    first = results[results.step == 0].groupby("setting", sort=False)[["accuracy", "dst_accuracy", "reject_rate", "ambiguous_targets"]].mean()
-    end = last.groupby(["setting", "strategy"], sort=False)[["n_answers", "accuracy", "dst_accuracy", "reject_rate", "accepted_accuracy", "ambiguous_targets"]].mean()
-    add("| setting | start acc. | start DST acc. / reject | start ambiguous | " + " | ".join(f"{x} acc. / amb." for x in order) + " |")
+    first = results[results.step == 0].groupby("setting", sort=False)[["accuracy", "dst_accuracy", "reject_rate", "open_targets"]].mean()
+    end = last.groupby(["setting", "strategy"], sort=False)[["n_answers", "accuracy", "dst_accuracy", "reject_rate", "accepted_accuracy", "open_targets"]].mean()
+    add("| setting | start acc. | start DST acc. / reject | start open | " + " | ".join(f"{x} acc. / open" for x in order) + " |")
     add("|---|---|---|---|" + "---|" * len(order))
     for s in settings_order:
         f0 = first.loc[s]
-        cells = [f"{end.loc[(s, x), 'accuracy']:.3f} / {end.loc[(s, x), 'ambiguous_targets']:.0f}" if (s, x) in end.index else "–" for x in order]
-        add(f"| {s} | {f0['accuracy']:.3f} | {f0['dst_accuracy']:.3f} / {f0['reject_rate']:.2f} | {f0['ambiguous_targets']:.0f} | " + " | ".join(cells) + " |")
+        cells = [f"{end.loc[(s, x), 'accuracy']:.3f} / {end.loc[(s, x), 'open_targets']:.0f}" if (s, x) in end.index else "–" for x in order]
+        add(f"| {s} | {f0['accuracy']:.3f} | {f0['dst_accuracy']:.3f} / {f0['reject_rate']:.2f} | {f0['open_targets']:.0f} | " + " | ".join(cells) + " |")
     add("")
     add("DST-PLL at the end of the budget (accuracy / reject rate / accuracy on accepted):")
     add("")

@@ -226,7 +226,7 @@ def distributed_predict_with_reject(
     labels : int array of shape (n_targets,)
     accepted : bool array of shape (n_targets,)
     """
-    from engine.dst import DstPllClassifier
+    from engine.dst import DstPllClassifier  # loads scikit-learn (about a second): only this function needs it
 
     if not isinstance(classifier, DstPllClassifier):
         raise TypeError(f"classifier must be a fitted DstPllClassifier, got {type(classifier).__name__}")

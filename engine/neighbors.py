@@ -64,10 +64,10 @@ def neighbor_weights(dist: np.ndarray, weights: Weights) -> np.ndarray:
     """Turn neighbour distances of shape (n_targets, k) into non-negative vote weights.
 
     ``weights`` is one of :data:`WEIGHTINGS` or a callable mapping the distances to weights
-    of the same shape. ``"distance"`` is inverse distance. A target that has exact duplicates among its
-    neighbours (distance 0) gives those duplicates weight 1 and every other neighbour
-    weight 0, as scikit-learn's ``KNeighborsClassifier`` does: an infinitely close
-    neighbour outvotes any finite one, and no division by zero happens.
+    of the same shape. ``"distance"`` is inverse distance. A target that has exact
+    duplicates among its neighbours (distance 0) gives those duplicates weight 1 and every
+    other neighbour weight 0, as scikit-learn's ``KNeighborsClassifier`` does: an infinitely
+    close neighbour outvotes any finite one, and no division by zero happens.
     """
     if callable(weights):
         w = np.asarray(weights(dist), dtype=np.float64)

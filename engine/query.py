@@ -17,14 +17,17 @@ bounds are an O(M) update of the target's bounds, never a recomputation. Two fac
 work small:
 
 * answers only raise ``Smin`` and lower ``Smax``, so ``NL`` can only grow and ``APL`` only
-  shrink: ``NL ⊆ NL' ⊆ APL' ⊆ APL``. A target with ``NL = APL`` can never change and is
-  skipped (likewise ``NL = PL`` for ``"pl"``);
+  shrink: ``NL ⊆ NL' ⊆ APL' ⊆ APL``. Only *open* targets (``NL ≠ APL``) can change; the
+  others are skipped (likewise only *ambiguous* ones, ``NL ≠ PL``, for ``"pl"``);
 * ``APL = {μ : Smax(μ) ≥ max Smin}`` and ``NL`` is ``{μ : Smin(μ) ≥ max Smax}`` plus the
   unique arg-max of ``Smax`` when its ``Smin`` reaches the second largest ``Smax``; both are
   thresholds, tested for all (target, neighbour, answer) triples at once with numpy.
 
 The per-(target, neighbour) flags are kept by :class:`IncrementalRanker`, so after an answer
 only the targets whose neighbourhoods contain the answered item are recomputed.
+
+The order in which items are asked is :func:`ranking_order` (deferred items last, then by
+score, then by row), the one order every query list in winnow uses.
 
 References
 ----------
@@ -92,6 +95,16 @@ def query_scores(
     -------
     scores : float array of shape (n_instances,)
         Higher is more useful to query; precise instances score 0.
+
+    Examples
+    --------
+    The target sees ``{a}``, ``{b}`` and ``{a, b}``: answering the third neighbour with
+    ``a`` makes ``a`` necessary, so it scores 1; precise items score 0.
+
+    >>> import numpy as np
+    >>> Y = np.array([[1, 0], [0, 1], [1, 1]], dtype=bool)
+    >>> query_scores(np.array([[0, 1, 2]]), np.ones((1, 3)), Y).tolist()
+    [0.0, 0.0, 1.0]
     """
     Y = check_candidates(Y)
     idx, w = check_neighbors(idx, w, Y)
@@ -129,11 +142,6 @@ def open_neighbourhoods(idx: np.ndarray, open_targets: np.ndarray, n_instances: 
         twice counts twice.
     """
     return np.bincount(np.asarray(idx)[np.asarray(open_targets, dtype=bool)].ravel(), minlength=n_instances)
-
-
-#: Deprecated name of :func:`open_neighbourhoods` (it always counted NL ≠ APL targets, which
-#: DESIGN calls *open*); kept until app/ has moved to the new name.
-ambiguous_neighbourhoods = open_neighbourhoods
 
 
 def ranking_order(

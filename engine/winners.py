@@ -266,8 +266,3 @@ def witness(
     check_scalar(label, "label", kind=Integral, min_value=0, max_value=Y.shape[1] - 1)
     return witness_for_row(idx_2d[0], w_2d[0], Y, int(label), time_limit=time_limit)
 
-
-# Transitional names for callers outside the engine that still import the kernels from
-# here (app/ until it moves to label_sets, see issue 10); not part of the API, to be removed.
-CandidateSets = _kernels.CandidateSets
-_bounds, _necessary, _approx_possible = _kernels.bounds, _kernels.necessary, _kernels.approx_possible

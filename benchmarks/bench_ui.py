@@ -62,9 +62,9 @@ def summary(times: list[float]) -> tuple[float, float, float]:
 
 
 def time_workbench(db: str, session_id: int, answers: int) -> tuple[float, list[float], list[float]]:
-    from app.store.db import open_store
+    from app.service import Workbench
+    from app.store import open_store
     from app.ui.state import count_events
-    from app.workbench import Workbench
 
     Session = open_store(db)
     start = time.perf_counter()
@@ -80,7 +80,7 @@ def time_workbench(db: str, session_id: int, answers: int) -> tuple[float, list[
         count_events(Session, session_id)  # what the next rerun checks first
         nxt = int(bench.queue(top=1)[0])
         bench.explain(nxt)
-        bench.n_ambiguous, int(bench.state.open_items.sum()), sum(a is not None for a in bench.state.answered_by)
+        bench.n_open, int(bench.state.open_items.sum()), sum(a is not None for a in bench.state.answered_by)
         t2 = time.perf_counter()
         record_times.append(t1 - t0)
         page_times.append(t2 - t0)
@@ -178,8 +178,8 @@ def main() -> None:
     parser.add_argument("--output", type=Path, default=ROOT / "docs" / "ui_benchmark.md")
     args = parser.parse_args()
 
-    from app.cli import create_session, import_file
-    from app.store.db import open_store
+    from app.service import create_session, import_file
+    from app.store import open_store
 
     with tempfile.TemporaryDirectory(prefix="winnow-bench-ui-") as folder:
         csv = Path(folder) / "synthetic.csv"

@@ -4,9 +4,9 @@ Every tuple here is the single source of its names: the engine modules re-export
 (``engine.query.CRITERIA``, ``engine.neighbors.WEIGHTINGS``, ``engine.winners.PL_METHODS``,
 ``engine.simulate.STRATEGY_NAMES``, ``engine.simulate.NOISE_MODES``,
 ``engine.noise.CANDIDATE_PROTOCOLS``) and validate against them with
-:func:`engine.check_choice`. This module imports nothing, so callers that only need the
-names (command-line help, database constraints) do not pay for numpy, scikit-learn or
-OR-Tools.
+:func:`engine.check_choice`. This module imports nothing itself, and the ``engine``
+package loads only numpy on the way, so callers that only need the names (command-line
+help, database constraints) do not pay for scikit-learn, pandas or OR-Tools.
 
 Examples
 --------

@@ -8,9 +8,7 @@ The command only reads the file, calls :func:`engine.simulate.simulate` and writ
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 import typer
@@ -18,18 +16,16 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from engine import check_choice
+from engine.choices import NOISE_MODES, STRATEGY_NAMES
 from engine.exceptions import InvalidInput
 
 if TYPE_CHECKING:
     import pandas as pd
 
 # The campaign engine pulls in scikit-learn and OR-Tools; it is imported when the command
-# runs so that every other `winnow` command starts fast. tests/cli/test_simulate_cli.py
-# checks these names against engine.simulate.
-STRATEGY_NAMES: tuple[str, ...] = (
-    "apl", "pl", "participation", "most_partial", "random", "least_confidence", "margin", "entropy", "dst_margin",
-)
-NOISE_MODE_NAMES: tuple[str, ...] = ("candidate", "any")
+# runs so that every other `winnow` command starts fast. The strategy and noise names come
+# from engine.choices, the engine's single list of them.
 
 __all__ = ["simulate_command", "plot_learning_curves", "parse_strategies"]
 
@@ -40,14 +36,12 @@ _err = Console(stderr=True)
 
 
 def parse_strategies(text: str) -> list[str]:
-    """Comma-separated strategy names, checked against :data:`engine.simulate.STRATEGIES`."""
-    from engine.simulate import make_strategy
-
+    """Comma-separated strategy names, each one of :data:`engine.choices.STRATEGY_NAMES`."""
     names = [part.strip() for part in text.split(",") if part.strip()]
     if not names:
         raise InvalidInput(f"--strategies is empty; valid strategies: {', '.join(STRATEGY_NAMES)}")
     for name in names:
-        make_strategy(name)  # raises InvalidInput naming the valid ones
+        check_choice(name, "--strategies", STRATEGY_NAMES)
     if len(set(names)) != len(names):
         raise InvalidInput(f"--strategies names a strategy twice: {text!r}")
     return names
@@ -130,8 +124,7 @@ def simulate_command(
     from app.io import read_dataset, write_table
     from engine.simulate import learning_curve_area, simulate
 
-    if noise not in NOISE_MODE_NAMES:
-        raise InvalidInput(f"--noise must be one of {', '.join(NOISE_MODE_NAMES)}; got {noise!r}")
+    check_choice(noise, "--noise", NOISE_MODES)
     if plot is not None and plot.suffix.lower() not in (".png", ".svg", ".pdf"):
         raise InvalidInput(f"--plot must end in .png, .svg or .pdf; got {str(plot)!r}")
 
@@ -167,12 +160,12 @@ def simulate_command(
 
     area = learning_curve_area(results).groupby("strategy", sort=False)["area"].agg(["mean", "std"])
     final = results[results["step"] == results.groupby(["strategy", "seed"])["step"].transform("max")]
-    final = final.groupby("strategy", sort=False)[["n_answers", "accuracy", "reject_rate", "ambiguous_targets"]].mean()
-    table = Table("strategy", "area (mean acc.)", "final acc.", "final reject", "ambiguous left", "answers")
+    final = final.groupby("strategy", sort=False)[["n_answers", "accuracy", "reject_rate", "open_targets"]].mean()
+    table = Table("strategy", "area (mean acc.)", "final acc.", "final reject", "open targets left", "answers")
     for name in area.sort_values("mean", ascending=False).index:
         table.add_row(
             name, f"{area.loc[name, 'mean']:.3f} ± {np.nan_to_num(area.loc[name, 'std']):.3f}",
             f"{final.loc[name, 'accuracy']:.3f}", f"{final.loc[name, 'reject_rate']:.3f}",
-            f"{final.loc[name, 'ambiguous_targets']:.0f}", f"{final.loc[name, 'n_answers']:.0f}",
+            f"{final.loc[name, 'open_targets']:.0f}", f"{final.loc[name, 'n_answers']:.0f}",
         )
     _out.print(table)

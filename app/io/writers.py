@@ -3,7 +3,9 @@
 Ranked query list (:func:`ranked_query_table`)
 ----------------------------------------------
 One row per *partially* labelled item (candidate set of two or more labels), most useful
-question first. Precise items are left out: asking about them teaches nothing.
+question first, in the order of :func:`engine.query.ranking_order` (the order the Query page
+and ``winnow session status`` show): deferred (skipped) items last, then score, highest first,
+then dataset order. Precise items are left out: asking about them teaches nothing.
 
 =============================  =================================================================
 column                         meaning
@@ -13,12 +15,13 @@ column                         meaning
 ``score``                      Query score of the chosen criterion. For ``apl`` / ``pl``: the
                                number of targets whose necessary or (approximate) possible labels
                                at least one answer about this item could change. Higher is more
-                               useful; ties keep the dataset order.
+                               useful; ties keep the dataset order; skipped items come last
+                               whatever their score.
 ``candidates``                 The item's current candidate labels, joined by ``|``
                                (a JSON list in ``.json`` output).
 ``n_candidates``               Size of the candidate set (always >= 2).
-``ambiguous_targets_touched``  How many currently ambiguous targets have this item among their
-                               k nearest neighbours.
+``open_targets_touched``       How many currently open targets (necessary labels ≠ approximate
+                               possible labels) have this item among their k nearest neighbours.
 ``criterion``                  The scoring criterion, e.g. ``apl`` or ``pl``.
 ``params``                     The scoring parameters as compact JSON, e.g. ``{"k":10,...}``.
 =============================  =================================================================
@@ -57,8 +60,9 @@ import numpy as np
 import pandas as pd
 
 from app.io.errors import DataFileError
-from engine._validation import check_candidates
+from engine import check_candidates
 from engine.exceptions import InvalidInput
+from engine.query import ranking_order
 
 __all__ = [
     "RANKED_COLUMNS",
@@ -72,7 +76,7 @@ __all__ = [
 ]
 
 RANKED_COLUMNS: tuple[str, ...] = (
-    "rank", "id", "score", "candidates", "n_candidates", "ambiguous_targets_touched", "criterion", "params",
+    "rank", "id", "score", "candidates", "n_candidates", "open_targets_touched", "criterion", "params",
 )
 LABELLED_COLUMNS: tuple[str, ...] = (
     "id", "candidates", "n_candidates", "label", "resolved", "answered_by", "answered_at", "true_label",
@@ -102,6 +106,7 @@ def ranked_query_table(
     criterion: str,
     params: Mapping[str, Any],
     include: Any = None,
+    deferred: Any = None,
 ) -> pd.DataFrame:
     """The ranked query list: partially labelled items, highest query score first.
 
@@ -114,7 +119,8 @@ def ranked_query_table(
     label_names : sequence of str, length n_labels
     ids : sequence of str, length n_instances
     touched : array-like of shape (n_instances,), int
-        Number of currently ambiguous targets that have the instance among their neighbours.
+        Number of currently open targets that have the instance among their neighbours
+        (:func:`engine.query.open_neighbourhoods`).
     criterion : str
         Name of the scoring criterion, e.g. ``"apl"``.
     params : mapping
@@ -122,13 +128,16 @@ def ranked_query_table(
     include : array-like of shape (n_instances,), bool, optional
         Items that may be asked about; others are left out even when partial (a labelling
         session sets aside items in conflict or flagged "none of these").
+    deferred : array-like of shape (n_instances,), bool, optional
+        Items ranked after all others whatever their score (a session's skipped items).
 
     Returns
     -------
     pandas.DataFrame
         Columns :data:`RANKED_COLUMNS`, documented in this module's docstring; one row per item
-        whose candidate set has two or more labels, sorted by ``score`` descending with ties in
-        dataset order. ``df.attrs`` holds ``table="ranked_queries"``, ``criterion`` and ``params``
+        whose candidate set has two or more labels, in the order of
+        :func:`engine.query.ranking_order` (deferred last, ``score`` descending, ties in
+        dataset order). ``df.attrs`` holds ``table="ranked_queries"``, ``criterion`` and ``params``
         (used by :func:`write_table` for JSON).
     """
     Y = check_candidates(candidates, name="candidates")
@@ -150,12 +159,9 @@ def ranked_query_table(
     sizes = Y.sum(axis=1)
     askable = sizes >= 2
     if include is not None:
-        include_arr = np.asarray(include, dtype=bool)
-        if include_arr.shape != (n,):
-            raise InvalidInput(f"include must be a bool array of shape ({n},), got {include_arr.shape}")
-        askable &= include_arr
-    partial = np.flatnonzero(askable)
-    order = partial[np.argsort(-score_arr[partial], kind="stable")]
+        askable &= _flags(include, "include", n)
+    later = None if deferred is None else _flags(deferred, "deferred", n)
+    order = ranking_order(score_arr, askable, deferred=later)
     table = pd.DataFrame(
         {
             "rank": np.arange(1, order.shape[0] + 1, dtype=np.int64),
@@ -163,7 +169,7 @@ def ranked_query_table(
             "score": score_arr[order],
             "candidates": pd.Series([_join(names, Y[i]) for i in order], dtype=object),
             "n_candidates": sizes[order].astype(np.int64),
-            "ambiguous_targets_touched": touched_arr[order],
+            "open_targets_touched": touched_arr[order],
             "criterion": pd.Series([criterion] * order.shape[0], dtype=object),
             "params": pd.Series([params_json] * order.shape[0], dtype=object),
         },
@@ -368,6 +374,13 @@ def _json_payload(df: pd.DataFrame) -> Any:
 
 def _join(names: Sequence[str], row: np.ndarray) -> str:
     return "|".join(names[j] for j in np.flatnonzero(row))
+
+
+def _flags(values: Any, name: str, n: int) -> np.ndarray:
+    arr = np.asarray(values, dtype=bool)
+    if arr.shape != (n,):
+        raise InvalidInput(f"{name} must be a bool array of shape ({n},), got {arr.shape}")
+    return arr
 
 
 def _vector(values: Any, name: str, n: int, *, kind: str) -> np.ndarray:

@@ -1,6 +1,8 @@
 """A labelling session at work: its neighbour graph, query ranking and reject queue.
 
 The CLI and the Streamlit pages share this one object so they add no logic of their own.
+Its query list is ordered by :func:`engine.query.ranking_order` (skipped items last), the
+one order the ranked export uses too.
 It reads a session from the store, builds the k-NN graph once, keeps the query scores up to
 date with :class:`engine.query.IncrementalRanker` as answers arrive (its own or another
 process's: :meth:`Workbench.refresh` re-derives the state from the event log and patches
@@ -18,12 +20,12 @@ import pandas as pd
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.io.writers import labelled_dataset_table, ranked_query_table
-from app.store import repo
-from app.store.db import write_transaction
+from app.store import SessionConfig, SessionState, derive_state, derived_fields, load_state, record_event
+from app.store import session_events, write_transaction
 from engine.dst import DstPllClassifier
 from engine.neighbors import knn_graph
-from engine.query import AMBIGUITY_CRITERIA, IncrementalRanker, ambiguous_neighbourhoods, query_scores
-from engine.winners import CandidateSets, _approx_possible, _bounds, _necessary, possible_labels, witness
+from engine.query import AMBIGUITY_CRITERIA, IncrementalRanker, open_neighbourhoods, query_scores, ranking_order
+from engine.winners import label_sets, open_targets, possible_labels, witness
 
 __all__ = ["Workbench", "QueryExplanation", "TargetExplanation", "RejectQueue"]
 
@@ -46,6 +48,8 @@ class TargetExplanation:
 
 @dataclass(frozen=True)
 class QueryExplanation:
+    """Why an item is worth asking about: the targets an answer could change."""
+
     position: int
     item_id: str
     score: float
@@ -77,7 +81,7 @@ class Workbench:
 
     Session: sessionmaker[Session]
     session_id: int
-    state: repo.SessionState = field(init=False)
+    state: SessionState = field(init=False)
     targets: np.ndarray = field(init=False)
     idx: np.ndarray = field(init=False)
     w: np.ndarray = field(init=False)
@@ -87,6 +91,7 @@ class Workbench:
 
     @classmethod
     def open(cls, Session: sessionmaker[Session], session_id: int) -> "Workbench":
+        """Read session ``session_id``, build its neighbour graph and rank its items."""
         bench = cls(Session, session_id)
         bench._build()
         return bench
@@ -94,7 +99,7 @@ class Workbench:
     # ------------------------------------------------------------------ set-up
 
     @property
-    def config(self) -> repo.SessionConfig:
+    def config(self) -> SessionConfig:
         return self.state.config
 
     @property
@@ -103,7 +108,7 @@ class Workbench:
 
     def _build(self) -> None:
         with self.Session() as s:
-            self.state = repo.load_state(s, self.session_id)
+            self.state = load_state(s, self.session_id)
         cfg = self.state.config
         n = self.state.n_instances
         # The graph is built on all instances (each left out of its own neighbourhood);
@@ -128,10 +133,10 @@ class Workbench:
         Returns the positions whose candidate sets changed; only their targets are re-scored.
         """
         with self.Session() as s:
-            events = repo.session_events(s, self.session_id)
-        derived = repo.derive_state(events, self.state.original_candidates)
+            events = session_events(s, self.session_id)
+        derived = derive_state(events, self.state.original_candidates)
         changed = np.flatnonzero((derived.candidates != self.state.candidates).any(axis=1))
-        self.state = replace(self.state, **repo.derived_fields(derived))
+        self.state = replace(self.state, **derived_fields(derived))
         if self.ranker is not None:
             for position in changed:
                 self.ranker.update(int(position), derived.candidates[position])
@@ -139,38 +144,67 @@ class Workbench:
 
     @property
     def scores(self) -> np.ndarray:
+        """Query score of every instance (float array of shape (n_instances,))."""
         if self.ranker is not None:
             return self.ranker.scores
-        assert self.static_scores is not None
-        # Baseline scores are fixed; items settled since the session started drop out below.
+        if self.static_scores is None:
+            raise RuntimeError("a Workbench is built by Workbench.open")
+        # Baseline scores are fixed; items settled since the session started drop out of the
+        # queue because they are no longer open.
         return self.static_scores
 
     def queue(self, top: int | None = None) -> np.ndarray:
-        """Positions to ask about, best first: open items by score, skipped ones last."""
-        open_items = self.state.open_items
-        positions = np.flatnonzero(open_items)
-        scores = self.scores[positions]
-        skipped = self.state.skipped[positions]
-        order = np.lexsort((np.arange(positions.size), -scores, skipped))
-        ranked = positions[order]
-        return ranked if top is None else ranked[:top]
+        """Positions to ask about, best first: open items by score, skipped ones last.
 
-    def necessary_and_approx(self) -> tuple[np.ndarray, np.ndarray]:
+        :func:`engine.query.ranking_order` with the skipped items deferred: the order of the
+        ranked export (:meth:`ranked_table`) and of ``winnow session status``.
+        """
+        return ranking_order(self.scores, self.state.open_items, deferred=np.asarray(self.state.skipped), top=top)
+
+    def label_sets(self) -> tuple[np.ndarray, np.ndarray]:
+        """``NL`` and ``APL`` of every target under the current candidate sets."""
         if self.ranker is not None:
             return self.ranker.necessary, self.ranker.approx_possible
-        smin, smax = _bounds(self.idx, self.w, np.asarray(self.state.candidates))
-        return _necessary(smin, smax), _approx_possible(smin, smax)
+        return label_sets(self.idx, self.w, np.asarray(self.state.candidates))
 
     @property
-    def n_ambiguous(self) -> int:
-        """Targets whose necessary and approximately possible labels differ."""
-        nl, apl = self.necessary_and_approx()
-        return int((nl != apl).any(axis=1).sum())
+    def n_open(self) -> int:
+        """Open targets: their necessary and approximately possible labels differ (NL ≠ APL)."""
+        return int(open_targets(*self.label_sets()).sum())
+
+    def summary(self) -> dict[str, int]:
+        """Counts for ``winnow session status``: instances, events, partial and open items,
+        conflicts, none-of-these flags and open targets."""
+        st = self.state
+        return {
+            "instances": st.n_instances,
+            "events": st.n_events,
+            "partial": int((np.asarray(st.candidates).sum(axis=1) >= 2).sum()),
+            "open": int(st.open_items.sum()),
+            "conflicts": len(st.conflicts),
+            "none_of_these": int(st.none_of_these.sum()),
+            "open_targets": self.n_open,
+        }
+
+    def next_queries(self, top: int) -> list[dict[str, Any]]:
+        """The first ``top`` items of :meth:`queue`: id, score, candidate names and the true
+        label's name (``None`` when unknown)."""
+        st = self.state
+        names = self.label_names
+        truth = st.true_labels
+        return [
+            {
+                "id": st.external_ids[p],
+                "score": float(self.scores[p]),
+                "candidates": [names[m] for m in np.flatnonzero(st.candidates[p])],
+                "true_label": names[truth[p]] if truth is not None and truth[p] >= 0 else None,
+            }
+            for p in self.queue(top=top)
+        ]
 
     def touched(self) -> np.ndarray:
-        """For every instance: how many ambiguous targets have it among their neighbours."""
-        nl, apl = self.necessary_and_approx()
-        return ambiguous_neighbourhoods(self.idx, (nl != apl).any(axis=1), self.state.n_instances)
+        """For every instance: how many open targets have it among their neighbours."""
+        return open_neighbourhoods(self.idx, open_targets(*self.label_sets()), self.state.n_instances)
 
     def explain(self, position: int) -> QueryExplanation:
         """Why ``position`` is worth asking: the targets it can change, one of them in detail."""
@@ -193,7 +227,7 @@ class Workbench:
         names = self.label_names
         Y = np.array(self.state.candidates)
         idx_row, w_row = self.idx[row], self.w[row]
-        necessary, approx = _labels_of_target(idx_row, w_row, Y)
+        necessary = _necessary_of_target(idx_row, w_row, Y)
         possible = possible_labels(idx_row[None], w_row[None], Y)[0]
         open_labels = np.flatnonzero(possible & ~necessary)
         witness_label, completion = None, []
@@ -210,7 +244,7 @@ class Workbench:
             answered = Y.copy()
             answered[position] = False
             answered[position, label] = True
-            nl_after, _ = _labels_of_target(idx_row, w_row, answered)
+            nl_after = _necessary_of_target(idx_row, w_row, answered)
             after[names[label]] = [names[m] for m in np.flatnonzero(nl_after)]
         return TargetExplanation(
             target=int(self.targets[row]),
@@ -258,7 +292,7 @@ class Workbench:
         """Append one event in its own transaction, then refresh; returns the event id."""
 
         def work(s: Session) -> int:
-            event = repo.record_event(
+            event = record_event(
                 s, session_id=self.session_id, annotator=annotator, kind=kind, instance_position=position, label=label
             )
             s.flush()
@@ -271,11 +305,13 @@ class Workbench:
     # ------------------------------------------------------------------ exports
 
     def params(self) -> dict[str, Any]:
+        """The session's scoring parameters, as the ranked export records them."""
         cfg = self.config
         return {"k": cfg.k, "weighting": cfg.weighting, "target_set": cfg.target_set, "session": cfg.name}
 
     def ranked_table(self) -> pd.DataFrame:
-        """The ranked query list of the open items (conflicts and flagged items set aside)."""
+        """The ranked query list of the open items (conflicts and flagged items set aside),
+        in the order of :meth:`queue`: skipped items last."""
         return ranked_query_table(
             self.scores,
             np.asarray(self.state.candidates),
@@ -285,9 +321,11 @@ class Workbench:
             criterion=self.config.criterion,
             params=self.params(),
             include=self.state.open_items,
+            deferred=self.state.skipped,
         )
 
     def labelled_table(self) -> pd.DataFrame:
+        """Every item with its current set, label, who answered and when."""
         s = self.state
         return labelled_dataset_table(
             list(s.external_ids),
@@ -300,8 +338,7 @@ class Workbench:
         )
 
 
-def _labels_of_target(idx_row: np.ndarray, w_row: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    sets = CandidateSets.from_dense(Y[idx_row])
-    local = np.arange(idx_row.size)[None]
-    smin, smax = _bounds(local, w_row[None], sets)
-    return _necessary(smin, smax)[0], _approx_possible(smin, smax)[0]
+def _necessary_of_target(idx_row: np.ndarray, w_row: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    """``NL`` of one target (bool array of shape (n_labels,))."""
+    necessary, _ = label_sets(idx_row[None], w_row[None], Y)
+    return necessary[0]

@@ -2,9 +2,22 @@
 
 Open a store with :func:`open_store` (runs the migrations, one engine per process), write in
 :func:`write_transaction` (or ``with Session.begin():``), read a labelling session as pure data
-with :func:`load_state`.
+with :func:`load_state`. SQL lives only in this package.
+
+Modules
+-------
+``db``        engines, migrations, write transactions
+``models``    the schema
+``errors``    InvalidRecord ⊃ RecordNotFound, StoreUnavailable (all ``InvalidInput``)
+``checks``    argument checks shared by the writes
+``datasets``  create_dataset (validated, all rows or none), look-ups
+``sessions``  labelling sessions, load_state
+``events``    record_event and the event log
+``records``   look-ups shared by the modules above
+``derive``    the pure event -> state derivation and the derived dataclasses
 """
 
+from app.store.datasets import create_dataset, get_dataset_by_name, list_datasets
 from app.store.db import (
     BUSY_TIMEOUT_MS,
     alembic_config,
@@ -17,6 +30,19 @@ from app.store.db import (
     upgrade_database,
     write_transaction,
 )
+from app.store.derive import (
+    Conflict,
+    DerivedState,
+    EventRecord,
+    ItemState,
+    SessionConfig,
+    SessionState,
+    derive_item,
+    derive_state,
+    derived_fields,
+)
+from app.store.errors import InvalidRecord, RecordNotFound, StoreUnavailable
+from app.store.events import count_events, event_log, instance_position, record_event, session_events
 from app.store.models import (
     CRITERIA,
     EVENT_KINDS,
@@ -30,29 +56,8 @@ from app.store.models import (
     Instance,
     LabellingSession,
 )
-from app.store.repo import (
-    Conflict,
-    DerivedState,
-    EventRecord,
-    InvalidRecord,
-    ItemState,
-    RecordNotFound,
-    SessionConfig,
-    SessionState,
-    create_dataset,
-    create_labelling_session,
-    derive_item,
-    derive_state,
-    event_log,
-    get_dataset_by_name,
-    get_or_create_annotator,
-    get_session_by_name,
-    list_datasets,
-    list_sessions,
-    load_state,
-    record_event,
-    session_events,
-)
+from app.store.records import get_or_create_annotator
+from app.store.sessions import create_labelling_session, get_session_by_name, list_sessions, load_state
 
 __all__ = [
     # db
@@ -78,15 +83,21 @@ __all__ = [
     "WEIGHTINGS",
     "CRITERIA",
     "TARGET_SETS",
-    # repo
+    # errors
     "InvalidRecord",
     "RecordNotFound",
+    "StoreUnavailable",
+    # derive
     "EventRecord",
     "Conflict",
     "ItemState",
     "DerivedState",
     "SessionConfig",
     "SessionState",
+    "derive_item",
+    "derive_state",
+    "derived_fields",
+    # writes and reads
     "create_dataset",
     "list_datasets",
     "get_dataset_by_name",
@@ -98,6 +109,6 @@ __all__ = [
     "load_state",
     "event_log",
     "session_events",
-    "derive_state",
-    "derive_item",
+    "count_events",
+    "instance_position",
 ]

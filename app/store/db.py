@@ -32,8 +32,10 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, OperationalError
+from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
+
+from app.store.errors import InvalidRecord, StoreUnavailable
 
 __all__ = [
     "database_url",
@@ -82,6 +84,11 @@ def database_url(path_or_url: str | os.PathLike[str]) -> str:
     Returns
     -------
     str
+
+    Raises
+    ------
+    StoreUnavailable
+        The text is empty or not a valid SQLAlchemy URL.
     """
     if isinstance(path_or_url, os.PathLike):
         path_or_url = os.fspath(path_or_url)
@@ -91,14 +98,32 @@ def database_url(path_or_url: str | os.PathLike[str]) -> str:
         )
     text = path_or_url.strip()
     if not text:
-        raise ValueError("path_or_url is empty: give a SQLite file path or a SQLAlchemy URL")
+        raise StoreUnavailable("path_or_url is empty: give a SQLite file path or a SQLAlchemy URL")
     if "://" in text:
         try:
             make_url(text)
-        except ArgumentError as exc:
-            raise ValueError(f"path_or_url {path_or_url!r} is not a valid SQLAlchemy URL") from exc
+        except (ArgumentError, ValueError):  # a bad port is a ValueError
+            raise StoreUnavailable(f"path_or_url {path_or_url!r} is not a valid SQLAlchemy URL") from None
         return text
     return "sqlite:///" + str(Path(text).expanduser().resolve())
+
+
+def _shown(url: str) -> str:
+    """The store's URL for messages: the password hidden."""
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def _first_line(error: BaseException | None) -> str:
+    text = str(error).strip() if error is not None else ""
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def _check_sqlite_folder(url: str) -> None:
+    """A SQLite file store needs its folder: say so instead of "unable to open database file"."""
+    if _is_file_sqlite(url):
+        folder = Path(make_url(url).database or "").parent
+        if not folder.is_dir():
+            raise StoreUnavailable(f"{_shown(url)}: folder {str(folder)!r} does not exist")
 
 
 def _is_file_sqlite(url: str) -> bool:
@@ -153,7 +178,12 @@ def make_engine(path_or_url: str | os.PathLike[str], **kwargs: Any) -> Engine:
     :func:`sqlalchemy.create_engine`.
     """
     url = database_url(path_or_url)
-    engine = create_engine(url, **kwargs)
+    try:
+        engine = create_engine(url, **kwargs)
+    except NoSuchModuleError:
+        raise StoreUnavailable(f"{_shown(url)}: no SQLAlchemy dialect for this URL (use sqlite:// or postgresql+psycopg://)") from None
+    except ImportError as exc:  # the URL's driver is not installed (e.g. psycopg without winnow[scale])
+        raise StoreUnavailable(f"{_shown(url)}: its database driver is not installed ({exc.name or exc})") from None
     if engine.dialect.name == "sqlite":
         _install_sqlite_listeners(engine, wal=_is_file_sqlite(url))
     elif engine.dialect.name == "postgresql":
@@ -228,9 +258,15 @@ def open_store(path_or_url: str | os.PathLike[str]) -> sessionmaker[Session]:
         cached = _stores.get(key)
         if cached is not None:
             return cached[1]
+        _check_sqlite_folder(url)
         engine = make_engine(url)
         try:
             upgrade_database(url, engine=engine)
+        except DBAPIError as exc:
+            engine.dispose()
+            if is_locked_error(exc):
+                raise
+            raise StoreUnavailable(f"{_shown(url)} cannot be opened as a winnow store: {_first_line(exc.orig)}") from None
         except BaseException:
             engine.dispose()
             raise
@@ -291,7 +327,7 @@ def write_transaction(
     Whatever ``work`` returned.
     """
     if attempts < 1:
-        raise ValueError(f"attempts must be >= 1, got {attempts!r}")
+        raise InvalidRecord(f"attempts must be >= 1, got {attempts!r}")
     for attempt in range(1, attempts + 1):
         try:
             with session_factory() as session:

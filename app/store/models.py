@@ -50,6 +50,9 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
 
+from app.store.errors import StoreUnavailable
+from engine.choices import CRITERIA, WEIGHTINGS
+
 __all__ = [
     "Base",
     "Dataset",
@@ -73,8 +76,8 @@ __all__ = [
 EVENT_KINDS: tuple[str, ...] = ("answer", "none_of_these", "other_label", "skip", "undo", "resolve")
 #: Kinds that must carry a label index; every other kind must not.
 LABELLED_KINDS: tuple[str, ...] = ("answer", "other_label", "resolve")
-WEIGHTINGS: tuple[str, ...] = ("uniform", "distance")
-CRITERIA: tuple[str, ...] = ("apl", "pl", "participation", "most_partial", "random")
+# WEIGHTINGS and CRITERIA are the engine's (engine.choices, which imports nothing): a session
+# can only hold a choice the engine accepts.
 TARGET_SETS: tuple[str, ...] = ("all", "unlabelled")
 
 # Deterministic constraint names: Alembic batch mode on SQLite needs them to alter tables.
@@ -122,7 +125,7 @@ def decode_candidate_masks(masks: Sequence[str], n_labels: int) -> np.ndarray:
         return np.zeros((0, n_labels), dtype=bool)
     raw = np.frombuffer(bytes.fromhex("".join(masks)), dtype=np.uint8)
     if raw.size != len(masks) * n_bytes:
-        raise ValueError(f"candidate masks do not all hold {n_labels} labels ({n_bytes} bytes)")
+        raise StoreUnavailable(f"stored candidate masks do not all hold {n_labels} labels ({n_bytes} bytes)")
     bits = np.unpackbits(raw.reshape(len(masks), n_bytes), axis=1, bitorder="little")
     return bits[:, :n_labels].astype(bool)
 

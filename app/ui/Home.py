@@ -15,7 +15,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from app.store import repo
+from app.service import latest_session_id
 from app.ui import state as ui
 
 PAGES = Path(__file__).resolve().parent / "views"
@@ -38,10 +38,7 @@ def main() -> None:
 
     if tab.session_id is None:
         # Start on the most recently active session, so `winnow ui --sample` opens on a query.
-        with Session() as s:
-            sessions = repo.list_sessions(s)
-        if sessions:
-            tab.session_id = max(sessions, key=lambda x: (x.updated_at, x.id)).id
+        tab.session_id = latest_session_id(Session)
     bench = ui.sync_workbench(Session, tab)
 
     with st.sidebar:

@@ -3,7 +3,7 @@
 Everything a page keeps between reruns lives in :class:`TabState`, stored under the single
 key :data:`STATE_KEY` of ``st.session_state`` (so it belongs to one browser tab, never to the
 process). :func:`tab_state` creates it on the first run of a tab and returns the same object
-afterwards. The :class:`~app.workbench.Workbench` is per-tab mutable state too, so it is kept
+afterwards. The :class:`~app.service.Workbench` is per-tab mutable state too, so it is kept
 here and not in a Streamlit cache.
 
 Widget keys are listed in :class:`Keys` so that the pages and the ``AppTest`` tests name the
@@ -16,12 +16,11 @@ import getpass
 from dataclasses import dataclass, field
 
 import streamlit as st
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.store.db import open_store
-from app.store.models import AnswerEvent
-from app.workbench import Workbench
+from app.service import Workbench
+from app.store import count_events as count_session_events
+from app.store import open_store
 
 __all__ = ["STATE_KEY", "Keys", "TabState", "store", "tab_state", "current", "annotator", "default_annotator", "sync_workbench"]
 
@@ -135,7 +134,7 @@ def annotator(state: TabState) -> str:
 def count_events(Session: sessionmaker[Session], session_id: int) -> int:
     """Number of events of a session (append-only, so it changes whenever anything is recorded)."""
     with Session() as s:
-        return int(s.scalar(select(func.count(AnswerEvent.id)).where(AnswerEvent.session_id == session_id)) or 0)
+        return count_session_events(s, session_id)
 
 
 def sync_workbench(Session: sessionmaker[Session], state: TabState) -> Workbench | None:

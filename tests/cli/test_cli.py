@@ -22,7 +22,7 @@ def test_rank_straight_from_a_file_without_a_database(winnow, small_csv, tmp_pat
     out = tmp_path / "ranked.csv"
     winnow("rank", small_csv, "--criterion", "apl", "-k", "5", "-o", out, cwd=tmp_path)
     table = pd.read_csv(out)
-    assert list(table.columns) == ["rank", "id", "score", "candidates", "n_candidates", "ambiguous_targets_touched", "criterion", "params"]
+    assert list(table.columns) == ["rank", "id", "score", "candidates", "n_candidates", "open_targets_touched", "criterion", "params"]
     assert table["rank"].tolist() == list(range(1, len(table) + 1))
     assert table["score"].is_monotonic_decreasing
     assert (table["n_candidates"] >= 2).all() and (table["criterion"] == "apl").all()
@@ -105,6 +105,35 @@ def test_user_errors_exit_2_with_one_line(winnow, tmp_path, args, message):
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr
     assert message in result.stderr and result.stderr.startswith("error: ")
+
+
+@pytest.mark.parametrize(
+    "db, message",
+    [
+        ("", "path_or_url is empty"),
+        ("   ", "path_or_url is empty"),
+        ("bogus://x", "no SQLAlchemy dialect"),
+        ("{tmp}/no/such/folder/w.db", "does not exist"),
+        ("{tmp}/not-a-db.txt", "cannot be opened as a winnow store"),
+    ],
+)
+def test_unusable_stores_exit_2_with_one_line(winnow, tmp_path, db, message):
+    (tmp_path / "not-a-db.txt").write_text("plain text, not SQLite\n" * 100)
+    result = winnow("session", "list", "--db", db.format(tmp=tmp_path), check=False)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], result.stderr
+
+
+def test_bad_session_options_name_the_valid_choices(winnow, small_csv, tmp_path):
+    db = tmp_path / "w.db"
+    winnow("import", small_csv, "--db", db, "--name", "d")
+    result = winnow("session", "new", "s", "--dataset", "d", "--db", db, "--criterion", "best", check=False)
+    assert result.returncode == 2
+    assert result.stderr.strip() == "error: criterion must be one of apl, pl, participation, most_partial, random; got 'best'"
+    result = winnow("import", small_csv, "--db", db, "--name", "d2", "--session", "s", "--weighting", "cosine", check=False)
+    assert result.returncode == 2 and "--weighting must be one of uniform, distance; got 'cosine'" in result.stderr
+    assert count_rows(db, "datasets") == 1  # the bad option was refused before the import
 
 
 def test_answer_outside_the_candidates_is_refused_and_not_stored(winnow, small_csv, tmp_path):

@@ -50,7 +50,7 @@ def test_ranked_table_columns_and_order() -> None:
     assert df["score"].tolist() == [7.0, 5.0, 2.0, 2.0]
     assert df["candidates"].tolist() == ["cat|=cmd", "cat|dog|=cmd", "cat|dog", "dog|=cmd"]
     assert df["n_candidates"].tolist() == [2, 3, 2, 2]
-    assert df["ambiguous_targets_touched"].tolist() == [2, 4, 1, 3]
+    assert df["open_targets_touched"].tolist() == [2, 4, 1, 3]
     assert set(df["criterion"]) == {"apl"}
     assert set(df["params"]) == {'{"k":10,"weighting":"uniform"}'}
     assert (df["n_candidates"] >= 2).all()
@@ -115,7 +115,7 @@ def test_ranked_json(tmp_path: Path) -> None:
     rows = payload["rows"]
     assert [r["id"] for r in rows] == ["-5", "-c", "a", "@d"]
     assert rows[1] == {"rank": 2, "id": "-c", "score": 5.0, "candidates": ["cat", "dog", "=cmd"],
-                       "n_candidates": 3, "ambiguous_targets_touched": 4}
+                       "n_candidates": 3, "open_targets_touched": 4}
 
 
 def test_plain_dataframe_json_is_records(tmp_path: Path) -> None:

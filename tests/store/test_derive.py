@@ -201,7 +201,7 @@ def test_derive_item_matches_derive_state_row():
     ("events", "match"),
     [
         ([ev(1, 9, "a", "skip")], "position 9"),
-        ([ev(1, 0, "a", "shrug")], "kind 'shrug'"),
+        ([ev(1, 0, "a", "shrug")], "event 1: kind must be one of answer, .*; got 'shrug'"),
         ([ev(1, 0, "a", "answer", 7)], "label 7"),
         ([ev(1, 0, "a", "answer", None)], "label None"),
         ([ev(2, 0, "a", "undo", undoes=1)], "not an earlier"),

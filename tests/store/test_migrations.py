@@ -16,6 +16,8 @@ from sqlalchemy.exc import DatabaseError, IntegrityError
 
 from app.store import (
     Base,
+    InvalidRecord,
+    StoreUnavailable,
     alembic_config,
     database_url,
     downgrade_database,
@@ -23,6 +25,7 @@ from app.store import (
     open_store,
     upgrade_database,
 )
+from engine.exceptions import InvalidInput
 
 TABLES = {"datasets", "instances", "labelling_sessions", "annotators", "answer_events"}
 
@@ -33,10 +36,27 @@ def test_database_url(tmp_path, monkeypatch):
     assert database_url(tmp_path / "x.db") == f"sqlite:///{tmp_path / 'x.db'}"
     assert database_url("sqlite:////abs/w.db") == "sqlite:////abs/w.db"
     assert database_url("postgresql+psycopg://u@h/db") == "postgresql+psycopg://u@h/db"
-    with pytest.raises(ValueError, match="empty"):
+    with pytest.raises(StoreUnavailable, match="empty"):
         database_url("  ")
+    with pytest.raises(StoreUnavailable, match="not a valid SQLAlchemy URL"):
+        database_url("postgresql://u@h:notaport/db")
     with pytest.raises(TypeError):
         database_url(3)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("store", "match"),
+    [
+        ("{tmp}/missing/w.db", "folder .* does not exist"),
+        ("{tmp}/text.db", "cannot be opened as a winnow store"),
+        ("nosuchdialect://x", "no SQLAlchemy dialect"),
+    ],
+)
+def test_unusable_stores_raise_the_store_error(tmp_path, store, match):
+    (tmp_path / "text.db").write_text("not a database\n" * 200)
+    with pytest.raises(StoreUnavailable, match=match) as info:
+        open_store(store.format(tmp=tmp_path))
+    assert isinstance(info.value, InvalidRecord) and isinstance(info.value, InvalidInput)
 
 
 def _triggers(conn) -> set[str]:

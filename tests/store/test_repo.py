@@ -24,7 +24,7 @@ from app.store import (
     record_event,
     write_transaction,
 )
-from app.store import repo as repo_module
+from app.store import datasets as datasets_module
 from app.store.models import decode_candidate_masks, encode_candidate_mask, encode_candidate_masks
 from engine.exceptions import InvalidInput
 
@@ -178,7 +178,7 @@ def test_bad_datasets_are_rejected_and_write_nothing(small, overrides, error, ma
 
 def test_a_crash_in_the_middle_of_an_import_leaves_no_half_dataset(store, monkeypatch):
     calls = []
-    real_insert = repo_module._insert_instances
+    real_insert = datasets_module.insert_instances
 
     def crash_on_second_chunk(session, rows):
         calls.append(len(rows))
@@ -186,8 +186,8 @@ def test_a_crash_in_the_middle_of_an_import_leaves_no_half_dataset(store, monkey
             raise RuntimeError("disk on fire")
         real_insert(session, rows)
 
-    monkeypatch.setattr(repo_module, "_INSERT_CHUNK", 2)
-    monkeypatch.setattr(repo_module, "_insert_instances", crash_on_second_chunk)
+    monkeypatch.setattr(datasets_module, "INSERT_CHUNK", 2)
+    monkeypatch.setattr(datasets_module, "insert_instances", crash_on_second_chunk)
     with pytest.raises(RuntimeError, match="disk on fire"):
         write_transaction(store, lambda s: create_dataset(s, **dataset_kwargs()))
     assert calls == [2, 2]
@@ -205,7 +205,7 @@ def test_a_crash_in_the_middle_of_an_import_leaves_no_half_dataset(store, monkey
 
 
 def test_large_import_uses_several_chunks(store, monkeypatch):
-    monkeypatch.setattr(repo_module, "_INSERT_CHUNK", 7)
+    monkeypatch.setattr(datasets_module, "INSERT_CHUNK", 7)
     rng = np.random.default_rng(1)
     n, m = 50, 12
     Y = rng.random((n, m)) < 0.3
@@ -255,9 +255,9 @@ def test_sessions_and_annotators(small):
     [
         ({"name": "first"}, "already exists"),
         ({"k": 0}, "k must be >= 1"),
-        ({"weighting": "cosine"}, r"weighting='cosine' is not one of 'uniform', 'distance'"),
-        ({"criterion": "entropy"}, "criterion='entropy'"),
-        ({"target_set": "some"}, "target_set='some'"),
+        ({"weighting": "cosine"}, r"weighting must be one of uniform, distance; got 'cosine'"),
+        ({"criterion": "entropy"}, "criterion must be one of apl, .*; got 'entropy'"),
+        ({"target_set": "some"}, "target_set must be one of all, unlabelled; got 'some'"),
         ({"dataset_id": 999}, "dataset_id 999 does not exist"),
         ({"name": "n\x00"}, "name holds a NUL character"),
     ],
@@ -362,7 +362,7 @@ def test_flags_through_the_store(small):
         ({"instance_position": 1, "kind": "resolve", "label": 4}, InvalidRecord, r"not a label index in \[0, 4\)"),
         ({"instance_position": 1, "kind": "answer"}, InvalidRecord, "needs a label"),
         ({"instance_position": 1, "kind": "skip", "label": 1}, InvalidRecord, "takes no label"),
-        ({"instance_position": 1, "kind": "shrug"}, InvalidRecord, "kind='shrug' is not one of"),
+        ({"instance_position": 1, "kind": "shrug"}, InvalidRecord, "kind must be one of answer, .*; got 'shrug'"),
         ({"kind": "answer", "label": 1}, InvalidRecord, "needs instance_position or instance_id"),
         ({"instance_position": 5, "kind": "skip"}, RecordNotFound, r"instance_position 5 is not in \[0, 5\)"),
         ({"instance_id": 10_000, "kind": "skip"}, RecordNotFound, "instance_id 10000"),

@@ -16,8 +16,8 @@ import pytest
 from sqlalchemy import func, select
 from streamlit.testing.v1 import AppTest
 
-from app.cli import create_session, import_file
-from app.store import repo
+from app.service import create_session, import_file
+from app.store import event_log, list_sessions
 from app.store.db import close_stores, open_store
 from app.store.models import AnswerEvent, Dataset, LabellingSession
 
@@ -99,9 +99,9 @@ def events(db: str, session: str | None = None) -> list[dict]:
     """The event log of a session (the only one when ``session`` is None)."""
     Session = open_store(db)
     with Session() as s:
-        sessions = repo.list_sessions(s)
+        sessions = list_sessions(s)
         chosen = sessions[0] if session is None else next(x for x in sessions if x.name == session)
-        return repo.event_log(s, chosen.id)
+        return event_log(s, chosen.id)
 
 
 def count_rows(db: str, model) -> int:

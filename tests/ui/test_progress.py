@@ -10,11 +10,9 @@ import pandas as pd
 import pytest
 from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 
-from app.store import repo
-from app.store.db import open_store
-from app.ui import components
+from app.service import Workbench, export_bytes, replay_progress
+from app.store import event_log, list_sessions, open_store, session_events
 from app.ui.state import STATE_KEY, Keys
-from app.workbench import Workbench
 from engine.dst import DstPllClassifier
 from tests.ui.conftest import no_exception
 
@@ -36,13 +34,10 @@ def answer_a_few(bench: Workbench) -> None:
 
 def replay(bench: Workbench) -> pd.DataFrame:
     with bench.Session() as s:
-        log = repo.event_log(s, bench.session_id)
-    return components.replay_progress(
+        events = session_events(s, bench.session_id)
+    return replay_progress(
         X=bench.state.X, original=np.asarray(bench.state.original_candidates), targets=bench.targets,
-        idx=bench.idx, w=bench.w, k=bench.config.k,
-        events=[repo.EventRecord(e["event_id"], e["position"], e["annotator"], e["kind"], e["label"],
-                                 e["undoes_event_id"], e["created_at"]) for e in log],
-        true_labels=np.asarray(bench.state.true_labels),
+        idx=bench.idx, w=bench.w, k=bench.config.k, events=events, true_labels=np.asarray(bench.state.true_labels),
     )
 
 
@@ -58,25 +53,25 @@ def dst_view(bench: Workbench) -> tuple[int, float]:
 def test_replay_matches_fresh_computations_before_and_after(small_db, target_set):
     Session = open_store(small_db)
     with Session.begin() as s:
-        labelling = repo.list_sessions(s)[0]
+        labelling = list_sessions(s)[0]
         labelling.target_set = target_set
     bench = Workbench.open(Session, 1)
-    before_ambiguous, (before_rejects, before_accuracy) = bench.n_ambiguous, dst_view(bench)
+    before_open, (before_rejects, before_accuracy) = bench.n_open, dst_view(bench)
     answer_a_few(bench)
     history = replay(bench)
 
     assert list(history["step"]) == list(range(bench.state.n_events + 1))
     first, last = history.iloc[0], history.iloc[-1]
-    assert (first["answered"], first["ambiguous_targets"], first["rejects"]) == (0, before_ambiguous, before_rejects)
+    assert (first["answered"], first["open_targets"], first["rejects"]) == (0, before_open, before_rejects)
     assert first["accepted_accuracy"] == pytest.approx(before_accuracy)
     fresh = Workbench.open(Session, 1)
     rejects, accuracy = dst_view(fresh)
-    assert last["ambiguous_targets"] == fresh.n_ambiguous
+    assert last["open_targets"] == fresh.n_open
     assert last["rejects"] == rejects == fresh.rejects().n_rejected
     assert last["accepted_accuracy"] == pytest.approx(accuracy)
     assert last["answered"] == sum(a is not None for a in fresh.state.answered_by) == 6  # 4 answers, none-of-these, conflict
     assert last["open"] == int(fresh.state.open_items.sum())
-    assert list(history["kind"][1:]) == [e["kind"] for e in repo.event_log(Session(), 1)]
+    assert list(history["kind"][1:]) == [e["kind"] for e in event_log(Session(), 1)]
 
 
 def test_progress_page_shows_the_replay_and_exports_the_same_files_as_the_cli(app, small_db, monkeypatch):
@@ -98,15 +93,15 @@ def test_progress_page_shows_the_replay_and_exports_the_same_files_as_the_cli(ap
     metrics = {m.label: m.value for m in at.metric}
     bench: Workbench = at.session_state[STATE_KEY].workbench
     assert metrics["Events"] == "2" and metrics["Answered items"] == "2"
-    assert metrics["Ambiguous targets"] == str(bench.n_ambiguous)
-    assert len(at.get("vega_lite_chart")) == 4  # ambiguity/rejects, answers, accuracy, set sizes
+    assert metrics["Open targets"] == str(bench.n_open)
+    assert len(at.get("vega_lite_chart")) == 4  # open targets/rejects, answers, accuracy, set sizes
 
     for what, table in (("ranked", bench.ranked_table()), ("labelled", bench.labelled_table())):
         for fmt in ("csv", "json"):
             assert at.get("download_button")  # the buttons exist with stable keys
             assert any(b.proto.label == fmt.upper() for b in at.get("download_button"))
             data = downloads[f"small-{what}.{fmt}"]
-            assert data == components.export_bytes(table, fmt)
+            assert data == export_bytes(table, fmt)
         frame = pd.read_csv(io.BytesIO(downloads[f"small-{what}.csv"]))
         assert len(frame) == len(table)
     payload = json.loads(downloads["small-labelled.json"])

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from app.service import Workbench
 from app.store.db import open_store
 from app.store.models import AnswerEvent
 from app.ui.state import STATE_KEY, Keys
-from app.workbench import Workbench
 from tests.ui.conftest import LABELS, count_rows, events, no_exception
 
 
@@ -34,7 +34,7 @@ def test_first_run_opens_the_latest_session_and_asks_the_top_item(app, small_db)
     candidates = [LABELS[m] for m in np.flatnonzero(bench.state.candidates[top])]
     assert [at.button(key=Keys.answer(i + 1)).label.strip("*") for i in range(len(candidates))] == candidates
     assert metric(at, "Answered items") == 0
-    assert metric(at, "Ambiguous targets") == bench.n_ambiguous
+    assert metric(at, "Open targets") == bench.n_open
     assert any("can change the decision of" in m.value for m in at.markdown)
 
 
@@ -56,7 +56,7 @@ def test_answer_records_one_event_and_moves_on(app, small_db):
     # The page's workbench was patched incrementally and agrees with a fresh one.
     fresh = Workbench.open(open_store(small_db), bench.session_id)
     np.testing.assert_array_equal(bench_of(at).scores, fresh.scores)
-    assert bench_of(at).n_ambiguous == fresh.n_ambiguous
+    assert bench_of(at).n_open == fresh.n_open
 
 
 def test_skip_undo_none_of_these_and_other_label(app, small_db):

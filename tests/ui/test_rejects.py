@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from app.service import Workbench
 from app.store.db import open_store
 from app.ui.state import STATE_KEY, Keys
-from app.workbench import Workbench
 from tests.ui.conftest import events, no_exception
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.store.db import open_store
-from app.store import repo
+from app.store import list_sessions
 from app.store.models import Dataset, Instance, LabellingSession
 from app.ui.state import STATE_KEY, Keys
 from tests.ui.conftest import count_rows, no_exception, small_csv_bytes
@@ -30,7 +30,7 @@ def test_upload_creates_a_dataset_and_a_session_with_the_chosen_settings(app, db
     no_exception(at)
 
     with open_store(db)() as s:
-        (session,) = repo.list_sessions(s)
+        (session,) = list_sessions(s)
         assert (session.name, session.k, session.weighting, session.criterion, session.target_set) == (
             "week1", 7, "distance", "pl", "all")
         assert session.dataset.name == "birds"

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import numpy as np
-import pandas as pd
 import streamlit as st
 
+from app.service import EXPORT_MIME, candidate_set_sizes
 from app.ui import components
 from app.ui import state as ui
 
@@ -25,15 +24,16 @@ last = history.iloc[-1]
 cols = st.columns(4)
 cols[0].metric("Events", state.n_events)
 cols[1].metric("Answered items", int(last["answered"]), delta=int(last["answered"] - history["answered"].iloc[0]) or None)
-cols[2].metric("Ambiguous targets", int(last["ambiguous_targets"]),
-               delta=int(last["ambiguous_targets"] - history["ambiguous_targets"].iloc[0]) or None, delta_color="inverse")
+cols[2].metric("Open targets", int(last["open_targets"]),
+               delta=int(last["open_targets"] - history["open_targets"].iloc[0]) or None, delta_color="inverse",
+               help="Targets whose necessary labels (NL) and approximate possible labels (APL) differ.")
 cols[3].metric("DST-PLL rejects", int(last["rejects"]),
                delta=int(last["rejects"] - history["rejects"].iloc[0]) or None, delta_color="inverse")
 
 left, right = st.columns(2)
 with left:
-    st.markdown("**Ambiguous targets (NL ≠ APL) and rejected predictions after each event**")
-    st.line_chart(history.set_index("step")[["ambiguous_targets", "rejects"]], x_label="events", height=260)
+    st.markdown("**Open targets (NL ≠ APL) and rejected predictions after each event**")
+    st.line_chart(history.set_index("step")[["open_targets", "rejects"]], x_label="events", height=260)
 with right:
     timed = history.dropna(subset=["time"])
     st.markdown("**Answered items over time**")
@@ -48,15 +48,7 @@ if "dst_accuracy" in history:
     st.line_chart(history.set_index("step")[["dst_accuracy", "accepted_accuracy"]], x_label="events", height=240)
 
 st.markdown("**Candidate-set sizes**")
-n_labels = state.n_labels
-sizes = pd.DataFrame(
-    {
-        "original": np.bincount(np.asarray(state.original_candidates).sum(axis=1), minlength=n_labels + 1)[1:],
-        "now": np.bincount(np.asarray(state.candidates).sum(axis=1), minlength=n_labels + 1)[1:],
-    },
-    index=pd.Index(range(1, n_labels + 1), name="labels in the set"),
-)
-st.bar_chart(sizes, stack=False, height=240)
+st.bar_chart(candidate_set_sizes(state), stack=False, height=240)
 
 st.subheader("Export")
 st.caption("The same files as `winnow export --what ranked|labelled`.")
@@ -68,7 +60,7 @@ for what, title in (("ranked", "Ranked query list"), ("labelled", "Labelled data
             fmt.upper(),
             data=components.export_file(tab.db, bench.session_id, state.n_events, what, fmt, bench),
             file_name=f"{bench.config.name}-{what}.{fmt}",
-            mime=components.EXPORT_MIME[fmt],
+            mime=EXPORT_MIME[fmt],
             key=ui.Keys.export(what, fmt),
             on_click="ignore",
         )

@@ -57,7 +57,8 @@ answered = sum(who is not None for who in state.answered_by)
 cols = st.columns(4)
 cols[0].metric("Answered items", answered)
 cols[1].metric("Open items", int(state.open_items.sum()))
-cols[2].metric("Ambiguous targets", bench.n_ambiguous, help="Targets whose necessary and possible labels (NL, APL) differ.")
+cols[2].metric("Open targets", bench.n_open,
+               help="Targets whose necessary labels (NL) and approximate possible labels (APL) differ.")
 cols[3].metric("Conflicts", len(state.conflicts), help="Settle them on the Rejects page.")
 
 if tab.notice:

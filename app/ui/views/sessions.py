@@ -7,16 +7,13 @@ nothing is written.
 
 from __future__ import annotations
 
-import re
-import tempfile
 from pathlib import Path
 
 import pandas as pd
 import streamlit as st
 
-from app.cli import create_session, import_file
-from app.io import SUPPORTED_EXTENSIONS, DataFileError
-from app.store import repo
+from app.io import SUPPORTED_EXTENSIONS
+from app.service import dataset_names, session_summaries, start_session
 from app.store.models import CRITERIA, TARGET_SETS, WEIGHTINGS
 from app.ui import state as ui
 from engine.exceptions import InvalidInput
@@ -40,52 +37,25 @@ def open_session(session_id: int) -> None:
     tab.notice = None
 
 
-def safe_file_name(name: str) -> str:
-    """The uploaded file's base name with only harmless characters (keeps the extension)."""
-    base = Path(name).name or "upload"
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", base)
-
-
 def create_from_form() -> None:
-    """The Create button's callback: import (if uploading), create the session, open it.
+    """The Create button's callback: :func:`app.service.start_session` with the form's values.
 
     Runs before the page script, so it reads the form from Session State and leaves its
     outcome in ``tab.notice`` (an error) or opens the session and asks for the Query page.
     """
     form = st.session_state
-    uploaded = form.get(ui.Keys.UPLOAD) if form.get(ui.Keys.SOURCE, UPLOAD) == UPLOAD else None
-    dataset_name = form.get(ui.Keys.DATASET) if form.get(ui.Keys.SOURCE, UPLOAD) == STORED else None
-    fallback = Path(uploaded.name).stem if uploaded is not None else (dataset_name or "")
-    name = (form.get(ui.Keys.NEW_NAME) or "").strip() or fallback
-    k = int(form.get(ui.Keys.K, 10))
-    with Session() as s:
-        known_sessions = {x.name for x in repo.list_sessions(s)}
-        known_datasets = {d.name: d.id for d in repo.list_datasets(s)}
+    source = form.get(ui.Keys.SOURCE, UPLOAD)
+    uploaded = form.get(ui.Keys.UPLOAD) if source == UPLOAD else None
     try:
-        if dataset_name is None and uploaded is None:
-            raise InvalidInput("choose a file to upload first")
-        if not name:
-            raise InvalidInput("give the session a name")
-        if name in known_sessions:
-            raise InvalidInput(f"a session called {name!r} already exists; choose another name or open it above")
-        if uploaded is not None:
-            file_name = safe_file_name(uploaded.name)
-            if Path(file_name).stem in known_datasets:
-                raise InvalidInput(f"a dataset called {Path(file_name).stem!r} is already stored; "
-                                   "rename the file or create the session from the stored dataset")
-            with tempfile.TemporaryDirectory(prefix="winnow-upload-") as folder:
-                path = Path(folder) / file_name
-                path.write_bytes(uploaded.getvalue())
-                try:
-                    dataset_id, _ = import_file(Session, path, name=path.stem, min_rows=k + 1)
-                except DataFileError as exc:
-                    # The reader names the temporary copy; show the name the user knows.
-                    raise InvalidInput(str(exc).replace(str(path), uploaded.name)) from None
-        else:
-            dataset_id = known_datasets[dataset_name]
-        session_id = create_session(
-            Session, dataset_id=dataset_id, name=name, k=k, weighting=form.get(ui.Keys.WEIGHTING, WEIGHTINGS[0]),
-            criterion=form.get(ui.Keys.CRITERION, CRITERIA[0]), target_set=form.get(ui.Keys.TARGET_SET, TARGET_SETS[0]),
+        session_id = start_session(
+            Session,
+            name=form.get(ui.Keys.NEW_NAME) or "",
+            k=int(form.get(ui.Keys.K, 10)),
+            weighting=form.get(ui.Keys.WEIGHTING, WEIGHTINGS[0]),
+            criterion=form.get(ui.Keys.CRITERION, CRITERIA[0]),
+            target_set=form.get(ui.Keys.TARGET_SET, TARGET_SETS[0]),
+            upload=(uploaded.name, uploaded.getvalue()) if uploaded is not None else None,
+            dataset_name=form.get(ui.Keys.DATASET) if source == STORED else None,
         )
     except InvalidInput as exc:
         tab.notice = f"error:{exc}"
@@ -96,13 +66,12 @@ def create_from_form() -> None:
 
 st.title("Sessions")
 
-with Session() as s:
-    sessions = [
-        {"id": x.id, "session": x.name, "dataset": x.dataset.name, "k": x.k, "weighting": x.weighting,
-         "criterion": x.criterion, "targets": x.target_set, "last activity": x.updated_at}
-        for x in repo.list_sessions(s)
-    ]
-    datasets = {d.name: d.id for d in repo.list_datasets(s)}
+sessions = [
+    {"id": x.id, "session": x.name, "dataset": x.dataset, "k": x.k, "weighting": x.weighting,
+     "criterion": x.criterion, "targets": x.target_set, "last activity": x.updated_at}
+    for x in session_summaries(Session)
+]
+datasets = dataset_names(Session)
 
 st.subheader("Open a session")
 if sessions:

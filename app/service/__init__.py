@@ -1,0 +1,80 @@
+"""winnow's service layer: a labelling session at work, for the CLI and the browser app.
+
+``app/cli.py`` and the pages in ``app/ui/`` call these functions and add no logic of their
+own; this layer reads and writes through :mod:`app.store`, reads files through :mod:`app.io`
+and computes with public :mod:`engine` names only.
+
+Modules
+-------
+``workbench``  :class:`Workbench`: a session's graph, query queue, explanations, rejects
+``sessions``   import a file, start / find / list sessions, record an answer by item id
+``progress``   replay a session's events and measure it after each one
+``exports``    the ranked list, labelled data and answer log as tables and files
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# The workbench pulls in pandas, scikit-learn and OR-Tools (seconds of imports): names are
+# resolved on first use, so `winnow --help` and the store-only commands stay fast.
+_MODULE_OF = {
+    **dict.fromkeys(("Workbench", "QueryExplanation", "TargetExplanation", "RejectQueue"), "workbench"),
+    **dict.fromkeys(
+        (
+            "import_file", "create_session", "start_session", "session_id_by_name", "dataset_id_by_name",
+            "session_summaries", "SessionSummary", "dataset_names", "latest_session_id", "record_answer",
+            "ensure_sample_session", "safe_file_name", "SAMPLE_FILE", "SAMPLE_DATASET",
+        ),
+        "sessions",
+    ),
+    **dict.fromkeys(("replay_progress", "session_progress", "candidate_set_sizes", "PROGRESS_COLUMNS"), "progress"),
+    **dict.fromkeys(
+        ("session_table", "events_table", "export_bytes", "rank_file", "EXPORT_KINDS", "EXPORT_FORMATS", "EXPORT_MIME"),
+        "exports",
+    ),
+}
+
+__all__ = [
+    "Workbench",
+    "QueryExplanation",
+    "TargetExplanation",
+    "RejectQueue",
+    "import_file",
+    "create_session",
+    "start_session",
+    "session_id_by_name",
+    "dataset_id_by_name",
+    "session_summaries",
+    "SessionSummary",
+    "dataset_names",
+    "latest_session_id",
+    "record_answer",
+    "ensure_sample_session",
+    "safe_file_name",
+    "SAMPLE_FILE",
+    "SAMPLE_DATASET",
+    "replay_progress",
+    "session_progress",
+    "candidate_set_sizes",
+    "PROGRESS_COLUMNS",
+    "session_table",
+    "events_table",
+    "export_bytes",
+    "rank_file",
+    "EXPORT_KINDS",
+    "EXPORT_FORMATS",
+    "EXPORT_MIME",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

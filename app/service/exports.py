@@ -1,0 +1,123 @@
+"""What winnow exports: the ranked query list, the labelled dataset and the answer log.
+
+``winnow export``, ``winnow rank`` and the Progress page's download buttons build their tables
+here and write them with :func:`app.io.write_table`, so a file from the browser and one from
+the command line are the same bytes. The ranked list is always in the order of
+:func:`engine.query.ranking_order` (skipped items last), the order the Query page asks in.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pandas as pd
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.store import event_log
+from engine import check_choice
+
+if TYPE_CHECKING:
+    from app.service.workbench import Workbench
+
+__all__ = ["EXPORT_KINDS", "EXPORT_FORMATS", "EXPORT_MIME", "session_table", "events_table", "export_bytes", "rank_file"]
+
+#: What a session export can hold (``winnow export --what``).
+EXPORT_KINDS: tuple[str, ...] = ("ranked", "labelled", "events")
+#: Download formats of the browser app (the CLI also writes ``.tsv`` and ``.parquet``).
+EXPORT_MIME: dict[str, str] = {"csv": "text/csv", "json": "application/json"}
+EXPORT_FORMATS: tuple[str, ...] = tuple(EXPORT_MIME)
+
+#: A step of a long computation: ``with progress("Scoring"): ...`` (the CLI shows a spinner).
+Progress = Callable[[str], AbstractContextManager[object]]
+
+
+def _quiet(description: str) -> AbstractContextManager[object]:
+    return contextlib.nullcontext()
+
+
+def session_table(bench: Workbench, what: str) -> pd.DataFrame:
+    """The ``ranked`` query list, the ``labelled`` dataset or the ``events`` log of a session."""
+    check_choice(what, "what", EXPORT_KINDS)
+    if what == "ranked":
+        return bench.ranked_table()
+    if what == "labelled":
+        return bench.labelled_table()
+    return events_table(bench.Session, bench.session_id)
+
+
+def events_table(Session: sessionmaker[Session], session_id: int) -> pd.DataFrame:
+    """Every event of a session, oldest first (:func:`app.store.event_log` as a table)."""
+    with Session() as s:
+        return pd.DataFrame(event_log(s, session_id))
+
+
+def export_bytes(table: pd.DataFrame, fmt: str) -> bytes:
+    """The file :func:`app.io.write_table` writes for ``table`` (same bytes as the CLI's)."""
+    from app.io import write_table
+
+    check_choice(fmt, "fmt", EXPORT_FORMATS)
+    with tempfile.TemporaryDirectory(prefix="winnow-export-") as folder:
+        return write_table(table, Path(folder) / f"export.{fmt}").read_bytes()
+
+
+def rank_file(
+    path: str | Path,
+    *,
+    criterion: str = "apl",
+    k: int = 10,
+    weighting: str = "uniform",
+    seed: int = 0,
+    dask: str | None = None,
+    workers: int | None = None,
+    progress: Progress = _quiet,
+) -> pd.DataFrame:
+    """The ranked query list of a file, without a database (``winnow rank FILE``).
+
+    Parameters
+    ----------
+    path : str or Path
+        Any file :func:`app.io.read_dataset` reads.
+    criterion, k, weighting, seed
+        As in :func:`engine.query.query_scores` and :func:`engine.neighbors.knn_graph`.
+    dask : str, optional
+        Address of a running Dask scheduler to score on.
+    workers : int, optional
+        Score on a local Dask cluster of this many worker processes.
+    progress : callable, optional
+        Context-manager factory wrapped around each long step (given its description).
+
+    Returns
+    -------
+    pandas.DataFrame
+        :func:`app.io.ranked_query_table` of every partial item.
+    """
+    from app.io import ranked_query_table, read_dataset
+    from engine.neighbors import WEIGHTINGS, knn_graph
+    from engine.query import CRITERIA, open_neighbourhoods, query_scores
+    from engine.winners import label_sets, open_targets
+
+    check_choice(criterion, "criterion", CRITERIA)
+    check_choice(weighting, "weighting", WEIGHTINGS)
+    loaded = read_dataset(path)  # knn_graph says it when k is too large for the file
+    with progress(f"Building the {k}-NN graph of {loaded.n_instances} instances"):
+        idx, w = knn_graph(loaded.X, k=k, weights=weighting)
+    Y = loaded.candidates
+    if dask is not None or workers is not None:
+        from engine.distributed import dask_client, distributed_label_sets, distributed_query_scores
+
+        with progress(f"Scoring with criterion {criterion} over Dask"), dask_client(dask, n_workers=workers) as client:
+            scores = distributed_query_scores(idx, w, Y, criterion=criterion, random_state=seed, client=client)
+            is_open = open_targets(*distributed_label_sets(idx, w, Y, client=client))
+    else:
+        with progress(f"Scoring with criterion {criterion}"):
+            scores = query_scores(idx, w, Y, criterion=criterion, random_state=seed)
+            is_open = open_targets(*label_sets(idx, w, Y))
+    return ranked_query_table(
+        scores, Y, loaded.label_names, loaded.ids, open_neighbourhoods(idx, is_open, loaded.n_instances),
+        criterion=criterion, params={"k": k, "weighting": weighting, "source": str(path)},
+    )

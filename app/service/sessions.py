@@ -1,0 +1,301 @@
+"""Datasets and labelling sessions: import a file, start a session, find and list them.
+
+What ``winnow import``, ``winnow session new|list``, ``winnow answer``, ``winnow demo`` and the
+Sessions page do, written once. Every write is one transaction
+(:func:`app.store.write_transaction`): a file the reader rejects, or a session name already
+taken, leaves the store unchanged. Errors are :class:`engine.exceptions.InvalidInput`
+(readers: :class:`~app.io.errors.DataFileError`; store: :class:`~app.store.InvalidRecord`).
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.store import (
+    create_dataset,
+    create_labelling_session,
+    get_dataset_by_name,
+    get_session_by_name,
+    instance_position,
+    list_datasets,
+    list_sessions,
+    record_event,
+    write_transaction,
+)
+from engine.exceptions import InvalidInput
+
+__all__ = [
+    "SAMPLE_FILE",
+    "SAMPLE_DATASET",
+    "SessionSummary",
+    "import_file",
+    "create_session",
+    "start_session",
+    "session_id_by_name",
+    "dataset_id_by_name",
+    "session_summaries",
+    "dataset_names",
+    "latest_session_id",
+    "record_answer",
+    "ensure_sample_session",
+    "safe_file_name",
+]
+
+#: The bundled sample the demo and ``winnow ui --sample`` run on.
+SAMPLE_FILE = Path(__file__).resolve().parents[2] / "sample_data" / "digits_partial.csv"
+SAMPLE_DATASET = "digits_partial"
+
+
+@dataclass(frozen=True)
+class SessionSummary:
+    """One labelling session as the session lists show it."""
+
+    id: int
+    name: str
+    dataset: str
+    k: int
+    weighting: str
+    criterion: str
+    target_set: str
+    created_at: datetime
+    updated_at: datetime
+
+
+def import_file(
+    Session: sessionmaker[Session],
+    path: str | Path,
+    *,
+    name: str | None,
+    candidates_column: str = "candidates",
+    id_column: str | None = None,
+    true_label_column: str | None = None,
+    min_rows: int = 2,
+) -> tuple[int, int]:
+    """Read, validate and store a file as a dataset, all rows or none.
+
+    Parameters
+    ----------
+    Session : sessionmaker
+        From :func:`app.store.open_store`.
+    path : str or Path
+        Any file :func:`app.io.read_dataset` reads.
+    name : str or None
+        Dataset name; ``None`` uses the file name without its extension.
+    candidates_column, id_column, true_label_column : str
+        Columns of a text or Parquet file, as in :func:`app.io.read_dataset`.
+    min_rows : int, default 2
+        Fewest rows accepted (a session with ``k`` neighbours needs ``k + 1``).
+
+    Returns
+    -------
+    (int, int)
+        The dataset id and its number of instances.
+    """
+    from app.io import read_dataset  # pandas and pyarrow: only when a file is read
+
+    loaded = read_dataset(
+        path,
+        candidates_column=candidates_column,
+        id_column=id_column,
+        true_label_column=true_label_column,
+        min_rows=min_rows,
+    )
+
+    def work(s: Session) -> int:
+        dataset = create_dataset(
+            s,
+            name=name or Path(path).stem,
+            X=loaded.X,
+            candidates=loaded.candidates,
+            label_names=loaded.label_names,
+            external_ids=loaded.ids,
+            true_labels=loaded.true_labels,
+            feature_names=loaded.feature_names,
+            layout=loaded.layout,
+        )
+        s.flush()
+        return dataset.id
+
+    return write_transaction(Session, work), loaded.n_instances
+
+
+def create_session(
+    Session: sessionmaker[Session], *, dataset_id: int, name: str, k: int, weighting: str, criterion: str, target_set: str
+) -> int:
+    """Create a labelling session on a stored dataset; returns its id."""
+
+    def work(s: Session) -> int:
+        labelling = create_labelling_session(
+            s, dataset_id=dataset_id, name=name, k=k, weighting=weighting, criterion=criterion, target_set=target_set
+        )
+        s.flush()
+        return labelling.id
+
+    return write_transaction(Session, work)
+
+
+def start_session(
+    Session: sessionmaker[Session],
+    *,
+    name: str,
+    k: int,
+    weighting: str,
+    criterion: str,
+    target_set: str,
+    upload: tuple[str, bytes] | None = None,
+    dataset_name: str | None = None,
+) -> int:
+    """The Sessions page's "Create session": import an upload (or take a stored dataset), then
+    create the session. Returns the session id.
+
+    Parameters
+    ----------
+    name : str
+        Session name; empty uses the uploaded file's or the dataset's name.
+    upload : (str, bytes), optional
+        The uploaded file's name and content. Exactly one of ``upload`` and ``dataset_name``.
+    dataset_name : str, optional
+        A dataset already in the store.
+
+    Raises
+    ------
+    InvalidInput
+        Nothing chosen, a name already taken, or a file the reader rejects (its message names
+        the file as the user called it, not the temporary copy).
+    """
+    if upload is not None and dataset_name is not None:
+        raise InvalidInput("give an uploaded file or a stored dataset, not both")
+    if upload is None and dataset_name is None:
+        raise InvalidInput("choose a file to upload first")
+    fallback = Path(upload[0]).stem if upload is not None else str(dataset_name)
+    name = name.strip() or fallback
+    if not name:
+        raise InvalidInput("give the session a name")
+    with Session() as s:
+        known_sessions = {x.name for x in list_sessions(s)}
+        known_datasets = {d.name: d.id for d in list_datasets(s)}
+    if name in known_sessions:
+        raise InvalidInput(f"a session called {name!r} already exists; choose another name or open it above")
+    if upload is not None:
+        dataset_id = _import_upload(Session, *upload, known_datasets=set(known_datasets), min_rows=k + 1)
+    elif dataset_name in known_datasets:
+        dataset_id = known_datasets[dataset_name]
+    else:
+        raise InvalidInput(f"no dataset called {dataset_name!r}; known datasets: {sorted(known_datasets)}")
+    return create_session(
+        Session, dataset_id=dataset_id, name=name, k=k, weighting=weighting, criterion=criterion, target_set=target_set
+    )
+
+
+def safe_file_name(name: str) -> str:
+    """An uploaded file's base name with only harmless characters (keeps the extension).
+
+    >>> safe_file_name("../my data (1).csv")
+    'my_data_1_.csv'
+    """
+    base = Path(name).name or "upload"
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", base)
+
+
+def _import_upload(
+    Session: sessionmaker[Session], file_name: str, content: bytes, *, known_datasets: set[str], min_rows: int
+) -> int:
+    from app.io import DataFileError
+
+    safe = safe_file_name(file_name)
+    if Path(safe).stem in known_datasets:
+        raise InvalidInput(
+            f"a dataset called {Path(safe).stem!r} is already stored; "
+            "rename the file or create the session from the stored dataset"
+        )
+    with tempfile.TemporaryDirectory(prefix="winnow-upload-") as folder:
+        path = Path(folder) / safe
+        path.write_bytes(content)
+        try:
+            dataset_id, _ = import_file(Session, path, name=path.stem, min_rows=min_rows)
+        except DataFileError as exc:
+            # The reader names the temporary copy; show the name the user knows.
+            raise InvalidInput(str(exc).replace(str(path), file_name)) from None
+    return dataset_id
+
+
+def session_id_by_name(Session: sessionmaker[Session], name: str) -> int:
+    """The id of the labelling session called ``name`` (:class:`~app.store.RecordNotFound`)."""
+    with Session() as s:
+        return get_session_by_name(s, name).id
+
+
+def dataset_id_by_name(Session: sessionmaker[Session], name: str) -> int:
+    """The id of the dataset called ``name`` (:class:`~app.store.RecordNotFound`)."""
+    with Session() as s:
+        return get_dataset_by_name(s, name).id
+
+
+def session_summaries(Session: sessionmaker[Session]) -> list[SessionSummary]:
+    """Every labelling session, oldest first."""
+    with Session() as s:
+        return [
+            SessionSummary(x.id, x.name, x.dataset.name, x.k, x.weighting, x.criterion, x.target_set,
+                           x.created_at, x.updated_at)
+            for x in list_sessions(s)
+        ]
+
+
+def dataset_names(Session: sessionmaker[Session]) -> list[str]:
+    """The names of the stored datasets, oldest first."""
+    with Session() as s:
+        return [d.name for d in list_datasets(s)]
+
+
+def latest_session_id(Session: sessionmaker[Session]) -> int | None:
+    """The session with the most recent activity (the one the browser app opens first)."""
+    sessions = session_summaries(Session)
+    return max(sessions, key=lambda x: (x.updated_at, x.id)).id if sessions else None
+
+
+def record_answer(
+    Session: sessionmaker[Session],
+    session_name: str,
+    *,
+    annotator: str,
+    kind: str,
+    item: str | None = None,
+    label: str | None = None,
+) -> int:
+    """Record one event about the item with external id ``item``; returns the event id.
+
+    ``item`` may be omitted for an ``undo`` (the annotator's latest event is undone).
+    """
+    session_id = session_id_by_name(Session, session_name)
+
+    def work(s: Session) -> int:
+        position = None if item is None else instance_position(s, session_id, item)
+        event = record_event(
+            s, session_id=session_id, annotator=annotator, kind=kind, instance_position=position, label=label
+        )
+        s.flush()
+        return event.id
+
+    return write_transaction(Session, work)
+
+
+def ensure_sample_session(Session: sessionmaker[Session], name: str = "demo") -> int:
+    """The session ``name`` on the bundled sample digits, imported and created if missing."""
+    if not SAMPLE_FILE.exists():
+        raise InvalidInput(f"the bundled sample {SAMPLE_FILE.name} is missing; run python sample_data/make_sample.py")
+    existing = [x.id for x in session_summaries(Session) if x.name == name]
+    if existing:
+        return existing[0]
+    if SAMPLE_DATASET in dataset_names(Session):
+        dataset_id = dataset_id_by_name(Session, SAMPLE_DATASET)
+    else:
+        dataset_id, _ = import_file(Session, SAMPLE_FILE, name=SAMPLE_DATASET, min_rows=11)
+    return create_session(
+        Session, dataset_id=dataset_id, name=name, k=10, weighting="uniform", criterion="apl", target_set="all"
+    )

@@ -1,0 +1,64 @@
+"""Argument checks shared by the store's writes; each raises :class:`InvalidRecord`.
+
+Every "not one of the valid choices" message of winnow has one wording, the engine's
+(:func:`engine.check_choice`): ``"kind must be one of answer, skip; got 'shrug'"``.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from app.store.errors import InvalidRecord
+from engine.exceptions import InvalidInput
+
+__all__ = ["NAME_MAX", "check_name", "check_choice", "check_int", "describe_row", "format_label_set"]
+
+#: Longest name (dataset, session, annotator, label, feature, external id) the schema holds.
+NAME_MAX = 200
+
+
+def check_name(value: Any, parameter: str, *, max_length: int = NAME_MAX) -> str:
+    """``value`` stripped; it must be a non-empty ``str`` without NUL of at most ``max_length``."""
+    if not isinstance(value, str):
+        raise TypeError(f"{parameter} must be a str, got {type(value).__name__}")
+    text = value.strip()
+    if not text:
+        raise InvalidRecord(f"{parameter} is empty")
+    if "\x00" in text:  # PostgreSQL text cannot hold it: refuse it on every backend
+        raise InvalidRecord(f"{parameter} holds a NUL character: {text[:40]!r}")
+    if len(text) > max_length:
+        raise InvalidRecord(f"{parameter} {text[:40]!r}... is longer than {max_length} characters")
+    return text
+
+
+def check_choice(value: Any, parameter: str, choices: Sequence[str]) -> str:
+    """``value`` when it is one of ``choices``, in the wording of :func:`engine.check_choice`."""
+    from engine import check_choice as engine_check_choice
+
+    try:
+        return str(engine_check_choice(value, parameter, choices))
+    except InvalidInput as exc:
+        raise InvalidRecord(str(exc)) from None
+
+
+def check_int(value: Any, parameter: str) -> int:
+    """``value`` as an ``int``; a bool or a non-integral number is a :class:`TypeError`."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{parameter} must be an int, got {type(value).__name__} {value!r}")
+    return int(value)
+
+
+def describe_row(position: int, external_ids: Sequence[str] | None) -> str:
+    """``"row 3 (external id 'x3')"`` for messages about one instance."""
+    if external_ids is not None and 0 <= position < len(external_ids):
+        return f"row {position} (external id {external_ids[position]!r})"
+    return f"row {position}"
+
+
+def format_label_set(names: Sequence[str], mask: np.ndarray) -> str:
+    """A candidate set in messages: ``{'cat', 'dog'}``."""
+    return "{" + ", ".join(repr(names[j]) for j in np.flatnonzero(mask)) + "}"

@@ -1,0 +1,277 @@
+"""Datasets in the store: validate, write all instances or none, and look them up.
+
+:func:`create_dataset` checks every argument with one small function each (features, ids,
+label names, candidate sets, true labels, feature names, layout) before it writes; the write
+runs inside a SAVEPOINT of the caller's session, so a failure (bad input, a crash half-way
+through the inserts) leaves no dataset and no instance behind. The rules shared with the file
+readers (distinct ids, true label inside its candidate set, image layouts) come from
+:mod:`app.dataset_rules`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+from sqlalchemy import insert, select
+from sqlalchemy.orm import Session
+
+from app.dataset_rules import first_repeat, first_true_label_outside, image_shape
+from app.store.checks import NAME_MAX, check_name, describe_row, format_label_set
+from app.store.errors import InvalidRecord, RecordNotFound
+from app.store.models import MAX_LABELS, Dataset, Instance, encode_candidate_masks
+
+__all__ = ["create_dataset", "list_datasets", "get_dataset_by_name", "INSERT_CHUNK", "insert_instances"]
+
+#: Instances are inserted in chunks of this many rows (one executemany each).
+INSERT_CHUNK = 20_000
+_LAYOUT_MAX = 100
+
+
+def create_dataset(
+    session: Session,
+    *,
+    name: str,
+    X: np.ndarray,
+    candidates: np.ndarray,
+    label_names: Sequence[str],
+    external_ids: Sequence[str],
+    true_labels: np.ndarray | None = None,
+    feature_names: Sequence[str] | None = None,
+    layout: str | None = None,
+) -> Dataset:
+    """Validate a dataset and write it with all its instances, all or nothing.
+
+    Parameters
+    ----------
+    session : Session
+        The caller commits (or uses :func:`app.store.db.write_transaction`). The write runs in
+        a SAVEPOINT, so a failure leaves no dataset and no instance behind.
+    name : str
+        Unique dataset name.
+    X : array of shape (n_instances, n_features)
+        Finite float features.
+    candidates : array of shape (n_instances, n_labels), bool
+        Candidate sets; every row needs at least one ``True``. 0/1 integers are accepted.
+    label_names : sequence of str, length n_labels
+        Distinct label names; label index ``j`` is ``label_names[j]``.
+    external_ids : sequence of str, length n_instances
+        Distinct, non-empty instance identifiers (file names, row keys...).
+    true_labels : array of shape (n_instances,), int, optional
+        For simulations only; ``-1`` where unknown. A known true label must be a candidate.
+    feature_names : sequence of str, length n_features, optional
+    layout : str, optional
+        How to draw a feature row, e.g. ``"image:8x8"`` (then ``8 * 8 == n_features``).
+
+    Returns
+    -------
+    Dataset
+        Flushed (it has its ``id``).
+
+    Raises
+    ------
+    InvalidRecord
+        On any bad value; ``.row`` names the offending row when there is one.
+    """
+    name = check_name(name, "name")
+    features = _check_features(X)
+    n, d = features.shape
+    ids = _check_external_ids(external_ids, n)
+    _check_finite_rows(features, ids)
+    labels = _check_label_names(label_names)
+    Y = _check_candidate_sets(candidates, n, len(labels), ids)
+    truth = _check_true_labels(true_labels, Y, labels, ids)
+    features_meta = _check_feature_names(feature_names, d)
+    layout = _check_layout(layout, d)
+    if session.scalar(select(Dataset.id).where(Dataset.name == name)) is not None:
+        raise InvalidRecord(f"name: a dataset called {name!r} already exists")
+
+    with session.begin_nested():
+        dataset = Dataset(
+            name=name, label_names=labels, n_instances=n, n_features=d, feature_names=features_meta, layout=layout
+        )
+        session.add(dataset)
+        session.flush()
+        _write_instances(session, dataset.id, features, Y, ids, truth)
+    return dataset
+
+
+def list_datasets(session: Session) -> list[Dataset]:
+    """Every dataset, oldest first."""
+    return list(session.scalars(select(Dataset).order_by(Dataset.id)))
+
+
+def get_dataset_by_name(session: Session, name: str) -> Dataset:
+    """The dataset called ``name``; :class:`RecordNotFound` lists the known ones otherwise."""
+    # No stored name holds a NUL (and PostgreSQL cannot even compare with one).
+    dataset = session.scalar(select(Dataset).where(Dataset.name == name)) if "\x00" not in name else None
+    if dataset is None:
+        known = session.scalars(select(Dataset.name).order_by(Dataset.id)).all()
+        raise RecordNotFound(f"no dataset called {name!r}; known datasets: {known}")
+    return dataset
+
+
+def insert_instances(session: Session, rows: list[dict[str, Any]]) -> None:
+    """One bulk INSERT of instance rows (a Core executemany: the ORM bulk path is about twice
+    as slow)."""
+    session.connection().execute(insert(Instance.__table__), rows)
+
+
+# --------------------------------------------------------------------------------------------
+# Checks, one per argument of create_dataset
+
+
+def _check_features(X: Any) -> np.ndarray:
+    arr = np.asarray(X)
+    if arr.ndim != 2:
+        raise InvalidRecord(f"X must be 2-D (n_instances, n_features), got shape {arr.shape}")
+    if not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
+        raise TypeError(f"X must hold numbers, got dtype {arr.dtype}")
+    arr = np.ascontiguousarray(arr, dtype="<f8")
+    if arr.shape[0] == 0 or arr.shape[1] == 0:
+        raise InvalidRecord(f"X must have at least one row and one column, got shape {arr.shape}")
+    return arr
+
+
+def _check_finite_rows(X: np.ndarray, ids: Sequence[str]) -> None:
+    bad_rows = np.flatnonzero(~np.isfinite(X).all(axis=1))
+    if bad_rows.size:
+        row = int(bad_rows[0])
+        raise InvalidRecord(
+            f"X: {describe_row(row, ids)} holds a NaN or infinite value ({bad_rows.size} such rows)", row=row
+        )
+
+
+def _check_external_ids(external_ids: Any, n: int) -> list[str]:
+    if not isinstance(external_ids, Sequence) or isinstance(external_ids, str):
+        external_ids = list(external_ids)  # numpy arrays, pandas Index, ...
+    ids = [str(e) if isinstance(e, (np.str_, np.integer)) else e for e in external_ids]
+    if len(ids) != n:
+        raise InvalidRecord(f"external_ids has {len(ids)} entries but X has {n} rows")
+    for position, ext in enumerate(ids):
+        if not isinstance(ext, str):
+            raise TypeError(f"external_ids[{position}] must be a str, got {type(ext).__name__} {ext!r}")
+        if not ext.strip():
+            raise InvalidRecord(f"external_ids: row {position} has an empty external id", row=position)
+        if "\x00" in ext:
+            raise InvalidRecord(
+                f"external_ids: row {position} has an external id holding a NUL character ({ext[:40]!r})",
+                row=position,
+            )
+        if len(ext) > NAME_MAX:
+            raise InvalidRecord(
+                f"external_ids: row {position} has an external id longer than {NAME_MAX} characters", row=position
+            )
+    repeat = first_repeat(ids)
+    if repeat is not None:
+        position, earlier = repeat
+        raise InvalidRecord(
+            f"external_ids: row {position} repeats external id {ids[position]!r} of row {earlier}", row=position
+        )
+    return ids
+
+
+def _check_label_names(label_names: Any) -> list[str]:
+    if isinstance(label_names, str) or not isinstance(label_names, Iterable):
+        raise TypeError("label_names must be a sequence of str")
+    labels = list(label_names)
+    if not labels:
+        raise InvalidRecord("label_names is empty")
+    for j, label in enumerate(labels):
+        check_name(label, f"label_names[{j}]")
+    if len(set(labels)) != len(labels):
+        dupes = sorted({x for x in labels if labels.count(x) > 1})
+        raise InvalidRecord(f"label_names repeats {dupes}")
+    if len(labels) > MAX_LABELS:
+        raise InvalidRecord(f"label_names has {len(labels)} labels; at most {MAX_LABELS} are supported")
+    return labels
+
+
+def _check_candidate_sets(candidates: Any, n: int, m: int, ids: Sequence[str]) -> np.ndarray:
+    Y = np.asarray(candidates)
+    if Y.dtype != bool:
+        if not np.issubdtype(Y.dtype, np.integer) or not np.isin(Y, (0, 1)).all():
+            raise TypeError(f"candidates must be a bool (or 0/1) array, got dtype {Y.dtype}")
+        Y = Y.astype(bool)
+    if Y.shape != (n, m):
+        raise InvalidRecord(f"candidates has shape {Y.shape}; expected (n_instances, n_labels) = ({n}, {m})")
+    empty = np.flatnonzero(~Y.any(axis=1))
+    if empty.size:
+        row = int(empty[0])
+        raise InvalidRecord(
+            f"candidates: {describe_row(row, ids)} has an empty candidate set ({empty.size} such rows); "
+            "every instance needs at least one candidate label",
+            row=row,
+        )
+    return Y
+
+
+def _check_true_labels(true_labels: Any, Y: np.ndarray, labels: Sequence[str], ids: Sequence[str]) -> np.ndarray | None:
+    """The true labels as int64 (``-1`` unknown), or ``None`` when none is known."""
+    if true_labels is None:
+        return None
+    n, m = Y.shape
+    truth = np.asarray(true_labels)
+    if truth.shape != (n,):
+        raise InvalidRecord(f"true_labels has shape {truth.shape}; expected ({n},)")
+    if not np.issubdtype(truth.dtype, np.integer):
+        raise TypeError(f"true_labels must be integers (-1 = unknown), got dtype {truth.dtype}")
+    truth = truth.astype(np.int64)
+    out = np.flatnonzero((truth < -1) | (truth >= m))
+    if out.size:
+        row = int(out[0])
+        raise InvalidRecord(
+            f"true_labels: {describe_row(row, ids)} has label {truth[row]}, not -1 or an index in [0, {m})", row=row
+        )
+    row = first_true_label_outside(truth, Y)
+    if row is not None:
+        raise InvalidRecord(
+            f"true_labels: {describe_row(row, ids)} has true label {labels[truth[row]]!r} "
+            f"outside its candidate set {format_label_set(labels, Y[row])}",
+            row=row,
+        )
+    return truth if (truth >= 0).any() else None
+
+
+def _check_feature_names(feature_names: Sequence[str] | None, d: int) -> list[str] | None:
+    if feature_names is None:
+        return None
+    names = list(feature_names)
+    if len(names) != d:
+        raise InvalidRecord(f"feature_names has {len(names)} names but X has {d} columns")
+    for j, fname in enumerate(names):
+        check_name(fname, f"feature_names[{j}]")
+    if len(set(names)) != d:
+        raise InvalidRecord("feature_names holds duplicates")
+    return names
+
+
+def _check_layout(layout: str | None, d: int) -> str | None:
+    if layout is None:
+        return None
+    layout = check_name(layout, "layout", max_length=_LAYOUT_MAX)
+    if layout.startswith("image:") and image_shape(layout, d) is None:
+        raise InvalidRecord(f"layout {layout!r} does not fit {d} features; expected 'image:HxW' with H*W = {d}")
+    return layout
+
+
+def _write_instances(
+    session: Session, dataset_id: int, X: np.ndarray, Y: np.ndarray, ids: Sequence[str], truth: np.ndarray | None
+) -> None:
+    n = X.shape[0]
+    masks = encode_candidate_masks(Y)
+    truth_values = [int(t) if t >= 0 else None for t in truth] if truth is not None else [None] * n
+    for start in range(0, n, INSERT_CHUNK):
+        rows = [
+            {
+                "dataset_id": dataset_id,
+                "position": i,
+                "external_id": ids[i],
+                "features": X[i].tobytes(),
+                "candidate_mask": masks[i],
+                "true_label": truth_values[i],
+            }
+            for i in range(start, min(start + INSERT_CHUNK, n))
+        ]
+        insert_instances(session, rows)

@@ -1,0 +1,380 @@
+"""The pure derivation of labelling state from a session's events (no database, no clock).
+
+Answers are append-only events. The current candidate sets, flags and conflicts of a session
+are *derived* from its events by the pure functions :func:`derive_state` (all items) and
+:func:`derive_item` (one item, for incremental updates);
+:func:`app.store.sessions.load_state` reads a session and its dataset and returns a
+:class:`SessionState` made of plain numpy arrays and tuples.
+
+Derivation rules
+----------------
+* An ``undo`` cancels the event it names; cancelled events count for nothing. Undo events
+  themselves cannot be undone. :func:`app.store.events.record_event` points a new undo at
+  the annotator's most recent event of the session that is not yet undone.
+* Each annotator's *verdict* on an item is their latest ``answer`` / ``other_label`` /
+  ``none_of_these``; a later verdict by the same annotator replaces the earlier one.
+* The latest ``resolve`` on an item settles everything before it and counts as a verdict for
+  its label; only verdicts given after it are compared with it.
+* If the verdicts name exactly one label, the current set is that label. If they name two or
+  more labels, or a label and "none of these", the item is in **conflict**: its current set is
+  the union of the disputed labels until a ``resolve``.
+* With no labelled verdict the current set is the original one; ``none_of_these`` flags the
+  item (its true label is missing from its set) and keeps the set.
+* ``wrong_set``: the current set holds a label outside the original set (an ``other_label``).
+* ``resolved``: the item has an active ``resolve`` and no verdict given after it disagrees.
+* ``skipped``: the item has a ``skip`` that is not undone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, fields
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from app.store.models import EVENT_KINDS, LABELLED_KINDS
+from engine import check_choice
+from engine.exceptions import InvalidInput
+
+__all__ = [
+    "VERDICT_KINDS",
+    "EventRecord",
+    "Conflict",
+    "ItemState",
+    "DerivedState",
+    "SessionConfig",
+    "SessionState",
+    "derive_item",
+    "derive_state",
+    "derived_fields",
+    "readonly",
+]
+
+#: Kinds that are an annotator's verdict on an item (the latest one per annotator counts).
+VERDICT_KINDS: tuple[str, ...] = ("answer", "other_label", "none_of_these")
+
+
+@dataclass(frozen=True, slots=True)
+class EventRecord:
+    """One answer event as the derivation sees it (no database objects)."""
+
+    id: int
+    position: int
+    annotator: str
+    kind: str
+    label: int | None = None
+    undoes_event_id: int | None = None
+    created_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Conflict:
+    """Annotators disagree about an item and no later ``resolve`` settled it."""
+
+    position: int
+    #: The disputed label indices, sorted; the item's current set is exactly these.
+    labels: tuple[int, ...]
+    #: Everyone whose current verdict takes part (a resolver appears under their own name).
+    annotators: tuple[str, ...]
+    #: Someone's verdict is "none of these" while someone else named a label.
+    none_of_these: bool = False
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ItemState:
+    """The derived state of one item; see the module docstring for the rules."""
+
+    candidates: np.ndarray  # bool (M,)
+    resolved: bool = False
+    none_of_these: bool = False
+    wrong_set: bool = False
+    skipped: bool = False
+    conflict: Conflict | None = None
+    answered_by: str | None = None
+    answered_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class DerivedState:
+    """What the events of a session say about every item. Arrays are read-only.
+
+    Attributes
+    ----------
+    candidates : array of shape (n_instances, n_labels), bool
+        Current candidate sets.
+    resolved, none_of_these, wrong_set, skipped : array of shape (n_instances,), bool
+    conflicts : tuple of Conflict, sorted by position
+    answered_by : tuple of (str or None), length n_instances
+        Who gave the item's latest active verdict or resolve.
+    answered_at : tuple of (datetime or None), length n_instances
+    n_events : int
+        Every event, undos and undone ones included.
+    """
+
+    candidates: np.ndarray
+    resolved: np.ndarray
+    none_of_these: np.ndarray
+    wrong_set: np.ndarray
+    skipped: np.ndarray
+    conflicts: tuple[Conflict, ...]
+    answered_by: tuple[str | None, ...]
+    answered_at: tuple[datetime | None, ...]
+    n_events: int
+
+
+@dataclass(frozen=True, slots=True)
+class SessionConfig:
+    """A labelling session's identity and query configuration."""
+
+    session_id: int
+    name: str
+    dataset_id: int
+    dataset_name: str
+    k: int
+    weighting: str
+    criterion: str
+    target_set: str
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class SessionState:
+    """A labelling session as pure data, for the engine, the CLI and the UI.
+
+    Every array is read-only (``.copy()`` it to modify). Row ``i`` of every array is the
+    instance at position ``i`` of the dataset.
+
+    Attributes
+    ----------
+    config : SessionConfig
+    label_names : tuple of str, length n_labels
+    feature_names : tuple of str or None
+    layout : str or None
+        E.g. ``"image:8x8"``.
+    external_ids : tuple of str, length n_instances
+    instance_ids : array of shape (n_instances,), int64
+        Database ids, for :func:`app.store.events.record_event` (``instance_id=``).
+    X : array of shape (n_instances, n_features), float64
+    true_labels : array of shape (n_instances,), int64, or None
+        ``-1`` where unknown; ``None`` when no instance has one.
+    original_candidates : array of shape (n_instances, n_labels), bool
+    candidates : array of shape (n_instances, n_labels), bool
+        Current sets derived from the events that are not undone.
+    resolved, none_of_these, wrong_set, skipped : array of shape (n_instances,), bool
+    conflicts : tuple of Conflict
+    answered_by : tuple of (str or None)
+    answered_at : tuple of (datetime or None)
+    n_events : int
+    """
+
+    config: SessionConfig
+    label_names: tuple[str, ...]
+    feature_names: tuple[str, ...] | None
+    layout: str | None
+    external_ids: tuple[str, ...]
+    instance_ids: np.ndarray
+    X: np.ndarray
+    true_labels: np.ndarray | None
+    original_candidates: np.ndarray
+    candidates: np.ndarray
+    resolved: np.ndarray
+    none_of_these: np.ndarray
+    wrong_set: np.ndarray
+    skipped: np.ndarray
+    conflicts: tuple[Conflict, ...]
+    answered_by: tuple[str | None, ...]
+    answered_at: tuple[datetime | None, ...]
+    n_events: int
+
+    @property
+    def n_instances(self) -> int:
+        return int(self.X.shape[0])
+
+    @property
+    def n_labels(self) -> int:
+        return len(self.label_names)
+
+    @property
+    def in_conflict(self) -> np.ndarray:
+        """Bool mask of shape (n_instances,): the item has an unresolved conflict."""
+        mask = np.zeros(self.n_instances, dtype=bool)
+        mask[[c.position for c in self.conflicts]] = True
+        return mask
+
+    @property
+    def labelled(self) -> np.ndarray:
+        """Bool mask of shape (n_instances,): the current set is a single label."""
+        return self.candidates.sum(axis=1) == 1
+
+    @property
+    def open_items(self) -> np.ndarray:
+        """Bool mask: still partial (two or more candidates) and not set aside (no conflict, no
+        none-of-these flag).
+
+        These are the items a query strategy may still ask about; conflicts go to a
+        ``resolve`` instead.
+        """
+        return (self.candidates.sum(axis=1) > 1) & ~self.none_of_these & ~self.in_conflict
+
+
+def readonly(array: np.ndarray) -> np.ndarray:
+    """``array`` itself, made read-only (derived state is never edited in place)."""
+    array.setflags(write=False)
+    return array
+
+
+def derive_item(
+    events: Iterable[EventRecord], original_candidates: np.ndarray
+) -> ItemState:
+    """Derive one item's state from all of its events (undos included).
+
+    Parameters
+    ----------
+    events : iterable of EventRecord
+        Every event of one item in one session, in any order (they are sorted by ``id``). An
+        undo must name an earlier, non-undo event of the same list.
+    original_candidates : array of shape (n_labels,), bool
+        The item's original candidate set.
+
+    Returns
+    -------
+    ItemState
+    """
+    original = np.asarray(original_candidates, dtype=bool)
+    ordered = sorted(events, key=lambda e: e.id)
+    by_id = {e.id: e for e in ordered}
+    undone: set[int] = set()
+    for e in ordered:
+        check_choice(e.kind, f"event {e.id}: kind", EVENT_KINDS)
+        if e.kind == "undo":
+            target = by_id.get(e.undoes_event_id)  # type: ignore[arg-type]
+            if target is None or target.id >= e.id or target.kind == "undo":
+                raise InvalidInput(
+                    f"event {e.id}: undoes_event_id {e.undoes_event_id!r} is not an earlier "
+                    "non-undo event of the same item"
+                )
+            if target.id in undone:
+                raise InvalidInput(f"event {e.id}: event {target.id} is already undone")
+            undone.add(target.id)
+        elif e.kind in LABELLED_KINDS and (e.label is None or not 0 <= e.label < original.size):
+            raise InvalidInput(
+                f"event {e.id}: label {e.label!r} is not a label index in [0, {original.size})"
+            )
+
+    active = [e for e in ordered if e.kind != "undo" and e.id not in undone]
+    skipped = any(e.kind == "skip" for e in active)
+    resolves = [e for e in active if e.kind == "resolve"]
+    last_resolve = resolves[-1] if resolves else None
+    after = last_resolve.id if last_resolve is not None else -1
+
+    verdicts: dict[str, EventRecord] = {}
+    for e in active:
+        if e.kind in VERDICT_KINDS and e.id > after:
+            verdicts[e.annotator] = e  # a later verdict of the same annotator replaces it
+    labelled = [e for e in verdicts.values() if e.kind != "none_of_these"]
+    if last_resolve is not None:
+        labelled.append(last_resolve)
+    refusers = [e for e in verdicts.values() if e.kind == "none_of_these"]
+
+    labels = sorted({int(e.label) for e in labelled})  # type: ignore[arg-type]
+    if labels:
+        candidates = np.zeros(original.size, dtype=bool)
+        candidates[labels] = True
+    else:
+        candidates = original.copy()
+
+    conflict = None
+    if len(labels) >= 2 or (labels and refusers):
+        conflict = Conflict(
+            position=ordered[0].position,
+            labels=tuple(labels),
+            annotators=tuple(sorted({e.annotator for e in [*labelled, *refusers]})),
+            none_of_these=bool(refusers),
+        )
+    deciding = [*verdicts.values(), *([last_resolve] if last_resolve is not None else [])]
+    latest = max(deciding, key=lambda e: e.id) if deciding else None
+    return ItemState(
+        candidates=candidates,
+        resolved=last_resolve is not None and conflict is None,
+        none_of_these=bool(refusers),
+        wrong_set=bool(labels) and not bool(original[labels].all()),
+        skipped=skipped,
+        conflict=conflict,
+        answered_by=latest.annotator if latest is not None else None,
+        answered_at=latest.created_at if latest is not None else None,
+    )
+
+
+def derive_state(
+    events: Iterable[EventRecord], original_candidates: np.ndarray
+) -> DerivedState:
+    """Derive the current state of every item from a session's events.
+
+    Pure: no database, no clock. :func:`app.store.sessions.load_state` calls it; a replay
+    can call :func:`derive_item` for the one item an event touched.
+
+    Parameters
+    ----------
+    events : iterable of EventRecord
+        Every event of the session (undos included), in any order.
+    original_candidates : array of shape (n_instances, n_labels), bool
+        The dataset's original candidate sets; row ``i`` is the instance at position ``i``.
+
+    Returns
+    -------
+    DerivedState
+    """
+    original = np.asarray(original_candidates, dtype=bool)
+    if original.ndim != 2:
+        raise InvalidInput(
+            f"original_candidates must be 2-D (n_instances, n_labels), got shape {original.shape}"
+        )
+    n = original.shape[0]
+    per_item: dict[int, list[EventRecord]] = {}
+    n_events = 0
+    for e in events:
+        n_events += 1
+        if not 0 <= e.position < n:
+            raise InvalidInput(f"event {e.id}: position {e.position} is not in [0, {n})")
+        per_item.setdefault(e.position, []).append(e)
+    # An undo must sit with the event it cancels: derive_item checks that per item.
+
+    candidates = original.copy()
+    resolved = np.zeros(n, dtype=bool)
+    none_of_these = np.zeros(n, dtype=bool)
+    wrong_set = np.zeros(n, dtype=bool)
+    skipped = np.zeros(n, dtype=bool)
+    answered_by: list[str | None] = [None] * n
+    answered_at: list[datetime | None] = [None] * n
+    conflicts: list[Conflict] = []
+    for position in sorted(per_item):
+        item = derive_item(per_item[position], original[position])
+        candidates[position] = item.candidates
+        resolved[position] = item.resolved
+        none_of_these[position] = item.none_of_these
+        wrong_set[position] = item.wrong_set
+        skipped[position] = item.skipped
+        answered_by[position] = item.answered_by
+        answered_at[position] = item.answered_at
+        if item.conflict is not None:
+            conflicts.append(item.conflict)
+    return DerivedState(
+        candidates=readonly(candidates),
+        resolved=readonly(resolved),
+        none_of_these=readonly(none_of_these),
+        wrong_set=readonly(wrong_set),
+        skipped=readonly(skipped),
+        conflicts=tuple(conflicts),
+        answered_by=tuple(answered_by),
+        answered_at=tuple(answered_at),
+        n_events=n_events,
+    )
+
+
+def derived_fields(derived: DerivedState) -> dict[str, Any]:
+    """The fields of a :class:`SessionState` that come from its events, e.g. for
+    ``dataclasses.replace(state, **derived_fields(derive_state(events, ...)))``."""
+    return {f.name: getattr(derived, f.name) for f in fields(DerivedState)}

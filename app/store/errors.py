@@ -1,0 +1,34 @@
+"""The errors a winnow store raises: one family, all :class:`engine.exceptions.InvalidInput`.
+
+So the CLI (and any caller that only knows :class:`ValueError`) reports every store problem
+as one line: a bad write (:class:`InvalidRecord`), something the store does not hold
+(:class:`RecordNotFound`), or a store that cannot be opened (:class:`StoreUnavailable`).
+"""
+
+from __future__ import annotations
+
+from engine.exceptions import InvalidInput
+
+__all__ = ["InvalidRecord", "RecordNotFound", "StoreUnavailable"]
+
+
+class InvalidRecord(InvalidInput):
+    """Bad input to a store write: the message names the parameter and, for rows, the row.
+
+    Attributes
+    ----------
+    row : int or None
+        Position (0-based row) of the offending instance, when there is one.
+    """
+
+    def __init__(self, message: str, *, row: int | None = None) -> None:
+        super().__init__(message)
+        self.row = row
+
+
+class RecordNotFound(InvalidRecord, LookupError):
+    """A dataset, labelling session or instance that the store does not hold."""
+
+
+class StoreUnavailable(InvalidRecord):
+    """The store's path or URL is not usable, or its database cannot be opened or read."""

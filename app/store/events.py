@@ -1,0 +1,310 @@
+"""Answer events: validate and append one, read them back, count them.
+
+Events are append-only (the migrations add triggers that refuse updates and deletes); the state
+of a session is derived from them (:mod:`app.store.derive`). :func:`record_event` checks who
+may write what before anything is written, so the CLI and the UI cannot disagree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, aliased
+
+from app.store.checks import check_choice, check_int, check_name
+from app.store.derive import EventRecord
+from app.store.errors import InvalidRecord, RecordNotFound
+from app.store.models import (
+    EVENT_KINDS,
+    LABELLED_KINDS,
+    Annotator,
+    AnswerEvent,
+    Dataset,
+    Instance,
+    LabellingSession,
+    utcnow,
+)
+from app.store.records import dataset_of, get_labelling_session, get_or_create_annotator
+
+__all__ = ["record_event", "session_events", "event_log", "count_events", "instance_position"]
+
+
+def record_event(
+    session: Session,
+    *,
+    session_id: int,
+    annotator: str,
+    kind: str,
+    instance_position: int | None = None,
+    instance_id: int | None = None,
+    label: int | str | None = None,
+) -> AnswerEvent:
+    """Validate and append one answer event.
+
+    Parameters
+    ----------
+    session_id : int
+        The labelling session.
+    annotator : str
+        Annotator name; created on first use.
+    kind : {"answer", "none_of_these", "other_label", "skip", "undo", "resolve"}
+        * ``answer``: ``label`` must be in the instance's *original* candidate set.
+        * ``other_label``: ``label`` must be a vocabulary label *outside* the original set.
+        * ``resolve``: an expert settles the item (a conflict) with any vocabulary label.
+        * ``none_of_these`` / ``skip``: no label.
+        * ``undo``: no label; cancels this annotator's most recent event of this session
+          that is not yet undone (restricted to the given instance, if one is given).
+    instance_position, instance_id : int, optional
+        Exactly one of them, except for ``undo`` where both may be omitted.
+    label : int or str, optional
+        Label index or label name.
+
+    Returns
+    -------
+    AnswerEvent
+        Flushed (it has its ``id``). The caller commits.
+
+    Raises
+    ------
+    InvalidRecord, RecordNotFound
+        With a message naming the instance row and the valid choices.
+    """
+    kind = check_choice(kind, "kind", EVENT_KINDS)
+    labelling = get_labelling_session(session, session_id)
+    dataset = dataset_of(session, labelling)
+    names = list(dataset.label_names)
+    instance = _find_instance(session, dataset, kind, instance_position, instance_id)
+    if kind in LABELLED_KINDS and label is None:
+        raise InvalidRecord(f"kind={kind!r} needs a label")
+    if kind not in LABELLED_KINDS and label is not None:
+        raise InvalidRecord(f"kind={kind!r} takes no label, got label={label!r}")
+
+    # Look the annotator up, but create it only with the event: a rejected event adds nothing.
+    annotator = check_name(annotator, "annotator")
+    who = session.scalar(select(Annotator).where(Annotator.name == annotator))
+    label_index: int | None = None
+    undoes: int | None = None
+    if kind in LABELLED_KINDS:
+        label_index = _check_label(kind, label, names, _require(instance))
+    elif kind == "undo":
+        target = _event_to_undo(session, labelling, annotator, who, instance)
+        undoes = target.id
+        instance = session.get(Instance, target.instance_id)
+
+    instance = _require(instance)
+    with session.begin_nested():
+        if who is None:
+            who = get_or_create_annotator(session, annotator)
+        now = utcnow()
+        event = AnswerEvent(
+            session_id=labelling.id,
+            instance_id=instance.id,
+            annotator_id=who.id,
+            kind=kind,
+            label=label_index,
+            undoes_event_id=undoes,
+            created_at=now,
+        )
+        session.add(event)
+        labelling.updated_at = now
+        session.flush()
+    return event
+
+
+def session_events(session: Session, session_id: int) -> list[EventRecord]:
+    """Every event of a session, oldest first, as :class:`EventRecord` (for ``derive_state``).
+
+    Cheap compared with :func:`app.store.sessions.load_state` (no instance rows), so a
+    long-lived view can re-read the events and re-derive its state after other tabs or
+    processes answered.
+    """
+    labelling = get_labelling_session(session, session_id)
+    rows = session.execute(
+        select(
+            AnswerEvent.id,
+            Instance.position,
+            Annotator.name,
+            AnswerEvent.kind,
+            AnswerEvent.label,
+            AnswerEvent.undoes_event_id,
+            AnswerEvent.created_at,
+        )
+        .join(Instance, Instance.id == AnswerEvent.instance_id)
+        .join(Annotator, Annotator.id == AnswerEvent.annotator_id)
+        .where(AnswerEvent.session_id == labelling.id)
+        .order_by(AnswerEvent.id)
+    )
+    return [EventRecord(*row) for row in rows]
+
+
+def event_log(session: Session, session_id: int) -> list[dict[str, Any]]:
+    """Every event of a session, oldest first, as plain dicts for export.
+
+    Keys: ``event_id``, ``created_at`` (UTC datetime), ``annotator``, ``kind``, ``position``,
+    ``external_id``, ``label`` (index or None), ``label_name``, ``undoes_event_id``,
+    ``undone_by_event_id`` (the undo that cancelled this event, or None).
+    """
+    labelling = get_labelling_session(session, session_id)
+    names = list(dataset_of(session, labelling).label_names)
+    undo = aliased(AnswerEvent)
+    rows = session.execute(
+        select(
+            AnswerEvent.id,
+            AnswerEvent.created_at,
+            Annotator.name,
+            AnswerEvent.kind,
+            Instance.position,
+            Instance.external_id,
+            AnswerEvent.label,
+            AnswerEvent.undoes_event_id,
+            undo.id,
+        )
+        .join(Instance, Instance.id == AnswerEvent.instance_id)
+        .join(Annotator, Annotator.id == AnswerEvent.annotator_id)
+        .outerjoin(undo, undo.undoes_event_id == AnswerEvent.id)
+        .where(AnswerEvent.session_id == labelling.id)
+        .order_by(AnswerEvent.id)
+    )
+    return [
+        {
+            "event_id": event_id,
+            "created_at": created_at,
+            "annotator": annotator,
+            "kind": kind,
+            "position": position,
+            "external_id": external_id,
+            "label": label,
+            "label_name": names[label] if label is not None else None,
+            "undoes_event_id": undoes_event_id,
+            "undone_by_event_id": undone_by,
+        }
+        for event_id, created_at, annotator, kind, position, external_id, label, undoes_event_id, undone_by in rows
+    ]
+
+
+def count_events(session: Session, session_id: int) -> int:
+    """How many events a session has (the log is append-only: any new event changes it)."""
+    return int(session.scalar(select(func.count(AnswerEvent.id)).where(AnswerEvent.session_id == session_id)) or 0)
+
+
+def instance_position(session: Session, session_id: int, external_id: str) -> int:
+    """The position of the item ``external_id`` in the dataset of session ``session_id``."""
+    labelling = get_labelling_session(session, session_id)
+    position = (
+        session.scalar(
+            select(Instance.position).where(
+                Instance.dataset_id == labelling.dataset_id, Instance.external_id == external_id
+            )
+        )
+        if "\x00" not in external_id
+        else None
+    )
+    if position is None:
+        raise RecordNotFound(f"no item with id {external_id!r} in this session's dataset")
+    return int(position)
+
+
+# --------------------------------------------------------------------------------------------
+# Steps of record_event
+
+
+def _require(instance: Instance | None) -> Instance:
+    if instance is None:  # record_event resolves an instance for every kind before it writes
+        raise RecordNotFound("the event's instance is not in the store")
+    return instance
+
+
+def _find_instance(
+    session: Session, dataset: Dataset, kind: str, instance_position: Any, instance_id: Any
+) -> Instance | None:
+    """The instance an event is about (``None`` only for an undo that names none)."""
+    if instance_position is not None and instance_id is not None:
+        raise InvalidRecord("give instance_position or instance_id, not both")
+    if instance_position is not None:
+        position = check_int(instance_position, "instance_position")
+        instance = session.scalar(
+            select(Instance).where(Instance.dataset_id == dataset.id, Instance.position == position)
+        )
+        if instance is None:
+            raise RecordNotFound(
+                f"instance_position {position} is not in [0, {dataset.n_instances}) of dataset {dataset.name!r}",
+                row=position,
+            )
+        return instance
+    if instance_id is not None:
+        instance = session.get(Instance, check_int(instance_id, "instance_id"))
+        if instance is None or instance.dataset_id != dataset.id:
+            raise RecordNotFound(f"instance_id {instance_id} is not an instance of dataset {dataset.name!r}")
+        return instance
+    if kind != "undo":
+        raise InvalidRecord(f"kind={kind!r} needs instance_position or instance_id")
+    return None
+
+
+def _label_index(label: Any, names: Sequence[str]) -> int:
+    if isinstance(label, str):
+        try:
+            return list(names).index(label)
+        except ValueError:
+            raise InvalidRecord(f"label {label!r} is not in the label vocabulary {list(names)}") from None
+    index = check_int(label, "label")
+    if not 0 <= index < len(names):
+        raise InvalidRecord(f"label {index} is not a label index in [0, {len(names)})")
+    return index
+
+
+def _check_label(kind: str, label: Any, names: Sequence[str], instance: Instance) -> int:
+    """The label index of an ``answer`` / ``other_label`` / ``resolve`` on ``instance``."""
+    index = _label_index(label, names)
+    where = f"instance at row {instance.position} (external id {instance.external_id!r})"
+    original = set(np.flatnonzero(instance.candidate_set(len(names))).tolist())
+    if kind == "answer" and index not in original:
+        raise InvalidRecord(
+            f"{where}: label {names[index]!r} is not in its candidate set "
+            f"{{{', '.join(repr(names[j]) for j in sorted(original))}}}; "
+            "record kind='other_label' to give a label outside the set",
+            row=instance.position,
+        )
+    if kind == "other_label" and index in original:
+        raise InvalidRecord(
+            f"{where}: label {names[index]!r} is in its candidate set; record kind='answer' for it",
+            row=instance.position,
+        )
+    return index
+
+
+def _event_to_undo(
+    session: Session,
+    labelling: LabellingSession,
+    annotator: str,
+    who: Annotator | None,
+    instance: Instance | None,
+) -> AnswerEvent:
+    """The annotator's most recent event of the session (on ``instance``, if given) not yet undone."""
+    target = None
+    if who is not None:
+        undone = aliased(AnswerEvent)
+        query = (
+            select(AnswerEvent)
+            .where(
+                AnswerEvent.session_id == labelling.id,
+                AnswerEvent.annotator_id == who.id,
+                AnswerEvent.kind != "undo",
+                ~select(undone.id).where(undone.undoes_event_id == AnswerEvent.id).exists(),
+            )
+            .order_by(AnswerEvent.id.desc())
+            .limit(1)
+        )
+        if instance is not None:
+            query = query.where(AnswerEvent.instance_id == instance.id)
+        target = session.scalar(query)
+    if target is None:
+        scope = f" on instance {instance.position}" if instance is not None else ""
+        raise InvalidRecord(
+            f"undo: annotator {annotator!r} has no event left to undo in session {labelling.name!r}{scope}",
+            row=instance.position if instance is not None else None,
+        )
+    return target

@@ -1,0 +1,170 @@
+"""Labelling sessions in the store, and a session read as pure data.
+
+:func:`load_state` reads a session, its dataset and its events and returns a
+:class:`~app.store.derive.SessionState` of plain numpy arrays and tuples (the current sets come
+from :func:`~app.store.derive.derive_state`). Writes run inside a SAVEPOINT of the caller's
+session; the caller owns the outer transaction.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.store.checks import check_choice, check_int, check_name
+from app.store.derive import SessionConfig, SessionState, derive_state, derived_fields, readonly
+from app.store.errors import InvalidRecord, RecordNotFound
+from app.store.events import session_events
+from app.store.models import (
+    CRITERIA,
+    TARGET_SETS,
+    WEIGHTINGS,
+    Dataset,
+    Instance,
+    LabellingSession,
+    decode_candidate_masks,
+    utcnow,
+)
+from app.store.records import dataset_of, get_labelling_session
+
+__all__ = [
+    "create_labelling_session",
+    "list_sessions",
+    "get_session_by_name",
+    "load_state",
+]
+
+
+def create_labelling_session(
+    session: Session,
+    *,
+    dataset_id: int,
+    name: str,
+    k: int = 10,
+    weighting: str = "uniform",
+    criterion: str = "apl",
+    target_set: str = "all",
+) -> LabellingSession:
+    """Create a labelling session on a dataset.
+
+    Parameters
+    ----------
+    dataset_id : int
+    name : str
+        Unique session name.
+    k : int, default=10
+        Neighbours per target (>= 1).
+    weighting : {"uniform", "distance"}
+    criterion : {"apl", "pl", "participation", "most_partial", "random"}
+    target_set : {"all", "unlabelled"}
+
+    Returns
+    -------
+    LabellingSession
+        Flushed (it has its ``id``).
+    """
+    name = check_name(name, "name")
+    dataset_id = check_int(dataset_id, "dataset_id")
+    k = check_int(k, "k")
+    if k < 1:
+        raise InvalidRecord(f"k must be >= 1, got {k}")
+    weighting = check_choice(weighting, "weighting", WEIGHTINGS)
+    criterion = check_choice(criterion, "criterion", CRITERIA)
+    target_set = check_choice(target_set, "target_set", TARGET_SETS)
+    if session.get(Dataset, dataset_id) is None:
+        raise RecordNotFound(f"dataset_id {dataset_id} does not exist")
+    if session.scalar(select(LabellingSession.id).where(LabellingSession.name == name)) is not None:
+        raise InvalidRecord(f"name: a labelling session called {name!r} already exists")
+    with session.begin_nested():
+        now = utcnow()
+        labelling = LabellingSession(
+            name=name,
+            dataset_id=dataset_id,
+            k=k,
+            weighting=weighting,
+            criterion=criterion,
+            target_set=target_set,
+            created_at=now,
+            updated_at=now,
+        )
+        session.add(labelling)
+        session.flush()
+    return labelling
+
+
+def list_sessions(session: Session) -> list[LabellingSession]:
+    """Every labelling session, oldest first."""
+    return list(session.scalars(select(LabellingSession).order_by(LabellingSession.id)))
+
+
+def get_session_by_name(session: Session, name: str) -> LabellingSession:
+    """The labelling session called ``name``; :class:`RecordNotFound` otherwise."""
+    found = (
+        session.scalar(select(LabellingSession).where(LabellingSession.name == name)) if "\x00" not in name else None
+    )
+    if found is None:
+        known = session.scalars(select(LabellingSession.name).order_by(LabellingSession.id)).all()
+        raise RecordNotFound(f"no labelling session called {name!r}; known sessions: {known}")
+    return found
+
+
+def load_state(session: Session, session_id: int) -> SessionState:
+    """Read a labelling session, its dataset and its events into a :class:`SessionState`.
+
+    One ordered ``SELECT`` of the instances (features are joined into one buffer and viewed
+    as float64, so 100k x 64 loads in well under a second) and one of the events, then
+    :func:`~app.store.derive.derive_state`.
+    """
+    labelling = get_labelling_session(session, session_id)
+    dataset = dataset_of(session, labelling)
+    n, d, m = dataset.n_instances, dataset.n_features, len(dataset.label_names)
+
+    rows = (
+        session.connection()
+        .execute(
+            select(Instance.id, Instance.external_id, Instance.features, Instance.candidate_mask, Instance.true_label)
+            .where(Instance.dataset_id == dataset.id)
+            .order_by(Instance.position)
+        )
+        .all()
+    )
+    if len(rows) != n:  # pragma: no cover - create_dataset writes all rows or none
+        raise InvalidRecord(f"dataset {dataset.name!r} holds {len(rows)} instances, expected {n}")
+    ids_col, external_col, features_col, masks_col, truth_col = zip(*rows) if rows else ((), (), (), (), ())
+    instance_ids = np.fromiter(ids_col, dtype=np.int64, count=n)
+    X = np.frombuffer(b"".join(features_col), dtype="<f8").reshape(n, d)
+    X = X.astype(np.float64, copy=False)
+    original = decode_candidate_masks(masks_col, m)
+    true_labels = None
+    if any(t is not None for t in truth_col):
+        true_labels = np.array([-1 if t is None else t for t in truth_col], dtype=np.int64)
+
+    derived = derive_state(session_events(session, labelling.id), original)
+    return SessionState(
+        config=_session_config(labelling, dataset),
+        label_names=tuple(dataset.label_names),
+        feature_names=tuple(dataset.feature_names) if dataset.feature_names is not None else None,
+        layout=dataset.layout,
+        external_ids=tuple(external_col),
+        instance_ids=readonly(instance_ids),
+        X=readonly(X) if X.flags.writeable else X,
+        true_labels=readonly(true_labels) if true_labels is not None else None,
+        original_candidates=readonly(original),
+        **derived_fields(derived),
+    )
+
+
+def _session_config(labelling: LabellingSession, dataset: Dataset) -> SessionConfig:
+    return SessionConfig(
+        session_id=labelling.id,
+        name=labelling.name,
+        dataset_id=dataset.id,
+        dataset_name=dataset.name,
+        k=labelling.k,
+        weighting=labelling.weighting,
+        criterion=labelling.criterion,
+        target_set=labelling.target_set,
+        created_at=labelling.created_at,
+        updated_at=labelling.updated_at,
+    )

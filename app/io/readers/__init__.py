@@ -1,0 +1,155 @@
+"""Read a partially labelled dataset from a file and validate it before anything is stored.
+
+One module per format (:mod:`.text`, :mod:`.parquet`, :mod:`.mat`, :mod:`.npz`; text and
+Parquet share :mod:`.table`), the checks they share in :mod:`.checks` and :mod:`.labels`.
+
+Supported formats (chosen by extension)
+---------------------------------------
+``.csv`` / ``.tsv`` / ``.txt``
+    One header row, then one row per instance. The candidates column (``candidates`` unless told
+    otherwise) holds a candidate set as ``cat|dog`` or as a JSON list ``["cat", "dog"]``; integer
+    labels are fine (``3|8``, ``[3, 8]``). A column named ``id`` is taken as the instance id and a
+    column named ``true_label`` as the (optional, possibly blank) true label. Every other column is
+    a numeric feature. ``.txt`` files have their delimiter detected from the header (tab, comma or
+    semicolon). Text must be UTF-8 (a BOM is fine) or UTF-16 with a BOM.
+``.parquet``
+    The same columns as CSV; candidates may also be a list column (``list<string>`` or
+    ``list<int>``). A ``winnow.layout`` key in the schema metadata sets :attr:`LoadedDataset.layout`.
+``.mat`` (MATLAB 5/7, the format of the PLL benchmarks)
+    ``data`` (n x d), ``partial_target`` (q x n, 1 where a label is a candidate), optional
+    ``target`` (q x n one-hot true label; an all-zero column means unknown). Dense or scipy.sparse.
+    An n x q ``partial_target`` is accepted too. Labels are named ``"1"`` .. ``"q"`` (the MATLAB
+    row numbers) unless ``label_names`` is given.
+``.npz``
+    ``X`` (n x d numeric), ``candidates`` (n x M bool or 0/1), optional ``y`` (true label indices,
+    -1 for unknown), ``label_names`` (M strings; default ``"0"`` .. ``"M-1"``), ``ids`` (n strings
+    or integers), ``feature_names`` (d strings) and ``layout`` (a string such as ``"image:8x8"``).
+
+Every problem raises :class:`~app.io.errors.DataFileError` (an
+:class:`engine.exceptions.InvalidInput`) whose one-line message names the file, the 1-based data
+row and/or the column, and what is wrong. See :mod:`app.io.errors` for the row convention.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from numbers import Integral
+from pathlib import Path
+
+from app.io.errors import DataFileError
+from app.io.readers.checks import SUPPORTED_EXTENSIONS, LoadedDataset
+from app.io.readers.labels import check_label_names_argument, parse_candidate_cell, sort_label_names
+from app.io.readers.mat import read_mat
+from app.io.readers.npz import read_npz
+from app.io.readers.parquet import read_parquet
+from app.io.readers.table import Roles, dataset_from_table
+from app.io.readers.text import read_text
+from engine.exceptions import InvalidInput
+
+__all__ = [
+    "LoadedDataset",
+    "SUPPORTED_EXTENSIONS",
+    "read_dataset",
+    "parse_candidate_cell",
+    "sort_label_names",
+]
+
+
+def read_dataset(
+    path: str | os.PathLike[str],
+    *,
+    candidates_column: str = "candidates",
+    id_column: str | None = None,
+    true_label_column: str | None = None,
+    label_names: Sequence[str | int] | None = None,
+    delimiter: str | None = None,
+    min_rows: int = 1,
+    ignore_columns: Iterable[str] = (),
+) -> LoadedDataset:
+    """Read and validate a partially labelled dataset.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A ``.csv``, ``.tsv``, ``.txt``, ``.parquet``, ``.mat`` or ``.npz`` file.
+    candidates_column : str, default "candidates"
+        Column holding the candidate sets (text and Parquet files).
+    id_column : str, optional
+        Column holding instance ids. ``None`` uses a column named ``id`` when there is one.
+    true_label_column : str, optional
+        Column holding true labels (blank = unknown). ``None`` uses ``true_label`` when present.
+    label_names : sequence of str, optional
+        The complete label set, in the order to use. A label outside it is an error. For
+        ``.mat`` / ``.npz`` it names the label columns and must have one name per column.
+    delimiter : str, optional
+        One character; overrides the extension's delimiter for text files.
+    min_rows : int, default 1
+        Fewest instances accepted (a k-NN caller passes ``k + 1``).
+    ignore_columns : iterable of str, default ()
+        Columns of a text or Parquet file to skip (e.g. notes); names not in the file are ignored.
+
+    Returns
+    -------
+    LoadedDataset
+
+    Raises
+    ------
+    DataFileError
+        The file is missing, empty, of an unsupported type, unreadable, or its content is invalid.
+        The message is one line naming the file, the 1-based data row and/or column.
+    InvalidInput
+        A keyword argument has a bad value (e.g. duplicate ``label_names``).
+    TypeError
+        ``path`` is not a path.
+    """
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
+    if isinstance(min_rows, bool) or not isinstance(min_rows, Integral) or min_rows < 1:
+        raise InvalidInput(f"min_rows must be an integer >= 1, got {min_rows!r}")
+    if delimiter is not None and (not isinstance(delimiter, str) or len(delimiter) != 1 or delimiter in "\r\n\"'"):
+        raise InvalidInput(f"delimiter must be one character other than a quote or newline, got {delimiter!r}")
+    for name, value in (("candidates_column", candidates_column), ("id_column", id_column),
+                        ("true_label_column", true_label_column)):
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise InvalidInput(f"{name} must be a non-empty column name, got {value!r}")
+    names = check_label_names_argument(label_names)
+    ignored = {str(c) for c in ignore_columns}
+
+    file = Path(path)
+    ext = file.suffix.lower()
+    if ext not in SUPPORTED_EXTENSIONS:
+        hint = " (save a spreadsheet as CSV UTF-8)" if ext in (".xlsx", ".xls", ".ods") else ""
+        raise DataFileError(
+            file,
+            f"unsupported file type {ext or '(no extension)'!r}; use one of {', '.join(SUPPORTED_EXTENSIONS)}{hint}",
+        )
+    try:
+        if not file.exists():
+            raise DataFileError(file, "file not found")
+        if not file.is_file():
+            raise DataFileError(file, "is not a regular file")
+        size = file.stat().st_size
+        with file.open("rb") as handle:
+            head = handle.read(1024)
+    except OSError as exc:
+        raise DataFileError(file, f"cannot be opened: {exc.strerror or exc}") from None
+    if size == 0:
+        raise DataFileError(file, "is empty (0 bytes)")
+
+    roles = Roles(candidates_column, id_column, true_label_column, ignored)
+    if ext in (".csv", ".tsv", ".txt"):
+        table = read_text(file, head, ext, delimiter)
+        dataset = dataset_from_table(file, table, roles, names)
+    elif ext == ".parquet":
+        table = read_parquet(file, head)
+        dataset = dataset_from_table(file, table, roles, names)
+    elif ext == ".mat":
+        dataset = read_mat(file, head, names)
+    else:
+        dataset = read_npz(file, head, names)
+
+    n = dataset.n_instances
+    if n < min_rows:
+        raise DataFileError(file, f"has {n} data row{'s' if n != 1 else ''} but at least {min_rows} are needed")
+    return dataset

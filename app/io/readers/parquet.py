@@ -1,0 +1,41 @@
+"""Parquet files: the columns of a CSV file, candidates possibly as a list column."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from app.io.errors import DataFileError
+from app.io.readers.checks import first_line, reject_binary_magic
+from app.io.readers.table import Table, check_header
+
+__all__ = ["read_parquet"]
+
+def read_parquet(file: Path, head: bytes) -> Table:
+    import pyarrow.parquet as pq
+
+    if not head.startswith(b"PAR1"):
+        reject_binary_magic(file, head, expected="Parquet")
+        raise DataFileError(file, "is not a Parquet file (it does not start with the 'PAR1' signature)")
+    try:
+        table = pq.read_table(file)
+        table = table.combine_chunks()
+    except Exception as exc:  # pyarrow raises many types on corrupt input; report, never leak
+        raise DataFileError(file, f"is not a readable Parquet file: {first_line(exc)}") from None
+    names = [n for n in table.column_names if not re.fullmatch(r"__index_level_\d+__", n)]
+    header = [n.strip() for n in names]
+    check_header(file, header)
+    columns: dict[str, Any] = {h: table.column(n) for h, n in zip(header, names)}
+    for name, column in columns.items():
+        try:  # full validation catches invalid UTF-8 and bad offsets before any value is read
+            column.validate(full=True)
+        except Exception as exc:  # pyarrow.ArrowInvalid and friends
+            raise DataFileError(file, f"is corrupt: {first_line(exc)}", column=name, has_header=False) from None
+    metadata = table.schema.metadata or {}
+    layout = metadata.get(b"winnow.layout")
+    try:
+        layout_text = layout.decode("utf-8") if layout is not None else None
+    except UnicodeDecodeError:
+        layout_text = None
+    return Table(header, columns, list(range(1, table.num_rows + 1)), has_header=False, layout=layout_text)

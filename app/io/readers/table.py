@@ -1,0 +1,242 @@
+"""Tables (text and Parquet files): columns of raw cells, then one shared validation.
+
+:func:`dataset_from_table` turns a :class:`Table` (header, columns of cells, 1-based data row
+of each record) into a :class:`~app.io.readers.checks.LoadedDataset`: the candidates column,
+the optional id and true-label columns, and every other column as a numeric feature.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from app.dataset_rules import first_repeat
+from app.io.errors import DataFileError
+from app.io.readers.checks import LoadedDataset, check_true_in_candidates, check_unique_ids, detect_layout, first_line
+from app.io.readers.labels import (
+    LABEL_SEPARATOR,
+    is_missing,
+    label_from_scalar,
+    listing,
+    parse_candidate_cell,
+    quote,
+    sort_label_names,
+)
+from engine.exceptions import InvalidInput
+
+__all__ = ["Roles", "Table", "check_header", "cells", "dataset_from_table"]
+
+@dataclass
+class Roles:
+    candidates: str
+    id: str | None
+    true_label: str | None
+    ignored: set[str]
+
+
+@dataclass
+class Table:
+    names: list[str]
+    columns: dict[str, Any]  # list of cells, or a pyarrow ChunkedArray
+    rows: list[int]  # 1-based data row of each kept record
+    has_header: bool
+    layout: str | None = None
+    single_column_hint: str = ""
+
+
+def check_header(file: Path, header: Sequence[str]) -> None:
+    for position, name in enumerate(header, start=1):
+        if not name:
+            raise DataFileError(
+                file,
+                f"header cell {position} is empty; every column needs a name "
+                "(a leftover index column? drop it or call it 'id')",
+            )
+    repeat = first_repeat(header)
+    if repeat is not None:
+        position, earlier = repeat
+        raise DataFileError(
+            file, f"duplicate column name (header cells {earlier + 1} and {position + 1})", column=header[position]
+        )
+
+
+def cells(column: Any) -> list[Any]:
+    """Cells of a column as Python objects (None for a missing value)."""
+    if isinstance(column, list):
+        return column
+    return column.to_pylist()
+
+
+def _float_column(file: Path, table: Table, name: str) -> np.ndarray:
+    """A feature column as float64; a non-numeric or non-finite cell is a DataFileError."""
+    column = table.columns[name]
+    if isinstance(column, list):
+        raw_cells = column
+        values = pd.to_numeric(pd.Series(raw_cells, dtype=object), errors="coerce").to_numpy(dtype=np.float64)
+    else:
+        import pyarrow as pa
+
+        kind = column.type
+        if pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind) or pa.types.is_decimal(kind):
+            raw_cells = None
+            try:
+                values = column.cast(pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64)
+            except Exception as exc:  # overflowing decimals and the like
+                raise DataFileError(file, f"cannot be read as numbers: {first_line(exc)}", column=name) from None
+        elif pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_dictionary(kind):
+            raw_cells = column.to_pylist()
+            values = pd.to_numeric(pd.Series(raw_cells, dtype=object), errors="coerce").to_numpy(dtype=np.float64)
+        else:
+            raise DataFileError(file, f"holds {kind} values; feature columns must be numeric", column=name)
+    bad = ~np.isfinite(values)
+    if not bad.any():
+        return values
+    position = int(np.flatnonzero(bad)[0])
+    cell = (raw_cells if raw_cells is not None else cells(column))[position]
+    if cell is None or (isinstance(cell, str) and not cell.strip()):
+        problem = "is empty; every feature needs a value"
+    else:
+        try:
+            finite = math.isfinite(float(cell))
+        except (TypeError, ValueError, OverflowError):
+            finite = True
+        if not finite:
+            problem = f"{quote(cell)} is not a finite number; features must be finite"
+        else:
+            problem = (f"{quote(cell)} is not a number; every column other than id, candidates and "
+                       "true_label is a numeric feature")
+    raise DataFileError(file, problem, row=table.rows[position], column=name, has_header=table.has_header)
+
+
+def dataset_from_table(file: Path, table: Table, roles: Roles, label_names: list[str] | None) -> LoadedDataset:
+    header = table.names
+    has_header = table.has_header
+    if roles.candidates not in table.columns:
+        raise DataFileError(
+            file,
+            f"has no {roles.candidates!r} column (columns: {listing(header)}); "
+            f"pass candidates_column=... to use another{table.single_column_hint}",
+        )
+    id_name = _resolve_role(file, table, roles.id, "id", "id_column")
+    true_name = _resolve_role(file, table, roles.true_label, "true_label", "true_label_column")
+    used = [roles.candidates, id_name, true_name]
+    used = [u for u in used if u is not None]
+    if len(set(used)) != len(used):
+        raise InvalidInput(f"candidates, id and true-label columns must differ, got {used}")
+    feature_names = [n for n in header if n not in used and n not in roles.ignored]
+    n = len(table.rows)
+    if n == 0:
+        raise DataFileError(file, "has a header but no data rows")
+    if not feature_names:
+        raise DataFileError(
+            file,
+            "has no feature columns: every column other than id, candidates and true_label "
+            f"must be a numeric feature (columns: {listing(header)}){table.single_column_hint}",
+        )
+
+    # Candidate sets.
+    sets: list[list[str]] = []
+    for position, cell in enumerate(cells(table.columns[roles.candidates])):
+        row = table.rows[position]
+        try:
+            names = parse_candidate_cell(cell)
+        except ValueError as exc:
+            raise DataFileError(file, str(exc), row=row, column=roles.candidates, has_header=has_header) from None
+        if not names:
+            raise DataFileError(
+                file,
+                "empty candidate set; every item needs at least one candidate label (write e.g. cat|dog)",
+                row=row, column=roles.candidates, has_header=has_header,
+            )
+        sets.append(names)
+    if label_names is None:
+        label_space = sort_label_names(name for names in sets for name in names)
+    else:
+        label_space = label_names
+    index = {name: j for j, name in enumerate(label_space)}
+    candidates = np.zeros((n, len(label_space)), dtype=bool)
+    for position, names in enumerate(sets):
+        for name in names:
+            j = index.get(name)
+            if j is None:
+                hint = "; separate labels with '|'" if ("," in name or ";" in name) else ""
+                raise DataFileError(
+                    file,
+                    f"unknown label {quote(name)}; the labels are {listing(label_space)}{hint}",
+                    row=table.rows[position], column=roles.candidates, has_header=has_header,
+                )
+            candidates[position, j] = True
+
+    # True labels.
+    true_labels = None
+    if true_name is not None:
+        true_labels = np.full(n, -1, dtype=np.int64)
+        for position, cell in enumerate(cells(table.columns[true_name])):
+            row = table.rows[position]
+            try:
+                parsed = parse_candidate_cell(cell) if not isinstance(cell, (list, tuple)) else None
+            except ValueError as exc:
+                raise DataFileError(file, str(exc), row=row, column=true_name, has_header=has_header) from None
+            if parsed is None or len(parsed) > 1:
+                raise DataFileError(
+                    file, f"{quote(cell)} is not a single label", row=row, column=true_name, has_header=has_header
+                )
+            if not parsed:
+                continue  # unknown true label
+            j = index.get(parsed[0])
+            if j is None:
+                raise DataFileError(
+                    file,
+                    f"true label {quote(parsed[0])} is not in the item's candidate set "
+                    f"{quote(LABEL_SEPARATOR.join(sets[position]))}",
+                    row=row, column=true_name, has_header=has_header,
+                )
+            true_labels[position] = j
+        check_true_in_candidates(file, true_labels, candidates, label_space, true_name, rows=table.rows,
+                                 has_header=has_header)
+
+    # Ids.
+    if id_name is None:
+        ids = [str(i) for i in range(n)]
+    else:
+        ids = []
+        for position, cell in enumerate(cells(table.columns[id_name])):
+            row = table.rows[position]
+            if is_missing(cell) or (isinstance(cell, str) and not cell.strip()):
+                raise DataFileError(file, "empty id; every item needs a unique id", row=row, column=id_name,
+                                    has_header=has_header)
+            if isinstance(cell, (list, tuple, dict, bytes)):
+                raise DataFileError(file, f"{quote(cell)} is not an id", row=row, column=id_name,
+                                    has_header=has_header)
+            ids.append(label_from_scalar(cell) if isinstance(cell, (float, np.floating)) and float(cell).is_integer()
+                       else str(cell).strip())
+        check_unique_ids(file, ids, table.rows, id_name, has_header=has_header)
+
+    # Features: report the first bad cell in reading order (top row first, then left column).
+    X = np.empty((n, len(feature_names)), dtype=np.float64)
+    errors: list[tuple[int, int, DataFileError]] = []
+    for j, name in enumerate(feature_names):
+        try:
+            X[:, j] = _float_column(file, table, name)
+        except DataFileError as exc:
+            errors.append((exc.row if exc.row is not None else -1, j, exc))
+    if errors:
+        raise min(errors, key=lambda e: (e[0], e[1]))[2]
+
+    layout = detect_layout(file, feature_names, table.layout)
+    return LoadedDataset(X, candidates, list(label_space), ids, true_labels, feature_names, layout, os.fspath(file))
+
+
+def _resolve_role(file: Path, table: Table, requested: str | None, default: str, argument: str) -> str | None:
+    if requested is None:
+        return default if default in table.columns else None
+    if requested not in table.columns:
+        raise DataFileError(file, f"has no {requested!r} column for {argument} (columns: {listing(table.names)})")
+    return requested

@@ -37,10 +37,19 @@ run: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/winnow demo
 
+# The layering contracts (pyproject.toml [tool.importlinter]) and the doctests are part of
+# the build: a broken contract or an example that no longer runs fails `make test`. The
+# Streamlit pages (app/ui) are never collected as doctest modules: importing one draws it.
+DOCTEST_PATHS := engine app/dataset_rules.py app/io app/store app/service
+
 test: $(STAMP) browser postgres
+	$(BIN)/lint-imports
+	$(BIN)/python -m pytest -q -p no:cacheprovider --doctest-modules $(DOCTEST_PATHS)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 test-fast: $(STAMP)
+	$(BIN)/lint-imports
+	$(BIN)/python -m pytest -q -p no:cacheprovider --doctest-modules $(DOCTEST_PATHS)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not e2e"
 
 clean:

@@ -24,6 +24,7 @@ from rich.table import Table
 
 from app.store import open_store
 from app.store.models import EVENT_KINDS, TARGET_SETS
+from engine import check_choice
 from engine.choices import CRITERIA, WEIGHTINGS
 from engine.exceptions import InvalidInput, SolverError, WinnowError
 
@@ -65,13 +66,6 @@ def progress(description: str) -> Iterator[None]:
         yield
 
 
-def _choice(value: str, choices: tuple[str, ...], option: str) -> str:
-    """``value`` if it is one of ``choices`` (the engine's one wording for a bad choice)."""
-    from engine import check_choice
-
-    return check_choice(value, option, choices)
-
-
 # ---------------------------------------------------------------------------- import
 
 
@@ -95,8 +89,8 @@ def import_command(
     from app.service import create_session, import_file
 
     if session:  # before anything is written
-        _choice(weighting, WEIGHTINGS, "--weighting")
-        _choice(criterion, CRITERIA, "--criterion")
+        check_choice(weighting, "--weighting", WEIGHTINGS)
+        check_choice(criterion, "--criterion", CRITERIA)
     Session = open_store(db)
     with progress(f"Reading and storing {file}"):
         dataset_id, n = import_file(
@@ -142,8 +136,8 @@ def rank(
     from app.service import Workbench, rank_file, session_id_by_name
 
     if file is not None:
-        _choice(criterion, CRITERIA, "--criterion")
-        _choice(weighting, WEIGHTINGS, "--weighting")
+        check_choice(criterion, "--criterion", CRITERIA)
+        check_choice(weighting, "--weighting", WEIGHTINGS)
         table = rank_file(file, criterion=criterion, k=k, weighting=weighting, seed=seed, dask=dask, workers=workers,
                           progress=progress)
     else:
@@ -235,7 +229,7 @@ def answer(
     """
     from app.service import record_answer
 
-    _choice(kind, EVENT_KINDS, "--kind")
+    check_choice(kind, "--kind", EVENT_KINDS)
     if item is None and kind != "undo":
         raise UserError(f"--kind {kind} needs an ITEM id")
     event_id = record_answer(open_store(db), session, annotator=annotator, kind=kind, item=item, label=label)
@@ -259,7 +253,7 @@ def export(
     from app.io import write_table
     from app.service import EXPORT_KINDS, Workbench, events_table, session_id_by_name, session_table
 
-    _choice(what, EXPORT_KINDS, "--what")
+    check_choice(what, "--what", EXPORT_KINDS)
     Session = open_store(db)
     session_id = session_id_by_name(Session, session)
     if what == "events":  # the log alone needs no neighbour graph

@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import getpass
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import streamlit as st
-from sqlalchemy.orm import Session, sessionmaker
 
 from app.service import Workbench
 from app.store import count_events as count_session_events
 from app.store import open_store
+
+if TYPE_CHECKING:  # types only: the UI runs no SQL (import-linter checks it)
+    from sqlalchemy.orm import Session, sessionmaker
 
 __all__ = ["STATE_KEY", "Keys", "TabState", "store", "tab_state", "current", "annotator", "default_annotator", "sync_workbench"]
 

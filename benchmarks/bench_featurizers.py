@@ -16,7 +16,7 @@ texts-hard
 photos-sample
     ``sample_data/photos/``: 96 crops of 8 surfaces, read from the PNG files.
 patches-hard, patches-hard-2
-    16 classes x 30 crops (64 px) of 8 package photographs (regions: sky, foliage, temple,
+    16 classes x 30 crops (64 px) of 14 package photographs (regions: sky, foliage, temple,
     water, fur, petals, wood, motorcycle, brick, grass, gravel, coins, stars, tissue, retina,
     spacesuit) with strong jitter: crop scale, flips, brightness, contrast, hue, noise, and
     one crop in five turned grey. The ``-2`` set is drawn again with another seed, so that a
@@ -299,14 +299,27 @@ def markdown(table: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def pivot(table: pd.DataFrame) -> str:
+    """5-NN accuracy with one row per featurizer and one column per set (dimension in brackets)."""
+    datasets = list(dict.fromkeys(table["dataset"]))
+    lines = ["| featurizer (dimension) | " + " | ".join(datasets) + " |",
+             "|---|" + "---:|" * len(datasets)]
+    for name, part in table.groupby("featurizer", sort=False):
+        accuracy = dict(zip(part["dataset"], part["accuracy"]))
+        dimension = part["dimension"].iloc[0]
+        lines.append(f"| {name} ({dimension}) | " + " | ".join(
+            f"{accuracy[d]:.3f}" if d in accuracy else "" for d in datasets) + " |")
+    return "\n".join(lines)
+
+
 def summary(table: pd.DataFrame) -> str:
     """Mean accuracy and ratio per featurizer over the image (or text) sets it ran on."""
     lines = ["| featurizer | sets | mean 5-NN accuracy | mean × random | worst × random |",
              "|---|---:|---:|---:|---:|"]
     grouped = table.groupby("featurizer", sort=False).agg(
-        sets=("dataset", "count"), accuracy=("accuracy", "mean"), ratio=("ratio", "mean"), worst=("ratio", "min"))
+        sets=("dataset", "size"), accuracy=("accuracy", "mean"), ratio=("ratio", "mean"), worst=("ratio", "min"))
     for name, r in grouped.iterrows():
-        lines.append(f"| {name} | {r.sets} | {r.accuracy:.3f} | {r.ratio:.2f} | {r.worst:.2f} |")
+        lines.append(f"| {name} | {int(r.sets)} | {r.accuracy:.3f} | {r.ratio:.2f} | {r.worst:.2f} |")
     return "\n".join(lines)
 
 
@@ -323,6 +336,9 @@ def main() -> None:
     for kind in ("texts", None):
         part = table[table["dataset"].str.startswith("texts")] if kind else table[~table["dataset"].str.startswith("texts")]
         if not part.empty:
+            print()
+            print(f"5-NN accuracy on the {'text' if kind else 'image'} sets:")
+            print(pivot(part))
             print()
             print(f"Summary over the {'text' if kind else 'image'} sets:")
             print(summary(part))

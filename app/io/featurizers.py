@@ -115,8 +115,8 @@ class FeaturizerRecord:
     name : str
         ``"tfidf-svd"``, ``"image"``, ``"sentence-transformers"`` or ``"open-clip"``.
     params : dict
-        JSON-serialisable parameters (``json.dumps(params)`` works), including the output
-        ``dimension`` of a fitted featurizer.
+        JSON-serialisable parameters (``json.dumps(params)`` works): the constructor's, plus
+        ``format`` and, for the built-in featurizers, ``output_dimension``.
     state : bytes
         An ``.npz`` archive of plain arrays (loadable with ``allow_pickle=False``); ``b""`` for
         stateless featurizers.
@@ -729,7 +729,74 @@ def _offline() -> None:
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
-class SentenceEmbedder:
+class _LocalModelEmbedder:
+    """What both model embedders share: parameters, the offline load checks, records.
+
+    Subclasses set ``name``, ``_markers`` (files one of which marks a model directory),
+    ``_kind`` (the library, for messages) and implement ``_load_model(model_dir)`` and
+    ``transform``.
+    """
+
+    name: ClassVar[str]
+    _markers: ClassVar[tuple[str, ...]]
+    _kind: ClassVar[str]
+
+    def __init__(self, model_dir: str | os.PathLike[str], *, batch_size: int = 32,
+                 max_pixels: int = MAX_IMAGE_PIXELS) -> None:
+        self.model_dir = model_dir
+        self.batch_size = batch_size
+        self.max_pixels = max_pixels
+
+    def _load_model(self, model_dir: Path) -> None:
+        raise NotImplementedError
+
+    def load(self):
+        """Import the library and load the model from its directory; returns ``self``.
+
+        Raises
+        ------
+        EmbedderUnavailable
+            The directory is missing or not a model directory, the package is not installed, or
+            the library cannot load the model.
+        """
+        if hasattr(self, "model_"):
+            return self
+        _check_int("batch_size", self.batch_size, 1)
+        _check_int("max_pixels", self.max_pixels, 1)
+        model_dir = Path(self.model_dir)
+        _check_model_dir(model_dir, self._markers, self._kind)
+        _offline()
+        self._load_model(model_dir)
+        return self
+
+    def fit(self, items: Sequence[Any] = (), *, rows: Sequence[int] | None = None):
+        """Load the model (nothing is learned); returns ``self``."""
+        return self.load()
+
+    def transform(self, items: Sequence[Any], *, rows: Sequence[int] | None = None) -> np.ndarray:
+        raise NotImplementedError
+
+    def fit_transform(self, items: Sequence[Any], *, rows: Sequence[int] | None = None) -> np.ndarray:
+        """:meth:`fit` then :meth:`transform`."""
+        return self.fit(items, rows=rows).transform(items, rows=rows)
+
+    def to_record(self) -> FeaturizerRecord:
+        """Parameters only (the model stays in its directory)."""
+        params = {"format": _STATE_FORMAT, "model_dir": os.fspath(self.model_dir),
+                  "batch_size": int(self.batch_size), "max_pixels": int(self.max_pixels)}
+        return FeaturizerRecord(name=self.name, params=params)
+
+    @classmethod
+    def from_record(cls, record: FeaturizerRecord):
+        """Rebuild from :meth:`to_record`'s output (the model is loaded when first used)."""
+        params = _check_record(record, cls.name)
+        try:
+            return cls(**params)
+        except TypeError as exc:
+            raise InvalidInput(f"record parameters are not valid for {cls.name!r}: {exc}") from None
+
+
+class SentenceEmbedder(_LocalModelEmbedder):
     """Text embeddings from a local sentence-transformers model directory (``winnow[embed]``).
 
     Parameters
@@ -738,6 +805,8 @@ class SentenceEmbedder:
         A directory holding a saved sentence-transformers model (``modules.json`` or
         ``config.json``), e.g. written by ``SentenceTransformer(...).save(dir)``.
     batch_size : int, default 32
+    max_pixels : int, default :data:`~app.io.media.MAX_IMAGE_PIXELS`
+        Unused for texts; accepted so that both embedders share one record layout.
 
     Notes
     -----
@@ -749,35 +818,14 @@ class SentenceEmbedder:
 
     name: ClassVar[str] = "sentence-transformers"
     _markers: ClassVar[tuple[str, ...]] = ("modules.json", "config.json")
+    _kind: ClassVar[str] = "sentence-transformers"
 
-    def __init__(self, model_dir: str | os.PathLike[str], *, batch_size: int = 32) -> None:
-        self.model_dir = model_dir
-        self.batch_size = batch_size
-
-    def load(self) -> SentenceEmbedder:
-        """Import sentence-transformers and load the model; returns ``self``.
-
-        Raises
-        ------
-        EmbedderUnavailable
-            The directory is missing or not a model directory, or the package is not installed.
-        """
-        if hasattr(self, "model_"):
-            return self
-        _check_int("batch_size", self.batch_size, 1)
-        model_dir = Path(self.model_dir)
-        _check_model_dir(model_dir, self._markers, "sentence-transformers")
-        _offline()
+    def _load_model(self, model_dir: Path) -> None:
         module = _import_optional("sentence_transformers", "sentence-transformers")
         try:
             self.model_ = module.SentenceTransformer(str(model_dir), device="cpu", local_files_only=True)
         except Exception as exc:  # the library raises many types for an unusable folder
             raise EmbedderUnavailable(f"the model in {str(model_dir)!r} cannot be loaded: {exc}") from None
-        return self
-
-    def fit(self, texts: Sequence[str] = (), *, rows: Sequence[int] | None = None) -> SentenceEmbedder:
-        """Load the model (nothing is learned); returns ``self``."""
-        return self.load()
 
     def transform(self, texts: Sequence[str], *, rows: Sequence[int] | None = None) -> np.ndarray:
         """Embeddings of ``texts``, shape (n_texts, model dimension), float64, unit rows.
@@ -797,26 +845,8 @@ class SentenceEmbedder:
         Z = self.model_.encode(texts, batch_size=self.batch_size, convert_to_numpy=True, show_progress_bar=False)
         return _l2_normalise(np.asarray(Z, dtype=np.float64))
 
-    def fit_transform(self, texts: Sequence[str], *, rows: Sequence[int] | None = None) -> np.ndarray:
-        """:meth:`fit` then :meth:`transform`."""
-        return self.fit(texts, rows=rows).transform(texts, rows=rows)
 
-    def to_record(self) -> FeaturizerRecord:
-        """Parameters only (the model stays in its directory)."""
-        params = {"format": _STATE_FORMAT, "model_dir": os.fspath(self.model_dir), "batch_size": int(self.batch_size)}
-        return FeaturizerRecord(name=self.name, params=params)
-
-    @classmethod
-    def from_record(cls, record: FeaturizerRecord) -> SentenceEmbedder:
-        """Rebuild from :meth:`to_record`'s output (the model is loaded when first used)."""
-        params = _check_record(record, cls.name)
-        try:
-            return cls(**params)
-        except TypeError as exc:
-            raise InvalidInput(f"record parameters are not valid for {cls.name!r}: {exc}") from None
-
-
-class ClipEmbedder:
+class ClipEmbedder(_LocalModelEmbedder):
     """Image embeddings from a local open_clip model directory (``winnow[embed]``).
 
     Parameters
@@ -836,28 +866,9 @@ class ClipEmbedder:
 
     name: ClassVar[str] = "open-clip"
     _markers: ClassVar[tuple[str, ...]] = ("open_clip_config.json",)
+    _kind: ClassVar[str] = "open_clip"
 
-    def __init__(
-        self, model_dir: str | os.PathLike[str], *, batch_size: int = 32, max_pixels: int = MAX_IMAGE_PIXELS
-    ) -> None:
-        self.model_dir = model_dir
-        self.batch_size = batch_size
-        self.max_pixels = max_pixels
-
-    def load(self) -> ClipEmbedder:
-        """Import open_clip and load the model; returns ``self``.
-
-        Raises
-        ------
-        EmbedderUnavailable
-            The directory is missing or not a model directory, or the package is not installed.
-        """
-        if hasattr(self, "model_"):
-            return self
-        _check_int("batch_size", self.batch_size, 1)
-        model_dir = Path(self.model_dir)
-        _check_model_dir(model_dir, self._markers, "open_clip")
-        _offline()
+    def _load_model(self, model_dir: Path) -> None:
         open_clip = _import_optional("open_clip", "open_clip_torch")
         self.torch_ = _import_optional("torch", "torch")
         try:
@@ -866,11 +877,6 @@ class ClipEmbedder:
             raise EmbedderUnavailable(f"the model in {str(model_dir)!r} cannot be loaded: {exc}") from None
         model.eval()
         self.model_, self.preprocess_ = model, preprocess
-        return self
-
-    def fit(self, images: Sequence[Any] = (), *, rows: Sequence[int] | None = None) -> ClipEmbedder:
-        """Load the model (nothing is learned); returns ``self``."""
-        return self.load()
 
     def transform(self, images: Sequence[Any], *, rows: Sequence[int] | None = None) -> np.ndarray:
         """Embeddings of ``images`` (paths or uint8 arrays), float64, unit rows.
@@ -881,13 +887,14 @@ class ClipEmbedder:
             A file is not an image, is damaged, or is too large.
         EmbedderUnavailable
             See :meth:`load`.
+        InvalidInput
+            ``images`` is empty (the model's dimension is known only from an embedding).
         """
         from PIL import Image
 
         images = list(images)
-        numbers = _row_numbers(rows, len(images))
+        numbers = list(_row_numbers(rows, len(images)))
         self.load()
-        _check_int("max_pixels", self.max_pixels, 1)
         out = []
         for start in range(0, len(images), self.batch_size):
             batch = []
@@ -903,27 +910,9 @@ class ClipEmbedder:
             with self.torch_.no_grad():
                 Z = self.model_.encode_image(self.torch_.stack(batch))
             out.append(Z.cpu().numpy().astype(np.float64))
-        dimension = out[0].shape[1] if out else 0
-        return _l2_normalise(np.concatenate(out) if out else np.zeros((0, dimension)))
-
-    def fit_transform(self, images: Sequence[Any], *, rows: Sequence[int] | None = None) -> np.ndarray:
-        """:meth:`fit` then :meth:`transform`."""
-        return self.fit(images, rows=rows).transform(images, rows=rows)
-
-    def to_record(self) -> FeaturizerRecord:
-        """Parameters only (the model stays in its directory)."""
-        params = {"format": _STATE_FORMAT, "model_dir": os.fspath(self.model_dir),
-                  "batch_size": int(self.batch_size), "max_pixels": int(self.max_pixels)}
-        return FeaturizerRecord(name=self.name, params=params)
-
-    @classmethod
-    def from_record(cls, record: FeaturizerRecord) -> ClipEmbedder:
-        """Rebuild from :meth:`to_record`'s output (the model is loaded when first used)."""
-        params = _check_record(record, cls.name)
-        try:
-            return cls(**params)
-        except TypeError as exc:
-            raise InvalidInput(f"record parameters are not valid for {cls.name!r}: {exc}") from None
+        if not out:
+            raise InvalidInput("images is empty; nothing to embed")
+        return _l2_normalise(np.concatenate(out))
 
 
 _FEATURIZERS = {cls.name: cls for cls in (TextFeaturizer, ImageFeaturizer, SentenceEmbedder, ClipEmbedder)}
@@ -954,8 +943,8 @@ def featurizer_from_record(
     cls = _FEATURIZERS.get(record.name)
     if cls is None:
         raise InvalidInput(f"unknown featurizer {record.name!r}; known: {', '.join(sorted(_FEATURIZERS))}")
-    # A round trip through JSON turns tuples into lists and may reorder nothing else; normalise
-    # here so that records read back from the store behave like fresh ones.
+    # Records read back from the store went through JSON (tuples became lists); send fresh ones
+    # the same way so that both behave alike.
     params = json.loads(json.dumps(record.params))
     return cls.from_record(FeaturizerRecord(name=record.name, params=params, state=bytes(record.state)))
 

@@ -8,7 +8,8 @@ A dataset cell that names an image or an audio clip is either a **path** or an *
 - symbolic links are followed *before* the check, so a link inside the root that points outside
   it is refused like ``../../etc/passwd``;
 - ``http://`` and ``https://`` URLs are kept as links (never fetched here); any other scheme
-  (``file:``, ``javascript:``, ``data:``, ...) is refused.
+  (``file:``, ``javascript:``, ``data:``, ...) is refused. A cell that starts with two or more
+  letters and a colon is read as a URL; ``C:/photos/a.png`` (one letter) is a path.
 
 Images are opened with Pillow, restricted to :data:`IMAGE_FORMATS` (Pillow can also open
 formats such as EPS that run external programs). The pixel count is read from the header and

@@ -164,15 +164,16 @@ def test_bad_records_are_refused() -> None:
         featurizer_from_record({"name": "tfidf-svd"})
 
 
-def _load_text_generator():
-    spec = importlib.util.spec_from_file_location("make_text_sample", SAMPLE / "make_text_sample.py")
+def load_sample_script(name: str):
+    """Import ``sample_data/<name>.py`` (the folder is not a package)."""
+    spec = importlib.util.spec_from_file_location(name, SAMPLE / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
 def test_text_sample_is_reproducible_and_well_formed() -> None:
-    generator = _load_text_generator()
+    generator = load_sample_script("make_text_sample")
     committed = (SAMPLE / "texts.csv").read_text(encoding="utf-8")
     assert generator.build().to_csv(index=False, lineterminator="\n") == committed
     table = pd.read_csv(SAMPLE / "texts.csv", dtype=str, keep_default_na=False)

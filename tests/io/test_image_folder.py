@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +13,7 @@ from sklearn.neighbors import NearestNeighbors
 from app.io.errors import DataFileError
 from app.io.featurizers import ImageFeaturizer
 from app.io.image_folder import ImageFolder, read_image_folder
+from tests.io.test_featurizers import load_sample_script
 from tests.io.test_media import png_claiming
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_data"
@@ -137,13 +137,6 @@ def test_one_subfolder_per_label(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------- the image sample
 
 
-def _load_image_generator():
-    spec = importlib.util.spec_from_file_location("make_image_sample", SAMPLE / "make_image_sample.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_image_sample_reads_and_is_well_formed() -> None:
     sample = read_image_folder(SAMPLE / "photos", SAMPLE / "photos_labels.csv")
     assert len(sample.ids) == 96 and len(set(sample.ids)) == 96
@@ -165,7 +158,7 @@ def test_image_sample_reads_and_is_well_formed() -> None:
 def test_image_sample_is_reproducible() -> None:
     # Depends on scikit-image / scikit-learn's bundled photos and Pillow's resampling, like the
     # digits sample depends on load_digits.
-    table, pictures = _load_image_generator().build()
+    table, pictures = load_sample_script("make_image_sample").build()
     assert table.to_csv(index=False, lineterminator="\n") == (SAMPLE / "photos_labels.csv").read_text()
     for rel, pixels in pictures.items():
         np.testing.assert_array_equal(np.asarray(Image.open(SAMPLE / "photos" / rel)), pixels)

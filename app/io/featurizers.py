@@ -57,7 +57,7 @@ import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 import numpy as np
 
@@ -750,7 +750,7 @@ class _LocalModelEmbedder:
     def _load_model(self, model_dir: Path) -> None:
         raise NotImplementedError
 
-    def load(self):
+    def load(self) -> Self:
         """Import the library and load the model from its directory; returns ``self``.
 
         Raises
@@ -769,7 +769,7 @@ class _LocalModelEmbedder:
         self._load_model(model_dir)
         return self
 
-    def fit(self, items: Sequence[Any] = (), *, rows: Sequence[int] | None = None):
+    def fit(self, items: Sequence[Any] = (), *, rows: Sequence[int] | None = None) -> Self:
         """Load the model (nothing is learned); returns ``self``."""
         return self.load()
 
@@ -787,7 +787,7 @@ class _LocalModelEmbedder:
         return FeaturizerRecord(name=self.name, params=params)
 
     @classmethod
-    def from_record(cls, record: FeaturizerRecord):
+    def from_record(cls, record: FeaturizerRecord) -> Self:
         """Rebuild from :meth:`to_record`'s output (the model is loaded when first used)."""
         params = _check_record(record, cls.name)
         try:

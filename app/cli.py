@@ -182,7 +182,7 @@ def session_list(db: str = DbOption) -> None:
 
     table = Table("session", "dataset", "k", "weighting", "criterion", "targets", "created")
     for x in session_summaries(open_store(db)):
-        table.add_row(x.name, x.dataset, str(x.k), x.weighting, x.criterion, x.target_set, f"{x.created_at:%Y-%m-%d %H:%M}")
+        table.add_row(x.name, x.dataset_name, str(x.k), x.weighting, x.criterion, x.target_set, f"{x.created_at:%Y-%m-%d %H:%M}")
     out.print(table)
 
 

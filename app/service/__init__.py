@@ -24,7 +24,7 @@ _MODULE_OF = {
     **dict.fromkeys(
         (
             "import_file", "create_session", "start_session", "session_id_by_name", "dataset_id_by_name",
-            "session_summaries", "SessionSummary", "dataset_names", "latest_session_id", "record_answer",
+            "session_summaries", "dataset_names", "latest_session_id", "record_answer",
             "ensure_sample_session", "safe_file_name", "SAMPLE_FILE", "SAMPLE_DATASET",
         ),
         "sessions",
@@ -36,37 +36,7 @@ _MODULE_OF = {
     ),
 }
 
-__all__ = [
-    "Workbench",
-    "QueryExplanation",
-    "TargetExplanation",
-    "RejectQueue",
-    "import_file",
-    "create_session",
-    "start_session",
-    "session_id_by_name",
-    "dataset_id_by_name",
-    "session_summaries",
-    "SessionSummary",
-    "dataset_names",
-    "latest_session_id",
-    "record_answer",
-    "ensure_sample_session",
-    "safe_file_name",
-    "SAMPLE_FILE",
-    "SAMPLE_DATASET",
-    "replay_progress",
-    "session_progress",
-    "candidate_set_sizes",
-    "PROGRESS_COLUMNS",
-    "session_table",
-    "events_table",
-    "export_bytes",
-    "rank_file",
-    "EXPORT_KINDS",
-    "EXPORT_FORMATS",
-    "EXPORT_MIME",
-]
+__all__ = list(_MODULE_OF)
 
 
 def __getattr__(name: str) -> Any:

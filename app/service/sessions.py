@@ -11,21 +11,20 @@ from __future__ import annotations
 
 import re
 import tempfile
-from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.store import (
+    SessionConfig,
     create_dataset,
     create_labelling_session,
     get_dataset_by_name,
     get_session_by_name,
     instance_position,
     list_datasets,
-    list_sessions,
     record_event,
+    session_configs,
     write_transaction,
 )
 from engine.exceptions import InvalidInput
@@ -33,7 +32,6 @@ from engine.exceptions import InvalidInput
 __all__ = [
     "SAMPLE_FILE",
     "SAMPLE_DATASET",
-    "SessionSummary",
     "import_file",
     "create_session",
     "start_session",
@@ -50,21 +48,6 @@ __all__ = [
 #: The bundled sample the demo and ``winnow ui --sample`` run on.
 SAMPLE_FILE = Path(__file__).resolve().parents[2] / "sample_data" / "digits_partial.csv"
 SAMPLE_DATASET = "digits_partial"
-
-
-@dataclass(frozen=True)
-class SessionSummary:
-    """One labelling session as the session lists show it."""
-
-    id: int
-    name: str
-    dataset: str
-    k: int
-    weighting: str
-    criterion: str
-    target_set: str
-    created_at: datetime
-    updated_at: datetime
 
 
 def import_file(
@@ -178,7 +161,7 @@ def start_session(
     if not name:
         raise InvalidInput("give the session a name")
     with Session() as s:
-        known_sessions = {x.name for x in list_sessions(s)}
+        known_sessions = {x.name for x in session_configs(s)}
         known_datasets = {d.name: d.id for d in list_datasets(s)}
     if name in known_sessions:
         raise InvalidInput(f"a session called {name!r} already exists; choose another name or open it above")
@@ -237,14 +220,10 @@ def dataset_id_by_name(Session: sessionmaker[Session], name: str) -> int:
         return get_dataset_by_name(s, name).id
 
 
-def session_summaries(Session: sessionmaker[Session]) -> list[SessionSummary]:
-    """Every labelling session, oldest first."""
+def session_summaries(Session: sessionmaker[Session]) -> list[SessionConfig]:
+    """Every labelling session (its configuration and dataset name), oldest first."""
     with Session() as s:
-        return [
-            SessionSummary(x.id, x.name, x.dataset.name, x.k, x.weighting, x.criterion, x.target_set,
-                           x.created_at, x.updated_at)
-            for x in list_sessions(s)
-        ]
+        return session_configs(s)
 
 
 def dataset_names(Session: sessionmaker[Session]) -> list[str]:
@@ -256,7 +235,7 @@ def dataset_names(Session: sessionmaker[Session]) -> list[str]:
 def latest_session_id(Session: sessionmaker[Session]) -> int | None:
     """The session with the most recent activity (the one the browser app opens first)."""
     sessions = session_summaries(Session)
-    return max(sessions, key=lambda x: (x.updated_at, x.id)).id if sessions else None
+    return max(sessions, key=lambda x: (x.updated_at, x.session_id)).session_id if sessions else None
 
 
 def record_answer(
@@ -289,7 +268,7 @@ def ensure_sample_session(Session: sessionmaker[Session], name: str = "demo") ->
     """The session ``name`` on the bundled sample digits, imported and created if missing."""
     if not SAMPLE_FILE.exists():
         raise InvalidInput(f"the bundled sample {SAMPLE_FILE.name} is missing; run python sample_data/make_sample.py")
-    existing = [x.id for x in session_summaries(Session) if x.name == name]
+    existing = [x.session_id for x in session_summaries(Session) if x.name == name]
     if existing:
         return existing[0]
     if SAMPLE_DATASET in dataset_names(Session):

@@ -57,7 +57,13 @@ from app.store.models import (
     LabellingSession,
 )
 from app.store.records import get_or_create_annotator
-from app.store.sessions import create_labelling_session, get_session_by_name, list_sessions, load_state
+from app.store.sessions import (
+    create_labelling_session,
+    get_session_by_name,
+    list_sessions,
+    load_state,
+    session_configs,
+)
 
 __all__ = [
     # db
@@ -103,6 +109,7 @@ __all__ = [
     "get_dataset_by_name",
     "create_labelling_session",
     "list_sessions",
+    "session_configs",
     "get_session_by_name",
     "get_or_create_annotator",
     "record_event",

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from sqlalchemy import func, select
+from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session, aliased
 
 from app.store.checks import check_choice, check_int, check_name
@@ -123,7 +123,8 @@ def session_events(session: Session, session_id: int) -> list[EventRecord]:
     """
     labelling = get_labelling_session(session, session_id)
     rows = session.execute(
-        select(
+        _events_of(
+            labelling.id,
             AnswerEvent.id,
             Instance.position,
             Annotator.name,
@@ -132,10 +133,6 @@ def session_events(session: Session, session_id: int) -> list[EventRecord]:
             AnswerEvent.undoes_event_id,
             AnswerEvent.created_at,
         )
-        .join(Instance, Instance.id == AnswerEvent.instance_id)
-        .join(Annotator, Annotator.id == AnswerEvent.annotator_id)
-        .where(AnswerEvent.session_id == labelling.id)
-        .order_by(AnswerEvent.id)
     )
     return [EventRecord(*row) for row in rows]
 
@@ -151,7 +148,8 @@ def event_log(session: Session, session_id: int) -> list[dict[str, Any]]:
     names = list(dataset_of(session, labelling).label_names)
     undo = aliased(AnswerEvent)
     rows = session.execute(
-        select(
+        _events_of(
+            labelling.id,
             AnswerEvent.id,
             AnswerEvent.created_at,
             Annotator.name,
@@ -161,12 +159,7 @@ def event_log(session: Session, session_id: int) -> list[dict[str, Any]]:
             AnswerEvent.label,
             AnswerEvent.undoes_event_id,
             undo.id,
-        )
-        .join(Instance, Instance.id == AnswerEvent.instance_id)
-        .join(Annotator, Annotator.id == AnswerEvent.annotator_id)
-        .outerjoin(undo, undo.undoes_event_id == AnswerEvent.id)
-        .where(AnswerEvent.session_id == labelling.id)
-        .order_by(AnswerEvent.id)
+        ).outerjoin(undo, undo.undoes_event_id == AnswerEvent.id)
     )
     return [
         {
@@ -205,6 +198,18 @@ def instance_position(session: Session, session_id: int, external_id: str) -> in
     if position is None:
         raise RecordNotFound(f"no item with id {external_id!r} in this session's dataset")
     return int(position)
+
+
+def _events_of(session_id: int, *columns: Any) -> Select[Any]:
+    """``SELECT columns`` over a session's events joined with their instance and annotator,
+    oldest first."""
+    return (
+        select(*columns)
+        .join(Instance, Instance.id == AnswerEvent.instance_id)
+        .join(Annotator, Annotator.id == AnswerEvent.annotator_id)
+        .where(AnswerEvent.session_id == session_id)
+        .order_by(AnswerEvent.id)
+    )
 
 
 # --------------------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from app.store.records import dataset_of, get_labelling_session
 __all__ = [
     "create_labelling_session",
     "list_sessions",
+    "session_configs",
     "get_session_by_name",
     "load_state",
 ]
@@ -96,6 +97,14 @@ def create_labelling_session(
 def list_sessions(session: Session) -> list[LabellingSession]:
     """Every labelling session, oldest first."""
     return list(session.scalars(select(LabellingSession).order_by(LabellingSession.id)))
+
+
+def session_configs(session: Session) -> list[SessionConfig]:
+    """Every labelling session with its dataset's name, oldest first, as plain data."""
+    rows = session.execute(
+        select(LabellingSession, Dataset).join(Dataset, Dataset.id == LabellingSession.dataset_id).order_by(LabellingSession.id)
+    )
+    return [_session_config(labelling, dataset) for labelling, dataset in rows]
 
 
 def get_session_by_name(session: Session, name: str) -> LabellingSession:

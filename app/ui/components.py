@@ -15,8 +15,11 @@ import streamlit as st
 
 from app.dataset_rules import image_shape
 from app.service import RejectQueue, Workbench, export_bytes, session_progress, session_table
+from app.ui.state import TabState
 
 __all__ = [
+    "workbench_or_stop",
+    "show_notice",
     "show_item",
     "pca_projection",
     "progress_history",
@@ -44,6 +47,23 @@ MAP_SPEC: dict = {
         "order": {"field": "item", "type": "nominal"},
     },
 }
+
+
+def workbench_or_stop(bench: Workbench | None) -> Workbench:
+    """The tab's open session; without one, a link to the Sessions page, and the page stops."""
+    if bench is None:
+        st.info("No labelling session is open yet.")
+        st.page_link("views/sessions.py", label="Create or open a session", icon=":material/folder_open:")
+        st.stop()
+    return bench
+
+
+def show_notice(tab: TabState) -> None:
+    """The one-shot outcome of the last action (``"ok:..."`` or ``"error:..."``), then cleared."""
+    if tab.notice:
+        level, _, text = tab.notice.partition(":")
+        (st.error if level == "error" else st.success)(text)
+        tab.notice = None
 
 
 def markdown_table(columns: list[str], rows: list[tuple]) -> str:

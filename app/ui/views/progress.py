@@ -12,10 +12,7 @@ tab = ui.current()
 bench = tab.workbench
 
 st.title("Progress")
-if bench is None:
-    st.info("No labelling session is open yet.")
-    st.page_link("views/sessions.py", label="Create or open a session", icon=":material/folder_open:")
-    st.stop()
+bench = components.workbench_or_stop(bench)
 
 state = bench.state
 history = components.progress_history(tab.db, bench.session_id, state.n_events, bench)

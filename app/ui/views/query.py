@@ -47,10 +47,7 @@ def record_other(position: int) -> None:
 
 
 st.title("Query")
-if bench is None:
-    st.info("No labelling session is open yet.")
-    st.page_link("views/sessions.py", label="Create or open a session", icon=":material/folder_open:")
-    st.stop()
+bench = components.workbench_or_stop(bench)
 
 state = bench.state
 answered = sum(who is not None for who in state.answered_by)
@@ -61,10 +58,7 @@ cols[2].metric("Open targets", bench.n_open,
                help="Targets whose necessary labels (NL) and approximate possible labels (APL) differ.")
 cols[3].metric("Conflicts", len(state.conflicts), help="Settle them on the Rejects page.")
 
-if tab.notice:
-    level, _, text = tab.notice.partition(":")
-    (st.error if level == "error" else st.success)(text)
-    tab.notice = None
+components.show_notice(tab)
 
 queue = bench.queue(top=1)
 if queue.size == 0:

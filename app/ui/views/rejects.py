@@ -38,15 +38,9 @@ def leave(position: int) -> None:
 
 
 st.title("Rejects")
-if bench is None:
-    st.info("No labelling session is open yet.")
-    st.page_link("views/sessions.py", label="Create or open a session", icon=":material/folder_open:")
-    st.stop()
+bench = components.workbench_or_stop(bench)
 
-if tab.notice:
-    level, _, text = tab.notice.partition(":")
-    (st.error if level == "error" else st.success)(text)
-    tab.notice = None
+components.show_notice(tab)
 
 state = bench.state
 names = bench.label_names

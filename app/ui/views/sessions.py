@@ -15,6 +15,7 @@ import streamlit as st
 from app.io import SUPPORTED_EXTENSIONS
 from app.service import dataset_names, session_summaries, start_session
 from app.store.models import CRITERIA, TARGET_SETS, WEIGHTINGS
+from app.ui import components
 from app.ui import state as ui
 from engine.exceptions import InvalidInput
 
@@ -67,7 +68,7 @@ def create_from_form() -> None:
 st.title("Sessions")
 
 sessions = [
-    {"id": x.id, "session": x.name, "dataset": x.dataset, "k": x.k, "weighting": x.weighting,
+    {"id": x.session_id, "session": x.name, "dataset": x.dataset_name, "k": x.k, "weighting": x.weighting,
      "criterion": x.criterion, "targets": x.target_set, "last activity": x.updated_at}
     for x in session_summaries(Session)
 ]
@@ -114,10 +115,7 @@ cols[4].selectbox("Targets", TARGET_SETS, key=ui.Keys.TARGET_SET,
 
 
 st.button("Create session", key=ui.Keys.CREATE, type="primary", on_click=create_from_form)
-if tab.notice:
-    level, _, text = tab.notice.partition(":")
-    (st.error if level == "error" else st.success)(text)
-    tab.notice = None
+components.show_notice(tab)
 if tab.next_page:
     target, tab.next_page = tab.next_page, None
     st.switch_page(target)

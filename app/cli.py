@@ -203,7 +203,7 @@ def session_status(
     if as_json:
         out.print_json(json.dumps(summary))
         return
-    for key in ("instances", "events", "partial", "open", "conflicts", "none_of_these", "open_targets"):
+    for key in ("instances", "events", "answered", "partial", "open", "conflicts", "none_of_these", "open_targets"):
         out.print(f"{key.replace('_', ' '):>18}: {summary[key]}")
     table = Table("rank", "id", "score", "candidates")
     for i, row in enumerate(summary["next"], 1):

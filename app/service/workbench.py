@@ -173,12 +173,13 @@ class Workbench:
         return int(open_targets(*self.label_sets()).sum())
 
     def summary(self) -> dict[str, int]:
-        """Counts for ``winnow session status``: instances, events, partial and open items,
-        conflicts, none-of-these flags and open targets."""
+        """Counts for ``winnow session status`` and the Query page: instances, events, answered,
+        partial and open items, conflicts, none-of-these flags and open targets."""
         st = self.state
         return {
             "instances": st.n_instances,
             "events": st.n_events,
+            "answered": sum(who is not None for who in st.answered_by),
             "partial": int((np.asarray(st.candidates).sum(axis=1) >= 2).sum()),
             "open": int(st.open_items.sum()),
             "conflicts": len(st.conflicts),

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from app.store.errors import InvalidRecord
+from engine import check_choice as engine_check_choice
 from engine.exceptions import InvalidInput
 
 __all__ = ["NAME_MAX", "check_name", "check_choice", "check_int", "describe_row", "format_label_set"]
@@ -37,8 +38,6 @@ def check_name(value: Any, parameter: str, *, max_length: int = NAME_MAX) -> str
 
 def check_choice(value: Any, parameter: str, choices: Sequence[str]) -> str:
     """``value`` when it is one of ``choices``, in the wording of :func:`engine.check_choice`."""
-    from engine import check_choice as engine_check_choice
-
     try:
         return str(engine_check_choice(value, parameter, choices))
     except InvalidInput as exc:

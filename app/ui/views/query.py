@@ -50,13 +50,13 @@ st.title("Query")
 bench = components.workbench_or_stop(bench)
 
 state = bench.state
-answered = sum(who is not None for who in state.answered_by)
+counts = bench.summary()
 cols = st.columns(4)
-cols[0].metric("Answered items", answered)
-cols[1].metric("Open items", int(state.open_items.sum()))
-cols[2].metric("Open targets", bench.n_open,
+cols[0].metric("Answered items", counts["answered"])
+cols[1].metric("Open items", counts["open"])
+cols[2].metric("Open targets", counts["open_targets"],
                help="Targets whose necessary labels (NL) and approximate possible labels (APL) differ.")
-cols[3].metric("Conflicts", len(state.conflicts), help="Settle them on the Rejects page.")
+cols[3].metric("Conflicts", counts["conflicts"], help="Settle them on the Rejects page.")
 
 components.show_notice(tab)
 

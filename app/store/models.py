@@ -24,7 +24,7 @@ Candidate sets
 Answer events
     Append-only: a row is never updated or deleted (triggers added by the migration
     enforce it on SQLite and PostgreSQL). An undo is a new event pointing at the event it cancels; the current candidate
-    sets are derived from the events (:func:`app.store.repo.derive_state`).
+    sets are derived from the events (:func:`app.store.derive.derive_state`).
 """
 
 from __future__ import annotations

@@ -98,6 +98,7 @@ from engine._validation import check_candidates, check_choice, check_features, c
 from engine.choices import AMBIGUITY_CRITERIA, NOISE_MODES, STRATEGY_NAMES
 from engine.dst import predict_from_neighbors, transductive_decisions
 from engine.exceptions import InvalidInput
+from engine.decision_change import DecisionChangeRanker
 from engine.neighbors import knn_graph
 from engine.query import IncrementalRanker, ranking_order
 from engine.winners import label_sets, open_targets
@@ -113,6 +114,7 @@ __all__ = [
     "BaselineStrategy",
     "VoteUncertaintyStrategy",
     "DstMarginStrategy",
+    "DecisionChangeStrategy",
     "NoisyOracle",
     "make_strategy",
     "run_campaign",
@@ -308,6 +310,24 @@ class DstMarginStrategy(Strategy):
         return -margin
 
 
+class DecisionChangeStrategy(Strategy):
+    """Expected number of k-NN decisions an answer changes (:mod:`engine.decision_change`), greedy batches."""
+
+    name = "decision_change"
+
+    def __init__(self) -> None:
+        self.ranker: DecisionChangeRanker | None = None
+
+    def start(self, context: CampaignContext, rng: np.random.Generator) -> None:
+        self.ranker = DecisionChangeRanker(context.idx, context.w, context.candidates, random_state=rng)
+
+    def observe(self, instance: int, candidates: np.ndarray) -> None:
+        self.ranker.update(instance, candidates)
+
+    def select(self, context: CampaignContext, batch: int, rng: np.random.Generator) -> np.ndarray:
+        return self.ranker.select(batch)
+
+
 STRATEGIES: dict[str, Callable[[], Strategy]] = {
     "apl": lambda: AmbiguityStrategy("apl"),
     "pl": lambda: AmbiguityStrategy("pl", n_targets=100),
@@ -318,6 +338,7 @@ STRATEGIES: dict[str, Callable[[], Strategy]] = {
     "margin": lambda: VoteUncertaintyStrategy("margin"),
     "entropy": lambda: VoteUncertaintyStrategy("entropy"),
     "dst_margin": DstMarginStrategy,
+    "decision_change": DecisionChangeStrategy,
 }
 """Name → factory of every built-in strategy, in the order of :data:`STRATEGY_NAMES`."""
 

@@ -1,0 +1,358 @@
+"""Expected number of k-NN decisions an answer changes: which partial item to settle first.
+
+What is computed
+----------------
+Settling training item ``n`` replaces its candidate set ``y_n`` by one label ``λ ∈ y_n``.
+Nguyen et al.'s local score ``f_n(t)`` [1]_ asks whether *some* answer changes target
+``t``'s decision (its ``NL``/``APL``); the global score counts those targets. Two things are
+left out there, and both are what this score adds: *how likely* each answer is, and the
+decision about ``n``'s own label. The score is the **expected number of decisions the answer
+changes**, counted in one unit (a decision changes by the total-variation distance between
+the randomised decisions before and after, 1 for a clean flip, 1/2 for a two-way tie that
+resolves):
+
+1. **The answer's law.** ``n``'s true label lies in ``y_n``; its posterior is the PL-kNN vote
+   of ``n``'s ``k`` neighbours *restricted to the candidate set*, plus the item's own set as
+   one ballot of the mean neighbour weight spread evenly over ``y_n`` (DST-PLL's ``m(S)``
+   [5]_: every candidate stays possible when no neighbour votes for it)::
+
+       p_n(λ) ∝ [λ ∈ y_n] · ( Σ_j w_nj [λ ∈ y_{nj}] + w̄_n / |y_n| )
+
+2. **n's own decision.** The decision about ``n``'s label is uniform over the arg-max of
+   ``p_n``; the answer replaces it by ``{λ}``. The expected change is ``u_n = 1 − max p_n``
+   (least confidence on the candidates; 0 for a precise item).
+3. **The decisions n votes in.** A target ``t`` (each training item stands for the part of the
+   data around it, so the targets are a sample of the data distribution) is decided by its
+   PL-kNN vote ``V_t(μ) = Σ_j w_tj [μ ∈ y_{tj}]``, the decision rule of the evaluation:
+   uniform over the labels tied for the most votes, ``D_t``. Answering ``λ`` at a neighbour of
+   weight ``a`` removes ``a`` from ``V_t(μ)`` for ``μ ∈ y_n \\ {λ}`` and nothing else, giving
+   ``D_t^{n←λ}``. The expected change at ``t`` is
+   ``c_{t,n} = Σ_λ p_n(λ) · TV(D_t, D_t^{n←λ})``.
+
+The score is ``s_n = u_n + Σ_{t : n ∈ N_t} c_{t,n}`` (expected model-output change [3]_ with
+the k-NN's own decisions as the outputs, in closed form because a k-NN answer moves only the
+votes of the targets that hold ``n``). ``c_{t,n} > 0`` exactly when some answer with positive
+probability changes ``t``'s decision, so the sum is a probability-weighted version of the
+``apl`` count; density and representativeness enter through the sum over the *reverse*
+neighbours (an item that votes in many decisions can change many of them), as in the
+neighbour-participation criterion of [2]_ and the density weighting of McPAL [4]_, from the
+graph already built (no new neighbour search). Where ``apl`` scores most items 0 and orders
+them at random, ``u_n`` still orders them by how uncertain their own label is among its
+candidates, and ``c`` by how likely an answer is to move a decision at all.
+
+Batches (:meth:`DecisionChangeRanker.select`): greedy. After picking ``n`` the targets that
+hold ``n`` are *claimed*: their terms ``c_{t,m}`` are taken off every other item ``m`` for the
+rest of the batch, so each decision is counted once per batch and one batch does not spend
+its answers on one neighbourhood (a coverage-style diminishing return).
+
+Ties between vote totals are compared exactly, as PL-kNN compares them; with float weights
+the updated totals ``V_t − a`` can differ from freshly summed ones in the last bit, which can
+only matter on exact float ties (measure zero for distance weights, exact for equal weights).
+
+Cost and incrementality
+-----------------------
+Scoring everything is ``O(T · k · s · M)`` for ``T`` targets, mean set size ``s`` and ``M``
+labels, in chunks of at most 2**18 (target, neighbour, answer) triples. After an answer at
+``n`` only these change: the votes of the targets holding ``n`` (set ``A``), the posteriors of
+``n`` and of the items whose own row is in ``A``, hence the terms of the targets in ``A`` and
+of the targets holding one of those items (about ``k + k²`` targets), and the scores of the
+items they hold. :class:`DecisionChangeRanker` recomputes exactly those, with the same
+kernels and in the same summation order as a full scoring, so incremental and fresh scores
+agree bit for bit.
+
+References
+----------
+.. [1] V.-L. Nguyen, S. Destercke and M.-H. Masson, "Possible and necessary labels in K-nn
+       procedures to query partially labelled data", DA2PL 2016.
+.. [2] V.-L. Nguyen, S. Destercke and M.-H. Masson, "Querying partially labelled data to
+       improve a K-nn classifier", AAAI 2017 (neighbour-based and indecision-based criteria).
+.. [3] A. Freytag, E. Rodner and J. Denzler, "Selecting influential examples: active learning
+       with expected model output changes", ECCV 2014.
+.. [4] D. Kottke, G. Krempl, D. Lang, J. Teschner and M. Spiliopoulou, "Multi-class
+       probabilistic active learning", ECAI 2016 (McPAL: gain weighted by density).
+.. [5] T. Fuchs, F. Kalinke and K. Böhm, "Partial-Label Learning with a Reject Option",
+       TMLR 2025 (the item's own set as the starting evidence).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from engine._validation import check_candidates, check_neighbors
+from engine.exceptions import InvalidInput
+
+__all__ = ["decision_change_scores", "DecisionChangeRanker"]
+
+_CHUNK_TRIPLES = 1 << 18  # (target, neighbour, answer) triples scored at once: bounds memory
+
+
+# --------------------------------------------------------------------------- kernels
+
+
+def _votes(idx: np.ndarray, w: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    """PL-kNN votes ``V[t, μ] = Σ_j w[t, j] [μ ∈ y_{idx[t, j]}]``, summed in neighbour order."""
+    votes = np.zeros((idx.shape[0], Y.shape[1]))
+    for j in range(idx.shape[1]):
+        votes += w[:, j, None] * Y[idx[:, j]]
+    return votes
+
+
+def _posterior(votes: np.ndarray, w: np.ndarray, sets: np.ndarray) -> np.ndarray:
+    """Posterior of each item's label on its candidate set: its votes plus its own set as a ballot."""
+    size = sets.sum(axis=1, keepdims=True)
+    prior = w.mean(axis=1, keepdims=True)
+    prior = np.where(prior > 0, prior, 1.0) / size
+    mass = np.where(sets, votes + prior, 0.0)
+    return mass / mass.sum(axis=1, keepdims=True)
+
+
+def _own_change(post: np.ndarray, sets: np.ndarray) -> np.ndarray:
+    """Expected change of each item's own label decision when it is answered: ``1 − max p``; 0 if precise."""
+    return np.where(sets.sum(axis=1) >= 2, 1.0 - post.max(axis=1), 0.0)
+
+
+def _decision(votes: np.ndarray) -> np.ndarray:
+    """PL-kNN's randomised decision: uniform over the labels tied for the most votes."""
+    leaders = votes == votes.max(axis=1, keepdims=True)
+    return leaders / leaders.sum(axis=1, keepdims=True)
+
+
+def _terms(idx: np.ndarray, w: np.ndarray, Y: np.ndarray, votes: np.ndarray, post: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``c[t, j]`` for the target rows ``rows``: expected change of ``t``'s decision if ``idx[t, j]`` is answered.
+
+    Returns a float array of shape (len(rows), k); 0 where the neighbour is precise or has
+    weight 0.
+    """
+    k = idx.shape[1]
+    out = np.zeros((rows.size, k))
+    if rows.size == 0:
+        return out
+    sizes = Y.sum(axis=1)
+    movable = (sizes[idx[rows]] >= 2) & (w[rows] > 0)
+    pair_row, pair_pos = np.nonzero(movable)
+    if pair_row.size == 0:
+        return out
+    before = _decision(votes[rows])
+    pair_item = idx[rows[pair_row], pair_pos]
+    bounds = np.concatenate([[0], np.cumsum(sizes[pair_item])])
+    pair_start = 0
+    while pair_start < pair_row.size:
+        # A chunk of whole pairs whose answer triples fit the memory bound.
+        pair_stop = int(np.searchsorted(bounds, bounds[pair_start] + _CHUNK_TRIPLES, "right")) - 1
+        pair_stop = min(max(pair_start + 1, pair_stop), pair_row.size)
+        chunk = slice(pair_start, pair_stop)
+        items = pair_item[chunk]
+        triple_pair, label = np.nonzero(Y[items])
+        local_row = pair_row[chunk][triple_pair]
+        a = w[rows[local_row], pair_pos[chunk][triple_pair]]
+        moved = Y[items[triple_pair]].copy()
+        moved[np.arange(label.size), label] = False  # y_n \ {λ} lose the weight a
+        after = _decision(votes[rows[local_row]] - a[:, None] * moved)
+        change = 0.5 * np.abs(after - before[local_row]).sum(axis=1)  # total variation
+        out[pair_row[chunk], pair_pos[chunk]] = np.bincount(
+            triple_pair, weights=post[items[triple_pair], label] * change, minlength=items.size
+        )
+        pair_start = pair_stop
+    return out
+
+
+def _check_targets(targets: Any, n_targets: int, n_items: int) -> np.ndarray:
+    if targets is None:
+        if n_targets != n_items:
+            raise InvalidInput(
+                f"idx has {n_targets} target rows but Y has {n_items} items: pass targets= (the item of every target row)"
+            )
+        return np.arange(n_items)
+    arr = np.asarray(targets)
+    if arr.ndim != 1 or arr.shape[0] != n_targets or arr.dtype.kind not in "iu":
+        raise InvalidInput(f"targets must be {n_targets} integer item rows (one per row of idx); got shape {arr.shape}, dtype {arr.dtype}")
+    if ((arr < 0) | (arr >= n_items)).any() or np.unique(arr).size != arr.size:
+        raise InvalidInput(f"targets must be distinct item rows in 0..{n_items - 1}")
+    return arr.astype(np.intp)
+
+
+def _own_rows(targets: np.ndarray, n_items: int) -> np.ndarray:
+    """For each item, its row among the targets (its own neighbourhood), or -1."""
+    own = np.full(n_items, -1, dtype=np.intp)
+    own[targets] = np.arange(targets.size)
+    return own
+
+
+def _item_posteriors(items: np.ndarray, own: np.ndarray, votes: np.ndarray, w: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    """Posteriors of ``items``; an item that is not a target has only its own ballot (uniform on its set)."""
+    rows = own[items]
+    has = rows >= 0
+    item_votes = np.zeros((items.size, Y.shape[1]))
+    item_w = np.ones((items.size, max(w.shape[1], 1)))
+    item_votes[has] = votes[rows[has]]
+    item_w[has] = w[rows[has]]
+    return _posterior(item_votes, item_w, Y[items])
+
+
+def decision_change_scores(idx: np.ndarray, w: np.ndarray, Y: np.ndarray, *, targets: np.ndarray | None = None) -> np.ndarray:
+    """Expected number of k-NN decisions that answering each item changes (module docstring).
+
+    Parameters
+    ----------
+    idx : int array of shape (n_targets, k)
+        Neighbours (item rows) of every target, each target left out of its own neighbourhood.
+    w : float array of shape (n_targets, k)
+        Vote weights.
+    Y : bool array of shape (n_items, n_labels)
+        Candidate sets.
+    targets : int array of shape (n_targets,), optional
+        The item each row of ``idx`` belongs to; by default row ``i`` is item ``i`` (then
+        ``n_targets`` must equal ``n_items``). An item that is not a target gets a uniform
+        posterior over its set.
+
+    Returns
+    -------
+    scores : float array of shape (n_items,)
+        Higher is more useful to query; precise items score exactly 0 (no answer moves a vote).
+    """
+    Y = check_candidates(Y)
+    idx, w = check_neighbors(idx, w, Y)
+    targets = _check_targets(targets, idx.shape[0], Y.shape[0])
+    return _full_state(idx, w, Y, targets)[-1]
+
+
+def _full_state(idx, w, Y, targets):
+    n = Y.shape[0]
+    own = _own_rows(targets, n)
+    votes = _votes(idx, w, Y)
+    post = _item_posteriors(np.arange(n), own, votes, w, Y)
+    own_u = _own_change(post, Y)
+    terms = _terms(idx, w, Y, votes, post, np.arange(idx.shape[0]))
+    scores = own_u + np.bincount(idx.ravel(), weights=terms.ravel(), minlength=n)
+    scores[Y.sum(axis=1) < 2] = 0.0
+    return own, votes, post, own_u, terms, scores
+
+
+# --------------------------------------------------------------------------- incremental
+
+
+class DecisionChangeRanker:
+    """Decision-change scores kept up to date as candidate sets are settled one by one.
+
+    Parameters
+    ----------
+    idx, w : arrays of shape (n_targets, k)
+        The neighbour graph (fixed for the session).
+    Y : bool array of shape (n_items, n_labels)
+        Candidate sets at the start; copied, then owned by the ranker.
+    targets : int array of shape (n_targets,), optional
+        Item of every target row (default: row ``i`` is item ``i``).
+    random_state : int, Generator or None
+        Seeds the tie-breaking keys of :meth:`ranking` and :meth:`select`.
+
+    Attributes
+    ----------
+    scores : float array of shape (n_items,)
+        Current scores (see :func:`decision_change_scores`).
+    terms : float array of shape (n_targets, k)
+        ``c[t, j]``, the expected change of target ``t``'s decision by answering its
+        ``j``-th neighbour.
+    own_change : float array of shape (n_items,)
+        ``u_n``.
+    """
+
+    def __init__(self, idx: np.ndarray, w: np.ndarray, Y: np.ndarray, *, targets: np.ndarray | None = None,
+                 random_state: int | np.random.Generator | None = 0) -> None:
+        self.Y = check_candidates(Y).copy()
+        self.idx, self.w = check_neighbors(idx, w, self.Y)
+        self.targets = _check_targets(targets, self.idx.shape[0], self.Y.shape[0])
+        n, k = self.Y.shape[0], self.idx.shape[1]
+        self._own, self.votes, self.posterior, self.own_change, self.terms, self.scores = _full_state(
+            self.idx, self.w, self.Y, self.targets
+        )
+        # Reverse index (CSR): the flat positions t*k + j holding item n, ascending.
+        flat = self.idx.ravel()
+        self._positions = np.argsort(flat, kind="stable").astype(np.intp)
+        self._ptr = np.concatenate([[0], np.cumsum(np.bincount(flat, minlength=n))]).astype(np.intp)
+        self._k = k
+        self._keys = np.random.default_rng(random_state).random(n)
+
+    def targets_of(self, items: Any) -> np.ndarray:
+        """Target rows whose neighbourhood holds one of ``items`` (sorted, distinct)."""
+        items = np.atleast_1d(np.asarray(items, dtype=np.intp))
+        return np.unique(self._positions_of(items) // self._k)
+
+    def _positions_of(self, items: np.ndarray) -> np.ndarray:
+        starts, stops = self._ptr[items], self._ptr[items + 1]
+        counts = stops - starts
+        offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+        return self._positions[np.repeat(starts, counts) + offsets]
+
+    def update(self, instance: int, candidates: np.ndarray) -> np.ndarray:
+        """Set the candidate row of ``instance`` and patch the scores; returns the re-scored items."""
+        row = np.asarray(candidates, dtype=bool)
+        n, n_labels = self.Y.shape
+        if not 0 <= int(instance) < n:
+            raise InvalidInput(f"instance must be an item row in 0..{n - 1}; got {instance!r}")
+        if row.shape != (n_labels,) or not row.any():
+            raise InvalidInput(f"candidates for instance {instance} must be a non-empty bool row of length {n_labels}")
+        instance = int(instance)
+        self.Y[instance] = row
+        voting = self.targets_of(instance)  # their votes change
+        self.votes[voting] = _votes(self.idx[voting], self.w[voting], self.Y)
+        # Posteriors change for the instance (its set) and the items whose own row votes changed.
+        moved = np.union1d([instance], self.targets[voting])
+        self.posterior[moved] = _item_posteriors(moved, self._own, self.votes, self.w, self.Y)
+        self.own_change[moved] = _own_change(self.posterior[moved], self.Y[moved])
+        # Terms change where votes changed and where the answered neighbour's posterior changed.
+        rows = np.union1d(voting, self.targets_of(moved))
+        self.terms[rows] = _terms(self.idx, self.w, self.Y, self.votes, self.posterior, rows)
+        items = np.union1d(moved, self.idx[rows].ravel())
+        self._rescore(items)
+        return items
+
+    def _rescore(self, items: np.ndarray) -> None:
+        # Fresh sums in flat-position order: bit-identical to the full bincount.
+        counts = self._ptr[items + 1] - self._ptr[items]
+        positions = self._positions_of(items)
+        sums = np.bincount(np.repeat(np.arange(items.size), counts), weights=self.terms.ravel()[positions], minlength=items.size)
+        fresh = self.own_change[items] + sums
+        self.scores[items] = np.where(self.Y[items].sum(axis=1) >= 2, fresh, 0.0)
+
+    def ranking(self, exclude: np.ndarray | None = None, top: int | None = None) -> np.ndarray:
+        """Partially labelled items, best query first (ties: the seeded random keys).
+
+        ``top`` keeps only the first ``top`` (an O(n) selection instead of a full sort).
+        """
+        candidates = np.flatnonzero(self.Y.sum(axis=1) >= 2)
+        if exclude is not None and len(exclude):
+            candidates = candidates[~np.isin(candidates, exclude)]
+        scores = self.scores[candidates]
+        if top is not None and top < candidates.size:
+            cutoff = np.partition(scores, candidates.size - top)[candidates.size - top]
+            keep = scores >= cutoff
+            candidates, scores = candidates[keep], scores[keep]
+        order = candidates[np.lexsort((self._keys[candidates], -scores))]
+        return order if top is None else order[:top]
+
+    def select(self, batch: int, exclude: np.ndarray | None = None) -> np.ndarray:
+        """Up to ``batch`` partial items, greedy with the targets of picked items claimed.
+
+        The first pick is the top of :meth:`ranking`. After each pick, every target that holds
+        the picked item has its terms taken off the scores of the items it holds
+        (once per target), then the next best is picked. Ties: the seeded random keys.
+        """
+        partial = self.Y.sum(axis=1) >= 2
+        if exclude is not None and len(exclude):
+            partial[np.asarray(exclude, dtype=np.intp)] = False
+        work = np.where(partial, self.scores, -np.inf)
+        claimed = np.zeros(self.idx.shape[0], dtype=bool)
+        picks: list[int] = []
+        for _ in range(min(int(batch), int(partial.sum()))):
+            tied = np.flatnonzero(work == work.max())
+            best = int(tied[np.argmin(self._keys[tied])])
+            picks.append(best)
+            work[best] = -np.inf
+            rows = self.targets_of(best)
+            rows = rows[~claimed[rows]]
+            claimed[rows] = True
+            # A claimed target's expected change is counted once per batch.
+            np.subtract.at(work, self.idx[rows].ravel(), self.terms[rows].ravel())
+        return np.array(picks, dtype=np.intp)

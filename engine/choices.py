@@ -24,6 +24,7 @@ __all__ = [
     "SEARCH_ALGORITHMS",
     "PL_METHODS",
     "STRATEGY_NAMES",
+    "DEFAULT_STRATEGY",
     "NOISE_MODES",
     "CANDIDATE_PROTOCOLS",
 ]
@@ -56,10 +57,16 @@ STRATEGY_NAMES: tuple[str, ...] = (
     "margin",
     "entropy",
     "dst_margin",
+    "decision_change",
+    "default",
 )
+
+#: The strategy a labelling session ranks by unless told otherwise; ``"default"`` in
+#: :data:`STRATEGY_NAMES` stands for it, so a simulation compares exactly what sessions use.
+DEFAULT_STRATEGY: str = "apl"
 
 #: Where the simulated expert's wrong answers come from (:class:`engine.simulate.NoisyOracle`).
 NOISE_MODES: tuple[str, ...] = ("candidate", "any")
 
 #: Candidate-set generators of :mod:`engine.noise` (``engine.noise.CANDIDATE_GENERATORS``).
-CANDIDATE_PROTOCOLS: tuple[str, ...] = ("uniform", "class_dependent", "instance_dependent", "cluster")
+CANDIDATE_PROTOCOLS: tuple[str, ...] = ("uniform", "class_dependent", "instance_dependent", "cluster", "crowd", "weak_rules")

@@ -82,6 +82,8 @@ import numpy as np
 
 from engine._validation import check_candidates, check_neighbors
 from engine.exceptions import InvalidInput
+from engine.neighbors import ReverseIndex
+from engine.query import ranking_order
 
 __all__ = ["decision_change_scores", "DecisionChangeRanker"]
 
@@ -267,7 +269,8 @@ class DecisionChangeRanker:
         self._own, self.votes, self.posterior, self.own_change, self.terms, self.scores = _full_state(
             self.idx, self.w, self.Y, self.targets
         )
-        # Reverse index (CSR): the flat positions t*k + j holding item n, ascending.
+        self._reverse = ReverseIndex(self.idx, n)
+        # Flat positions t*k + j holding item n, ascending (CSR), for the per-item sums.
         flat = self.idx.ravel()
         self._positions = np.argsort(flat, kind="stable").astype(np.intp)
         self._ptr = np.concatenate([[0], np.cumsum(np.bincount(flat, minlength=n))]).astype(np.intp)
@@ -276,8 +279,7 @@ class DecisionChangeRanker:
 
     def targets_of(self, items: Any) -> np.ndarray:
         """Target rows whose neighbourhood holds one of ``items`` (sorted, distinct)."""
-        items = np.atleast_1d(np.asarray(items, dtype=np.intp))
-        return np.unique(self._positions_of(items) // self._k)
+        return self._reverse.rows_holding_any(np.atleast_1d(np.asarray(items, dtype=np.intp)))
 
     def _positions_of(self, items: np.ndarray) -> np.ndarray:
         starts, stops = self._ptr[items], self._ptr[items + 1]
@@ -317,20 +319,14 @@ class DecisionChangeRanker:
         self.scores[items] = np.where(self.Y[items].sum(axis=1) >= 2, fresh, 0.0)
 
     def ranking(self, exclude: np.ndarray | None = None, top: int | None = None) -> np.ndarray:
-        """Partially labelled items, best query first (ties: the seeded random keys).
+        """Partially labelled items, best query first (:func:`engine.query.ranking_order`).
 
-        ``top`` keeps only the first ``top`` (an O(n) selection instead of a full sort).
+        Ties go by the seeded random keys; ``top`` keeps only the first ``top``.
         """
-        candidates = np.flatnonzero(self.Y.sum(axis=1) >= 2)
+        askable = self.Y.sum(axis=1) >= 2
         if exclude is not None and len(exclude):
-            candidates = candidates[~np.isin(candidates, exclude)]
-        scores = self.scores[candidates]
-        if top is not None and top < candidates.size:
-            cutoff = np.partition(scores, candidates.size - top)[candidates.size - top]
-            keep = scores >= cutoff
-            candidates, scores = candidates[keep], scores[keep]
-        order = candidates[np.lexsort((self._keys[candidates], -scores))]
-        return order if top is None else order[:top]
+            askable[np.asarray(exclude, dtype=np.intp)] = False
+        return ranking_order(self.scores, askable, tiebreak=self._keys, top=top)
 
     def select(self, batch: int, exclude: np.ndarray | None = None) -> np.ndarray:
         """Up to ``batch`` partial items, greedy with the targets of picked items claimed.

@@ -48,6 +48,8 @@ __all__ = [
     "class_dependent_candidates",
     "instance_dependent_candidates",
     "cluster_candidates",
+    "crowd_candidates",
+    "weak_rule_candidates",
     "binary_flips",
 ]
 
@@ -421,11 +423,174 @@ def binary_flips(
     return np.where(flip, 1 - y, y).astype(np.intp)
 
 
+def crowd_candidates(
+    y: Any,
+    n_labels: int | None = None,
+    *,
+    n_annotators: int = 3,
+    accuracy: tuple[float, float] = (0.6, 0.9),
+    n_confusions: int = 2,
+    seed: int | np.random.Generator | None = None,
+    return_confusions: bool = False,
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    """A small crowd labels every item once each; the candidate set is the union of their votes.
+
+    How partial labels arise when a few people label the same items and nobody adjudicates.
+    Every label ``c`` has ``n_confusions`` *confusable* labels, drawn once and shared by the
+    crowd (some classes look alike to everyone). Annotator ``a`` has an accuracy drawn
+    uniformly from ``accuracy`` and a confusion matrix whose row ``c`` puts that accuracy on
+    ``c`` and the rest on ``c``'s confusable labels, split by Dirichlet(1) weights of its own.
+    Each annotator votes one label per item from the row of the item's true label; the set is
+    the union of the votes. So the true label is missing exactly when every annotator erred
+    (probability ``Π_a (1 − acc_a)``), as with a real crowd.
+
+    Parameters
+    ----------
+    y : array of shape (n_instances,)
+        True labels in ``0..n_labels-1``.
+    n_labels : int, optional
+        Number of labels (at least 2); defaults to ``max(y) + 1``.
+    n_annotators : int, default=3
+        Size of the crowd, 1 to 20.
+    accuracy : (low, high), default=(0.6, 0.9)
+        Range of the annotators' accuracies, ``0 <= low <= high <= 1``.
+    n_confusions : int, default=2
+        Confusable labels per label, ``1 <= n_confusions <= n_labels - 1``.
+    seed : int, Generator or None
+        Seed of :func:`numpy.random.default_rng`.
+    return_confusions : bool, default=False
+        Also return the confusion matrices.
+
+    Returns
+    -------
+    Y : bool array of shape (n_instances, n_labels)
+        Candidate sets (one to ``n_annotators`` labels each).
+    confusions : float array of shape (n_annotators, n_labels, n_labels)
+        Only with ``return_confusions``: row ``c`` of annotator ``a`` is the law of its vote
+        on an item of true label ``c``.
+
+    Complexity: O(n_instances · n_annotators · n_labels).
+    """
+    y, n_labels = _check_labels(y, n_labels)
+    if n_labels < 2:
+        raise InvalidInput(f"crowd candidates need n_labels >= 2, got {n_labels}")
+    check_scalar(n_annotators, "n_annotators", kind=Integral, min_value=1, max_value=20)
+    check_scalar(n_confusions, "n_confusions", kind=Integral, min_value=1, max_value=n_labels - 1)
+    try:
+        low, high = (float(v) for v in accuracy)
+    except (TypeError, ValueError):
+        raise InvalidInput(f"accuracy must be a pair (low, high) of probabilities; got {accuracy!r}") from None
+    if not 0.0 <= low <= high <= 1.0:
+        raise InvalidInput(f"accuracy must satisfy 0 <= low <= high <= 1; got {accuracy!r}")
+    rng = np.random.default_rng(seed)
+    # Confusable labels of every label: the n_confusions smallest random keys, own label keyed out.
+    keys = rng.random((n_labels, n_labels))
+    np.fill_diagonal(keys, np.inf)
+    confusable = np.argsort(keys, axis=1)[:, :n_confusions]
+    confusions = np.zeros((n_annotators, n_labels, n_labels))
+    skill = rng.uniform(low, high, size=n_annotators)
+    rows = np.arange(n_labels)
+    for a in range(n_annotators):
+        confusions[a, rows, rows] = skill[a]
+        spread = rng.dirichlet(np.ones(n_confusions), size=n_labels) * (1.0 - skill[a])
+        confusions[a, rows[:, None], confusable] = spread
+    n = y.shape[0]
+    Y = np.zeros((n, n_labels), dtype=bool)
+    for a in range(n_annotators):
+        # Inverse-CDF draw of one vote per item from its true label's row.
+        cdf = np.cumsum(confusions[a][y], axis=1)
+        vote = np.minimum((rng.random(n)[:, None] >= cdf).sum(axis=1), n_labels - 1)
+        Y[np.arange(n), vote] = True
+    if return_confusions:
+        return Y, confusions
+    return Y
+
+
+def weak_rule_candidates(
+    X: Any,
+    y: Any,
+    n_labels: int | None = None,
+    *,
+    rules_per_label: int = 3,
+    coverage: float = 0.5,
+    n_features_considered: int = 10,
+    seed: int | np.random.Generator | None = None,
+) -> np.ndarray:
+    """Threshold rules vote for labels; the candidate set is the labels of the rules that fire.
+
+    How partial labels arise from weak supervision (labelling functions): someone who knows
+    the domain writes, for every label ``c``, ``rules_per_label`` one-feature rules
+    "feature ``f`` beyond ``θ`` ⇒ ``c``". Here ``f`` is drawn among the
+    ``n_features_considered`` features whose class-``c`` mean stands out most from the others
+    (standardised mean difference), the side is where class ``c`` lies, and ``θ`` is set so the
+    rule fires on a ``coverage`` share of class ``c``. A rule also fires on other classes
+    wherever they cross ``θ``: that is its error. An item's set is the labels of the rules
+    firing on it; where none fires the rules abstain and the set is every label. The true
+    label is missing when other labels' rules fire but none of its own.
+
+    Parameters
+    ----------
+    X : array of shape (n_instances, n_features)
+        Features the rules look at.
+    y : array of shape (n_instances,)
+        True labels in ``0..n_labels-1`` (used to write the rules, as a domain expert would).
+    n_labels : int, optional
+        Number of labels (at least 2); defaults to ``max(y) + 1``.
+    rules_per_label : int, default=3
+        Rules per label, 1 to 50.
+    coverage : float in (0, 1], default=0.5
+        Share of its own class a rule fires on.
+    n_features_considered : int, default=10
+        How many of the most telling features each rule may use.
+    seed : int, Generator or None
+        Seed of :func:`numpy.random.default_rng`.
+
+    Returns
+    -------
+    Y : bool array of shape (n_instances, n_labels)
+        Candidate sets.
+
+    Complexity: O(n_labels · (n_instances · n_features + rules_per_label · n_instances)).
+    """
+    X = check_features(X)
+    y, n_labels = _check_labels(y, n_labels)
+    if X.shape[0] != y.shape[0]:
+        raise InvalidInput(f"X has {X.shape[0]} rows but y has {y.shape[0]}")
+    if n_labels < 2:
+        raise InvalidInput(f"weak-rule candidates need n_labels >= 2, got {n_labels}")
+    check_scalar(rules_per_label, "rules_per_label", kind=Integral, min_value=1, max_value=50)
+    check_scalar(n_features_considered, "n_features_considered", kind=Integral, min_value=1)
+    coverage = float(check_scalar(coverage, "coverage", kind=Real, min_value=0.0, max_value=1.0, include_min=False))
+    rng = np.random.default_rng(seed)
+    n = y.shape[0]
+    votes = np.zeros((n, n_labels), dtype=bool)
+    spread = X.std(axis=0)
+    spread[spread == 0] = 1.0
+    for c in range(n_labels):
+        own = X[y == c]
+        if own.shape[0] == 0:
+            continue  # no item of this label: nobody writes a rule for it
+        rest = X[y != c] if (y != c).any() else X
+        difference = (own.mean(axis=0) - rest.mean(axis=0)) / spread
+        telling = np.argsort(-np.abs(difference), kind="stable")[: min(n_features_considered, X.shape[1])]
+        for feature in rng.choice(telling, size=rules_per_label, replace=True):
+            if difference[feature] >= 0:
+                fires = X[:, feature] >= np.quantile(own[:, feature], 1.0 - coverage)
+            else:
+                fires = X[:, feature] <= np.quantile(own[:, feature], coverage)
+            votes[fires, c] = True
+    votes[~votes.any(axis=1)] = True  # every rule abstains: nothing is known
+    return votes
+
+
 CANDIDATE_GENERATORS: dict[str, Callable[..., np.ndarray]] = {
     "uniform": uniform_candidates,
     "class_dependent": class_dependent_candidates,
     "instance_dependent": instance_dependent_candidates,
     "cluster": cluster_candidates,
+    "crowd": crowd_candidates,
+    "weak_rules": weak_rule_candidates,
 }
 """Name (:data:`CANDIDATE_PROTOCOLS`) → candidate-set generator. ``instance_dependent`` and
-``cluster`` take the features first: ``(X, y, n_labels, ...)``; the others ``(y, n_labels, ...)``."""
+``cluster`` and ``weak_rules`` take the features first: ``(X, y, n_labels, ...)``; the others
+``(y, n_labels, ...)``."""

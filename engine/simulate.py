@@ -84,6 +84,7 @@ References
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -95,7 +96,7 @@ import pandas as pd
 
 from engine._kernels import argmax_random_ties, candidate_votes, normalise_rows, top_two
 from engine._validation import check_candidates, check_choice, check_features, check_labels, check_scalar
-from engine.choices import AMBIGUITY_CRITERIA, NOISE_MODES, STRATEGY_NAMES
+from engine.choices import AMBIGUITY_CRITERIA, DEFAULT_STRATEGY, NOISE_MODES, STRATEGY_NAMES
 from engine.dst import predict_from_neighbors, transductive_decisions
 from engine.exceptions import InvalidInput
 from engine.decision_change import DecisionChangeRanker
@@ -135,6 +136,8 @@ RESULT_COLUMNS: tuple[str, ...] = (
     "accepted_accuracy",
     "open_targets",
     "seconds_per_step",
+    "setup_seconds",
+    "picked",
 )
 """Columns of every result row, in order."""
 
@@ -339,14 +342,28 @@ STRATEGIES: dict[str, Callable[[], Strategy]] = {
     "entropy": lambda: VoteUncertaintyStrategy("entropy"),
     "dst_margin": DstMarginStrategy,
     "decision_change": DecisionChangeStrategy,
+    "default": lambda: _renamed(STRATEGIES[DEFAULT_STRATEGY](), "default"),
 }
-"""Name → factory of every built-in strategy, in the order of :data:`STRATEGY_NAMES`."""
+"""Name → factory of every built-in strategy, in the order of :data:`STRATEGY_NAMES`.
+
+``"default"`` builds :data:`engine.choices.DEFAULT_STRATEGY` (what sessions rank by) under the
+name ``"default"``, so its rows stay apart from the same strategy asked for by its own name.
+"""
 
 
-def make_strategy(strategy: str | Strategy) -> Strategy:
-    """A strategy object from a built-in name (or the object itself)."""
+def _renamed(strategy: Strategy, name: str) -> Strategy:
+    strategy.name = name
+    return strategy
+
+
+def make_strategy(strategy: str | Strategy, *, fresh: bool = False) -> Strategy:
+    """A new strategy object from a built-in name, or the strategy object itself.
+
+    With ``fresh``, an object is deep-copied: :func:`simulate` gives every campaign its own
+    object that way, so no state (a ranker, cached scores) leaks from one seed to the next.
+    """
     if isinstance(strategy, Strategy):
-        return strategy
+        return copy.deepcopy(strategy) if fresh else strategy
     return STRATEGIES[check_choice(strategy, "strategy", STRATEGY_NAMES)]()
 
 
@@ -404,25 +421,39 @@ class NoisyOracle:
 class _Evaluator:
     """Test-set and training-target measurements for the current candidate sets."""
 
-    idx: np.ndarray  # training graph (n, k)
+    idx: np.ndarray  # training graph of the query (n, k)
     w: np.ndarray
-    test_idx: np.ndarray  # test → training graph (m, k)
+    test_idx: np.ndarray  # test → training graph of the evaluation (m, eval_k)
     test_w: np.ndarray
     y_test: np.ndarray
     seed: int
+    dst: bool = True
+    classifier: Any = None  # an estimator with fit(X, Y) / predict(X) instead of PL-kNN
+    X_train: np.ndarray | None = None
+    X_test: np.ndarray | None = None
 
     def measure(self, Y: np.ndarray) -> dict[str, float]:
-        votes = candidate_votes(self.test_idx, self.test_w, Y)
-        knn_pred = argmax_random_ties(votes, np.random.default_rng(self.seed))
-        dst_pred, accepted, _ = predict_from_neighbors(Y, self.test_idx, random_state=self.seed)
-        dst_right = dst_pred == self.y_test
-        return {
+        if self.classifier is None:
+            votes = candidate_votes(self.test_idx, self.test_w, Y)
+            knn_pred = argmax_random_ties(votes, np.random.default_rng(self.seed))
+        else:
+            from sklearn.base import clone
+
+            knn_pred = np.asarray(clone(self.classifier).fit(self.X_train, Y).predict(self.X_test))
+        out = {
             "accuracy": float((knn_pred == self.y_test).mean()),
-            "dst_accuracy": float(dst_right.mean()),
-            "reject_rate": float(1.0 - accepted.mean()),
-            "accepted_accuracy": float(dst_right[accepted].mean()) if accepted.any() else float("nan"),
+            "dst_accuracy": float("nan"),
+            "reject_rate": float("nan"),
+            "accepted_accuracy": float("nan"),
             "open_targets": int(open_targets(*label_sets(self.idx, self.w, Y)).sum()),
         }
+        if self.dst:
+            dst_pred, accepted, _ = predict_from_neighbors(Y, self.test_idx, random_state=self.seed)
+            dst_right = dst_pred == self.y_test
+            out["dst_accuracy"] = float(dst_right.mean())
+            out["reject_rate"] = float(1.0 - accepted.mean())
+            out["accepted_accuracy"] = float(dst_right[accepted].mean()) if accepted.any() else float("nan")
+        return out
 
 
 def run_campaign(
@@ -439,6 +470,11 @@ def run_campaign(
     epsilon: float = 0.0,
     noise: str = "candidate",
     seed: int = 0,
+    eval_k: int | None = None,
+    classifier: Any = None,
+    dst: bool = True,
+    initial_labels: int = 0,
+    item_ids: Any = None,
 ) -> list[dict[str, Any]]:
     """Run one querying campaign and return one result row per batch (plus the start).
 
@@ -464,13 +500,31 @@ def run_campaign(
     noise : {"candidate", "any"}
         Where wrong answers come from (see :class:`NoisyOracle`).
     seed : int
-        Seeds the strategy's sampling and tie-breaking, the oracle and the evaluation.
+        Seeds the strategy's sampling and tie-breaking, the oracle, the initial labels and
+        the evaluation.
+    eval_k : int, optional
+        Neighbours of the evaluation (PL-kNN and DST-PLL on the test set); default ``k``.
+        The query strategies always use ``k``.
+    classifier : estimator, optional
+        Evaluate with this partial-label classifier instead of PL-kNN: a fresh
+        :func:`sklearn.base.clone` is fitted on (training features, current candidate sets)
+        at every step and its ``predict`` on the test set gives ``accuracy``.
+    dst : bool
+        Measure DST-PLL on the test set (``False``: its columns are NaN, and it costs nothing).
+    initial_labels : int
+        Training items (drawn at random from the seed) answered with their true label before
+        the start and not counted in the budget: an initial labelled set. ``0`` starts from the
+        candidate sets as given, which may hold no precise item at all (a cold start).
+    item_ids : array of shape (n_instances,), optional
+        Names of the training rows written to ``picked`` (default: the row numbers).
 
     Returns
     -------
     rows : list of dict
-        Keys :data:`RESULT_COLUMNS` (``seconds_per_step`` is the strategy's time for the
-        batch: selection and incremental updates; NaN on the starting row).
+        Keys :data:`RESULT_COLUMNS`: ``seconds_per_step`` is the strategy's time for the
+        batch (selection and incremental updates; NaN on the starting row),
+        ``setup_seconds`` its one-off start (e.g. building a ranker), ``picked`` the items it
+        asked in that step, best first, as space-separated ``item_ids`` (empty at the start).
     """
     X_train = check_features(X_train, name="X_train")
     n = X_train.shape[0]
@@ -485,16 +539,32 @@ def run_campaign(
     check_scalar(batch, "batch", kind=Integral, min_value=1)
     check_scalar(k, "k", kind=Integral, min_value=1)
     check_scalar(seed, "seed", kind=Integral, min_value=0)
+    eval_k = k if eval_k is None else eval_k
+    check_scalar(eval_k, "eval_k", kind=Integral, min_value=1)
+    check_scalar(initial_labels, "initial_labels", kind=Integral, min_value=0, max_value=n)
     if k >= n:
         raise InvalidInput(f"k={k} must be smaller than the number of training instances ({n})")
+    if eval_k > n:
+        raise InvalidInput(f"eval_k={eval_k} exceeds the number of training instances ({n})")
+    if classifier is not None and not (hasattr(classifier, "fit") and hasattr(classifier, "predict")):
+        raise InvalidInput(f"classifier must have fit(X, Y) and predict(X); got {type(classifier).__name__}")
+    ids = np.arange(n) if item_ids is None else np.asarray(item_ids)
+    if ids.shape != (n,):
+        raise InvalidInput(f"item_ids must name the {n} training rows; got shape {ids.shape}")
     strategy = make_strategy(strategy)
-    strategy_seed, oracle_seed = np.random.SeedSequence([int(seed), 20170204]).spawn(2)
+    strategy_seed, oracle_seed, initial_seed = np.random.SeedSequence([int(seed), 20170204]).spawn(3)
     rng = np.random.default_rng(strategy_seed)
     oracle = NoisyOracle(y_train, n_labels, epsilon=epsilon, noise=noise, seed=oracle_seed)
+    if initial_labels:
+        # The initial labelled set is the truth (as a gold standard would be), not the oracle.
+        first = np.random.default_rng(initial_seed).choice(n, size=int(initial_labels), replace=False)
+        Y[first] = False
+        Y[first, y_train[first]] = True
 
     idx, w = knn_graph(X_train, k=k)
-    test_idx, test_w = knn_graph(X_train, X_test, k=k)
-    evaluator = _Evaluator(idx, w, test_idx, test_w, y_test, int(seed))
+    test_idx, test_w = knn_graph(X_train, X_test, k=eval_k)
+    evaluator = _Evaluator(idx, w, test_idx, test_w, y_test, int(seed), dst=bool(dst), classifier=classifier,
+                           X_train=X_train, X_test=X_test)
     view = Y.view()
     view.flags.writeable = False
     context = CampaignContext(X_train, view, idx, w)
@@ -502,7 +572,7 @@ def run_campaign(
     strategy.start(context, rng)
     setup = time.perf_counter() - started
 
-    def row(step: int, seconds: float, n_wrong: int) -> dict[str, Any]:
+    def row(step: int, seconds: float, n_wrong: int, picks: np.ndarray) -> dict[str, Any]:
         return {
             "strategy": strategy.name,
             "seed": int(seed),
@@ -513,10 +583,11 @@ def run_campaign(
             **evaluator.measure(Y),
             "seconds_per_step": seconds,
             "setup_seconds": setup,
+            "picked": " ".join(str(item) for item in ids[picks].tolist()),
         }
 
     n_wrong = 0
-    rows = [row(0, float("nan"), 0)]
+    rows = [row(0, float("nan"), 0, np.empty(0, dtype=np.intp))]
     step = 0
     while context.n_answers < budget:
         partial = context.partial
@@ -539,7 +610,7 @@ def run_campaign(
         context.n_answers += int(picks.size)
         n_wrong += int(wrong.sum())
         step += 1
-        rows.append(row(step, elapsed, n_wrong))
+        rows.append(row(step, elapsed, n_wrong, picks))
     return rows
 
 
@@ -554,6 +625,14 @@ def _minmax(X_train: np.ndarray, X_test: np.ndarray) -> tuple[np.ndarray, np.nda
     span = X_train.max(axis=0) - low
     span[span == 0] = 1.0
     return (X_train - low) / span, (X_test - low) / span
+
+
+def _campaign_task(X, Y, y, test_fraction, scale, seed, spec, options) -> list[dict[str, Any]]:
+    """One campaign of :func:`simulate` on seed ``seed``'s split (runs in a worker with n_jobs > 1)."""
+    train, test = _split(X.shape[0], test_fraction, seed)
+    X_train, X_test = (_minmax(X[train], X[test]) if scale else (X[train], X[test]))
+    return run_campaign(X_train, Y[train], y[train], X_test, y[test], strategy=make_strategy(spec, fresh=True),
+                        seed=seed, item_ids=train, **options)
 
 
 def simulate(
@@ -571,6 +650,11 @@ def simulate(
     noise: str = "candidate",
     scale: bool = True,
     on_campaign_done: Callable[[str, int], None] | None = None,
+    eval_k: int | None = None,
+    classifier: Any = None,
+    dst: bool = True,
+    initial_labels: int = 0,
+    n_jobs: int = 1,
 ) -> pd.DataFrame:
     """Run every strategy on every seed's train/test split; return all rows as a DataFrame.
 
@@ -586,20 +670,27 @@ def simulate(
     y : int array of shape (n_instances,)
         True labels (all known).
     strategies : sequence of str or Strategy
+        Names of :data:`STRATEGIES` (``"default"`` is the strategy sessions use) or objects;
+        two with the same ``name`` are refused. Every campaign gets a new object (a name's
+        factory, or a deep copy of an object), so nothing carries over between seeds.
     seeds : int or iterable of int
         ``5`` means seeds 0..4.
     test_fraction : float in (0, 1)
-    budget, batch, k, epsilon, noise
+    budget, batch, k, epsilon, noise, eval_k, classifier, dst, initial_labels
         As in :func:`run_campaign`.
     scale : bool
         Min-max scale the features, fitted on the training part.
     on_campaign_done : callable(strategy_name, seed), optional
-        Called after each campaign (progress bars).
+        Called after each campaign (progress bars), in the calling process.
+    n_jobs : int
+        Campaigns run at once in worker processes (joblib); ``1`` runs them here, one after
+        the other. The rows do not depend on it: each campaign is seeded on its own.
 
     Returns
     -------
     results : DataFrame
-        One row per (strategy, seed, step), columns :data:`RESULT_COLUMNS` first.
+        One row per (strategy, seed, step), columns :data:`RESULT_COLUMNS` first, ordered by
+        seed, then strategy as given.
     """
     X = check_features(X, name="X")
     Y = check_candidates(Y, name="Y", n_rows=X.shape[0])
@@ -618,23 +709,33 @@ def simulate(
     objects = [make_strategy(s) for s in strategies]  # unknown names fail before any work
     if not objects:
         raise InvalidInput(f"strategies is empty; valid strategies: {', '.join(STRATEGIES)}")
+    names = [strategy.name for strategy in objects]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise InvalidInput(f"strategies must have distinct names; {', '.join(map(repr, twice))} given more than once")
+    check_scalar(n_jobs, "n_jobs", kind=Integral, min_value=1)
     n_test = int(round(test_fraction * X.shape[0]))
     if n_test < 1 or X.shape[0] - n_test <= k:
         raise InvalidInput(
             f"test_fraction={test_fraction} leaves {n_test} test and {X.shape[0] - n_test} training rows; "
             f"need at least 1 test row and more than k={k} training rows"
         )
+    options = dict(budget=budget, batch=batch, k=k, epsilon=epsilon, noise=noise, eval_k=eval_k,
+                   classifier=classifier, dst=dst, initial_labels=initial_labels)
+    # A name goes to the worker as a name (its factory builds a new object there); an object
+    # is deep-copied per campaign.
+    tasks = [(X, Y, y, test_fraction, scale, seed, spec, options) for seed in seeds for spec in strategies]
     rows: list[dict[str, Any]] = []
-    for seed in seeds:
-        train, test = _split(X.shape[0], test_fraction, seed)
-        X_train, X_test = (_minmax(X[train], X[test]) if scale else (X[train], X[test]))
-        for strategy in objects:
-            rows += run_campaign(
-                X_train, Y[train], y[train], X_test, y[test],
-                strategy=strategy, budget=budget, batch=batch, k=k, epsilon=epsilon, noise=noise, seed=seed,
-            )
-            if on_campaign_done is not None:
-                on_campaign_done(strategy.name, seed)
+    if n_jobs == 1:
+        results = (_campaign_task(*task) for task in tasks)
+    else:
+        from joblib import Parallel, delayed
+
+        results = Parallel(n_jobs=int(n_jobs), return_as="generator")(delayed(_campaign_task)(*task) for task in tasks)
+    for campaign in results:
+        rows += campaign
+        if on_campaign_done is not None:
+            on_campaign_done(campaign[0]["strategy"], campaign[0]["seed"])
     table = pd.DataFrame(rows)
     return table[list(RESULT_COLUMNS) + [c for c in table.columns if c not in RESULT_COLUMNS]]
 

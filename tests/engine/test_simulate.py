@@ -289,7 +289,7 @@ def test_learning_curve_area_hand_computed():
 @pytest.mark.parametrize(
     "change, match",
     [
-        ({"strategy": "smartest"}, "strategy must be one of apl, pl, participation, most_partial, random, least_confidence, margin, entropy, dst_margin; got 'smartest'"),
+        ({"strategy": "smartest"}, "strategy must be one of apl, pl, participation, most_partial, random, least_confidence, margin, entropy, dst_margin, decision_change, default; got 'smartest'"),
         ({"budget": 0}, "budget"),
         ({"batch": 0}, "batch"),
         ({"epsilon": 1.5}, "epsilon"),

@@ -82,7 +82,6 @@ import numpy as np
 
 from engine._validation import check_candidates, check_neighbors
 from engine.exceptions import InvalidInput
-from engine.neighbors import ReverseIndex
 from engine.query import ranking_order
 
 __all__ = ["decision_change_scores", "DecisionChangeRanker"]
@@ -121,7 +120,8 @@ def _decision(votes: np.ndarray) -> np.ndarray:
     return leaders / leaders.sum(axis=1, keepdims=True)
 
 
-def _terms(idx: np.ndarray, w: np.ndarray, Y: np.ndarray, votes: np.ndarray, post: np.ndarray, rows: np.ndarray) -> np.ndarray:
+def _terms(idx: np.ndarray, w: np.ndarray, Y: np.ndarray, sizes: np.ndarray, votes: np.ndarray, post: np.ndarray,
+           rows: np.ndarray) -> np.ndarray:
     """``c[t, j]`` for the target rows ``rows``: expected change of ``t``'s decision if ``idx[t, j]`` is answered.
 
     Returns a float array of shape (len(rows), k); 0 where the neighbour is precise or has
@@ -131,7 +131,6 @@ def _terms(idx: np.ndarray, w: np.ndarray, Y: np.ndarray, votes: np.ndarray, pos
     out = np.zeros((rows.size, k))
     if rows.size == 0:
         return out
-    sizes = Y.sum(axis=1)
     movable = (sizes[idx[rows]] >= 2) & (w[rows] > 0)
     pair_row, pair_pos = np.nonzero(movable)
     if pair_row.size == 0:
@@ -226,7 +225,7 @@ def _full_state(idx, w, Y, targets):
     votes = _votes(idx, w, Y)
     post = _item_posteriors(np.arange(n), own, votes, w, Y)
     own_u = _own_change(post, Y)
-    terms = _terms(idx, w, Y, votes, post, np.arange(idx.shape[0]))
+    terms = _terms(idx, w, Y, Y.sum(axis=1), votes, post, np.arange(idx.shape[0]))
     scores = own_u + np.bincount(idx.ravel(), weights=terms.ravel(), minlength=n)
     scores[Y.sum(axis=1) < 2] = 0.0
     return own, votes, post, own_u, terms, scores
@@ -269,7 +268,7 @@ class DecisionChangeRanker:
         self._own, self.votes, self.posterior, self.own_change, self.terms, self.scores = _full_state(
             self.idx, self.w, self.Y, self.targets
         )
-        self._reverse = ReverseIndex(self.idx, n)
+        self.sizes = self.Y.sum(axis=1)
         # Flat positions t*k + j holding item n, ascending (CSR), for the per-item sums.
         flat = self.idx.ravel()
         self._positions = np.argsort(flat, kind="stable").astype(np.intp)
@@ -279,7 +278,7 @@ class DecisionChangeRanker:
 
     def targets_of(self, items: Any) -> np.ndarray:
         """Target rows whose neighbourhood holds one of ``items`` (sorted, distinct)."""
-        return self._reverse.rows_holding_any(np.atleast_1d(np.asarray(items, dtype=np.intp)))
+        return np.unique(self._positions_of(np.atleast_1d(np.asarray(items, dtype=np.intp))) // self._k)
 
     def _positions_of(self, items: np.ndarray) -> np.ndarray:
         starts, stops = self._ptr[items], self._ptr[items + 1]
@@ -297,6 +296,7 @@ class DecisionChangeRanker:
             raise InvalidInput(f"candidates for instance {instance} must be a non-empty bool row of length {n_labels}")
         instance = int(instance)
         self.Y[instance] = row
+        self.sizes[instance] = int(row.sum())
         voting = self.targets_of(instance)  # their votes change
         self.votes[voting] = _votes(self.idx[voting], self.w[voting], self.Y)
         # Posteriors change for the instance (its set) and the items whose own row votes changed.
@@ -305,7 +305,7 @@ class DecisionChangeRanker:
         self.own_change[moved] = _own_change(self.posterior[moved], self.Y[moved])
         # Terms change where votes changed and where the answered neighbour's posterior changed.
         rows = np.union1d(voting, self.targets_of(moved))
-        self.terms[rows] = _terms(self.idx, self.w, self.Y, self.votes, self.posterior, rows)
+        self.terms[rows] = _terms(self.idx, self.w, self.Y, self.sizes, self.votes, self.posterior, rows)
         items = np.union1d(moved, self.idx[rows].ravel())
         self._rescore(items)
         return items
@@ -316,14 +316,14 @@ class DecisionChangeRanker:
         positions = self._positions_of(items)
         sums = np.bincount(np.repeat(np.arange(items.size), counts), weights=self.terms.ravel()[positions], minlength=items.size)
         fresh = self.own_change[items] + sums
-        self.scores[items] = np.where(self.Y[items].sum(axis=1) >= 2, fresh, 0.0)
+        self.scores[items] = np.where(self.sizes[items] >= 2, fresh, 0.0)
 
     def ranking(self, exclude: np.ndarray | None = None, top: int | None = None) -> np.ndarray:
         """Partially labelled items, best query first (:func:`engine.query.ranking_order`).
 
         Ties go by the seeded random keys; ``top`` keeps only the first ``top``.
         """
-        askable = self.Y.sum(axis=1) >= 2
+        askable = self.sizes >= 2
         if exclude is not None and len(exclude):
             askable[np.asarray(exclude, dtype=np.intp)] = False
         return ranking_order(self.scores, askable, tiebreak=self._keys, top=top)
@@ -335,7 +335,7 @@ class DecisionChangeRanker:
         the picked item has its terms taken off the scores of the items it holds
         (once per target), then the next best is picked. Ties: the seeded random keys.
         """
-        partial = self.Y.sum(axis=1) >= 2
+        partial = self.sizes >= 2
         if exclude is not None and len(exclude):
             partial[np.asarray(exclude, dtype=np.intp)] = False
         work = np.where(partial, self.scores, -np.inf)

@@ -77,7 +77,19 @@ class PeerStrategy(Strategy):
                 picks = self._skactiveml(context, y, pool, batch, seed)
             else:
                 picks = self._modal(context, y, known, pool, batch)
-        return np.asarray(picks, dtype=np.intp).ravel()
+        picks = np.asarray(picks, dtype=np.intp).ravel()
+        picks = picks[(picks >= 0) & (picks < partial.size)]
+        picks = picks[partial[picks]]
+        picks = picks[np.sort(np.unique(picks, return_index=True)[1])][:batch]
+        if picks.size < batch:
+            # A peer may return fewer items (e.g. skactiveml drops candidates whose utility is
+            # NaN); the rest of the batch is filled at random so every strategy spends the
+            # same budget. self.filled counts those items.
+            rest = np.setdiff1d(pool, picks)
+            fill = rng.choice(rest, size=batch - picks.size, replace=False)
+            self.filled = getattr(self, "filled", 0) + int(fill.size)
+            picks = np.concatenate([picks, fill])
+        return picks
 
     def _knn(self, n_known: int):
         from sklearn.neighbors import KNeighborsClassifier

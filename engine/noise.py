@@ -471,7 +471,7 @@ def crowd_candidates(
 
     Complexity: O(n_instances · n_annotators · n_labels).
     """
-    y, n_labels = _check_labels(y, n_labels)
+    y, n_labels = check_labels(y, n_labels=n_labels)
     if n_labels < 2:
         raise InvalidInput(f"crowd candidates need n_labels >= 2, got {n_labels}")
     check_scalar(n_annotators, "n_annotators", kind=Integral, min_value=1, max_value=20)
@@ -553,7 +553,7 @@ def weak_rule_candidates(
     Complexity: O(n_labels · (n_instances · n_features + rules_per_label · n_instances)).
     """
     X = check_features(X)
-    y, n_labels = _check_labels(y, n_labels)
+    y, n_labels = check_labels(y, n_labels=n_labels)
     if X.shape[0] != y.shape[0]:
         raise InvalidInput(f"X has {X.shape[0]} rows but y has {y.shape[0]}")
     if n_labels < 2:

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = ["simulate_command", "plot_learning_curves", "parse_strategies"]
 
-DEFAULT_STRATEGIES = "apl,participation,most_partial,random,margin,dst_margin"
+DEFAULT_STRATEGIES = "default,decision_change,participation,random,margin,dst_margin"
 
 _out = Console()
 _err = Console(stderr=True)
@@ -101,10 +101,14 @@ def simulate_command(
     noise: str = typer.Option("candidate", help="Where wrong answers come from: 'candidate' (another label of the set) or 'any'."),
     output: Path = typer.Option(Path("results.csv"), "-o", "--output", help="Result table: .csv, .tsv, .json or .parquet."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Also save learning curves (mean ± std per strategy) to this .png."),
+    eval_k: Optional[int] = typer.Option(None, "--eval-k", help="Neighbours of the evaluation (PL-kNN, DST-PLL); default: -k."),
+    dst: bool = typer.Option(True, "--dst/--no-dst", help="Also score DST-PLL on the test set (--no-dst is faster)."),
+    initial_labels: int = typer.Option(0, "--initial-labels", help="Random training items given their true label before the start (not counted in the budget)."),
+    n_jobs: int = typer.Option(1, "--n-jobs", help="Campaigns run in parallel processes."),
 ) -> None:
     """Simulate querying campaigns with a (noisy) expert and compare query strategies.
 
-    The true labels in DATA play the expert: each step a strategy picks BATCH partial items, the expert answers, and PL-kNN / DST-PLL are scored on a held-out test set.
+    The true labels in DATA play the expert: each step a strategy picks BATCH partial items, the expert answers, and PL-kNN / DST-PLL are scored on a held-out test set. 'default' names the strategy labelling sessions use by default; the table's 'picked' column lists the rows each step asked.
 
     Example: winnow simulate sample_data/digits_partial.csv -s apl,random,margin --budget 200 --batch 20 --seeds 5 -o results.csv --plot curves.png
     """
@@ -121,6 +125,12 @@ def simulate_command(
         raise InvalidInput(f"--test-fraction must be strictly between 0 and 1; got {test_fraction}")
     if not 0.0 <= epsilon <= 1.0:
         raise InvalidInput(f"--epsilon must be between 0 and 1; got {epsilon}")
+    if eval_k is not None and eval_k < 1:
+        raise InvalidInput(f"--eval-k must be at least 1; got {eval_k}")
+    if initial_labels < 0:
+        raise InvalidInput(f"--initial-labels must be at least 0; got {initial_labels}")
+    if n_jobs < 1:
+        raise InvalidInput(f"--n-jobs must be at least 1; got {n_jobs}")
     from app.io import read_dataset, write_table
     from engine.simulate import learning_curve_area, simulate
 
@@ -150,7 +160,8 @@ def simulate_command(
 
         results = simulate(
             X, Y, y, strategies=names, seeds=seeds, test_fraction=test_fraction, budget=budget, batch=batch,
-            k=k, epsilon=epsilon, noise=noise, on_campaign_done=done,
+            k=k, epsilon=epsilon, noise=noise, on_campaign_done=done, eval_k=eval_k, dst=dst,
+            initial_labels=initial_labels, n_jobs=n_jobs,
         )
     path = write_table(results, output)
     _out.print(f"Wrote {len(results)} rows ({len(names)} strategies x {seeds} seeds) to {path}.")

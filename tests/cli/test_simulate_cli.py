@@ -65,6 +65,9 @@ def test_simulate_help_has_an_example(capsys):
     [
         (["--budget", "0"], "--budget must be at least 1; got 0"),
         (["--test-fraction", "1"], "--test-fraction must be strictly between 0 and 1"),
+        (["--n-jobs", "0"], "--n-jobs must be at least 1; got 0"),
+        (["--eval-k", "0"], "--eval-k must be at least 1; got 0"),
+        (["-s", "default,apl,default"], "--strategies names a strategy twice"),
         ("NO_TRUTH", "has no true labels"),
     ],
 )
@@ -80,3 +83,14 @@ def test_simulate_user_errors_exit_2_with_one_line(digits_200, tmp_path, capsys,
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], err
     assert not (tmp_path / "r.csv").exists()
+
+
+def test_default_strategy_and_evaluation_options(winnow, digits_200, tmp_path):
+    results = tmp_path / "results.csv"
+    winnow("simulate", digits_200, "-s", "default,decision_change", "--budget", "10", "--batch", "5", "--seeds", "2",
+           "-k", "5", "--eval-k", "7", "--no-dst", "--initial-labels", "20", "--n-jobs", "2", "-o", results, cwd=tmp_path)
+    table = pd.read_csv(results, keep_default_na=False, na_values=[""])
+    assert set(table["strategy"]) == {"default", "decision_change"}
+    assert table["dst_accuracy"].isna().all()
+    picked = table.loc[table.step > 0, "picked"].str.split()
+    assert picked.map(len).eq(5).all()

@@ -71,6 +71,17 @@ The built-in ones (:data:`STRATEGIES`):
     margin first, so rejected items come before accepted ones. The neighbours are those of
     :func:`engine.neighbors.knn_graph` (self removed by identity), recomputed from the
     current candidate sets at every step (no refit: the graph does not change).
+``decision_change``
+    The expected number of k-NN decisions an answer changes (the item's own label decision
+    and the PL-kNN decisions of the targets it votes in), kept up to date by
+    :class:`engine.decision_change.DecisionChangeRanker`; batches are chosen greedily so that
+    each target's decision is counted once per batch (see :mod:`engine.decision_change`).
+``default``
+    The strategy labelling sessions rank by unless told otherwise
+    (:data:`engine.choices.DEFAULT_STRATEGY`), under the name ``default``.
+
+A campaign's result rows record which items were ``picked`` at each step, so the overlap of
+two strategies' choices can be measured.
 
 References
 ----------

@@ -232,7 +232,10 @@ def _stats(results: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def write_report(results: pd.DataFrame, path: Path, timing: str | None) -> None:
     stats, gains = _stats(results)
-    settings_order = list(dict.fromkeys(results["setting"]))
+    # The real sets first, then the order the run wrote them in (FG-NET may come last).
+    seen = list(dict.fromkeys(results["setting"]))
+    settings_order = [x for x in PEER_GOAL_SETTINGS[:3] + ("FG-NET",) if x in seen] + [x for x in seen if x not in
+                                                                                       PEER_GOAL_SETTINGS[:3] + ("FG-NET",)]
     present = set(results["strategy"])
     order = [s for s in WINNOW + PEERS if s in present]
     seeds = results["seed"].nunique()

@@ -212,6 +212,18 @@ def decision_change_scores(idx: np.ndarray, w: np.ndarray, Y: np.ndarray, *, tar
     -------
     scores : float array of shape (n_items,)
         Higher is more useful to query; precise items score exactly 0 (no answer moves a vote).
+
+    Examples
+    --------
+    Items {0}, {1} and {0, 1}, each voting in the other two's neighbourhoods. Item 2's own
+    decision is a coin flip (1/2); each of the two other decisions moves by 1/2 for one of its
+    two answers (1/4 each):
+
+    >>> import numpy as np
+    >>> Y = np.array([[1, 0], [0, 1], [1, 1]], dtype=bool)
+    >>> idx, w = np.array([[1, 2], [0, 2], [0, 1]]), np.ones((3, 2))
+    >>> decision_change_scores(idx, w, Y).tolist()
+    [0.0, 0.0, 1.0]
     """
     Y = check_candidates(Y)
     idx, w = check_neighbors(idx, w, Y)

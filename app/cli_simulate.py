@@ -172,11 +172,16 @@ def simulate_command(
     area = learning_curve_area(results).groupby("strategy", sort=False)["area"].agg(["mean", "std"])
     final = results[results["step"] == results.groupby(["strategy", "seed"])["step"].transform("max")]
     final = final.groupby("strategy", sort=False)[["n_answers", "accuracy", "reject_rate", "open_targets"]].mean()
-    table = Table("strategy", "area (mean acc.)", "final acc.", "final reject", "open targets left", "answers")
+    # The strategy's own time: median per step (selection + updates) next to its one-off set-up.
+    step_time = results[results["step"] > 0].groupby("strategy")["seconds_per_step"].median()
+    setup_time = results[results["step"] == 0].groupby("strategy")["setup_seconds"].median()
+    table = Table("strategy", "area (mean acc.)", "final acc.", "final reject", "open targets left", "answers",
+                  "s/step", "set-up s")
     for name in area.sort_values("mean", ascending=False).index:
         table.add_row(
             name, f"{area.loc[name, 'mean']:.3f} ± {np.nan_to_num(area.loc[name, 'std']):.3f}",
             f"{final.loc[name, 'accuracy']:.3f}", f"{final.loc[name, 'reject_rate']:.3f}",
             f"{final.loc[name, 'open_targets']:.0f}", f"{final.loc[name, 'n_answers']:.0f}",
+            f"{step_time.get(name, float('nan')):.4f}", f"{setup_time.get(name, float('nan')):.4f}",
         )
     _out.print(table)

@@ -89,6 +89,9 @@ def test_default_strategy_and_evaluation_options(winnow, digits_200, tmp_path):
     results = tmp_path / "results.csv"
     winnow("simulate", digits_200, "-s", "default,decision_change", "--budget", "10", "--batch", "5", "--seeds", "2",
            "-k", "5", "--eval-k", "7", "--no-dst", "--initial-labels", "20", "--n-jobs", "2", "-o", results, cwd=tmp_path)
+    run = winnow("simulate", digits_200, "-s", "default", "--budget", "5", "--batch", "5", "--seeds", "1", "-k", "5",
+                 "--no-dst", "-o", tmp_path / "one.csv", cwd=tmp_path)
+    assert "s/step" in run.stdout and "set-up s" in run.stdout
     table = pd.read_csv(results, keep_default_na=False, na_values=[""])
     assert set(table["strategy"]) == {"default", "decision_change"}
     assert table["dst_accuracy"].isna().all()

@@ -80,6 +80,7 @@ from typing import Any
 
 import numpy as np
 
+from engine._kernels import candidate_votes
 from engine._validation import check_candidates, check_neighbors
 from engine.exceptions import InvalidInput
 from engine.query import ranking_order
@@ -90,14 +91,6 @@ _CHUNK_TRIPLES = 1 << 18  # (target, neighbour, answer) triples scored at once: 
 
 
 # --------------------------------------------------------------------------- kernels
-
-
-def _votes(idx: np.ndarray, w: np.ndarray, Y: np.ndarray) -> np.ndarray:
-    """PL-kNN votes ``V[t, μ] = Σ_j w[t, j] [μ ∈ y_{idx[t, j]}]``, summed in neighbour order."""
-    votes = np.zeros((idx.shape[0], Y.shape[1]))
-    for j in range(idx.shape[1]):
-        votes += w[:, j, None] * Y[idx[:, j]]
-    return votes
 
 
 def _posterior(votes: np.ndarray, w: np.ndarray, sets: np.ndarray) -> np.ndarray:
@@ -234,7 +227,7 @@ def decision_change_scores(idx: np.ndarray, w: np.ndarray, Y: np.ndarray, *, tar
 def _full_state(idx, w, Y, targets):
     n = Y.shape[0]
     own = _own_rows(targets, n)
-    votes = _votes(idx, w, Y)
+    votes = candidate_votes(idx, w, Y)
     post = _item_posteriors(np.arange(n), own, votes, w, Y)
     own_u = _own_change(post, Y)
     terms = _terms(idx, w, Y, Y.sum(axis=1), votes, post, np.arange(idx.shape[0]))
@@ -310,7 +303,7 @@ class DecisionChangeRanker:
         self.Y[instance] = row
         self.sizes[instance] = int(row.sum())
         voting = self.targets_of(instance)  # their votes change
-        self.votes[voting] = _votes(self.idx[voting], self.w[voting], self.Y)
+        self.votes[voting] = candidate_votes(self.idx[voting], self.w[voting], self.Y)
         # Posteriors change for the instance (its set) and the items whose own row votes changed.
         moved = np.union1d([instance], self.targets[voting])
         self.posterior[moved] = _item_posteriors(moved, self._own, self.votes, self.w, self.Y)

@@ -145,3 +145,69 @@ def test_reject_queue_after_answers_equals_a_fresh_fit(bench_factory):
     np.testing.assert_array_equal(patched.accepted, fresh.accepted)
     np.testing.assert_allclose(patched.belief, fresh.belief, atol=1e-12)
     np.testing.assert_allclose(patched.plausibility, fresh.plausibility, atol=1e-12)
+
+
+def _bench_with_content(tmp_path, **content):
+    from app.store import create_dataset, write_transaction
+
+    Session = open_store(tmp_path / "content.db")
+    rng = np.random.default_rng(0)
+    n = 6
+    Y = np.zeros((n, 2), dtype=bool)
+    Y[:, 0] = True
+    Y[::2, 1] = True
+
+    def work(s):
+        dataset = create_dataset(s, name="d", X=rng.normal(size=(n, 2)), candidates=Y, label_names=["a", "b"],
+                                 external_ids=[f"i{j}" for j in range(n)], **content)
+        s.flush()
+        return dataset.id
+
+    dataset_id = write_transaction(Session, work)
+    session_id = create_session(Session, dataset_id=dataset_id, name="s", k=2, weighting="uniform",
+                                criterion="apl", target_set="all")
+    return Workbench.open(Session, session_id)
+
+
+def test_item_content_resolves_media_under_the_root(tmp_path):
+    from app.service import ItemContent
+
+    root = tmp_path / "media"
+    (root / "img").mkdir(parents=True)
+    bench = _bench_with_content(
+        tmp_path,
+        texts=["first", None, None, None, "fifth", None],
+        media_paths=["img/a.png", "clip.wav", None, None, None, "img/b.png"],
+        media_kinds=["image", "audio", None, None, None, "image"],
+        links=[None, None, "https://example.org/3", None, None, None],
+        media_root=str(root),
+    )
+    resolved = root.resolve()
+    assert bench.item_content(0) == ItemContent("first", resolved / "img" / "a.png", None, None)
+    assert bench.item_content(1) == ItemContent(None, None, resolved / "clip.wav", None)
+    assert bench.item_content(2) == ItemContent(None, None, None, "https://example.org/3")
+    assert bench.item_content(3) == ItemContent(None, None, None, None)
+    assert bench.item_content(np.int64(4)).text == "fifth"
+    with pytest.raises(IndexError):
+        bench.item_content(6)
+    with pytest.raises(TypeError):
+        bench.item_content(1.0)  # type: ignore[arg-type]
+    # A symbolic link inside the root that points outside it is refused when read back.
+    outside = tmp_path / "secret.png"
+    outside.write_bytes(b"x")
+    (root / "img" / "b.png").symlink_to(outside)
+    with pytest.raises(InvalidInput, match="outside its media root"):
+        bench.item_content(5)
+
+
+def test_item_content_reads_the_store_once_and_is_all_none_without_content(tmp_path, monkeypatch):
+    import app.service.workbench as workbench_module
+
+    bench = _bench_with_content(tmp_path)
+    calls = []
+    real = workbench_module.dataset_content
+    monkeypatch.setattr(workbench_module, "dataset_content", lambda *a: calls.append(a) or real(*a))
+    for position in range(6):
+        content = bench.item_content(position)
+        assert (content.text, content.image_path, content.audio_path, content.link) == (None, None, None, None)
+    assert len(calls) == 1

@@ -20,7 +20,7 @@ from typing import Any
 # The workbench pulls in pandas, scikit-learn and OR-Tools (seconds of imports): names are
 # resolved on first use, so `winnow --help` and the store-only commands stay fast.
 _MODULE_OF = {
-    **dict.fromkeys(("Workbench", "QueryExplanation", "TargetExplanation", "RejectQueue"), "workbench"),
+    **dict.fromkeys(("Workbench", "QueryExplanation", "TargetExplanation", "RejectQueue", "ItemContent"), "workbench"),
     **dict.fromkeys(
         (
             "import_file", "create_session", "start_session", "session_id_by_name", "dataset_id_by_name",

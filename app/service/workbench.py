@@ -13,6 +13,7 @@ transaction.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,14 +21,40 @@ import pandas as pd
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.io.writers import labelled_dataset_table, ranked_query_table
-from app.store import SessionConfig, SessionState, derive_state, derived_fields, load_state, record_event
-from app.store import session_events, write_transaction
+from app.store import DatasetContent, SessionConfig, SessionState, dataset_content, derive_state, derived_fields
+from app.store import load_state, record_event, session_events, write_transaction
 from engine.dst import DstPllClassifier
+from engine.exceptions import InvalidInput
 from engine.neighbors import knn_graph
 from engine.query import AMBIGUITY_CRITERIA, IncrementalRanker, open_neighbourhoods, query_scores, ranking_order
 from engine.winners import label_sets, open_targets, possible_labels, witness
 
-__all__ = ["Workbench", "QueryExplanation", "TargetExplanation", "RejectQueue"]
+__all__ = ["Workbench", "QueryExplanation", "TargetExplanation", "RejectQueue", "ItemContent"]
+
+
+@dataclass(frozen=True)
+class ItemContent:
+    """What a person looks at for one item; every field ``None`` when the item has none.
+
+    Attributes
+    ----------
+    text : str or None
+        The item's text, as imported (show it as text, never as Markdown or HTML).
+    image_path, audio_path : pathlib.Path or None
+        Absolute path of the item's image or audio clip, inside the dataset's media root
+        (checked again when read from the store). The file may have been moved or deleted
+        since the import: the caller opens it and handles the error.
+    link : str or None
+        An http(s) URL to the item elsewhere (never fetched by winnow).
+    """
+
+    text: str | None
+    image_path: Path | None
+    audio_path: Path | None
+    link: str | None
+
+
+_NO_CONTENT = ItemContent(text=None, image_path=None, audio_path=None, link=None)
 
 
 @dataclass(frozen=True)
@@ -88,6 +115,8 @@ class Workbench:
     ranker: IncrementalRanker | None = field(init=False, default=None)
     static_scores: np.ndarray | None = field(init=False, default=None)
     _dst: DstPllClassifier | None = field(init=False, default=None, repr=False)
+    _content: DatasetContent | None = field(init=False, default=None, repr=False)
+    _media_root: Path | None = field(init=False, default=None, repr=False)
 
     @classmethod
     def open(cls, Session: sessionmaker[Session], session_id: int) -> "Workbench":
@@ -126,6 +155,70 @@ class Workbench:
             self.static_scores = query_scores(self.idx, self.w, candidates, criterion=cfg.criterion, random_state=cfg.session_id)
 
     # ------------------------------------------------------------------ reading
+
+    def item_content(self, position: int) -> ItemContent:
+        """The content of the item at ``position``: its text, image or audio file, and link.
+
+        The dataset's content is read from the store once per workbench (one ``SELECT``) and
+        kept; each call then only resolves one path. Items of a dataset without content get
+        an :class:`ItemContent` whose fields are all ``None``.
+
+        Parameters
+        ----------
+        position : int
+            Row of the item in the dataset, ``0 <= position < n_instances``.
+
+        Returns
+        -------
+        ItemContent
+
+        Raises
+        ------
+        IndexError
+            ``position`` is out of range.
+        InvalidInput
+            The stored media path leads outside the media root (a store edited by hand, or a
+            symbolic link inside the root that now points elsewhere).
+        """
+        if isinstance(position, (bool, np.bool_)) or not isinstance(position, (int, np.integer)):
+            raise TypeError(f"position must be an int, got {type(position).__name__}")
+        n = self.state.n_instances
+        if not 0 <= position < n:
+            raise IndexError(f"position must be in [0, {n}), got {position}")
+        content = self._dataset_content()
+        if not content.has_content:
+            return _NO_CONTENT
+        position = int(position)
+        media = content.media_paths[position]
+        kind = content.media_kinds[position]
+        path = self._resolve_media(media) if media is not None else None
+        return ItemContent(
+            text=content.texts[position],
+            image_path=path if kind == "image" else None,
+            audio_path=path if kind == "audio" else None,
+            link=content.links[position],
+        )
+
+    def _dataset_content(self) -> DatasetContent:
+        if self._content is None:
+            with self.Session() as s:
+                self._content = dataset_content(s, self.config.dataset_id)
+            if self._content.media_root is not None:
+                self._media_root = Path(self._content.media_root).resolve()
+        return self._content
+
+    def _resolve_media(self, relative: str) -> Path:
+        """``relative`` under the media root, symbolic links followed, checked to stay inside."""
+        root = self._media_root
+        if root is None:
+            raise InvalidInput(f"dataset {self.config.dataset_name!r} has media paths but no media root")
+        path = (root / relative).resolve()
+        if not path.is_relative_to(root):
+            raise InvalidInput(
+                f"the stored media path {relative!r} of dataset {self.config.dataset_name!r} leads outside "
+                "its media root; the file is not shown"
+            )
+        return path
 
     def refresh(self) -> np.ndarray:
         """Re-derive the state from the event log (other tabs or processes may have answered).

@@ -17,7 +17,15 @@ Modules
 ``derive``    the pure event -> state derivation and the derived dataclasses
 """
 
-from app.store.datasets import create_dataset, get_dataset_by_name, list_datasets
+from app.store.datasets import (
+    DatasetContent,
+    StoredFeaturizer,
+    create_dataset,
+    dataset_content,
+    dataset_featurizer,
+    get_dataset_by_name,
+    list_datasets,
+)
 from app.store.db import (
     BUSY_TIMEOUT_MS,
     alembic_config,
@@ -47,6 +55,7 @@ from app.store.models import (
     CRITERIA,
     EVENT_KINDS,
     LABELLED_KINDS,
+    MEDIA_KINDS,
     TARGET_SETS,
     WEIGHTINGS,
     Annotator,
@@ -86,6 +95,7 @@ __all__ = [
     "AnswerEvent",
     "EVENT_KINDS",
     "LABELLED_KINDS",
+    "MEDIA_KINDS",
     "WEIGHTINGS",
     "CRITERIA",
     "TARGET_SETS",
@@ -107,6 +117,10 @@ __all__ = [
     "create_dataset",
     "list_datasets",
     "get_dataset_by_name",
+    "DatasetContent",
+    "StoredFeaturizer",
+    "dataset_content",
+    "dataset_featurizer",
     "create_labelling_session",
     "list_sessions",
     "session_configs",

@@ -10,7 +10,10 @@ readers (distinct ids, true label inside its candidate set, image layouts) come 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import PurePosixPath
 from typing import Any
 
 import numpy as np
@@ -20,9 +23,28 @@ from sqlalchemy.orm import Session
 from app.dataset_rules import first_repeat, first_true_label_outside, image_shape
 from app.store.checks import NAME_MAX, check_name, describe_row, format_label_set
 from app.store.errors import InvalidRecord, RecordNotFound
-from app.store.models import MAX_LABELS, Dataset, Instance, encode_candidate_masks
+from app.store.models import (
+    LINK_MAX,
+    MAX_LABELS,
+    MEDIA_KINDS,
+    MEDIA_PATH_MAX,
+    MEDIA_ROOT_MAX,
+    Dataset,
+    Instance,
+    encode_candidate_masks,
+)
 
-__all__ = ["create_dataset", "list_datasets", "get_dataset_by_name", "INSERT_CHUNK", "insert_instances"]
+__all__ = [
+    "create_dataset",
+    "list_datasets",
+    "get_dataset_by_name",
+    "INSERT_CHUNK",
+    "insert_instances",
+    "DatasetContent",
+    "StoredFeaturizer",
+    "dataset_content",
+    "dataset_featurizer",
+]
 
 #: Instances are inserted in chunks of this many rows (one executemany each).
 INSERT_CHUNK = 20_000
@@ -40,6 +62,14 @@ def create_dataset(
     true_labels: np.ndarray | None = None,
     feature_names: Sequence[str] | None = None,
     layout: str | None = None,
+    texts: Sequence[str | None] | None = None,
+    media_paths: Sequence[str | None] | None = None,
+    media_kinds: Sequence[str | None] | None = None,
+    links: Sequence[str | None] | None = None,
+    media_root: str | None = None,
+    featurizer: str | None = None,
+    featurizer_params: Mapping[str, Any] | None = None,
+    featurizer_state: bytes | None = None,
 ) -> Dataset:
     """Validate a dataset and write it with all its instances, all or nothing.
 
@@ -63,6 +93,22 @@ def create_dataset(
     feature_names : sequence of str, length n_features, optional
     layout : str, optional
         How to draw a feature row, e.g. ``"image:8x8"`` (then ``8 * 8 == n_features``).
+    texts : sequence of (str or None), length n_instances, optional
+        Each item's text; ``None`` (or a blank text) for an item without one.
+    media_paths : sequence of (str or None), length n_instances, optional
+        Each item's media file, relative to ``media_root`` with ``/`` separators (no ``..``,
+        not absolute); ``None`` for an item without one. Needs ``media_kinds`` and
+        ``media_root``.
+    media_kinds : sequence of (str or None), length n_instances, optional
+        ``"image"`` or ``"audio"`` where ``media_paths`` has a path, ``None`` where it has none.
+    links : sequence of (str or None), length n_instances, optional
+        An ``http://`` or ``https://`` URL per item, or ``None``.
+    media_root : str, optional
+        Absolute folder the media paths are relative to.
+    featurizer, featurizer_params, featurizer_state : optional
+        The featurizer that computed ``X`` (name, JSON-serialisable parameters, pickle-free
+        state bytes), as :class:`app.io.featurizers.FeaturizerRecord` holds them; all three or
+        none (``featurizer_state`` may be ``b""``).
 
     Returns
     -------
@@ -84,17 +130,81 @@ def create_dataset(
     truth = _check_true_labels(true_labels, Y, labels, ids)
     features_meta = _check_feature_names(feature_names, d)
     layout = _check_layout(layout, d)
+    content = _check_content(texts, media_paths, media_kinds, links, media_root, ids)
+    record = _check_featurizer(featurizer, featurizer_params, featurizer_state)
     if session.scalar(select(Dataset.id).where(Dataset.name == name)) is not None:
         raise InvalidRecord(f"name: a dataset called {name!r} already exists")
 
     with session.begin_nested():
         dataset = Dataset(
-            name=name, label_names=labels, n_instances=n, n_features=d, feature_names=features_meta, layout=layout
+            name=name, label_names=labels, n_instances=n, n_features=d, feature_names=features_meta, layout=layout,
+            media_root=content.media_root, featurizer=record.name, featurizer_params=record.params,
+            featurizer_state=record.state,
         )
         session.add(dataset)
         session.flush()
-        _write_instances(session, dataset.id, features, Y, ids, truth)
+        _write_instances(session, dataset.id, features, Y, ids, truth, content)
     return dataset
+
+
+@dataclass(frozen=True)
+class DatasetContent:
+    """What a person looks at for every item of a dataset, as stored (paths not resolved).
+
+    Attributes
+    ----------
+    media_root : str or None
+        Absolute folder the media paths are relative to.
+    texts, media_paths, media_kinds, links : tuple of (str or None), length n_instances
+        Per position; ``media_paths`` are relative, ``/``-separated. All ``None`` for a
+        dataset without content.
+    """
+
+    media_root: str | None
+    texts: tuple[str | None, ...]
+    media_paths: tuple[str | None, ...]
+    media_kinds: tuple[str | None, ...]
+    links: tuple[str | None, ...]
+
+    @property
+    def has_content(self) -> bool:
+        """Whether any item has a text, a media file or a link."""
+        return any(
+            value is not None for column in (self.texts, self.media_paths, self.links) for value in column
+        )
+
+
+@dataclass(frozen=True)
+class StoredFeaturizer:
+    """The featurizer record stored on a dataset (see :class:`app.io.featurizers.FeaturizerRecord`)."""
+
+    name: str
+    params: dict[str, Any]
+    state: bytes
+
+
+def dataset_content(session: Session, dataset_id: int) -> DatasetContent:
+    """Every item's content of dataset ``dataset_id``, in position order (one ``SELECT``)."""
+    dataset = session.get(Dataset, dataset_id)
+    if dataset is None:
+        raise RecordNotFound(f"dataset_id {dataset_id} does not exist")
+    rows = session.execute(
+        select(Instance.text, Instance.media_path, Instance.media_kind, Instance.link)
+        .where(Instance.dataset_id == dataset_id)
+        .order_by(Instance.position)
+    ).all()
+    texts, paths, kinds, links = zip(*rows) if rows else ((), (), (), ())
+    return DatasetContent(dataset.media_root, tuple(texts), tuple(paths), tuple(kinds), tuple(links))
+
+
+def dataset_featurizer(session: Session, dataset_id: int) -> StoredFeaturizer | None:
+    """The featurizer record of dataset ``dataset_id``; ``None`` when its features were given."""
+    dataset = session.get(Dataset, dataset_id)
+    if dataset is None:
+        raise RecordNotFound(f"dataset_id {dataset_id} does not exist")
+    if dataset.featurizer is None:
+        return None
+    return StoredFeaturizer(dataset.featurizer, dict(dataset.featurizer_params or {}), bytes(dataset.featurizer_state or b""))
 
 
 def list_datasets(session: Session) -> list[Dataset]:
@@ -256,8 +366,110 @@ def _check_layout(layout: str | None, d: int) -> str | None:
     return layout
 
 
+@dataclass(frozen=True)
+class _Content:
+    texts: list[str | None]
+    media_paths: list[str | None]
+    media_kinds: list[str | None]
+    links: list[str | None]
+    media_root: str | None
+
+
+def _optional_strings(values: Any, parameter: str, n: int) -> list[str | None]:
+    if values is None:
+        return [None] * n
+    if isinstance(values, (str, bytes)):
+        raise TypeError(f"{parameter} must be a sequence with one entry per instance, not a single string")
+    out = list(values)
+    if len(out) != n:
+        raise InvalidRecord(f"{parameter} has {len(out)} entries but there are {n} instances")
+    for position, value in enumerate(out):
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"{parameter}[{position}] must be a str or None, got {type(value).__name__}")
+        if value is not None and "\x00" in value:
+            raise InvalidRecord(f"{parameter}: row {position} holds a NUL character", row=position)
+    return out
+
+
+def _check_content(
+    texts: Any, media_paths: Any, media_kinds: Any, links: Any, media_root: Any, ids: Sequence[str]
+) -> _Content:
+    n = len(ids)
+    text_values = [t if t is not None and t.strip() else None for t in _optional_strings(texts, "texts", n)]
+    paths = _optional_strings(media_paths, "media_paths", n)
+    kinds = _optional_strings(media_kinds, "media_kinds", n)
+    link_values = _optional_strings(links, "links", n)
+    for position, (path, kind) in enumerate(zip(paths, kinds)):
+        where = describe_row(position, ids)
+        if (path is None) != (kind is None):
+            raise InvalidRecord(f"media_paths/media_kinds: {where} has a media path without a kind or a kind "
+                                "without a path", row=position)
+        if path is None:
+            continue
+        if kind not in MEDIA_KINDS:
+            raise InvalidRecord(f"media_kinds: {where} is {kind!r}; expected one of {', '.join(MEDIA_KINDS)}",
+                                row=position)
+        pure = PurePosixPath(path)
+        if not path.strip() or pure.is_absolute() or "\\" in path or ".." in pure.parts or len(path) > MEDIA_PATH_MAX:
+            raise InvalidRecord(
+                f"media_paths: {where} is {path[:80]!r}; a media path is relative to the media root, "
+                f"'/'-separated, without '..', at most {MEDIA_PATH_MAX} characters", row=position,
+            )
+    for position, link in enumerate(link_values):
+        if link is not None and (not link.startswith(("http://", "https://")) or len(link) > LINK_MAX
+                                 or any(ch.isspace() for ch in link)):
+            raise InvalidRecord(
+                f"links: {describe_row(position, ids)} is {link[:80]!r}; a link is an http(s) URL without "
+                f"spaces of at most {LINK_MAX} characters", row=position,
+            )
+    if media_root is not None:
+        if not isinstance(media_root, str):
+            raise TypeError(f"media_root must be a str, got {type(media_root).__name__}")
+        if not media_root.startswith("/") and not (len(media_root) > 2 and media_root[1] == ":"):
+            raise InvalidRecord(f"media_root must be an absolute folder, got {media_root[:80]!r}")
+        if len(media_root) > MEDIA_ROOT_MAX or "\x00" in media_root:
+            raise InvalidRecord(f"media_root is longer than {MEDIA_ROOT_MAX} characters or holds a NUL")
+    if any(p is not None for p in paths) and media_root is None:
+        raise InvalidRecord("media_root is needed when items have media paths")
+    return _Content(text_values, paths, kinds, link_values, media_root)
+
+
+@dataclass(frozen=True)
+class _FeaturizerRow:
+    name: str | None
+    params: dict[str, Any] | None
+    state: bytes | None
+
+
+def _check_featurizer(name: Any, params: Any, state: Any) -> _FeaturizerRow:
+    if name is None:
+        if params is not None or state is not None:
+            raise InvalidRecord("featurizer_params and featurizer_state need a featurizer name")
+        return _FeaturizerRow(None, None, None)
+    name = check_name(name, "featurizer", max_length=100)
+    if params is None:
+        params = {}
+    if not isinstance(params, Mapping):
+        raise TypeError(f"featurizer_params must be a mapping, got {type(params).__name__}")
+    try:
+        plain = json.loads(json.dumps(dict(params), allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise InvalidRecord(f"featurizer_params must be JSON-serialisable: {exc}") from None
+    if state is None:
+        state = b""
+    if not isinstance(state, (bytes, bytearray, memoryview)):
+        raise TypeError(f"featurizer_state must be bytes, got {type(state).__name__}")
+    return _FeaturizerRow(name, plain, bytes(state))
+
+
 def _write_instances(
-    session: Session, dataset_id: int, X: np.ndarray, Y: np.ndarray, ids: Sequence[str], truth: np.ndarray | None
+    session: Session,
+    dataset_id: int,
+    X: np.ndarray,
+    Y: np.ndarray,
+    ids: Sequence[str],
+    truth: np.ndarray | None,
+    content: _Content,
 ) -> None:
     n = X.shape[0]
     masks = encode_candidate_masks(Y)
@@ -271,6 +483,10 @@ def _write_instances(
                 "features": X[i].tobytes(),
                 "candidate_mask": masks[i],
                 "true_label": truth_values[i],
+                "text": content.texts[i],
+                "media_path": content.media_paths[i],
+                "media_kind": content.media_kinds[i],
+                "link": content.links[i],
             }
             for i in range(start, min(start + INSERT_CHUNK, n))
         ]

@@ -45,6 +45,7 @@ from sqlalchemy import (
     LargeBinary,
     MetaData,
     String,
+    Text,
     UniqueConstraint,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
@@ -65,6 +66,10 @@ __all__ = [
     "WEIGHTINGS",
     "CRITERIA",
     "TARGET_SETS",
+    "MEDIA_KINDS",
+    "MEDIA_PATH_MAX",
+    "LINK_MAX",
+    "MEDIA_ROOT_MAX",
     "utcnow",
     "MAX_LABELS",
     "encode_candidate_mask",
@@ -79,6 +84,12 @@ LABELLED_KINDS: tuple[str, ...] = ("answer", "other_label", "resolve")
 # WEIGHTINGS and CRITERIA are the engine's (engine.choices, which imports nothing): a session
 # can only hold a choice the engine accepts.
 TARGET_SETS: tuple[str, ...] = ("all", "unlabelled")
+#: What an item's media file is (``instances.media_kind``).
+MEDIA_KINDS: tuple[str, ...] = ("image", "audio")
+#: Longest media path (relative to the media root), link and media root the schema holds.
+MEDIA_PATH_MAX = 1024
+LINK_MAX = 2048
+MEDIA_ROOT_MAX = 4096
 
 # Deterministic constraint names: Alembic batch mode on SQLite needs them to alter tables.
 NAMING_CONVENTION = {
@@ -184,6 +195,14 @@ class Dataset(Base):
     feature_names: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
     #: How to draw a feature row, e.g. ``"image:8x8"``; ``None`` for plain tables.
     layout: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    #: Absolute folder the items' ``media_path`` are relative to; ``None`` without media.
+    media_root: Mapped[str | None] = mapped_column(String(MEDIA_ROOT_MAX), nullable=True)
+    #: The featurizer that computed the features (``None``: the user gave numbers), as
+    #: :class:`app.io.featurizers.FeaturizerRecord` keeps it: name, JSON parameters and a
+    #: pickle-free ``.npz`` state, so that items imported later get the same transform.
+    featurizer: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    featurizer_params: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    featurizer_state: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
 
     instances: Mapped[list[Instance]] = relationship(
         back_populates="dataset", order_by="Instance.position", lazy="raise_on_sql"
@@ -221,6 +240,15 @@ class Instance(Base):
     candidate_mask: Mapped[str] = mapped_column(String(2 * MAX_LABELS // 8))
     #: The true label index, kept only for simulations; ``None`` when unknown.
     true_label: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    #: The item's content, what a person looks at (all ``None`` for a plain feature row):
+    #: a text, a media file (path relative to the dataset's ``media_root``, ``/``-separated,
+    #: with its kind) and an http(s) link to the item elsewhere.
+    text: Mapped[str | None] = mapped_column(Text, nullable=True)
+    media_path: Mapped[str | None] = mapped_column(String(MEDIA_PATH_MAX), nullable=True)
+    media_kind: Mapped[str | None] = mapped_column(
+        String(10), CheckConstraint(_in_list("media_kind", MEDIA_KINDS), name="media_kind"), nullable=True
+    )
+    link: Mapped[str | None] = mapped_column(String(LINK_MAX), nullable=True)
 
     dataset: Mapped[Dataset] = relationship(back_populates="instances")
 

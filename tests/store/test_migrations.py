@@ -293,3 +293,77 @@ def test_upgrading_a_store_step_by_step_keeps_its_data(store_url):
             assert len(event_log(s, 1)) == 2
     finally:
         engine.dispose()
+
+
+def test_0004_adds_item_content_and_keeps_a_0003_store(store_url):
+    """A store at 0003 with a dataset, a session and an event upgrades to 0004: every row is
+    kept, the new content and featurizer columns read as NULL, and a downgrade to 0003 keeps
+    the rows too."""
+    from sqlalchemy.orm import sessionmaker
+
+    from app.store import dataset_content, dataset_featurizer, event_log
+    from app.store.models import encode_candidate_mask
+
+    from .conftest import CANDIDATES, LABELS
+
+    upgrade_database(store_url, "0003")
+    engine = make_engine(store_url)
+    try:
+        now = datetime(2026, 11, 20, tzinfo=timezone.utc)
+        with engine.begin() as conn:
+            assert "text" not in {c["name"] for c in inspect(conn).get_columns("instances")}
+            conn.execute(
+                text(
+                    "INSERT INTO datasets (id, name, created_at, label_names, n_instances, n_features, layout)"
+                    " VALUES (1, 'old', :now, :labels, :n, 1, NULL)"
+                ),
+                {"now": now, "labels": json.dumps(LABELS), "n": len(CANDIDATES)},
+            )
+            for position, row in enumerate(CANDIDATES):
+                conn.execute(
+                    text(
+                        "INSERT INTO instances (id, dataset_id, position, external_id, features,"
+                        " candidate_mask) VALUES (:id, 1, :p, :e, :f, :m)"
+                    ),
+                    {"id": position + 1, "p": position, "e": f"e{position}",
+                     "f": np.float64(position).tobytes(), "m": encode_candidate_mask(row)},
+                )
+            conn.execute(
+                text(
+                    "INSERT INTO labelling_sessions (id, name, dataset_id, k, weighting, criterion,"
+                    " target_set, created_at, updated_at) VALUES (1, 's', 1, 3, 'uniform', 'apl', 'all', :now, :now)"
+                ),
+                {"now": now},
+            )
+            conn.execute(text("INSERT INTO annotators (id, name) VALUES (1, 'a')"))
+            conn.execute(
+                text(
+                    "INSERT INTO answer_events (session_id, instance_id, annotator_id, kind, label, created_at,"
+                    " idempotency_key) VALUES (1, 2, 1, 'answer', 1, :now, 'k1')"
+                ),
+                {"now": now},
+            )
+        upgrade_database(store_url, "0004")
+        Session = sessionmaker(bind=engine, expire_on_commit=False)
+        with Session() as s:
+            content = dataset_content(s, 1)
+            assert content.media_root is None and not content.has_content
+            assert content.texts == (None,) * len(CANDIDATES) and content.links == (None,) * len(CANDIDATES)
+            assert dataset_featurizer(s, 1) is None
+            before = event_log(s, 1)
+        assert [(e["kind"], e["label_name"], e["external_id"]) for e in before] == [("answer", LABELS[1], "e1")]
+        # The new CHECK refuses a media kind other than image/audio.
+        with engine.connect() as conn:
+            with pytest.raises(IntegrityError):
+                with conn.begin():
+                    conn.exec_driver_sql("UPDATE instances SET media_kind = 'video', media_path = 'a.mp4' WHERE id = 1")
+        downgrade_database(store_url, "0003")
+        with engine.connect() as conn:
+            columns = {c["name"] for c in inspect(conn).get_columns("instances")}
+            assert not columns & {"text", "media_path", "media_kind", "link"}
+            assert conn.exec_driver_sql("SELECT count(*) FROM instances").scalar() == len(CANDIDATES)
+        upgrade_database(store_url)
+        with Session() as s:
+            assert event_log(s, 1) == before
+    finally:
+        engine.dispose()

@@ -5,7 +5,10 @@ Everything is validated before anything is written; a bad file raises
 """
 
 from app.io.errors import DataFileError
+from app.io.image_folder import ImageFolder, read_image_dataset, read_image_folder
 from app.io.readers import (
+    AUTO_COLUMNS,
+    CONTENT_ROLES,
     SUPPORTED_EXTENSIONS,
     LoadedDataset,
     parse_candidate_cell,
@@ -24,6 +27,11 @@ from app.io.writers import (
 __all__ = [
     "DataFileError",
     "LoadedDataset",
+    "AUTO_COLUMNS",
+    "CONTENT_ROLES",
+    "ImageFolder",
+    "read_image_folder",
+    "read_image_dataset",
     "SUPPORTED_EXTENSIONS",
     "read_dataset",
     "parse_candidate_cell",

@@ -39,12 +39,15 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
+
+import numpy as np
 
 from app.io.errors import DataFileError
 from app.io.media import IMAGE_EXTENSIONS, MAX_IMAGE_PIXELS, ContentError, check_image, resolve_media
+from app.io.readers.checks import LoadedDataset
 
-__all__ = ["ImageFolder", "read_image_folder"]
+__all__ = ["ImageFolder", "read_image_folder", "read_image_dataset"]
 
 _PATH_COLUMNS = ("path", "file")
 _MAX_SHOWN = 3  # example files quoted in an error message
@@ -286,4 +289,75 @@ def _read_with_csv(root: Path, labels: Path, unlisted: str, max_pixels: int) -> 
         candidates=tuple(sets),
         true_labels=tuple(truths) if has_true else None,
         labels_file=labels,
+    )
+
+
+def read_image_dataset(
+    folder: str | os.PathLike[str],
+    labels: str | os.PathLike[str] | None = None,
+    *,
+    unlisted: Literal["error", "ignore"] = "error",
+    max_pixels: int = MAX_IMAGE_PIXELS,
+    features_from: str | os.PathLike[str] | None = None,
+    featurizer: Any = None,
+) -> LoadedDataset:
+    """An image folder as a dataset: :func:`read_image_folder`, then the images' features.
+
+    Parameters
+    ----------
+    folder, labels, unlisted, max_pixels
+        As in :func:`read_image_folder`.
+    features_from : str or os.PathLike, optional
+        Embeddings aligned by item id (:func:`app.io.featurizers.load_features_file`) instead
+        of computed features.
+    featurizer : object, optional
+        An unfitted image featurizer (e.g. :class:`app.io.featurizers.ClipEmbedder`); default
+        :class:`app.io.featurizers.ImageFeaturizer`.
+
+    Returns
+    -------
+    LoadedDataset
+        Labels sorted naturally, the folder as the media root, every item an image, and the
+        featurizer's record (``None`` with ``features_from``).
+
+    Raises
+    ------
+    DataFileError
+        As :func:`read_image_folder`; a damaged image is named by the labels file's row (or,
+        without a labels file, by its path in the folder).
+    """
+    from app.io.featurizers import ImageFeaturizer, load_features_file
+    from app.io.readers.labels import sort_label_names
+
+    images = read_image_folder(folder, labels, unlisted=unlisted, max_pixels=max_pixels)
+    n = len(images.ids)
+    label_names = sort_label_names(name for names in images.candidates for name in names)
+    index = {name: j for j, name in enumerate(label_names)}
+    candidates = np.zeros((n, len(label_names)), dtype=bool)
+    for i, names in enumerate(images.candidates):
+        candidates[i, [index[name] for name in names]] = True
+    true_labels = None
+    if images.true_labels is not None:
+        true_labels = np.array([-1 if t is None else index[t] for t in images.true_labels], dtype=np.int64)
+    record = None
+    if features_from is not None:
+        X = load_features_file(features_from, list(images.ids))
+        feature_names = [f"embedding_{j}" for j in range(X.shape[1])]
+    else:
+        model = featurizer if featurizer is not None else ImageFeaturizer(max_pixels=max_pixels)
+        try:
+            X = model.fit_transform([images.root / rel for rel in images.paths])
+        except ContentError as exc:
+            position = (exc.row or 1) - 1
+            if images.labels_file is not None:
+                raise DataFileError(images.labels_file, exc.problem, row=exc.row, column="path") from None
+            raise DataFileError(images.root, f"{images.paths[position]!r}: {exc.problem}") from None
+        record = model.to_record()
+        feature_names = [f"{record.name}_{j}" for j in range(X.shape[1])]
+    source = images.labels_file if images.labels_file is not None else images.root
+    return LoadedDataset(
+        np.ascontiguousarray(X, dtype=np.float64), candidates, label_names, list(images.ids), true_labels,
+        feature_names, None, os.fspath(source),
+        media_paths=list(images.paths), media_kinds=["image"] * n, media_root=os.fspath(images.root),
+        featurizer=record, content_columns={"image": "path"},
     )

@@ -23,8 +23,9 @@ _MODULE_OF = {
     **dict.fromkeys(("Workbench", "QueryExplanation", "TargetExplanation", "RejectQueue", "ItemContent"), "workbench"),
     **dict.fromkeys(
         (
-            "import_file", "create_session", "start_session", "session_id_by_name", "dataset_id_by_name",
-            "session_summaries", "dataset_names", "latest_session_id", "record_answer",
+            "import_file", "import_image_folder", "store_dataset", "featurize_items", "create_session",
+            "start_session", "session_id_by_name", "dataset_id_by_name", "session_summaries", "dataset_names",
+            "latest_session_id", "record_answer",
             "ensure_sample_session", "safe_file_name", "SAMPLE_FILE", "SAMPLE_DATASET",
         ),
         "sessions",

@@ -11,13 +11,18 @@ from __future__ import annotations
 
 import re
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.store import (
     SessionConfig,
     create_dataset,
+    dataset_featurizer,
+    get_dataset_by_id,
     create_labelling_session,
     get_dataset_by_name,
     get_session_by_name,
@@ -27,12 +32,19 @@ from app.store import (
     session_configs,
     write_transaction,
 )
+from engine import check_choice
 from engine.exceptions import InvalidInput
+
+if TYPE_CHECKING:
+    from app.io import LoadedDataset
 
 __all__ = [
     "SAMPLE_FILE",
     "SAMPLE_DATASET",
     "import_file",
+    "import_image_folder",
+    "store_dataset",
+    "featurize_items",
     "create_session",
     "start_session",
     "session_id_by_name",
@@ -59,41 +71,85 @@ def import_file(
     id_column: str | None = None,
     true_label_column: str | None = None,
     min_rows: int = 2,
+    text_column: str | None = None,
+    image_column: str | None = None,
+    audio_column: str | None = None,
+    link_column: str | None = None,
+    ignore_columns: Sequence[str] = (),
+    media_root: str | Path | None = None,
+    features_from: str | Path | None = None,
+    labels: str | Path | None = None,
+    unlisted: str = "error",
 ) -> tuple[int, int]:
-    """Read, validate and store a file as a dataset, all rows or none.
+    """Read, validate and store a file (or an image folder) as a dataset, all rows or none.
 
     Parameters
     ----------
     Session : sessionmaker
         From :func:`app.store.open_store`.
     path : str or Path
-        Any file :func:`app.io.read_dataset` reads.
+        Any file :func:`app.io.read_dataset` reads, or a folder of images
+        (:func:`app.io.read_image_dataset`: with ``labels``, or one sub-folder per label).
     name : str or None
-        Dataset name; ``None`` uses the file name without its extension.
+        Dataset name; ``None`` uses the file or folder name without its extension.
     candidates_column, id_column, true_label_column : str
         Columns of a text or Parquet file, as in :func:`app.io.read_dataset`.
     min_rows : int, default 2
         Fewest rows accepted (a session with ``k`` neighbours needs ``k + 1``).
+    text_column, image_column, audio_column, link_column, ignore_columns, media_root, features_from
+        As in :func:`app.io.read_dataset` (``features_from`` applies to image folders too).
+    labels : str or Path, optional
+        For a folder: the CSV giving each image's candidate set.
+    unlisted : {"error", "ignore"}, default "error"
+        For a folder with ``labels``: what to do with images the CSV does not list.
 
     Returns
     -------
     (int, int)
         The dataset id and its number of instances.
     """
-    from app.io import read_dataset  # pandas and pyarrow: only when a file is read
+    from app.io import DataFileError, read_dataset, read_image_dataset  # pandas and pyarrow: only when read
 
-    loaded = read_dataset(
-        path,
-        candidates_column=candidates_column,
-        id_column=id_column,
-        true_label_column=true_label_column,
-        min_rows=min_rows,
-    )
+    if Path(path).is_dir():
+        column_options = {"text_column": text_column, "image_column": image_column, "audio_column": audio_column,
+                          "link_column": link_column, "media_root": media_root}
+        given = [option for option, value in column_options.items() if value is not None]
+        if given or tuple(ignore_columns):
+            raise InvalidInput(f"{', '.join(given or ['ignore_columns'])} apply to data files; a folder of images "
+                               "takes labels (its CSV) and features_from")
+        loaded = read_image_dataset(path, labels, unlisted=check_choice(unlisted, "unlisted", ("error", "ignore")),
+                                    features_from=features_from)
+        if loaded.n_instances < min_rows:
+            raise DataFileError(loaded.source, f"has {loaded.n_instances} images but at least {min_rows} are needed")
+    else:
+        if labels is not None:
+            raise InvalidInput(f"labels applies to a folder of images; {Path(path).name!r} is a file")
+        loaded = read_dataset(
+            path,
+            candidates_column=candidates_column,
+            id_column=id_column,
+            true_label_column=true_label_column,
+            min_rows=min_rows,
+            text_column=text_column,
+            image_column=image_column,
+            audio_column=audio_column,
+            link_column=link_column,
+            ignore_columns=tuple(ignore_columns),
+            media_root=media_root,
+            features_from=features_from,
+        )
+    return store_dataset(Session, loaded, name=name or Path(path).stem), loaded.n_instances
+
+
+def store_dataset(Session: sessionmaker[Session], loaded: LoadedDataset, *, name: str) -> int:
+    """Write a dataset read by :mod:`app.io` (features, sets, content, featurizer record) in one
+    transaction; returns its id."""
+    record = loaded.featurizer
 
     def work(s: Session) -> int:
         dataset = create_dataset(
             s,
-            name=name or Path(path).stem,
+            name=name,
             X=loaded.X,
             candidates=loaded.candidates,
             label_names=loaded.label_names,
@@ -101,11 +157,79 @@ def import_file(
             true_labels=loaded.true_labels,
             feature_names=loaded.feature_names,
             layout=loaded.layout,
+            texts=loaded.texts,
+            media_paths=loaded.media_paths,
+            media_kinds=loaded.media_kinds,
+            links=loaded.links,
+            media_root=loaded.media_root,
+            featurizer=record.name if record is not None else None,
+            featurizer_params=record.params if record is not None else None,
+            featurizer_state=record.state if record is not None else None,
         )
         s.flush()
         return dataset.id
 
-    return write_transaction(Session, work), loaded.n_instances
+    return write_transaction(Session, work)
+
+
+def import_image_folder(
+    Session: sessionmaker[Session],
+    folder: str | Path,
+    labels: str | Path | None = None,
+    *,
+    name: str | None = None,
+    min_rows: int = 2,
+    unlisted: str = "error",
+    features_from: str | Path | None = None,
+) -> tuple[int, int]:
+    """``winnow import photos/ --labels labels.csv``: a folder of images as a dataset.
+
+    The images stay where they are (the folder is the dataset's media root). See
+    :func:`app.io.read_image_folder` for the two layouts. Returns the dataset id and its number
+    of items.
+    """
+    if not Path(folder).is_dir():
+        raise InvalidInput(f"{Path(folder).name!r} is not a folder of images")
+    return import_file(Session, folder, name=name or Path(folder).resolve().name, min_rows=min_rows, labels=labels,
+                       unlisted=unlisted, features_from=features_from)
+
+
+def featurize_items(Session: sessionmaker[Session], dataset: int | str, items: Sequence[Any]) -> np.ndarray:
+    """Features of new items with the featurizer recorded on ``dataset`` at its import.
+
+    The same transform, fitted once on the dataset's items: a text featurized here gets the
+    features it would have had in the original import, bit for bit.
+
+    Parameters
+    ----------
+    dataset : int or str
+        The dataset's id or name.
+    items : sequence
+        Texts (text featurizer) or image paths / uint8 arrays (image featurizer).
+
+    Returns
+    -------
+    ndarray of shape (len(items), n_features), float64
+
+    Raises
+    ------
+    InvalidInput
+        The dataset's features were given as numbers (no featurizer is recorded), or an item
+        cannot be featurized (:class:`app.io.media.ContentError`, naming its 1-based row).
+    """
+    from app.io.featurizers import FeaturizerRecord, featurizer_from_record
+
+    with Session() as s:
+        found = get_dataset_by_name(s, dataset) if isinstance(dataset, str) else get_dataset_by_id(s, dataset)
+        stored = dataset_featurizer(s, found.id)
+        dataset_name = found.name
+    if stored is None:
+        raise InvalidInput(
+            f"dataset {dataset_name!r} records no featurizer: its features were imported as numbers, "
+            "so new items need their features too"
+        )
+    featurizer = featurizer_from_record(FeaturizerRecord(stored.name, stored.params, stored.state))
+    return np.asarray(featurizer.transform(list(items)), dtype=np.float64)
 
 
 def create_session(

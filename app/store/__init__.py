@@ -23,6 +23,7 @@ from app.store.datasets import (
     create_dataset,
     dataset_content,
     dataset_featurizer,
+    get_dataset_by_id,
     get_dataset_by_name,
     list_datasets,
 )
@@ -117,6 +118,7 @@ __all__ = [
     "create_dataset",
     "list_datasets",
     "get_dataset_by_name",
+    "get_dataset_by_id",
     "DatasetContent",
     "StoredFeaturizer",
     "dataset_content",

@@ -21,7 +21,7 @@ from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
 from app.dataset_rules import first_repeat, first_true_label_outside, image_shape
-from app.store.checks import NAME_MAX, check_name, describe_row, format_label_set
+from app.store.checks import NAME_MAX, check_int, check_name, describe_row, format_label_set
 from app.store.errors import InvalidRecord, RecordNotFound
 from app.store.models import (
     LINK_MAX,
@@ -38,6 +38,7 @@ __all__ = [
     "create_dataset",
     "list_datasets",
     "get_dataset_by_name",
+    "get_dataset_by_id",
     "INSERT_CHUNK",
     "insert_instances",
     "DatasetContent",
@@ -185,9 +186,7 @@ class StoredFeaturizer:
 
 def dataset_content(session: Session, dataset_id: int) -> DatasetContent:
     """Every item's content of dataset ``dataset_id``, in position order (one ``SELECT``)."""
-    dataset = session.get(Dataset, dataset_id)
-    if dataset is None:
-        raise RecordNotFound(f"dataset_id {dataset_id} does not exist")
+    dataset = get_dataset_by_id(session, dataset_id)
     rows = session.execute(
         select(Instance.text, Instance.media_path, Instance.media_kind, Instance.link)
         .where(Instance.dataset_id == dataset_id)
@@ -199,9 +198,7 @@ def dataset_content(session: Session, dataset_id: int) -> DatasetContent:
 
 def dataset_featurizer(session: Session, dataset_id: int) -> StoredFeaturizer | None:
     """The featurizer record of dataset ``dataset_id``; ``None`` when its features were given."""
-    dataset = session.get(Dataset, dataset_id)
-    if dataset is None:
-        raise RecordNotFound(f"dataset_id {dataset_id} does not exist")
+    dataset = get_dataset_by_id(session, dataset_id)
     if dataset.featurizer is None:
         return None
     return StoredFeaturizer(dataset.featurizer, dict(dataset.featurizer_params or {}), bytes(dataset.featurizer_state or b""))
@@ -219,6 +216,14 @@ def get_dataset_by_name(session: Session, name: str) -> Dataset:
     if dataset is None:
         known = session.scalars(select(Dataset.name).order_by(Dataset.id)).all()
         raise RecordNotFound(f"no dataset called {name!r}; known datasets: {known}")
+    return dataset
+
+
+def get_dataset_by_id(session: Session, dataset_id: int) -> Dataset:
+    """The dataset with id ``dataset_id``; :class:`RecordNotFound` otherwise."""
+    dataset = session.get(Dataset, check_int(dataset_id, "dataset_id"))
+    if dataset is None:
+        raise RecordNotFound(f"dataset_id {dataset_id} does not exist")
     return dataset
 
 

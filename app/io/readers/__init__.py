@@ -9,8 +9,10 @@ Supported formats (chosen by extension)
     One header row, then one row per instance. The candidates column (``candidates`` unless told
     otherwise) holds a candidate set as ``cat|dog`` or as a JSON list ``["cat", "dog"]``; integer
     labels are fine (``3|8``, ``[3, 8]``). A column named ``id`` is taken as the instance id and a
-    column named ``true_label`` as the (optional, possibly blank) true label. Every other column is
-    a numeric feature. ``.txt`` files have their delimiter detected from the header (tab, comma or
+    column named ``true_label`` as the (optional, possibly blank) true label. Content columns
+    (an item's text, image, audio clip, link; see :mod:`.content`) are named by the caller or
+    found by name. Every other column is a numeric feature; a file without any gets features
+    computed from its content (or read from ``features_from``). ``.txt`` files have their delimiter detected from the header (tab, comma or
     semicolon). Text must be UTF-8 (a BOM is fine) or UTF-16 with a BOM.
 ``.parquet``
     The same columns as CSV; candidates may also be a list column (``list<string>`` or
@@ -34,11 +36,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from numbers import Integral
 from pathlib import Path
+from typing import Any
 
 from app.io.errors import DataFileError
+from app.io.featurizers import load_features_file
+from app.io.media import MAX_IMAGE_PIXELS
 from app.io.readers.checks import SUPPORTED_EXTENSIONS, LoadedDataset
+from app.io.readers.content import AUTO_COLUMNS, CONTENT_ROLES, ContentSources
 from app.io.readers.labels import check_label_names_argument, parse_candidate_cell, sort_label_names
 from app.io.readers.mat import read_mat
 from app.io.readers.npz import read_npz
@@ -48,6 +55,8 @@ from app.io.readers.text import read_text
 from engine.exceptions import InvalidInput
 
 __all__ = [
+    "AUTO_COLUMNS",
+    "CONTENT_ROLES",
     "LoadedDataset",
     "SUPPORTED_EXTENSIONS",
     "read_dataset",
@@ -66,6 +75,14 @@ def read_dataset(
     delimiter: str | None = None,
     min_rows: int = 1,
     ignore_columns: Iterable[str] = (),
+    text_column: str | None = None,
+    image_column: str | None = None,
+    audio_column: str | None = None,
+    link_column: str | None = None,
+    media_root: str | os.PathLike[str] | None = None,
+    features_from: str | os.PathLike[str] | None = None,
+    featurizer: Any = None,
+    max_pixels: int = MAX_IMAGE_PIXELS,
 ) -> LoadedDataset:
     """Read and validate a partially labelled dataset.
 
@@ -88,6 +105,28 @@ def read_dataset(
         Fewest instances accepted (a k-NN caller passes ``k + 1``).
     ignore_columns : iterable of str, default ()
         Columns of a text or Parquet file to skip (e.g. notes); names not in the file are ignored.
+        An ignored column is never taken for content either.
+    text_column, image_column, audio_column, link_column : str, optional
+        Columns of a text or Parquet file holding each item's text, image file, audio file
+        and http(s) link. ``None`` finds them by name (without case): ``text``; ``image`` or
+        ``path`` (taken for audio when every file it names is audio); ``audio``; ``link`` or
+        ``url``. Content columns are not features. An image or audio cell may be an http(s)
+        URL: it is kept as the item's link. Give an image column or an audio column, not both.
+    media_root : str or os.PathLike, optional
+        Folder that media paths are relative to (default: the data file's folder). Paths must
+        stay inside it, symbolic links included.
+    features_from : str or os.PathLike, optional
+        An embeddings file (``.npy``, ``.npz``, ``.parquet``) aligned by id with the items
+        (:func:`app.io.featurizers.load_features_file`); it replaces the file's numeric columns
+        and any computed features.
+    featurizer : object, optional
+        An unfitted featurizer (e.g. :class:`app.io.featurizers.SentenceEmbedder`) used instead
+        of the built-in one when features are computed from the content. Without numeric
+        columns or ``features_from``, images get :class:`~app.io.featurizers.ImageFeaturizer`
+        and texts :class:`~app.io.featurizers.TextFeaturizer`; audio needs numeric columns or
+        ``features_from``.
+    max_pixels : int, default :data:`~app.io.media.MAX_IMAGE_PIXELS`
+        Largest image accepted (width x height, read from the header before decoding).
 
     Returns
     -------
@@ -114,7 +153,27 @@ def read_dataset(
         if value is not None and (not isinstance(value, str) or not value.strip()):
             raise InvalidInput(f"{name} must be a non-empty column name, got {value!r}")
     names = check_label_names_argument(label_names)
+    if isinstance(ignore_columns, str):
+        raise TypeError("ignore_columns must be a sequence of column names, not a single string")
     ignored = {str(c) for c in ignore_columns}
+    content_columns: dict[str, str] = {}
+    for role, value in (("text", text_column), ("image", image_column), ("audio", audio_column),
+                        ("link", link_column)):
+        if value is None:
+            continue
+        if not isinstance(value, str) or not value.strip():
+            raise InvalidInput(f"{role}_column must be a non-empty column name, got {value!r}")
+        content_columns[role] = value.strip()
+    if "image" in content_columns and "audio" in content_columns:
+        raise InvalidInput("give image_column or audio_column, not both: an item has one media file")
+    if media_root is not None:
+        if not isinstance(media_root, (str, os.PathLike)):
+            raise TypeError(f"media_root must be a path, got {type(media_root).__name__}")
+        if not Path(media_root).is_dir():
+            raise InvalidInput(f"media_root {os.fspath(media_root)!r} is not an existing folder")
+    if features_from is not None and not isinstance(features_from, (str, os.PathLike)):
+        raise TypeError(f"features_from must be a path, got {type(features_from).__name__}")
+    sources = ContentSources(content_columns, media_root, features_from, featurizer, max_pixels)
 
     file = Path(path)
     ext = file.suffix.lower()
@@ -140,14 +199,18 @@ def read_dataset(
     roles = Roles(candidates_column, id_column, true_label_column, ignored)
     if ext in (".csv", ".tsv", ".txt"):
         table = read_text(file, head, ext, delimiter)
-        dataset = dataset_from_table(file, table, roles, names)
+        dataset = dataset_from_table(file, table, roles, names, sources)
     elif ext == ".parquet":
         table = read_parquet(file, head)
-        dataset = dataset_from_table(file, table, roles, names)
-    elif ext == ".mat":
-        dataset = read_mat(file, head, names)
+        dataset = dataset_from_table(file, table, roles, names, sources)
     else:
-        dataset = read_npz(file, head, names)
+        if content_columns:
+            raise InvalidInput(f"{ext} files hold no content columns; {', '.join(content_columns)}_column applies "
+                               "to CSV, TSV, TXT and Parquet files")
+        dataset = read_mat(file, head, names) if ext == ".mat" else read_npz(file, head, names)
+        if features_from is not None:
+            X = load_features_file(features_from, dataset.ids)
+            dataset = replace(dataset, X=X, feature_names=[f"embedding_{j}" for j in range(X.shape[1])], layout=None)
 
     n = dataset.n_instances
     if n < min_rows:

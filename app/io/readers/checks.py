@@ -12,8 +12,9 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -21,6 +22,9 @@ from app.dataset_rules import IMAGE_LAYOUT, first_repeat, first_true_label_outsi
 from app.io.errors import DataFileError
 from app.io.readers.labels import LABEL_SEPARATOR, check_label_names_argument, quote
 from engine.exceptions import InvalidInput
+
+if TYPE_CHECKING:
+    from app.io.featurizers import FeaturizerRecord
 
 __all__ = [
     "SUPPORTED_EXTENSIONS",
@@ -67,6 +71,21 @@ class LoadedDataset:
         ``pixel_<row>_<col>``.
     source : str
         The path the data was read from.
+    texts : list of str, or None
+        Each item's text (from a text column), or ``None`` when the file has none.
+    media_paths : list of (str or None), or None
+        Each item's image or audio file relative to :attr:`media_root` (``/``-separated).
+    media_kinds : list of (str or None), or None
+        ``"image"`` or ``"audio"`` where :attr:`media_paths` has a path.
+    links : list of (str or None), or None
+        An http(s) URL per item (a link column, or a media cell that is a URL).
+    media_root : str or None
+        Absolute folder the media paths are relative to.
+    featurizer : FeaturizerRecord or None
+        The featurizer that computed :attr:`X` from the content; ``None`` when the features
+        came from the file's numeric columns or a features file.
+    content_columns : dict
+        Content role (``"text"``, ``"image"``, ``"audio"``, ``"link"``) to the column it came from.
     """
 
     X: np.ndarray
@@ -77,6 +96,13 @@ class LoadedDataset:
     feature_names: list[str]
     layout: str | None
     source: str
+    texts: list[str] | None = None
+    media_paths: list[str | None] | None = None
+    media_kinds: list[str | None] | None = None
+    links: list[str | None] | None = None
+    media_root: str | None = None
+    featurizer: FeaturizerRecord | None = None
+    content_columns: dict[str, str] = field(default_factory=dict)
 
     @property
     def n_instances(self) -> int:

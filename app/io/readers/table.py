@@ -20,6 +20,7 @@ import pandas as pd
 from app.dataset_rules import first_repeat
 from app.io.errors import DataFileError
 from app.io.readers.checks import LoadedDataset, check_true_in_candidates, check_unique_ids, detect_layout, first_line
+from app.io.readers.content import ContentSources, features_from_content, read_contents, resolve_content_columns
 from app.io.readers.labels import (
     LABEL_SEPARATOR,
     is_missing,
@@ -110,12 +111,16 @@ def _float_column(file: Path, table: Table, name: str) -> np.ndarray:
         if not finite:
             problem = f"{quote(cell)} is not a finite number; features must be finite"
         else:
-            problem = (f"{quote(cell)} is not a number; every column other than id, candidates and "
-                       "true_label is a numeric feature")
+            problem = (f"{quote(cell)} is not a number; every column other than id, candidates, true_label "
+                       "and the content columns (text, image, audio, link) is a numeric feature: name the "
+                       "column's role (text_column=...) or skip it (ignore_columns)")
     raise DataFileError(file, problem, row=table.rows[position], column=name, has_header=table.has_header)
 
 
-def dataset_from_table(file: Path, table: Table, roles: Roles, label_names: list[str] | None) -> LoadedDataset:
+def dataset_from_table(
+    file: Path, table: Table, roles: Roles, label_names: list[str] | None, sources: ContentSources | None = None
+) -> LoadedDataset:
+    sources = sources if sources is not None else ContentSources()
     header = table.names
     has_header = table.has_header
     if roles.candidates not in table.columns:
@@ -130,15 +135,20 @@ def dataset_from_table(file: Path, table: Table, roles: Roles, label_names: list
     used = [u for u in used if u is not None]
     if len(set(used)) != len(used):
         raise InvalidInput(f"candidates, id and true-label columns must differ, got {used}")
-    feature_names = [n for n in header if n not in used and n not in roles.ignored]
+    content_roles = resolve_content_columns(file, header, sources.columns, set(used), roles.ignored)
+    used += list(content_roles.values())
+    # A features file replaces the numeric columns: none is read as a feature then.
+    feature_names = ([] if sources.features_from is not None
+                     else [n for n in header if n not in used and n not in roles.ignored])
     n = len(table.rows)
     if n == 0:
         raise DataFileError(file, "has a header but no data rows")
-    if not feature_names:
+    if not feature_names and not content_roles and sources.features_from is None:
         raise DataFileError(
             file,
-            "has no feature columns: every column other than id, candidates and true_label "
-            f"must be a numeric feature (columns: {listing(header)}){table.single_column_hint}",
+            "has no feature columns and no content: every column other than id, candidates and true_label "
+            "must be a numeric feature, or the file needs a text, image or audio column "
+            f"(columns: {listing(header)}){table.single_column_hint}",
         )
 
     # Candidate sets.
@@ -219,6 +229,12 @@ def dataset_from_table(file: Path, table: Table, roles: Roles, label_names: list
                        else str(cell).strip())
         check_unique_ids(file, ids, table.rows, id_name, has_header=has_header)
 
+    # Content: checked before any feature is computed (a missing image is named, not featurized).
+    contents = read_contents(
+        file, {name: cells(table.columns[name]) for name in content_roles.values()}, table.rows, has_header,
+        sources, content_roles,
+    )
+
     # Features: report the first bad cell in reading order (top row first, then left column).
     X = np.empty((n, len(feature_names)), dtype=np.float64)
     errors: list[tuple[int, int, DataFileError]] = []
@@ -229,9 +245,17 @@ def dataset_from_table(file: Path, table: Table, roles: Roles, label_names: list
             errors.append((exc.row if exc.row is not None else -1, j, exc))
     if errors:
         raise min(errors, key=lambda e: (e[0], e[1]))[2]
-
-    layout = detect_layout(file, feature_names, table.layout)
-    return LoadedDataset(X, candidates, list(label_space), ids, true_labels, feature_names, layout, os.fspath(file))
+    record = None
+    if feature_names:
+        layout = detect_layout(file, feature_names, table.layout)
+    else:
+        X, feature_names, record = features_from_content(file, contents, ids, table.rows, has_header, sources)
+        layout = None
+    return LoadedDataset(
+        X, candidates, list(label_space), ids, true_labels, feature_names, layout, os.fspath(file),
+        texts=contents.texts, media_paths=contents.media_paths, media_kinds=contents.media_kinds,
+        links=contents.links, media_root=contents.media_root, featurizer=record, content_columns=contents.columns,
+    )
 
 
 def _resolve_role(file: Path, table: Table, requested: str | None, default: str, argument: str) -> str | None:

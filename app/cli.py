@@ -68,36 +68,113 @@ def progress(description: str) -> Iterator[None]:
 
 # ---------------------------------------------------------------------------- import
 
+# Item content: the same options for `winnow import` and `winnow rank` (other tools rely on the names).
+TextColumnOption = typer.Option(None, "--text-column", help="Column with each item's text (default: 'text').")
+ImageColumnOption = typer.Option(
+    None, "--image-column", help="Column with each item's image file or URL (default: 'image' or 'path')."
+)
+AudioColumnOption = typer.Option(None, "--audio-column", help="Column with each item's audio file (default: 'audio').")
+LinkColumnOption = typer.Option(None, "--link-column", help="Column with an http(s) link per item (default: 'link' or 'url').")
+IgnoreColumnsOption = typer.Option(
+    None, "--ignore-columns", help="Columns to skip, comma-separated (repeat the option or not: a,b or --ignore-columns a --ignore-columns b)."
+)
+FeaturesFromOption = typer.Option(
+    None, "--features-from", help="Embeddings aligned by id (.npy, .npz, .parquet) used as the features."
+)
+MediaRootOption = typer.Option(
+    None, "--media-root", help="Folder the media paths are relative to (default: the data file's folder)."
+)
+
+
+def _column_list(values: Optional[list[str]]) -> tuple[str, ...]:
+    """``--ignore-columns a,b --ignore-columns c`` as ``("a", "b", "c")``."""
+    return tuple(part.strip() for value in values or () for part in value.split(",") if part.strip())
+
+
+def _content_options(
+    text_column: Optional[str], image_column: Optional[str], audio_column: Optional[str], link_column: Optional[str],
+    ignore_columns: Optional[list[str]], features_from: Optional[Path], media_root: Optional[Path],
+) -> dict[str, object]:
+    """The content options as keyword arguments of the service layer (``None`` left out)."""
+    options: dict[str, object] = {
+        "text_column": text_column, "image_column": image_column, "audio_column": audio_column,
+        "link_column": link_column, "features_from": features_from, "media_root": media_root,
+    }
+    options = {key: value for key, value in options.items() if value is not None}
+    ignored = _column_list(ignore_columns)
+    if ignored:
+        options["ignore_columns"] = ignored
+    return options
+
 
 @app.command("import")
 def import_command(
-    file: Path = typer.Argument(..., help="CSV/TSV, Parquet, .mat (PLL benchmark) or .npz file."),
+    file: Path = typer.Argument(
+        ..., help="CSV/TSV, Parquet, .mat (PLL benchmark) or .npz file, or a folder of images (with --labels)."
+    ),
     db: str = DbOption,
     name: Optional[str] = typer.Option(None, help="Dataset name (default: the file name)."),
     candidates_column: str = typer.Option("candidates", help="Column with candidate sets like 'cat|dog'."),
     id_column: Optional[str] = typer.Option(None, help="Id column (default: 'id' when present)."),
     true_label_column: Optional[str] = typer.Option(None, help="True-label column, for simulations."),
+    text_column: Optional[str] = TextColumnOption,
+    image_column: Optional[str] = ImageColumnOption,
+    audio_column: Optional[str] = AudioColumnOption,
+    link_column: Optional[str] = LinkColumnOption,
+    ignore_columns: Optional[list[str]] = IgnoreColumnsOption,
+    features_from: Optional[Path] = FeaturesFromOption,
+    media_root: Optional[Path] = MediaRootOption,
+    labels: Optional[Path] = typer.Option(
+        None, "--labels", help="For a folder of images: CSV with path,candidates[,id,true_label] per image."
+    ),
+    ignore_unlisted: bool = typer.Option(
+        False, "--ignore-unlisted", help="For a folder with --labels: leave out images the CSV does not list."
+    ),
     session: Optional[str] = typer.Option(None, help="Also create a labelling session with this name."),
     k: int = typer.Option(10, "-k", help="Neighbours of the session's k-NN vote."),
     weighting: str = typer.Option("uniform", help=f"One of {', '.join(WEIGHTINGS)}."),
     criterion: str = typer.Option("apl", help=f"Query criterion: {', '.join(CRITERIA)}."),
 ) -> None:
-    """Import a partially labelled file into a database (all rows or none).
+    """Import a partially labelled file, or a folder of images, into a database (all rows or none).
 
-    Example: winnow import sample_data/digits_partial.csv --db winnow.db --session first
+    Items may carry content: a text, an image or an audio clip (and a link). Without numeric
+    feature columns, texts get TF-IDF + SVD features and images built-in image features; audio
+    needs numeric columns or --features-from.
+
+    Examples: winnow import sample_data/digits_partial.csv --db winnow.db --session first;
+    winnow import sample_data/texts.csv; winnow import sample_data/photos --labels sample_data/photos_labels.csv
     """
     from app.service import create_session, import_file
 
     if session:  # before anything is written
         check_choice(weighting, "--weighting", WEIGHTINGS)
         check_choice(criterion, "--criterion", CRITERIA)
+    options = _content_options(text_column, image_column, audio_column, link_column, ignore_columns,
+                               features_from, media_root)
+    is_folder = file.is_dir()
+    if labels is not None and not is_folder:
+        raise UserError(f"--labels goes with a folder of images; {file} is not a folder")
+    if ignore_unlisted and labels is None:
+        raise UserError("--ignore-unlisted goes with a folder of images and --labels")
+    if is_folder:
+        extra = [f"--{key.replace('_', '-')}" for key in options if key != "features_from"]
+        if extra:
+            raise UserError(f"options for a data file ({', '.join(extra)}) do not apply to a folder of images; "
+                            "it takes --labels and --features-from")
     Session = open_store(db)
+    dataset_name = name or (file.resolve().name if is_folder else file.stem)
     with progress(f"Reading and storing {file}"):
-        dataset_id, n = import_file(
-            Session, file, name=name, candidates_column=candidates_column, id_column=id_column,
-            true_label_column=true_label_column, min_rows=k + 1,
-        )
-    out.print(f"Imported {n} instances from {file} as dataset {name or file.stem!r} (id {dataset_id}).")
+        if is_folder:
+            dataset_id, n = import_file(
+                Session, file, name=dataset_name, min_rows=k + 1, labels=labels,
+                unlisted="ignore" if ignore_unlisted else "error", **options,  # type: ignore[arg-type]
+            )
+        else:
+            dataset_id, n = import_file(
+                Session, file, name=dataset_name, candidates_column=candidates_column, id_column=id_column,
+                true_label_column=true_label_column, min_rows=k + 1, **options,  # type: ignore[arg-type]
+            )
+    out.print(f"Imported {n} instances from {file} as dataset {dataset_name!r} (id {dataset_id}).")
     if session:
         create_session(Session, dataset_id=dataset_id, name=session, k=k, weighting=weighting, criterion=criterion,
                        target_set="all")
@@ -116,6 +193,13 @@ def rank(
     k: int = typer.Option(10, "-k", help="Neighbours (file mode)."),
     weighting: str = typer.Option("uniform", help=f"One of {', '.join(WEIGHTINGS)} (file mode)."),
     seed: int = typer.Option(0, help="Seed of the 'random' criterion."),
+    text_column: Optional[str] = TextColumnOption,
+    image_column: Optional[str] = ImageColumnOption,
+    audio_column: Optional[str] = AudioColumnOption,
+    link_column: Optional[str] = LinkColumnOption,
+    ignore_columns: Optional[list[str]] = IgnoreColumnsOption,
+    features_from: Optional[Path] = FeaturesFromOption,
+    media_root: Optional[Path] = MediaRootOption,
     output: Path = typer.Option(..., "-o", "--output", help="ranked.csv or ranked.json"),
     top: Optional[int] = typer.Option(None, help="Keep only the best N rows."),
     dask: Optional[str] = typer.Option(None, "--dask", metavar="SCHEDULER_ADDRESS", help="Score on a running Dask scheduler (file mode; needs winnow[scale])."),
@@ -124,10 +208,16 @@ def rank(
     """Write the ranked query list: which partial items to settle first.
 
     Example: winnow rank sample_data/digits_partial.csv --criterion apl -k 10 -o ranked.csv
-    (add --workers 4 or --dask tcp://host:8786 to score over Dask)
+    (add --workers 4 or --dask tcp://host:8786 to score over Dask); a file of texts works as
+    it is: winnow rank sample_data/texts.csv -o ranked.csv
     """
     if (file is None) == (session is None):
         raise UserError("give either a FILE or --session NAME")
+    options = _content_options(text_column, image_column, audio_column, link_column, ignore_columns,
+                               features_from, media_root)
+    if session is not None and options:
+        raise UserError(f"options for a FILE ({', '.join('--' + key.replace('_', '-') for key in options)}) do not "
+                        "apply to --session: a stored session already has its features")
     if dask is not None and (workers is not None or session is not None):
         raise UserError("--dask goes with a FILE and without --workers")
     if workers is not None and session is not None:
@@ -139,7 +229,7 @@ def rank(
         check_choice(criterion, "--criterion", CRITERIA)
         check_choice(weighting, "--weighting", WEIGHTINGS)
         table = rank_file(file, criterion=criterion, k=k, weighting=weighting, seed=seed, dask=dask, workers=workers,
-                          progress=progress)
+                          progress=progress, **options)  # type: ignore[arg-type]
     else:
         Session = open_store(db)
         with progress(f"Loading session {session}"):

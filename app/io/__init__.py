@@ -16,6 +16,7 @@ from app.io.readers import (
     sort_label_names,
 )
 from app.io.writers import (
+    CONTENT_COLUMNS,
     LABELLED_COLUMNS,
     RANKED_COLUMNS,
     TABLE_EXTENSIONS,
@@ -38,6 +39,7 @@ __all__ = [
     "sort_label_names",
     "RANKED_COLUMNS",
     "LABELLED_COLUMNS",
+    "CONTENT_COLUMNS",
     "TABLE_EXTENSIONS",
     "ranked_query_table",
     "labelled_dataset_table",

@@ -24,7 +24,17 @@ column                         meaning
                                possible labels) have this item among their k nearest neighbours.
 ``criterion``                  The scoring criterion, e.g. ``apl`` or ``pl``.
 ``params``                     The scoring parameters as compact JSON, e.g. ``{"k":10,...}``.
+``text``, ``media_path``,      Only for items with content (:data:`CONTENT_COLUMNS`): the item's
+``link``                       text, its image or audio file relative to the dataset's media root,
+                               its http(s) link; empty where an item has none.
 =============================  =================================================================
+
+Labelled dataset (:func:`labelled_dataset_table`)
+-------------------------------------------------
+:data:`LABELLED_COLUMNS`, then the content columns (as above) when the items have content, then
+the features when asked. ``label`` is the label name when one candidate is left (written as the
+name: ``3``, never ``3.0``), ``none_of_these`` is ``True`` for an item an annotator flagged as
+fitting none of its candidates (its ``label`` is then empty).
 
 Output formats (:func:`write_table`, by extension)
 --------------------------------------------------
@@ -67,6 +77,7 @@ from engine.query import ranking_order
 __all__ = [
     "RANKED_COLUMNS",
     "LABELLED_COLUMNS",
+    "CONTENT_COLUMNS",
     "TABLE_EXTENSIONS",
     "FORMULA_PREFIXES",
     "neutralise_formulas",
@@ -79,11 +90,15 @@ RANKED_COLUMNS: tuple[str, ...] = (
     "rank", "id", "score", "candidates", "n_candidates", "open_targets_touched", "criterion", "params",
 )
 LABELLED_COLUMNS: tuple[str, ...] = (
-    "id", "candidates", "n_candidates", "label", "resolved", "answered_by", "answered_at", "true_label",
+    "id", "candidates", "n_candidates", "label", "resolved", "none_of_these", "answered_by", "answered_at",
+    "true_label",
 )
-"""Columns of :func:`labelled_dataset_table` before any feature columns (``true_label`` only
-when true labels are given). Pass ``ignore_columns=LABELLED_COLUMNS`` to
-:func:`app.io.read_dataset` to import an export that includes features."""
+"""Columns of :func:`labelled_dataset_table` before any content and feature columns
+(``true_label`` only when true labels are given). Pass ``ignore_columns=LABELLED_COLUMNS`` to
+:func:`app.io.read_dataset` to import an export that includes features (its ``text`` column is
+then read as the items' text)."""
+CONTENT_COLUMNS: tuple[str, ...] = ("text", "media_path", "link")
+"""Content columns an export may carry, in this order, each only when some item has it."""
 TABLE_EXTENSIONS: tuple[str, ...] = (".csv", ".tsv", ".json", ".parquet")
 FORMULA_PREFIXES: tuple[str, ...] = ("=", "+", "-", "@", "\t", "\r")
 """First characters that make a spreadsheet treat a text cell as a formula."""
@@ -107,6 +122,7 @@ def ranked_query_table(
     params: Mapping[str, Any],
     include: Any = None,
     deferred: Any = None,
+    content: Mapping[str, Sequence[str | None] | None] | None = None,
 ) -> pd.DataFrame:
     """The ranked query list: partially labelled items, highest query score first.
 
@@ -130,11 +146,15 @@ def ranked_query_table(
         session sets aside items in conflict or flagged "none of these").
     deferred : array-like of shape (n_instances,), bool, optional
         Items ranked after all others whatever their score (a session's skipped items).
+    content : mapping, optional
+        ``{"text": [...], "media_path": [...], "link": [...]}`` (any subset of
+        :data:`CONTENT_COLUMNS`, one entry per instance, ``None`` where an item has none);
+        columns that hold at least one value are appended.
 
     Returns
     -------
     pandas.DataFrame
-        Columns :data:`RANKED_COLUMNS`, documented in this module's docstring; one row per item
+        Columns :data:`RANKED_COLUMNS` (then the content columns), documented in this module's docstring; one row per item
         whose candidate set has two or more labels, in the order of
         :func:`engine.query.ranking_order` (deferred last, ``score`` descending, ties in
         dataset order). ``df.attrs`` holds ``table="ranked_queries"``, ``criterion`` and ``params``
@@ -175,8 +195,32 @@ def ranked_query_table(
         },
         columns=list(RANKED_COLUMNS),
     )
+    for name, values in _content_columns(content, n).items():
+        table[name] = pd.Series([values[i] for i in order], dtype=object)
     table.attrs = {"table": "ranked_queries", "criterion": criterion, "params": params_dict}
     return table
+
+
+def _content_columns(content: Mapping[str, Sequence[str | None] | None] | None, n: int) -> dict[str, list[str | None]]:
+    """The content columns worth writing: known names, one entry per item, some value present."""
+    if content is None:
+        return {}
+    if not isinstance(content, Mapping):
+        raise TypeError(f"content must be a mapping of column name to values, got {type(content).__name__}")
+    unknown = sorted(set(content) - set(CONTENT_COLUMNS))
+    if unknown:
+        raise InvalidInput(f"content columns must be among {', '.join(CONTENT_COLUMNS)}; got {unknown}")
+    columns = {}
+    for name in CONTENT_COLUMNS:
+        values = content.get(name)
+        if values is None:
+            continue
+        values = list(values)
+        if len(values) != n:
+            raise InvalidInput(f"content[{name!r}] has {len(values)} entries but there are {n} items")
+        if any(v is not None for v in values):
+            columns[name] = [None if v is None else str(v) for v in values]
+    return columns
 
 
 # --------------------------------------------------------------------------------------------
@@ -195,6 +239,8 @@ def labelled_dataset_table(
     *,
     features: Any = None,
     feature_names: Sequence[str] | None = None,
+    none_of_these: Any = None,
+    content: Mapping[str, Sequence[str | None] | None] | None = None,
 ) -> pd.DataFrame:
     """The labelled dataset as a table, one row per item, ready for :func:`write_table`.
 
@@ -217,13 +263,18 @@ def labelled_dataset_table(
         ``read_dataset(path, ignore_columns=LABELLED_COLUMNS)``.
     feature_names : sequence of str, optional
         Names of the feature columns (default ``feature_0`` ...).
+    none_of_these : array-like of shape (n_instances,), bool, optional
+        True where an annotator said no candidate fits (default: nowhere).
+    content : mapping, optional
+        As in :func:`ranked_query_table`: the items' text, media path and link.
 
     Returns
     -------
     pandas.DataFrame
         Columns ``id``, ``candidates`` (``|``-joined), ``n_candidates``, ``label`` (the label
-        when exactly one candidate is left, else missing), ``resolved``, ``answered_by``,
-        ``answered_at``, then ``true_label`` (name or missing) and the features when given.
+        when exactly one candidate is left and the item is not flagged, else missing),
+        ``resolved``, ``none_of_these``, ``answered_by``, ``answered_at``, then ``true_label``
+        (name or missing), the content columns and the features when given.
         ``df.attrs`` holds ``table="labelled_dataset"`` and ``label_names``.
     """
     Y = check_candidates(current_candidates, name="current_candidates")
@@ -237,12 +288,17 @@ def labelled_dataset_table(
         if len(seq) != n:
             raise InvalidInput(f"{name} has {len(seq)} entries but there are {n} items")
     sizes = Y.sum(axis=1)
+    flagged = np.zeros(n, dtype=bool) if none_of_these is None else _flags(none_of_these, "none_of_these", n)
     columns: dict[str, Any] = {
         "id": pd.Series(id_list, dtype=object),
         "candidates": pd.Series([_join(names, row) for row in Y], dtype=object),
         "n_candidates": sizes.astype(np.int64),
-        "label": pd.Series([names[int(np.argmax(row))] if s == 1 else None for row, s in zip(Y, sizes)], dtype=object),
+        "label": pd.Series(
+            [names[int(np.argmax(row))] if s == 1 and not flag else None for row, s, flag in zip(Y, sizes, flagged)],
+            dtype=object,
+        ),
         "resolved": resolved_arr.astype(bool),
+        "none_of_these": flagged,
         "answered_by": pd.Series([None if _missing(a) else str(a) for a in answered_by], dtype=object),
         "answered_at": pd.Series([_iso(t) for t in answered_at], dtype=object),
     }
@@ -251,6 +307,8 @@ def labelled_dataset_table(
         if ((y < -1) | (y >= M)).any():
             raise InvalidInput(f"true_labels must lie in -1..{M - 1}")
         columns["true_label"] = pd.Series([names[j] if j >= 0 else None for j in y], dtype=object)
+    for name, values in _content_columns(content, n).items():
+        columns[name] = pd.Series(values, dtype=object)
     table = pd.DataFrame(columns)
     if features is not None:
         X = np.asarray(features, dtype=np.float64)

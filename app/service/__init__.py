@@ -32,7 +32,8 @@ _MODULE_OF = {
     ),
     **dict.fromkeys(("replay_progress", "session_progress", "candidate_set_sizes", "PROGRESS_COLUMNS"), "progress"),
     **dict.fromkeys(
-        ("session_table", "events_table", "export_bytes", "rank_file", "EXPORT_KINDS", "EXPORT_FORMATS", "EXPORT_MIME"),
+        ("session_table", "events_table", "export_bytes", "rank_file", "EXPORT_KINDS", "EXPORT_FORMATS", "EXPORT_MIME",
+         "EVENT_COLUMNS"),
         "exports",
     ),
 }

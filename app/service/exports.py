@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from sqlalchemy.orm import Session, sessionmaker
@@ -24,7 +24,7 @@ from engine import check_choice
 if TYPE_CHECKING:
     from app.service.workbench import Workbench
 
-__all__ = ["EXPORT_KINDS", "EXPORT_FORMATS", "EXPORT_MIME", "session_table", "events_table", "export_bytes", "rank_file"]
+__all__ = ["EXPORT_KINDS", "EXPORT_FORMATS", "EXPORT_MIME", "EVENT_COLUMNS", "session_table", "events_table", "export_bytes", "rank_file"]
 
 #: What a session export can hold (``winnow export --what``).
 EXPORT_KINDS: tuple[str, ...] = ("ranked", "labelled", "events")
@@ -50,10 +50,39 @@ def session_table(bench: Workbench, what: str) -> pd.DataFrame:
     return events_table(bench.Session, bench.session_id)
 
 
+#: Columns of the answer-log export, in order.
+EVENT_COLUMNS: tuple[str, ...] = (
+    "event_id", "created_at", "annotator", "kind", "position", "external_id", "label", "label_index",
+    "undoes_event_id", "undone_by_event_id",
+)
+
+
 def events_table(Session: sessionmaker[Session], session_id: int) -> pd.DataFrame:
-    """Every event of a session, oldest first (:func:`app.store.event_log` as a table)."""
+    """Every event of a session, oldest first (:func:`app.store.event_log` as a table).
+
+    ``label`` is the label's *name* (``"3"``, never ``3.0``; empty for a skip, an undo or
+    "none of these"); ``label_index`` its column in the dataset. Integer columns that may be
+    empty (``label_index``, ``undoes_event_id``, ``undone_by_event_id``) stay integers: a
+    float column would write ``3.0``.
+    """
     with Session() as s:
-        return pd.DataFrame(event_log(s, session_id))
+        log = event_log(s, session_id)
+    table = pd.DataFrame(
+        {
+            "event_id": pd.array([e["event_id"] for e in log], dtype="Int64"),
+            "created_at": [e["created_at"] for e in log],
+            "annotator": pd.Series([e["annotator"] for e in log], dtype=object),
+            "kind": pd.Series([e["kind"] for e in log], dtype=object),
+            "position": pd.array([e["position"] for e in log], dtype="Int64"),
+            "external_id": pd.Series([e["external_id"] for e in log], dtype=object),
+            "label": pd.Series([e["label_name"] for e in log], dtype=object),
+            "label_index": pd.array([e["label"] for e in log], dtype="Int64"),
+            "undoes_event_id": pd.array([e["undoes_event_id"] for e in log], dtype="Int64"),
+            "undone_by_event_id": pd.array([e["undone_by_event_id"] for e in log], dtype="Int64"),
+        },
+        columns=list(EVENT_COLUMNS),
+    )
+    return table
 
 
 def export_bytes(table: pd.DataFrame, fmt: str) -> bytes:
@@ -75,6 +104,7 @@ def rank_file(
     dask: str | None = None,
     workers: int | None = None,
     progress: Progress = _quiet,
+    **content: Any,
 ) -> pd.DataFrame:
     """The ranked query list of a file, without a database (``winnow rank FILE``).
 
@@ -90,6 +120,10 @@ def rank_file(
         Score on a local Dask cluster of this many worker processes.
     progress : callable, optional
         Context-manager factory wrapped around each long step (given its description).
+    **content
+        The content options of :func:`app.io.read_dataset` (``text_column``, ``image_column``,
+        ``audio_column``, ``link_column``, ``ignore_columns``, ``media_root``,
+        ``features_from``); a file without numeric columns gets computed features.
 
     Returns
     -------
@@ -103,7 +137,13 @@ def rank_file(
 
     check_choice(criterion, "criterion", CRITERIA)
     check_choice(weighting, "weighting", WEIGHTINGS)
-    loaded = read_dataset(path)  # knn_graph says it when k is too large for the file
+    allowed = {"text_column", "image_column", "audio_column", "link_column", "ignore_columns", "media_root",
+               "features_from"}
+    unknown = sorted(set(content) - allowed)
+    if unknown:
+        raise TypeError(f"rank_file got unexpected keyword arguments {unknown}")
+    with progress(f"Reading {Path(path).name}"):
+        loaded = read_dataset(path, **content)  # knn_graph says it when k is too large for the file
     with progress(f"Building the {k}-NN graph of {loaded.n_instances} instances"):
         idx, w = knn_graph(loaded.X, k=k, weights=weighting)
     Y = loaded.candidates
@@ -120,4 +160,5 @@ def rank_file(
     return ranked_query_table(
         scores, Y, loaded.label_names, loaded.ids, open_neighbourhoods(idx, is_open, loaded.n_instances),
         criterion=criterion, params={"k": k, "weighting": weighting, "source": str(path)},
+        content={"text": loaded.texts, "media_path": loaded.media_paths, "link": loaded.links},
     )

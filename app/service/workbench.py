@@ -416,10 +416,18 @@ class Workbench:
             params=self.params(),
             include=self.state.open_items,
             deferred=self.state.skipped,
+            content=self._export_content(),
         )
 
+    def _export_content(self) -> dict[str, tuple[str | None, ...]]:
+        """The content reference of every item as the exports write it (stored form: media
+        paths relative to the media root, never a server path)."""
+        content = self._dataset_content()
+        return {"text": content.texts, "media_path": content.media_paths, "link": content.links}
+
     def labelled_table(self) -> pd.DataFrame:
-        """Every item with its current set, label, who answered and when."""
+        """Every item with its current set, label, "none of these" flag, content reference, who
+        answered and when."""
         s = self.state
         return labelled_dataset_table(
             list(s.external_ids),
@@ -429,6 +437,8 @@ class Workbench:
             list(s.answered_by),
             list(s.answered_at),
             true_labels=None if s.true_labels is None else np.array(s.true_labels),
+            none_of_these=np.asarray(s.none_of_these),
+            content=self._export_content(),
         )
 
 

@@ -170,3 +170,21 @@ def test_image_sample_gives_useful_neighbours() -> None:
     _, idx = NearestNeighbors(n_neighbors=2).fit(X).kneighbors(X)
     y = table["true_label"].to_numpy()
     assert (y[idx[:, 1]] == y).mean() > 0.6  # eight surfaces: chance is 0.125
+
+
+def test_image_dataset_from_subfolders_and_features_from(tmp_path: Path) -> None:
+    from app.io.image_folder import read_image_dataset
+
+    root = tmp_path / "pets"
+    for label, colour in {"cat": "red", "dog": "blue"}.items():
+        (root / label).mkdir(parents=True)
+        for i in range(2):
+            Image.new("RGB", (6, 6), colour).save(root / label / f"{i}.png")
+    ds = read_image_dataset(root)
+    assert ds.label_names == ["cat", "dog"] and ds.ids == ["cat/0.png", "cat/1.png", "dog/0.png", "dog/1.png"]
+    assert ds.candidates.tolist() == [[True, False], [True, False], [False, True], [False, True]]
+    assert ds.true_labels is None and ds.featurizer is not None and ds.media_root == str(root.resolve())
+    np.savez(tmp_path / "emb.npz", ids=np.array(ds.ids[::-1]), features=np.arange(8.0).reshape(4, 2))
+    brought = read_image_dataset(root, features_from=tmp_path / "emb.npz")
+    np.testing.assert_array_equal(brought.X, np.arange(8.0).reshape(4, 2)[::-1])
+    assert brought.featurizer is None

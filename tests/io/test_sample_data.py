@@ -50,3 +50,24 @@ def test_generator_is_deterministic_and_matches_committed_csv() -> None:
 def test_sample_is_small() -> None:
     total = sum(p.stat().st_size for p in SAMPLE.iterdir() if p.is_file())
     assert total < 1_000_000
+
+
+def test_text_sample_imports_with_computed_features() -> None:
+    ds = read_dataset(SAMPLE / "texts.csv", min_rows=11)
+    assert ds.n_instances == 300 and ds.content_columns == {"text": "text"}
+    assert ds.texts is not None and all(t.strip() for t in ds.texts)
+    assert ds.featurizer is not None and ds.featurizer.name == "tfidf-svd" and ds.X.shape == (300, 64)
+    assert ds.true_labels is not None and ds.candidates[np.arange(300), ds.true_labels].all()
+
+
+def test_photo_sample_imports_as_an_image_dataset() -> None:
+    from app.io import read_image_dataset
+
+    ds = read_image_dataset(SAMPLE / "photos", SAMPLE / "photos_labels.csv")
+    assert ds.n_instances == 96 and ds.media_kinds == ["image"] * 96
+    assert ds.media_root == str((SAMPLE / "photos").resolve())
+    assert ds.featurizer is not None and ds.featurizer.name == "image" and ds.X.shape == (96, 156)
+    # The same data read as a CSV with a path column, media rooted at the folder.
+    as_table = read_dataset(SAMPLE / "photos_labels.csv", media_root=SAMPLE / "photos")
+    np.testing.assert_array_equal(as_table.X, ds.X)
+    assert as_table.media_paths == ds.media_paths and as_table.label_names == ds.label_names

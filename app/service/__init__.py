@@ -8,6 +8,7 @@ Modules
 -------
 ``workbench``  :class:`Workbench`: a session's graph, query queue, explanations, rejects
 ``sessions``   import a file, start / find / list sessions, record an answer by item id
+``uploads``    files uploaded in the browser (data file, media, zip archive) as a dataset
 ``progress``   replay a session's events and measure it after each one
 ``exports``    the ranked list, labelled data and answer log as tables and files
 """
@@ -30,6 +31,7 @@ _MODULE_OF = {
         ),
         "sessions",
     ),
+    **dict.fromkeys(("media_folder", "import_upload", "upload_columns", "UPLOAD_EXTENSIONS"), "uploads"),
     **dict.fromkeys(("replay_progress", "session_progress", "candidate_set_sizes", "PROGRESS_COLUMNS"), "progress"),
     **dict.fromkeys(
         ("session_table", "events_table", "export_bytes", "rank_file", "EXPORT_KINDS", "EXPORT_FORMATS", "EXPORT_MIME",

@@ -10,8 +10,7 @@ taken, leaves the store unchanged. Errors are :class:`engine.exceptions.InvalidI
 from __future__ import annotations
 
 import re
-import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -257,6 +256,8 @@ def start_session(
     target_set: str,
     upload: tuple[str, bytes] | None = None,
     dataset_name: str | None = None,
+    files: Sequence[tuple[str, bytes]] = (),
+    columns: Mapping[str, Any] | None = None,
 ) -> int:
     """The Sessions page's "Create session": import an upload (or take a stored dataset), then
     create the session. Returns the session id.
@@ -264,11 +265,17 @@ def start_session(
     Parameters
     ----------
     name : str
-        Session name; empty uses the uploaded file's or the dataset's name.
+        Session name; empty uses the uploaded data file's (or archive's) or the dataset's name.
     upload : (str, bytes), optional
-        The uploaded file's name and content. Exactly one of ``upload`` and ``dataset_name``.
+        An uploaded file's name and content.
     dataset_name : str, optional
-        A dataset already in the store.
+        A dataset already in the store. Give either uploads or ``dataset_name``.
+    files : sequence of (str, bytes), optional
+        More uploaded files: a data file with its images or audio clips, a zip archive, or a
+        folder of images (see :mod:`app.service.uploads`).
+    columns : mapping, optional
+        The upload's content options (``text_column``, ``image_column``, ``audio_column``,
+        ``link_column``, ``ignore_columns``), as in :func:`import_file`.
 
     Raises
     ------
@@ -276,12 +283,15 @@ def start_session(
         Nothing chosen, a name already taken, or a file the reader rejects (its message names
         the file as the user called it, not the temporary copy).
     """
-    if upload is not None and dataset_name is not None:
+    from app.service.uploads import import_upload
+
+    uploads = ([upload] if upload is not None else []) + list(files)
+    if uploads and dataset_name is not None:
         raise InvalidInput("give an uploaded file or a stored dataset, not both")
-    if upload is None and dataset_name is None:
+    if not uploads and dataset_name is None:
         raise InvalidInput("choose a file to upload first")
-    fallback = Path(upload[0]).stem if upload is not None else str(dataset_name)
-    name = name.strip() or fallback
+    dataset_stem = _upload_stem(uploads) if uploads else str(dataset_name)
+    name = name.strip() or dataset_stem
     if not name:
         raise InvalidInput("give the session a name")
     with Session() as s:
@@ -289,8 +299,13 @@ def start_session(
         known_datasets = {d.name: d.id for d in list_datasets(s)}
     if name in known_sessions:
         raise InvalidInput(f"a session called {name!r} already exists; choose another name or open it above")
-    if upload is not None:
-        dataset_id = _import_upload(Session, *upload, known_datasets=set(known_datasets), min_rows=k + 1)
+    if uploads:
+        if dataset_stem in known_datasets:
+            raise InvalidInput(
+                f"a dataset called {dataset_stem!r} is already stored; "
+                "rename the file or create the session from the stored dataset"
+            )
+        dataset_id = import_upload(Session, uploads, name=dataset_stem, min_rows=k + 1, columns=columns)
     elif dataset_name in known_datasets:
         dataset_id = known_datasets[dataset_name]
     else:
@@ -298,6 +313,18 @@ def start_session(
     return create_session(
         Session, dataset_id=dataset_id, name=name, k=k, weighting=weighting, criterion=criterion, target_set=target_set
     )
+
+
+def _upload_stem(uploads: Sequence[tuple[str, bytes]]) -> str:
+    """The dataset name an upload gets: its data file's, else its archive's, else "images"."""
+    from app.service.uploads import UPLOAD_EXTENSIONS
+
+    names = [Path(safe_file_name(n)) for n, _ in uploads]
+    for group in (UPLOAD_EXTENSIONS[:6], (".zip",)):
+        found = [p for p in names if p.suffix.lower() in group]
+        if found:
+            return found[0].stem
+    return "images"
 
 
 def safe_file_name(name: str) -> str:
@@ -308,28 +335,6 @@ def safe_file_name(name: str) -> str:
     """
     base = Path(name).name or "upload"
     return re.sub(r"[^A-Za-z0-9._-]+", "_", base)
-
-
-def _import_upload(
-    Session: sessionmaker[Session], file_name: str, content: bytes, *, known_datasets: set[str], min_rows: int
-) -> int:
-    from app.io import DataFileError
-
-    safe = safe_file_name(file_name)
-    if Path(safe).stem in known_datasets:
-        raise InvalidInput(
-            f"a dataset called {Path(safe).stem!r} is already stored; "
-            "rename the file or create the session from the stored dataset"
-        )
-    with tempfile.TemporaryDirectory(prefix="winnow-upload-") as folder:
-        path = Path(folder) / safe
-        path.write_bytes(content)
-        try:
-            dataset_id, _ = import_file(Session, path, name=path.stem, min_rows=min_rows)
-        except DataFileError as exc:
-            # The reader names the temporary copy; show the name the user knows.
-            raise InvalidInput(str(exc).replace(str(path), file_name)) from None
-    return dataset_id
 
 
 def session_id_by_name(Session: sessionmaker[Session], name: str) -> int:

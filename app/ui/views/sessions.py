@@ -13,7 +13,7 @@ import pandas as pd
 import streamlit as st
 
 from app.io import SUPPORTED_EXTENSIONS
-from app.service import dataset_names, session_summaries, start_session
+from app.service import UPLOAD_EXTENSIONS, dataset_names, session_summaries, start_session, upload_columns
 from app.store.models import CRITERIA, TARGET_SETS, WEIGHTINGS
 from app.ui import components
 from app.ui import state as ui
@@ -23,6 +23,12 @@ tab = ui.current()
 Session = ui.store(tab.db)
 
 UPLOAD, STORED = "Upload a file", "A dataset already in the database"
+AUTOMATIC = "(found by name)"
+# Widget keys of the upload's content choices (the other keys live in ui.Keys).
+MEDIA_UPLOAD = "sessions_media_upload"
+COLUMN_KEYS = {"text_column": "sessions_text_column", "image_column": "sessions_image_column",
+               "audio_column": "sessions_audio_column"}
+IGNORE_COLUMNS = "sessions_ignore_columns"
 CRITERION_HELP = {
     "apl": "apl — targets whose NL or APL an answer can change (fast)",
     "pl": "pl — targets whose NL or exact PL an answer can change",
@@ -47,6 +53,12 @@ def create_from_form() -> None:
     form = st.session_state
     source = form.get(ui.Keys.SOURCE, UPLOAD)
     uploaded = form.get(ui.Keys.UPLOAD) if source == UPLOAD else None
+    media = (form.get(MEDIA_UPLOAD) or []) if source == UPLOAD else []
+    columns: dict[str, object] = {
+        option: form[key] for option, key in COLUMN_KEYS.items() if form.get(key) not in (None, AUTOMATIC)
+    }
+    if form.get(IGNORE_COLUMNS):
+        columns["ignore_columns"] = list(form[IGNORE_COLUMNS])
     try:
         session_id = start_session(
             Session,
@@ -57,6 +69,8 @@ def create_from_form() -> None:
             target_set=form.get(ui.Keys.TARGET_SET, TARGET_SETS[0]),
             upload=(uploaded.name, uploaded.getvalue()) if uploaded is not None else None,
             dataset_name=form.get(ui.Keys.DATASET) if source == STORED else None,
+            files=[(f.name, f.getvalue()) for f in media],
+            columns=columns if source == UPLOAD else None,
         )
     except InvalidInput as exc:
         tab.notice = f"error:{exc}"
@@ -95,10 +109,27 @@ uploaded = None
 dataset_name = None
 if source == UPLOAD:
     uploaded = st.file_uploader(
-        "Partially labelled data", type=[e.lstrip(".") for e in SUPPORTED_EXTENSIONS], key=ui.Keys.UPLOAD,
-        help="CSV/TSV with a 'candidates' column like 'cat|dog' (optional 'id' and 'true_label'), "
-             "Parquet, .npz, or the .mat files of the PLL benchmarks.",
+        "Partially labelled data", type=[e.lstrip(".") for e in (*SUPPORTED_EXTENSIONS, ".zip")], key=ui.Keys.UPLOAD,
+        help="CSV/TSV with a 'candidates' column like 'cat|dog' (optional 'id' and 'true_label'; items may be a "
+             "'text', an 'image' or 'path', an 'audio' column), Parquet, .npz, the .mat files of the PLL "
+             "benchmarks, or a .zip of images (with its labels CSV, or one sub-folder per label).",
     )
+    st.file_uploader(
+        "Images or audio clips of the items (optional)", key=MEDIA_UPLOAD, accept_multiple_files=True,
+        type=[e.lstrip(".") for e in UPLOAD_EXTENSIONS if e not in SUPPORTED_EXTENSIONS],
+        help="The files the data file names in its image/path or audio column (by file name), or a .zip of them. "
+             "Without a data file: one sub-folder per label inside the .zip.",
+    )
+    header = upload_columns(uploaded.name, uploaded.getvalue()) if uploaded is not None else []
+    if header:
+        with st.expander("Columns: what each item shows"):
+            choice_cols = st.columns(3)
+            for col, (option, key) in zip(choice_cols, COLUMN_KEYS.items()):
+                col.selectbox(option.replace("_column", "").capitalize(), [AUTOMATIC, *header], key=key,
+                              help=f"The column with each item's {option.replace('_column', '')}; "
+                                   "found by name when left as is.")
+            st.multiselect("Ignore columns", header, key=IGNORE_COLUMNS,
+                           help="Columns that are neither features nor content (notes, ...).")
 else:
     dataset_name = st.selectbox("Dataset", list(datasets), key=ui.Keys.DATASET)
 

@@ -1,0 +1,236 @@
+"""Files uploaded in the browser, imported as a dataset: a data file alone, a data file with its
+images or audio clips, a zip archive, or a folder of images sent as many files.
+
+A data file alone is read from a temporary copy (it is not needed afterwards). As soon as media
+come with it, they must outlive the upload: they are written to a folder of their own under
+:func:`media_folder` (beside a SQLite store, or ``$WINNOW_MEDIA_DIR``), which becomes the
+dataset's media root; the folder is removed again when the import fails.
+
+What is accepted
+----------------
+* one data file (``.csv``, ``.tsv``, ``.txt``, ``.parquet``, ``.mat``, ``.npz``); its media
+  paths and http(s) links are checked as in ``winnow import``;
+* a data file and image / audio files: the files are stored flat (their base names), so the
+  data file names them by file name (``cat.png``);
+* a ``.zip``: extracted (no absolute paths, no ``..``, no links, at most :data:`MAX_ZIP_MEMBERS`
+  members and :data:`MAX_ZIP_BYTES` bytes once extracted, checked while extracting); it may hold
+  the data file, or a data file may be uploaded beside it. Without any data file, the archive
+  (or the uploaded images) must be one sub-folder per label, as ``winnow import photos/``.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import stat
+import tempfile
+import zipfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from engine.exceptions import InvalidInput
+
+__all__ = [
+    "MAX_ZIP_BYTES",
+    "MAX_ZIP_MEMBERS",
+    "UPLOAD_EXTENSIONS",
+    "media_folder",
+    "import_upload",
+    "upload_columns",
+]
+
+#: Largest total size of a zip archive's members once extracted (2 GiB).
+MAX_ZIP_BYTES = 2 << 30
+#: Most members a zip archive may hold.
+MAX_ZIP_MEMBERS = 50_000
+
+_TABLES = (".csv", ".tsv", ".txt", ".parquet", ".mat", ".npz")
+_MEDIA = (".png", ".jpg", ".jpeg", ".gif", ".bmp", ".tif", ".tiff", ".webp",
+          ".wav", ".wave", ".mp3", ".ogg", ".oga", ".opus", ".flac", ".m4a", ".aac")
+#: Extensions the upload form accepts (data files, a zip archive, images and audio clips).
+UPLOAD_EXTENSIONS: tuple[str, ...] = (*_TABLES, ".zip", *_MEDIA)
+_CHUNK = 1 << 20
+
+
+def _safe_part(name: str) -> str:
+    """One path component with only harmless characters (never empty, never hidden)."""
+    import re
+
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "_", name).lstrip(".")
+    return cleaned or "file"
+
+
+def media_folder(Session: sessionmaker[Session]) -> Path:
+    """Where uploaded media are kept: ``$WINNOW_MEDIA_DIR``, else ``<store>-media`` beside a
+    SQLite file, else ``~/.local/share/winnow/media``."""
+    configured = os.environ.get("WINNOW_MEDIA_DIR", "").strip()
+    if configured:
+        return Path(configured).expanduser().resolve()
+    bind = Session.kw.get("bind")
+    url = getattr(bind, "url", None)
+    database = getattr(url, "database", None)
+    if url is not None and url.get_backend_name() == "sqlite" and database and database != ":memory:":
+        db = Path(database).resolve()
+        return db.with_name(f"{db.stem}-media")
+    return Path.home() / ".local" / "share" / "winnow" / "media"
+
+
+def upload_columns(file_name: str, content: bytes) -> list[str]:
+    """The column names of an uploaded CSV/TSV/TXT or Parquet file (``[]`` when unreadable),
+    so the form can offer them as text, image and audio columns."""
+    import csv
+    import io
+
+    extension = Path(file_name).suffix.lower()
+    try:
+        if extension == ".parquet":
+            import pyarrow.parquet as pq
+
+            return [str(n) for n in pq.ParquetFile(io.BytesIO(content)).schema_arrow.names]
+        if extension in (".csv", ".tsv", ".txt"):
+            text = content[:65536].decode("utf-8-sig", errors="replace")
+            first = next((line for line in text.splitlines() if line.strip()), "")
+            delimiter = {".csv": ",", ".tsv": "\t"}.get(extension) or max("\t,;", key=first.count)
+            return [cell.strip() for cell in next(csv.reader([first], delimiter=delimiter), []) if cell.strip()]
+    except Exception:  # noqa: BLE001 - any unreadable upload simply offers no columns; the import says why
+        return []
+    return []
+
+
+def _extract_zip(content: bytes, target: Path, shown: str) -> None:
+    """Extract an uploaded archive into ``target`` safely (see the module docstring)."""
+    import io
+
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(content))
+    except zipfile.BadZipFile:
+        raise InvalidInput(f"{shown} is not a valid zip archive") from None
+    with archive:
+        members = [m for m in archive.infolist() if not m.is_dir()]
+        if len(members) > MAX_ZIP_MEMBERS:
+            raise InvalidInput(f"{shown} holds {len(members)} files; at most {MAX_ZIP_MEMBERS} are accepted")
+        declared = sum(m.file_size for m in members)
+        if declared > MAX_ZIP_BYTES:
+            raise InvalidInput(f"{shown} unpacks to {declared:,} bytes; at most {MAX_ZIP_BYTES:,} are accepted")
+        written = 0
+        for member in members:
+            parts = PurePosixPath(member.filename.replace("\\", "/")).parts
+            if not parts or member.filename.startswith("/") or ".." in parts or ":" in parts[0]:
+                raise InvalidInput(f"{shown} holds {member.filename!r}, a path leading outside the archive")
+            if parts[0] == "__MACOSX" or any(p.startswith(".") for p in parts):
+                continue  # resource forks and hidden files are not items
+            if stat.S_ISLNK(member.external_attr >> 16):
+                raise InvalidInput(f"{shown} holds {member.filename!r}, a symbolic link; links are not accepted")
+            destination = target.joinpath(*(_safe_part(p) for p in parts))
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            with archive.open(member) as source, destination.open("wb") as sink:
+                while chunk := source.read(_CHUNK):
+                    written += len(chunk)
+                    if written > MAX_ZIP_BYTES:  # the declared sizes lied
+                        raise InvalidInput(f"{shown} unpacks to more than {MAX_ZIP_BYTES:,} bytes")
+                    sink.write(chunk)
+
+
+def import_upload(
+    Session: sessionmaker[Session],
+    files: Sequence[tuple[str, bytes]],
+    *,
+    name: str,
+    min_rows: int,
+    columns: Mapping[str, Any] | None = None,
+    media_dir: str | os.PathLike[str] | None = None,
+) -> int:
+    """Import uploaded files as the dataset ``name``; returns its id (see the module docstring).
+
+    Parameters
+    ----------
+    files : sequence of (str, bytes)
+        Each uploaded file's name (as the user called it) and content.
+    name : str
+        The dataset's name.
+    min_rows : int
+        Fewest items accepted.
+    columns : mapping, optional
+        Content options of :func:`app.service.import_file` (``text_column``, ``image_column``,
+        ``audio_column``, ``link_column``, ``ignore_columns``).
+    media_dir : str or os.PathLike, optional
+        Where media folders are made (default :func:`media_folder`).
+
+    Raises
+    ------
+    InvalidInput
+        Nothing usable uploaded, two data files, an unsafe archive, or a file the reader
+        rejects (its message names the file as the user called it).
+    """
+    from app.io import DataFileError
+    from app.service.sessions import import_file
+
+    options = dict(columns or {})
+    unknown = sorted(set(options) - {"text_column", "image_column", "audio_column", "link_column", "ignore_columns"})
+    if unknown:
+        raise TypeError(f"columns holds unknown options {unknown}")
+    if not files:
+        raise InvalidInput("choose a file to upload first")
+    by_kind: dict[str, list[tuple[str, bytes]]] = {"table": [], "zip": [], "media": []}
+    for file_name, content in files:
+        extension = Path(file_name).suffix.lower()
+        kind = "table" if extension in _TABLES else "zip" if extension == ".zip" else "media" if extension in _MEDIA else None
+        if kind is None:
+            raise InvalidInput(f"{Path(file_name).name!r} is not a data file, a zip archive, an image or an audio clip "
+                               f"(accepted: {', '.join(UPLOAD_EXTENSIONS)})")
+        by_kind[kind].append((file_name, content))
+    if len(by_kind["table"]) > 1:
+        raise InvalidInput(f"upload one data file at a time; got {', '.join(repr(n) for n, _ in by_kind['table'])}")
+
+    if not by_kind["zip"] and not by_kind["media"]:
+        file_name, content = by_kind["table"][0]
+        with tempfile.TemporaryDirectory(prefix="winnow-upload-") as folder:
+            path = Path(folder) / _safe_part(Path(file_name).name)
+            path.write_bytes(content)
+            try:
+                dataset_id, _ = import_file(Session, path, name=name, min_rows=min_rows, **options)
+            except DataFileError as exc:
+                # The reader names the temporary copy; show the name the user knows.
+                raise InvalidInput(str(exc).replace(str(path), file_name)) from None
+        return dataset_id
+
+    root = Path(media_dir) if media_dir is not None else media_folder(Session)
+    folder = root / f"{_safe_part(name)}-{secrets.token_hex(4)}"
+    folder.mkdir(parents=True)
+    try:
+        for file_name, content in by_kind["zip"]:
+            _extract_zip(content, folder, repr(Path(file_name).name))
+        for file_name, content in by_kind["media"]:
+            (folder / _safe_part(Path(file_name).name)).write_bytes(content)
+        tables = [(n, c) for n, c in by_kind["table"]]
+        if tables:
+            file_name, content = tables[0]
+            data = folder / _safe_part(Path(file_name).name)
+            data.write_bytes(content)
+            shown = file_name
+        else:
+            found = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in _TABLES)
+            if len(found) > 1:
+                raise InvalidInput(f"the archive holds {len(found)} data files "
+                                   f"({', '.join(p.relative_to(folder).as_posix() for p in found[:3])}); keep one")
+            data = found[0] if found else None
+            shown = data.relative_to(folder).as_posix() if data is not None else "the uploaded images"
+        try:
+            if data is None:
+                if options:
+                    raise InvalidInput("column choices apply to a data file; these images have none (one "
+                                       "sub-folder per label is expected)")
+                dataset_id, _ = import_file(Session, folder, name=name, min_rows=min_rows)
+            else:
+                dataset_id, _ = import_file(Session, data, name=name, min_rows=min_rows, **options)
+        except DataFileError as exc:
+            raise InvalidInput(str(exc).replace(str(data if data is not None else folder), shown)
+                               .replace(str(folder.resolve()), "upload").replace(str(folder), "upload")) from None
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    return dataset_id

@@ -225,46 +225,55 @@ def test_migrations_ship_with_the_package():
     assert any(name.endswith(".py") for name in os.listdir(os.path.join(folder, "versions")))
 
 
+def _write_rows_of_0001(conn, now: datetime) -> None:
+    """A dataset 'old' (the conftest's candidate sets), a session 's' and an annotator 'a',
+    written with the SQL of the 0001 schema (today's models have columns 0001 lacks)."""
+    from app.store.models import encode_candidate_mask
+
+    from .conftest import CANDIDATES, LABELS
+
+    conn.execute(
+        text(
+            "INSERT INTO datasets (id, name, created_at, label_names, n_instances, n_features)"
+            " VALUES (1, 'old', :now, :labels, :n, 1)"
+        ),
+        {"now": now, "labels": json.dumps(LABELS), "n": len(CANDIDATES)},
+    )
+    for position, row in enumerate(CANDIDATES):
+        conn.execute(
+            text(
+                "INSERT INTO instances (id, dataset_id, position, external_id, features,"
+                " candidate_mask) VALUES (:id, 1, :p, :e, :f, :m)"
+            ),
+            {"id": position + 1, "p": position, "e": f"e{position}",
+             "f": np.float64(position).tobytes(), "m": encode_candidate_mask(row)},
+        )
+    conn.execute(
+        text(
+            "INSERT INTO labelling_sessions (id, name, dataset_id, k, weighting, criterion,"
+            " target_set, created_at, updated_at)"
+            " VALUES (1, 's', 1, 3, 'uniform', 'apl', 'all', :now, :now)"
+        ),
+        {"now": now},
+    )
+    conn.execute(text("INSERT INTO annotators (id, name) VALUES (1, 'a')"))
+
+
 def test_upgrading_a_store_step_by_step_keeps_its_data(store_url):
     """A store made at 0001 (rows written with that schema's SQL, since today's models have
     columns 0001 lacks) upgrades to head, down to 0001 and up again with its events intact."""
     from sqlalchemy.orm import sessionmaker
 
     from app.store import event_log, record_event, write_transaction
-    from app.store.models import encode_candidate_mask
 
-    from .conftest import CANDIDATES, LABELS
+    from .conftest import LABELS
 
     upgrade_database(store_url, "0001")
     engine = make_engine(store_url)
     try:
         now = datetime(2026, 11, 1, tzinfo=timezone.utc)
         with engine.begin() as conn:
-            conn.execute(
-                text(
-                    "INSERT INTO datasets (id, name, created_at, label_names, n_instances, n_features)"
-                    " VALUES (1, 'old', :now, :labels, :n, 1)"
-                ),
-                {"now": now, "labels": json.dumps(LABELS), "n": len(CANDIDATES)},
-            )
-            for position, row in enumerate(CANDIDATES):
-                conn.execute(
-                    text(
-                        "INSERT INTO instances (id, dataset_id, position, external_id, features,"
-                        " candidate_mask) VALUES (:id, 1, :p, :e, :f, :m)"
-                    ),
-                    {"id": position + 1, "p": position, "e": f"e{position}",
-                     "f": np.float64(position).tobytes(), "m": encode_candidate_mask(row)},
-                )
-            conn.execute(
-                text(
-                    "INSERT INTO labelling_sessions (id, name, dataset_id, k, weighting, criterion,"
-                    " target_set, created_at, updated_at)"
-                    " VALUES (1, 's', 1, 3, 'uniform', 'apl', 'all', :now, :now)"
-                ),
-                {"now": now},
-            )
-            conn.execute(text("INSERT INTO annotators (id, name) VALUES (1, 'a')"))
+            _write_rows_of_0001(conn, now)
             conn.execute(
                 text(
                     "INSERT INTO answer_events (session_id, instance_id, annotator_id, kind, label,"
@@ -302,7 +311,6 @@ def test_0004_adds_item_content_and_keeps_a_0003_store(store_url):
     from sqlalchemy.orm import sessionmaker
 
     from app.store import dataset_content, dataset_featurizer, event_log
-    from app.store.models import encode_candidate_mask
 
     from .conftest import CANDIDATES, LABELS
 
@@ -312,30 +320,7 @@ def test_0004_adds_item_content_and_keeps_a_0003_store(store_url):
         now = datetime(2026, 11, 20, tzinfo=timezone.utc)
         with engine.begin() as conn:
             assert "text" not in {c["name"] for c in inspect(conn).get_columns("instances")}
-            conn.execute(
-                text(
-                    "INSERT INTO datasets (id, name, created_at, label_names, n_instances, n_features, layout)"
-                    " VALUES (1, 'old', :now, :labels, :n, 1, NULL)"
-                ),
-                {"now": now, "labels": json.dumps(LABELS), "n": len(CANDIDATES)},
-            )
-            for position, row in enumerate(CANDIDATES):
-                conn.execute(
-                    text(
-                        "INSERT INTO instances (id, dataset_id, position, external_id, features,"
-                        " candidate_mask) VALUES (:id, 1, :p, :e, :f, :m)"
-                    ),
-                    {"id": position + 1, "p": position, "e": f"e{position}",
-                     "f": np.float64(position).tobytes(), "m": encode_candidate_mask(row)},
-                )
-            conn.execute(
-                text(
-                    "INSERT INTO labelling_sessions (id, name, dataset_id, k, weighting, criterion,"
-                    " target_set, created_at, updated_at) VALUES (1, 's', 1, 3, 'uniform', 'apl', 'all', :now, :now)"
-                ),
-                {"now": now},
-            )
-            conn.execute(text("INSERT INTO annotators (id, name) VALUES (1, 'a')"))
+            _write_rows_of_0001(conn, now)
             conn.execute(
                 text(
                     "INSERT INTO answer_events (session_id, instance_id, annotator_id, kind, label, created_at,"

@@ -25,7 +25,7 @@ from rich.table import Table
 from app.store import open_store
 from app.store.models import EVENT_KINDS, TARGET_SETS
 from engine import check_choice
-from engine.choices import CRITERIA, WEIGHTINGS
+from engine.choices import CRITERIA, DEFAULT_STRATEGY, WEIGHTINGS
 from engine.exceptions import InvalidInput, SolverError, WinnowError
 
 # The file readers, the workbench and the engine pull in pandas, scikit-learn and OR-Tools
@@ -133,7 +133,7 @@ def import_command(
     session: Optional[str] = typer.Option(None, help="Also create a labelling session with this name."),
     k: int = typer.Option(10, "-k", help="Neighbours of the session's k-NN vote."),
     weighting: str = typer.Option("uniform", help=f"One of {', '.join(WEIGHTINGS)}."),
-    criterion: str = typer.Option("apl", help=f"Query criterion: {', '.join(CRITERIA)}."),
+    criterion: str = typer.Option(DEFAULT_STRATEGY, help=f"Query criterion: {', '.join(CRITERIA)}."),
 ) -> None:
     """Import a partially labelled file, or a folder of images, into a database (all rows or none).
 
@@ -189,7 +189,7 @@ def rank(
     file: Optional[Path] = typer.Argument(None, help="Rank straight from a file, without a database."),
     session: Optional[str] = typer.Option(None, help="Rank a stored session instead (its current answers count)."),
     db: str = DbOption,
-    criterion: str = typer.Option("apl", help=f"One of {', '.join(CRITERIA)} (file mode)."),
+    criterion: str = typer.Option(DEFAULT_STRATEGY, help=f"One of {', '.join(CRITERIA)} (file mode)."),
     k: int = typer.Option(10, "-k", help="Neighbours (file mode)."),
     weighting: str = typer.Option("uniform", help=f"One of {', '.join(WEIGHTINGS)} (file mode)."),
     seed: int = typer.Option(0, help="Seed of the 'random' criterion."),
@@ -250,7 +250,7 @@ def session_new(
     db: str = DbOption,
     k: int = typer.Option(10, "-k"),
     weighting: str = typer.Option("uniform", help=f"One of {', '.join(WEIGHTINGS)}."),
-    criterion: str = typer.Option("apl", help=f"One of {', '.join(CRITERIA)}."),
+    criterion: str = typer.Option(DEFAULT_STRATEGY, help=f"One of {', '.join(CRITERIA)}."),
     target_set: str = typer.Option("all", help=f"One of {', '.join(TARGET_SETS)}."),
 ) -> None:
     """Start a labelling session on an imported dataset.

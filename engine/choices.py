@@ -29,9 +29,11 @@ __all__ = [
     "CANDIDATE_PROTOCOLS",
 ]
 
-#: Query criteria of :func:`engine.query.query_scores`: the two ambiguity criteria of
-#: Nguyen et al. first, then the baselines.
-CRITERIA: tuple[str, ...] = ("apl", "pl", "participation", "most_partial", "random")
+#: Query criteria of :func:`engine.query.query_scores` (and of labelling sessions): the two
+#: ambiguity criteria of Nguyen et al. first, then the baselines, then the expected number of
+#: decisions an answer changes (:mod:`engine.decision_change`, the default). New names go at
+#: the end: the store's CHECK constraint lists them in this order.
+CRITERIA: tuple[str, ...] = ("apl", "pl", "participation", "most_partial", "random", "decision_change")
 
 #: The criteria that score by changes of NL/APL (``"apl"``) or NL/PL (``"pl"``); the ones
 #: :class:`engine.query.IncrementalRanker` keeps up to date.
@@ -63,7 +65,9 @@ STRATEGY_NAMES: tuple[str, ...] = (
 
 #: The strategy a labelling session ranks by unless told otherwise; ``"default"`` in
 #: :data:`STRATEGY_NAMES` stands for it, so a simulation compares exactly what sessions use.
-DEFAULT_STRATEGY: str = "apl"
+#: It is a name in both :data:`CRITERIA` and :data:`STRATEGY_NAMES`. Why this one:
+#: ``docs/choosing_a_strategy.md`` (evidence in ``docs/results_strategy.md``).
+DEFAULT_STRATEGY: str = "decision_change"
 
 #: Where the simulated expert's wrong answers come from (:class:`engine.simulate.NoisyOracle`).
 NOISE_MODES: tuple[str, ...] = ("candidate", "any")

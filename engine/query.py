@@ -61,7 +61,7 @@ __all__ = [
     "IncrementalRanker",
 ]
 
-Criterion = Literal["apl", "pl", "participation", "most_partial", "random"]
+Criterion = Literal["apl", "pl", "participation", "most_partial", "random", "decision_change"]
 
 
 def query_scores(
@@ -84,8 +84,10 @@ def query_scores(
         Vote weights.
     Y : bool array of shape (n_instances, n_labels)
         Candidate sets.
-    criterion : {"apl", "pl", "participation", "most_partial", "random"}
+    criterion : {"apl", "pl", "participation", "most_partial", "random", "decision_change"}
         ``"apl"``/``"pl"``: number of targets whose NL or APL/PL some answer changes.
+        ``"decision_change"``: :func:`engine.decision_change.decision_change_scores` (then
+        row ``i`` of ``idx`` must be the neighbourhood of instance ``i``).
     random_state : int or Generator, optional
         Seed of the ``"random"`` baseline.
     time_limit : float
@@ -119,6 +121,11 @@ def query_scores(
     if criterion == "participation":
         scores = np.bincount(idx.ravel(), weights=w.ravel(), minlength=n)
         return np.where(partial, scores, 0.0)
+    if criterion == "decision_change":
+        # Imported here: engine.decision_change imports ranking_order from this module.
+        from engine.decision_change import decision_change_scores
+
+        return decision_change_scores(idx, w, Y)
     flags = changed_pairs(idx, w, Y, criterion=criterion, time_limit=time_limit, validate=False)
     return np.bincount(idx[flags], minlength=n).astype(np.float64)
 

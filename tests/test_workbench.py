@@ -5,8 +5,11 @@ import pytest
 
 from app.service import Workbench, create_session, import_file
 from app.store import open_store
+from engine.choices import DEFAULT_STRATEGY
+from engine.decision_change import DecisionChangeRanker
 from engine.exceptions import InvalidInput
-from engine.query import query_scores
+from engine.query import query_scores, ranking_order
+from engine.winners import label_sets, open_targets
 from tests.cli.conftest import SAMPLE
 
 
@@ -18,9 +21,11 @@ def bench_factory(tmp_path):
     Session = open_store(tmp_path / "w.db")
     dataset_id, _ = import_file(Session, small, name="digits", min_rows=6)
 
-    def make(criterion="apl", name="s"):
+    def make(criterion="apl", name="s", target_set="all"):
+        # criterion=None: the session's default (create_session without a criterion).
+        chosen = {} if criterion is None else {"criterion": criterion}
         session_id = create_session(Session, dataset_id=dataset_id, name=name, k=5, weighting="uniform",
-                                    criterion=criterion, target_set="all")
+                                    target_set=target_set, **chosen)
         return Workbench.open(Session, session_id)
 
     return make
@@ -71,7 +76,64 @@ def test_answered_item_leaves_the_queue_and_skipped_goes_last(bench_factory):
     assert bench.state.candidates[second].sum() == 1
 
 
-@pytest.mark.parametrize("criterion", ["apl", "most_partial", "random"])
+@pytest.mark.parametrize("target_set", ["all", "unlabelled"])
+def test_default_session_ranks_by_decision_change_like_a_fresh_ranker(bench_factory, target_set):
+    """A session made without a criterion ranks by DEFAULT_STRATEGY (decision_change); after
+    answers, skips, none-of-these and undos its scores are those of a fresh
+    DecisionChangeRanker on the derived candidate sets, bit for bit, and so is its queue."""
+    assert DEFAULT_STRATEGY == "decision_change"
+    bench = bench_factory(criterion=None, target_set=target_set)
+    assert bench.config.criterion == "decision_change"
+    assert isinstance(bench.ranker, DecisionChangeRanker)
+    rng = np.random.default_rng(3)
+    kinds_seen = set()
+    for step in range(20):
+        queue = bench.queue()
+        kind = str(rng.choice(["answer", "answer", "skip", "undo", "none_of_these"]))
+        annotator = ["ann", "bob"][step % 2]
+        if kind == "undo":
+            try:
+                bench.record(annotator, "undo")
+            except InvalidInput:  # nothing of this annotator's left to undo
+                continue
+        else:
+            position = int(queue[rng.integers(0, min(5, queue.size))])
+            label = int(rng.choice(np.flatnonzero(bench.state.candidates[position]))) if kind == "answer" else None
+            bench.record(annotator, kind, position=position, label=label)
+        kinds_seen.add(kind)
+        candidates = np.asarray(bench.state.candidates)
+        fresh = DecisionChangeRanker(bench.idx, bench.w, candidates, targets=bench.targets, random_state=bench.session_id)
+        np.testing.assert_array_equal(bench.scores, fresh.scores)
+        np.testing.assert_array_equal(
+            bench.queue(), ranking_order(fresh.scores, bench.state.open_items, deferred=np.asarray(bench.state.skipped))
+        )
+        reopened = Workbench.open(bench.Session, bench.session_id)
+        np.testing.assert_array_equal(reopened.scores, bench.scores)
+        assert reopened.n_open == bench.n_open
+    assert kinds_seen == {"answer", "skip", "undo", "none_of_these"}
+
+
+def test_explain_under_decision_change_counts_the_decisions_an_answer_can_change(bench_factory):
+    bench = bench_factory(criterion="decision_change")
+    top = int(bench.queue(top=1)[0])
+    why = bench.explain(top)
+    holds = bench.idx == top
+    change = np.where(holds, bench.ranker.terms, 0.0).max(axis=1)
+    assert why.n_targets_changed == int((change > 0).sum()) > 0
+    assert set(why.targets) == set(bench.targets[change > 0].tolist())
+    assert why.targets[0] == int(bench.targets[np.argmax(change)])  # the most moved decision first
+    assert why.score == pytest.approx(float(bench.scores[top]))
+    assert why.example is not None and why.example.target == why.targets[0]
+    assert set(why.example.necessary_after) == {
+        bench.label_names[m] for m in np.flatnonzero(bench.state.candidates[top])
+    }
+    # The open-target counts come from the label sets (this ranker keeps no NL/APL).
+    is_open = open_targets(*label_sets(bench.idx, bench.w, np.asarray(bench.state.candidates)))
+    assert bench.summary()["open_targets"] == bench.n_open == int(is_open.sum())
+    assert bench.touched().shape == (bench.state.n_instances,)
+
+
+@pytest.mark.parametrize("criterion", ["apl", "most_partial", "random", "decision_change"])
 def test_exported_ranking_is_the_query_pages_order_after_answers_skips_and_undos(bench_factory, criterion):
     """One ranking order: the ranked export (rank 1 first) lists the open items exactly in
     the order the Query page asks them (Workbench.queue), skipped items last, whatever

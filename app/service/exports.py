@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.store import event_log
 from engine import check_choice
+from engine.choices import DEFAULT_STRATEGY
 
 if TYPE_CHECKING:
     from app.service.workbench import Workbench
@@ -97,7 +98,7 @@ def export_bytes(table: pd.DataFrame, fmt: str) -> bytes:
 def rank_file(
     path: str | Path,
     *,
-    criterion: str = "apl",
+    criterion: str = DEFAULT_STRATEGY,
     k: int = 10,
     weighting: str = "uniform",
     seed: int = 0,
@@ -113,7 +114,8 @@ def rank_file(
     path : str or Path
         Any file :func:`app.io.read_dataset` reads.
     criterion, k, weighting, seed
-        As in :func:`engine.query.query_scores` and :func:`engine.neighbors.knn_graph`.
+        As in :func:`engine.query.query_scores` and :func:`engine.neighbors.knn_graph`; the
+        criterion defaults to :data:`engine.choices.DEFAULT_STRATEGY`.
     dask : str, optional
         Address of a running Dask scheduler to score on.
     workers : int, optional

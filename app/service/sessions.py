@@ -32,6 +32,7 @@ from app.store import (
     write_transaction,
 )
 from engine import check_choice
+from engine.choices import DEFAULT_STRATEGY
 from engine.exceptions import InvalidInput
 
 if TYPE_CHECKING:
@@ -232,9 +233,20 @@ def featurize_items(Session: sessionmaker[Session], dataset: int | str, items: S
 
 
 def create_session(
-    Session: sessionmaker[Session], *, dataset_id: int, name: str, k: int, weighting: str, criterion: str, target_set: str
+    Session: sessionmaker[Session],
+    *,
+    dataset_id: int,
+    name: str,
+    k: int,
+    weighting: str,
+    criterion: str = DEFAULT_STRATEGY,
+    target_set: str,
 ) -> int:
-    """Create a labelling session on a stored dataset; returns its id."""
+    """Create a labelling session on a stored dataset; returns its id.
+
+    ``criterion`` defaults to :data:`engine.choices.DEFAULT_STRATEGY`, what sessions rank by
+    unless told otherwise.
+    """
 
     def work(s: Session) -> int:
         labelling = create_labelling_session(
@@ -405,5 +417,5 @@ def ensure_sample_session(Session: sessionmaker[Session], name: str = "demo") ->
     else:
         dataset_id, _ = import_file(Session, SAMPLE_FILE, name=SAMPLE_DATASET, min_rows=11)
     return create_session(
-        Session, dataset_id=dataset_id, name=name, k=10, weighting="uniform", criterion="apl", target_set="all"
+        Session, dataset_id=dataset_id, name=name, k=10, weighting="uniform", criterion=DEFAULT_STRATEGY, target_set="all"
     )

@@ -4,7 +4,9 @@ The CLI and the Streamlit pages share this one object so they add no logic of th
 Its query list is ordered by :func:`engine.query.ranking_order` (skipped items last), the
 one order the ranked export uses too.
 It reads a session from the store, builds the k-NN graph once, keeps the query scores up to
-date with :class:`engine.query.IncrementalRanker` as answers arrive (its own or another
+date with :class:`engine.decision_change.DecisionChangeRanker` (criterion
+``"decision_change"``, the default) or :class:`engine.query.IncrementalRanker` (``"apl"``,
+``"pl"``) as answers arrive (its own or another
 process's: :meth:`Workbench.refresh` re-derives the state from the event log and patches
 only the rows whose candidate sets changed), and writes every answer as an event in its own
 transaction.
@@ -23,6 +25,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.io.writers import labelled_dataset_table, ranked_query_table
 from app.store import DatasetContent, SessionConfig, SessionState, dataset_content, derive_state, derived_fields
 from app.store import load_state, record_event, session_events, write_transaction
+from engine.decision_change import DecisionChangeRanker
 from engine.dst import DstPllClassifier
 from engine.exceptions import InvalidInput
 from engine.neighbors import knn_graph
@@ -112,7 +115,7 @@ class Workbench:
     targets: np.ndarray = field(init=False)
     idx: np.ndarray = field(init=False)
     w: np.ndarray = field(init=False)
-    ranker: IncrementalRanker | None = field(init=False, default=None)
+    ranker: IncrementalRanker | DecisionChangeRanker | None = field(init=False, default=None)
     static_scores: np.ndarray | None = field(init=False, default=None)
     _dst: DstPllClassifier | None = field(init=False, default=None, repr=False)
     _content: DatasetContent | None = field(init=False, default=None, repr=False)
@@ -149,7 +152,12 @@ class Workbench:
             self.targets = np.arange(n)
         self.idx, self.w = idx[self.targets], w[self.targets]
         candidates = np.array(self.state.candidates)
-        if cfg.criterion in AMBIGUITY_CRITERIA:
+        if cfg.criterion == "decision_change":
+            # The session id seeds the tie-breaking keys, as it seeds the "random" baseline.
+            self.ranker = DecisionChangeRanker(
+                self.idx, self.w, candidates, targets=self.targets, random_state=cfg.session_id
+            )
+        elif cfg.criterion in AMBIGUITY_CRITERIA:
             self.ranker = IncrementalRanker(self.idx, self.w, candidates, criterion=cfg.criterion)
         else:
             self.static_scores = query_scores(self.idx, self.w, candidates, criterion=cfg.criterion, random_state=cfg.session_id)
@@ -256,7 +264,7 @@ class Workbench:
 
     def label_sets(self) -> tuple[np.ndarray, np.ndarray]:
         """``NL`` and ``APL`` of every target under the current candidate sets."""
-        if self.ranker is not None:
+        if isinstance(self.ranker, IncrementalRanker):  # it keeps them up to date already
             return self.ranker.necessary, self.ranker.approx_possible
         return label_sets(self.idx, self.w, np.asarray(self.state.candidates))
 
@@ -301,8 +309,17 @@ class Workbench:
         return open_neighbourhoods(self.idx, open_targets(*self.label_sets()), self.state.n_instances)
 
     def explain(self, position: int) -> QueryExplanation:
-        """Why ``position`` is worth asking: the targets it can change, one of them in detail."""
-        if self.ranker is not None:
+        """Why ``position`` is worth asking: the targets it can change, one of them in detail.
+
+        For ``"apl"``/``"pl"`` these are the targets whose NL or APL/PL some answer changes;
+        for ``"decision_change"`` the targets whose k-NN decision some answer changes (a
+        positive expected change), the one it moves most first.
+        """
+        if isinstance(self.ranker, DecisionChangeRanker):
+            change = np.where(self.idx == position, self.ranker.terms, 0.0).max(axis=1)
+            rows = np.flatnonzero(change > 0)
+            rows = rows[np.argsort(-change[rows], kind="stable")]
+        elif self.ranker is not None:
             rows, _ = np.nonzero(self.ranker.flags & (self.idx == position))
         else:
             rows = np.array([], dtype=int)

@@ -52,7 +52,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
 
 from app.store.errors import StoreUnavailable
-from engine.choices import CRITERIA, WEIGHTINGS
+from engine.choices import CRITERIA, DEFAULT_STRATEGY, WEIGHTINGS
 
 __all__ = [
     "Base",
@@ -280,7 +280,7 @@ class LabellingSession(Base):
     dataset_id: Mapped[int] = mapped_column(ForeignKey("datasets.id"), index=True)
     k: Mapped[int] = mapped_column(Integer, default=10)
     weighting: Mapped[str] = mapped_column(String(20), default="uniform")
-    criterion: Mapped[str] = mapped_column(String(20), default="apl")
+    criterion: Mapped[str] = mapped_column(String(20), default=DEFAULT_STRATEGY)
     target_set: Mapped[str] = mapped_column(String(20), default="all")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     #: Bumped by every recorded event, so sessions can be listed by recent activity.

@@ -27,6 +27,7 @@ from app.store.models import (
     utcnow,
 )
 from app.store.records import dataset_of, get_labelling_session
+from engine.choices import DEFAULT_STRATEGY
 
 __all__ = [
     "create_labelling_session",
@@ -44,7 +45,7 @@ def create_labelling_session(
     name: str,
     k: int = 10,
     weighting: str = "uniform",
-    criterion: str = "apl",
+    criterion: str = DEFAULT_STRATEGY,
     target_set: str = "all",
 ) -> LabellingSession:
     """Create a labelling session on a dataset.
@@ -57,7 +58,8 @@ def create_labelling_session(
     k : int, default=10
         Neighbours per target (>= 1).
     weighting : {"uniform", "distance"}
-    criterion : {"apl", "pl", "participation", "most_partial", "random"}
+    criterion : {"decision_change", "apl", "pl", "participation", "most_partial", "random"}
+        Default :data:`engine.choices.DEFAULT_STRATEGY` (``"decision_change"``).
     target_set : {"all", "unlabelled"}
 
     Returns

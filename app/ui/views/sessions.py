@@ -17,6 +17,7 @@ from app.service import UPLOAD_EXTENSIONS, dataset_names, session_summaries, sta
 from app.store.models import CRITERIA, TARGET_SETS, WEIGHTINGS
 from app.ui import components
 from app.ui import state as ui
+from engine.choices import DEFAULT_STRATEGY
 from engine.exceptions import InvalidInput
 
 tab = ui.current()
@@ -30,6 +31,7 @@ COLUMN_KEYS = {"text_column": "sessions_text_column", "image_column": "sessions_
                "audio_column": "sessions_audio_column"}
 IGNORE_COLUMNS = "sessions_ignore_columns"
 CRITERION_HELP = {
+    "decision_change": "decision_change — expected k-NN decisions an answer changes (default)",
     "apl": "apl — targets whose NL or APL an answer can change (fast)",
     "pl": "pl — targets whose NL or exact PL an answer can change",
     "participation": "participation — baseline",
@@ -65,7 +67,7 @@ def create_from_form() -> None:
             name=form.get(ui.Keys.NEW_NAME) or "",
             k=int(form.get(ui.Keys.K, 10)),
             weighting=form.get(ui.Keys.WEIGHTING, WEIGHTINGS[0]),
-            criterion=form.get(ui.Keys.CRITERION, CRITERIA[0]),
+            criterion=form.get(ui.Keys.CRITERION, DEFAULT_STRATEGY),
             target_set=form.get(ui.Keys.TARGET_SET, TARGET_SETS[0]),
             upload=(uploaded.name, uploaded.getvalue()) if uploaded is not None else None,
             dataset_name=form.get(ui.Keys.DATASET) if source == STORED else None,
@@ -139,7 +141,8 @@ cols[0].text_input("Session name", key=ui.Keys.NEW_NAME, max_chars=200, placehol
                    help="Empty: named after the file or the dataset.")
 cols[1].number_input("k (neighbours)", min_value=1, max_value=200, value=10, step=1, key=ui.Keys.K)
 cols[2].selectbox("Weighting", WEIGHTINGS, key=ui.Keys.WEIGHTING)
-cols[3].selectbox("Query criterion", CRITERIA, key=ui.Keys.CRITERION, format_func=CRITERION_HELP.get)
+cols[3].selectbox("Query criterion", CRITERIA, index=CRITERIA.index(DEFAULT_STRATEGY), key=ui.Keys.CRITERION,
+                  format_func=CRITERION_HELP.get)
 cols[4].selectbox("Targets", TARGET_SETS, key=ui.Keys.TARGET_SET,
                   help="all instances, or only those whose original set is partial")
 

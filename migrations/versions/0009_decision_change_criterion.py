@@ -1,7 +1,7 @@
 """labelling_sessions.criterion accepts "decision_change" (the default strategy).
 
 Revision ID: 0009
-Revises: 0003
+Revises: 0004
 Create Date: 2026-11-23
 
 The CHECK constraint ``ck_labelling_sessions_criterion`` lists the criteria a session may
@@ -32,7 +32,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0009"
-down_revision: str | Sequence[str] | None = "0003"
+down_revision: str | Sequence[str] | None = "0004"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
@@ -64,7 +64,7 @@ def downgrade() -> None:
 def _replace_check(old: str, new: str) -> None:
     bind = op.get_bind()
     if bind.dialect.name != "sqlite":
-        op.drop_constraint(_NAME, _TABLE, type_="check")
+        op.drop_constraint(op.f(_NAME), _TABLE, type_="check")
         op.create_check_constraint(op.f(_NAME), _TABLE, new)
         return
     table_sql = bind.execute(

@@ -1,6 +1,7 @@
 import json
 import sqlite3
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -28,6 +29,41 @@ def test_rank_straight_from_a_file_without_a_database(winnow, small_csv, tmp_pat
     assert (table["n_candidates"] >= 2).all() and (table["criterion"] == "apl").all()
     assert json.loads(table["params"][0])["k"] == 5
     assert not list(tmp_path.glob("*.db")), "file mode must not create a database"
+
+
+def test_rank_defaults_to_decision_change(winnow, tmp_path):
+    """Without --criterion, `winnow rank` scores the bundled sample by the default strategy,
+    decision_change: the expected number of k-NN decisions an answer changes."""
+    from app.io import read_dataset
+    from engine.choices import DEFAULT_STRATEGY
+    from engine.decision_change import decision_change_scores
+    from engine.neighbors import knn_graph
+    from engine.query import ranking_order
+
+    out = tmp_path / "ranked.csv"
+    winnow("rank", SAMPLE, "-o", out, cwd=tmp_path)
+    table = pd.read_csv(out, dtype={"id": str})
+    assert DEFAULT_STRATEGY == "decision_change" and (table["criterion"] == "decision_change").all()
+    assert json.loads(table["params"][0])["k"] == 10
+    loaded = read_dataset(SAMPLE)
+    idx, w = knn_graph(loaded.X, k=10, weights="uniform")
+    scores = decision_change_scores(idx, w, loaded.candidates)
+    expected = ranking_order(scores, loaded.candidates.sum(axis=1) >= 2)
+    assert table["id"].tolist() == [loaded.ids[i] for i in expected]
+    np.testing.assert_allclose(table["score"], scores[expected], rtol=1e-12)
+    assert table["score"].iloc[0] > 0
+
+
+def test_new_sessions_default_to_decision_change(winnow, small_csv, tmp_path):
+    db = tmp_path / "w.db"
+    winnow("import", small_csv, "--db", db, "--name", "digits", "--session", "imported", "-k", "5")
+    winnow("session", "new", "made", "--dataset", "digits", "--db", db, "-k", "5")
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT name, criterion FROM labelling_sessions ORDER BY name").fetchall()
+    assert rows == [("imported", "decision_change"), ("made", "decision_change")]
+    ranked = tmp_path / "ranked.csv"
+    winnow("rank", "--session", "made", "--db", db, "-o", ranked)
+    assert (pd.read_csv(ranked)["criterion"] == "decision_change").all()
 
 
 def test_rank_json_and_baselines(winnow, small_csv, tmp_path):

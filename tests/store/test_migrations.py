@@ -352,3 +352,75 @@ def test_0004_adds_item_content_and_keeps_a_0003_store(store_url):
             assert event_log(s, 1) == before
     finally:
         engine.dispose()
+
+
+def _schema_around_sessions(conn) -> dict:
+    """What the 0009 copy-and-move of labelling_sessions must keep: every trigger, every
+    foreign key and index of the two tables, and the rows."""
+    found = inspect(conn)
+    return {
+        "triggers": _triggers(conn),
+        "foreign_keys": {t: sorted(map(repr, found.get_foreign_keys(t))) for t in ("labelling_sessions", "answer_events")},
+        "indexes": {t: sorted(map(repr, found.get_indexes(t))) for t in ("labelling_sessions", "answer_events")},
+        "unique": sorted(map(repr, found.get_unique_constraints("labelling_sessions"))),
+        "columns": [c["name"] for c in found.get_columns("labelling_sessions")],
+        "sessions": conn.exec_driver_sql(
+            "SELECT id, name, dataset_id, k, weighting, criterion, target_set FROM labelling_sessions ORDER BY id"
+        ).all(),
+        "events": conn.exec_driver_sql("SELECT id, session_id, kind, label FROM answer_events ORDER BY id").all(),
+    }
+
+
+def test_0009_accepts_decision_change_and_keeps_triggers_keys_and_rows(store_url):
+    """Up to 0009 with an event recorded: the criterion CHECK takes 'decision_change' (and
+    still refuses unknown names), nothing else about labelling_sessions or the events that
+    reference it changes, and downgrading refuses while a session ranks by decision_change."""
+    below = ScriptDirectory.from_config(alembic_config(store_url)).get_revision("0009").down_revision
+    upgrade_database(store_url, below)
+    engine = make_engine(store_url)
+    insert_session = text(
+        "INSERT INTO labelling_sessions (id, name, dataset_id, k, weighting, criterion, target_set,"
+        " created_at, updated_at) VALUES (:id, :name, 1, 3, 'uniform', :criterion, 'all', :now, :now)"
+    )
+    now = datetime(2026, 11, 2, tzinfo=timezone.utc)
+    try:
+        with engine.begin() as conn:
+            _write_rows_of_0001(conn, now)
+            conn.execute(
+                text(
+                    "INSERT INTO answer_events (session_id, instance_id, annotator_id, kind, label,"
+                    " created_at) VALUES (1, 1, 1, 'answer', 0, :now)"
+                ),
+                {"now": now},
+            )
+        with engine.connect() as conn:
+            before = _schema_around_sessions(conn)
+        with pytest.raises(IntegrityError), engine.begin() as conn:
+            conn.execute(insert_session, {"id": 2, "name": "dc", "criterion": "decision_change", "now": now})
+
+        upgrade_database(store_url, "0009")
+        with engine.connect() as conn:
+            assert _schema_around_sessions(conn) == before
+            if conn.dialect.name == "sqlite":
+                assert conn.exec_driver_sql("PRAGMA foreign_key_check").all() == []
+        with engine.begin() as conn:
+            conn.execute(insert_session, {"id": 2, "name": "dc", "criterion": "decision_change", "now": now})
+        with pytest.raises(IntegrityError), engine.begin() as conn:
+            conn.execute(insert_session, {"id": 3, "name": "bad", "criterion": "nope", "now": now})
+        with pytest.raises(IntegrityError), engine.begin() as conn:  # the session foreign key holds
+            conn.execute(text(
+                "INSERT INTO answer_events (session_id, instance_id, annotator_id, kind, created_at)"
+                " VALUES (99, 1, 1, 'skip', :now)"
+            ), {"now": now})
+        with pytest.raises(DatabaseError), engine.begin() as conn:  # and the events stay append-only
+            conn.execute(text("DELETE FROM answer_events"))
+
+        with pytest.raises(RuntimeError, match="'dc' rank by criterion 'decision_change'"):
+            downgrade_database(store_url, below)
+        with engine.begin() as conn:
+            conn.execute(text("DELETE FROM labelling_sessions WHERE id = 2"))
+        downgrade_database(store_url, below)
+        with engine.connect() as conn:
+            assert _schema_around_sessions(conn) == before
+    finally:
+        engine.dispose()

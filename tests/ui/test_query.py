@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from app.service import Workbench
+from app.service import Workbench, create_session, import_file
 from app.store.db import open_store
 from app.store.models import AnswerEvent
 from app.ui.state import STATE_KEY, Keys
-from tests.ui.conftest import LABELS, count_rows, events, no_exception
+from engine.decision_change import DecisionChangeRanker
+from tests.ui.conftest import LABELS, count_rows, events, no_exception, small_csv_bytes
 
 
 def shown_item(at) -> str:
@@ -129,3 +131,39 @@ def test_without_sessions_the_page_points_to_the_sessions_page(app, db):
     at = app(db)
     assert at.info and "No labelling session" in at.info[0].value
     assert at.session_state[STATE_KEY].workbench is None
+
+
+@pytest.fixture
+def default_db(db: str, tmp_path) -> str:
+    """The clustered dataset of ``small_db`` with a session made without a criterion: the
+    default, decision_change."""
+    csv = tmp_path / "small.csv"
+    csv.write_bytes(small_csv_bytes())
+    Session = open_store(db)
+    dataset_id, _ = import_file(Session, csv, name="small", min_rows=6)
+    create_session(Session, dataset_id=dataset_id, name="default", k=5, weighting="uniform", target_set="all")
+    return db
+
+
+def test_decision_change_session_asks_explains_and_answers(app, default_db):
+    at = app(default_db)
+    bench = bench_of(at)
+    assert bench.config.criterion == "decision_change" and isinstance(bench.ranker, DecisionChangeRanker)
+    top = int(bench.queue(top=1)[0])
+    assert shown_item(at) == bench.state.external_ids[top]
+    why = bench.explain(top)
+    assert why.n_targets_changed > 0 and why.example is not None
+    texts = [m.value for m in at.markdown]
+    assert any(f"change the decision of **{why.n_targets_changed}** target(s)" in t and "decision_change" in t for t in texts)
+    assert any(f"For example target `{why.example.target_id}`" in t for t in texts)
+    assert metric(at, "Open targets") == bench.n_open
+
+    label = int(np.flatnonzero(bench.state.candidates[top])[0])
+    at.button(key=Keys.answer(1)).click().run()
+    no_exception(at)
+    assert [(e["kind"], e["position"], e["label"]) for e in events(default_db)] == [("answer", top, label)]
+    assert shown_item(at) != bench.state.external_ids[top]
+    fresh = Workbench.open(open_store(default_db), bench.session_id)
+    np.testing.assert_array_equal(bench_of(at).scores, fresh.scores)
+    np.testing.assert_array_equal(bench_of(at).queue(), fresh.queue())
+    assert metric(at, "Open targets") == fresh.n_open

@@ -166,7 +166,7 @@ def test_bad_session_options_name_the_valid_choices(winnow, small_csv, tmp_path)
     winnow("import", small_csv, "--db", db, "--name", "d")
     result = winnow("session", "new", "s", "--dataset", "d", "--db", db, "--criterion", "best", check=False)
     assert result.returncode == 2
-    assert result.stderr.strip() == "error: criterion must be one of apl, pl, participation, most_partial, random; got 'best'"
+    assert result.stderr.strip() == "error: criterion must be one of apl, pl, participation, most_partial, random, decision_change; got 'best'"
     result = winnow("import", small_csv, "--db", db, "--name", "d2", "--session", "s", "--weighting", "cosine", check=False)
     assert result.returncode == 2 and "--weighting must be one of uniform, distance; got 'cosine'" in result.stderr
     assert count_rows(db, "datasets") == 1  # the bad option was refused before the import

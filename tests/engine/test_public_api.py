@@ -88,7 +88,7 @@ def test_ranking_order_ignores_nan_scores_of_rows_it_does_not_rank():
 
 def test_check_choice_has_one_message_format():
     assert check_choice("pl", "criterion", choices.CRITERIA) == "pl"
-    with pytest.raises(InvalidInput, match=r"^criterion must be one of apl, pl, participation, most_partial, random; got 'x'$"):
+    with pytest.raises(InvalidInput, match=r"^criterion must be one of apl, pl, participation, most_partial, random, decision_change; got 'x'$"):
         check_choice("x", "criterion", choices.CRITERIA)
     with pytest.raises(InvalidInput, match=r"got \['apl'\]"):
         check_choice(["apl"], "criterion", choices.CRITERIA)  # unhashable

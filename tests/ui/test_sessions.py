@@ -22,6 +22,7 @@ def test_upload_creates_a_dataset_and_a_session_with_the_chosen_settings(app, db
     at.file_uploader(key=Keys.UPLOAD).set_value(("birds.csv", small_csv_bytes(n=60), "text/csv"))
     at.run()
     assert at.text_input(key=Keys.NEW_NAME).placeholder == "birds"  # empty: named after the file
+    assert at.selectbox(key=Keys.CRITERION).value == "decision_change"  # the default strategy
     at.text_input(key=Keys.NEW_NAME).set_value("week1")
     at.number_input(key=Keys.K).set_value(7)
     at.selectbox(key=Keys.WEIGHTING).set_value("distance")

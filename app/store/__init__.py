@@ -15,6 +15,7 @@ Modules
 ``events``    record_event and the event log
 ``records``   look-ups shared by the modules above
 ``derive``    the pure event -> state derivation and the derived dataclasses
+``hotkeys``   a session's keyboard keys: defaults and the checks before they are stored
 """
 
 from app.store.datasets import (
@@ -52,6 +53,7 @@ from app.store.derive import (
 )
 from app.store.errors import InvalidRecord, RecordNotFound, StoreUnavailable
 from app.store.events import count_events, event_log, instance_position, record_event, session_events
+from app.store.hotkeys import ACTION_KEYS, LABEL_KEYS, RESERVED_KEYS, check_hotkeys, default_hotkeys, set_session_hotkeys
 from app.store.models import (
     CRITERIA,
     EVENT_KINDS,
@@ -134,4 +136,11 @@ __all__ = [
     "session_events",
     "count_events",
     "instance_position",
+    # keyboard keys
+    "ACTION_KEYS",
+    "RESERVED_KEYS",
+    "LABEL_KEYS",
+    "default_hotkeys",
+    "check_hotkeys",
+    "set_session_hotkeys",
 ]

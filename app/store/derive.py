@@ -138,6 +138,9 @@ class SessionConfig:
     target_set: str
     created_at: datetime
     updated_at: datetime
+    #: Label name -> keyboard key as the session stored it; ``None``: the default keys
+    #: (:func:`app.store.hotkeys.default_hotkeys`).
+    hotkeys: dict[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True, eq=False)

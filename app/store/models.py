@@ -285,6 +285,8 @@ class LabellingSession(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     #: Bumped by every recorded event, so sessions can be listed by recent activity.
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    #: Keyboard keys, label name -> key (:mod:`app.store.hotkeys`); ``None``: the default keys.
+    hotkeys: Mapped[dict[str, str] | None] = mapped_column(JSON, nullable=True)
 
     dataset: Mapped[Dataset] = relationship()
 

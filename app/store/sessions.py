@@ -178,4 +178,5 @@ def _session_config(labelling: LabellingSession, dataset: Dataset) -> SessionCon
         target_set=labelling.target_set,
         created_at=labelling.created_at,
         updated_at=labelling.updated_at,
+        hotkeys=dict(labelling.hotkeys) if labelling.hotkeys is not None else None,
     )

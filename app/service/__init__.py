@@ -11,6 +11,7 @@ Modules
 ``uploads``    files uploaded in the browser (data file, media, zip archive) as a dataset
 ``progress``   replay a session's events and measure it after each one
 ``exports``    the ranked list, labelled data and answer log as tables and files
+``hotkeys``    a session's keyboard keys as editable text
 """
 
 from __future__ import annotations
@@ -21,7 +22,13 @@ from typing import Any
 # The workbench pulls in pandas, scikit-learn and OR-Tools (seconds of imports): names are
 # resolved on first use, so `winnow --help` and the store-only commands stay fast.
 _MODULE_OF = {
-    **dict.fromkeys(("Workbench", "QueryExplanation", "TargetExplanation", "RejectQueue", "ItemContent"), "workbench"),
+    **dict.fromkeys(
+        (
+            "Workbench", "QueryExplanation", "TargetExplanation", "RejectQueue", "ItemContent", "Neighbour",
+            "AnswerEffect", "StaleAnswer", "OFFERS", "ACTION_KEYS",
+        ),
+        "workbench",
+    ),
     **dict.fromkeys(
         (
             "import_file", "import_image_folder", "store_dataset", "featurize_items", "create_session",
@@ -38,6 +45,7 @@ _MODULE_OF = {
          "EVENT_COLUMNS"),
         "exports",
     ),
+    **dict.fromkeys(("hotkeys_text", "parse_hotkeys_text"), "hotkeys"),
 }
 
 __all__ = list(_MODULE_OF)

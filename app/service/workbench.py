@@ -23,8 +23,11 @@ import pandas as pd
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.io.writers import labelled_dataset_table, ranked_query_table
-from app.store import DatasetContent, SessionConfig, SessionState, dataset_content, derive_state, derived_fields
-from app.store import load_state, record_event, session_events, write_transaction
+from app.store import ACTION_KEYS, DatasetContent, EventRecord, SessionConfig, SessionState, dataset_content, default_hotkeys
+from app.store import derive_state, derived_fields, load_state, record_event, session_events, set_session_hotkeys
+from app.store import write_transaction
+from app.store.derive import VERDICT_KINDS
+from engine import check_choice
 from engine.decision_change import DecisionChangeRanker
 from engine.dst import DstPllClassifier
 from engine.exceptions import InvalidInput
@@ -32,7 +35,30 @@ from engine.neighbors import knn_graph
 from engine.query import AMBIGUITY_CRITERIA, IncrementalRanker, open_neighbourhoods, query_scores, ranking_order
 from engine.winners import label_sets, open_targets, possible_labels, witness
 
-__all__ = ["Workbench", "QueryExplanation", "TargetExplanation", "RejectQueue", "ItemContent"]
+__all__ = [
+    "Workbench",
+    "QueryExplanation",
+    "TargetExplanation",
+    "RejectQueue",
+    "ItemContent",
+    "Neighbour",
+    "AnswerEffect",
+    "StaleAnswer",
+    "OFFERS",
+    "ACTION_KEYS",
+]
+
+#: Where an item can be on screen when it is answered (:meth:`Workbench.record`'s ``displayed``).
+OFFERS: tuple[str, ...] = ("query", "rejects", "conflicts")
+
+
+class StaleAnswer(InvalidInput):
+    """An answer about an item that is no longer the one on screen; nothing was written.
+
+    Raised by :meth:`Workbench.record` when a key press arrives after the page moved on (a
+    double press), or after another tab or annotator settled the item. The message is meant
+    for the annotator as it is.
+    """
 
 
 @dataclass(frozen=True)
@@ -77,6 +103,56 @@ class TargetExplanation:
 
 
 @dataclass(frozen=True)
+class Neighbour:
+    """One of an item's nearest neighbours: the items whose labels decide its own."""
+
+    position: int
+    item_id: str
+    #: Its current candidate labels, by name.
+    candidates: tuple[str, ...]
+    #: Its vote weight for the item (1 for uniform weighting).
+    weight: float
+
+
+@dataclass(frozen=True)
+class AnswerEffect:
+    """What answering an item with one of its candidate labels would do to the items nearby.
+
+    Counted over the targets that have the item among their neighbours, with their necessary
+    (NL) and approximately possible (APL) labels before and after the answer.
+    """
+
+    label: str
+    label_index: int
+    #: Targets whose decision becomes certain (NL ≠ APL before, NL = APL after).
+    settled: int
+    #: Targets whose NL or APL changes at all (the settled ones included).
+    changed: int
+
+    @property
+    def outcome(self) -> str:
+        """The effect in plain words, without the label: ``"12 nearby items become certain"``.
+
+        >>> AnswerEffect("cat", 0, settled=1, changed=3).outcome
+        '1 nearby item becomes certain and 2 more narrow down'
+        >>> AnswerEffect("cat", 0, settled=0, changed=0).outcome
+        'no nearby item changes'
+        """
+        def items(n: int) -> str:
+            return f"{n} nearby item" + ("" if n == 1 else "s")
+
+        more = self.changed - self.settled
+        if self.settled and more:
+            verb = "becomes" if self.settled == 1 else "become"
+            return f"{items(self.settled)} {verb} certain and {more} more narrow down"
+        if self.settled:
+            return f"{items(self.settled)} " + ("becomes" if self.settled == 1 else "become") + " certain"
+        if more:
+            return f"{items(more)} " + ("narrows" if more == 1 else "narrow") + " down"
+        return "no nearby item changes"
+
+
+@dataclass(frozen=True)
 class QueryExplanation:
     """Why an item is worth asking about: the targets an answer could change."""
 
@@ -87,6 +163,10 @@ class QueryExplanation:
     #: Positions of the targets an answer could change (those the score counts).
     targets: list[int]
     example: TargetExplanation | None
+    #: The item's own nearest neighbours, nearest first.
+    neighbours: list[Neighbour] = field(default_factory=list)
+    #: One entry per candidate label of the item, in label order.
+    effects: list[AnswerEffect] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -119,6 +199,8 @@ class Workbench:
     static_scores: np.ndarray | None = field(init=False, default=None)
     _dst: DstPllClassifier | None = field(init=False, default=None, repr=False)
     _content: DatasetContent | None = field(init=False, default=None, repr=False)
+    #: The events the state was last derived from (for the checks of :meth:`record`).
+    _events: list[EventRecord] | None = field(init=False, default=None, repr=False)
     _media_root: Path | None = field(init=False, default=None, repr=False)
 
     @classmethod
@@ -137,6 +219,14 @@ class Workbench:
     @property
     def label_names(self) -> tuple[str, ...]:
         return self.state.label_names
+
+    @property
+    def hotkeys(self) -> dict[str, str]:
+        """Label name -> keyboard key: the session's own keys, or the default ones
+        (:func:`app.store.default_hotkeys`). Labels without a key are left out."""
+        if self.config.hotkeys is not None:
+            return dict(self.config.hotkeys)
+        return default_hotkeys(self.label_names)
 
     def _build(self) -> None:
         with self.Session() as s:
@@ -235,6 +325,7 @@ class Workbench:
         """
         with self.Session() as s:
             events = session_events(s, self.session_id)
+        self._events = events
         derived = derive_state(events, self.state.original_candidates)
         changed = np.flatnonzero((derived.candidates != self.state.candidates).any(axis=1))
         self.state = replace(self.state, **derived_fields(derived))
@@ -332,7 +423,69 @@ class Workbench:
             n_targets_changed=len(targets),
             targets=targets,
             example=example,
+            neighbours=self.neighbours(position),
+            effects=self.answer_effects(position),
         )
+
+    def neighbours(self, position: int) -> list[Neighbour]:
+        """The ``k`` nearest neighbours of the item at ``position``, nearest first.
+
+        They are the items whose candidate sets vote on the item's own label. Read from the
+        session's graph when the item is a target; otherwise found with one k-NN search.
+        """
+        names = self.label_names
+        row = int(np.searchsorted(self.targets, position))
+        if row < self.targets.size and self.targets[row] == position:
+            idx_row, w_row = self.idx[row], self.w[row]
+        else:
+            # The item is not a target (target_set="unlabelled"): search k + 1 and drop the
+            # item itself, as the graph's exclude_self does.
+            k = min(self.config.k + 1, self.state.n_instances)
+            idx, w = knn_graph(self.state.X, self.state.X[[position]], k=k, weights=self.config.weighting)
+            keep = idx[0] != position
+            idx_row, w_row = idx[0][keep][: self.config.k], w[0][keep][: self.config.k]
+        Y = self.state.candidates
+        return [
+            Neighbour(
+                position=int(n),
+                item_id=self.state.external_ids[int(n)],
+                candidates=tuple(names[m] for m in np.flatnonzero(Y[int(n)])),
+                weight=float(weight),
+            )
+            for n, weight in zip(idx_row, w_row)
+        ]
+
+    def answer_effects(self, position: int) -> list[AnswerEffect]:
+        """For each candidate label of the item: how many nearby items an answer settles.
+
+        The targets that have the item among their neighbours are the only ones an answer can
+        change; their ``NL`` and ``APL`` are recomputed with the item's set replaced by the one
+        label (``O(T·K·M)`` for those ``T`` targets, a few dozen on a k-NN graph).
+        """
+        Y = np.array(self.state.candidates)
+        labels = np.flatnonzero(Y[position])
+        rows = np.flatnonzero((self.idx == position).any(axis=1))
+        if rows.size == 0:
+            return [AnswerEffect(self.label_names[m], int(m), settled=0, changed=0) for m in labels]
+        idx_rows, w_rows = self.idx[rows], self.w[rows]
+        necessary, possible = label_sets(idx_rows, w_rows, Y)
+        was_open = (necessary != possible).any(axis=1)
+        effects = []
+        for label in labels:
+            Y[position] = False
+            Y[position, label] = True
+            after_necessary, after_possible = label_sets(idx_rows, w_rows, Y)
+            now_open = (after_necessary != after_possible).any(axis=1)
+            changed = ((after_necessary != necessary) | (after_possible != possible)).any(axis=1)
+            effects.append(
+                AnswerEffect(
+                    self.label_names[label],
+                    int(label),
+                    settled=int((was_open & ~now_open).sum()),
+                    changed=int(changed.sum()),
+                )
+            )
+        return effects
 
     def _explain_target(self, row: int, position: int) -> TargetExplanation:
         names = self.label_names
@@ -399,8 +552,51 @@ class Workbench:
 
     # ------------------------------------------------------------------ writing
 
-    def record(self, annotator: str, kind: str, *, position: int | None = None, label: int | str | None = None) -> int:
-        """Append one event in its own transaction, then refresh; returns the event id."""
+    def record(
+        self,
+        annotator: str,
+        kind: str,
+        *,
+        position: int | None = None,
+        label: int | str | None = None,
+        displayed: str | None = None,
+        undoes: int | None = None,
+    ) -> int:
+        """Append one event in its own transaction, then refresh; returns the event id.
+
+        Parameters
+        ----------
+        annotator : str
+            Who answers.
+        kind : str
+            One of :data:`app.store.EVENT_KINDS`.
+        position : int, optional
+            The item: the one on screen when ``displayed`` is given.
+        label : int or str, optional
+            For ``answer``, ``other_label`` and ``resolve``.
+        displayed : {"query", "rejects", "conflicts"}, optional
+            The page that showed ``position``. The state is refreshed first (other tabs may
+            have answered) and the event is refused with :class:`StaleAnswer`, nothing
+            written, when the item is no longer the one that page offers: not the first of
+            :meth:`queue` (``"query"``), no longer open (``"rejects"``), no longer in conflict
+            (``"conflicts"``), or when this annotator already gave a verdict on it.
+        undoes : int, optional
+            For an ``undo`` from a page: the event the page offered to undo. Refused with
+            :class:`StaleAnswer` when it is no longer this annotator's latest event.
+
+        Raises
+        ------
+        StaleAnswer
+            As above; nothing is written.
+        InvalidInput
+            The store refuses the event (:func:`app.store.record_event`).
+        """
+        if displayed is not None or undoes is not None:
+            self.refresh()
+            if kind == "undo":
+                self._check_undo(annotator, undoes)
+            else:
+                self._check_displayed(annotator, kind, position, displayed)
 
         def work(s: Session) -> int:
             event = record_event(
@@ -412,6 +608,65 @@ class Workbench:
         event_id = write_transaction(self.Session, work)
         self.refresh()
         return event_id
+
+    def set_hotkeys(self, mapping: dict[str, str | None] | None) -> dict[str, str]:
+        """Store the session's keyboard keys (``None``: back to the default keys).
+
+        Validated by :func:`app.store.set_session_hotkeys` (one letter or digit per label, no
+        key twice, none of the action keys); returns the mapping now in force. Other tabs
+        that have the session open see the new keys when they open it again.
+        """
+        stored = write_transaction(self.Session, lambda s: set_session_hotkeys(s, self.session_id, mapping))
+        config = replace(self.config, hotkeys=None if mapping is None else dict(stored))
+        self.state = replace(self.state, config=config)
+        return stored
+
+    def latest_event(self, annotator: str) -> int | None:
+        """The id of ``annotator``'s latest event that an undo would cancel, or ``None``."""
+        events = self._current_events()
+        undone = {e.undoes_event_id for e in events if e.kind == "undo"}
+        mine = [e.id for e in events if e.annotator == annotator and e.kind != "undo" and e.id not in undone]
+        return mine[-1] if mine else None
+
+    def has_verdict(self, annotator: str, position: int) -> bool:
+        """Whether ``annotator`` has an active verdict (answer, other label, none of these) on
+        the item at ``position``."""
+        events = self._current_events()
+        undone = {e.undoes_event_id for e in events if e.kind == "undo"}
+        return any(
+            e.position == position and e.annotator == annotator and e.kind in VERDICT_KINDS and e.id not in undone
+            for e in events
+        )
+
+    def _current_events(self) -> list[EventRecord]:
+        if self._events is None or len(self._events) != self.state.n_events:
+            with self.Session() as s:
+                self._events = session_events(s, self.session_id)
+        return self._events
+
+    def _check_undo(self, annotator: str, undoes: int | None) -> None:
+        if undoes is not None and self.latest_event(annotator) != undoes:
+            raise StaleAnswer("Your latest answer is no longer the one the page offered to undo; nothing was undone.")
+
+    def _check_displayed(self, annotator: str, kind: str, position: int | None, displayed: str | None) -> None:
+        if displayed is None or position is None:
+            raise InvalidInput(f"kind={kind!r} from a page needs the displayed item's position and page")
+        check_choice(displayed, "displayed", OFFERS)
+        item = self.state.external_ids[position]
+        if kind in VERDICT_KINDS and self.has_verdict(annotator, position):
+            raise StaleAnswer(f"You already answered item {item!r}; nothing was recorded.")
+        if displayed == "query":
+            top = self.queue(top=1)
+            offered = top.size > 0 and int(top[0]) == position
+        elif displayed == "rejects":
+            offered = bool(self.state.open_items[position])
+        else:
+            offered = bool(self.state.in_conflict[position])
+        if not offered:
+            raise StaleAnswer(
+                f"Item {item!r} is no longer the one to answer (the page moved on, or someone settled it); "
+                "nothing was recorded."
+            )
 
     # ------------------------------------------------------------------ exports
 

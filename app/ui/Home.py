@@ -16,6 +16,7 @@ from pathlib import Path
 import streamlit as st
 
 from app.service import latest_session_id
+from app.ui import components
 from app.ui import state as ui
 
 PAGES = Path(__file__).resolve().parent / "views"
@@ -43,7 +44,9 @@ def main() -> None:
 
     with st.sidebar:
         if bench is not None:
-            st.markdown(f"**Session** `{bench.config.name}` · dataset `{bench.config.dataset_name}`")
+            # Names are user content: plain text, never Markdown.
+            st.markdown("**Session**")
+            st.text(f"{bench.config.name}\ndataset {bench.config.dataset_name}")
         else:
             st.markdown("**No session open**")
         # Seeded through Session State rather than value=, so the field keeps what was typed.
@@ -51,6 +54,8 @@ def main() -> None:
         st.text_input("Annotator", key=ui.Keys.ANNOTATOR, max_chars=200,
                       help="Your answers are recorded under this name.")
         ui.annotator(tab)
+        # After Enter in the name field the focus goes back to the page, so keys answer again.
+        components.keyboard()
 
     pages = [
         st.Page(PAGES / "query.py", title="Query", icon=":material/help_center:", default=True),

@@ -1,37 +1,54 @@
-"""Pieces the winnow pages share: how an item is drawn, the PCA map, and the caches of what
-the service layer computes (progress replay, reject queue, export files).
+"""Pieces the winnow pages share: how an item is drawn (its text, image, audio and link, or its
+features and the PCA map), user content made safe for Markdown, the keyboard helper, and the
+caches of what the service layer computes (progress replay, reject queue, export files).
 
 Nothing here computes a session's state: the replay, the reject queue and the exports come
 from :mod:`app.service`. Results that depend only on a session's events are cached by
 ``(session id, number of events)``: the log is append-only, so that pair names one state of
 the session.
+
+User content (item texts, label names, ids, session and annotator names) is data, never
+markup: it is drawn with ``st.text`` or, where Streamlit only takes Markdown (button labels,
+alerts), passed through :func:`md` first.
 """
 
 from __future__ import annotations
+
+import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import streamlit as st
 
 from app.dataset_rules import image_shape
-from app.service import RejectQueue, Workbench, export_bytes, session_progress, session_table
+from app.io.media import ContentError, thumbnail_for_display
+from app.service import ItemContent, RejectQueue, Workbench, export_bytes, session_progress, session_table
 from app.ui.state import TabState
 
 __all__ = [
     "workbench_or_stop",
+    "md",
     "show_notice",
     "show_item",
+    "show_thumbnail",
+    "keyboard",
     "pca_projection",
     "progress_history",
     "export_file",
     "reject_queue",
     "label_set",
-    "markdown_table",
+    "key_hint",
 ]
 
 #: Points drawn behind the current item on the PCA map (the rest would only slow the page).
 MAP_POINTS = 1_000
-
+#: Longest side of an item's picture on the Query page, and of a thumbnail, in CSS pixels.
+ITEM_SIDE = {"large": 320, "small": 128, "thumb": 72}
+#: Texts longer than this many characters scroll inside a fixed-height box.
+SCROLL_TEXT = 400
+#: Characters of an item's text shown as a neighbour's snippet.
+SNIPPET = 140
 
 _MAP_ITEMS = ["other items", "this item"]
 #: The PCA map: a sample of the dataset in grey, the asked item large and red (drawn last).
@@ -48,6 +65,10 @@ MAP_SPEC: dict = {
     },
 }
 
+# Every ASCII punctuation character may be backslash-escaped in CommonMark; escaping all of
+# them turns off emphasis, links, images, HTML, math ($) and Streamlit's :colour[...] syntax.
+_MARKDOWN_PUNCTUATION = re.compile(r"[!-/:-@\[-`{-~]")
+
 
 def workbench_or_stop(bench: Workbench | None) -> Workbench:
     """The tab's open session; without one, a link to the Sessions page, and the page stops."""
@@ -58,25 +79,70 @@ def workbench_or_stop(bench: Workbench | None) -> Workbench:
     return bench
 
 
+def md(value: object) -> str:
+    """``value`` as Markdown that displays exactly its text (one line).
+
+    >>> md("![x](http://host/p.png)")
+    '\\\\!\\\\[x\\\\]\\\\(http\\\\:\\\\/\\\\/host\\\\/p\\\\.png\\\\)'
+    >>> md("<b>x</b>")
+    '\\\\<b\\\\>x\\\\<\\\\/b\\\\>'
+    """
+    text = " ".join(str(value).split())  # a line break would start a new Markdown block
+    return _MARKDOWN_PUNCTUATION.sub(lambda m: "\\" + m.group(0), text)
+
+
+def key_hint(key: str | None) -> str:
+    """How a key is written next to what it does: ``"[3]"``, or ``""`` for no key."""
+    return f"[{key.upper()}]" if key else ""
+
+
 def show_notice(tab: TabState) -> None:
-    """The one-shot outcome of the last action (``"ok:..."`` or ``"error:..."``), then cleared."""
-    if tab.notice:
-        level, _, text = tab.notice.partition(":")
-        (st.error if level == "error" else st.success)(text)
-        tab.notice = None
-
-
-def markdown_table(columns: list[str], rows: list[tuple]) -> str:
-    """A small static table (cheaper for the browser than an interactive st.dataframe)."""
-    cell = lambda value: str(value).replace("|", "\\|").replace("\n", " ")  # noqa: E731
-    lines = ["| " + " | ".join(map(cell, columns)) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(map(cell, row)) + " |" for row in rows]
-    return "\n".join(lines)
+    """Show (once) the message the last callback left, as plain text in a coloured box."""
+    if tab.notice is None:
+        return
+    level, text = tab.notice
+    tab.notice = None
+    {"error": st.error, "info": st.info}.get(level, st.success)(md(text))
 
 
 def label_set(bench: Workbench, row: np.ndarray) -> str:
-    """A candidate row as ``"3 | 8 | 9"``."""
+    """A candidate row as ``"3 | 8 | 9"`` (plain text: draw it with ``st.text``)."""
     return " | ".join(bench.label_names[m] for m in np.flatnonzero(row))
+
+
+# -------------------------------------------------------------------------------- keyboard
+
+_KEYBOARD_JS = """
+export default function (component) {
+  const { data } = component;
+  if (!window.__winnowKeyboard) {
+    window.__winnowKeyboard = true;
+    // Streamlit ignores shortcut keys while a text field has the focus. After Enter (the
+    // value is committed) or Escape, give the focus back to the page so that the next key
+    // answers instead of typing into the field. Deferred, so the field handles the key first.
+    document.addEventListener("keydown", (event) => {
+      const field = event.target;
+      if (!(field instanceof HTMLElement)) return;
+      const typing = field.tagName === "INPUT" || field.tagName === "TEXTAREA" || field.isContentEditable;
+      if (!typing) return;
+      const done = event.key === "Escape" || (event.key === "Enter" && field.tagName === "INPUT");
+      if (done) setTimeout(() => field.blur(), 0);
+    }, true);
+  }
+  if (data && data.focus) {
+    // A page asked for a field to be ready for typing (e.g. the "another label" search).
+    const wanted = document.querySelector(data.focus);
+    if (wanted instanceof HTMLElement) wanted.focus();
+  }
+}
+"""
+_keyboard = st.components.v2.component("winnow_keyboard", js=_KEYBOARD_JS)
+
+
+def keyboard(*, focus: str | None = None, key: str = "keyboard") -> None:
+    """Mount the keyboard helper: after Enter or Escape in a text field the focus returns to the
+    page (so shortcut keys work again); ``focus`` is a CSS selector of a field to focus now."""
+    _keyboard(key=key, data={"focus": focus}, height=0, width="stretch")
 
 
 # -------------------------------------------------------------------------------- drawing
@@ -94,6 +160,35 @@ def item_image(features: np.ndarray, shape: tuple[int, int], *, lo: float, hi: f
     grey = 1.0 - np.clip((grid - lo) / span, 0.0, 1.0)
     scale = max(1, pixels // shape[1])
     return np.repeat(np.repeat(grey, scale, axis=0), scale, axis=1)
+
+
+def crisp(pixels: np.ndarray, side: int) -> np.ndarray:
+    """A small picture enlarged by whole-pixel repetition up to ``side`` (never interpolated,
+    so it stays sharp); a picture already that large is returned as it is."""
+    factor = max(1, side // max(pixels.shape[:2]))
+    if factor == 1:
+        return pixels
+    return np.repeat(np.repeat(pixels, factor, axis=0), factor, axis=1)
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def _picture(path: str, side: int, modified_ns: int) -> np.ndarray:
+    """The image file shrunk to fit ``side`` (never enlarged), cached per file version."""
+    return thumbnail_for_display(path, side)
+
+
+def picture(path: Path, side: int) -> np.ndarray:
+    """An item's image at most ``side`` pixels on its longest side, colour kept: shrunk by
+    :func:`app.io.media.thumbnail_for_display`, small ones enlarged only by :func:`crisp`.
+
+    Raises :class:`~app.io.media.ContentError` (one line, no server path) when the file cannot
+    be shown.
+    """
+    try:
+        modified = path.stat().st_mtime_ns
+    except OSError:
+        raise ContentError(f"{path.name!r} is no longer in the media folder") from None
+    return crisp(_picture(str(path), side, modified), side)
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -120,21 +215,71 @@ def _map_background(store_url: str, dataset_id: int, _coords: np.ndarray) -> pd.
     return pd.DataFrame({"pc1": _coords[rows, 0], "pc2": _coords[rows, 1], "item": "other items"})
 
 
-def show_item(bench: Workbench, position: int, *, pixels: int = 200, caption: str | None = None) -> None:
-    """Draw an instance: an image for ``image:HxW`` layouts, else its features and its place
-    on a 2-D PCA map of the dataset."""
+def has_content(content: ItemContent) -> bool:
+    return any(v is not None for v in (content.text, content.image_path, content.audio_path, content.link))
+
+
+def show_item(bench: Workbench, position: int, *, size: str = "large") -> None:
+    """Draw an item as a person looks at it.
+
+    Its text (wrapped; a long one scrolls in a fixed-height box), its image (colour kept,
+    never blurred by enlarging), an audio player and its link. An item without content shows
+    its pixel-feature picture (``image:HxW`` layouts, e.g. the digits) or, failing that, its
+    features and its place on a PCA map. With content, the features and the map stay one
+    click away, in an expander (``size="large"`` only).
+    """
+    content = bench.item_content(position)
+    side = ITEM_SIDE[size]
+    if not has_content(content):
+        _show_features(bench, position, side=side, primary=True, detailed=size == "large")
+        return
+    if content.image_path is not None:
+        try:
+            st.image(picture(content.image_path, side))
+        except ContentError as exc:
+            st.warning(md(f"The image cannot be shown: {exc}"))
+    if content.text is not None:
+        if len(content.text) > SCROLL_TEXT or size != "large":
+            with st.container(height=260 if size == "large" else 140, border=True):
+                st.text(content.text)
+        else:
+            with st.container(border=True):
+                st.text(content.text)
+    if content.audio_path is not None:
+        _show_audio(content.audio_path)
+    if content.link is not None:
+        st.link_button("Open the item's page", content.link, icon=":material/open_in_new:")
+    if size == "large":
+        with st.expander("Features and map"):
+            _show_features(bench, position, side=side, primary=False, detailed=True)
+
+
+def _show_audio(path: Path) -> None:
+    from app.io.media import check_audio
+
+    try:
+        mime = check_audio(path)
+        st.audio(path.read_bytes(), format=mime)
+    except (ContentError, OSError) as exc:
+        st.warning(md(f"The audio clip cannot be played: {exc if isinstance(exc, ContentError) else path.name}"))
+
+
+def _show_features(bench: Workbench, position: int, *, side: int, primary: bool, detailed: bool) -> None:
+    """The pixel picture of an ``image:HxW`` layout, else (when ``detailed``) the feature table
+    and the PCA map."""
     state = bench.state
     dataset = (dataset_key(bench), bench.config.dataset_id)
     shape = image_shape(state.layout, state.X.shape[1])
-    if shape is not None:
+    if shape is not None and primary:
         lo, hi = _feature_range(*dataset, state.X)
-        st.image(item_image(state.X[position], shape, lo=lo, hi=hi, pixels=pixels), caption=caption, clamp=True)
+        st.image(item_image(state.X[position], shape, lo=lo, hi=hi, pixels=side), clamp=True)
+        return
+    if not detailed:
         return
     names = state.feature_names or tuple(f"x{j}" for j in range(state.X.shape[1]))
     shown = min(len(names), 24)
-    if caption:
-        st.caption(caption)
-    st.markdown(markdown_table(["feature", "value"], [(f, f"{v:.4g}") for f, v in zip(names[:shown], state.X[position, :shown])]))
+    table = pd.DataFrame({"feature": list(names[:shown]), "value": [f"{v:.4g}" for v in state.X[position, :shown]]})
+    st.dataframe(table, hide_index=True, height=min(36 * (shown + 1), 300))
     if shown < len(names):
         st.caption(f"first {shown} of {len(names)} features")
     coords = pca_projection(*dataset, state.X)
@@ -142,6 +287,24 @@ def show_item(bench: Workbench, position: int, *, pixels: int = 200, caption: st
     # A plain Vega-Lite spec: building it through Altair (st.scatter_chart) validates a JSON
     # schema on every rerun, which cost more than the rest of the page together.
     st.vega_lite_chart(pd.concat([_map_background(*dataset, coords), here], ignore_index=True), MAP_SPEC)
+
+
+def show_thumbnail(bench: Workbench, position: int) -> None:
+    """A small view of an item for lists (neighbours): its picture, or a snippet of its text,
+    then its id and current candidate labels, all as plain text."""
+    content = bench.item_content(position)
+    state = bench.state
+    if content.image_path is not None:
+        try:
+            st.image(picture(content.image_path, ITEM_SIDE["thumb"]))
+        except ContentError:
+            st.text("(image missing)")
+    elif content.text is not None:
+        snippet = content.text if len(content.text) <= SNIPPET else content.text[: SNIPPET - 1] + "…"
+        st.text(snippet)
+    elif content.audio_path is None and image_shape(state.layout, state.X.shape[1]) is not None:
+        _show_features(bench, position, side=ITEM_SIDE["thumb"], primary=True, detailed=False)
+    st.text(f"{state.external_ids[position]}\n{label_set(bench, state.candidates[position])}")
 
 
 # -------------------------------------------------------------------------------- progress

@@ -47,19 +47,46 @@ class Keys:
     CRITERION = "sessions_criterion"
     TARGET_SET = "sessions_target_set"
     CREATE = "sessions_create"
-    # Query page: candidate slot i (1-based, keyboard shortcut i) is ``answer_key(i)``.
-    NONE_OF_THESE = "query_none_of_these"
-    OTHER_LABEL = "query_other_label"
-    OTHER_SUBMIT = "query_other_submit"
-    SKIP = "query_skip"
-    UNDO = "query_undo"
+    HOTKEYS_SAVE = "sessions_hotkeys_save"
+    HOTKEYS_RESET = "sessions_hotkeys_reset"
     # Rejects page
     REJECTS_SHOWN = "rejects_shown"
-    # Progress page: ``export_key(what, fmt)``
+    # Progress page: ``export(what, fmt)``
+
+    # Query page. Every key names the item on screen (its position): a key press that arrives
+    # after the next item is drawn hits a widget that no longer exists, and Streamlit drops it.
 
     @staticmethod
-    def answer(slot: int) -> str:
-        return f"query_answer_{slot}"
+    def answer(position: int, label: int) -> str:
+        return f"query_answer_{position}_{label}"
+
+    @staticmethod
+    def none_of_these(position: int) -> str:
+        return f"query_none_{position}"
+
+    @staticmethod
+    def skip(position: int) -> str:
+        return f"query_skip_{position}"
+
+    @staticmethod
+    def other(position: int) -> str:
+        """The "Another label" button (key A) that opens the label search."""
+        return f"query_other_{position}"
+
+    @staticmethod
+    def other_label(position: int) -> str:
+        """The search box of labels outside the item's set (choosing one records it)."""
+        return f"query_other_label_{position}"
+
+    @staticmethod
+    def undo(event_id: int | None) -> str:
+        """Undo names the event it offers to undo (``None``: nothing to undo)."""
+        return f"query_undo_{event_id if event_id is not None else 'none'}"
+
+    @staticmethod
+    def hotkeys(session_id: int) -> str:
+        """The keyboard-keys text of a session on the Sessions page."""
+        return f"sessions_hotkeys_{session_id}"
 
     @staticmethod
     def confirm(position: int, label: int) -> str:
@@ -94,8 +121,13 @@ class TabState:
     #: The labelling session open in this tab (``None`` until one is chosen or created).
     session_id: int | None = None
     workbench: Workbench | None = None
-    #: One-shot message shown at the top of the next run (e.g. what was just recorded).
-    notice: str | None = None
+    #: One-shot message shown at the top of the next run: ``(level, plain text)`` with level
+    #: ``"ok"``, ``"info"`` or ``"error"`` (e.g. what was just recorded).
+    notice: tuple[str, str] | None = None
+    #: The item whose "another label" search is open (its position), if any.
+    other_label_for: int | None = None
+    #: One-shot outcome of saving the keyboard keys on the Sessions page (like ``notice``).
+    hotkeys_notice: tuple[str, str] | None = None
     #: A page to switch to on this run (set by a callback, which cannot switch pages itself).
     next_page: str | None = None
     #: Rejected predictions the expert chose to leave alone in this tab, by position.

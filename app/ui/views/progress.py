@@ -1,10 +1,11 @@
-"""Progress: the session replayed event by event, candidate-set sizes, and the exports."""
+"""Progress: the session replayed event by event, candidate-set sizes, and the exports (the
+ranked query list, the labelled data and the events log, as CSV or JSON)."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from app.service import EXPORT_MIME, candidate_set_sizes
+from app.service import EXPORT_MIME, candidate_set_sizes, safe_file_name
 from app.ui import components
 from app.ui import state as ui
 
@@ -48,15 +49,16 @@ st.markdown("**Candidate-set sizes**")
 st.bar_chart(candidate_set_sizes(state), stack=False, height=240)
 
 st.subheader("Export")
-st.caption("The same files as `winnow export --what ranked|labelled`.")
-for what, title in (("ranked", "Ranked query list"), ("labelled", "Labelled data")):
+st.caption("The same files as `winnow export --what ranked|labelled|events`.")
+EXPORTS = (("ranked", "Ranked query list"), ("labelled", "Labelled data"), ("events", "Events log (every answer, skip and undo)"))
+for what, title in EXPORTS:
     row = st.columns([2, 1, 1])
     row[0].markdown(f"**{title}**")
     for column, fmt in zip(row[1:], ("csv", "json")):
         column.download_button(
             fmt.upper(),
             data=components.export_file(tab.db, bench.session_id, state.n_events, what, fmt, bench),
-            file_name=f"{bench.config.name}-{what}.{fmt}",
+            file_name=safe_file_name(f"{bench.config.name}-{what}.{fmt}"),
             mime=EXPORT_MIME[fmt],
             key=ui.Keys.export(what, fmt),
             on_click="ignore",

@@ -1,7 +1,11 @@
-"""Query: the item worth asking about most, its candidate labels as buttons (keys 1–9), and why.
+"""Query: the item worth asking about most, shown as itself, its candidate labels as buttons with
+their keys, and why it is asked.
 
 Each button records one event through :meth:`Workbench.record` in a callback, which also
-patches the ranking incrementally; the rerun that follows then draws the next item.
+patches the ranking incrementally; the rerun that follows then draws the next item. Every
+widget key names the item on screen and every callback passes that item as ``displayed``, so
+a key press that arrives after the page moved on answers nothing (the service refuses it with
+a gentle message instead of answering an item nobody saw).
 """
 
 from __future__ import annotations
@@ -9,41 +13,57 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
+from app.service import ACTION_KEYS, StaleAnswer
 from app.ui import components
 from app.ui import state as ui
+from app.ui.components import key_hint, md
 from engine.exceptions import InvalidInput
 
 tab = ui.current()
 bench = tab.workbench
+KEY = ACTION_KEYS
 
 
-def record(kind: str, position: int | None = None, label: int | None = None) -> None:
-    """Button callback: write one event; the page then shows what was recorded."""
+def record(kind: str, position: int | None = None, label: int | None = None, undoes: int | None = None) -> None:
+    """Button callback: write one event about the item on screen; the page then says what was
+    recorded (or, for a stale press, that nothing was)."""
     if tab.workbench is None:
         return
-    names = tab.workbench.label_names
+    bench = tab.workbench
+    names = bench.label_names
+    tab.other_label_for = None
     try:
-        event_id = tab.workbench.record(ui.annotator(tab), kind, position=position, label=label)
-    except InvalidInput as exc:  # e.g. undo with nothing left to undo
-        tab.notice = f"error:{exc}"
+        if kind == "undo":
+            event_id = bench.record(ui.annotator(tab), "undo", undoes=undoes)
+        else:
+            event_id = bench.record(ui.annotator(tab), kind, position=position, label=label, displayed="query")
+    except StaleAnswer as exc:
+        tab.notice = ("info", str(exc))
         return
-    item = "" if position is None else tab.workbench.state.external_ids[position]
+    except InvalidInput as exc:  # e.g. undo with nothing left to undo
+        tab.notice = ("error", str(exc))
+        return
+    item = "" if position is None else bench.state.external_ids[position]
     said = {
-        "answer": f"{item} is **{names[label]}**" if label is not None else item,
-        "other_label": f"{item} is **{names[label]}** (not in its set)" if label is not None else item,
+        "answer": f"{item} is {names[label]}" if label is not None else item,
+        "other_label": f"{item} is {names[label]} (not in its set)" if label is not None else item,
         "none_of_these": f"{item}: none of these",
         "skip": f"skipped {item}",
         "undo": "undid your last event",
     }.get(kind, kind)
-    tab.notice = f"ok:Recorded: {said} (event {event_id}). Press U to undo."
+    tab.notice = ("ok", f"Recorded: {said} (event {event_id}). Press U to undo.")
 
 
 def record_other(position: int) -> None:
-    choice = st.session_state.get(ui.Keys.OTHER_LABEL)
+    """The label search's callback: choosing a label records it at once."""
+    choice = st.session_state.get(ui.Keys.other_label(position))
     if choice is None or tab.workbench is None:
-        tab.notice = "error:Choose a label first."
         return
     record("other_label", position, tab.workbench.label_names.index(choice))
+
+
+def open_other(position: int) -> None:
+    tab.other_label_for = position
 
 
 st.title("Query")
@@ -59,66 +79,88 @@ cols[2].metric("Open targets", counts["open_targets"],
 cols[3].metric("Conflicts", counts["conflicts"], help="Settle them on the Rejects page.")
 
 components.show_notice(tab)
+last_event = bench.latest_event(ui.annotator(tab))
 
 queue = bench.queue(top=1)
 if queue.size == 0:
     st.success("Nothing left to ask: every item is settled or set aside.")
-    st.button("Undo my last answer", key=ui.Keys.UNDO, shortcut="U", on_click=record, args=("undo",))
+    st.button(f"Undo my last answer {key_hint(KEY['undo'])}", key=ui.Keys.undo(last_event), shortcut=KEY["undo"],
+              on_click=record, args=("undo", None, None, last_event))
     st.stop()
 
 position = int(queue[0])
 candidates = np.flatnonzero(state.candidates[position])
 names = bench.label_names
+hotkeys = bench.hotkeys
 item_id = state.external_ids[position]
 
 left, right = st.columns([3, 2], gap="large")
 with left:
-    st.subheader(f"Item `{item_id}`")
-    show, buttons = st.columns([2, 3])
-    with show:
-        components.show_item(bench, position, caption=f"score {bench.scores[position]:g}")
-    with buttons:
-        st.markdown("**Which label is it?**")
-        for slot, label in enumerate(candidates, start=1):
-            st.button(
-                f"**{names[label]}**", key=ui.Keys.answer(slot), type="primary", width="stretch",
-                shortcut=str(slot) if slot <= 9 else None,
-                on_click=record, args=("answer", position, int(label)),
-            )
-        st.button("None of these", key=ui.Keys.NONE_OF_THESE, shortcut="N", width="stretch",
-                  on_click=record, args=("none_of_these", position))
-        row = st.columns(2)
-        row[0].button("Skip", key=ui.Keys.SKIP, shortcut="S", width="stretch", on_click=record, args=("skip", position))
-        row[1].button("Undo", key=ui.Keys.UNDO, shortcut="U", width="stretch", on_click=record, args=("undo",))
-        outside = [names[m] for m in range(len(names)) if not state.candidates[position, m]]
-        if outside:
-            with st.expander("Another label"):
-                st.selectbox("Label outside the set", outside, index=None, key=ui.Keys.OTHER_LABEL)
-                st.button("Record this label", key=ui.Keys.OTHER_SUBMIT, on_click=record_other, args=(position,))
+    st.subheader(f"Item {md(item_id)}")
+    components.show_item(bench, position, size="large")
     if state.skipped[position]:
         st.caption("Everything left has been skipped at least once; skipped items come last.")
 
 with right:
-    st.subheader("Why this item")
-    why = bench.explain(position)
-    st.markdown(f"An answer can change the decision of **{why.n_targets_changed}** target(s) "
-                f"(criterion `{bench.config.criterion}`, k = {bench.config.k}).")
+    st.markdown("**Which label is it?**")
+    for label in candidates:
+        key = hotkeys.get(names[label])
+        st.button(
+            f"{md(names[label])}  {key_hint(key)}", key=ui.Keys.answer(position, int(label)), type="primary",
+            width="stretch", shortcut=key, on_click=record, args=("answer", position, int(label)),
+            help=f"Key {key.upper()}" if key else "No key: click",
+        )
+    st.button(f"None of these  {key_hint(KEY['none_of_these'])}", key=ui.Keys.none_of_these(position),
+              shortcut=KEY["none_of_these"], width="stretch", on_click=record, args=("none_of_these", position))
+    row = st.columns(2)
+    row[0].button(f"Skip  {key_hint(KEY['skip'])}", key=ui.Keys.skip(position), shortcut=KEY["skip"], width="stretch",
+                  on_click=record, args=("skip", position))
+    row[1].button(f"Undo  {key_hint(KEY['undo'])}", key=ui.Keys.undo(last_event), shortcut=KEY["undo"],
+                  width="stretch", on_click=record, args=("undo", None, None, last_event),
+                  disabled=last_event is None)
+    outside = [names[m] for m in range(len(names)) if not state.candidates[position, m]]
+    if outside:
+        st.button(f"Another label…  {key_hint(KEY['other_label'])}", key=ui.Keys.other(position),
+                  shortcut=KEY["other_label"], width="stretch", on_click=open_other, args=(position,))
+        if tab.other_label_for == position:
+            # Options are drawn as plain text (not Markdown); typing filters them, Enter records.
+            st.selectbox("Label outside the set (type to search, Enter to record)", outside, index=None,
+                         key=ui.Keys.other_label(position), on_change=record_other, args=(position,),
+                         placeholder="Type a label…")
+            components.keyboard(focus=f".st-key-{ui.Keys.other_label(position)} input", key=f"keyboard_focus_{position}")
+
+st.subheader("Why this item")
+why = bench.explain(position)
+for effect in why.effects:
+    st.markdown(f"If you say **{md(effect.label)}**, {effect.outcome}.")
+if why.neighbours:
+    st.markdown(f"**Its {len(why.neighbours)} nearest items** and their candidate labels decide its own label:")
+    per_row = 5
+    for start in range(0, len(why.neighbours), per_row):
+        row = st.columns(per_row)
+        for column, neighbour in zip(row, why.neighbours[start : start + per_row]):
+            with column:
+                components.show_thumbnail(bench, neighbour.position)
+
+with st.expander("Details: scores and label sets"):
+    st.text(f"Query score {why.score:g} (criterion {bench.config.criterion}, k = {bench.config.k}); "
+            f"an answer can change the decision of {why.n_targets_changed} target(s).")
     ex = why.example
     if ex is not None:
         fmt = lambda labels: "{" + ", ".join(labels) + "}"  # noqa: E731
-        st.markdown(
-            f"For example target `{ex.target_id}`: necessary labels NL = {fmt(ex.necessary)}, "
-            f"possible labels PL = {fmt(ex.possible)}."
-        )
+        st.text(f"For example target {ex.target_id}: necessary labels NL = {fmt(ex.necessary)}, "
+                f"possible labels PL = {fmt(ex.possible)}.")
         if ex.witness_label is not None:
-            st.markdown(f"**{ex.witness_label}** can win when the neighbours vote:")
-            st.markdown(components.markdown_table(
-                ["neighbour", "votes", "its candidates"],
-                [(who, vote, ", ".join(cands.split("|"))) for who, vote, cands in ex.witness],
-            ))
-        st.markdown(components.markdown_table(
-            ["if the answer is", f"NL of `{ex.target_id}` becomes"],
-            [(label, fmt(nl)) for label, nl in ex.necessary_after.items()],
-        ))
+            st.text(f"{ex.witness_label} can win when the neighbours vote:")
+            st.dataframe(
+                {"neighbour": [w[0] for w in ex.witness], "votes": [w[1] for w in ex.witness],
+                 "its candidates": [", ".join(w[2].split("|")) for w in ex.witness]},
+                hide_index=True,
+            )
+        st.dataframe(
+            {"if the answer is": list(ex.necessary_after),
+             f"NL of {ex.target_id} becomes": [fmt(nl) for nl in ex.necessary_after.values()]},
+            hide_index=True,
+        )
     elif bench.ranker is None:
-        st.caption("This criterion is a baseline: it does not look at the neighbours' votes.")
+        st.text("This criterion is a baseline: it does not look at the neighbours' votes.")

@@ -1,9 +1,12 @@
-"""Rejects: the labels DST-PLL refuses to commit to, and the conflicts between annotators.
+"""Rejects: the items DST-PLL will not label on its own, and the conflicts between annotators.
 
 DST-PLL runs on the current candidate sets (cached per session state); the open items whose
-prediction it rejects are listed by margin, smallest first, each with the belief and the
-plausibility of every label. The expert confirms a label (an ``answer`` event) or leaves the
-item. Conflicting verdicts are settled with a ``resolve`` event.
+prediction it rejects are listed by margin, smallest first, each shown as itself (text,
+image, audio) with its candidate labels. The expert confirms a label (an ``answer`` event) or
+leaves the item. The first item listed answers to the keyboard: its labels' keys confirm, L
+leaves it. The model's guess is not pre-selected (it would anchor the expert): it waits, with
+belief and plausibility, in a collapsed expander. Conflicting verdicts are settled with a
+``resolve`` event.
 """
 
 from __future__ import annotations
@@ -12,25 +15,32 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from app.service import ACTION_KEYS, StaleAnswer
 from app.ui import components
 from app.ui import state as ui
+from app.ui.components import key_hint, md
 from engine.exceptions import InvalidInput
 
 tab = ui.current()
 bench = tab.workbench
+LEAVE_KEY = ACTION_KEYS["leave"]
 
 
 def record(kind: str, position: int, label: int) -> None:
     if tab.workbench is None:
         return
     item = tab.workbench.state.external_ids[position]
+    displayed = "conflicts" if kind == "resolve" else "rejects"
     try:
-        event_id = tab.workbench.record(ui.annotator(tab), kind, position=position, label=label)
+        event_id = tab.workbench.record(ui.annotator(tab), kind, position=position, label=label, displayed=displayed)
+    except StaleAnswer as exc:
+        tab.notice = ("info", str(exc))
+        return
     except InvalidInput as exc:
-        tab.notice = f"error:{exc}"
+        tab.notice = ("error", str(exc))
         return
     verb = "Resolved" if kind == "resolve" else "Confirmed"
-    tab.notice = f"ok:{verb} {item} as {tab.workbench.label_names[label]} (event {event_id})."
+    tab.notice = ("ok", f"{verb} {item} as {tab.workbench.label_names[label]} (event {event_id}).")
 
 
 def leave(position: int) -> None:
@@ -44,6 +54,7 @@ components.show_notice(tab)
 
 state = bench.state
 names = bench.label_names
+hotkeys = bench.hotkeys
 
 # ------------------------------------------------------------------------------ conflicts
 st.subheader(f"Conflicts between annotators ({len(state.conflicts)})")
@@ -52,55 +63,60 @@ if not state.conflicts:
 for conflict in state.conflicts:
     position = conflict.position
     with st.container(border=True):
-        picture, text = st.columns([1, 4])
+        picture, text = st.columns([1, 3])
         with picture:
-            components.show_item(bench, position, pixels=96)
+            components.show_item(bench, position, size="small")
         with text:
             disputed = ", ".join(names[m] for m in conflict.labels)
             extra = " and “none of these”" if conflict.none_of_these else ""
-            st.markdown(f"**`{state.external_ids[position]}`** — {', '.join(conflict.annotators)} "
-                        f"disagree: {disputed}{extra}. Original set: "
-                        f"{components.label_set(bench, state.original_candidates[position])}.")
+            st.text(f"Item {state.external_ids[position]}: {', '.join(conflict.annotators)} disagree: {disputed}{extra}.\n"
+                    f"Original set: {components.label_set(bench, state.original_candidates[position])}.")
             choices = list(conflict.labels) or list(np.flatnonzero(state.original_candidates[position]))
             buttons = st.columns(min(len(choices), 6) or 1)
             for i, label in enumerate(choices):
                 buttons[i % len(buttons)].button(
-                    f"Resolve as {names[label]}", key=ui.Keys.resolve(position, int(label)),
+                    f"Resolve as {md(names[label])}", key=ui.Keys.resolve(position, int(label)),
                     on_click=record, args=("resolve", position, int(label)),
                 )
 
 # ------------------------------------------------------------------------------ rejects
 queue = components.reject_queue(tab.db, bench.session_id, state.n_events, bench)
 rejected = ~queue.accepted
-st.subheader(f"Predictions DST-PLL rejects ({queue.n_rejected} of {queue.positions.size} open items)")
-st.caption("A prediction is accepted only when the belief of its label exceeds the plausibility of "
-           "every other label (margin > 0). Smallest margin first.")
+st.subheader(f"Items DST-PLL will not label on its own ({queue.n_rejected} of {queue.positions.size} open items)")
+st.caption("Confirm the label you see, or leave the item. The first item answers to the keyboard: "
+           f"its labels' keys confirm, {LEAVE_KEY.upper()} leaves it. Hardest first.")
 shown_max = st.number_input("Show", min_value=1, max_value=200, value=10, step=5, key=ui.Keys.REJECTS_SHOWN)
 rows = [i for i in np.flatnonzero(rejected) if int(queue.positions[i]) not in tab.left_alone][: int(shown_max)]
 if not rows:
     st.success("Nothing to review: DST-PLL commits to a label for every open item you have not left alone.")
-for i in rows:
+for n, i in enumerate(rows):
     position = int(queue.positions[i])
     candidates = np.flatnonzero(state.candidates[position])
+    first = n == 0  # only the first item takes keys: one key per action on a page
     with st.container(border=True):
-        picture, text, chart = st.columns([1, 2, 3])
+        picture, text = st.columns([2, 3])
         with picture:
-            components.show_item(bench, position, pixels=96)
+            components.show_item(bench, position, size="small")
         with text:
-            st.markdown(f"**`{state.external_ids[position]}`** · candidates "
-                        f"{components.label_set(bench, state.candidates[position])}")
-            st.markdown(f"DST-PLL would say **{names[int(queue.labels[i])]}**, margin {queue.margin[i]:.3f}")
-            for label in candidates:
-                st.button(
-                    f"Confirm {names[label]}", key=ui.Keys.confirm(position, int(label)),
-                    type="primary" if label == queue.labels[i] else "secondary",
-                    on_click=record, args=("answer", position, int(label)),
+            st.text(f"Item {state.external_ids[position]}")
+            st.caption("Which label is it?")
+            buttons = st.columns(min(len(candidates), 4))
+            for j, label in enumerate(candidates):
+                key = hotkeys.get(names[label]) if first else None
+                # Every label looks the same: the model's guess is not pre-selected.
+                buttons[j % len(buttons)].button(
+                    f"{md(names[label])}  {key_hint(key)}", key=ui.Keys.confirm(position, int(label)),
+                    shortcut=key, width="stretch", on_click=record, args=("answer", position, int(label)),
                 )
-            st.button("Leave it", key=ui.Keys.leave(position), on_click=leave, args=(position,))
-        with chart:
-            bars = pd.DataFrame(
-                {"belief": queue.belief[i], "plausibility": queue.plausibility[i]}, index=pd.Index(names, name="label")
-            )
-            st.bar_chart(bars, stack=False, height=200)
+            st.button(f"Leave it  {key_hint(LEAVE_KEY if first else None)}", key=ui.Keys.leave(position),
+                      shortcut=LEAVE_KEY if first else None, on_click=leave, args=(position,))
+            with st.expander("What the model thinks"):
+                st.text(f"DST-PLL's best guess: {names[int(queue.labels[i])]} (margin {queue.margin[i]:.3f}: "
+                        "its belief does not exceed the plausibility of every other label).")
+                bars = pd.DataFrame(
+                    {"belief": queue.belief[i], "plausibility": queue.plausibility[i]},
+                    index=pd.Index(names, name="label"),
+                )
+                st.bar_chart(bars, stack=False, height=200)
 if tab.left_alone:
     st.caption(f"{len(tab.left_alone)} item(s) left alone in this tab.")

@@ -1,8 +1,9 @@
-"""Sessions: open a labelling session, or create one from an uploaded file or a stored dataset.
+"""Sessions: open a labelling session, or create one from an uploaded file or a stored dataset;
+set the open session's keyboard keys.
 
 Uploads go through the same reader and the same store writes as ``winnow import``; a file
 the reader rejects is reported with its one-line :class:`~app.io.DataFileError` message and
-nothing is written.
+nothing is written. Session, dataset and label names are shown as plain text.
 """
 
 from __future__ import annotations
@@ -13,7 +14,15 @@ import pandas as pd
 import streamlit as st
 
 from app.io import SUPPORTED_EXTENSIONS
-from app.service import UPLOAD_EXTENSIONS, dataset_names, session_summaries, start_session, upload_columns
+from app.service import (
+    UPLOAD_EXTENSIONS,
+    dataset_names,
+    hotkeys_text,
+    parse_hotkeys_text,
+    session_summaries,
+    start_session,
+    upload_columns,
+)
 from app.store.models import CRITERIA, TARGET_SETS, WEIGHTINGS
 from app.ui import components
 from app.ui import state as ui
@@ -75,10 +84,29 @@ def create_from_form() -> None:
             columns=columns if source == UPLOAD else None,
         )
     except InvalidInput as exc:
-        tab.notice = f"error:{exc}"
+        tab.notice = ("error", str(exc))
         return
     open_session(session_id)
     tab.next_page = "views/query.py"
+
+
+
+
+def save_hotkeys(field: str, reset: bool) -> None:
+    """The keyboard-keys buttons' callback: parse and store the edited keys (or the default)."""
+    bench = tab.workbench
+    if bench is None:
+        return
+    try:
+        if reset:
+            keys = bench.set_hotkeys(None)
+        else:
+            keys = bench.set_hotkeys(parse_hotkeys_text(st.session_state.get(field, ""), bench.label_names))
+    except InvalidInput as exc:
+        tab.hotkeys_notice = ("error", str(exc))
+        return
+    st.session_state[field] = hotkeys_text(keys, bench.label_names)
+    tab.hotkeys_notice = ("ok", f"Saved the keys of session {bench.config.name}.")
 
 
 st.title("Sessions")
@@ -153,3 +181,20 @@ components.show_notice(tab)
 if tab.next_page:
     target, tab.next_page = tab.next_page, None
     st.switch_page(target)
+
+if tab.workbench is not None:
+    bench = tab.workbench
+    st.subheader("Keyboard keys of the open session")
+    st.caption("One line per label, `key = label`: a letter or a digit, no key twice; leave the key out for a "
+               "label without one. N, S, U, A and L belong to none of these, skip, undo, another label and "
+               "leave; C and R to Streamlit. Other tabs use the new keys once they open the session again.")
+    field = ui.Keys.hotkeys(bench.session_id)
+    st.session_state.setdefault(field, hotkeys_text(bench.hotkeys, bench.label_names))
+    st.text_area("Keys", key=field, height=min(40 + 24 * len(bench.label_names), 320))
+    row = st.columns([1, 1, 4])
+    row[0].button("Save keys", key=ui.Keys.HOTKEYS_SAVE, type="primary", on_click=save_hotkeys, args=(field, False))
+    row[1].button("Default keys", key=ui.Keys.HOTKEYS_RESET, on_click=save_hotkeys, args=(field, True))
+    if tab.hotkeys_notice is not None:
+        level, text = tab.hotkeys_notice
+        tab.hotkeys_notice = None
+        (st.error if level == "error" else st.success)(components.md(text))

@@ -36,20 +36,22 @@ __all__ = [
     "set_session_hotkeys",
 ]
 
-#: Keys of the actions the labelling pages offer, and what each does.
+#: The key of each action the labelling pages offer (the event kind it records, or "leave":
+#: set a rejected item aside on the Rejects page).
 ACTION_KEYS: dict[str, str] = {
-    "n": "none of these",
-    "s": "skip",
-    "u": "undo",
-    "a": "another label",
-    "l": "leave it (Rejects page)",
+    "none_of_these": "n",
+    "skip": "s",
+    "undo": "u",
+    "other_label": "a",
+    "leave": "l",
 }
+_ACTION_OF_KEY = {key: action for action, key in ACTION_KEYS.items()}
 #: Keys Streamlit keeps for itself ("c" clears the caches, "r" reruns the app).
 RESERVED_KEYS: dict[str, str] = {"c": "reserved by Streamlit (clear caches)", "r": "reserved by Streamlit (rerun)"}
 #: Keys a label may have, in the order the default mapping hands them out: digits first
 #: (as on the number row), then the free letters in keyboard order.
 LABEL_KEYS: tuple[str, ...] = tuple(
-    key for key in "1234567890qwertyuiopasdfghjklzxcvbnm" if key not in ACTION_KEYS and key not in RESERVED_KEYS
+    key for key in "1234567890qwertyuiopasdfghjklzxcvbnm" if key not in _ACTION_OF_KEY and key not in RESERVED_KEYS
 )
 
 
@@ -136,9 +138,9 @@ def check_hotkeys(mapping: Mapping[str, str | None], label_names: Sequence[str])
             continue
         if len(key) != 1 or not (key.isascii() and key.isalnum()):
             raise InvalidRecord(f"hotkeys: the key of {label!r} must be one letter or digit, got {key!r}")
-        if key in ACTION_KEYS:
+        if key in _ACTION_OF_KEY:
             raise InvalidRecord(
-                f"hotkeys: key {key!r} of {label!r} is the key of {ACTION_KEYS[key]!r}; "
+                f"hotkeys: key {key!r} of {label!r} is the key of the action {_ACTION_OF_KEY[key]!r}; "
                 f"free keys: {' '.join(k for k in LABEL_KEYS if k not in owner)}"
             )
         if key in RESERVED_KEYS:

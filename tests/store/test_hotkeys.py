@@ -41,7 +41,7 @@ from .conftest import LABELS
 def test_the_default_keys_never_collide_and_digit_labels_keep_their_digit(labels):
     keys = default_hotkeys(labels)
     assert len(set(keys.values())) == len(keys)  # no key twice
-    assert not set(keys.values()) & (set(ACTION_KEYS) | set(RESERVED_KEYS))
+    assert not set(keys.values()) & (set(ACTION_KEYS.values()) | set(RESERVED_KEYS))
     assert set(keys.values()) <= set(LABEL_KEYS)
     lowered = [name.lower() for name in labels]
     for name in labels:
@@ -60,8 +60,8 @@ def test_digit_labels_get_their_own_digit():
     ("mapping", "match"),
     [
         ({"cat": "1", "dog": "1"}, "key '1' is given to both 'cat' and 'dog'"),
-        ({"cat": "n"}, "key 'n' of 'cat' is the key of 'none of these'"),
-        ({"cat": "S"}, "key 's' of 'cat' is the key of 'skip'"),
+        ({"cat": "n"}, "key 'n' of 'cat' is the key of the action 'none_of_these'"),
+        ({"cat": "S"}, "key 's' of 'cat' is the key of the action 'skip'"),
         ({"cat": "u"}, "'undo'"),
         ({"cat": "r"}, "reserved by Streamlit"),
         ({"cat": "12"}, "must be one letter or digit, got '12'"),

@@ -34,6 +34,7 @@ def main() -> None:
     """One run of the app: store, tab state, sidebar, then the chosen page."""
     st.set_page_config(page_title="winnow", page_icon="🏷️", layout="wide")
 
+    components.style()
     tab = ui.tab_state(database_argument(sys.argv[1:]))
     Session = ui.store(tab.db)
 

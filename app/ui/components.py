@@ -38,13 +38,15 @@ __all__ = [
     "export_file",
     "reject_queue",
     "label_set",
-    "key_hint",
+    "style",
 ]
 
 #: Points drawn behind the current item on the PCA map (the rest would only slow the page).
 MAP_POINTS = 1_000
 #: Longest side of an item's picture on the Query page, and of a thumbnail, in CSS pixels.
 ITEM_SIDE = {"large": 320, "small": 128, "thumb": 72}
+#: Longest side of a pixel-feature picture (an ``image:HxW`` layout such as the 8x8 digits).
+DIGIT_SIDE = 200
 #: Texts longer than this many characters scroll inside a fixed-height box.
 SCROLL_TEXT = 400
 #: Characters of an item's text shown as a neighbour's snippet.
@@ -91,9 +93,22 @@ def md(value: object) -> str:
     return _MARKDOWN_PUNCTUATION.sub(lambda m: "\\" + m.group(0), text)
 
 
-def key_hint(key: str | None) -> str:
-    """How a key is written next to what it does: ``"[3]"``, or ``""`` for no key."""
-    return f"[{key.upper()}]" if key else ""
+#: Streamlit writes a button's shortcut in a faint ``<kbd>`` after its label; this makes it a
+#: key cap in front of the label, so every button shows its key unmistakably.
+KEYCAP_CSS = """
+<style>
+button span[data-has-shortcut="true"] { gap: 0.6rem; }
+button kbd[aria-label^="Shortcut"] {
+  order: -1; opacity: 1; font-weight: 700; font-size: 0.95rem; min-width: 1.6rem; text-align: center;
+  padding: 0.05rem 0.4rem; border: 1px solid currentColor; border-radius: 0.3rem; box-shadow: 0 2px 0 currentColor;
+}
+</style>
+"""
+
+
+def style() -> None:
+    """Add winnow's page styles (the key caps of :data:`KEYCAP_CSS`); call once per run."""
+    st.html(KEYCAP_CSS)
 
 
 def show_notice(tab: TabState) -> None:
@@ -162,10 +177,15 @@ def item_image(features: np.ndarray, shape: tuple[int, int], *, lo: float, hi: f
     return np.repeat(np.repeat(grey, scale, axis=0), scale, axis=1)
 
 
+#: Most a small photo is enlarged (whole pixels): beyond this its pixels show as blocks.
+MAX_ENLARGEMENT = 4
+
+
 def crisp(pixels: np.ndarray, side: int) -> np.ndarray:
-    """A small picture enlarged by whole-pixel repetition up to ``side`` (never interpolated,
-    so it stays sharp); a picture already that large is returned as it is."""
-    factor = max(1, side // max(pixels.shape[:2]))
+    """A small picture enlarged by whole-pixel repetition towards ``side``, at most
+    :data:`MAX_ENLARGEMENT` times (never interpolated, so it is never blurred); a picture
+    already that large is returned as it is."""
+    factor = min(MAX_ENLARGEMENT, max(1, side // max(pixels.shape[:2])))
     if factor == 1:
         return pixels
     return np.repeat(np.repeat(pixels, factor, axis=0), factor, axis=1)
@@ -231,7 +251,10 @@ def show_item(bench: Workbench, position: int, *, size: str = "large") -> None:
     content = bench.item_content(position)
     side = ITEM_SIDE[size]
     if not has_content(content):
-        _show_features(bench, position, side=side, primary=True, detailed=size == "large")
+        pictured = _show_features(bench, position, side=side, primary=True, detailed=size == "large")
+        if pictured and size == "large":
+            with st.expander("Features and map"):
+                _show_features(bench, position, side=side, primary=False, detailed=True)
         return
     if content.image_path is not None:
         try:
@@ -264,18 +287,18 @@ def _show_audio(path: Path) -> None:
         st.warning(md(f"The audio clip cannot be played: {exc if isinstance(exc, ContentError) else path.name}"))
 
 
-def _show_features(bench: Workbench, position: int, *, side: int, primary: bool, detailed: bool) -> None:
-    """The pixel picture of an ``image:HxW`` layout, else (when ``detailed``) the feature table
-    and the PCA map."""
+def _show_features(bench: Workbench, position: int, *, side: int, primary: bool, detailed: bool) -> bool:
+    """The pixel picture of an ``image:HxW`` layout when ``primary``, else (when ``detailed``)
+    the feature table and the PCA map. Returns whether the picture was drawn."""
     state = bench.state
     dataset = (dataset_key(bench), bench.config.dataset_id)
     shape = image_shape(state.layout, state.X.shape[1])
     if shape is not None and primary:
         lo, hi = _feature_range(*dataset, state.X)
-        st.image(item_image(state.X[position], shape, lo=lo, hi=hi, pixels=side), clamp=True)
-        return
+        st.image(item_image(state.X[position], shape, lo=lo, hi=hi, pixels=min(side, DIGIT_SIDE)), clamp=True)
+        return True
     if not detailed:
-        return
+        return False
     names = state.feature_names or tuple(f"x{j}" for j in range(state.X.shape[1]))
     shown = min(len(names), 24)
     table = pd.DataFrame({"feature": list(names[:shown]), "value": [f"{v:.4g}" for v in state.X[position, :shown]]})
@@ -287,6 +310,7 @@ def _show_features(bench: Workbench, position: int, *, side: int, primary: bool,
     # A plain Vega-Lite spec: building it through Altair (st.scatter_chart) validates a JSON
     # schema on every rerun, which cost more than the rest of the page together.
     st.vega_lite_chart(pd.concat([_map_background(*dataset, coords), here], ignore_index=True), MAP_SPEC)
+    return False
 
 
 def show_thumbnail(bench: Workbench, position: int) -> None:

@@ -6,6 +6,7 @@ the tests set ``sys.argv`` as ``streamlit run app/ui/Home.py -- --db FILE`` woul
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Callable
@@ -21,8 +22,12 @@ from app.store import event_log, list_sessions
 from app.store.db import close_stores, open_store
 from app.store.models import AnswerEvent, Dataset, LabellingSession
 
-HOME = Path(__file__).resolve().parents[2] / "app" / "ui" / "Home.py"
-SAMPLE = Path(__file__).resolve().parents[2] / "sample_data" / "digits_partial.csv"
+ROOT = Path(__file__).resolve().parents[2]
+HOME = ROOT / "app" / "ui" / "Home.py"
+SAMPLE = ROOT / "sample_data" / "digits_partial.csv"
+TEXTS = ROOT / "sample_data" / "texts.csv"
+PHOTOS = ROOT / "sample_data" / "photos"
+PHOTO_LABELS = ROOT / "sample_data" / "photos_labels.csv"
 LABELS = ["ant", "bee", "cat", "dog", "eel"]
 
 
@@ -81,6 +86,24 @@ def digits_db(db: str) -> str:
 
 
 @pytest.fixture
+def texts_db(db: str) -> str:
+    """A store with the bundled 300 news snippets (text items) as session ``texts``."""
+    Session = open_store(db)
+    dataset_id, _ = import_file(Session, TEXTS, name="texts", min_rows=11)
+    create_session(Session, dataset_id=dataset_id, name="texts", k=10, weighting="uniform", criterion="apl", target_set="all")
+    return db
+
+
+@pytest.fixture
+def photos_db(db: str) -> str:
+    """A store with the bundled 96 photos (an image folder and its labels CSV) as ``photos``."""
+    Session = open_store(db)
+    dataset_id, _ = import_file(Session, PHOTOS, name="photos", labels=PHOTO_LABELS, min_rows=11)
+    create_session(Session, dataset_id=dataset_id, name="photos", k=10, weighting="uniform", criterion="apl", target_set="all")
+    return db
+
+
+@pytest.fixture
 def app(monkeypatch: pytest.MonkeyPatch) -> Callable[[str], AppTest]:
     """``app(db)`` -> a fresh AppTest (one browser tab) of Home.py on that store, already run."""
 
@@ -112,4 +135,17 @@ def count_rows(db: str, model) -> int:
 
 def no_exception(at: AppTest) -> None:
     assert not at.exception, [e.value for e in at.exception]
+
+
+def plain(markdown: str) -> str:
+    """The text an escaped Markdown string displays (the backslashes before punctuation gone)."""
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", markdown)
+
+
+def position_on_screen(at: AppTest) -> int:
+    """The position of the item the Query page asks about (its widget keys name it)."""
+    prefix = "query_none_"
+    found = [int(b.key[len(prefix):]) for b in at.button if b.key and b.key.startswith(prefix)]
+    assert len(found) == 1, found
+    return found[0]
 

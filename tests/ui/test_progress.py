@@ -10,11 +10,18 @@ import pandas as pd
 import pytest
 from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 
-from app.service import Workbench, export_bytes, replay_progress
+from app.service import Workbench, events_table, export_bytes, replay_progress
 from app.store import event_log, list_sessions, open_store, session_events
 from app.ui.state import STATE_KEY, Keys
 from engine.dst import DstPllClassifier
-from tests.ui.conftest import no_exception
+from tests.ui.conftest import no_exception, position_on_screen
+
+
+def answer_first_candidate(at) -> None:
+    """Click the first candidate of the item the Query page shows."""
+    shown = position_on_screen(at)
+    bench = at.session_state[STATE_KEY].workbench
+    at.button(key=Keys.answer(shown, int(np.flatnonzero(bench.state.candidates[shown])[0]))).click().run()
 
 
 def answer_a_few(bench: Workbench) -> None:
@@ -85,8 +92,8 @@ def test_progress_page_shows_the_replay_and_exports_the_same_files_as_the_cli(ap
 
     monkeypatch.setattr(MemoryMediaFileStorage, "load_and_get_id", capture)
     at = app(small_db)
-    at.button(key=Keys.answer(1)).click().run()
-    at.button(key=Keys.answer(1)).click().run()
+    answer_first_candidate(at)
+    answer_first_candidate(at)
     at.switch_page("views/progress.py").run()
     no_exception(at)
 
@@ -96,7 +103,9 @@ def test_progress_page_shows_the_replay_and_exports_the_same_files_as_the_cli(ap
     assert metrics["Open targets"] == str(bench.n_open)
     assert len(at.get("vega_lite_chart")) == 4  # open targets/rejects, answers, accuracy, set sizes
 
-    for what, table in (("ranked", bench.ranked_table()), ("labelled", bench.labelled_table())):
+    tables = (("ranked", bench.ranked_table()), ("labelled", bench.labelled_table()),
+              ("events", events_table(bench.Session, bench.session_id)))
+    for what, table in tables:
         for fmt in ("csv", "json"):
             assert at.get("download_button")  # the buttons exist with stable keys
             assert any(b.proto.label == fmt.upper() for b in at.get("download_button"))
@@ -106,11 +115,14 @@ def test_progress_page_shows_the_replay_and_exports_the_same_files_as_the_cli(ap
         assert len(frame) == len(table)
     payload = json.loads(downloads["small-labelled.json"])
     assert payload  # parses as JSON
+    events = pd.read_csv(io.BytesIO(downloads["small-events.csv"]))
+    assert list(events["kind"]) == ["answer", "answer"]  # the events log, from the browser too
     keys = {b.id for b in at.get("download_button")}
-    assert len(keys) == 4 and all(Keys.export(w, f) in " ".join(keys) for w in ("ranked", "labelled") for f in ("csv", "json"))
+    kinds = ("ranked", "labelled", "events")
+    assert len(keys) == 6 and all(Keys.export(w, f) in " ".join(keys) for w in kinds for f in ("csv", "json"))
 
     # A new answer changes the cache key: the page replays again and the export follows.
     at.switch_page("views/query.py").run()
-    at.button(key=Keys.answer(1)).click().run()
+    answer_first_candidate(at)
     at.switch_page("views/progress.py").run()
     assert {m.label: m.value for m in at.metric}["Answered items"] == "3"

@@ -8,7 +8,7 @@ from app.store.db import open_store
 from app.store import list_sessions
 from app.store.models import Dataset, Instance, LabellingSession
 from app.ui.state import STATE_KEY, Keys
-from tests.ui.conftest import count_rows, no_exception, small_csv_bytes
+from tests.ui.conftest import count_rows, no_exception, plain, small_csv_bytes
 
 
 def go_to_sessions(at):
@@ -55,7 +55,7 @@ def test_a_bad_upload_shows_the_readers_message_and_writes_nothing(app, db, file
     at.run()
     at.button(key=Keys.CREATE).click().run()
     no_exception(at)
-    errors = [e.value for e in at.error]
+    errors = [plain(e.value) for e in at.error]
     assert len(errors) == 1 and message in errors[0] and file_name in errors[0], errors
     assert "winnow-upload-" not in errors[0]  # the temporary copy is not named
     assert "\n" not in errors[0]
@@ -68,12 +68,12 @@ def test_names_are_checked_before_anything_is_written(app, small_db):
     at.run()
     at.text_input(key=Keys.NEW_NAME).set_value("small")  # taken
     at.button(key=Keys.CREATE).click().run()
-    assert "already exists" in at.error[0].value
+    assert "already exists" in plain(at.error[0].value)
     at.file_uploader(key=Keys.UPLOAD).set_value(("small.csv", small_csv_bytes(n=30), "text/csv"))
     at.text_input(key=Keys.NEW_NAME).set_value("fresh")
     at.run()
     at.button(key=Keys.CREATE).click().run()
-    assert "dataset called 'small'" in at.error[0].value
+    assert "dataset called 'small'" in plain(at.error[0].value)
     assert count_rows(small_db, Dataset) == count_rows(small_db, LabellingSession) == 1
 
 
@@ -97,4 +97,4 @@ def test_create_from_a_stored_dataset_then_reopen_the_first_session(app, small_d
     at.button(key=Keys.OPEN_BUTTON).click().run()
     no_exception(at)
     assert at.session_state[STATE_KEY].workbench.config.name == "small"
-    assert at.sidebar.markdown[0].value.startswith("**Session** `small`")
+    assert at.sidebar.text[0].value == "small\ndataset small"

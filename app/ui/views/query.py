@@ -16,7 +16,7 @@ import streamlit as st
 from app.service import ACTION_KEYS, StaleAnswer
 from app.ui import components
 from app.ui import state as ui
-from app.ui.components import key_hint, md
+from app.ui.components import md
 from engine.exceptions import InvalidInput
 
 tab = ui.current()
@@ -84,7 +84,7 @@ last_event = bench.latest_event(ui.annotator(tab))
 queue = bench.queue(top=1)
 if queue.size == 0:
     st.success("Nothing left to ask: every item is settled or set aside.")
-    st.button(f"Undo my last answer {key_hint(KEY['undo'])}", key=ui.Keys.undo(last_event), shortcut=KEY["undo"],
+    st.button("Undo my last answer", key=ui.Keys.undo(last_event), shortcut=KEY["undo"],
               on_click=record, args=("undo", None, None, last_event))
     st.stop()
 
@@ -106,21 +106,21 @@ with right:
     for label in candidates:
         key = hotkeys.get(names[label])
         st.button(
-            f"{md(names[label])}  {key_hint(key)}", key=ui.Keys.answer(position, int(label)), type="primary",
+            md(names[label]), key=ui.Keys.answer(position, int(label)), type="primary",
             width="stretch", shortcut=key, on_click=record, args=("answer", position, int(label)),
-            help=f"Key {key.upper()}" if key else "No key: click",
+            help=None if key else "This label has no key (set one on the Sessions page).",
         )
-    st.button(f"None of these  {key_hint(KEY['none_of_these'])}", key=ui.Keys.none_of_these(position),
+    st.button("None of these", key=ui.Keys.none_of_these(position),
               shortcut=KEY["none_of_these"], width="stretch", on_click=record, args=("none_of_these", position))
     row = st.columns(2)
-    row[0].button(f"Skip  {key_hint(KEY['skip'])}", key=ui.Keys.skip(position), shortcut=KEY["skip"], width="stretch",
+    row[0].button("Skip", key=ui.Keys.skip(position), shortcut=KEY["skip"], width="stretch",
                   on_click=record, args=("skip", position))
-    row[1].button(f"Undo  {key_hint(KEY['undo'])}", key=ui.Keys.undo(last_event), shortcut=KEY["undo"],
+    row[1].button("Undo", key=ui.Keys.undo(last_event), shortcut=KEY["undo"],
                   width="stretch", on_click=record, args=("undo", None, None, last_event),
                   disabled=last_event is None)
     outside = [names[m] for m in range(len(names)) if not state.candidates[position, m]]
     if outside:
-        st.button(f"Another label…  {key_hint(KEY['other_label'])}", key=ui.Keys.other(position),
+        st.button("Another label…", key=ui.Keys.other(position),
                   shortcut=KEY["other_label"], width="stretch", on_click=open_other, args=(position,))
         if tab.other_label_for == position:
             # Options are drawn as plain text (not Markdown); typing filters them, Enter records.

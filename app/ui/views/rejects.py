@@ -18,7 +18,7 @@ import streamlit as st
 from app.service import ACTION_KEYS, StaleAnswer
 from app.ui import components
 from app.ui import state as ui
-from app.ui.components import key_hint, md
+from app.ui.components import md
 from engine.exceptions import InvalidInput
 
 tab = ui.current()
@@ -105,10 +105,10 @@ for n, i in enumerate(rows):
                 key = hotkeys.get(names[label]) if first else None
                 # Every label looks the same: the model's guess is not pre-selected.
                 buttons[j % len(buttons)].button(
-                    f"{md(names[label])}  {key_hint(key)}", key=ui.Keys.confirm(position, int(label)),
+                    md(names[label]), key=ui.Keys.confirm(position, int(label)),
                     shortcut=key, width="stretch", on_click=record, args=("answer", position, int(label)),
                 )
-            st.button(f"Leave it  {key_hint(LEAVE_KEY if first else None)}", key=ui.Keys.leave(position),
+            st.button("Leave it", key=ui.Keys.leave(position),
                       shortcut=LEAVE_KEY if first else None, on_click=leave, args=(position,))
             with st.expander("What the model thinks"):
                 st.text(f"DST-PLL's best guess: {names[int(queue.labels[i])]} (margin {queue.margin[i]:.3f}: "

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.service import Workbench
+from app.service import ACTION_KEYS, Workbench
 from app.store.db import open_store
+from app.ui.components import md
 from app.ui.state import STATE_KEY, Keys
-from tests.ui.conftest import events, no_exception
+from tests.ui.conftest import events, no_exception, plain
 
 
 def go_to_rejects(at):
@@ -63,3 +64,41 @@ def test_conflicts_between_annotators_are_resolved_here(app, small_db):
     assert "Conflicts between annotators (0)" in at.subheader[0].value
     bench = at.session_state[STATE_KEY].workbench
     assert bench.state.resolved[position] and bench.state.candidates[position].sum() == 1
+
+
+def test_the_first_rejected_item_answers_to_the_keyboard_and_no_guess_is_preselected(app, digits_db):
+    at = go_to_rejects(app(digits_db))
+    bench: Workbench = at.session_state[STATE_KEY].workbench
+    first, second = listed(at)[:2]
+    for position, keyed in ((first, True), (second, False)):
+        for label in np.flatnonzero(bench.state.candidates[position]):
+            button = at.button(key=Keys.confirm(position, int(label)))
+            assert button.label == md(bench.label_names[label])
+            assert button.proto.shortcut == (bench.hotkeys[bench.label_names[label]] if keyed else "")
+            assert button.proto.type == "secondary"  # every label looks alike: the guess is not pre-selected
+        assert at.button(key=Keys.leave(position)).proto.shortcut == (ACTION_KEYS["leave"] if keyed else "")
+    assert "What the model thinks" in [e.label for e in at.expander]
+
+    leave = [b for b in at.button if b.proto.shortcut == ACTION_KEYS["leave"]]
+    leave[0].click().run()  # L: the first item is left alone, the second now takes the keys
+    assert listed(at)[0] == second
+    assert at.button(key=Keys.leave(second)).proto.shortcut == ACTION_KEYS["leave"]
+    label = int(np.flatnonzero(bench.state.candidates[second])[-1])
+    key = bench.hotkeys[bench.label_names[label]]
+    confirm = [b for b in at.button if b.proto.shortcut == key]
+    assert [b.key for b in confirm] == [Keys.confirm(second, label)]
+    confirm[0].click().run()
+    confirm[0].click().run()  # a second press from the page that still showed the item
+    no_exception(at)
+    assert [(e["kind"], e["position"], e["label"]) for e in events(digits_db)] == [("answer", second, label)]
+
+
+def test_rejected_text_items_are_shown_as_text(app, texts_db):
+    at = go_to_rejects(app(texts_db))
+    bench: Workbench = at.session_state[STATE_KEY].workbench
+    shown = listed(at)
+    assert shown
+    texts = {t.value for t in at.text}
+    for position in shown:
+        assert bench.item_content(position).text in texts
+        assert f"Item {bench.state.external_ids[position]}" in texts

@@ -98,3 +98,39 @@ def test_create_from_a_stored_dataset_then_reopen_the_first_session(app, small_d
     no_exception(at)
     assert at.session_state[STATE_KEY].workbench.config.name == "small"
     assert at.sidebar.text[0].value == "small\ndataset small"
+
+
+def test_the_open_sessions_keyboard_keys_are_edited_checked_and_used(app, small_db):
+    from app.service import hotkeys_text
+    from app.store import default_hotkeys, load_state
+
+    at = go_to_sessions(app(small_db))
+    bench = at.session_state[STATE_KEY].workbench
+    field = Keys.hotkeys(bench.session_id)
+    labels = list(bench.label_names)
+    assert at.text_area(key=field).value == hotkeys_text(default_hotkeys(labels), labels)
+
+    at.text_area(key=field).set_value("n = ant\n2 = bee").run()  # N is "none of these"
+    at.button(key=Keys.HOTKEYS_SAVE).click().run()
+    no_exception(at)
+    assert "line 1" in plain(at.error[0].value) and "none_of_these" in plain(at.error[0].value)
+    with open_store(small_db)() as s:
+        assert load_state(s, bench.session_id).config.hotkeys is None  # nothing stored
+
+    at.text_area(key=field).set_value("9 = ant\nb = bee\n = cat").run()
+    at.button(key=Keys.HOTKEYS_SAVE).click().run()
+    no_exception(at)
+    assert at.success
+    with open_store(small_db)() as s:
+        assert load_state(s, bench.session_id).config.hotkeys == {"ant": "9", "bee": "b"}
+
+    at.switch_page("views/query.py").run()
+    shortcuts = {b.label: b.proto.shortcut for b in at.button if b.key and b.key.startswith("query_answer_")}
+    expected = {"ant": "9", "bee": "b", "cat": "", "dog": "", "eel": ""}
+    assert shortcuts and all(expected[name] == key for name, key in shortcuts.items())
+
+    go_to_sessions(at)
+    at.button(key=Keys.HOTKEYS_RESET).click().run()
+    assert at.text_area(key=field).value == hotkeys_text(default_hotkeys(labels), labels)
+    with open_store(small_db)() as s:
+        assert load_state(s, bench.session_id).config.hotkeys is None

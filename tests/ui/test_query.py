@@ -309,3 +309,46 @@ def test_decision_change_session_asks_explains_and_answers(app, default_db):
     np.testing.assert_array_equal(bench_of(at).scores, fresh.scores)
     np.testing.assert_array_equal(bench_of(at).queue(), fresh.queue())
     assert metric(at, "Open targets") == fresh.n_open
+
+
+def test_audio_items_get_a_player_long_texts_scroll_and_links_open_elsewhere(app, db, tmp_path):
+    import wave
+
+    for i in range(12):
+        with wave.open(str(tmp_path / f"clip{i}.wav"), "wb") as clip:
+            clip.setnchannels(1)
+            clip.setsampwidth(2)
+            clip.setframerate(8000)
+            clip.writeframes(np.full(800, 100 * i, dtype="<i2").tobytes())
+    rng = np.random.default_rng(0)
+    table = pd.DataFrame(rng.normal(size=(12, 2)), columns=["f0", "f1"])
+    table.insert(0, "link", [f"https://example.org/item/{i}" for i in range(12)])
+    table.insert(0, "audio", [f"clip{i}.wav" for i in range(12)])
+    table.insert(0, "text", [" ".join(["word"] * 150) + f" {i}" for i in range(12)])  # long: it scrolls
+    table.insert(0, "candidates", ["a|b" if i % 2 else "a" for i in range(12)])
+    table.insert(0, "id", [f"c{i}" for i in range(12)])
+    table.to_csv(tmp_path / "clips.csv", index=False)
+    Session = open_store(db)
+    dataset_id, _ = import_file(Session, tmp_path / "clips.csv", name="clips", min_rows=4)
+    create_session(Session, dataset_id=dataset_id, name="clips", k=3, weighting="uniform", criterion="apl", target_set="all")
+
+    at = app(db)
+    shown = position_on_screen(at)
+    content = bench_of(at).item_content(shown)
+    assert len(at.get("audio")) == 1
+    assert [b.proto.url for b in at.get("link_button")] == [content.link]
+
+    from streamlit.testing.v1.element_tree import Block
+
+    def blocks(block):
+        for child in block.children.values():
+            if isinstance(child, Block):
+                yield child
+                yield from blocks(child)
+
+    def fixed_height(block) -> int:
+        config = getattr(block.proto, "height_config", None)  # only some block kinds have one
+        return config.pixel_height if config is not None else 0
+
+    scrolling = [b for b in blocks(at.main) if fixed_height(b)]
+    assert any(t.value == content.text for box in scrolling for t in box.text)

@@ -141,13 +141,33 @@ export default function (component) {
       const typing = field.tagName === "INPUT" || field.tagName === "TEXTAREA" || field.isContentEditable;
       if (!typing) return;
       const done = event.key === "Escape" || (event.key === "Enter" && field.tagName === "INPUT");
-      if (done) setTimeout(() => field.blur(), 0);
+      if (done) setTimeout(() => release(field), 0);
     }, true);
   }
+  function release(field) {
+    // Blurring alone leaves the focus on <body>, and Streamlit puts it back into the field
+    // when it redraws the page; an element outside Streamlit's tree keeps it instead.
+    let sink = document.getElementById("winnow-focus-sink");
+    if (!sink) {
+      sink = document.createElement("div");
+      sink.id = "winnow-focus-sink";
+      sink.tabIndex = -1;
+      sink.style.cssText = "position:fixed;top:0;left:0;width:0;height:0;overflow:hidden;outline:none";
+      document.body.appendChild(sink);
+    }
+    field.blur();
+    sink.focus({ preventScroll: true });
+  }
   if (data && data.focus) {
-    // A page asked for a field to be ready for typing (e.g. the "another label" search).
-    const wanted = document.querySelector(data.focus);
-    if (wanted instanceof HTMLElement) wanted.focus();
+    // A page asked for a field to be ready for typing (e.g. the "another label" search). The
+    // field may be drawn a moment after this component: look for it for up to two seconds.
+    const started = Date.now();
+    const focusWanted = () => {
+      const wanted = document.querySelector(data.focus);
+      if (wanted instanceof HTMLElement) wanted.focus();
+      else if (Date.now() - started < 2000) setTimeout(focusWanted, 50);
+    };
+    focusWanted();
   }
 }
 """

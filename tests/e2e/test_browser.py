@@ -1,9 +1,18 @@
-"""A person labels three digits with the keyboard in a real browser, then undoes one.
+"""A person labels items with the keyboard in a real browser, and the database says what they saw.
 
-Starts ``winnow ui --sample`` on a free local port with a temporary database, waits for
-``/_stcore/health``, drives Debian's headless Chromium with Playwright, checks the rows in
-SQLite, and saves ``docs/screenshot.png`` for the README. Without Chromium the test skips
-locally and fails in CI (``CI=true``), where ``make browser`` must have installed it.
+Each test starts ``winnow ui`` on a free local port with a temporary database, waits for
+``/_stcore/health``, drives Debian's headless Chromium with Playwright and checks the rows in
+SQLite:
+
+* the bundled digits (``--sample``): three answers by their keys, an undo, a double key press
+  that answers only the item on screen, "another label" by keyboard, and a session whose name
+  is a Markdown image that the browser never fetches;
+* an empty store: a text dataset and a folder of images imported through the upload form,
+  then answered with the keyboard.
+
+The Query page of each kind of item is saved for the README (``docs/screenshot.png`` for the
+digits, ``docs/screenshot_text.png``, ``docs/screenshot_image.png``). Without Chromium the
+tests skip locally and fail in CI (``CI=true``), where ``make browser`` must have installed it.
 """
 
 from __future__ import annotations
@@ -19,18 +28,22 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path(os.environ.get("WINNOW_CHROMIUM", "/usr/bin/chromium"))
-SCREENSHOT = ROOT / "docs" / "screenshot.png"
+DOCS = ROOT / "docs"
+SAMPLES = ROOT / "sample_data"
 CHROMIUM_ARGS = [
     "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
     "--disable-sync", "--no-first-run",
 ]
 ANNOTATOR = "e2e-annotator"
+#: A session name that a Markdown renderer would turn into an image fetched from this URL.
+HOSTILE_NAME = "![x](http://127.0.0.1:9/winnow-e2e-p.png)"
 
 pytestmark = pytest.mark.e2e
 
@@ -63,11 +76,17 @@ def wait_healthy(url: str, process: subprocess.Popen, timeout: float = 90.0) -> 
 
 
 def answer_rows(db: Path) -> list[tuple]:
+    """(event id, kind, item id, label name or None, undone event id, annotator), in order."""
     with sqlite3.connect(db) as connection:
-        return connection.execute(
-            "SELECT e.id, e.kind, i.external_id, e.label, e.undoes_event_id, a.name FROM answer_events e "
-            "JOIN instances i ON i.id = e.instance_id JOIN annotators a ON a.id = e.annotator_id ORDER BY e.id"
+        rows = connection.execute(
+            "SELECT e.id, e.kind, i.external_id, e.label, e.undoes_event_id, a.name, d.label_names"
+            " FROM answer_events e JOIN instances i ON i.id = e.instance_id"
+            " JOIN annotators a ON a.id = e.annotator_id JOIN datasets d ON d.id = i.dataset_id ORDER BY e.id"
         ).fetchall()
+    return [
+        (event, kind, item, None if label is None else json.loads(names)[label], undoes, who)
+        for event, kind, item, label, undoes, who, names in rows
+    ]
 
 
 def wait_for_rows(db: Path, n: int, timeout: float = 30.0) -> list[tuple]:
@@ -82,17 +101,16 @@ def wait_for_rows(db: Path, n: int, timeout: float = 30.0) -> list[tuple]:
 
 def settle(page) -> None:
     """Wait until Streamlit has finished the current run (its "Running" widget is gone)."""
-    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=30_000)
+    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=60_000)
     page.wait_for_timeout(300)
 
 
-@pytest.fixture
-def server(tmp_path: Path):
-    """``winnow ui --sample`` on a free port; yields (base url, database path); killed after."""
+def start_winnow(tmp_path: Path, *extra: str) -> Iterator[tuple[str, Path]]:
+    """``winnow ui`` on a free port; yields (base url, database path); killed after."""
     db = tmp_path / "e2e.db"
     port = free_port()
     winnow = Path(sys.executable).with_name("winnow")
-    command = [str(winnow), "ui", "--db", str(db), "--sample", "--port", str(port), "--headless"]
+    command = [str(winnow), "ui", "--db", str(db), *extra, "--port", str(port), "--headless"]
     log = (tmp_path / "streamlit.log").open("wb")
     # Own process group: `winnow ui` runs streamlit as a child, and both must go.
     process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -110,52 +128,204 @@ def server(tmp_path: Path):
         log.close()
 
 
-def test_label_three_digits_with_the_keyboard_and_undo_one(server):
+@pytest.fixture
+def sample_server(tmp_path: Path):
+    """``winnow ui --sample``: the bundled digits as session ``demo``."""
+    yield from start_winnow(tmp_path, "--sample")
+
+
+@pytest.fixture
+def empty_server(tmp_path: Path):
+    """``winnow ui`` on an empty store."""
+    yield from start_winnow(tmp_path)
+
+
+@pytest.fixture
+def browser():
     if not CHROMIUM.exists():
         _missing(f"Chromium not found at {CHROMIUM}; install it with `make browser`")
     try:
-        from playwright.sync_api import expect, sync_playwright
+        from playwright.sync_api import sync_playwright
     except ImportError:
         _missing("the playwright package is not installed (pip install -e '.[dev]')")
-
-    url, db = server
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        chromium = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
         try:
-            page = browser.new_page(viewport={"width": 1400, "height": 900})
-            page.goto(url, wait_until="domcontentloaded")
-            heading = page.locator("h3[id^='item-']")
-            expect(heading).to_be_visible(timeout=60_000)
-
-            annotator = page.locator(".st-key-annotator input")
-            annotator.fill(ANNOTATOR)
-            annotator.press("Enter")
-            page.locator("h1", has_text="Query").click()  # leave the text field, like a person would
-
-            asked = []
-            for n in range(1, 4):
-                settle(page)
-                item = heading.inner_text().split("Item", 1)[1].strip()
-                first_label = page.locator(".st-key-query_answer_1 button").inner_text().split("\n")[0].strip()  # then the key hint
-                asked.append((item, first_label))
-                page.keyboard.press("1")
-                wait_for_rows(db, n)
-                expect(heading).not_to_have_text(re.compile(rf"^\s*Item {re.escape(item)}\s*$"), timeout=30_000)
-            expect(page.get_by_text("Recorded:")).to_be_visible()
-            settle(page)
-            page.screenshot(path=str(SCREENSHOT), full_page=False)
-
-            page.keyboard.press("u")
-            rows = wait_for_rows(db, 4)
-            expect(heading).to_contain_text(asked[-1][0], timeout=30_000)  # the undone item is asked again
+            yield chromium
         finally:
-            browser.close()
+            chromium.close()
+
+
+class QueryPage:
+    """The Query page as a person sees it: the item's heading, its label buttons and their keys."""
+
+    def __init__(self, page) -> None:
+        self.page = page
+        self.heading = page.locator("h3[id^='item-']")
+
+    def item(self) -> str:
+        return self.heading.inner_text().split("Item", 1)[1].strip()
+
+    def labels(self) -> list[tuple[str, str]]:
+        """(label as displayed, its key) of every answer button, top to bottom."""
+        buttons = self.page.locator("[class*='st-key-query_answer_'] button")
+        buttons.first.wait_for(timeout=60_000)  # drawn a moment after the heading
+        return [
+            (buttons.nth(i).locator("[data-testid='stMarkdownContainer']").inner_text().strip(),
+             buttons.nth(i).locator("kbd").inner_text().strip().lower())
+            for i in range(buttons.count())
+        ]
+
+    def wait_for_next(self, item: str) -> None:
+        from playwright.sync_api import expect
+
+        expect(self.heading).not_to_have_text(re.compile(rf"^\s*Item {re.escape(item)}\s*$"), timeout=30_000)
+        settle(self.page)
+
+
+def screenshot(page, path: Path) -> None:
+    """The Query page from its top, once its metrics and buttons are drawn."""
+    page.locator("[data-testid='stMetric']").first.wait_for(timeout=60_000)
+    page.locator("[class*='st-key-query_answer_'] button").first.wait_for(timeout=60_000)
+    settle(page)
+    page.evaluate("document.querySelector('[data-testid=\"stMain\"]')?.scrollTo(0, 0)")
+    page.mouse.move(5, 995)  # no hover effects in the picture
+    page.wait_for_timeout(500)
+    page.screenshot(path=str(path), full_page=False)
+
+
+def sign_in(page, name: str) -> None:
+    """Type the annotator's name and press Enter, and nothing else: the page must take the next
+    key press as a shortcut, not as more typing in the field."""
+    field = page.locator(".st-key-annotator input")
+    field.fill(name)
+    field.press("Enter")
+    settle(page)
+
+
+def test_label_digits_with_the_keyboard_undo_and_a_double_press(sample_server, browser):
+    from playwright.sync_api import expect
+
+    url, db = sample_server
+    fetched: list[str] = []
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.on("request", lambda request: fetched.append(request.url))
+    page.goto(url, wait_until="domcontentloaded")
+    query = QueryPage(page)
+    expect(query.heading).to_be_visible(timeout=90_000)
+    settle(page)
+    sign_in(page, ANNOTATOR)
+
+    asked = []
+    for n in range(1, 4):
+        item = query.item()
+        label, key = query.labels()[0]
+        assert key == label  # digit labels are answered with their own digit
+        asked.append((item, label))
+        page.keyboard.press(key)
+        wait_for_rows(db, n)
+        query.wait_for_next(item)
+    expect(page.get_by_text("Recorded:")).to_be_visible()
+    screenshot(page, DOCS / "screenshot.png")
+
+    page.keyboard.press("u")
+    rows = wait_for_rows(db, 4)
+    expect(query.heading).to_contain_text(asked[-1][0], timeout=30_000)  # the undone item is asked again
+    settle(page)
+
+    # Two presses 0-50 ms apart: the second arrives before the next item is on screen.
+    item = query.item()
+    label, key = query.labels()[0]
+    page.keyboard.press(key)
+    page.keyboard.press(key)
+    wait_for_rows(db, 5)
+    query.wait_for_next(item)
+    page.wait_for_timeout(1500)  # time for a wrongly recorded second answer to arrive
+    rows = answer_rows(db)
+    assert len(rows) == 5 and rows[4][1:4] == ("answer", item, label)
+
+    # "Another label" by keyboard: A opens the search with the focus in it, Enter records.
+    item = query.item()
+    shown = {label for label, _ in query.labels()}
+    outside = next(str(d) for d in range(10) if str(d) not in shown)
+    page.keyboard.press("a")
+    search = page.locator("[class*='st-key-query_other_label_'] input")
+    expect(search).to_be_focused(timeout=30_000)
+    page.keyboard.type(outside)
+    page.keyboard.press("Enter")
+    rows = wait_for_rows(db, 6)
+    assert rows[5][1:4] == ("other_label", item, outside)
+    query.wait_for_next(item)
+
+    # A session named like a Markdown image: the name is shown, the image is never fetched.
+    page.goto(f"{url}/sessions", wait_until="domcontentloaded")
+    page.get_by_text("A dataset already in the database").click()
+    settle(page)
+    page.locator(".st-key-sessions_new_name input").fill(HOSTILE_NAME)
+    page.locator(".st-key-sessions_new_name input").press("Enter")
+    settle(page)
+    page.locator(".st-key-sessions_create button").click()
+    expect(query.heading).to_be_visible(timeout=90_000)
+    settle(page)
+    expect(page.locator("[data-testid='stSidebar']").get_by_text(HOSTILE_NAME, exact=False)).to_be_visible()
+    page.close()
 
     assert [(kind, item, who) for _, kind, item, _, _, who in rows[:3]] == [("answer", i, ANNOTATOR) for i, _ in asked]
-    with sqlite3.connect(db) as connection:
-        names = [row[0] for row in connection.execute("SELECT label_names FROM datasets")]
-    label_names = json.loads(names[0])
-    assert [label_names[label] for _, _, _, label, _, _ in rows[:3]] == [label for _, label in asked]
+    assert [label for _, _, _, label, _, _ in rows[:3]] == [label for _, label in asked]
     undo = rows[3]
     assert undo[1] == "undo" and undo[4] == rows[2][0] and undo[5] == ANNOTATOR
-    assert len(rows) == 4
+    assert not [u for u in fetched if "winnow-e2e-p.png" in u]
+
+
+def create_session(page, query: QueryPage, name: str, data: Path, media: list[Path] = ()) -> None:
+    """Fill the upload form of the Sessions page like a person and create the session."""
+    from playwright.sync_api import expect
+
+    page.locator("[data-testid='stSidebarNav'] a", has_text="Sessions").click()
+    expect(page.locator(".st-key-sessions_upload input[type='file']")).to_be_attached(timeout=60_000)
+    settle(page)
+    page.locator(".st-key-sessions_upload input[type='file']").set_input_files(str(data))
+    settle(page)
+    if media:
+        page.locator(".st-key-sessions_media_upload input[type='file']").set_input_files([str(p) for p in media])
+        settle(page)
+    page.locator(".st-key-sessions_new_name input").fill(name)
+    page.locator(".st-key-sessions_new_name input").press("Enter")
+    settle(page)
+    page.locator(".st-key-sessions_create button").click()
+    expect(query.heading).to_be_visible(timeout=120_000)
+    settle(page)
+
+
+def test_import_texts_and_an_image_folder_through_the_form_and_answer_with_the_keyboard(empty_server, browser):
+    url, db = empty_server
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(url, wait_until="domcontentloaded")
+    page.get_by_text("No labelling session is open yet.").wait_for(timeout=90_000)
+    query = QueryPage(page)
+    sign_in(page, ANNOTATOR)
+
+    answered = []
+    photos = sorted((SAMPLES / "photos").glob("*.png"))
+    for n, (name, data, media, shot) in enumerate(
+        [("texts", SAMPLES / "texts.csv", [], "screenshot_text.png"),
+         ("photos", SAMPLES / "photos_labels.csv", photos, "screenshot_image.png")],
+        start=1,
+    ):
+        create_session(page, query, name, data, media)
+        screenshot(page, DOCS / shot)
+        item = query.item()
+        label, key = query.labels()[-1]
+        page.keyboard.press(key)
+        rows = wait_for_rows(db, n)
+        query.wait_for_next(item)
+        answered.append(("answer", item, label, ANNOTATOR))
+    page.close()
+
+    assert [(kind, item, label, who) for _, kind, item, label, _, who in rows] == answered
+    with sqlite3.connect(db) as connection:
+        content = dict(connection.execute(
+            "SELECT d.name, count(i.text) + count(i.media_path) FROM datasets d JOIN instances i ON i.dataset_id = d.id"
+            " GROUP BY d.name"
+        ).fetchall())
+    assert content == {"texts": 300, "photos_labels": 96}

@@ -23,9 +23,9 @@ import pandas as pd
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.io.writers import labelled_dataset_table, ranked_query_table
-from app.store import ACTION_KEYS, DatasetContent, EventRecord, SessionConfig, SessionState, dataset_content, default_hotkeys
-from app.store import derive_state, derived_fields, load_state, record_event, session_events, set_session_hotkeys
-from app.store import write_transaction
+from app.store import ACTION_KEYS, DatasetContent, EventRecord, SessionConfig, SessionState, dataset_content
+from app.store import default_hotkeys, derive_state, derived_fields, load_state, record_event, session_events
+from app.store import set_session_hotkeys, write_transaction
 from app.store.derive import VERDICT_KINDS
 from engine import check_choice
 from engine.decision_change import DecisionChangeRanker

@@ -258,15 +258,7 @@ def test_label_digits_with_the_keyboard_undo_and_a_double_press(sample_server, b
     query.wait_for_next(item)
 
     # A session named like a Markdown image: the name is shown, the image is never fetched.
-    page.goto(f"{url}/sessions", wait_until="domcontentloaded")
-    page.get_by_text("A dataset already in the database").click()
-    settle(page)
-    page.locator(".st-key-sessions_new_name input").fill(HOSTILE_NAME)
-    page.locator(".st-key-sessions_new_name input").press("Enter")
-    settle(page)
-    page.locator(".st-key-sessions_create button").click()
-    expect(query.heading).to_be_visible(timeout=90_000)
-    settle(page)
+    create_session(page, query, HOSTILE_NAME)
     expect(page.locator("[data-testid='stSidebar']").get_by_text(HOSTILE_NAME, exact=False)).to_be_visible()
     page.close()
 
@@ -277,14 +269,19 @@ def test_label_digits_with_the_keyboard_undo_and_a_double_press(sample_server, b
     assert not [u for u in fetched if "winnow-e2e-p.png" in u]
 
 
-def create_session(page, query: QueryPage, name: str, data: Path, media: list[Path] = ()) -> None:
-    """Fill the upload form of the Sessions page like a person and create the session."""
+def create_session(page, query: QueryPage, name: str, data: Path | None = None, media: list[Path] = ()) -> None:
+    """Fill the form of the Sessions page like a person and create the session: from an
+    uploaded ``data`` file (and ``media`` files), or from the stored dataset when ``data`` is
+    ``None``."""
     from playwright.sync_api import expect
 
     page.locator("[data-testid='stSidebarNav'] a", has_text="Sessions").click()
     expect(page.locator(".st-key-sessions_upload input[type='file']")).to_be_attached(timeout=60_000)
     settle(page)
-    page.locator(".st-key-sessions_upload input[type='file']").set_input_files(str(data))
+    if data is None:
+        page.get_by_text("A dataset already in the database").click()
+    else:
+        page.locator(".st-key-sessions_upload input[type='file']").set_input_files(str(data))
     settle(page)
     if media:
         page.locator(".st-key-sessions_media_upload input[type='file']").set_input_files([str(p) for p in media])

@@ -23,7 +23,7 @@ import pandas as pd
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.io.writers import labelled_dataset_table, ranked_query_table
-from app.store import ACTION_KEYS, DatasetContent, EventRecord, SessionConfig, SessionState, dataset_content
+from app.store import ACTION_KEYS, DatasetContent, EventRecord, SessionConfig, SessionState, count_events, dataset_content
 from app.store import default_hotkeys, derive_state, derived_fields, load_state, record_event, session_events
 from app.store import set_session_hotkeys, write_transaction
 from app.store.derive import VERDICT_KINDS
@@ -592,7 +592,7 @@ class Workbench:
             The store refuses the event (:func:`app.store.record_event`).
         """
         if displayed is not None or undoes is not None:
-            self.refresh()
+            self._catch_up()
             if kind == "undo":
                 self._check_undo(annotator, undoes)
             else:
@@ -637,6 +637,14 @@ class Workbench:
             e.position == position and e.annotator == annotator and e.kind in VERDICT_KINDS and e.id not in undone
             for e in events
         )
+
+    def _catch_up(self) -> None:
+        """Refresh when another tab or process recorded events since the state was derived
+        (one ``COUNT``; the events are read again only then)."""
+        with self.Session() as s:
+            stored = count_events(s, self.session_id)
+        if stored != self.state.n_events:
+            self.refresh()
 
     def _current_events(self) -> list[EventRecord]:
         if self._events is None or len(self._events) != self.state.n_events:

@@ -25,6 +25,7 @@ from app.dataset_rules import image_shape
 from app.io.media import ContentError, thumbnail_for_display
 from app.service import ItemContent, RejectQueue, Workbench, export_bytes, session_progress, session_table
 from app.ui.state import TabState
+from engine.exceptions import InvalidInput
 
 __all__ = [
     "workbench_or_stop",
@@ -255,6 +256,16 @@ def _map_background(store_url: str, dataset_id: int, _coords: np.ndarray) -> pd.
     return pd.DataFrame({"pc1": _coords[rows, 0], "pc2": _coords[rows, 1], "item": "other items"})
 
 
+def content_or_warning(bench: Workbench, position: int) -> ItemContent:
+    """:meth:`Workbench.item_content`; a stored path the service refuses (it leads outside the
+    media root) is reported in one line and the item is drawn without its media."""
+    try:
+        return bench.item_content(position)
+    except InvalidInput as exc:
+        st.warning(md(str(exc)))
+        return ItemContent(text=None, image_path=None, audio_path=None, link=None)
+
+
 def has_content(content: ItemContent) -> bool:
     return any(v is not None for v in (content.text, content.image_path, content.audio_path, content.link))
 
@@ -268,7 +279,7 @@ def show_item(bench: Workbench, position: int, *, size: str = "large") -> None:
     features and its place on a PCA map. With content, the features and the map stay one
     click away, in an expander (``size="large"`` only).
     """
-    content = bench.item_content(position)
+    content = content_or_warning(bench, position)
     side = ITEM_SIDE[size]
     if not has_content(content):
         pictured = _show_features(bench, position, side=side, primary=True, detailed=size == "large")
@@ -336,7 +347,7 @@ def _show_features(bench: Workbench, position: int, *, side: int, primary: bool,
 def show_thumbnail(bench: Workbench, position: int) -> None:
     """A small view of an item for lists (neighbours): its picture, or a snippet of its text,
     then its id and current candidate labels, all as plain text."""
-    content = bench.item_content(position)
+    content = content_or_warning(bench, position)
     state = bench.state
     if content.image_path is not None:
         try:

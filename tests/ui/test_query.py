@@ -352,3 +352,17 @@ def test_audio_items_get_a_player_long_texts_scroll_and_links_open_elsewhere(app
 
     scrolling = [b for b in blocks(at.main) if fixed_height(b)]
     assert any(t.value == content.text for box in scrolling for t in box.text)
+
+
+def test_a_media_path_the_service_refuses_is_reported_and_the_item_still_answerable(app, photos_db, monkeypatch):
+    from engine.exceptions import InvalidInput
+
+    def refuse(self, position):
+        raise InvalidInput("the stored media path 'x.png' of dataset 'photos' leads outside its media root")
+
+    monkeypatch.setattr(Workbench, "item_content", refuse)
+    at = app(photos_db)
+    assert any("leads outside its media root" in plain(w.value) for w in at.warning)
+    press(at, ACTION_KEYS["skip"])
+    no_exception(at)
+    assert [e["kind"] for e in events(photos_db)] == ["skip"]

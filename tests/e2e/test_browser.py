@@ -189,7 +189,7 @@ def screenshot(page, path: Path) -> None:
     page.locator("[class*='st-key-query_answer_'] button").first.wait_for(timeout=60_000)
     settle(page)
     page.evaluate("document.querySelector('[data-testid=\"stMain\"]')?.scrollTo(0, 0)")
-    page.mouse.move(5, 995)  # no hover effects in the picture
+    page.mouse.move(1395, 995)  # no hover effects in the picture
     page.wait_for_timeout(500)
     page.screenshot(path=str(path), full_page=False)
 

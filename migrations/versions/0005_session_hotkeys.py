@@ -1,7 +1,7 @@
 """Labelling sessions keep their keyboard keys.
 
 Revision ID: 0005
-Revises: 0004
+Revises: 0009 (numbered 0005 as planned; it follows 0009, the head of main when it was written)
 Create Date: 2026-11-24
 
 ``labelling_sessions.hotkeys`` (JSON, nullable): label name -> key, as
@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0005"
-down_revision: str | None = "0004"
+down_revision: str | None = "0009"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

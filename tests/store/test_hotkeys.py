@@ -98,8 +98,9 @@ def test_a_session_stores_its_keys_and_a_bad_mapping_writes_nothing(small):
         assert load_state(s, session_id).config.hotkeys is None
 
 
-def test_0005_adds_the_hotkeys_column_and_keeps_a_0004_store(store_url):
-    upgrade_database(store_url, "0004")
+def test_0005_adds_the_hotkeys_column_and_keeps_an_older_store(store_url):
+    """0005 follows 0009 (the head of main when it was written)."""
+    upgrade_database(store_url, "0009")
     engine = make_engine(store_url)
     now = datetime(2026, 11, 24, tzinfo=timezone.utc)
     try:
@@ -122,7 +123,7 @@ def test_0005_adds_the_hotkeys_column_and_keeps_a_0004_store(store_url):
         upgrade_database(store_url)
         with engine.connect() as conn:
             assert conn.exec_driver_sql("SELECT name, hotkeys FROM labelling_sessions").all() == [("s", None)]
-        downgrade_database(store_url, "0004")
+        downgrade_database(store_url, "0009")
         with engine.connect() as conn:
             assert "hotkeys" not in {c["name"] for c in inspect(conn).get_columns("labelling_sessions")}
             assert conn.exec_driver_sql("SELECT name FROM labelling_sessions").all() == [("s",)]

@@ -15,11 +15,21 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import TYPE_CHECKING, Iterator, Optional
 
 import typer
 from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TaskID,
+    TaskProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 from app.store import open_store
@@ -27,6 +37,9 @@ from app.store.models import EVENT_KINDS, TARGET_SETS
 from engine import check_choice
 from engine.choices import CRITERIA, DEFAULT_STRATEGY, WEIGHTINGS
 from engine.exceptions import InvalidInput, SolverError, WinnowError
+
+if TYPE_CHECKING:
+    from app.service.tasks import ProgressCallback, ProgressUpdate
 
 # The file readers, the workbench and the engine pull in pandas, scikit-learn and OR-Tools
 # (seconds of imports): commands import the service layer when they run, so `--help` stays
@@ -64,6 +77,32 @@ def progress(description: str) -> Iterator[None]:
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err, transient=True) as bar:
         bar.add_task(description, total=None)
         yield
+
+
+@contextlib.contextmanager
+def progress_bar(description: str) -> Iterator[ProgressCallback | None]:
+    """A bar per stage of the work (rows, neighbours found, %, time left) on stderr.
+
+    Yields the :class:`~app.service.tasks.ProgressCallback` to hand to the service layer,
+    or ``None`` when stderr is not a terminal (scripts and pipes get no bar).
+    """
+    if not err.is_terminal:
+        yield None
+        return
+    columns = (
+        SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TaskProgressColumn(),
+        TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=err, transient=True) as bar:
+        tasks: dict[str, TaskID] = {}
+
+        def report(update: ProgressUpdate) -> None:
+            task = tasks.get(update.stage)
+            if task is None:
+                task = tasks[update.stage] = bar.add_task(f"{description}: {update.label}", total=update.total)
+            bar.update(task, completed=update.done, total=update.total)
+
+        yield report
 
 
 # ---------------------------------------------------------------------------- import
@@ -163,16 +202,16 @@ def import_command(
                             "it takes --labels and --features-from")
     Session = open_store(db)
     dataset_name = name or (file.resolve().name if is_folder else file.stem)
-    with progress(f"Reading and storing {file}"):
+    with progress_bar(f"import {file.name}") as report:
         if is_folder:
             dataset_id, n = import_file(
                 Session, file, name=dataset_name, min_rows=k + 1, labels=labels,
-                unlisted="ignore" if ignore_unlisted else "error", **options,  # type: ignore[arg-type]
+                unlisted="ignore" if ignore_unlisted else "error", progress=report, **options,  # type: ignore[arg-type]
             )
         else:
             dataset_id, n = import_file(
                 Session, file, name=dataset_name, candidates_column=candidates_column, id_column=id_column,
-                true_label_column=true_label_column, min_rows=k + 1, **options,  # type: ignore[arg-type]
+                true_label_column=true_label_column, min_rows=k + 1, progress=report, **options,  # type: ignore[arg-type]
             )
     out.print(f"Imported {n} instances from {file} as dataset {dataset_name!r} (id {dataset_id}).")
     if session:
@@ -232,8 +271,8 @@ def rank(
                           progress=progress, **options)  # type: ignore[arg-type]
     else:
         Session = open_store(db)
-        with progress(f"Loading session {session}"):
-            table = Workbench.open(Session, session_id_by_name(Session, session)).ranked_table()
+        with progress_bar(f"session {session}") as report:
+            table = Workbench.open(Session, session_id_by_name(Session, session), progress=report).ranked_table()
     if top is not None:
         table = table.head(top)
     path = write_table(table, output)
@@ -287,8 +326,8 @@ def session_status(
     from app.service import Workbench, session_id_by_name
 
     Session = open_store(db)
-    with progress(f"Loading session {name}"):
-        bench = Workbench.open(Session, session_id_by_name(Session, name))
+    with progress_bar(f"session {name}") as report:
+        bench = Workbench.open(Session, session_id_by_name(Session, name), progress=report)
     summary = {"session": name, **bench.summary(), "next": bench.next_queries(top)}
     if as_json:
         out.print_json(json.dumps(summary))
@@ -349,8 +388,8 @@ def export(
     if what == "events":  # the log alone needs no neighbour graph
         table = events_table(Session, session_id)
     else:
-        with progress(f"Loading session {session}"):
-            table = session_table(Workbench.open(Session, session_id), what)
+        with progress_bar(f"session {session}") as report:
+            table = session_table(Workbench.open(Session, session_id, progress=report), what)
     path = write_table(table, output)
     out.print(f"Wrote {len(table)} rows to {path}.")
 

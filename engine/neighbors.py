@@ -37,7 +37,7 @@ Hierarchical Navigable Small World graphs. IEEE TPAMI 42(4), 2020.
 from __future__ import annotations
 
 from numbers import Integral
-from typing import Callable, Literal
+from typing import Callable, Literal, Protocol
 
 import numpy as np
 
@@ -46,7 +46,16 @@ from engine._validation import check_choice, check_features, check_graph, check_
 from engine.choices import SEARCH_ALGORITHMS, WEIGHTINGS
 from engine.exceptions import InvalidInput
 
-__all__ = ["APPROX_THRESHOLD", "WEIGHTINGS", "SEARCH_ALGORITHMS", "knn_graph", "neighbor_weights", "ReverseIndex"]
+__all__ = [
+    "APPROX_THRESHOLD",
+    "WEIGHTINGS",
+    "SEARCH_ALGORITHMS",
+    "SEARCH_CHUNK",
+    "SearchProgress",
+    "knn_graph",
+    "neighbor_weights",
+    "ReverseIndex",
+]
 
 #: With ``algorithm="auto"``, training sets of at least this many rows use approximate
 #: search (when faiss is installed); below it exact search takes seconds.
@@ -55,9 +64,25 @@ APPROX_THRESHOLD = 100_000
 #: HNSW parameters: links per node, candidate-list sizes while building and searching.
 HNSW_LINKS, HNSW_EF_CONSTRUCTION, HNSW_EF_SEARCH = 32, 80, 128
 
+#: Rows added to the HNSW index, or targets searched, between two progress reports. Large
+#: enough that the per-call overhead is negligible (faiss and scikit-learn parallelise inside
+#: each call), small enough for a report every second or two at 1M points.
+SEARCH_CHUNK = 25_000
+
 _INSTALL_HINT = "approximate neighbour search needs faiss: run `pip install winnow[scale]`"
 
 Weights = Literal["uniform", "distance"] | Callable[[np.ndarray], np.ndarray]
+
+
+class SearchProgress(Protocol):
+    """Called by :func:`knn_graph` after each chunk of work.
+
+    ``stage`` is ``"index"`` (rows added to the approximate index; approximate search only)
+    or ``"search"`` (targets whose neighbours are found); ``done`` of ``total`` are finished.
+    Every stage ends with a call where ``done == total``.
+    """
+
+    def __call__(self, stage: str, done: int, total: int) -> None: ...
 
 
 def neighbor_weights(dist: np.ndarray, weights: Weights) -> np.ndarray:
@@ -96,6 +121,7 @@ def knn_graph(
     weights: Weights = "uniform",
     exclude_self: bool = True,
     algorithm: Literal["auto", "exact", "approx"] = "auto",
+    progress: SearchProgress | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Return the ``k`` nearest training rows of every target and their vote weights.
 
@@ -116,6 +142,9 @@ def knn_graph(
         ``"exact"``: scikit-learn. ``"approx"``: faiss HNSW (raises :class:`InvalidInput`
         when faiss is not installed). ``"auto"``: approximate when ``X`` has at least
         :data:`APPROX_THRESHOLD` rows and faiss is installed, exact otherwise.
+    progress : SearchProgress, optional
+        Told after every :data:`SEARCH_CHUNK` rows indexed or targets searched. The work is
+        done in those chunks either way; the graph does not depend on the chunking.
 
     Returns
     -------
@@ -144,10 +173,11 @@ def knn_graph(
         algorithm = "approx" if n >= APPROX_THRESHOLD and _faiss_installed() else "exact"
 
     queries = X if self_targets else targets
+    report = progress if progress is not None else _no_progress
     if algorithm == "approx":
-        dist, idx = _approx_search(X, queries, k + leave_out)
+        dist, idx = _approx_search(X, queries, k + leave_out, report)
     else:
-        dist, idx = _exact_search(X, queries, k + leave_out)
+        dist, idx = _exact_search(X, queries, k + leave_out, report)
     if leave_out:
         dist, idx = _drop_self(dist, idx, k)
     return idx.astype(np.intp), neighbor_weights(dist, weights)
@@ -164,10 +194,33 @@ def _drop_self(dist: np.ndarray, idx: np.ndarray, k: int) -> tuple[np.ndarray, n
     return dist[keep].reshape(-1, k), idx[keep].reshape(-1, k)
 
 
-def _exact_search(X: np.ndarray, queries: np.ndarray, n_neighbors: int) -> tuple[np.ndarray, np.ndarray]:
+def _no_progress(stage: str, done: int, total: int) -> None:
+    return None
+
+
+def _exact_search(
+    X: np.ndarray, queries: np.ndarray, n_neighbors: int, progress: SearchProgress = _no_progress
+) -> tuple[np.ndarray, np.ndarray]:
     from sklearn.neighbors import NearestNeighbors  # imported here: scikit-learn is slow to import
 
-    return NearestNeighbors(n_neighbors=n_neighbors).fit(X).kneighbors(queries)
+    model = NearestNeighbors(n_neighbors=n_neighbors).fit(X)
+    return _search_in_chunks(model.kneighbors, queries, progress)
+
+
+def _search_in_chunks(search, queries: np.ndarray, progress: SearchProgress) -> tuple[np.ndarray, np.ndarray]:
+    # Each row's neighbours depend on that row alone, so chunking changes nothing but when
+    # progress is reported.
+    n = queries.shape[0]
+    dists, idxs = [], []
+    for start in range(0, n, SEARCH_CHUNK):
+        dist, idx = search(queries[start : start + SEARCH_CHUNK])
+        dists.append(dist)
+        idxs.append(idx)
+        progress("search", min(start + SEARCH_CHUNK, n), n)
+    if not dists:
+        progress("search", 0, 0)
+        return np.zeros((0, 0)), np.zeros((0, 0), dtype=np.intp)
+    return np.concatenate(dists), np.concatenate(idxs)
 
 
 def _faiss_installed() -> bool:
@@ -176,24 +229,34 @@ def _faiss_installed() -> bool:
     return find_spec("faiss") is not None
 
 
-def _approx_search(X: np.ndarray, queries: np.ndarray, n_neighbors: int) -> tuple[np.ndarray, np.ndarray]:
-    return _query_hnsw(_build_hnsw(X), X, queries, n_neighbors)
+def _approx_search(
+    X: np.ndarray, queries: np.ndarray, n_neighbors: int, progress: SearchProgress = _no_progress
+) -> tuple[np.ndarray, np.ndarray]:
+    return _query_hnsw(_build_hnsw(X, progress), X, queries, n_neighbors, progress)
 
 
-def _build_hnsw(X: np.ndarray):
+def _build_hnsw(X: np.ndarray, progress: SearchProgress = _no_progress):
     try:
         import faiss
     except ImportError as exc:
         raise InvalidInput(_INSTALL_HINT) from exc
     index = faiss.IndexHNSWFlat(X.shape[1], HNSW_LINKS)
     index.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
-    index.add(np.ascontiguousarray(X, dtype=np.float32))
+    X32 = np.ascontiguousarray(X, dtype=np.float32)
+    n = X32.shape[0]
+    # Added in chunks only to report progress: HNSW insertion is incremental either way.
+    for start in range(0, n, SEARCH_CHUNK):
+        index.add(X32[start : start + SEARCH_CHUNK])
+        progress("index", min(start + SEARCH_CHUNK, n), n)
     return index
 
 
-def _query_hnsw(index, X: np.ndarray, queries: np.ndarray, n_neighbors: int) -> tuple[np.ndarray, np.ndarray]:
+def _query_hnsw(
+    index, X: np.ndarray, queries: np.ndarray, n_neighbors: int, progress: SearchProgress = _no_progress
+) -> tuple[np.ndarray, np.ndarray]:
     index.hnsw.efSearch = max(HNSW_EF_SEARCH, n_neighbors)
-    sq_dist, idx = index.search(np.ascontiguousarray(queries, dtype=np.float32), n_neighbors)
+    queries32 = np.ascontiguousarray(queries, dtype=np.float32)
+    sq_dist, idx = _search_in_chunks(lambda q: index.search(q, n_neighbors), queries32, progress)
     dist = np.sqrt(np.maximum(sq_dist, 0.0)).astype(np.float64)
     idx = idx.astype(np.intp)
     # HNSW marks slots it could not fill with -1; those (rare) rows are searched exactly.

@@ -12,6 +12,8 @@ Modules
 ``progress``   replay a session's events and measure it after each one
 ``exports``    the ranked list, labelled data and answer log as tables and files
 ``hotkeys``    a session's keyboard keys as editable text
+``graphs``     a dataset's k-NN graph, built once, persisted and loaded by content hash
+``tasks``      progress reports of heavy work, and background builds shared per process
 """
 
 from __future__ import annotations
@@ -39,6 +41,10 @@ _MODULE_OF = {
         "sessions",
     ),
     **dict.fromkeys(("media_folder", "import_upload", "upload_columns", "UPLOAD_EXTENSIONS"), "uploads"),
+    **dict.fromkeys(("GraphResult", "graph_key", "graph_algorithm", "dataset_graph", "graph_builds", "session_dataset"), "graphs"),
+    **dict.fromkeys(
+        ("ProgressUpdate", "ProgressCallback", "ProgressTracker", "BuildJob", "BuildRegistry", "STAGE_NAMES"), "tasks"
+    ),
     **dict.fromkeys(("replay_progress", "session_progress", "candidate_set_sizes", "PROGRESS_COLUMNS"), "progress"),
     **dict.fromkeys(
         ("session_table", "events_table", "export_bytes", "rank_file", "EXPORT_KINDS", "EXPORT_FORMATS", "EXPORT_MIME",

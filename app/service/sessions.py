@@ -31,6 +31,7 @@ from app.store import (
     session_configs,
     write_transaction,
 )
+from app.service.tasks import ProgressCallback, ProgressTracker
 from engine import check_choice
 from engine.choices import DEFAULT_STRATEGY
 from engine.exceptions import InvalidInput
@@ -80,6 +81,7 @@ def import_file(
     features_from: str | Path | None = None,
     labels: str | Path | None = None,
     unlisted: str = "error",
+    progress: ProgressCallback | None = None,
 ) -> tuple[int, int]:
     """Read, validate and store a file (or an image folder) as a dataset, all rows or none.
 
@@ -102,6 +104,9 @@ def import_file(
         For a folder: the CSV giving each image's candidate set.
     unlisted : {"error", "ignore"}, default "error"
         For a folder with ``labels``: what to do with images the CSV does not list.
+    progress : ProgressCallback, optional
+        Told when the ``read`` and ``store`` stages start and end, with the rows of each
+        (the reader and the bulk insert each run as one call, so there are no steps between).
 
     Returns
     -------
@@ -110,6 +115,8 @@ def import_file(
     """
     from app.io import DataFileError, read_dataset, read_image_dataset  # pandas and pyarrow: only when read
 
+    report = ProgressTracker(progress)
+    report("read", 0, None)
     if Path(path).is_dir():
         column_options = {"text_column": text_column, "image_column": image_column, "audio_column": audio_column,
                           "link_column": link_column, "media_root": media_root}
@@ -138,7 +145,12 @@ def import_file(
             media_root=media_root,
             features_from=features_from,
         )
-    return store_dataset(Session, loaded, name=name or Path(path).stem), loaded.n_instances
+    n = loaded.n_instances
+    report("read", n, n)
+    report("store", 0, n)
+    dataset_id = store_dataset(Session, loaded, name=name or Path(path).stem)
+    report("store", n, n)
+    return dataset_id, n
 
 
 def store_dataset(Session: sessionmaker[Session], loaded: LoadedDataset, *, name: str) -> int:

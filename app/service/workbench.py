@@ -3,17 +3,22 @@
 The CLI and the Streamlit pages share this one object so they add no logic of their own.
 Its query list is ordered by :func:`engine.query.ranking_order` (skipped items last), the
 one order the ranked export uses too.
-It reads a session from the store, builds the k-NN graph once, keeps the query scores up to
-date with :class:`engine.decision_change.DecisionChangeRanker` (criterion
+It reads a session from the store, loads the dataset's k-NN graph (built and persisted on
+first use by :func:`app.service.graphs.dataset_graph`, then read by every process), keeps the
+query scores up to date with :class:`engine.decision_change.DecisionChangeRanker` (criterion
 ``"decision_change"``, the default) or :class:`engine.query.IncrementalRanker` (``"apl"``,
-``"pl"``) as answers arrive (its own or another
-process's: :meth:`Workbench.refresh` re-derives the state from the event log and patches
+``"pl"``) as answers arrive (its own or another process's: :meth:`Workbench.refresh` re-derives the state from the event log and patches
 only the rows whose candidate sets changed), and writes every answer as an event in its own
 transaction.
+
+A workbench may be shared by several threads (the browser app keeps one per session and
+process, for all tabs): :meth:`Workbench.refresh` and :meth:`Workbench.record` hold its
+``lock``, and its large arrays (features, graph) are read-only.
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -23,6 +28,8 @@ import pandas as pd
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.io.writers import labelled_dataset_table, ranked_query_table
+from app.service.graphs import GraphResult, dataset_graph
+from app.service.tasks import ProgressCallback, ProgressTracker
 from app.store import ACTION_KEYS, DatasetContent, EventRecord, SessionConfig, SessionState, count_events, dataset_content
 from app.store import default_hotkeys, derive_state, derived_fields, load_state, record_event, session_events
 from app.store import set_session_hotkeys, write_transaction
@@ -31,7 +38,6 @@ from engine import check_choice
 from engine.decision_change import DecisionChangeRanker
 from engine.dst import DstPllClassifier
 from engine.exceptions import InvalidInput
-from engine.neighbors import knn_graph
 from engine.query import AMBIGUITY_CRITERIA, IncrementalRanker, open_neighbourhoods, query_scores, ranking_order
 from engine.winners import label_sets, open_targets, possible_labels, witness
 
@@ -197,6 +203,9 @@ class Workbench:
     w: np.ndarray = field(init=False)
     ranker: IncrementalRanker | DecisionChangeRanker | None = field(init=False, default=None)
     static_scores: np.ndarray | None = field(init=False, default=None)
+    #: The dataset's graph over all instances (``idx``/``w`` are its rows of the targets).
+    graph: GraphResult = field(init=False, repr=False)
+    lock: threading.RLock = field(init=False, default_factory=threading.RLock, repr=False)
     _dst: DstPllClassifier | None = field(init=False, default=None, repr=False)
     _content: DatasetContent | None = field(init=False, default=None, repr=False)
     #: The events the state was last derived from (for the checks of :meth:`record`).
@@ -204,10 +213,14 @@ class Workbench:
     _media_root: Path | None = field(init=False, default=None, repr=False)
 
     @classmethod
-    def open(cls, Session: sessionmaker[Session], session_id: int) -> "Workbench":
-        """Read session ``session_id``, build its neighbour graph and rank its items."""
+    def open(cls, Session: sessionmaker[Session], session_id: int, *, progress: ProgressCallback | None = None) -> "Workbench":
+        """Read session ``session_id``, load (or build once) its neighbour graph, rank its items.
+
+        ``progress`` is told about each stage: ``load`` (items read from the store),
+        ``hash``, then ``index``/``search``/``save`` when the graph is built, and ``score``.
+        """
         bench = cls(Session, session_id)
-        bench._build()
+        bench._build(ProgressTracker(progress))
         return bench
 
     # ------------------------------------------------------------------ set-up
@@ -228,20 +241,27 @@ class Workbench:
             return dict(self.config.hotkeys)
         return default_hotkeys(self.label_names)
 
-    def _build(self) -> None:
+    def _build(self, report: ProgressTracker) -> None:
+        report("load", 0, None)
         with self.Session() as s:
             self.state = load_state(s, self.session_id)
         cfg = self.state.config
         n = self.state.n_instances
+        report("load", n, n)
         # The graph is built on all instances (each left out of its own neighbourhood);
         # "unlabelled" keeps as targets only the items whose original set is partial.
-        idx, w = knn_graph(self.state.X, k=cfg.k, weights=cfg.weighting, exclude_self=True)
+        self.graph = dataset_graph(
+            self.Session, dataset_id=cfg.dataset_id, X=self.state.X, k=cfg.k, weighting=cfg.weighting, progress=report
+        )
+        idx, w = self.graph.idx, self.graph.w
         if cfg.target_set == "unlabelled":
             self.targets = np.flatnonzero(self.state.original_candidates.sum(axis=1) >= 2)
         else:
             self.targets = np.arange(n)
-        self.idx, self.w = idx[self.targets], w[self.targets]
+        # All targets: the graph itself, not a copy.
+        self.idx, self.w = (idx, w) if self.targets.size == n else (idx[self.targets], w[self.targets])
         candidates = np.array(self.state.candidates)
+        report("score", 0, self.targets.size)
         if cfg.criterion == "decision_change":
             # The session id seeds the tie-breaking keys, as it seeds the "random" baseline.
             self.ranker = DecisionChangeRanker(
@@ -251,6 +271,7 @@ class Workbench:
             self.ranker = IncrementalRanker(self.idx, self.w, candidates, criterion=cfg.criterion)
         else:
             self.static_scores = query_scores(self.idx, self.w, candidates, criterion=cfg.criterion, random_state=cfg.session_id)
+        report("score", self.targets.size, self.targets.size)
 
     # ------------------------------------------------------------------ reading
 
@@ -323,6 +344,10 @@ class Workbench:
 
         Returns the positions whose candidate sets changed; only their targets are re-scored.
         """
+        with self.lock:
+            return self._refresh()
+
+    def _refresh(self) -> np.ndarray:
         with self.Session() as s:
             events = session_events(s, self.session_id)
         self._events = events
@@ -438,12 +463,9 @@ class Workbench:
         if row < self.targets.size and self.targets[row] == position:
             idx_row, w_row = self.idx[row], self.w[row]
         else:
-            # The item is not a target (target_set="unlabelled"): search k + 1 and drop the
-            # item itself, as the graph's exclude_self does.
-            k = min(self.config.k + 1, self.state.n_instances)
-            idx, w = knn_graph(self.state.X, self.state.X[[position]], k=k, weights=self.config.weighting)
-            keep = idx[0] != position
-            idx_row, w_row = idx[0][keep][: self.config.k], w[0][keep][: self.config.k]
+            # The item is not a target (target_set="unlabelled"): its row of the dataset's
+            # graph, which covers every item (itself left out), so no search runs here.
+            idx_row, w_row = self.graph.idx[position], self.graph.w[position]
         Y = self.state.candidates
         return [
             Neighbour(
@@ -605,8 +627,9 @@ class Workbench:
             s.flush()
             return int(event.id)
 
-        event_id = write_transaction(self.Session, work)
-        self.refresh()
+        with self.lock:
+            event_id = write_transaction(self.Session, work)
+            self._refresh()
         return event_id
 
     def set_hotkeys(self, mapping: dict[str, str | None] | None) -> dict[str, str]:

@@ -16,6 +16,7 @@ Modules
 ``records``   look-ups shared by the modules above
 ``derive``    the pure event -> state derivation and the derived dataclasses
 ``hotkeys``   a session's keyboard keys: defaults and the checks before they are stored
+``graphs``    persisted k-NN graphs, found by content hash
 """
 
 from app.store.datasets import (
@@ -53,6 +54,7 @@ from app.store.derive import (
 )
 from app.store.errors import InvalidRecord, RecordNotFound, StoreUnavailable
 from app.store.events import count_events, event_log, instance_position, record_event, session_events
+from app.store.graphs import StoredGraph, find_graph, graph_hashes, save_graph, session_dataset_size
 from app.store.hotkeys import ACTION_KEYS, LABEL_KEYS, RESERVED_KEYS, check_hotkeys, default_hotkeys, set_session_hotkeys
 from app.store.models import (
     CRITERIA,
@@ -67,6 +69,7 @@ from app.store.models import (
     Dataset,
     Instance,
     LabellingSession,
+    NeighbourGraph,
 )
 from app.store.records import get_or_create_annotator
 from app.store.sessions import (
@@ -96,6 +99,7 @@ __all__ = [
     "LabellingSession",
     "Annotator",
     "AnswerEvent",
+    "NeighbourGraph",
     "EVENT_KINDS",
     "LABELLED_KINDS",
     "MEDIA_KINDS",
@@ -143,4 +147,10 @@ __all__ = [
     "default_hotkeys",
     "check_hotkeys",
     "set_session_hotkeys",
+    # graphs
+    "StoredGraph",
+    "find_graph",
+    "save_graph",
+    "graph_hashes",
+    "session_dataset_size",
 ]

@@ -21,6 +21,10 @@ Candidate sets
     ``bytes.fromhex`` and ``numpy.unpackbits`` -- a JSON list per row cost about 6 us of
     ``json.loads`` per row, most of the load time of a large dataset. Up to
     :data:`MAX_LABELS` labels.
+Neighbour graphs
+    One row per computed k-NN graph (:class:`NeighbourGraph`), keyed by a content hash of the
+    features and the graph's parameters, so every process and every command reuses it; see
+    :mod:`app.store.graphs`.
 Answer events
     Append-only: a row is never updated or deleted (triggers added by the migration
     enforce it on SQLite and PostgreSQL). An undo is a new event pointing at the event it cancels; the current candidate
@@ -39,6 +43,7 @@ from sqlalchemy import (
     JSON,
     CheckConstraint,
     DateTime,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -61,6 +66,7 @@ __all__ = [
     "LabellingSession",
     "Annotator",
     "AnswerEvent",
+    "NeighbourGraph",
     "EVENT_KINDS",
     "LABELLED_KINDS",
     "WEIGHTINGS",
@@ -366,4 +372,42 @@ class AnswerEvent(Base):
             f"AnswerEvent(id={self.id!r}, session_id={self.session_id!r}, "
             f"instance_id={self.instance_id!r}, annotator_id={self.annotator_id!r}, "
             f"kind={self.kind!r}, label={self.label!r}, undoes_event_id={self.undoes_event_id!r})"
+        )
+
+
+class NeighbourGraph(Base):
+    """A persisted k-NN graph of a dataset: computed once, read by every process.
+
+    ``content_hash`` (hex SHA-256) covers the feature matrix, ``k``, the weighting and the
+    search algorithm with its parameters: a graph is found again exactly when the same
+    features would give it. ``idx`` holds the neighbour rows as little-endian int32 bytes of
+    shape ``(n_targets, k)``; ``w`` the vote weights as little-endian float64 bytes, or NULL
+    when every weight is 1 (uniform weighting: nothing worth storing).
+    """
+
+    __tablename__ = "neighbour_graphs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    dataset_id: Mapped[int] = mapped_column(ForeignKey("datasets.id"), index=True)
+    content_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    k: Mapped[int] = mapped_column(Integer)
+    weighting: Mapped[str] = mapped_column(String(20))
+    #: ``"exact"`` or ``"approx"`` (HNSW, with its parameters in the hash).
+    algorithm: Mapped[str] = mapped_column(String(20))
+    n_targets: Mapped[int] = mapped_column(Integer)
+    idx: Mapped[bytes] = mapped_column(LargeBinary)
+    w: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    #: Seconds the build took, so a reader can tell what reusing it saved.
+    build_seconds: Mapped[float] = mapped_column(Float)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+    __table_args__ = (
+        CheckConstraint("k >= 1", name="k_positive"),
+        CheckConstraint("n_targets >= 0", name="n_targets_nonnegative"),
+    )
+
+    def __repr__(self) -> str:
+        return (
+            f"NeighbourGraph(id={self.id!r}, dataset_id={self.dataset_id!r}, k={self.k!r}, "
+            f"weighting={self.weighting!r}, algorithm={self.algorithm!r}, n_targets={self.n_targets!r})"
         )

@@ -18,6 +18,7 @@ import streamlit as st
 from app.service import latest_session_id
 from app.ui import components
 from app.ui import state as ui
+from app.ui.building import show_build_progress
 
 PAGES = Path(__file__).resolve().parent / "views"
 
@@ -48,6 +49,8 @@ def main() -> None:
             # Names are user content: plain text, never Markdown.
             st.markdown("**Session**")
             st.text(f"{bench.config.name}\ndataset {bench.config.dataset_name}")
+        elif tab.building is not None:
+            st.markdown("**Opening a session…**")
         else:
             st.markdown("**No session open**")
         # Seeded through Session State rather than value=, so the field keeps what was typed.
@@ -57,6 +60,9 @@ def main() -> None:
         ui.annotator(tab)
         # After Enter in the name field the focus goes back to the page, so keys answer again.
         components.keyboard()
+
+    if tab.building is not None:
+        show_build_progress(tab.building)
 
     pages = [
         st.Page(PAGES / "query.py", title="Query", icon=":material/help_center:", default=True),

@@ -24,7 +24,7 @@ import streamlit as st
 from app.dataset_rules import image_shape
 from app.io.media import ContentError, thumbnail_for_display
 from app.service import ItemContent, RejectQueue, Workbench, export_bytes, session_progress, session_table
-from app.ui.state import TabState
+from app.ui.state import TabState, current
 from engine.exceptions import InvalidInput
 
 __all__ = [
@@ -74,9 +74,14 @@ _MARKDOWN_PUNCTUATION = re.compile(r"[!-/:-@\[-`{-~]")
 
 
 def workbench_or_stop(bench: Workbench | None) -> Workbench:
-    """The tab's open session; without one, a link to the Sessions page, and the page stops."""
+    """The tab's open session; without one, a link to the Sessions page, and the page stops.
+
+    While the tab's session is being opened in the background, ``Home.py`` already shows
+    its progress, so the page says nothing more than the link.
+    """
     if bench is None:
-        st.info("No labelling session is open yet.")
+        if current().building is None:
+            st.info("No labelling session is open yet.")
         st.page_link("views/sessions.py", label="Create or open a session", icon=":material/folder_open:")
         st.stop()
     return bench

@@ -3,8 +3,15 @@
 Everything a page keeps between reruns lives in :class:`TabState`, stored under the single
 key :data:`STATE_KEY` of ``st.session_state`` (so it belongs to one browser tab, never to the
 process). :func:`tab_state` creates it on the first run of a tab and returns the same object
-afterwards. The :class:`~app.service.Workbench` is per-tab mutable state too, so it is kept
-here and not in a Streamlit cache.
+afterwards.
+
+A session's :class:`~app.service.Workbench` (features, neighbour graph, query ranking) is
+the same for every tab: it is derived from the store's event log, which every tab refreshes
+from. So it is built once per process, in a background thread of the process's
+:class:`~app.service.BuildRegistry` (``st.cache_resource``), keyed by the database, the
+session and its dataset's size; every tab holds a reference to that one read-only copy, and
+a second tab opening a session that is still being built joins the build and shows its
+progress. A dataset with new items gets a new key, so the next rerun loads afresh.
 
 Widget keys are listed in :class:`Keys` so that the pages and the ``AppTest`` tests name the
 same widgets.
@@ -18,16 +25,32 @@ from typing import TYPE_CHECKING
 
 import streamlit as st
 
-from app.service import Workbench
+from app.service import BuildJob, BuildRegistry, Workbench, session_dataset
 from app.store import count_events as count_session_events
 from app.store import open_store
 
 if TYPE_CHECKING:  # types only: the UI runs no SQL (import-linter checks it)
     from sqlalchemy.orm import Session, sessionmaker
 
-__all__ = ["STATE_KEY", "Keys", "TabState", "store", "tab_state", "current", "annotator", "default_annotator", "sync_workbench"]
+__all__ = [
+    "STATE_KEY",
+    "Keys",
+    "TabState",
+    "store",
+    "builds",
+    "tab_state",
+    "current",
+    "annotator",
+    "default_annotator",
+    "sync_workbench",
+    "BACKGROUND_FROM_ITEMS",
+]
 
 STATE_KEY = "winnow"
+
+#: Sessions of at least this many items open in the background, with a progress element,
+#: while the app stays usable; smaller ones open within the run that asks (about a second).
+BACKGROUND_FROM_ITEMS = 20_000
 
 
 class Keys:
@@ -120,7 +143,10 @@ class TabState:
     annotator: str = field(default_factory=default_annotator)
     #: The labelling session open in this tab (``None`` until one is chosen or created).
     session_id: int | None = None
+    #: A reference to the process's shared workbench of ``session_id`` (never a copy).
     workbench: Workbench | None = None
+    #: The background build of ``session_id`` while it runs (``workbench`` is then None).
+    building: BuildJob | None = None
     #: One-shot message shown at the top of the next run: ``(level, plain text)`` with level
     #: ``"ok"``, ``"info"`` or ``"error"`` (e.g. what was just recorded).
     notice: tuple[str, str] | None = None
@@ -138,6 +164,12 @@ class TabState:
 def store(db: str) -> sessionmaker[Session]:
     """The process's sessionmaker for ``db`` (engine and schema upgrade done once, shared)."""
     return open_store(db)
+
+
+@st.cache_resource(show_spinner=False)
+def builds() -> BuildRegistry:
+    """The process's background builds: one per (database, session, dataset size)."""
+    return BuildRegistry()
 
 
 def tab_state(db: str) -> TabState:
@@ -175,19 +207,37 @@ def count_events(Session: sessionmaker[Session], session_id: int) -> int:
 def sync_workbench(Session: sessionmaker[Session], state: TabState) -> Workbench | None:
     """Open the tab's session, or bring it up to date with answers given elsewhere.
 
-    A ``COUNT`` of the session's events decides whether anything changed since this tab last
-    looked; only then does :meth:`Workbench.refresh` re-derive the state (it rebuilds the
-    state from the whole event log, so answers from other tabs are never counted twice).
+    The session's workbench comes from the process's :func:`builds` (started there, or
+    joined when another tab started it). A session of :data:`BACKGROUND_FROM_ITEMS` items
+    or more is left building: this returns ``None`` with ``state.building`` set, and the
+    page shows its progress. Once open, a ``COUNT`` of the session's events decides whether
+    anything changed since the workbench last looked; only then does
+    :meth:`Workbench.refresh` re-derive the state (from the whole event log, under the
+    workbench's lock, so answers from other tabs are never counted twice).
     """
     if state.session_id is None:
-        state.workbench = None
+        state.workbench = state.building = None
         return None
-    bench = state.workbench
-    if bench is None or bench.session_id != state.session_id:
-        with st.spinner("Building the neighbour graph and the query ranking…"):
-            bench = Workbench.open(Session, state.session_id)
+    session_id = state.session_id
+    dataset_id, n_items = session_dataset(Session, session_id)
+    key = (state.db, session_id, dataset_id, n_items)
+    job = builds().start(key, lambda report: Workbench.open(Session, session_id, progress=report), group=(state.db, session_id))
+    if n_items < BACKGROUND_FROM_ITEMS:
+        if job.running:
+            with st.spinner("Building the neighbour graph and the query ranking…"):
+                job.wait()
+    elif not job.wait(0.5):
+        state.workbench, state.building = None, job
+        return None
+    state.building = None
+    if job.error is not None:
+        builds().discard(key)
+        state.workbench = None
+        raise job.error
+    bench = job.result
+    if bench is not state.workbench:
         state.workbench = bench
         state.left_alone = set()
-    elif count_events(Session, state.session_id) != bench.state.n_events:
+    elif count_events(Session, session_id) != bench.state.n_events:
         bench.refresh()
     return bench

@@ -1,0 +1,154 @@
+"""A dataset's k-NN graph, built once and then loaded by every tab, process and command.
+
+:func:`dataset_graph` hashes the features together with the graph's parameters
+(:func:`graph_key`), loads the graph stored under that hash (:mod:`app.store.graphs`) or builds
+it with :func:`engine.neighbors.knn_graph`, reporting progress, and stores it in one
+transaction. Items that change change the hash, so a stale graph is never used; saving the
+new one deletes the old.
+
+Two processes that open the same new session at once may both build (neither sees the
+other's graph until it is committed); the store keeps the first and the second's is
+dropped. Within one process the app's :class:`~app.service.tasks.BuildRegistry` runs one
+build per session.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from importlib.util import find_spec
+
+import numpy as np
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.service.tasks import ProgressTracker
+from app.store import find_graph, save_graph, session_dataset_size, write_transaction
+from engine.neighbors import APPROX_THRESHOLD, HNSW_EF_CONSTRUCTION, HNSW_EF_SEARCH, HNSW_LINKS, knn_graph
+
+__all__ = ["GraphResult", "graph_key", "graph_algorithm", "dataset_graph", "graph_builds", "session_dataset"]
+
+log = logging.getLogger("winnow.graphs")
+
+#: Bumped whenever the way a graph is computed changes, so old stored graphs miss.
+GRAPH_FORMAT = 1
+
+_builds_lock = threading.Lock()
+_builds = 0
+
+
+def graph_builds() -> int:
+    """How many graphs this process has built (not loaded) so far."""
+    return _builds
+
+
+@dataclass(frozen=True)
+class GraphResult:
+    """A dataset's graph over all its instances, each left out of its own neighbourhood."""
+
+    key: str
+    idx: np.ndarray  # int array of shape (n_instances, k), read-only
+    w: np.ndarray  # float array of shape (n_instances, k), read-only
+    algorithm: str
+    #: True when this call built the graph, False when it was loaded from the store.
+    built: bool
+    #: Seconds the build took (when it was loaded: what the build had cost).
+    build_seconds: float
+
+
+def graph_algorithm(n_instances: int) -> str:
+    """The search :func:`engine.neighbors.knn_graph` runs with ``algorithm="auto"``."""
+    return "approx" if n_instances >= APPROX_THRESHOLD and find_spec("faiss") is not None else "exact"
+
+
+def graph_key(X: np.ndarray, *, k: int, weighting: str, algorithm: str) -> str:
+    """Hex SHA-256 of the features (shape, dtype and bytes) and the graph's parameters.
+
+    Hashing 1M x 64 float64 features takes about half a second here; the approximate
+    search's parameters are part of the key, so retuning them rebuilds.
+
+    Examples
+    --------
+    >>> X = np.zeros((3, 2))
+    >>> graph_key(X, k=1, weighting="uniform", algorithm="exact") == graph_key(X.copy(), k=1, weighting="uniform", algorithm="exact")
+    True
+    >>> graph_key(X, k=1, weighting="uniform", algorithm="exact") == graph_key(X, k=2, weighting="uniform", algorithm="exact")
+    False
+    """
+    X = np.ascontiguousarray(X, dtype="<f8")
+    params = f"winnow-graph/{GRAPH_FORMAT};shape={X.shape};k={k};weighting={weighting};algorithm={algorithm}"
+    if algorithm == "approx":
+        params += f";hnsw={HNSW_LINKS},{HNSW_EF_CONSTRUCTION},{HNSW_EF_SEARCH}"
+    digest = hashlib.sha256(params.encode())
+    digest.update(memoryview(X).cast("B"))
+    return digest.hexdigest()
+
+
+def dataset_graph(
+    Session: sessionmaker[Session],
+    *,
+    dataset_id: int,
+    X: np.ndarray,
+    k: int,
+    weighting: str,
+    progress: ProgressTracker | None = None,
+) -> GraphResult:
+    """The k-NN graph of every instance of a dataset: loaded when stored, else built and stored.
+
+    Parameters
+    ----------
+    Session : sessionmaker
+        From :func:`app.store.open_store`.
+    dataset_id : int
+    X : array of shape (n_instances, n_features)
+        The dataset's features, as :func:`app.store.load_state` returns them.
+    k : int
+    weighting : str
+        One of :data:`engine.choices.WEIGHTINGS`.
+    progress : ProgressTracker, optional
+        Told about hashing, and when building about the ``index`` / ``search`` / ``save``
+        stages.
+    """
+    report = progress if progress is not None else ProgressTracker(None)
+    n = X.shape[0]
+    algorithm = graph_algorithm(n)
+    report("hash", 0, n)
+    key = graph_key(X, k=k, weighting=weighting, algorithm=algorithm)
+    report("hash", n, n)
+    with Session() as s:
+        stored = find_graph(s, key)
+    if stored is not None:
+        log.info("loaded neighbour graph %s of dataset %d (%d x %d)", key[:12], dataset_id, n, k)
+        return GraphResult(key, stored.idx, stored.w, stored.algorithm, False, stored.build_seconds)
+
+    global _builds
+    with _builds_lock:
+        _builds += 1
+    log.info("building neighbour graph %s of dataset %d (%d x %d, %s)", key[:12], dataset_id, n, k, algorithm)
+    started = time.perf_counter()
+    idx, w = knn_graph(X, k=k, weights=weighting, exclude_self=True, algorithm=algorithm, progress=report)
+    seconds = time.perf_counter() - started
+    report("save", 0, 1)
+    write_transaction(
+        Session,
+        lambda s: save_graph(
+            s, dataset_id=dataset_id, content_hash=key, k=k, weighting=weighting, algorithm=algorithm,
+            idx=idx, w=w, build_seconds=seconds,
+        ),
+    )
+    report("save", 1, 1)
+    idx.flags.writeable = False
+    w.flags.writeable = False
+    return GraphResult(key, idx, w, algorithm, True, seconds)
+
+
+def session_dataset(Session: sessionmaker[Session], session_id: int) -> tuple[int, int]:
+    """``(dataset id, number of items)`` of a session's dataset (one cheap read).
+
+    The app keys its shared in-memory copy of a session's arrays by this, so items added
+    to the dataset make the next rerun load afresh.
+    """
+    with Session() as s:
+        return session_dataset_size(s, session_id)

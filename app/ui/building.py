@@ -1,0 +1,44 @@
+"""The progress of a session being opened in the background, polled while the app stays usable.
+
+:func:`show_build_progress` draws a progress element for the tab's running
+:class:`~app.service.BuildJob` inside a fragment that reruns itself every half second: it
+reads the job's latest :class:`~app.service.ProgressUpdate` (stage, units done of total,
+percentage and time left) and, once the build is finished, reruns the whole app so the page
+shows the opened session. Only the fragment reruns while polling, so the sidebar, the
+Sessions page and other sessions keep working.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app.service import BuildJob
+
+__all__ = ["POLL_SECONDS", "show_build_progress", "build_progress_text"]
+
+#: How often the progress element looks at the build.
+POLL_SECONDS = 0.5
+
+
+def build_progress_text(job: BuildJob) -> tuple[float, str]:
+    """The bar's fraction and its caption for the job's latest update."""
+    update = job.latest
+    if update is None:
+        return 0.0, "Opening the session: starting…"
+    return update.fraction or 0.0, f"Opening the session, {update.describe()}"
+
+
+def show_build_progress(job: BuildJob) -> None:
+    """A progress element for ``job`` that polls it until it finishes, then reruns the app."""
+
+    @st.fragment(run_every=POLL_SECONDS)
+    def poll() -> None:
+        if not job.running:
+            st.rerun(scope="app")
+        fraction, text = build_progress_text(job)
+        # Captions are built from numbers and fixed stage names only, never user content.
+        st.progress(fraction, text=text)
+        st.caption("The neighbour graph is built once and saved; next time the session opens in seconds. "
+                   "Other sessions and the Sessions page stay available meanwhile.")
+
+    poll()

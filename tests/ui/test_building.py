@@ -1,0 +1,111 @@
+"""A session being built in the background: progress shown, the app usable, tabs share the build."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import app.service.workbench as workbench_module
+from app.service import create_session, import_file
+from app.store.db import open_store
+from app.ui import state as ui_state
+from app.ui.state import STATE_KEY, Keys
+from tests.ui.conftest import no_exception, small_csv_bytes
+
+#: Reruns a test waits for a small background build to finish (each a few ms apart).
+MAX_POLLS = 200
+
+
+@pytest.fixture
+def two_sessions(db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Sessions ``quick`` and ``slow`` on two datasets; ``slow`` builds until ``gate`` is set.
+
+    Every session opens in the background (the threshold is lowered to 0 items), as a
+    large one would.
+    """
+    Session = open_store(db)
+    ids = {}
+    for name in ("quick", "slow"):  # slow last: the most recent session, opened first
+        csv = tmp_path / f"{name}.csv"
+        csv.write_bytes(small_csv_bytes(n=60, seed=len(name)))
+        dataset_id, _ = import_file(Session, csv, name=name, min_rows=6)
+        ids[name] = create_session(Session, dataset_id=dataset_id, name=name, k=5, weighting="uniform",
+                                   criterion="apl", target_set="all")
+    gate = threading.Event()
+    real = workbench_module.dataset_graph
+
+    def gated(Session, *, dataset_id, **kwargs):
+        if dataset_id == slow_dataset:
+            gate.wait(60)
+        return real(Session, dataset_id=dataset_id, **kwargs)
+
+    with Session() as s:
+        from app.store import get_session_by_name
+
+        slow_dataset = get_session_by_name(s, "slow").dataset_id
+    monkeypatch.setattr(workbench_module, "dataset_graph", gated)
+    monkeypatch.setattr(ui_state, "BACKGROUND_FROM_ITEMS", 0)
+    yield ids, gate
+    gate.set()
+
+
+def poll_until_open(at, session_id: int):
+    for _ in range(MAX_POLLS):
+        tab = at.session_state[STATE_KEY]
+        if tab.workbench is not None and tab.workbench.session_id == session_id:
+            return tab.workbench
+        time.sleep(0.05)
+        at.run()
+        no_exception(at)
+    raise AssertionError(f"session {session_id} did not open after {MAX_POLLS} reruns")
+
+
+def test_a_building_session_shows_progress_and_another_session_can_be_opened(app, db, two_sessions):
+    ids, gate = two_sessions
+    at = app(db)
+    tab = at.session_state[STATE_KEY]
+    assert tab.session_id == ids["slow"] and tab.workbench is None
+    job = tab.building
+    assert job is not None and job.running
+    # The page says what is happening, the sidebar and navigation are there.
+    assert len(at.get("progress")) == 1
+    assert at.sidebar.markdown[0].value == "**Opening a session…**"
+    assert not [i.value for i in at.info if "No labelling session" in i.value]
+
+    # The Sessions page works while the build runs, and opens the other session.
+    at.switch_page("views/sessions.py").run()
+    no_exception(at)
+    at.selectbox(key=Keys.OPEN_SESSION).set_value(ids["quick"]).run()
+    at.button(key=Keys.OPEN_BUTTON).click().run()
+    no_exception(at)
+    bench = poll_until_open(at, ids["quick"])
+    assert bench.config.name == "quick"
+    assert at.sidebar.markdown[0].value.startswith("**Session** `quick`")
+    assert job.running  # the first build is still going
+
+    # Back to the slow session once its build is let through.
+    gate.set()
+    assert job.wait(60)
+    at.switch_page("views/sessions.py").run()
+    at.selectbox(key=Keys.OPEN_SESSION).set_value(ids["slow"]).run()
+    at.button(key=Keys.OPEN_BUTTON).click().run()
+    assert poll_until_open(at, ids["slow"]) is job.result
+
+
+def test_a_second_tab_joins_the_running_build_and_shares_its_workbench(app, db, two_sessions):
+    ids, gate = two_sessions
+    registry = ui_state.builds()
+    started = registry.started
+    first = app(db)
+    second = app(db)
+    job = first.session_state[STATE_KEY].building
+    assert job is not None and second.session_state[STATE_KEY].building is job
+    assert registry.started == started + 1
+    gate.set()
+    one = poll_until_open(first, ids["slow"])
+    two = poll_until_open(second, ids["slow"])
+    assert one is two  # one shared copy of the arrays per process
+    assert registry.started == started + 1

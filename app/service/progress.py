@@ -40,6 +40,7 @@ def replay_progress(
     k: int,
     events: Sequence[EventRecord],
     true_labels: np.ndarray | None,
+    dst_idx: np.ndarray | None = None,
 ) -> pd.DataFrame:
     """Replay a session's events and measure it after each one.
 
@@ -63,6 +64,9 @@ def replay_progress(
         The session's events, oldest first.
     true_labels : int array of shape (n_instances,) or None
         ``-1`` where unknown.
+    dst_idx : int array of shape (n_instances, k), optional
+        DST-PLL's ``k``-NN neighbours of every instance, when the caller has them (the
+        persisted graph); by default ``idx`` when it is that graph, else searched here.
 
     Returns
     -------
@@ -76,9 +80,9 @@ def replay_progress(
     n = original.shape[0]
     Y = np.array(original, dtype=bool)
     votes = ReverseIndex(idx, n)
-    if targets.size == n and np.array_equal(targets, np.arange(n)) and w.shape[1] == k:
+    if dst_idx is None and targets.size == n and np.array_equal(targets, np.arange(n)) and w.shape[1] == k:
         dst_idx = idx
-    else:
+    elif dst_idx is None:
         dst_idx, _ = knn_graph(X, k=k, weights="uniform", exclude_self=True)
     dst = ReverseIndex(dst_idx, n)
 
@@ -145,6 +149,9 @@ def session_progress(bench: Workbench, n_events: int | None = None) -> pd.DataFr
         k=bench.config.k,
         events=events if n_events is None else events[:n_events],
         true_labels=None if state.true_labels is None else np.asarray(state.true_labels),
+        # DST-PLL's neighbours of every instance: the session's persisted graph (the
+        # weighting changes weights, not neighbours), so no search runs here.
+        dst_idx=bench.graph.idx,
     )
 
 

@@ -282,6 +282,7 @@ def start_session(
     dataset_name: str | None = None,
     files: Sequence[tuple[str, bytes]] = (),
     columns: Mapping[str, Any] | None = None,
+    progress: ProgressCallback | None = None,
 ) -> int:
     """The Sessions page's "Create session": import an upload (or take a stored dataset), then
     create the session. Returns the session id.
@@ -300,6 +301,8 @@ def start_session(
     columns : mapping, optional
         The upload's content options (``text_column``, ``image_column``, ``audio_column``,
         ``link_column``, ``ignore_columns``), as in :func:`import_file`.
+    progress : ProgressCallback, optional
+        Told about the import's ``read`` and ``store`` stages (:func:`import_file`).
 
     Raises
     ------
@@ -329,7 +332,8 @@ def start_session(
                 f"a dataset called {dataset_stem!r} is already stored; "
                 "rename the file or create the session from the stored dataset"
             )
-        dataset_id = import_upload(Session, uploads, name=dataset_stem, min_rows=k + 1, columns=columns)
+        dataset_id = import_upload(Session, uploads, name=dataset_stem, min_rows=k + 1, columns=columns,
+                                   progress=progress)
     elif dataset_name in known_datasets:
         dataset_id = known_datasets[dataset_name]
     else:

@@ -32,6 +32,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.service.tasks import ProgressCallback
 from engine.exceptions import InvalidInput
 
 __all__ = [
@@ -143,6 +144,7 @@ def import_upload(
     min_rows: int,
     columns: Mapping[str, Any] | None = None,
     media_dir: str | os.PathLike[str] | None = None,
+    progress: ProgressCallback | None = None,
 ) -> int:
     """Import uploaded files as the dataset ``name``; returns its id (see the module docstring).
 
@@ -159,6 +161,8 @@ def import_upload(
         ``audio_column``, ``link_column``, ``ignore_columns``).
     media_dir : str or os.PathLike, optional
         Where media folders are made (default :func:`media_folder`).
+    progress : ProgressCallback, optional
+        Told about the import's ``read`` and ``store`` stages (:func:`app.service.import_file`).
 
     Raises
     ------
@@ -192,7 +196,7 @@ def import_upload(
             path = Path(folder) / _safe_part(Path(file_name).name)
             path.write_bytes(content)
             try:
-                dataset_id, _ = import_file(Session, path, name=name, min_rows=min_rows, **options)
+                dataset_id, _ = import_file(Session, path, name=name, min_rows=min_rows, progress=progress, **options)
             except DataFileError as exc:
                 # The reader names the temporary copy; show the name the user knows.
                 raise InvalidInput(str(exc).replace(str(path), file_name)) from None
@@ -224,9 +228,9 @@ def import_upload(
                 if options:
                     raise InvalidInput("column choices apply to a data file; these images have none (one "
                                        "sub-folder per label is expected)")
-                dataset_id, _ = import_file(Session, folder, name=name, min_rows=min_rows)
+                dataset_id, _ = import_file(Session, folder, name=name, min_rows=min_rows, progress=progress)
             else:
-                dataset_id, _ = import_file(Session, data, name=name, min_rows=min_rows, **options)
+                dataset_id, _ = import_file(Session, data, name=name, min_rows=min_rows, progress=progress, **options)
         except DataFileError as exc:
             raise InvalidInput(str(exc).replace(str(data if data is not None else folder), shown)
                                .replace(str(folder.resolve()), "upload").replace(str(folder), "upload")) from None

@@ -20,25 +20,33 @@ __all__ = ["POLL_SECONDS", "show_build_progress", "build_progress_text"]
 POLL_SECONDS = 0.5
 
 
-def build_progress_text(job: BuildJob) -> tuple[float, str]:
+OPENING = "Opening the session"
+OPENING_NOTE = ("The neighbour graph is built once and saved; next time the session opens in seconds. "
+                "Other sessions and the Sessions page stay available meanwhile.")
+
+
+def build_progress_text(job: BuildJob, what: str = OPENING) -> tuple[float, str]:
     """The bar's fraction and its caption for the job's latest update."""
     update = job.latest
     if update is None:
-        return 0.0, "Opening the session: starting…"
-    return update.fraction or 0.0, f"Opening the session, {update.describe()}"
+        return 0.0, f"{what}: starting…"
+    return update.fraction or 0.0, f"{what}, {update.describe()}"
 
 
-def show_build_progress(job: BuildJob) -> None:
-    """A progress element for ``job`` that polls it until it finishes, then reruns the app."""
+def show_build_progress(job: BuildJob, what: str = OPENING, note: str | None = OPENING_NOTE) -> None:
+    """A progress element for ``job`` that polls it until it finishes, then reruns the app.
+
+    ``what`` and ``note`` are fixed texts of the page; the caption adds only numbers and
+    stage names, never user content.
+    """
 
     @st.fragment(run_every=POLL_SECONDS)
     def poll() -> None:
         if not job.running:
             st.rerun(scope="app")
-        fraction, text = build_progress_text(job)
-        # Captions are built from numbers and fixed stage names only, never user content.
+        fraction, text = build_progress_text(job, what)
         st.progress(fraction, text=text)
-        st.caption("The neighbour graph is built once and saved; next time the session opens in seconds. "
-                   "Other sessions and the Sessions page stay available meanwhile.")
+        if note:
+            st.caption(note)
 
     poll()

@@ -44,6 +44,7 @@ __all__ = [
     "default_annotator",
     "sync_workbench",
     "BACKGROUND_FROM_ITEMS",
+    "BACKGROUND_FROM_BYTES",
 ]
 
 STATE_KEY = "winnow"
@@ -51,6 +52,8 @@ STATE_KEY = "winnow"
 #: Sessions of at least this many items open in the background, with a progress element,
 #: while the app stays usable; smaller ones open within the run that asks (about a second).
 BACKGROUND_FROM_ITEMS = 20_000
+#: Uploads of at least this many bytes are imported in the background, with progress.
+BACKGROUND_FROM_BYTES = 5_000_000
 
 
 class Keys:
@@ -147,6 +150,8 @@ class TabState:
     workbench: Workbench | None = None
     #: The background build of ``session_id`` while it runs (``workbench`` is then None).
     building: BuildJob | None = None
+    #: A "Create session" import running in the background (large uploads).
+    creating: BuildJob | None = None
     #: One-shot message shown at the top of the next run: ``(level, plain text)`` with level
     #: ``"ok"``, ``"info"`` or ``"error"`` (e.g. what was just recorded).
     notice: tuple[str, str] | None = None

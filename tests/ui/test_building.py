@@ -109,3 +109,38 @@ def test_a_second_tab_joins_the_running_build_and_shares_its_workbench(app, db, 
     two = poll_until_open(second, ids["slow"])
     assert one is two  # one shared copy of the arrays per process
     assert registry.started == started + 1
+
+
+def test_a_large_upload_is_imported_in_the_background_with_progress(app, db, monkeypatch):
+    import app.service.sessions as sessions_module
+
+    gate = threading.Event()
+    real = sessions_module.import_file
+
+    def gated(*args, **kwargs):
+        gate.wait(60)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sessions_module, "import_file", gated)
+    monkeypatch.setattr(ui_state, "BACKGROUND_FROM_BYTES", 0)
+    at = app(db)
+    at.switch_page("views/sessions.py").run()
+    at.file_uploader(key=Keys.UPLOAD).set_value(("birds.csv", small_csv_bytes(n=60), "text/csv"))
+    at.run()
+    at.button(key=Keys.CREATE).click().run()
+    no_exception(at)
+    tab = at.session_state[STATE_KEY]
+    job = tab.creating
+    assert job is not None and job.running and tab.session_id is None
+    assert len(at.get("progress")) == 1
+    assert at.button(key=Keys.CREATE).disabled
+    gate.set()
+    assert job.wait(60)
+    for _ in range(MAX_POLLS):
+        at.run()
+        no_exception(at)
+        if at.session_state[STATE_KEY].session_id is not None:
+            break
+    assert at.session_state[STATE_KEY].creating is None
+    bench = poll_until_open(at, at.session_state[STATE_KEY].session_id)
+    assert bench.config.name == "birds" and bench.state.n_instances == 60

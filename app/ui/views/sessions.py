@@ -3,11 +3,14 @@ set the open session's keyboard keys.
 
 Uploads go through the same reader and the same store writes as ``winnow import``; a file
 the reader rejects is reported with its one-line :class:`~app.io.DataFileError` message and
-nothing is written. Session, dataset and label names are shown as plain text.
+nothing is written. Session, dataset and label names are shown as plain text. A large upload is
+imported in a background thread of the process's build registry, with a progress element,
+while the page stays usable.
 """
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import pandas as pd
@@ -26,6 +29,7 @@ from app.service import (
 from app.store.models import CRITERIA, TARGET_SETS, WEIGHTINGS
 from app.ui import components
 from app.ui import state as ui
+from app.ui.building import show_build_progress
 from engine.choices import DEFAULT_STRATEGY
 from engine.exceptions import InvalidInput
 
@@ -70,23 +74,41 @@ def create_from_form() -> None:
     }
     if form.get(IGNORE_COLUMNS):
         columns["ignore_columns"] = list(form[IGNORE_COLUMNS])
-    try:
-        session_id = start_session(
-            Session,
-            name=form.get(ui.Keys.NEW_NAME) or "",
-            k=int(form.get(ui.Keys.K, 10)),
-            weighting=form.get(ui.Keys.WEIGHTING, WEIGHTINGS[0]),
-            criterion=form.get(ui.Keys.CRITERION, DEFAULT_STRATEGY),
-            target_set=form.get(ui.Keys.TARGET_SET, TARGET_SETS[0]),
-            upload=(uploaded.name, uploaded.getvalue()) if uploaded is not None else None,
-            dataset_name=form.get(ui.Keys.DATASET) if source == STORED else None,
-            files=[(f.name, f.getvalue()) for f in media],
-            columns=columns if source == UPLOAD else None,
-        )
-    except InvalidInput as exc:
-        tab.notice = ("error", str(exc))
+    upload = (uploaded.name, uploaded.getvalue()) if uploaded is not None else None
+    files = [(f.name, f.getvalue()) for f in media]
+    options = dict(
+        name=form.get(ui.Keys.NEW_NAME) or "",
+        k=int(form.get(ui.Keys.K, 10)),
+        weighting=form.get(ui.Keys.WEIGHTING, WEIGHTINGS[0]),
+        criterion=form.get(ui.Keys.CRITERION, DEFAULT_STRATEGY),
+        target_set=form.get(ui.Keys.TARGET_SET, TARGET_SETS[0]),
+        upload=upload,
+        dataset_name=form.get(ui.Keys.DATASET) if source == STORED else None,
+        files=files,
+        columns=columns if source == UPLOAD else None,
+    )
+    job = ui.builds().start(("create", tab.db, uuid.uuid4().hex),
+                            lambda report: start_session(Session, **options, progress=report))
+    tab.creating = job
+    uploaded_bytes = sum(len(content) for _, content in ([upload] if upload else []) + files)
+    if uploaded_bytes < ui.BACKGROUND_FROM_BYTES:
+        job.wait()  # small: done within this run, as before
+        finish_create()
+
+
+def finish_create() -> None:
+    """Once the background import is done: open the new session, or keep its error."""
+    job = tab.creating
+    if job is None or job.running:
         return
-    open_session(session_id)
+    tab.creating = None
+    ui.builds().discard(job.key)
+    if isinstance(job.error, InvalidInput):
+        tab.notice = ("error", str(job.error))
+        return
+    if job.error is not None:
+        raise job.error
+    open_session(job.result)
     tab.next_page = "views/query.py"
 
 
@@ -107,6 +129,9 @@ def save_hotkeys(field: str, reset: bool) -> None:
         return
     st.session_state[field] = hotkeys_text(keys, bench.label_names)
     tab.hotkeys_notice = ("ok", f"Saved the keys of session {bench.config.name}.")
+
+
+finish_create()
 
 
 st.title("Sessions")
@@ -176,7 +201,10 @@ cols[4].selectbox("Targets", TARGET_SETS, key=ui.Keys.TARGET_SET,
 
 
 
-st.button("Create session", key=ui.Keys.CREATE, type="primary", on_click=create_from_form)
+st.button("Create session", key=ui.Keys.CREATE, type="primary", on_click=create_from_form,
+          disabled=tab.creating is not None)
+if tab.creating is not None:
+    show_build_progress(tab.creating, "Importing the file", None)
 components.show_notice(tab)
 if tab.next_page:
     target, tab.next_page = tab.next_page, None

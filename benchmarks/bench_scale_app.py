@@ -115,10 +115,7 @@ def open_and_answer(db: str, session: str, answers: int) -> dict[str, object]:
         # What one run of the Query page computes after the answer.
         with Session() as s:
             count_events(s, session_id)
-        state = bench.state
-        sum(who is not None for who in state.answered_by)
-        int(state.open_items.sum())
-        bench.n_open
+        bench.summary()
         nxt = bench.queue(top=1)
         if nxt.size:
             bench.explain(int(nxt[0]))

@@ -203,3 +203,37 @@ def test_the_registry_runs_one_build_per_key_and_restarts_a_failed_one():
     registry.start(("s", 2), work, group="s")
     registry.start(("s", 3), work, group="s")
     assert registry.get(("s", 2)) is None and registry.get(("s", 3)) is not None
+
+
+def test_explanations_computed_on_the_neighbour_rows_equal_the_whole_set(store):
+    from engine.winners import label_sets, possible_labels, witness
+
+    _, Session, _, ids = store
+    bench = Workbench.open(Session, ids["distance"])
+    Y = np.array(bench.state.candidates)
+    names = bench.label_names
+    checked = 0
+    for position in bench.queue(top=15):
+        why = bench.explain(int(position))
+        flagged = np.flatnonzero((bench.ranker.flags & (bench.idx == position)).any(axis=1))
+        assert why.targets == [int(bench.targets[r]) for r in flagged]
+        ex = why.example
+        if ex is None:
+            continue
+        row = int(flagged[0])
+        idx_row, w_row = bench.idx[row], bench.w[row]
+        necessary, _ = label_sets(idx_row[None], w_row[None], Y)
+        possible = possible_labels(idx_row[None], w_row[None], Y)[0]
+        assert ex.necessary == [names[m] for m in np.flatnonzero(necessary[0])]
+        assert ex.possible == [names[m] for m in np.flatnonzero(possible)]
+        if ex.witness_label is not None:
+            chosen = witness(idx_row, w_row, Y, names.index(ex.witness_label))
+            assert [vote for _, vote, _ in ex.witness] == [names[c] for c in chosen]
+        for label, nl_after in ex.necessary_after.items():
+            answered = Y.copy()
+            answered[position] = False
+            answered[position, names.index(label)] = True
+            after, _ = label_sets(idx_row[None], w_row[None], answered)
+            assert nl_after == [names[m] for m in np.flatnonzero(after[0])]
+        checked += 1
+    assert checked > 0

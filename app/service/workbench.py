@@ -555,30 +555,32 @@ class Workbench:
 
         The classifier is fitted once per workbench; after answers only the disambiguations
         the changed sets touch are recomputed (:meth:`DstPllClassifier.update_candidates`).
+        The classifier is updated and read under the workbench's lock (tabs share it).
         """
         k = n_neighbors or self.config.k
-        Y = np.array(self.state.candidates)
-        model = self._dst
-        if model is None or model.n_neighbors != k:
-            model = self._dst = DstPllClassifier(n_neighbors=k, random_state=0).fit(self.state.X, Y)
-        else:
-            changed = np.flatnonzero((model.candidates_ != Y).any(axis=1))
-            if changed.size:
-                model.update_candidates(changed, Y[changed])
-        positions = np.flatnonzero(self.state.open_items)
-        if positions.size == 0:
-            empty = np.zeros((0, Y.shape[1]))
-            return RejectQueue(positions, positions, positions.astype(bool), positions.astype(float), empty, empty)
-        margin = model.disambiguate_margin_[positions]
-        order = np.argsort(margin, kind="stable")
-        return RejectQueue(
-            positions=positions[order],
-            labels=model.disambiguate_[positions][order],
-            accepted=model.disambiguate_accepted_[positions][order],
-            margin=margin[order],
-            belief=model.disambiguate_belief_[positions][order],
-            plausibility=model.disambiguate_plausibility_[positions][order],
-        )
+        with self.lock:
+            Y = np.array(self.state.candidates)
+            model = self._dst
+            if model is None or model.n_neighbors != k:
+                model = self._dst = DstPllClassifier(n_neighbors=k, random_state=0).fit(self.state.X, Y)
+            else:
+                changed = np.flatnonzero((model.candidates_ != Y).any(axis=1))
+                if changed.size:
+                    model.update_candidates(changed, Y[changed])
+            positions = np.flatnonzero(self.state.open_items)
+            if positions.size == 0:
+                empty = np.zeros((0, Y.shape[1]))
+                return RejectQueue(positions, positions, positions.astype(bool), positions.astype(float), empty, empty)
+            margin = model.disambiguate_margin_[positions]
+            order = np.argsort(margin, kind="stable")
+            return RejectQueue(
+                positions=positions[order],
+                labels=model.disambiguate_[positions][order],
+                accepted=model.disambiguate_accepted_[positions][order],
+                margin=margin[order],
+                belief=model.disambiguate_belief_[positions][order],
+                plausibility=model.disambiguate_plausibility_[positions][order],
+            )
 
     # ------------------------------------------------------------------ writing
 

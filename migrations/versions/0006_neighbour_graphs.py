@@ -1,7 +1,7 @@
 """Persisted neighbour graphs: a k-NN graph is computed once per dataset and parameters.
 
 Revision ID: 0006
-Revises: 0009 (chained after main's current head; the lead renumbers it when merging)
+Revises: 0005 (chained after main's current head; the lead renumbers it when merging)
 Create Date: 2026-11-23
 
 ``neighbour_graphs`` holds one k-NN graph per content hash of (features, k, weighting,
@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0006"
-down_revision: str | Sequence[str] | None = "0009"
+down_revision: str | Sequence[str] | None = "0005"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -17,6 +17,8 @@ Modules
 ``derive``    the pure event -> state derivation and the derived dataclasses
 ``hotkeys``   a session's keyboard keys: defaults and the checks before they are stored
 ``graphs``    persisted k-NN graphs, found by content hash
+``users``     accounts, roles, assignments, sign-in, the audit log (team mode)
+``leases``    the item reserved for each team member
 """
 
 from app.store.datasets import (
@@ -79,6 +81,26 @@ from app.store.sessions import (
     load_state,
     session_configs,
 )
+from app.store.users import (
+    PermissionDenied,
+    SignInResult,
+    UserInfo,
+    add_user,
+    assign_users,
+    audit_log,
+    get_user,
+    list_users,
+    session_members,
+    session_overlap,
+    set_active,
+    set_overlap,
+    set_password,
+    set_role,
+    sign_in,
+    sign_in_external,
+    users_exist,
+)
+from app.store.leases import LEASE_TTL, ItemProgress, item_progress, lease_holders, next_item, release_lease
 
 __all__ = [
     # db
@@ -153,4 +175,29 @@ __all__ = [
     "save_graph",
     "graph_hashes",
     "session_dataset_size",
+    # users, roles, audit
+    "PermissionDenied",
+    "SignInResult",
+    "UserInfo",
+    "add_user",
+    "assign_users",
+    "audit_log",
+    "get_user",
+    "list_users",
+    "session_members",
+    "session_overlap",
+    "set_active",
+    "set_overlap",
+    "set_password",
+    "set_role",
+    "sign_in",
+    "sign_in_external",
+    "users_exist",
+    # leases
+    "LEASE_TTL",
+    "ItemProgress",
+    "item_progress",
+    "lease_holders",
+    "next_item",
+    "release_lease",
 ]

@@ -28,6 +28,7 @@ from app.store.models import (
     utcnow,
 )
 from app.store.records import dataset_of, get_labelling_session, get_or_create_annotator
+from app.store.users import check_event_permission
 
 __all__ = ["record_event", "session_events", "event_log", "count_events", "instance_position"]
 
@@ -71,6 +72,9 @@ def record_event(
     ------
     InvalidRecord, RecordNotFound
         With a message naming the instance row and the valid choices.
+    PermissionDenied
+        Team mode (the store has users): ``annotator`` is not an active user, is not
+        assigned to the session (answers), or is not a reviewer or admin (``resolve``).
     """
     kind = check_choice(kind, "kind", EVENT_KINDS)
     labelling = get_labelling_session(session, session_id)
@@ -84,6 +88,8 @@ def record_event(
 
     # Look the annotator up, but create it only with the event: a rejected event adds nothing.
     annotator = check_name(annotator, "annotator")
+    # Team mode: who may write what is decided here, for the CLI and the app alike.
+    check_event_permission(session, labelling, annotator, kind)
     who = session.scalar(select(Annotator).where(Annotator.name == annotator))
     label_index: int | None = None
     undoes: int | None = None

@@ -41,6 +41,7 @@ import numpy as np
 
 from sqlalchemy import (
     JSON,
+    Boolean,
     CheckConstraint,
     DateTime,
     Float,
@@ -67,6 +68,13 @@ __all__ = [
     "Annotator",
     "AnswerEvent",
     "NeighbourGraph",
+    "User",
+    "SessionAssignment",
+    "SessionTeamSettings",
+    "AuditEvent",
+    "ItemLease",
+    "ROLES",
+    "AUDIT_KINDS",
     "EVENT_KINDS",
     "LABELLED_KINDS",
     "WEIGHTINGS",
@@ -96,6 +104,20 @@ MEDIA_KINDS: tuple[str, ...] = ("image", "audio")
 MEDIA_PATH_MAX = 1024
 LINK_MAX = 2048
 MEDIA_ROOT_MAX = 4096
+#: Roles of a user account (:mod:`app.store.users`).
+ROLES: tuple[str, ...] = ("admin", "annotator", "reviewer")
+#: Kinds of audit events: sign-ins and every change to an account or an assignment.
+AUDIT_KINDS: tuple[str, ...] = (
+    "sign_in",
+    "sign_in_failed",
+    "user_added",
+    "role_changed",
+    "user_disabled",
+    "user_enabled",
+    "password_changed",
+    "assigned",
+    "overlap_changed",
+)
 
 # Deterministic constraint names: Alembic batch mode on SQLite needs them to alter tables.
 NAMING_CONVENTION = {
@@ -411,3 +433,95 @@ class NeighbourGraph(Base):
             f"NeighbourGraph(id={self.id!r}, dataset_id={self.dataset_id!r}, k={self.k!r}, "
             f"weighting={self.weighting!r}, algorithm={self.algorithm!r}, n_targets={self.n_targets!r})"
         )
+class User(Base):
+    """An account of the team: a name (immutable, the same as its annotator's), a role, an
+    active flag and an argon2 password hash (never the password itself)."""
+
+    __tablename__ = "users"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    role: Mapped[str] = mapped_column(String(20))
+    active: Mapped[bool] = mapped_column(Boolean, default=True)
+    #: argon2id hash in PHC format; ``None`` for an account that signs in only through OIDC.
+    password_hash: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+    __table_args__ = (CheckConstraint(_in_list("role", ROLES), name="role"),)
+
+    def __repr__(self) -> str:  # no hash in reprs: they end up in logs
+        return f"User(id={self.id!r}, name={self.name!r}, role={self.role!r}, active={self.active!r})"
+
+
+class SessionTeamSettings(Base):
+    """A labelling session's team settings (no row: the defaults).
+
+    Kept beside ``labelling_sessions`` rather than in it: adding a CHECKed column to that table
+    would make SQLite's downgrade rebuild a table that the event log references.
+    """
+
+    __tablename__ = "session_team_settings"
+
+    session_id: Mapped[int] = mapped_column(ForeignKey("labelling_sessions.id"), primary_key=True)
+    #: How many annotators must answer each item (1 splits the work; 2+ measures agreement).
+    overlap: Mapped[int] = mapped_column(Integer, default=1)
+
+    __table_args__ = (CheckConstraint("overlap >= 1", name="overlap_positive"),)
+
+
+class SessionAssignment(Base):
+    """A user may answer in a labelling session."""
+
+    __tablename__ = "session_assignments"
+
+    session_id: Mapped[int] = mapped_column(ForeignKey("labelling_sessions.id"), primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), primary_key=True, index=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class AuditEvent(Base):
+    """One sign-in (or failed attempt) or one change to an account or an assignment.
+
+    ``user_name`` is the account concerned (kept as text: a failed sign-in may name no
+    account); ``actor`` who did it (``None``: the command line, run by whoever holds the
+    database). Never holds a password.
+    """
+
+    __tablename__ = "audit_events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    kind: Mapped[str] = mapped_column(String(30))
+    user_name: Mapped[str] = mapped_column(String(200))
+    actor: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    session_id: Mapped[int | None] = mapped_column(ForeignKey("labelling_sessions.id"), nullable=True)
+    detail: Mapped[str | None] = mapped_column(String(500), nullable=True)
+
+    __table_args__ = (
+        CheckConstraint(_in_list("kind", AUDIT_KINDS), name="kind"),
+        Index("ix_audit_events_user_kind_created", "user_name", "kind", "created_at"),
+    )
+
+
+class ItemLease(Base):
+    """An item reserved for one user of a session until ``expires_at``.
+
+    One lease per (session, user); ``slot`` < the session's overlap numbers the annotators an
+    item is reserved for, and (session, instance, slot) is unique, so two writers cannot take
+    the same place on an item even outside the store's write lock.
+    """
+
+    __tablename__ = "item_leases"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    session_id: Mapped[int] = mapped_column(ForeignKey("labelling_sessions.id"))
+    instance_id: Mapped[int] = mapped_column(ForeignKey("instances.id"))
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    slot: Mapped[int] = mapped_column(Integer)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+    __table_args__ = (
+        UniqueConstraint("session_id", "user_id"),
+        UniqueConstraint("session_id", "instance_id", "slot"),
+        CheckConstraint("slot >= 0", name="slot_nonnegative"),
+    )

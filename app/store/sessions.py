@@ -28,6 +28,7 @@ from app.store.models import (
 )
 from app.store.records import dataset_of, get_labelling_session
 from engine.choices import DEFAULT_STRATEGY
+from app.store.users import require_admin
 
 __all__ = [
     "create_labelling_session",
@@ -47,6 +48,7 @@ def create_labelling_session(
     weighting: str = "uniform",
     criterion: str = DEFAULT_STRATEGY,
     target_set: str = "all",
+    actor: str | None = None,
 ) -> LabellingSession:
     """Create a labelling session on a dataset.
 
@@ -61,6 +63,8 @@ def create_labelling_session(
     criterion : {"decision_change", "apl", "pl", "participation", "most_partial", "random"}
         Default :data:`engine.choices.DEFAULT_STRATEGY` (``"decision_change"``).
     target_set : {"all", "unlabelled"}
+    actor : str or None
+        In team mode (the store has users) an active admin; ``None`` is the command line.
 
     Returns
     -------
@@ -77,6 +81,7 @@ def create_labelling_session(
     target_set = check_choice(target_set, "target_set", TARGET_SETS)
     if session.get(Dataset, dataset_id) is None:
         raise RecordNotFound(f"dataset_id {dataset_id} does not exist")
+    require_admin(session, actor, "session new")
     if session.scalar(select(LabellingSession.id).where(LabellingSession.name == name)) is not None:
         raise InvalidRecord(f"name: a labelling session called {name!r} already exists")
     with session.begin_nested():

@@ -1,0 +1,24 @@
+"""Code run in child processes by test_users.py (spawned, so it must be importable)."""
+
+from __future__ import annotations
+
+import traceback
+from typing import Any
+
+
+def take_next_item(url: str, session_id: int, user: str, preferred: list[int], barrier: Any, results: Any) -> None:
+    """Open the store, wait for the other process, then ask for the next item once.
+
+    Reports ``(user, position or None, "")`` or ``(user, None, traceback)`` on ``results``.
+    """
+    try:
+        from app.store import next_item, open_store, write_transaction
+
+        Session = open_store(url)
+        barrier.wait(timeout=120)
+        position = write_transaction(
+            Session, lambda s: next_item(s, session_id=session_id, user=user, preferred=preferred)
+        )
+        results.put((user, position, ""))
+    except BaseException:  # reported to the parent, which fails the test with it
+        results.put((user, None, traceback.format_exc()))

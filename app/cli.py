@@ -57,6 +57,8 @@ app = typer.Typer(
 )
 session_app = typer.Typer(help="Create, list and inspect labelling sessions.", no_args_is_help=True)
 app.add_typer(session_app, name="session")
+user_app = typer.Typer(help="User accounts of a team store (admin, annotator, reviewer).", no_args_is_help=True)
+app.add_typer(user_app, name="user")
 
 out = Console()
 err = Console(stderr=True)
@@ -291,17 +293,48 @@ def session_new(
     weighting: str = typer.Option("uniform", help=f"One of {', '.join(WEIGHTINGS)}."),
     criterion: str = typer.Option(DEFAULT_STRATEGY, help=f"One of {', '.join(CRITERIA)}."),
     target_set: str = typer.Option("all", help=f"One of {', '.join(TARGET_SETS)}."),
+    overlap: int = typer.Option(1, min=1, help="Annotators who answer each item (1 splits the work; 2+ measures agreement)."),
 ) -> None:
     """Start a labelling session on an imported dataset.
 
     Example: winnow session new week1 --dataset digits_partial --criterion apl -k 10
     """
-    from app.service import create_session, dataset_id_by_name
+    from app.service import create_session, dataset_id_by_name, set_session_overlap
 
     Session = open_store(db)
     create_session(Session, dataset_id=dataset_id_by_name(Session, dataset), name=name, k=k, weighting=weighting,
                    criterion=criterion, target_set=target_set)
-    out.print(f"Created session {name!r} on dataset {dataset!r}.")
+    if overlap != 1:
+        set_session_overlap(Session, name, overlap)
+    out.print(f"Created session {name!r} on dataset {dataset!r}" + (f" (overlap {overlap})." if overlap != 1 else "."))
+
+
+@session_app.command("assign")
+def session_assign(
+    name: str = typer.Argument(..., help="Session name."),
+    users: list[str] = typer.Argument(..., help="User names."),
+    db: str = DbOption,
+) -> None:
+    """Let users answer in a session.  Example: winnow session assign week1 alice bob"""
+    from app.service import assign
+
+    added = assign(open_store(db), name, users)
+    already = [u for u in users if u not in added]
+    out.print(f"Assigned {', '.join(added) or 'nobody new'} to session {name!r}"
+              + (f" ({', '.join(already)} already were)." if already else "."))
+
+
+@session_app.command("overlap")
+def session_overlap_command(
+    name: str = typer.Argument(..., help="Session name."),
+    overlap: int = typer.Argument(..., min=1, help="Annotators who answer each item."),
+    db: str = DbOption,
+) -> None:
+    """Set how many annotators answer each item.  Example: winnow session overlap week1 2"""
+    from app.service import set_session_overlap
+
+    set_session_overlap(open_store(db), name, overlap)
+    out.print(f"Session {name!r}: each item is answered by {overlap} annotator(s).")
 
 
 @session_app.command("list")
@@ -328,16 +361,134 @@ def session_status(
     Session = open_store(db)
     with progress_bar(f"session {name}") as report:
         bench = Workbench.open(Session, session_id_by_name(Session, name), progress=report)
-    summary = {"session": name, **bench.summary(), "next": bench.next_queries(top)}
+    from app.service import agreement, annotator_progress, overlap_of, pair_agreement
+    from app.store import session_events
+
+    with Session() as s:
+        events = session_events(s, bench.session_id)
+    people = annotator_progress(events)
+    pairs = pair_agreement(events, bench.label_names)
+    summary = {
+        "session": name, **bench.summary(), "overlap": overlap_of(bench), **agreement(events),
+        "next": bench.next_queries(top),
+        "annotators": [
+            {"annotator": who, "answered": int(r.answered), "skipped": int(r.skipped), "resolved": int(r.resolved),
+             "events": int(r.events), "seconds_per_event": _number(r.seconds_per_event)}
+            for who, r in people.iterrows()
+        ],
+        "pairs": [{**row, "raw_agreement": _number(row["raw_agreement"]), "cohen_kappa": _number(row["cohen_kappa"])}
+                  for row in pairs.to_dict("records")],
+    }
     if as_json:
         out.print_json(json.dumps(summary))
         return
-    for key in ("instances", "events", "answered", "partial", "open", "conflicts", "none_of_these", "open_targets"):
+    for key in ("instances", "events", "answered", "partial", "open", "conflicts", "none_of_these", "open_targets", "overlap"):
         out.print(f"{key.replace('_', ' '):>18}: {summary[key]}")
+    if summary["items_shared"]:
+        out.print(f"{'raw agreement':>18}: {summary['raw_agreement']:.3f} over {summary['items_shared']} shared items")
     table = Table("rank", "id", "score", "candidates")
     for i, row in enumerate(summary["next"], 1):
         table.add_row(str(i), row["id"], f"{row['score']:g}", "|".join(row["candidates"]))
     out.print(table)
+    if summary["annotators"]:
+        table = Table("annotator", "answered", "skipped", "resolved", "events", "s / event")
+        for row in summary["annotators"]:
+            speed = row["seconds_per_event"]
+            table.add_row(row["annotator"], str(row["answered"]), str(row["skipped"]), str(row["resolved"]),
+                          str(row["events"]), "-" if speed is None else f"{speed:.1f}")
+        out.print(table)
+    if summary["pairs"]:
+        table = Table("annotators", "shared items", "raw agreement", "Cohen's kappa")
+        for row in summary["pairs"]:
+            kappa = row["cohen_kappa"]
+            table.add_row(f"{row['annotator_a']} / {row['annotator_b']}", str(row["items"]),
+                          f"{row['raw_agreement']:.3f}", "undefined" if kappa is None else f"{kappa:.3f}")
+        out.print(table)
+
+
+def _number(value: float) -> float | None:
+    """A float for JSON: NaN (undefined) becomes null."""
+    return None if value != value else float(value)
+
+
+# ---------------------------------------------------------------------------- users
+
+
+def _read_password(password_stdin: bool, *, confirm: bool = True) -> str:
+    """The password from one line of standard input, or from a prompt that does not echo."""
+    if password_stdin:
+        line = sys.stdin.readline()
+        password = line[:-1] if line.endswith("\n") else line
+        if not password:
+            raise UserError("--password-stdin: standard input holds no password line")
+        return password
+    if not sys.stdin.isatty():
+        raise UserError("no terminal to ask for the password on; pipe it in with --password-stdin")
+    return typer.prompt("Password", hide_input=True, confirmation_prompt=confirm)
+
+
+@user_app.command("add")
+def user_add(
+    name: str = typer.Argument(..., help="User name (immutable; the name on their answers)."),
+    role: str = typer.Option(..., help="admin, annotator or reviewer."),
+    password_stdin: bool = typer.Option(False, "--password-stdin", help="Read the password from standard input."),
+    db: str = DbOption,
+) -> None:
+    """Create an account; the first admin is made this way.
+
+    Example: winnow user add alice --role annotator   (then type the password twice)
+    """
+    from app.service import create_user
+    from app.store.models import ROLES
+
+    check_choice(role, "--role", ROLES)
+    password = _read_password(password_stdin)
+    user = create_user(open_store(db), name, role=role, password=password)
+    out.print(f"Added user {user.name!r} with role {user.role!r}.")
+
+
+@user_app.command("list")
+def user_list(db: str = DbOption) -> None:
+    """List the accounts.  Example: winnow user list"""
+    from app.service import users
+
+    table = Table("user", "role", "active", "sessions", "created")
+    for u in users(open_store(db)):
+        table.add_row(u.name, u.role, "yes" if u.active else "no", ", ".join(u.sessions), f"{u.created_at:%Y-%m-%d %H:%M}")
+    out.print(table)
+
+
+@user_app.command("disable")
+def user_disable(name: str = typer.Argument(...), db: str = DbOption) -> None:
+    """Disable an account: it can no longer sign in or answer.  Example: winnow user disable bob"""
+    from app.service import disable_user
+
+    disable_user(open_store(db), name)
+    out.print(f"Disabled user {name!r}.")
+
+
+@user_app.command("role")
+def user_role(name: str = typer.Argument(...), role: str = typer.Argument(..., help="admin, annotator or reviewer."),
+              db: str = DbOption) -> None:
+    """Change a user's role.  Example: winnow user role bob reviewer"""
+    from app.service import change_role
+
+    user = change_role(open_store(db), name, role)
+    out.print(f"User {user.name!r} now has role {user.role!r}.")
+
+
+@user_app.command("passwd")
+def user_passwd(
+    name: str = typer.Argument(...),
+    password_stdin: bool = typer.Option(False, "--password-stdin", help="Read the password from standard input."),
+    db: str = DbOption,
+) -> None:
+    """Set a user's password.  Example: winnow user passwd alice"""
+    from app.service import change_password
+
+    Session = open_store(db)
+    change_password(Session, name, _read_password(password_stdin))
+    out.print(f"Changed the password of {name!r}.")
 
 
 # ---------------------------------------------------------------------------- answers
@@ -349,7 +500,8 @@ def answer(
     item: Optional[str] = typer.Argument(None, help="Item id (not needed for undo)."),
     label: Optional[str] = typer.Argument(None, help="Label name for answer / other_label / resolve."),
     kind: str = typer.Option("answer", help=f"One of {', '.join(EVENT_KINDS)}."),
-    annotator: str = typer.Option(os.environ.get("USER", "cli") or "cli", help="Who answers."),
+    annotator: str = typer.Option(os.environ.get("USER", "cli") or "cli",
+                                  help="Who answers; once the store has users, an active user assigned to the session."),
     db: str = DbOption,
 ) -> None:
     """Record one answer (for scripts and pipelines).
@@ -442,20 +594,31 @@ def ui(
     sample: bool = typer.Option(False, "--sample", help="Create a 'demo' session on the bundled sample if missing."),
     headless: bool = typer.Option(False, help="Do not open a browser window."),
     address: str = typer.Option("localhost", help="Interface to serve on; 0.0.0.0 shares the app on the network."),
+    max_upload_mb: int = typer.Option(50, "--max-upload-mb", min=1, help="Largest file the Sessions page accepts, in MB."),
 ) -> None:
-    """Open the annotator's browser app on a database.  Example: winnow ui --db winnow.db"""
+    """Open the annotator's browser app on a database.  Example: winnow ui --db winnow.db
+
+    On localhost with no user accounts the app opens straight away (single-user mode); with
+    accounts, or on any other address, everyone signs in first (see docs/deployment.md).
+    """
+    from app.service import has_users, is_local_address
+
+    Session = open_store(db)
     if sample:
         from app.service import ensure_sample_session
 
-        ensure_sample_session(open_store(db))
-    else:
-        open_store(db)
+        ensure_sample_session(Session)
+    if not is_local_address(address) and not has_users(Session):
+        raise UserError(
+            f"--address {address} shares the app beyond this machine, where everyone signs in, and the store has "
+            "no user yet: create an admin first (winnow user add NAME --role admin)"
+        )
     # Streamlit always runs headless: otherwise its first run on a machine stops at an
     # interactive e-mail prompt. winnow opens the browser itself once the server answers.
     command = [
         sys.executable, "-m", "streamlit", "run", str(UI_HOME),
         "--server.port", str(port), "--server.address", address, "--server.headless", "true",
-        "--browser.gatherUsageStats", "false", "--", "--db", db,
+        "--browser.gatherUsageStats", "false", "--server.maxUploadSize", str(max_upload_mb), "--", "--db", db,
     ]
     url = f"http://localhost:{port}"
     server = subprocess.Popen(command)

@@ -14,6 +14,8 @@ Modules
 ``hotkeys``    a session's keyboard keys as editable text
 ``graphs``     a dataset's k-NN graph, built once, persisted and loaded by content hash
 ``tasks``      progress reports of heavy work, and background builds shared per process
+``auth``       accounts, sign-in and the single-user / team mode decision
+``team``       the item reserved for each annotator, conflicts in detail, progress, agreement
 """
 
 from __future__ import annotations
@@ -46,6 +48,21 @@ _MODULE_OF = {
         ("ProgressUpdate", "ProgressCallback", "ProgressTracker", "BuildJob", "BuildRegistry", "STAGE_NAMES"), "tasks"
     ),
     **dict.fromkeys(("replay_progress", "session_progress", "candidate_set_sizes", "PROGRESS_COLUMNS"), "progress"),
+    **dict.fromkeys(
+        (
+            "LOCAL_ADDRESSES", "SignInRefused", "is_local_address", "sign_in_required", "has_users",
+            "sign_in_with_password", "sign_in_with_identity", "active_user", "create_user", "users", "change_role",
+            "disable_user", "change_password", "assign", "set_session_overlap",
+        ),
+        "auth",
+    ),
+    **dict.fromkeys(
+        (
+            "Verdict", "ConflictDetail", "reserve_next_item", "overlap_of", "conflict_details", "annotator_progress",
+            "agreement", "pair_agreement",
+        ),
+        "team",
+    ),
     **dict.fromkeys(
         ("session_table", "events_table", "export_bytes", "rank_file", "EXPORT_KINDS", "EXPORT_FORMATS", "EXPORT_MIME",
          "EVENT_COLUMNS"),

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.store import event_log
+from app.store import audit_log, event_log
 from engine import check_choice
 from engine.choices import DEFAULT_STRATEGY
 
@@ -65,9 +65,15 @@ def events_table(Session: sessionmaker[Session], session_id: int) -> pd.DataFram
     "none of these"); ``label_index`` its column in the dataset. Integer columns that may be
     empty (``label_index``, ``undoes_event_id``, ``undone_by_event_id``) stay integers: a
     float column would write ``3.0``.
+
+    In team mode the audit events that concern the session or no session in particular
+    (sign-ins, account and role changes, assignments: :func:`app.store.audit_log`) are merged
+    in by time, with their ``kind``, the user as ``annotator``, and the ``audit_id``, ``actor``
+    and ``detail`` columns; a store without any has the plain answer log.
     """
     with Session() as s:
         log = event_log(s, session_id)
+        audit = audit_log(s, session_id=session_id)
     table = pd.DataFrame(
         {
             "event_id": pd.array([e["event_id"] for e in log], dtype="Int64"),
@@ -83,7 +89,22 @@ def events_table(Session: sessionmaker[Session], session_id: int) -> pd.DataFram
         },
         columns=list(EVENT_COLUMNS),
     )
-    return table
+    if not audit:
+        return table
+    rows = pd.DataFrame(
+        {
+            "audit_id": pd.array([a["audit_id"] for a in audit], dtype="Int64"),
+            "created_at": [a["created_at"] for a in audit],
+            "annotator": pd.Series([a["user"] for a in audit], dtype=object),
+            "kind": pd.Series([a["kind"] for a in audit], dtype=object),
+            "actor": pd.Series([a["actor"] for a in audit], dtype=object),
+            "detail": pd.Series([a["detail"] for a in audit], dtype=object),
+        }
+    )
+    merged = pd.concat([table, rows], ignore_index=True) if not table.empty else rows.reindex(
+        columns=[*EVENT_COLUMNS, "audit_id", "actor", "detail"]
+    )
+    return merged.sort_values("created_at", kind="stable").reset_index(drop=True)
 
 
 def export_bytes(table: pd.DataFrame, fmt: str) -> bytes:

@@ -1,0 +1,171 @@
+"""Accounts and sign-in for the CLI and the browser app (team mode).
+
+Which mode the app runs in (:func:`sign_in_required`): *single-user* when the server listens
+only on this machine (:data:`LOCAL_ADDRESSES`) and the store has no user, exactly as before
+accounts existed; *team mode*, with a sign-in page and the signed-in user as the annotator,
+as soon as one user exists or the server is reachable from other machines. Every check of who
+may write what is made by the store (:mod:`app.store.users`), not here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.store import (
+    UserInfo,
+    add_user,
+    assign_users,
+    get_session_by_name,
+    get_user,
+    list_users,
+    set_active,
+    set_overlap,
+    set_password,
+    set_role,
+    sign_in,
+    sign_in_external,
+    users_exist,
+    write_transaction,
+)
+from engine.exceptions import InvalidInput
+
+__all__ = [
+    "LOCAL_ADDRESSES",
+    "OIDC_NAME_CLAIMS",
+    "SignInRefused",
+    "is_local_address",
+    "sign_in_required",
+    "has_users",
+    "sign_in_with_password",
+    "sign_in_with_identity",
+    "active_user",
+    "create_user",
+    "users",
+    "change_role",
+    "disable_user",
+    "change_password",
+    "assign",
+    "set_session_overlap",
+]
+
+#: Server addresses that only this machine can reach.
+LOCAL_ADDRESSES: tuple[str, ...] = ("localhost", "127.0.0.1", "::1")
+#: Claims of an OIDC identity that name the winnow user, in order of preference.
+OIDC_NAME_CLAIMS: tuple[str, ...] = ("preferred_username", "email")
+
+
+class SignInRefused(InvalidInput):
+    """A sign-in that did not succeed; the message is safe to show (it never says whether
+    the name exists)."""
+
+
+def is_local_address(address: str | None) -> bool:
+    """True when a server bound to ``address`` is reachable only from this machine.
+
+    ``None`` or ``""`` (Streamlit's default) binds every interface, so it is not local.
+
+    >>> is_local_address("localhost"), is_local_address("0.0.0.0"), is_local_address(None)
+    (True, False, False)
+    """
+    return (address or "").strip().strip("[]").lower() in LOCAL_ADDRESSES
+
+
+def has_users(Session: sessionmaker[Session]) -> bool:
+    """True once the store has any account."""
+    with Session() as s:
+        return users_exist(s)
+
+
+def sign_in_required(Session: sessionmaker[Session], address: str | None) -> bool:
+    """Team mode: the store has users, or the server listens beyond this machine."""
+    return not is_local_address(address) or has_users(Session)
+
+
+def sign_in_with_password(Session: sessionmaker[Session], name: str, password: str) -> UserInfo:
+    """Check a name and password (the attempt is audited and counts for the rate limit).
+
+    Raises
+    ------
+    SignInRefused
+        Wrong name or password, disabled account, or too many recent failures.
+    """
+    result = write_transaction(Session, lambda s: sign_in(s, name=name, password=password))
+    if result.user is None:
+        raise SignInRefused(result.reason or "sign-in refused")
+    return result.user
+
+
+def sign_in_with_identity(Session: sessionmaker[Session], claims: Mapping[str, Any], provider: str = "oidc") -> UserInfo:
+    """Sign in a person an OIDC provider authenticated (``st.user``'s claims).
+
+    The winnow user is the first of :data:`OIDC_NAME_CLAIMS` the identity carries; it must be
+    an active account of the store (created with ``winnow user add NAME --role ...``).
+    """
+    name = next((str(claims[c]) for c in OIDC_NAME_CLAIMS if claims.get(c)), None)
+    if name is None:
+        raise SignInRefused(f"the identity provider sent none of the claims {list(OIDC_NAME_CLAIMS)}")
+    result = write_transaction(Session, lambda s: sign_in_external(s, name=name, provider=provider))
+    if result.user is None:
+        raise SignInRefused(result.reason or "sign-in refused")
+    return result.user
+
+
+def active_user(Session: sessionmaker[Session], name: str) -> UserInfo | None:
+    """The account ``name`` if it still exists and is active (checked on every page run, so a
+    disabled user is signed out at their next click)."""
+    with Session() as s:
+        try:
+            user = get_user(s, name)
+        except InvalidInput:
+            return None
+    return user if user.active else None
+
+
+def create_user(
+    Session: sessionmaker[Session], name: str, *, role: str, password: str | None, actor: str | None = None
+) -> UserInfo:
+    """``winnow user add``: a new account (``actor=None``: the command line)."""
+    return write_transaction(Session, lambda s: add_user(s, name=name, role=role, password=password, actor=actor))
+
+
+def users(Session: sessionmaker[Session]) -> list[UserInfo]:
+    """Every account, oldest first."""
+    with Session() as s:
+        return list_users(s)
+
+
+def change_role(Session: sessionmaker[Session], name: str, role: str, *, actor: str | None = None) -> UserInfo:
+    return write_transaction(Session, lambda s: set_role(s, name=name, role=role, actor=actor))
+
+
+def disable_user(Session: sessionmaker[Session], name: str, *, actor: str | None = None) -> UserInfo:
+    return write_transaction(Session, lambda s: set_active(s, name=name, active=False, actor=actor))
+
+
+def change_password(Session: sessionmaker[Session], name: str, password: str, *, actor: str | None = None) -> None:
+    write_transaction(Session, lambda s: set_password(s, name=name, password=password, actor=actor))
+
+
+def assign(
+    Session: sessionmaker[Session], session_name: str, names: Sequence[str], *, actor: str | None = None
+) -> list[str]:
+    """``winnow session assign``: returns the names newly assigned."""
+
+    def work(s: Session) -> list[str]:
+        return assign_users(s, session_id=get_session_by_name(s, session_name).id, names=list(names), actor=actor)
+
+    return write_transaction(Session, work)
+
+
+def set_session_overlap(
+    Session: sessionmaker[Session], session_name: str, overlap: int, *, actor: str | None = None
+) -> None:
+    """How many annotators must answer each item of a session."""
+
+    def work(s: Session) -> None:
+        set_overlap(s, session_id=get_session_by_name(s, session_name).id, overlap=overlap, actor=actor)
+
+    write_transaction(Session, work)

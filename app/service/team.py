@@ -1,0 +1,197 @@
+"""A team at work on a session: the next item reserved for each annotator, who answered
+what, per-annotator progress and agreement.
+
+Agreement is measured on the items two or more annotators gave a verdict on (their latest
+``answer`` / ``other_label`` / ``none_of_these``, undone events left out; "none of these" is
+a category of its own): the raw agreement (share of such items on which all verdicts are the
+same) and, for every pair of annotators, their raw agreement and Cohen's kappa
+(:func:`sklearn.metrics.cohen_kappa_score`) over the items both answered.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from app.store import EventRecord, next_item, session_events, session_overlap, write_transaction
+from app.store.derive import VERDICT_KINDS
+
+if TYPE_CHECKING:
+    from app.service.workbench import Workbench
+
+__all__ = [
+    "Verdict",
+    "ConflictDetail",
+    "reserve_next_item",
+    "overlap_of",
+    "conflict_details",
+    "annotator_progress",
+    "agreement",
+    "pair_agreement",
+]
+
+NONE_OF_THESE = "none of these"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One annotator's current verdict on an item."""
+
+    annotator: str
+    label: str  # a label name, or "none of these"
+    at: datetime | None
+    event_id: int
+
+
+@dataclass(frozen=True)
+class ConflictDetail:
+    """An unresolved conflict: the item and who answered what, and when."""
+
+    position: int
+    item_id: str
+    labels: tuple[int, ...]
+    verdicts: tuple[Verdict, ...]
+
+
+def reserve_next_item(bench: Workbench, user: str) -> int | None:
+    """The item ``user`` should answer next, reserved for them (:func:`app.store.next_item`),
+    in the order of the query ranking; ``None`` when nothing is left for them."""
+    preferred = [int(p) for p in bench.queue()]
+    return write_transaction(
+        bench.Session, lambda s: next_item(s, session_id=bench.session_id, user=user, preferred=preferred)
+    )
+
+
+def overlap_of(bench: Workbench) -> int:
+    """The session's overlap: how many annotators answer each item."""
+    with bench.Session() as s:
+        return session_overlap(s, bench.session_id)
+
+
+def _current_verdicts(
+    events: Sequence[EventRecord], *, since_resolve: bool = False
+) -> dict[int, dict[str, EventRecord]]:
+    """Position -> annotator -> their latest active verdict (with ``since_resolve``: only
+    those given after the item's last resolve, the ones a conflict is made of).
+
+    A resolve settles an item, it does not erase what the annotators said: agreement and
+    progress count every verdict."""
+    undone = {e.undoes_event_id for e in events if e.kind == "undo"}
+    verdicts: dict[int, dict[str, EventRecord]] = {}
+    for e in sorted(events, key=lambda e: e.id):
+        if e.kind == "undo" or e.id in undone:
+            continue
+        if e.kind == "resolve" and since_resolve:
+            verdicts[e.position] = {}
+        elif e.kind in VERDICT_KINDS:
+            verdicts.setdefault(e.position, {})[e.annotator] = e
+    return verdicts
+
+
+def _verdict_label(e: EventRecord, label_names: Sequence[str]) -> str:
+    return NONE_OF_THESE if e.kind == "none_of_these" or e.label is None else label_names[e.label]
+
+
+def conflict_details(bench: Workbench) -> list[ConflictDetail]:
+    """Every unresolved conflict of the session with each annotator's verdict and its time."""
+    with bench.Session() as s:
+        events = session_events(s, bench.session_id)
+    current = _current_verdicts(events, since_resolve=True)
+    names = bench.label_names
+    details = []
+    for conflict in bench.state.conflicts:
+        verdicts = sorted(current.get(conflict.position, {}).values(), key=lambda e: e.id)
+        details.append(
+            ConflictDetail(
+                position=conflict.position,
+                item_id=bench.state.external_ids[conflict.position],
+                labels=conflict.labels,
+                verdicts=tuple(Verdict(e.annotator, _verdict_label(e, names), e.created_at, e.id) for e in verdicts),
+            )
+        )
+    return details
+
+
+def annotator_progress(events: Sequence[EventRecord]) -> pd.DataFrame:
+    """Per annotator: items answered (current verdicts), skips, resolves, events, and speed.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Index ``annotator``; columns ``answered``, ``skipped``, ``resolved``, ``events``,
+        ``first``, ``last`` and ``seconds_per_event`` (median gap between an annotator's
+        consecutive events; NaN with fewer than two).
+    """
+    undone = {e.undoes_event_id for e in events if e.kind == "undo"}
+    rows = []
+    by_annotator: dict[str, list[EventRecord]] = {}
+    for e in events:
+        by_annotator.setdefault(e.annotator, []).append(e)
+    current = _current_verdicts(events)
+    for who, own in sorted(by_annotator.items()):
+        active = [e for e in own if e.kind != "undo" and e.id not in undone]
+        times = sorted(e.created_at for e in own if e.created_at is not None)
+        gaps = np.diff([t.timestamp() for t in times])
+        rows.append(
+            {
+                "annotator": who,
+                "answered": sum(who in verdicts for verdicts in current.values()),
+                "skipped": sum(e.kind == "skip" for e in active),
+                "resolved": sum(e.kind == "resolve" for e in active),
+                "events": len(own),
+                "first": times[0] if times else None,
+                "last": times[-1] if times else None,
+                "seconds_per_event": float(np.median(gaps)) if gaps.size else float("nan"),
+            }
+        )
+    columns = ["annotator", "answered", "skipped", "resolved", "events", "first", "last", "seconds_per_event"]
+    return pd.DataFrame(rows, columns=columns).set_index("annotator")
+
+
+def pair_agreement(events: Sequence[EventRecord], label_names: Sequence[str]) -> pd.DataFrame:
+    """For every pair of annotators with items in common: how many, raw agreement, Cohen's kappa.
+
+    Kappa is NaN when it is undefined (both annotators used one and the same category).
+    """
+    from sklearn.metrics import cohen_kappa_score
+
+    current = _current_verdicts(events)
+    answers: dict[str, dict[int, str]] = {}
+    for position, verdicts in current.items():
+        for who, e in verdicts.items():
+            answers.setdefault(who, {})[position] = _verdict_label(e, label_names)
+    rows = []
+    for a, b in itertools.combinations(sorted(answers), 2):
+        common = sorted(set(answers[a]) & set(answers[b]))
+        if not common:
+            continue
+        first = [answers[a][p] for p in common]
+        second = [answers[b][p] for p in common]
+        agree = float(np.mean([x == y for x, y in zip(first, second)]))
+        if len(set(first) | set(second)) < 2:
+            kappa = float("nan")
+        else:
+            kappa = float(cohen_kappa_score(first, second))
+        rows.append({"annotator_a": a, "annotator_b": b, "items": len(common), "raw_agreement": agree,
+                     "cohen_kappa": kappa})
+    return pd.DataFrame(rows, columns=["annotator_a", "annotator_b", "items", "raw_agreement", "cohen_kappa"])
+
+
+def agreement(events: Sequence[EventRecord]) -> dict[str, float | int]:
+    """Items answered by two or more annotators and the share on which all of them agree.
+
+    Returns
+    -------
+    dict
+        ``items_shared`` (int) and ``raw_agreement`` (float, NaN when no item is shared).
+    """
+    current = _current_verdicts(events)
+    shared = [v for v in current.values() if len(v) >= 2]
+    same = [len({(e.kind == "none_of_these", e.label) for e in v.values()}) == 1 for v in shared]
+    return {"items_shared": len(shared), "raw_agreement": float(np.mean(same)) if same else float("nan")}

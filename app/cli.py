@@ -356,20 +356,14 @@ def session_status(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Progress of a session and its next queries.  Example: winnow session status week1"""
-    from app.service import Workbench, session_id_by_name
+    from app.service import Workbench, overlap_of, session_id_by_name, team_figures
 
     Session = open_store(db)
     with progress_bar(f"session {name}") as report:
         bench = Workbench.open(Session, session_id_by_name(Session, name), progress=report)
-    from app.service import agreement, annotator_progress, overlap_of, pair_agreement
-    from app.store import session_events
-
-    with Session() as s:
-        events = session_events(s, bench.session_id)
-    people = annotator_progress(events)
-    pairs = pair_agreement(events, bench.label_names)
+    people, pairs, shared = team_figures(bench)
     summary = {
-        "session": name, **bench.summary(), "overlap": overlap_of(bench), **agreement(events),
+        "session": name, **bench.summary(), "overlap": overlap_of(bench), **shared,
         "next": bench.next_queries(top),
         "annotators": [
             {"annotator": who, "answered": int(r.answered), "skipped": int(r.skipped), "resolved": int(r.resolved),

@@ -59,7 +59,7 @@ _MODULE_OF = {
     **dict.fromkeys(
         (
             "Verdict", "ConflictDetail", "reserve_next_item", "overlap_of", "conflict_details", "annotator_progress",
-            "agreement", "pair_agreement",
+            "agreement", "pair_agreement", "team_figures",
         ),
         "team",
     ),

@@ -18,6 +18,7 @@ import numpy as np
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.store import (
+    require_admin,
     SessionConfig,
     create_dataset,
     dataset_featurizer,
@@ -253,16 +254,19 @@ def create_session(
     weighting: str,
     criterion: str = DEFAULT_STRATEGY,
     target_set: str,
+    actor: str | None = None,
 ) -> int:
     """Create a labelling session on a stored dataset; returns its id.
 
     ``criterion`` defaults to :data:`engine.choices.DEFAULT_STRATEGY`, what sessions rank by
-    unless told otherwise.
+    unless told otherwise. ``actor``: the signed-in user in team mode (an admin); ``None`` for
+    the command line.
     """
 
     def work(s: Session) -> int:
         labelling = create_labelling_session(
-            s, dataset_id=dataset_id, name=name, k=k, weighting=weighting, criterion=criterion, target_set=target_set
+            s, dataset_id=dataset_id, name=name, k=k, weighting=weighting, criterion=criterion, target_set=target_set,
+            actor=actor,
         )
         s.flush()
         return labelling.id
@@ -283,9 +287,13 @@ def start_session(
     files: Sequence[tuple[str, bytes]] = (),
     columns: Mapping[str, Any] | None = None,
     progress: ProgressCallback | None = None,
+    actor: str | None = None,
 ) -> int:
     """The Sessions page's "Create session": import an upload (or take a stored dataset), then
     create the session. Returns the session id.
+
+    In team mode ``actor`` (the signed-in user) must be an admin; that is checked before
+    anything is imported.
 
     Parameters
     ----------
@@ -322,6 +330,7 @@ def start_session(
     if not name:
         raise InvalidInput("give the session a name")
     with Session() as s:
+        require_admin(s, actor, "create a session")
         known_sessions = {x.name for x in session_configs(s)}
         known_datasets = {d.name: d.id for d in list_datasets(s)}
     if name in known_sessions:
@@ -339,7 +348,8 @@ def start_session(
     else:
         raise InvalidInput(f"no dataset called {dataset_name!r}; known datasets: {sorted(known_datasets)}")
     return create_session(
-        Session, dataset_id=dataset_id, name=name, k=k, weighting=weighting, criterion=criterion, target_set=target_set
+        Session, dataset_id=dataset_id, name=name, k=k, weighting=weighting, criterion=criterion, target_set=target_set,
+        actor=actor,
     )
 
 

@@ -34,6 +34,7 @@ __all__ = [
     "annotator_progress",
     "agreement",
     "pair_agreement",
+    "team_figures",
 ]
 
 NONE_OF_THESE = "none of these"
@@ -195,3 +196,11 @@ def agreement(events: Sequence[EventRecord]) -> dict[str, float | int]:
     shared = [v for v in current.values() if len(v) >= 2]
     same = [len({(e.kind == "none_of_these", e.label) for e in v.values()}) == 1 for v in shared]
     return {"items_shared": len(shared), "raw_agreement": float(np.mean(same)) if same else float("nan")}
+
+
+def team_figures(bench: Workbench) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, float | int]]:
+    """A session's :func:`annotator_progress`, :func:`pair_agreement` and :func:`agreement`,
+    from its event log (what ``winnow session status`` and the Progress page show)."""
+    with bench.Session() as s:
+        events = session_events(s, bench.session_id)
+    return annotator_progress(events), pair_agreement(events, bench.label_names), agreement(events)

@@ -32,7 +32,7 @@ from app.service.graphs import GraphResult, dataset_graph
 from app.service.tasks import ProgressCallback, ProgressTracker
 from app.store import ACTION_KEYS, DatasetContent, EventRecord, SessionConfig, SessionState, count_events, dataset_content
 from app.store import default_hotkeys, derive_state, derived_fields, load_state, record_event, session_events
-from app.store import set_session_hotkeys, write_transaction
+from app.store import lease_holders, set_session_hotkeys, write_transaction
 from app.store.derive import VERDICT_KINDS
 from engine import check_choice
 from engine.decision_change import DecisionChangeRanker
@@ -55,7 +55,7 @@ __all__ = [
 ]
 
 #: Where an item can be on screen when it is answered (:meth:`Workbench.record`'s ``displayed``).
-OFFERS: tuple[str, ...] = ("query", "rejects", "conflicts")
+OFFERS: tuple[str, ...] = ("query", "lease", "rejects", "conflicts")
 
 
 class StaleAnswer(InvalidInput):
@@ -582,6 +582,23 @@ class Workbench:
                 plausibility=model.disambiguate_plausibility_[positions][order],
             )
 
+    def dst_view(self, positions: np.ndarray | list[int]) -> RejectQueue:
+        """DST-PLL's label, acceptance, margin, belief and plausibility for given items (in the
+        order given), e.g. items in conflict, which :meth:`rejects` leaves out as not open."""
+        self.rejects()  # fits the classifier or brings it up to date with the current sets
+        model = self._dst
+        if model is None:  # pragma: no cover - rejects() always sets it
+            raise RuntimeError("DST-PLL was not fitted")
+        rows = np.asarray(positions, dtype=int)
+        return RejectQueue(
+            positions=rows,
+            labels=model.disambiguate_[rows],
+            accepted=model.disambiguate_accepted_[rows],
+            margin=model.disambiguate_margin_[rows],
+            belief=model.disambiguate_belief_[rows],
+            plausibility=model.disambiguate_plausibility_[rows],
+        )
+
     # ------------------------------------------------------------------ writing
 
     def record(
@@ -606,12 +623,13 @@ class Workbench:
             The item: the one on screen when ``displayed`` is given.
         label : int or str, optional
             For ``answer``, ``other_label`` and ``resolve``.
-        displayed : {"query", "rejects", "conflicts"}, optional
+        displayed : {"query", "lease", "rejects", "conflicts"}, optional
             The page that showed ``position``. The state is refreshed first (other tabs may
             have answered) and the event is refused with :class:`StaleAnswer`, nothing
             written, when the item is no longer the one that page offers: not the first of
-            :meth:`queue` (``"query"``), no longer open (``"rejects"``), no longer in conflict
-            (``"conflicts"``), or when this annotator already gave a verdict on it.
+            :meth:`queue` (``"query"``), no longer reserved for ``annotator`` (``"lease"``,
+            the Query page in team mode), no longer open (``"rejects"``), no longer in
+            conflict (``"conflicts"``), or when this annotator already gave a verdict on it.
         undoes : int, optional
             For an ``undo`` from a page: the event the page offered to undo. Refused with
             :class:`StaleAnswer` when it is no longer this annotator's latest event.
@@ -699,6 +717,11 @@ class Workbench:
         if displayed == "query":
             top = self.queue(top=1)
             offered = top.size > 0 and int(top[0]) == position
+        elif displayed == "lease":
+            # Team mode: the item offered is the one the store reserved for this annotator
+            # (with overlap it may already be settled by someone else, and still theirs to answer).
+            with self.Session() as s:
+                offered = annotator in lease_holders(s, self.session_id).get(position, [])
         elif displayed == "rejects":
             offered = bool(self.state.open_items[position])
         else:

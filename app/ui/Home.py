@@ -15,7 +15,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from app.service import latest_session_id
+from app.service import SignInRefused, active_user, latest_session_id, sign_in_required, sign_in_with_identity
 from app.ui import components
 from app.ui import state as ui
 from app.ui.building import show_build_progress
@@ -39,6 +39,27 @@ def main() -> None:
     tab = ui.tab_state(database_argument(sys.argv[1:]))
     Session = ui.store(tab.db)
 
+    # Team mode (users exist, or the server is reachable beyond this machine): nothing but the
+    # sign-in page until this tab has signed in, and the account is checked on every run so
+    # that a disabled user is signed out at their next click.
+    if sign_in_required(Session, st.get_option("server.address")):
+        if tab.user is None and ui.oidc_configured() and st.user.is_logged_in:
+            try:
+                user = sign_in_with_identity(Session, st.user.to_dict())
+                tab.user, tab.role = user.name, user.role
+            except SignInRefused as exc:
+                tab.notice = ("error", str(exc))
+                st.logout()
+        account = active_user(Session, tab.user) if tab.user is not None else None
+        if account is None:
+            tab.user = tab.role = None
+            tab.workbench = None
+            st.navigation([st.Page(PAGES / "sign_in.py", title="Sign in", icon=":material/login:")]).run()
+            return
+        tab.role = account.role
+    else:
+        tab.user = tab.role = None
+
     if tab.session_id is None:
         # Start on the most recently active session, so `winnow ui --sample` opens on a query.
         tab.session_id = latest_session_id(Session)
@@ -53,13 +74,17 @@ def main() -> None:
             st.markdown("**Opening a session…**")
         else:
             st.markdown("**No session open**")
-        # Seeded through Session State rather than value=, so the field keeps what was typed.
-        st.session_state.setdefault(ui.Keys.ANNOTATOR, tab.annotator)
-        st.text_input("Annotator", key=ui.Keys.ANNOTATOR, max_chars=200,
-                      help="Your answers are recorded under this name.")
-        ui.annotator(tab)
-        # After Enter in the name field the focus goes back to the page, so keys answer again.
-        components.keyboard()
+        if tab.user is not None:
+            st.text(f"Signed in as {tab.user} ({tab.role})")
+            st.button("Sign out", key=ui.Keys.SIGN_OUT, on_click=sign_out, args=(tab,))
+        else:
+            # Seeded through Session State rather than value=, so the field keeps what was typed.
+            st.session_state.setdefault(ui.Keys.ANNOTATOR, tab.annotator)
+            st.text_input("Annotator", key=ui.Keys.ANNOTATOR, max_chars=200,
+                          help="Your answers are recorded under this name.")
+            ui.annotator(tab)
+            # After Enter in the name field the focus goes back to the page, so keys answer again.
+            components.keyboard()
 
     if tab.building is not None:
         show_build_progress(tab.building)
@@ -70,9 +95,20 @@ def main() -> None:
         st.Page(PAGES / "progress.py", title="Progress", icon=":material/monitoring:"),
         st.Page(PAGES / "sessions.py", title="Sessions", icon=":material/folder_open:"),
     ]
+    if ui.is_reviewer(tab):
+        pages.insert(2, st.Page(PAGES / "review.py", title="Review", icon=":material/gavel:"))
     # The pages live in views/, not pages/: a pages/ folder would put Streamlit in its older
     # folder-navigation mode, which runs page files without this script.
     st.navigation(pages).run()
+
+
+def sign_out(tab: ui.TabState) -> None:
+    """Forget the tab's user (and its reservation lapses with its lease)."""
+    tab.user = tab.role = None
+    tab.workbench = None
+    tab.notice = None
+    if ui.oidc_configured() and st.user.is_logged_in:
+        st.logout()
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ import streamlit as st
 
 from app.dataset_rules import image_shape
 from app.io.media import ContentError, thumbnail_for_display
-from app.service import ItemContent, RejectQueue, Workbench, export_bytes, session_progress, session_table
+from app.service import ItemContent, RejectQueue, Workbench, export_bytes, session_progress, session_table, team_figures
 from app.ui.state import TabState, current
 from engine.exceptions import InvalidInput
 
@@ -123,7 +123,7 @@ def show_notice(tab: TabState) -> None:
         return
     level, text = tab.notice
     tab.notice = None
-    {"error": st.error, "info": st.info}.get(level, st.success)(md(text))
+    {"error": st.error, "warning": st.warning, "info": st.info}.get(level, st.success)(md(text))
 
 
 def label_set(bench: Workbench, row: np.ndarray) -> str:
@@ -374,6 +374,14 @@ def show_thumbnail(bench: Workbench, position: int) -> None:
 def progress_history(db: str, session_id: int, n_events: int, _bench: Workbench) -> pd.DataFrame:
     """:func:`app.service.session_progress`, cached by ``(db, session, number of events)``."""
     return session_progress(_bench, n_events)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def team_figures(
+    db: str, session_id: int, n_events: int, _bench: Workbench
+) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, float | int]]:
+    """Per-annotator progress, pair agreement and overall agreement, cached like the replay."""
+    return team_figures(_bench)
 
 
 # -------------------------------------------------------------------------------- rejects

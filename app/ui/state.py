@@ -45,6 +45,8 @@ __all__ = [
     "sync_workbench",
     "BACKGROUND_FROM_ITEMS",
     "BACKGROUND_FROM_BYTES",
+    "oidc_configured",
+    "is_reviewer",
 ]
 
 STATE_KEY = "winnow"
@@ -61,6 +63,12 @@ class Keys:
 
     # Home / sidebar
     ANNOTATOR = "annotator"
+    SIGN_OUT = "sign_out"
+    # Sign-in page
+    SIGN_IN_NAME = "sign_in_name"
+    SIGN_IN_PASSWORD = "sign_in_password"
+    SIGN_IN = "sign_in_submit"
+    SIGN_IN_OIDC = "sign_in_oidc"
     # Sessions page
     OPEN_SESSION = "sessions_open_choice"
     OPEN_BUTTON = "sessions_open"
@@ -75,6 +83,7 @@ class Keys:
     CREATE = "sessions_create"
     HOTKEYS_SAVE = "sessions_hotkeys_save"
     HOTKEYS_RESET = "sessions_hotkeys_reset"
+    # Review page: ``resolve(position, label)``, ``review_other(position)``, ``review_other_submit(position)``
     # Rejects page
     REJECTS_SHOWN = "rejects_shown"
     # Progress page: ``export(what, fmt)``
@@ -108,6 +117,15 @@ class Keys:
     def undo(event_id: int | None) -> str:
         """Undo names the event it offers to undo (``None``: nothing to undo)."""
         return f"query_undo_{event_id if event_id is not None else 'none'}"
+
+    @staticmethod
+    def review_other(position: int) -> str:
+        """The Review page's choice of a label outside the conflict's labels."""
+        return f"review_other_label_{position}"
+
+    @staticmethod
+    def review_other_submit(position: int) -> str:
+        return f"review_other_submit_{position}"
 
     @staticmethod
     def hotkeys(session_id: int) -> str:
@@ -163,6 +181,10 @@ class TabState:
     next_page: str | None = None
     #: Rejected predictions the expert chose to leave alone in this tab, by position.
     left_alone: set[int] = field(default_factory=set)
+    #: Team mode: the user signed in in this tab (server-side only; never in a URL or cookie),
+    #: and their role. ``None`` in single-user mode or before signing in.
+    user: str | None = None
+    role: str | None = None
 
 
 @st.cache_resource(show_spinner=False)
@@ -195,12 +217,28 @@ def current() -> TabState:
 
 
 def annotator(state: TabState) -> str:
-    """Who is answering: the sidebar field's latest value (also inside a button callback,
-    which runs before the script has read the field on this run)."""
+    """Who is answering: the signed-in user in team mode; otherwise the sidebar field's
+    latest value (also inside a button callback, which runs before the script has read the
+    field on this run)."""
+    if state.user is not None:
+        return state.user
     typed = st.session_state.get(Keys.ANNOTATOR)
     if isinstance(typed, str) and typed.strip():
         state.annotator = typed.strip()
     return state.annotator
+
+
+def is_reviewer(state: TabState) -> bool:
+    """May this tab settle conflicts? Anyone in single-user mode; reviewers and admins in a team."""
+    return state.user is None or state.role in ("reviewer", "admin")
+
+
+def oidc_configured() -> bool:
+    """True when ``.streamlit/secrets.toml`` has an ``[auth]`` section for ``st.login``."""
+    try:
+        return "auth" in st.secrets
+    except FileNotFoundError:  # no secrets file at all (StreamlitSecretNotFoundError is one)
+        return False
 
 
 def count_events(Session: sessionmaker[Session], session_id: int) -> int:

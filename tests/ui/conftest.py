@@ -57,6 +57,18 @@ def _fresh_stores():
     close_stores()
 
 
+@pytest.fixture(autouse=True)
+def _served_on_localhost():
+    """The pages run as `winnow ui` serves them, on localhost (single-user mode while the store
+    has no users). AppTest starts no server, so the option is set as the server would have it."""
+    from streamlit import config
+
+    before = config.get_option("server.address")
+    config.set_option("server.address", "localhost")
+    yield
+    config.set_option("server.address", before)
+
+
 @pytest.fixture
 def db(tmp_path: Path) -> str:
     """An empty (migrated) store."""

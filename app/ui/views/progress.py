@@ -48,6 +48,22 @@ if "dst_accuracy" in history:
 st.markdown("**Candidate-set sizes**")
 st.bar_chart(candidate_set_sizes(state), stack=False, height=240)
 
+st.subheader("Annotators")
+people, pairs, shared = components.team_figures(tab.db, bench.session_id, state.n_events, bench)
+if people.empty:
+    st.caption("No answers yet.")
+else:
+    st.dataframe(people.reset_index(), hide_index=True, width="stretch",
+                 column_config={"seconds_per_event": st.column_config.NumberColumn("seconds / event", format="%.1f")})
+    if shared["items_shared"]:
+        st.metric("Raw agreement", f"{shared['raw_agreement']:.3f}",
+                  help=f"Share of the {shared['items_shared']} items answered by two or more annotators on which all "
+                       "of them gave the same answer.")
+        st.markdown("**Agreement per pair** (Cohen's kappa over the items both answered)")
+        st.dataframe(pairs, hide_index=True, width="stretch")
+    else:
+        st.caption("No item has been answered by two annotators yet (set the session's overlap to 2 to measure agreement).")
+
 st.subheader("Export")
 st.caption("The same files as `winnow export --what ranked|labelled|events`.")
 EXPORTS = (("ranked", "Ranked query list"), ("labelled", "Labelled data"), ("events", "Events log (every answer, skip and undo)"))

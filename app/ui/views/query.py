@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from app.service import ACTION_KEYS, StaleAnswer
+from app.service import ACTION_KEYS, StaleAnswer, reserve_next_item
 from app.ui import components
 from app.ui import state as ui
 from app.ui.components import md
@@ -36,7 +36,9 @@ def record(kind: str, position: int | None = None, label: int | None = None, und
         if kind == "undo":
             event_id = bench.record(ui.annotator(tab), "undo", undoes=undoes)
         else:
-            event_id = bench.record(ui.annotator(tab), kind, position=position, label=label, displayed="query")
+            # In team mode the item on screen is the one the store reserved for this user.
+            offer = "lease" if tab.user is not None else "query"
+            event_id = bench.record(ui.annotator(tab), kind, position=position, label=label, displayed=offer)
     except StaleAnswer as exc:
         tab.notice = ("info", str(exc))
         return
@@ -51,6 +53,13 @@ def record(kind: str, position: int | None = None, label: int | None = None, und
         "skip": f"skipped {item}",
         "undo": "undid your last event",
     }.get(kind, kind)
+    conflict = next((c for c in bench.state.conflicts if c.position == position), None)
+    if kind != "undo" and conflict is not None:
+        # Not a green "Recorded": the answer disagrees with someone else's.
+        others = [who for who in conflict.annotators if who != ui.annotator(tab)]
+        tab.notice = ("warning", f"Conflict recorded: {said} (event {event_id}), but {', '.join(others)} "
+                      "answered differently. A reviewer will settle it. Press U to undo.")
+        return
     tab.notice = ("ok", f"Recorded: {said} (event {event_id}). Press U to undo.")
 
 
@@ -81,15 +90,28 @@ cols[3].metric("Conflicts", counts["conflicts"], help="Settle them on the Reject
 components.show_notice(tab)
 last_event = bench.latest_event(ui.annotator(tab))
 
-queue = bench.queue(top=1)
+if tab.user is not None:
+    # Team mode: the item is reserved for this user (a lease in the store), so two annotators
+    # are not shown the same item unless the session's overlap asks for it.
+    try:
+        reserved = reserve_next_item(bench, tab.user)
+    except InvalidInput as exc:  # e.g. not assigned to this session
+        st.error(str(exc))
+        st.stop()
+    queue = np.array([] if reserved is None else [reserved], dtype=int)
+else:
+    queue = bench.queue(top=1)
 if queue.size == 0:
-    st.success("Nothing left to ask: every item is settled or set aside.")
+    st.success("Nothing left to ask: every item is settled, set aside or being answered by someone else.")
     st.button("Undo my last answer", key=ui.Keys.undo(last_event), shortcut=KEY["undo"],
               on_click=record, args=("undo", None, None, last_event))
     st.stop()
 
 position = int(queue[0])
-candidates = np.flatnonzero(state.candidates[position])
+# In team mode an item may come back to a second annotator (overlap): they see its original
+# set, not the set the first answer narrowed it to, so that their answer is their own.
+shown_set = state.original_candidates[position] if tab.user is not None else state.candidates[position]
+candidates = np.flatnonzero(shown_set)
 names = bench.label_names
 hotkeys = bench.hotkeys
 item_id = state.external_ids[position]
@@ -118,7 +140,7 @@ with right:
     row[1].button("Undo", key=ui.Keys.undo(last_event), shortcut=KEY["undo"],
                   width="stretch", on_click=record, args=("undo", None, None, last_event),
                   disabled=last_event is None)
-    outside = [names[m] for m in range(len(names)) if not state.candidates[position, m]]
+    outside = [names[m] for m in range(len(names)) if not shown_set[m]]
     if outside:
         st.button("Another label…", key=ui.Keys.other(position),
                   shortcut=KEY["other_label"], width="stretch", on_click=open_other, args=(position,))

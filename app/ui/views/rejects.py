@@ -72,6 +72,9 @@ for conflict in state.conflicts:
             st.text(f"Item {state.external_ids[position]}: {', '.join(conflict.annotators)} disagree: {disputed}{extra}.\n"
                     f"Original set: {components.label_set(bench, state.original_candidates[position])}.")
             choices = list(conflict.labels) or list(np.flatnonzero(state.original_candidates[position]))
+            if not ui.is_reviewer(tab):  # the store would refuse an annotator's resolve
+                st.caption("A reviewer settles it on the Review page.")
+                continue
             buttons = st.columns(min(len(choices), 6) or 1)
             for i, label in enumerate(choices):
                 buttons[i % len(buttons)].button(

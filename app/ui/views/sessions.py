@@ -86,6 +86,7 @@ def create_from_form() -> None:
         dataset_name=form.get(ui.Keys.DATASET) if source == STORED else None,
         files=files,
         columns=columns if source == UPLOAD else None,
+        actor=tab.user,  # team mode: only an admin creates sessions (checked before importing)
     )
     job = ui.builds().start(("create", tab.db, uuid.uuid4().hex),
                             lambda report: start_session(Session, **options, progress=report))
@@ -110,8 +111,6 @@ def finish_create() -> None:
         raise job.error
     open_session(job.result)
     tab.next_page = "views/query.py"
-
-
 
 
 def save_hotkeys(field: str, reset: bool) -> None:

@@ -1,0 +1,120 @@
+"""Team mode in the browser app (AppTest): the sign-in page, the signed-in user as annotator,
+leases, conflicts in overlap mode and the Review page."""
+
+from __future__ import annotations
+
+import pytest
+from streamlit import config
+
+from app.service import assign, create_user, set_session_overlap
+from app.store.db import open_store
+from app.ui.state import STATE_KEY, Keys
+from tests.ui.conftest import events, no_exception
+
+SECRET = "a long enough secret"
+
+
+@pytest.fixture
+def team_db(small_db):
+    Session = open_store(small_db)
+    create_user(Session, "ada", role="admin", password=SECRET)
+    for name in ("ann", "bob"):
+        create_user(Session, name, role="annotator", password=SECRET)
+    create_user(Session, "rev", role="reviewer", password=SECRET)
+    assign(Session, "small", ["ann", "bob"])
+    return small_db
+
+
+def titles(at) -> list[str]:
+    return [t.value for t in at.title]
+
+
+def sign_in(at, name, password=SECRET):
+    at.text_input(key=Keys.SIGN_IN_NAME).input(name)
+    at.text_input(key=Keys.SIGN_IN_PASSWORD).input(password)
+    at.button(key=Keys.SIGN_IN).click().run()
+    no_exception(at)
+    return at
+
+
+def shown_item(at) -> str:
+    heads = [h.value for h in at.subheader if h.value.startswith("Item ")]
+    assert len(heads) == 1, heads
+    return heads[0].split("`")[1]
+
+
+def test_localhost_without_users_opens_without_sign_in(app, small_db):
+    at = app(small_db)
+    assert titles(at) == ["Query"]
+    assert at.text_input(key=Keys.ANNOTATOR).value  # the free-text name of single-user mode
+
+
+def test_a_shared_address_without_users_asks_for_an_admin_first(app, small_db):
+    config.set_option("server.address", "0.0.0.0")
+    at = app(small_db)
+    assert titles(at) == ["Sign in to winnow"]
+    assert any("winnow user add NAME --role admin" in c.value for c in at.code)
+    assert not at.button  # nothing to press, not even a sign-in button
+
+
+def test_once_users_exist_only_the_sign_in_page_is_shown(app, team_db):
+    at = app(team_db)
+    assert titles(at) == ["Sign in to winnow"]
+    assert not any(h.value.startswith("Item ") for h in at.subheader)
+    sign_in(at, "ann", "wrong password!")
+    assert titles(at) == ["Sign in to winnow"]
+    assert [e.value for e in at.error] == ["wrong user name or password"]
+    assert at.session_state[STATE_KEY].user is None
+    sign_in(at, "ann")
+    assert titles(at) == ["Query"]
+    assert any(t.value == "Signed in as ann (annotator)" for t in at.sidebar.text)
+    assert not [w for w in at.text_input if w.key == Keys.ANNOTATOR]  # no free-text name in team mode
+
+
+def test_a_disabled_user_cannot_sign_in_and_is_signed_out(app, team_db):
+    from app.service import disable_user
+
+    at = sign_in(app(team_db), "bob")
+    assert titles(at) == ["Query"]
+    disable_user(open_store(team_db), "bob")
+    at.run()
+    assert titles(at) == ["Sign in to winnow"]
+    sign_in(at, "bob")
+    assert titles(at) == ["Sign in to winnow"] and "disabled" in at.error[0].value
+
+
+def test_two_annotators_get_different_items_then_a_reviewer_settles_their_conflict(app, team_db):
+    ann = sign_in(app(team_db), "ann")
+    bob = sign_in(app(team_db), "bob")
+    first_ann, first_bob = shown_item(ann), shown_item(bob)
+    assert first_ann != first_bob
+
+    # Overlap 2: bob is given ann's item after she answered it, and disagrees.
+    set_session_overlap(open_store(team_db), "small", 2)
+    ann.button(key=Keys.answer(1)).click().run()
+    no_exception(ann)
+    bob.button(key=Keys.SKIP).click().run()  # bob passes on his own item
+    no_exception(bob)
+    assert shown_item(bob) == first_ann
+    labels = [b.label.strip("*") for b in bob.button if b.key and b.key.startswith("query_answer_")]
+    ann_label = next(e["label_name"] for e in events(team_db) if e["annotator"] == "ann")
+    other = next(slot for slot, label in enumerate(labels, start=1) if label != ann_label)
+    bob.button(key=Keys.answer(other)).click().run()
+    no_exception(bob)
+    assert [w.value for w in bob.warning][0].startswith("Conflict recorded:")
+    assert "ann answered differently. A reviewer will settle it." in bob.warning[0].value
+    assert not bob.success
+
+    rev = sign_in(app(team_db), "rev")
+    rev.switch_page("views/review.py").run()
+    no_exception(rev)
+    assert titles(rev) == ["Review"]
+    assert shown_item(rev) == first_ann
+    table = rev.dataframe[0].value
+    assert list(table["annotator"]) == ["ann", "bob"]
+    resolve = next(b for b in rev.button if b.key and b.key.startswith("conflict_resolve_"))
+    resolve.click().run()
+    no_exception(rev)
+    last = events(team_db)[-1]
+    assert (last["kind"], last["annotator"]) == ("resolve", "rev")
+    assert any("No conflicts" in s.value for s in rev.success)

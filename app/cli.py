@@ -589,6 +589,8 @@ def ui(
     headless: bool = typer.Option(False, help="Do not open a browser window."),
     address: str = typer.Option("localhost", help="Interface to serve on; 0.0.0.0 shares the app on the network."),
     max_upload_mb: int = typer.Option(50, "--max-upload-mb", min=1, help="Largest file the Sessions page accepts, in MB."),
+    require_sign_in: bool = typer.Option(False, "--require-sign-in",
+                                         help="Sign-in even on localhost (e.g. behind a reverse proxy)."),
 ) -> None:
     """Open the annotator's browser app on a database.  Example: winnow ui --db winnow.db
 
@@ -602,9 +604,9 @@ def ui(
         from app.service import ensure_sample_session
 
         ensure_sample_session(Session)
-    if not is_local_address(address) and not has_users(Session):
+    if (require_sign_in or not is_local_address(address)) and not has_users(Session):
         raise UserError(
-            f"--address {address} shares the app beyond this machine, where everyone signs in, and the store has "
+            f"--address {address}{' --require-sign-in' if require_sign_in else ''}: everyone signs in, and the store has "
             "no user yet: create an admin first (winnow user add NAME --role admin)"
         )
     # Streamlit always runs headless: otherwise its first run on a machine stops at an
@@ -613,6 +615,7 @@ def ui(
         sys.executable, "-m", "streamlit", "run", str(UI_HOME),
         "--server.port", str(port), "--server.address", address, "--server.headless", "true",
         "--browser.gatherUsageStats", "false", "--server.maxUploadSize", str(max_upload_mb), "--", "--db", db,
+        *(["--require-sign-in"] if require_sign_in else []),
     ]
     url = f"http://localhost:{port}"
     server = subprocess.Popen(command)

@@ -31,6 +31,12 @@ def database_argument(argv: list[str]) -> str:
     return known.db
 
 
+def require_sign_in_argument(argv: list[str]) -> bool:
+    """``--require-sign-in``: team mode even on localhost without users (behind a reverse
+    proxy the server listens on localhost, yet the whole network reaches it)."""
+    return "--require-sign-in" in argv
+
+
 def main() -> None:
     """One run of the app: store, tab state, sidebar, then the chosen page."""
     st.set_page_config(page_title="winnow", page_icon="🏷️", layout="wide")
@@ -42,7 +48,7 @@ def main() -> None:
     # Team mode (users exist, or the server is reachable beyond this machine): nothing but the
     # sign-in page until this tab has signed in, and the account is checked on every run so
     # that a disabled user is signed out at their next click.
-    if sign_in_required(Session, st.get_option("server.address")):
+    if require_sign_in_argument(sys.argv[1:]) or sign_in_required(Session, st.get_option("server.address")):
         if tab.user is None and ui.oidc_configured() and st.user.is_logged_in:
             try:
                 user = sign_in_with_identity(Session, st.user.to_dict())

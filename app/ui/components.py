@@ -377,10 +377,11 @@ def progress_history(db: str, session_id: int, n_events: int, _bench: Workbench)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def team_figures(
+def team_tables(
     db: str, session_id: int, n_events: int, _bench: Workbench
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, float | int]]:
-    """Per-annotator progress, pair agreement and overall agreement, cached like the replay."""
+    """:func:`app.service.team_figures` (per-annotator progress, pair agreement, overall
+    agreement), cached like the replay."""
     return team_figures(_bench)
 
 

@@ -3,6 +3,8 @@ leases, conflicts in overlap mode and the Review page."""
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 from streamlit import config
 
@@ -118,3 +120,54 @@ def test_two_annotators_get_different_items_then_a_reviewer_settles_their_confli
     last = events(team_db)[-1]
     assert (last["kind"], last["annotator"]) == ("resolve", "rev")
     assert any("No conflicts" in s.value for s in rev.success)
+
+
+def test_require_sign_in_puts_localhost_without_users_in_team_mode(app, small_db, monkeypatch):
+    at = app(small_db, run=False)
+    monkeypatch.setattr(sys, "argv", [*sys.argv, "--require-sign-in"])
+    at.run()
+    no_exception(at)
+    assert titles(at) == ["Sign in to winnow"]
+
+
+def test_oidc_sign_in_maps_the_identity_to_an_active_account(team_db):
+    from app.service import SignInRefused, disable_user, sign_in_with_identity
+    from app.store import audit_log
+
+    Session = open_store(team_db)
+    user = sign_in_with_identity(Session, {"preferred_username": "rev", "email": "r@example.org"})
+    assert (user.name, user.role) == ("rev", "reviewer")
+    assert sign_in_with_identity(Session, {"email": "ann"}).name == "ann"
+    with pytest.raises(SignInRefused, match="'nobody@example.org' has no active account here"):
+        sign_in_with_identity(Session, {"email": "nobody@example.org"})
+    disable_user(Session, "ann")
+    with pytest.raises(SignInRefused, match="'ann' has no active account"):
+        sign_in_with_identity(Session, {"preferred_username": "ann"})
+    with pytest.raises(SignInRefused, match="none of the claims"):
+        sign_in_with_identity(Session, {"sub": "1234"})
+    with Session() as s:
+        log = [(e["kind"], e["user"], e["detail"]) for e in audit_log(s) if e["kind"].startswith("sign_in")]
+    assert log == [("sign_in", "rev", "oidc"), ("sign_in", "ann", "oidc"),
+                   ("sign_in_failed", "nobody@example.org", "oidc: no such account"),
+                   ("sign_in_failed", "ann", "oidc: account disabled")]
+
+
+def test_the_oidc_button_shows_only_with_an_auth_section(app, team_db):
+    at = app(team_db)
+    assert not [b for b in at.button if b.key == Keys.SIGN_IN_OIDC]
+    at.secrets["auth"] = {"client_id": "winnow"}
+    at.run()
+    no_exception(at)
+    assert [b for b in at.button if b.key == Keys.SIGN_IN_OIDC]
+
+
+def test_an_annotator_cannot_create_a_session_from_the_app(team_db):
+    from app.service import start_session
+    from engine.exceptions import InvalidInput
+
+    Session = open_store(team_db)
+    with pytest.raises(InvalidInput, match="only an active admin may do this, and 'ann' is not one"):
+        start_session(Session, name="mine", k=5, weighting="uniform", criterion="apl", target_set="all",
+                      dataset_name="small", actor="ann")
+    assert start_session(Session, name="mine", k=5, weighting="uniform", criterion="apl", target_set="all",
+                         dataset_name="small", actor="ada")

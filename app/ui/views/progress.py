@@ -49,7 +49,7 @@ st.markdown("**Candidate-set sizes**")
 st.bar_chart(candidate_set_sizes(state), stack=False, height=240)
 
 st.subheader("Annotators")
-people, pairs, shared = components.team_figures(tab.db, bench.session_id, state.n_events, bench)
+people, pairs, shared = components.team_tables(tab.db, bench.session_id, state.n_events, bench)
 if people.empty:
     st.caption("No answers yet.")
 else:

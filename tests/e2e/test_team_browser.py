@@ -1,0 +1,146 @@
+"""A team in real browsers: two annotators, one conflict, one reviewer.
+
+A store with the sample digits, four accounts made with ``winnow user add --password-stdin``
+is served by ``winnow ui`` on localhost; since users exist, every
+browser context (a separate person: its own cookies and tabs) sees only the sign-in page
+until it signs in. Two annotators are shown different items; after the first answers, the
+second is given the same item (overlap 2), answers differently and is told a reviewer will
+settle it; the reviewer signs in, opens the Review page and resolves it with a key. The rows
+are checked in SQLite.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS, ROOT, _missing, free_port, settle, wait_healthy
+
+pytestmark = pytest.mark.e2e
+
+WINNOW = Path(sys.executable).with_name("winnow")
+SAMPLE = ROOT / "sample_data" / "digits_partial.csv"
+SECRET = "e2e team password"
+
+
+def winnow(*args: str, stdin: str | None = None) -> None:
+    result = subprocess.run([str(WINNOW), *args], input=stdin, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.fixture
+def team_server(tmp_path: Path):
+    db = tmp_path / "team.db"
+    winnow("import", str(SAMPLE), "--db", str(db), "--session", "demo")
+    for name, role in (("ada", "admin"), ("ann", "annotator"), ("bob", "annotator"), ("rev", "reviewer")):
+        winnow("user", "add", name, "--role", role, "--password-stdin", "--db", str(db), stdin=SECRET + "\n")
+    winnow("session", "assign", "demo", "ann", "bob", "--db", str(db))
+    port = free_port()
+    log = (tmp_path / "streamlit.log").open("wb")
+    process = subprocess.Popen(
+        [str(WINNOW), "ui", "--db", str(db), "--port", str(port), "--headless"],
+        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    try:
+        wait_healthy(f"http://127.0.0.1:{port}/_stcore/health", process)
+        yield f"http://127.0.0.1:{port}", db
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        log.close()
+
+
+def rows(db: Path) -> list[tuple]:
+    with sqlite3.connect(db) as connection:
+        return connection.execute(
+            "SELECT e.kind, i.external_id, e.label, a.name FROM answer_events e JOIN instances i ON i.id = e.instance_id"
+            " JOIN annotators a ON a.id = e.annotator_id ORDER BY e.id"
+        ).fetchall()
+
+
+def test_two_annotators_a_conflict_and_a_reviewer(team_server):
+    if not CHROMIUM.exists():
+        _missing(f"Chromium not found at {CHROMIUM}; install it with `make browser`")
+    try:
+        from playwright.sync_api import expect, sync_playwright
+    except ImportError:
+        _missing("the playwright package is not installed (pip install -e '.[dev]')")
+
+    url, db = team_server
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        try:
+            def open_page():
+                page = browser.new_context(viewport={"width": 1400, "height": 900}).new_page()
+                page.goto(url, wait_until="domcontentloaded")
+                expect(page.locator("h1", has_text="Sign in to winnow")).to_be_visible(timeout=60_000)
+                return page
+
+            def sign_in(page, name: str) -> None:
+                page.locator(".st-key-sign_in_name input").fill(name)
+                page.locator(".st-key-sign_in_name input").press("Tab")
+                page.locator(".st-key-sign_in_password input").fill(SECRET)
+                page.locator(".st-key-sign_in_password input").press("Enter")
+                settle(page)
+                page.locator(".st-key-sign_in_submit button").click()
+                expect(page.get_by_test_id("stText").get_by_text(f"Signed in as {name}")).to_be_visible(timeout=30_000)
+                settle(page)
+
+            def item(page) -> str:
+                heading = page.locator("h3[id^='item-']")
+                expect(heading).to_be_visible(timeout=60_000)
+                return heading.inner_text().split("Item", 1)[1].strip()
+
+            # Not signed in: the sign-in page only (no item, no other page in the navigation).
+            visitor = open_page()
+            settle(visitor)
+            assert visitor.locator("h3[id^='item-']").count() == 0
+            assert visitor.locator("[data-testid='stSidebarNav']").count() == 0
+
+            ann, bob = open_page(), open_page()
+            sign_in(ann, "ann")
+            sign_in(bob, "bob")
+            first_ann, first_bob = item(ann), item(bob)
+            assert first_ann != first_bob
+
+            # From now on each item is answered by two annotators.
+            winnow("session", "overlap", "demo", "2", "--db", str(db))
+            ann_label = ann.locator(".st-key-query_answer_1 button").inner_text().split("\n")[0].strip()
+            ann.keyboard.press("1")
+            expect(ann.get_by_text("Recorded:")).to_be_visible(timeout=30_000)
+            bob.keyboard.press("s")  # bob skips his own item and is given ann's (overlap 2)
+            expect(bob.locator("h3[id^='item-']")).to_contain_text(first_ann, timeout=30_000)
+            settle(bob)
+            bob_label = bob.locator(".st-key-query_answer_2 button").inner_text().split("\n")[0].strip()
+            assert bob_label != ann_label
+            bob.keyboard.press("2")
+            expect(bob.get_by_text("Conflict recorded")).to_be_visible(timeout=30_000)
+            expect(bob.get_by_text("A reviewer will settle it")).to_be_visible()
+
+            rev = open_page()
+            sign_in(rev, "rev")
+            rev.locator("[data-testid='stSidebarNav'] a", has_text="Review").click()
+            expect(rev.locator("h1", has_text="Review")).to_be_visible(timeout=30_000)
+            expect(rev.locator("h3[id^='item-']")).to_contain_text(first_ann, timeout=60_000)
+            settle(rev)
+            rev.keyboard.press("1")
+            expect(rev.get_by_text("No conflicts")).to_be_visible(timeout=60_000)
+        finally:
+            browser.close()
+
+    log = rows(db)
+    assert [(kind, who) for kind, _, _, who in log] == [
+        ("answer", "ann"), ("skip", "bob"), ("answer", "bob"), ("resolve", "rev")
+    ]
+    assert log[0][1] == log[2][1] == log[3][1] == first_ann and log[1][1] == first_bob

@@ -15,7 +15,14 @@ from pathlib import Path
 
 import streamlit as st
 
-from app.service import SignInRefused, active_user, latest_session_id, sign_in_required, sign_in_with_identity
+from app.service import (
+    SignInRefused,
+    active_user,
+    latest_session_id,
+    session_id_by_name,
+    sign_in_required,
+    sign_in_with_identity,
+)
 from app.ui import components
 from app.ui import state as ui
 from app.ui.building import show_build_progress
@@ -49,7 +56,7 @@ def main() -> None:
     # sign-in page until this tab has signed in, and the account is checked on every run so
     # that a disabled user is signed out at their next click.
     if require_sign_in_argument(sys.argv[1:]) or sign_in_required(Session, st.get_option("server.address")):
-        if tab.user is None and ui.oidc_configured() and st.user.is_logged_in:
+        if tab.user is None and ui.oidc_signed_in():
             try:
                 user = sign_in_with_identity(Session, st.user.to_dict())
                 tab.user, tab.role = user.name, user.role
@@ -57,6 +64,7 @@ def main() -> None:
                 tab.notice = ("error", str(exc))
                 st.logout()
         account = active_user(Session, tab.user) if tab.user is not None else None
+        assigned = account.sessions if account is not None else ()
         if account is None:
             tab.user = tab.role = None
             tab.workbench = None
@@ -65,10 +73,12 @@ def main() -> None:
         tab.role = account.role
     else:
         tab.user = tab.role = None
+        assigned = ()
 
     if tab.session_id is None:
-        # Start on the most recently active session, so `winnow ui --sample` opens on a query.
-        tab.session_id = latest_session_id(Session)
+        # Start on the most recently active session, so `winnow ui --sample` opens on a query;
+        # a team member on the latest session assigned to them, if any.
+        tab.session_id = session_id_by_name(Session, assigned[-1]) if assigned else latest_session_id(Session)
     bench = ui.sync_workbench(Session, tab)
 
     with st.sidebar:
@@ -113,7 +123,7 @@ def sign_out(tab: ui.TabState) -> None:
     tab.user = tab.role = None
     tab.workbench = None
     tab.notice = None
-    if ui.oidc_configured() and st.user.is_logged_in:
+    if ui.oidc_signed_in():
         st.logout()
 
 

@@ -46,6 +46,7 @@ __all__ = [
     "BACKGROUND_FROM_ITEMS",
     "BACKGROUND_FROM_BYTES",
     "oidc_configured",
+    "oidc_signed_in",
     "is_reviewer",
 ]
 
@@ -239,6 +240,12 @@ def oidc_configured() -> bool:
         return "auth" in st.secrets
     except FileNotFoundError:  # no secrets file at all (StreamlitSecretNotFoundError is one)
         return False
+
+
+def oidc_signed_in() -> bool:
+    """True when ``st.login`` has signed this browser in with the identity provider."""
+    # A Mapping lookup rather than the attribute: AppTest's stand-in user has no such key.
+    return oidc_configured() and bool(st.user.get("is_logged_in", False))
 
 
 def count_events(Session: sessionmaker[Session], session_id: int) -> int:

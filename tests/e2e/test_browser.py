@@ -17,6 +17,7 @@ tests skip locally and fail in CI (``CI=true``), where ``make browser`` must hav
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -105,18 +106,18 @@ def settle(page) -> None:
     page.wait_for_timeout(300)
 
 
-def start_winnow(tmp_path: Path, *extra: str) -> Iterator[tuple[str, Path]]:
-    """``winnow ui`` on a free port; yields (base url, database path); killed after."""
-    db = tmp_path / "e2e.db"
+@contextlib.contextmanager
+def serving(args: list[str], tmp_path: Path) -> Iterator[str]:
+    """``winnow ui ARGS --port P --headless`` on a free port; yields its base URL; killed after."""
     port = free_port()
     winnow = Path(sys.executable).with_name("winnow")
-    command = [str(winnow), "ui", "--db", str(db), *extra, "--port", str(port), "--headless"]
+    command = [str(winnow), "ui", *args, "--port", str(port), "--headless"]
     log = (tmp_path / "streamlit.log").open("wb")
     # Own process group: `winnow ui` runs streamlit as a child, and both must go.
     process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         wait_healthy(f"http://127.0.0.1:{port}/_stcore/health", process)
-        yield f"http://127.0.0.1:{port}", db
+        yield f"http://127.0.0.1:{port}"
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGTERM)
@@ -130,14 +131,18 @@ def start_winnow(tmp_path: Path, *extra: str) -> Iterator[tuple[str, Path]]:
 
 @pytest.fixture
 def sample_server(tmp_path: Path):
-    """``winnow ui --sample``: the bundled digits as session ``demo``."""
-    yield from start_winnow(tmp_path, "--sample")
+    """``winnow ui --sample``: the bundled digits as session ``demo``; yields (base url, database path)."""
+    db = tmp_path / "e2e.db"
+    with serving(["--db", str(db), "--sample"], tmp_path) as url:
+        yield url, db
 
 
 @pytest.fixture
 def empty_server(tmp_path: Path):
-    """``winnow ui`` on an empty store."""
-    yield from start_winnow(tmp_path)
+    """``winnow ui`` on an empty store; yields (base url, database path)."""
+    db = tmp_path / "e2e.db"
+    with serving(["--db", str(db)], tmp_path) as url:
+        yield url, db
 
 
 @pytest.fixture

@@ -11,8 +11,6 @@ are checked in SQLite.
 
 from __future__ import annotations
 
-import os
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -20,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS, ROOT, _missing, free_port, settle, wait_healthy
+from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS, ROOT, _missing, serving, settle
 
 pytestmark = pytest.mark.e2e
 
@@ -41,24 +39,8 @@ def team_server(tmp_path: Path):
     for name, role in (("ada", "admin"), ("ann", "annotator"), ("bob", "annotator"), ("rev", "reviewer")):
         winnow("user", "add", name, "--role", role, "--password-stdin", "--db", str(db), stdin=SECRET + "\n")
     winnow("session", "assign", "demo", "ann", "bob", "--db", str(db))
-    port = free_port()
-    log = (tmp_path / "streamlit.log").open("wb")
-    process = subprocess.Popen(
-        [str(WINNOW), "ui", "--db", str(db), "--port", str(port), "--headless"],
-        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )
-    try:
-        wait_healthy(f"http://127.0.0.1:{port}/_stcore/health", process)
-        yield f"http://127.0.0.1:{port}", db
-    finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
-        log.close()
+    with serving(["--db", str(db)], tmp_path) as url:
+        yield url, db
 
 
 def rows(db: Path) -> list[tuple]:

@@ -15,9 +15,9 @@ makes it, here in the store so that the command line and the browser app cannot 
 
 Passwords are hashed with argon2id (:mod:`argon2`, the ``argon2-cffi`` package) and never
 stored, returned or logged in clear. Failed sign-ins are recorded in ``audit_events``, and a
-name with :data:`MAX_FAILED_SIGN_INS` failures within :data:`FAILED_SIGN_IN_WINDOW` is refused
-without looking at the password until the window has passed: the count lives in the database,
-so it holds across processes and machines.
+name is refused without looking at the password while it has :data:`MAX_FAILED_SIGN_INS` or more
+failed attempts (refused ones included) within the last :data:`FAILED_SIGN_IN_WINDOW`: the count
+lives in the database, so it holds across processes and machines.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ __all__ = [
 
 #: Failed sign-ins of one name within :data:`FAILED_SIGN_IN_WINDOW` after which it is locked.
 MAX_FAILED_SIGN_INS = 5
-#: How far back failed sign-ins count (the lock lifts when the oldest of them is this old).
+#: How far back failed sign-ins count.
 FAILED_SIGN_IN_WINDOW = timedelta(minutes=15)
 #: Shortest and longest accepted password (argon2 takes any length; a cap bounds the work).
 PASSWORD_MIN = 8

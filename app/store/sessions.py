@@ -27,8 +27,8 @@ from app.store.models import (
     utcnow,
 )
 from app.store.records import dataset_of, get_labelling_session
-from engine.choices import DEFAULT_STRATEGY
 from app.store.users import require_admin
+from engine.choices import DEFAULT_STRATEGY
 
 __all__ = [
     "create_labelling_session",

@@ -189,6 +189,7 @@ def lease_holders(session: Session, session_id: int, *, now: datetime | None = N
     now = now or utcnow()
     rows = session.execute(
         select(Instance.position, User.name)
+        .select_from(ItemLease)
         .join(Instance, Instance.id == ItemLease.instance_id)
         .join(User, User.id == ItemLease.user_id)
         .where(ItemLease.session_id == session_id, ItemLease.expires_at > now)

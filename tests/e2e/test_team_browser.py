@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS, ROOT, _missing, serving, settle
+from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS, ROOT, QueryPage, _missing, serving, settle
 
 pytestmark = pytest.mark.e2e
 
@@ -98,15 +98,15 @@ def test_two_annotators_a_conflict_and_a_reviewer(team_server):
 
             # From now on each item is answered by two annotators.
             winnow("session", "overlap", "demo", "2", "--db", str(db))
-            ann_label = ann.locator(".st-key-query_answer_1 button").inner_text().split("\n")[0].strip()
-            ann.keyboard.press("1")
+            # Each label is answered with the session's key for it, shown on its button.
+            ann_label, ann_key = QueryPage(ann).labels()[0]
+            ann.keyboard.press(ann_key)
             expect(ann.get_by_text("Recorded:")).to_be_visible(timeout=30_000)
             bob.keyboard.press("s")  # bob skips his own item and is given ann's (overlap 2)
             expect(bob.locator("h3[id^='item-']")).to_contain_text(first_ann, timeout=30_000)
             settle(bob)
-            bob_label = bob.locator(".st-key-query_answer_2 button").inner_text().split("\n")[0].strip()
-            assert bob_label != ann_label
-            bob.keyboard.press("2")
+            bob_label, bob_key = next((label, key) for label, key in QueryPage(bob).labels() if label != ann_label)
+            bob.keyboard.press(bob_key)
             expect(bob.get_by_text("Conflict recorded")).to_be_visible(timeout=30_000)
             expect(bob.get_by_text("A reviewer will settle it")).to_be_visible()
 
@@ -116,7 +116,9 @@ def test_two_annotators_a_conflict_and_a_reviewer(team_server):
             expect(rev.locator("h1", has_text="Review")).to_be_visible(timeout=30_000)
             expect(rev.locator("h3[id^='item-']")).to_contain_text(first_ann, timeout=60_000)
             settle(rev)
-            rev.keyboard.press("1")
+            # The reviewer settles it with the session's key of one of the disputed labels.
+            rev_key = rev.locator("[class*='st-key-conflict_resolve_'] button kbd").first.inner_text().strip().lower()
+            rev.keyboard.press(rev_key)
             expect(rev.get_by_text("No conflicts")).to_be_visible(timeout=60_000)
         finally:
             browser.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 
+import numpy as np
 import pytest
 from streamlit import config
 
@@ -172,3 +173,21 @@ def test_an_annotator_cannot_create_a_session_from_the_app(team_db):
                       dataset_name="small", actor="ann")
     assert start_session(Session, name="mine", k=5, weighting="uniform", criterion="apl", target_set="all",
                          dataset_name="small", actor="ada")
+
+
+def test_an_answer_about_an_item_not_reserved_for_the_user_is_refused(app, team_db):
+    """Team mode's stale-answer check: the Query page offers the item leased to this user, so an
+    answer about any other item (a late key press, a lease taken over) writes nothing."""
+    from app.service import StaleAnswer
+
+    ann = sign_in(app(team_db), "ann")
+    bob = sign_in(app(team_db), "bob")
+    bench = ann.session_state[STATE_KEY].workbench
+    mine, his = position_on_screen(ann), position_on_screen(bob)
+    label = int(np.flatnonzero(bench.state.candidates[his])[0])
+    with pytest.raises(StaleAnswer, match="no longer the one to answer"):
+        bench.record("ann", "answer", position=his, label=label, displayed="lease")
+    assert events(team_db) == []
+    label = int(np.flatnonzero(bench.state.candidates[mine])[0])
+    bench.record("ann", "answer", position=mine, label=label, displayed="lease")
+    assert [(e["annotator"], e["kind"]) for e in events(team_db)] == [("ann", "answer")]

@@ -115,3 +115,52 @@ def test_names_labels_ids_and_texts_are_shown_literally_on_every_page(app, hosti
     assert SESSION in at.selectbox(key=Keys.OPEN_SESSION).options[0]  # a plain-text option
     keys = at.text_area(key=Keys.hotkeys(bench.session_id)).value
     assert f"= {LABEL}" in keys and f"= {OTHER}" in keys
+
+
+def test_the_sign_in_and_review_pages_show_names_labels_and_ids_literally(app, hostile_db):
+    """Team mode: the sign-in page's refusal quotes nothing as Markdown, and the Review page
+    (who answered what, the item, DST-PLL, the neighbours) draws the hostile strings as text."""
+    from app.service import assign, create_user, set_session_overlap
+
+    Session = open_store(hostile_db)
+    secret = "a long enough secret"
+    for name, role in (("ann", "annotator"), ("bob", "annotator"), ("rev", "reviewer")):
+        create_user(Session, name, role=role, password=secret)
+    assign(Session, SESSION, ["ann", "bob"])
+    set_session_overlap(Session, SESSION, 2)
+
+    def signed_in(name: str):
+        at = app(hostile_db)
+        at.text_input(key=Keys.SIGN_IN_NAME).input(ANNOTATOR)
+        at.text_input(key=Keys.SIGN_IN_PASSWORD).input("wrong password!")
+        at.button(key=Keys.SIGN_IN).click().run()
+        no_exception(at)
+        check_page(at)  # the refusal, on the sign-in page
+        at.text_input(key=Keys.SIGN_IN_NAME).input(name)
+        at.text_input(key=Keys.SIGN_IN_PASSWORD).input(secret)
+        at.button(key=Keys.SIGN_IN).click().run()
+        no_exception(at)
+        return at
+
+    ann, bob = signed_in("ann"), signed_in("bob")
+    position = position_on_screen(ann)
+    bench = ann.session_state[STATE_KEY].workbench
+    assert bench.state.external_ids[position] == ITEM_ID
+    label, other = bench.label_names.index(LABEL), bench.label_names.index(OTHER)
+    ann.button(key=Keys.answer(position, label)).click().run()
+    for _ in range(bench.state.n_instances):  # overlap 2: bob is given ann's item too, sooner or later
+        if position_on_screen(bob) == position:
+            break
+        bob.button(key=Keys.skip(position_on_screen(bob))).click().run()
+    assert position_on_screen(bob) == position
+    bob.button(key=Keys.answer(position, other)).click().run()
+    no_exception(bob)
+    check_page(bob)  # the "conflict recorded" warning repeats id and label
+
+    rev = signed_in("rev")
+    rev.switch_page("views/review.py").run()
+    no_exception(rev)
+    shown = check_page(rev)
+    assert TEXT in shown  # the item drawn by the Query page's component, its text as text
+    assert [h.value for h in rev.subheader if h.value.startswith("Item ")] == [f"Item {md(ITEM_ID)}"]
+    assert rev.button(key=Keys.resolve(position, label)).label == md(LABEL)

@@ -584,20 +584,22 @@ class Workbench:
 
     def dst_view(self, positions: np.ndarray | list[int]) -> RejectQueue:
         """DST-PLL's label, acceptance, margin, belief and plausibility for given items (in the
-        order given), e.g. items in conflict, which :meth:`rejects` leaves out as not open."""
-        self.rejects()  # fits the classifier or brings it up to date with the current sets
-        model = self._dst
-        if model is None:  # pragma: no cover - rejects() always sets it
-            raise RuntimeError("DST-PLL was not fitted")
-        rows = np.asarray(positions, dtype=int)
-        return RejectQueue(
-            positions=rows,
-            labels=model.disambiguate_[rows],
-            accepted=model.disambiguate_accepted_[rows],
-            margin=model.disambiguate_margin_[rows],
-            belief=model.disambiguate_belief_[rows],
-            plausibility=model.disambiguate_plausibility_[rows],
-        )
+        order given), e.g. items in conflict, which :meth:`rejects` leaves out as not open.
+        Read under the workbench's lock, like :meth:`rejects` (tabs share the classifier)."""
+        with self.lock:
+            self.rejects()  # fits the classifier or brings it up to date with the current sets
+            model = self._dst
+            if model is None:  # pragma: no cover - rejects() always sets it
+                raise RuntimeError("DST-PLL was not fitted")
+            rows = np.asarray(positions, dtype=int)
+            return RejectQueue(
+                positions=rows,
+                labels=model.disambiguate_[rows],
+                accepted=model.disambiguate_accepted_[rows],
+                margin=model.disambiguate_margin_[rows],
+                belief=model.disambiguate_belief_[rows],
+                plausibility=model.disambiguate_plausibility_[rows],
+            )
 
     # ------------------------------------------------------------------ writing
 

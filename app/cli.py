@@ -351,17 +351,22 @@ def answer(
     kind: str = typer.Option("answer", help=f"One of {', '.join(EVENT_KINDS)}."),
     annotator: str = typer.Option(os.environ.get("USER", "cli") or "cli", help="Who answers."),
     db: str = DbOption,
+    idempotency_key: Optional[str] = typer.Option(
+        None, "--idempotency-key", metavar="KEY",
+        help="Any unique text; running the command again with the same KEY records nothing new.",
+    ),
 ) -> None:
     """Record one answer (for scripts and pipelines).
 
-    Example: winnow answer week1 d0042 8 --annotator alice
+    Example: winnow answer week1 d0042 8 --annotator alice --idempotency-key req-0042
     """
     from app.service import record_answer
 
     check_choice(kind, "--kind", EVENT_KINDS)
     if item is None and kind != "undo":
         raise UserError(f"--kind {kind} needs an ITEM id")
-    event_id = record_answer(open_store(db), session, annotator=annotator, kind=kind, item=item, label=label)
+    event_id = record_answer(open_store(db), session, annotator=annotator, kind=kind, item=item, label=label,
+                             idempotency_key=idempotency_key)
     out.print(f"Recorded {kind} (event {event_id}).")
 
 
@@ -497,29 +502,79 @@ app.command("simulate")(simulate_command)
 # ---------------------------------------------------------------------------- entry point
 
 
+def click_exception_classes(name: str) -> tuple[type[BaseException], ...]:
+    """Every class called ``name`` that a click the CLI may run on defines.
+
+    typer 0.29 and later parse the command line with their own copy of click
+    (``typer._click``); older typers use the standalone ``click`` package. Which one raises is
+    found here, at run time, by looking in both: a version check would break again with the
+    next typer that moves them.
+    """
+    import importlib
+
+    found: list[type[BaseException]] = []
+    for module_name in ("typer._click.exceptions", "click.exceptions", "typer.exceptions", "typer"):
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        cls = getattr(module, name, None)
+        if isinstance(cls, type) and issubclass(cls, BaseException) and cls not in found:
+            found.append(cls)
+    return tuple(found)
+
+
+def _fail(message: str, status: int) -> None:
+    """Print ``error: <message>`` as one line on stderr and exit with ``status``."""
+    one_line = " ".join(message.split())
+    err.print(f"error: {one_line}", markup=False, highlight=False, soft_wrap=True)
+    sys.exit(status)
+
+
+def _usage_message(exc: BaseException, argv: list[str]) -> str:
+    """A click usage error in one line, with the ``--help`` to read and, for an unknown
+    option that is really an item id starting with ``-``, how to pass it."""
+    message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+    ctx = getattr(exc, "ctx", None)
+    command = getattr(ctx, "command_path", None) or "winnow"
+    option = getattr(exc, "option_name", None)
+    if option and not option.startswith("--") and option[1:2].isalnum():
+        token = next((a for a in argv if a.startswith(option)), option)
+        message += (f"; an id or label starting with '-' goes after '--', every option before it: "
+                    f"{command} [OPTIONS] -- ... {token}")
+    return f"{message} (see '{command} --help')"
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; user errors become one line on stderr and exit status 2."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    no_args_is_help = click_exception_classes("NoArgsIsHelpError")
+    usage_errors = click_exception_classes("ClickException")
+    exits = click_exception_classes("Exit")
+    aborts = click_exception_classes("Abort")
     try:
-        app(args=argv, standalone_mode=False)
-    except typer.Exit as exc:
-        sys.exit(exc.exit_code)
+        result = app(args=args, standalone_mode=False)
+    except no_args_is_help as exc:  # `winnow` or `winnow session` alone: the help, as --help
+        ctx = getattr(exc, "ctx", None)
+        out.print(ctx.get_help() if ctx is not None else str(exc), markup=False, highlight=False)
+        sys.exit(0)
+    except exits as exc:
+        sys.exit(getattr(exc, "exit_code", 0))
     except SolverError as exc:
-        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
-        sys.exit(1)
-    except (UserError, WinnowError, FileNotFoundError, IsADirectoryError, PermissionError) as exc:
-        message = str(exc) if not isinstance(exc, OSError) else f"{exc.strerror}: {exc.filename}"
-        err.print(f"error: {message}", markup=False, highlight=False, soft_wrap=True)
-        sys.exit(2)
-    except KeyboardInterrupt:
+        _fail(str(exc), 1)
+    except (UserError, WinnowError) as exc:
+        _fail(str(exc), 2)
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError) as exc:
+        _fail(f"{exc.strerror}: {exc.filename}", 2)
+    except OSError as exc:  # disk full, I/O error: not the user's typing, still no traceback
+        _fail(f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""), 1)
+    except usage_errors as exc:
+        _fail(_usage_message(exc, args), getattr(exc, "exit_code", 2) or 2)
+    except (KeyboardInterrupt, *aborts):  # click turns Ctrl+C into Abort
         err.print("interrupted")
         sys.exit(130)
-    except Exception as exc:  # click usage errors come through here in standalone_mode=False
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            err.print(f"error: {exc.format_message()}", markup=False, highlight=False)
-            sys.exit(exc.exit_code)
-        raise
+    # Outside standalone mode click returns a command's exit status instead of exiting.
+    sys.exit(result if isinstance(result, int) and not isinstance(result, bool) else 0)
 
 
 if __name__ == "__main__":

@@ -403,17 +403,21 @@ def record_answer(
     kind: str,
     item: str | None = None,
     label: str | None = None,
+    idempotency_key: str | None = None,
 ) -> int:
     """Record one event about the item with external id ``item``; returns the event id.
 
-    ``item`` may be omitted for an ``undo`` (the annotator's latest event is undone).
+    ``item`` may be omitted for an ``undo`` (the annotator's latest event is undone). A request
+    retried with the same ``idempotency_key`` is recorded once: the retry returns the id of the
+    event the first one recorded (see :func:`app.store.record_event`).
     """
     session_id = session_id_by_name(Session, session_name)
 
     def work(s: Session) -> int:
         position = None if item is None else instance_position(s, session_id, item)
         event = record_event(
-            s, session_id=session_id, annotator=annotator, kind=kind, instance_position=position, label=label
+            s, session_id=session_id, annotator=annotator, kind=kind, instance_position=position, label=label,
+            idempotency_key=idempotency_key,
         )
         s.flush()
         return event.id

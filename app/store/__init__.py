@@ -53,7 +53,7 @@ from app.store.derive import (
     derived_fields,
 )
 from app.store.errors import InvalidRecord, RecordNotFound, StoreUnavailable
-from app.store.events import count_events, event_log, instance_position, record_event, session_events
+from app.store.events import IDEMPOTENCY_KEY_MAX, count_events, event_log, instance_position, record_event, session_events
 from app.store.graphs import StoredGraph, find_graph, graph_hashes, save_graph, session_dataset_size
 from app.store.hotkeys import ACTION_KEYS, LABEL_KEYS, RESERVED_KEYS, check_hotkeys, default_hotkeys, set_session_hotkeys
 from app.store.models import (
@@ -135,6 +135,7 @@ __all__ = [
     "get_session_by_name",
     "get_or_create_annotator",
     "record_event",
+    "IDEMPOTENCY_KEY_MAX",
     "load_state",
     "event_log",
     "session_events",

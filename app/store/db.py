@@ -121,9 +121,11 @@ def _first_line(error: BaseException | None) -> str:
 def _check_sqlite_folder(url: str) -> None:
     """A SQLite file store needs its folder: say so instead of "unable to open database file"."""
     if _is_file_sqlite(url):
-        folder = Path(make_url(url).database or "").parent
-        if not folder.is_dir():
-            raise StoreUnavailable(f"{_shown(url)}: folder {str(folder)!r} does not exist")
+        database = Path(make_url(url).database or "")
+        if not database.parent.is_dir():
+            raise StoreUnavailable(f"{_shown(url)}: folder {str(database.parent)!r} does not exist")
+        if database.is_dir():
+            raise StoreUnavailable(f"{_shown(url)} is a folder; give a SQLite file inside it, e.g. {str(database / 'winnow.db')!r}")
 
 
 def _is_file_sqlite(url: str) -> bool:

@@ -32,7 +32,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from app.store import open_store
+from app.store import SessionSpec, open_store
 from app.store.models import EVENT_KINDS, TARGET_SETS
 from engine import check_choice
 from engine.choices import CRITERIA, DEFAULT_STRATEGY, WEIGHTINGS
@@ -174,7 +174,8 @@ def import_command(
     weighting: str = typer.Option("uniform", help=f"One of {', '.join(WEIGHTINGS)}."),
     criterion: str = typer.Option(DEFAULT_STRATEGY, help=f"Query criterion: {', '.join(CRITERIA)}."),
 ) -> None:
-    """Import a partially labelled file, or a folder of images, into a database (all rows or none).
+    """Import a partially labelled file, or a folder of images, into a database: all rows (and the
+    session) or nothing.
 
     Items may carry content: a text, an image or an audio clip (and a link). Without numeric
     feature columns, texts get TF-IDF + SVD features and images built-in image features; audio
@@ -183,11 +184,15 @@ def import_command(
     Examples: winnow import sample_data/digits_partial.csv --db winnow.db --session first;
     winnow import sample_data/texts.csv; winnow import sample_data/photos --labels sample_data/photos_labels.csv
     """
-    from app.service import create_session, import_file
+    from app.service import import_file
 
-    if session:  # before anything is written
+    spec = None
+    if session is not None:  # every option is checked before anything is read or written
         check_choice(weighting, "--weighting", WEIGHTINGS)
         check_choice(criterion, "--criterion", CRITERIA)
+        if k < 1:
+            raise UserError(f"-k must be >= 1, got {k}")
+        spec = SessionSpec(session, k=k, weighting=weighting, criterion=criterion, target_set="all")
     options = _content_options(text_column, image_column, audio_column, link_column, ignore_columns,
                                features_from, media_root)
     is_folder = file.is_dir()
@@ -205,19 +210,19 @@ def import_command(
     with progress_bar(f"import {file.name}") as report:
         if is_folder:
             dataset_id, n = import_file(
-                Session, file, name=dataset_name, min_rows=k + 1, labels=labels,
-                unlisted="ignore" if ignore_unlisted else "error", progress=report, **options,  # type: ignore[arg-type]
+                Session, file, name=dataset_name, min_rows=max(k, 0) + 1, labels=labels,
+                unlisted="ignore" if ignore_unlisted else "error", progress=report, session=spec,
+                **options,  # type: ignore[arg-type]
             )
         else:
             dataset_id, n = import_file(
                 Session, file, name=dataset_name, candidates_column=candidates_column, id_column=id_column,
-                true_label_column=true_label_column, min_rows=k + 1, progress=report, **options,  # type: ignore[arg-type]
+                true_label_column=true_label_column, min_rows=max(k, 0) + 1, progress=report, session=spec,
+                **options,  # type: ignore[arg-type]
             )
     out.print(f"Imported {n} instances from {file} as dataset {dataset_name!r} (id {dataset_id}).")
-    if session:
-        create_session(Session, dataset_id=dataset_id, name=session, k=k, weighting=weighting, criterion=criterion,
-                       target_set="all")
-        out.print(f"Created session {session!r}.")
+    if spec is not None:
+        out.print(f"Created session {spec.name!r}.")
 
 
 # ---------------------------------------------------------------------------- rank
@@ -447,34 +452,77 @@ def ui(
     sample: bool = typer.Option(False, "--sample", help="Create a 'demo' session on the bundled sample if missing."),
     headless: bool = typer.Option(False, help="Do not open a browser window."),
     address: str = typer.Option("localhost", help="Interface to serve on; 0.0.0.0 shares the app on the network."),
+    max_upload_mb: Optional[int] = typer.Option(
+        None, "--max-upload-mb", min=1,
+        help="Largest upload in MB (default: $WINNOW_MAX_UPLOAD_MB, else 100).",
+    ),
+    dev: bool = typer.Option(False, "--dev", help="Show full error details (tracebacks) in the browser: development only."),
 ) -> None:
     """Open the annotator's browser app on a database.  Example: winnow ui --db winnow.db"""
+    from app.io import MAX_UPLOAD_VARIABLE, max_upload_bytes
+
     if sample:
         from app.service import ensure_sample_session
 
         ensure_sample_session(open_store(db))
     else:
         open_store(db)
+    upload_mb = max_upload_mb if max_upload_mb is not None else max_upload_bytes() // 1_000_000
     # Streamlit always runs headless: otherwise its first run on a machine stops at an
     # interactive e-mail prompt. winnow opens the browser itself once the server answers.
     command = [
         sys.executable, "-m", "streamlit", "run", str(UI_HOME),
         "--server.port", str(port), "--server.address", address, "--server.headless", "true",
+        "--server.maxUploadSize", str(upload_mb),
+        "--client.showErrorDetails", "full" if dev else "none",
         "--browser.gatherUsageStats", "false", "--", "--db", db,
     ]
+    # The app checks uploads against the same limit as Streamlit (its own cap, in case the
+    # browser's is bypassed).
+    env = {**os.environ, MAX_UPLOAD_VARIABLE: str(upload_mb)}
     url = f"http://localhost:{port}"
-    server = subprocess.Popen(command)
-    try:
+    server = subprocess.Popen(command, env=env)
+    with _forward_stop_signals(server):
         if _wait_until_healthy(server, f"{url}/_stcore/health"):
             out.print(f"winnow is running at {url} (Ctrl+C to stop)")
             if not headless:
                 import webbrowser
 
                 webbrowser.open(url)
-        raise typer.Exit(server.wait())
-    except KeyboardInterrupt:
-        server.terminate()
-        raise typer.Exit(server.wait())
+        status = server.wait()  # returns once a forwarded signal has stopped the server
+    raise typer.Exit(status)
+
+
+@contextlib.contextmanager
+def _forward_stop_signals(server: subprocess.Popen) -> Iterator[None]:
+    """Pass SIGTERM / SIGINT / SIGHUP on to the Streamlit child, which then stops; the caller
+    waits for it, so the port is free once ``winnow ui`` has exited."""
+    import signal
+
+    def forward(signum: int, frame: object) -> None:
+        if server.poll() is None:
+            server.send_signal(signal.SIGTERM if signum == getattr(signal, "SIGHUP", None) else signum)
+
+    names = ("SIGTERM", "SIGINT", "SIGHUP")
+    wanted = [getattr(signal, name) for name in names if hasattr(signal, name)]
+    previous = {signum: signal.signal(signum, forward) for signum in wanted}
+    try:
+        yield
+    finally:
+        if server.poll() is None:  # an error in this process: do not leave the server behind
+            _wait_for(server)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _wait_for(server: subprocess.Popen, grace: float = 30.0) -> int:
+    """Stop the child (SIGTERM, then SIGKILL after ``grace`` seconds) and return its status."""
+    server.terminate()
+    try:
+        return server.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        return server.wait()
 
 
 def _wait_until_healthy(server: subprocess.Popen, health_url: str, timeout: float = 60.0) -> bool:

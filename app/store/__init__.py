@@ -10,7 +10,8 @@ Modules
 ``models``    the schema
 ``errors``    InvalidRecord ⊃ RecordNotFound, StoreUnavailable (all ``InvalidInput``)
 ``checks``    argument checks shared by the writes
-``datasets``  create_dataset (validated, all rows or none), look-ups
+``datasets``  check_dataset, create_dataset (validated, all rows or none), look-ups
+``staging``   import_dataset: stage instances in batches, publish dataset + session at once
 ``sessions``  labelling sessions, load_state
 ``events``    record_event and the event log
 ``records``   look-ups shared by the modules above
@@ -19,9 +20,13 @@ Modules
 ``graphs``    persisted k-NN graphs, found by content hash
 """
 
+from app.store.checks import check_name
 from app.store.datasets import (
+    CheckedDataset,
     DatasetContent,
     StoredFeaturizer,
+    check_dataset,
+    check_dataset_name_free,
     create_dataset,
     dataset_content,
     dataset_featurizer,
@@ -73,12 +78,16 @@ from app.store.models import (
 )
 from app.store.records import get_or_create_annotator
 from app.store.sessions import (
+    SessionSpec,
+    check_session_name_free,
+    check_session_spec,
     create_labelling_session,
     get_session_by_name,
     list_sessions,
     load_state,
     session_configs,
 )
+from app.store.staging import ImportResult, import_dataset, remove_abandoned_imports
 
 __all__ = [
     # db
@@ -121,7 +130,17 @@ __all__ = [
     "derive_state",
     "derived_fields",
     # writes and reads
+    "check_name",
+    "CheckedDataset",
+    "check_dataset",
+    "check_dataset_name_free",
     "create_dataset",
+    "ImportResult",
+    "import_dataset",
+    "remove_abandoned_imports",
+    "SessionSpec",
+    "check_session_spec",
+    "check_session_name_free",
     "list_datasets",
     "get_dataset_by_name",
     "get_dataset_by_id",

@@ -14,7 +14,7 @@ import numpy as np
 from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session, aliased
 
-from app.store.checks import check_choice, check_int, check_name
+from app.store.checks import check_choice, check_int, check_name, describe_row
 from app.store.derive import EventRecord
 from app.store.errors import InvalidRecord, RecordNotFound
 from app.store.models import (
@@ -295,7 +295,7 @@ def _label_index(label: Any, names: Sequence[str]) -> int:
 def _check_label(kind: str, label: Any, names: Sequence[str], instance: Instance) -> int:
     """The label index of an ``answer`` / ``other_label`` / ``resolve`` on ``instance``."""
     index = _label_index(label, names)
-    where = f"instance at row {instance.position} (external id {instance.external_id!r})"
+    where = f"instance at {describe_row(instance.position, None)} (external id {instance.external_id!r})"
     original = set(np.flatnonzero(instance.candidate_set(len(names))).tolist())
     if kind == "answer" and index not in original:
         raise InvalidRecord(
@@ -370,7 +370,7 @@ def _event_to_undo(
             query = query.where(AnswerEvent.instance_id == instance.id)
         target = session.scalar(query)
     if target is None:
-        scope = f" on instance {instance.position}" if instance is not None else ""
+        scope = f" on item {instance.external_id!r}" if instance is not None else ""
         raise InvalidRecord(
             f"undo: annotator {annotator!r} has no event left to undo in session {labelling.name!r}{scope}",
             row=instance.position if instance is not None else None,

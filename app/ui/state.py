@@ -163,6 +163,8 @@ class TabState:
     next_page: str | None = None
     #: Rejected predictions the expert chose to leave alone in this tab, by position.
     left_alone: set[int] = field(default_factory=set)
+    #: The last session that failed to open in this tab: not tried again until chosen anew.
+    failed_session_id: int | None = None
 
 
 @st.cache_resource(show_spinner=False)

@@ -63,14 +63,15 @@ def read_mat(file: Path, head: bytes, label_names: list[str] | None) -> LoadedDa
 
     def dense(key: str) -> np.ndarray:
         value = contents[key]
+        if scipy.sparse.issparse(value):
+            # Never densify beyond the limit: a few kB of non-zeros can describe a matrix of
+            # gigabytes.
+            rows, cols = value.shape
+            check_decompressed_size(file, f"the sparse {rows}x{cols} matrix made dense", rows * cols * 8, limit,
+                                    column=key)
         try:
             if scipy.sparse.issparse(value):
                 value.check_format(full_check=True)  # bad indices would be read out of bounds
-                # Never densify beyond the limit: a few kB of non-zeros can describe a matrix
-                # of gigabytes.
-                rows, cols = value.shape
-                check_decompressed_size(file, f"the sparse {rows}x{cols} matrix made dense", rows * cols * 8, limit,
-                                        column=key)
                 value = value.toarray()
             arr = np.asarray(value)
         except Exception as exc:  # corrupt sparse structure, absurd shapes

@@ -9,7 +9,8 @@
 2. one short transaction reserves the names: a dataset row with ``published = false``;
 3. the instances are written in batches of :data:`STAGE_ROWS`, each batch its own short
    transaction, so the write lock is free between batches and answers of other sessions commit
-   while a million-row file loads;
+   while a million-row file loads (on SQLite the importer pauses :data:`SQLITE_STAGE_PAUSE`
+   after each batch, so that writers waiting on the busy handler get their turn);
 4. one short transaction publishes the dataset and creates the labelling session.
 
 Every read (:func:`~app.store.datasets.list_datasets`, look-ups by name, sessions) ignores an
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -40,6 +42,7 @@ from app.store.sessions import SessionSpec, check_session_name_free, check_sessi
 
 __all__ = [
     "STAGE_ROWS",
+    "SQLITE_STAGE_PAUSE",
     "ABANDONED_AFTER",
     "ImportResult",
     "import_dataset",
@@ -47,9 +50,15 @@ __all__ = [
     "importer_name",
 ]
 
-#: Instances written per staging transaction: long enough to amortise a commit, short enough
-#: (well under a second on SQLite) that an answer waiting for the write lock is not noticed.
-STAGE_ROWS = 20_000
+#: Instances written per staging transaction: enough to amortise a commit, few enough (a
+#: fraction of a second) that an answer waiting for the write lock is hardly noticed.
+STAGE_ROWS = 10_000
+
+#: Pause after each staging transaction on SQLite, in seconds. SQLite's busy handler polls
+#: with back-off (up to 100 ms between tries), so an importer that began its next batch at once
+#: would win the lock again and again while an answer waits: the pause lets the waiting writers
+#: in. PostgreSQL queues the waiters of the advisory lock and needs none.
+SQLITE_STAGE_PAUSE = 0.1
 
 #: An unpublished dataset whose importer wrote nothing for this long is taken as abandoned
 #: even when its process cannot be checked (another host sharing a PostgreSQL server).
@@ -116,12 +125,16 @@ def import_dataset(
     if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
         raise InvalidRecord(f"batch_rows must be an int >= 1, got {batch_rows!r}")
 
+    bind = Session.kw.get("bind")
+    pause = SQLITE_STAGE_PAUSE if bind is not None and bind.dialect.name == "sqlite" else 0.0
     dataset_id = write_transaction(Session, lambda s: _reserve(s, checked, labelling))
     try:
         n = checked.n_instances
         for start in range(0, n, batch_rows):
             stop = min(n, start + batch_rows)
             write_transaction(Session, lambda s, a=start, b=stop: _stage(s, dataset_id, checked, a, b))
+            if pause and stop < n:
+                time.sleep(pause)
             if start == 0:
                 crash_point("import-after-first-batch")
             if on_batch is not None:

@@ -9,6 +9,7 @@ page stays reachable.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 
@@ -28,9 +29,10 @@ def go_to_sessions(at):
 
 
 def the_one_error(at) -> str:
+    """The page's only error, as the visitor reads it (Markdown escapes removed)."""
     errors = [e.value for e in at.error]
     assert len(errors) == 1, errors
-    text = errors[0]
+    text = re.sub(r"\\(.)", r"\1", errors[0])
     assert "\n" not in text and "Traceback" not in text and str(ROOT) not in text and "site-packages" not in text
     return text
 

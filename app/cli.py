@@ -32,7 +32,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from app.store import open_store
+from app.store import SessionSpec, open_store
 from app.store.models import EVENT_KINDS, TARGET_SETS
 from engine import check_choice
 from engine.choices import CRITERIA, DEFAULT_STRATEGY, WEIGHTINGS
@@ -176,7 +176,8 @@ def import_command(
     weighting: str = typer.Option("uniform", help=f"One of {', '.join(WEIGHTINGS)}."),
     criterion: str = typer.Option(DEFAULT_STRATEGY, help=f"Query criterion: {', '.join(CRITERIA)}."),
 ) -> None:
-    """Import a partially labelled file, or a folder of images, into a database (all rows or none).
+    """Import a partially labelled file, or a folder of images, into a database: all rows (and the
+    session) or nothing.
 
     Items may carry content: a text, an image or an audio clip (and a link). Without numeric
     feature columns, texts get TF-IDF + SVD features and images built-in image features; audio
@@ -185,11 +186,15 @@ def import_command(
     Examples: winnow import sample_data/digits_partial.csv --db winnow.db --session first;
     winnow import sample_data/texts.csv; winnow import sample_data/photos --labels sample_data/photos_labels.csv
     """
-    from app.service import create_session, import_file
+    from app.service import import_file
 
-    if session:  # before anything is written
+    spec = None
+    if session is not None:  # every option is checked before anything is read or written
         check_choice(weighting, "--weighting", WEIGHTINGS)
         check_choice(criterion, "--criterion", CRITERIA)
+        if k < 1:
+            raise UserError(f"-k must be >= 1, got {k}")
+        spec = SessionSpec(session, k=k, weighting=weighting, criterion=criterion, target_set="all")
     options = _content_options(text_column, image_column, audio_column, link_column, ignore_columns,
                                features_from, media_root)
     is_folder = file.is_dir()
@@ -207,19 +212,19 @@ def import_command(
     with progress_bar(f"import {file.name}") as report:
         if is_folder:
             dataset_id, n = import_file(
-                Session, file, name=dataset_name, min_rows=k + 1, labels=labels,
-                unlisted="ignore" if ignore_unlisted else "error", progress=report, **options,  # type: ignore[arg-type]
+                Session, file, name=dataset_name, min_rows=max(k, 0) + 1, labels=labels,
+                unlisted="ignore" if ignore_unlisted else "error", progress=report, session=spec,
+                **options,  # type: ignore[arg-type]
             )
         else:
             dataset_id, n = import_file(
                 Session, file, name=dataset_name, candidates_column=candidates_column, id_column=id_column,
-                true_label_column=true_label_column, min_rows=k + 1, progress=report, **options,  # type: ignore[arg-type]
+                true_label_column=true_label_column, min_rows=max(k, 0) + 1, progress=report, session=spec,
+                **options,  # type: ignore[arg-type]
             )
     out.print(f"Imported {n} instances from {file} as dataset {dataset_name!r} (id {dataset_id}).")
-    if session:
-        create_session(Session, dataset_id=dataset_id, name=session, k=k, weighting=weighting, criterion=criterion,
-                       target_set="all")
-        out.print(f"Created session {session!r}.")
+    if spec is not None:
+        out.print(f"Created session {spec.name!r}.")
 
 
 # ---------------------------------------------------------------------------- rank
@@ -497,17 +502,22 @@ def answer(
     annotator: str = typer.Option(os.environ.get("USER", "cli") or "cli",
                                   help="Who answers; once the store has users, an active user assigned to the session."),
     db: str = DbOption,
+    idempotency_key: Optional[str] = typer.Option(
+        None, "--idempotency-key", metavar="KEY",
+        help="Any unique text; running the command again with the same KEY records nothing new.",
+    ),
 ) -> None:
     """Record one answer (for scripts and pipelines).
 
-    Example: winnow answer week1 d0042 8 --annotator alice
+    Example: winnow answer week1 d0042 8 --annotator alice --idempotency-key req-0042
     """
     from app.service import record_answer
 
     check_choice(kind, "--kind", EVENT_KINDS)
     if item is None and kind != "undo":
         raise UserError(f"--kind {kind} needs an ITEM id")
-    event_id = record_answer(open_store(db), session, annotator=annotator, kind=kind, item=item, label=label)
+    event_id = record_answer(open_store(db), session, annotator=annotator, kind=kind, item=item, label=label,
+                             idempotency_key=idempotency_key)
     out.print(f"Recorded {kind} (event {event_id}).")
 
 
@@ -588,15 +598,20 @@ def ui(
     sample: bool = typer.Option(False, "--sample", help="Create a 'demo' session on the bundled sample if missing."),
     headless: bool = typer.Option(False, help="Do not open a browser window."),
     address: str = typer.Option("localhost", help="Interface to serve on; 0.0.0.0 shares the app on the network."),
-    max_upload_mb: int = typer.Option(50, "--max-upload-mb", min=1, help="Largest file the Sessions page accepts, in MB."),
+    max_upload_mb: Optional[int] = typer.Option(
+        None, "--max-upload-mb", min=1,
+        help="Largest upload in MB (default: $WINNOW_MAX_UPLOAD_MB, else 100).",
+    ),
     require_sign_in: bool = typer.Option(False, "--require-sign-in",
                                          help="Sign-in even on localhost (e.g. behind a reverse proxy)."),
+    dev: bool = typer.Option(False, "--dev", help="Show full error details (tracebacks) in the browser: development only."),
 ) -> None:
     """Open the annotator's browser app on a database.  Example: winnow ui --db winnow.db
 
     On localhost with no user accounts the app opens straight away (single-user mode); with
     accounts, or on any other address, everyone signs in first (see docs/deployment.md).
     """
+    from app.io import MAX_UPLOAD_VARIABLE, max_upload_bytes
     from app.service import has_users, is_local_address
 
     Session = open_store(db)
@@ -609,27 +624,63 @@ def ui(
             f"--address {address}{' --require-sign-in' if require_sign_in else ''}: everyone signs in, and the store has "
             "no user yet: create an admin first (winnow user add NAME --role admin)"
         )
+    upload_mb = max_upload_mb if max_upload_mb is not None else max_upload_bytes() // 1_000_000
     # Streamlit always runs headless: otherwise its first run on a machine stops at an
     # interactive e-mail prompt. winnow opens the browser itself once the server answers.
     command = [
         sys.executable, "-m", "streamlit", "run", str(UI_HOME),
         "--server.port", str(port), "--server.address", address, "--server.headless", "true",
-        "--browser.gatherUsageStats", "false", "--server.maxUploadSize", str(max_upload_mb), "--", "--db", db,
+        "--server.maxUploadSize", str(upload_mb),
+        "--client.showErrorDetails", "full" if dev else "none",
+        "--browser.gatherUsageStats", "false", "--", "--db", db,
         *(["--require-sign-in"] if require_sign_in else []),
     ]
+    # The app checks uploads against the same limit as Streamlit (its own cap, in case the
+    # browser's is bypassed).
+    env = {**os.environ, MAX_UPLOAD_VARIABLE: str(upload_mb)}
     url = f"http://localhost:{port}"
-    server = subprocess.Popen(command)
-    try:
+    server = subprocess.Popen(command, env=env)
+    with _forward_stop_signals(server):
         if _wait_until_healthy(server, f"{url}/_stcore/health"):
             out.print(f"winnow is running at {url} (Ctrl+C to stop)")
             if not headless:
                 import webbrowser
 
                 webbrowser.open(url)
-        raise typer.Exit(server.wait())
-    except KeyboardInterrupt:
-        server.terminate()
-        raise typer.Exit(server.wait())
+        status = server.wait()  # returns once a forwarded signal has stopped the server
+    raise typer.Exit(status)
+
+
+@contextlib.contextmanager
+def _forward_stop_signals(server: subprocess.Popen) -> Iterator[None]:
+    """Pass SIGTERM / SIGINT / SIGHUP on to the Streamlit child, which then stops; the caller
+    waits for it, so the port is free once ``winnow ui`` has exited."""
+    import signal
+
+    def forward(signum: int, frame: object) -> None:
+        if server.poll() is None:
+            server.send_signal(signal.SIGTERM if signum == getattr(signal, "SIGHUP", None) else signum)
+
+    names = ("SIGTERM", "SIGINT", "SIGHUP")
+    wanted = [getattr(signal, name) for name in names if hasattr(signal, name)]
+    previous = {signum: signal.signal(signum, forward) for signum in wanted}
+    try:
+        yield
+    finally:
+        if server.poll() is None:  # an error in this process: do not leave the server behind
+            _wait_for(server)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _wait_for(server: subprocess.Popen, grace: float = 30.0) -> int:
+    """Stop the child (SIGTERM, then SIGKILL after ``grace`` seconds) and return its status."""
+    server.terminate()
+    try:
+        return server.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        return server.wait()
 
 
 def _wait_until_healthy(server: subprocess.Popen, health_url: str, timeout: float = 60.0) -> bool:
@@ -657,29 +708,79 @@ app.command("simulate")(simulate_command)
 # ---------------------------------------------------------------------------- entry point
 
 
+def click_exception_classes(name: str) -> tuple[type[BaseException], ...]:
+    """Every class called ``name`` that a click the CLI may run on defines.
+
+    typer 0.29 and later parse the command line with their own copy of click
+    (``typer._click``); older typers use the standalone ``click`` package. Which one raises is
+    found here, at run time, by looking in both: a version check would break again with the
+    next typer that moves them.
+    """
+    import importlib
+
+    found: list[type[BaseException]] = []
+    for module_name in ("typer._click.exceptions", "click.exceptions", "typer.exceptions", "typer"):
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        cls = getattr(module, name, None)
+        if isinstance(cls, type) and issubclass(cls, BaseException) and cls not in found:
+            found.append(cls)
+    return tuple(found)
+
+
+def _fail(message: str, status: int) -> None:
+    """Print ``error: <message>`` as one line on stderr and exit with ``status``."""
+    one_line = " ".join(message.split())
+    err.print(f"error: {one_line}", markup=False, highlight=False, soft_wrap=True)
+    sys.exit(status)
+
+
+def _usage_message(exc: BaseException, argv: list[str]) -> str:
+    """A click usage error in one line, with the ``--help`` to read and, for an unknown
+    option that is really an item id starting with ``-``, how to pass it."""
+    message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+    ctx = getattr(exc, "ctx", None)
+    command = getattr(ctx, "command_path", None) or "winnow"
+    option = getattr(exc, "option_name", None)
+    if option and not option.startswith("--") and option[1:2].isalnum():
+        token = next((a for a in argv if a.startswith(option)), option)
+        message += (f"; an id or label starting with '-' goes after '--', every option before it: "
+                    f"{command} [OPTIONS] -- ... {token}")
+    return f"{message} (see '{command} --help')"
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; user errors become one line on stderr and exit status 2."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    no_args_is_help = click_exception_classes("NoArgsIsHelpError")
+    usage_errors = click_exception_classes("ClickException")
+    exits = click_exception_classes("Exit")
+    aborts = click_exception_classes("Abort")
     try:
-        app(args=argv, standalone_mode=False)
-    except typer.Exit as exc:
-        sys.exit(exc.exit_code)
+        result = app(args=args, standalone_mode=False)
+    except no_args_is_help as exc:  # `winnow` or `winnow session` alone: the help, as --help
+        ctx = getattr(exc, "ctx", None)
+        out.print(ctx.get_help() if ctx is not None else str(exc), markup=False, highlight=False)
+        sys.exit(0)
+    except exits as exc:
+        sys.exit(getattr(exc, "exit_code", 0))
     except SolverError as exc:
-        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
-        sys.exit(1)
-    except (UserError, WinnowError, FileNotFoundError, IsADirectoryError, PermissionError) as exc:
-        message = str(exc) if not isinstance(exc, OSError) else f"{exc.strerror}: {exc.filename}"
-        err.print(f"error: {message}", markup=False, highlight=False, soft_wrap=True)
-        sys.exit(2)
-    except KeyboardInterrupt:
+        _fail(str(exc), 1)
+    except (UserError, WinnowError) as exc:
+        _fail(str(exc), 2)
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError) as exc:
+        _fail(f"{exc.strerror}: {exc.filename}", 2)
+    except OSError as exc:  # disk full, I/O error: not the user's typing, still no traceback
+        _fail(f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""), 1)
+    except usage_errors as exc:
+        _fail(_usage_message(exc, args), getattr(exc, "exit_code", 2) or 2)
+    except (KeyboardInterrupt, *aborts):  # click turns Ctrl+C into Abort
         err.print("interrupted")
         sys.exit(130)
-    except Exception as exc:  # click usage errors come through here in standalone_mode=False
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            err.print(f"error: {exc.format_message()}", markup=False, highlight=False)
-            sys.exit(exc.exit_code)
-        raise
+    # Outside standalone mode click returns a command's exit status instead of exiting.
+    sys.exit(result if isinstance(result, int) and not isinstance(result, bool) else 0)
 
 
 if __name__ == "__main__":

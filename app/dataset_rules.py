@@ -27,7 +27,12 @@ from collections.abc import Hashable, Iterable
 
 import numpy as np
 
-__all__ = ["IMAGE_LAYOUT", "first_repeat", "first_true_label_outside", "image_shape"]
+__all__ = ["NAME_MAX", "MAX_LABELS", "IMAGE_LAYOUT", "first_repeat", "first_true_label_outside", "image_shape"]
+
+#: Longest name the store holds: dataset, session, annotator, label, feature, item id.
+NAME_MAX = 200
+#: Most labels a dataset may have (the store's candidate masks hold this many bits).
+MAX_LABELS = 1024
 
 #: A drawing hint for a feature row: ``image:<height>x<width>`` (row-major pixels).
 IMAGE_LAYOUT = re.compile(r"image:(\d+)x(\d+)")

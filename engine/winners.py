@@ -37,7 +37,7 @@ import numpy as np
 
 from engine import _kernels
 from engine._kernels import CHUNK_TARGETS
-from engine._possible import possible_from_graph, witness_for_row
+from engine._possible import _exact_pair, possible_from_graph, witness_for_row
 from engine._validation import check_candidates, check_neighbors, check_scalar
 from engine.choices import PL_METHODS
 from engine.exceptions import InvalidInput
@@ -53,6 +53,7 @@ __all__ = [
     "witness",
     "open_targets",
     "ambiguous_targets",
+    "possible_by_cpsat_alone",
 ]
 
 
@@ -266,3 +267,22 @@ def witness(
     check_scalar(label, "label", kind=Integral, min_value=0, max_value=Y.shape[1] - 1)
     return witness_for_row(idx_2d[0], w_2d[0], Y, int(label), time_limit=time_limit)
 
+
+
+def possible_by_cpsat_alone(
+    idx_row: np.ndarray, w_row: np.ndarray, Y: np.ndarray, label: int, *, time_limit: float = 10.0
+) -> bool:
+    """Whether ``label`` is possible for one target, decided by CP-SAT with no shortcut.
+
+    The baseline :func:`possible_labels` is measured against (``benchmarks/bench_exact_pl.py``):
+    no bounds, no greedy witness and no reduction of the neighbours, one CP-SAT model per call.
+    """
+    Y = check_candidates(Y)
+    idx_2d, w_2d = check_neighbors(np.atleast_2d(idx_row), np.atleast_2d(w_row), Y)
+    if idx_2d.shape[0] != 1:
+        raise InvalidInput(f"possible_by_cpsat_alone decides one target: idx_row must be 1-D, got shape {np.shape(idx_row)}")
+    check_scalar(label, "label", kind=Integral, min_value=0, max_value=Y.shape[1] - 1)
+    holders = Y[idx_2d[0], int(label)]
+    smax = float(np.sum(w_2d[0] * holders))
+    found, _ = _exact_pair(idx_2d[0], w_2d[0], Y, int(label), smax, "cpsat", time_limit, target=0, reduce=False)
+    return found is not None

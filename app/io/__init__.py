@@ -6,6 +6,15 @@ Everything is validated before anything is written; a bad file raises
 
 from app.io.errors import DataFileError
 from app.io.image_folder import ImageFolder, read_image_dataset, read_image_folder
+from app.io.limits import (
+    DEFAULT_MAX_DECOMPRESSED_BYTES,
+    DEFAULT_MAX_UPLOAD_MB,
+    MAX_DECOMPRESSED_VARIABLE,
+    MAX_UPLOAD_VARIABLE,
+    check_upload_size,
+    max_decompressed_bytes,
+    max_upload_bytes,
+)
 from app.io.readers import (
     AUTO_COLUMNS,
     CONTENT_ROLES,
@@ -27,6 +36,13 @@ from app.io.writers import (
 
 __all__ = [
     "DataFileError",
+    "DEFAULT_MAX_DECOMPRESSED_BYTES",
+    "DEFAULT_MAX_UPLOAD_MB",
+    "MAX_DECOMPRESSED_VARIABLE",
+    "MAX_UPLOAD_VARIABLE",
+    "check_upload_size",
+    "max_decompressed_bytes",
+    "max_upload_bytes",
     "LoadedDataset",
     "AUTO_COLUMNS",
     "CONTENT_ROLES",

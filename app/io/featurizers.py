@@ -62,6 +62,7 @@ from typing import Any, ClassVar, Self
 import numpy as np
 
 from app.io.errors import DataFileError
+from app.io.limits import DEFAULT_MAX_DECOMPRESSED_BYTES, max_decompressed_bytes, npy_header, npz_member_shapes, too_big
 from app.io.media import MAX_IMAGE_PIXELS, ContentError, load_image
 from engine.exceptions import InvalidInput, WinnowError
 
@@ -81,8 +82,9 @@ __all__ = [
     "load_features_file",
 ]
 
-FEATURES_FILE_MAX_BYTES = 1 << 30
-"""Largest features array :func:`load_features_file` accepts, in bytes (1 GiB), by default.
+FEATURES_FILE_MAX_BYTES = DEFAULT_MAX_DECOMPRESSED_BYTES
+"""Largest features array :func:`load_features_file` accepts, in bytes (1 GiB), by default: the
+decompressed-size limit of :mod:`app.io.limits` (``WINNOW_MAX_DECOMPRESSED_BYTES`` changes it).
 
 Checked *before* loading: from the ``.npy`` header (shape x item size), from the declared
 uncompressed sizes and ``.npy`` headers of every ``.npz`` member (a zip bomb is refused without
@@ -957,31 +959,6 @@ def _check_max_bytes(max_bytes: int) -> int:
     return _check_int("max_bytes", max_bytes, 1)
 
 
-def _too_big(path: Path, what: str, nbytes: int, max_bytes: int) -> DataFileError:
-    return DataFileError(
-        path,
-        f"{what} needs {nbytes:,} bytes once loaded; at most {max_bytes:,} are accepted "
-        "(FEATURES_FILE_MAX_BYTES)",
-    )
-
-
-def _npy_header(handle, path: Path, what: str) -> tuple[tuple[int, ...], np.dtype, int]:
-    """Shape, dtype and header length of the ``.npy`` stream ``handle`` (positioned at 0)."""
-    from numpy.lib import format as npy_format
-
-    try:
-        version = npy_format.read_magic(handle)
-        if version == (1, 0):
-            shape, _, dtype = npy_format.read_array_header_1_0(handle)
-        elif version in ((2, 0), (3, 0)):
-            shape, _, dtype = npy_format.read_array_header_2_0(handle)
-        else:
-            raise ValueError(f"unsupported .npy version {version}")
-    except (ValueError, OSError, EOFError, SyntaxError) as exc:
-        raise DataFileError(path, f"{what} is not a valid .npy array ({exc})") from None
-    return tuple(int(s) for s in shape), dtype, handle.tell()
-
-
 def _checked_dtype(path: Path, dtype: np.dtype, what: str) -> None:
     if dtype.hasobject or dtype.fields is not None or dtype.kind not in "iuf":
         raise DataFileError(path, f"{what} has dtype {dtype}; features must be integers or floats")
@@ -989,11 +966,11 @@ def _checked_dtype(path: Path, dtype: np.dtype, what: str) -> None:
 
 def _read_npy(path: Path, max_bytes: int) -> np.ndarray:
     with path.open("rb") as handle:
-        shape, dtype, header = _npy_header(handle, path, "the file")
+        shape, dtype, header = npy_header(handle, path, "the file")
     _checked_dtype(path, dtype, "the array")
     nbytes = math.prod(shape) * dtype.itemsize
     if nbytes > max_bytes:
-        raise _too_big(path, f"the {'x'.join(map(str, shape))} array", nbytes, max_bytes)
+        raise too_big(path, f"the {'x'.join(map(str, shape))} array", nbytes, max_bytes)
     if path.stat().st_size < header + nbytes:
         raise DataFileError(path, "the file is truncated (shorter than its header says)")
     return np.load(path, allow_pickle=False)
@@ -1001,31 +978,8 @@ def _read_npy(path: Path, max_bytes: int) -> np.ndarray:
 
 def _read_npz(path: Path, max_bytes: int) -> tuple[np.ndarray | None, np.ndarray, str]:
     """``(ids or None, features, name of the features array)`` from an ``.npz`` archive."""
-    try:
-        archive = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError) as exc:
-        raise DataFileError(path, f"is not a valid .npz archive ({exc})") from None
-    with archive:
-        infos = [info for info in archive.infolist() if not info.is_dir()]
-        declared = sum(info.file_size for info in infos)
-        if declared > max_bytes:
-            raise _too_big(path, "the archive", declared, max_bytes)
-        shapes: dict[str, tuple[tuple[int, ...], np.dtype]] = {}
-        for info in infos:
-            name = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
-            # Read only the member's header: its shape bounds what np.load would allocate.
-            try:
-                with archive.open(info) as member:
-                    shape, dtype, header = _npy_header(member, path, f"array {name!r}")
-            except (zipfile.BadZipFile, OSError, RuntimeError) as exc:
-                raise DataFileError(path, f"array {name!r} cannot be read ({exc})", column=name) from None
-            nbytes = math.prod(shape) * dtype.itemsize
-            if nbytes > max_bytes or header + nbytes > info.file_size:
-                raise DataFileError(
-                    path, f"array {name!r} claims {nbytes:,} bytes but the archive holds "
-                    f"{info.file_size:,} for it (limit {max_bytes:,})", column=name,
-                )
-            shapes[name] = (shape, dtype)
+    # Declared sizes and .npy headers only: a zip bomb is refused without inflating it.
+    shapes = npz_member_shapes(path, max_bytes)
     if "ids" in shapes and shapes["ids"][1].kind not in "USiu":
         raise DataFileError(path, f"ids have dtype {shapes['ids'][1]}; use strings or integers", column="ids")
     if "features" in shapes:
@@ -1082,7 +1036,7 @@ def _read_parquet(path: Path, max_bytes: int, id_column: str) -> tuple[list[str]
     # The footer's sizes and a float64 copy of every column both bound the memory we need.
     estimate = max(declared, meta.num_rows * max(len(columns), 1) * 8)
     if estimate > max_bytes:
-        raise _too_big(path, "the table", estimate, max_bytes)
+        raise too_big(path, "the table", estimate, max_bytes)
     if id_column not in columns:
         raise DataFileError(path, f"has no {id_column!r} column; columns are {', '.join(columns)}")
     schema = parquet.schema_arrow
@@ -1182,7 +1136,7 @@ def load_features_file(
     *,
     id_column: str = "id",
     expected_dimension: int | None = None,
-    max_bytes: int = FEATURES_FILE_MAX_BYTES,
+    max_bytes: int | None = None,
 ) -> np.ndarray:
     """Read embeddings brought by the user and align them with the items.
 
@@ -1211,8 +1165,10 @@ def load_features_file(
         Id column of a Parquet file.
     expected_dimension : int, optional
         Number of columns the features must have (e.g. that of the dataset's existing items).
-    max_bytes : int, default :data:`FEATURES_FILE_MAX_BYTES`
-        Largest array accepted, checked before anything is loaded.
+    max_bytes : int, optional
+        Largest array accepted, checked before anything is loaded; by default the limit of
+        :func:`app.io.limits.max_decompressed_bytes` (:data:`FEATURES_FILE_MAX_BYTES` unless
+        ``WINNOW_MAX_DECOMPRESSED_BYTES`` says otherwise).
 
     Returns
     -------
@@ -1226,7 +1182,7 @@ def load_features_file(
         wrong dimension, or ids that are missing, duplicated or not items (one line naming the
         row, 1-based, and the column).
     """
-    max_bytes = _check_max_bytes(max_bytes)
+    max_bytes = _check_max_bytes(max_decompressed_bytes() if max_bytes is None else max_bytes)
     if expected_dimension is not None:
         expected_dimension = _check_int("expected_dimension", expected_dimension, 1)
     if isinstance(ids, str):

@@ -56,19 +56,21 @@ Output formats (:func:`write_table`, by extension)
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import math
 import os
 import re
-import tempfile
-from collections.abc import Mapping, Sequence
+import secrets
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import pandas as pd
 
+from app.crash_points import crash_point
 from app.io.errors import DataFileError
 from engine import check_candidates
 from engine.exceptions import InvalidInput
@@ -84,6 +86,7 @@ __all__ = [
     "ranked_query_table",
     "labelled_dataset_table",
     "write_table",
+    "atomic_file",
 ]
 
 RANKED_COLUMNS: tuple[str, ...] = (
@@ -332,9 +335,12 @@ def labelled_dataset_table(
 def write_table(df: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
     """Write ``df`` to ``path`` as CSV, TSV, JSON or Parquet, chosen by the extension.
 
-    The file is written to a temporary name and moved into place, so a failed write never
-    leaves half a file. See the module docstring for the exact format of each type, including
-    the neutralisation of spreadsheet formulas in CSV / TSV.
+    The file appears whole or not at all (:func:`atomic_file`): it is written to a file without
+    a name, synced to disk, then given its name, so a crash, ``kill -9`` or a full disk never
+    leaves half a file nor a temporary file behind. It gets the permissions of any file the user
+    creates (``0666`` less the umask), and a file already there is replaced at once. See the
+    module docstring for the exact format of each type, including the neutralisation of
+    spreadsheet formulas in CSV / TSV.
 
     Returns
     -------
@@ -356,30 +362,90 @@ def write_table(df: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
         raise DataFileError(target, f"cannot write {ext or '(no extension)'!r} files; use one of {', '.join(TABLE_EXTENSIONS)}")
     if not target.parent.is_dir():
         raise DataFileError(target, f"cannot be written: folder {os.fspath(target.parent)!r} does not exist")
-    handle = None
     try:
-        handle = tempfile.NamedTemporaryFile(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp", delete=False)
-        handle.close()
-        tmp = Path(handle.name)
-        if ext in (".csv", ".tsv"):
-            neutralised = neutralise_formulas(df)
-            # CRLF (RFC 4180) also makes the csv module quote cells holding a lone "\r".
-            neutralised.to_csv(tmp, index=False, sep="," if ext == ".csv" else "\t", lineterminator="\r\n",
-                               encoding="utf-8")
-        elif ext == ".json":
-            tmp.write_text(json.dumps(_json_payload(df), ensure_ascii=False, allow_nan=False, indent=1) + "\n",
-                           encoding="utf-8")
-        else:
-            frame = df.copy()
-            frame.attrs = {}  # pandas would store attrs as JSON; ours are not needed in Parquet
-            frame.to_parquet(tmp, index=False)
-        os.replace(tmp, target)
+        with atomic_file(target) as handle:
+            if ext in (".csv", ".tsv"):
+                neutralised = neutralise_formulas(df)
+                # CRLF (RFC 4180) also makes the csv module quote cells holding a lone "\r".
+                neutralised.to_csv(handle, index=False, sep="," if ext == ".csv" else "\t", lineterminator="\r\n",
+                                   encoding="utf-8")
+            elif ext == ".json":
+                handle.write((json.dumps(_json_payload(df), ensure_ascii=False, allow_nan=False, indent=1) + "\n")
+                             .encode("utf-8"))
+            else:
+                frame = df.copy()
+                frame.attrs = {}  # pandas would store attrs as JSON; ours are not needed in Parquet
+                frame.to_parquet(handle, index=False)
     except OSError as exc:
         raise DataFileError(target, f"cannot be written: {exc.strerror or exc}") from None
-    finally:
-        if handle is not None and Path(handle.name).exists():
-            Path(handle.name).unlink()
     return target
+
+
+@contextlib.contextmanager
+def atomic_file(target: str | os.PathLike[str]) -> Iterator[BinaryIO]:
+    """A binary handle whose content becomes ``target`` whole, once the ``with`` block ends.
+
+    On Linux the data go to an unnamed file (``O_TMPFILE``) in ``target``'s folder: a process
+    killed while writing leaves nothing behind, not even a temporary file. When the block ends
+    the file is flushed and ``fsync``-ed, linked under a temporary name and renamed over
+    ``target`` (atomic), and the folder is synced so the new name survives a power cut.
+    Elsewhere (or on a file system without ``O_TMPFILE``) a hidden temporary file named after
+    the target is used and removed on any error. The mode is ``0666`` less the umask, as for any
+    file the user creates.
+    """
+    target = Path(target)
+    folder = target.parent
+    named: Path | None = None
+    fd = -1
+    if hasattr(os, "O_TMPFILE") and os.path.isdir("/proc/self/fd"):
+        try:
+            fd = os.open(folder, os.O_TMPFILE | os.O_WRONLY, 0o666)
+        except OSError:  # e.g. a file system without O_TMPFILE support
+            fd = -1
+    if fd < 0:
+        named = _temporary_name(target)
+        fd = os.open(named, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+            crash_point("export-before-rename")
+            if named is None:
+                named = _temporary_name(target)
+                # linkat(/proc/self/fd, "<fd>", AT_SYMLINK_FOLLOW) names the unnamed file; os.link
+                # calls that only with a directory descriptor (a plain path would call link(2),
+                # which links the /proc symlink itself and fails).
+                procfd = os.open("/proc/self/fd", os.O_RDONLY)
+                try:
+                    os.link(str(handle.fileno()), named, src_dir_fd=procfd, follow_symlinks=True)
+                finally:
+                    os.close(procfd)
+        os.replace(named, target)
+        named = None
+        _sync_folder(folder)
+    finally:
+        if named is not None:
+            with contextlib.suppress(OSError):
+                named.unlink()
+
+
+def _temporary_name(target: Path) -> Path:
+    return target.parent / f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+
+
+def _sync_folder(folder: Path) -> None:
+    """Make a rename in ``folder`` durable (a no-op where folders cannot be opened)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def neutralise_formulas(df: pd.DataFrame) -> pd.DataFrame:

@@ -1,16 +1,18 @@
 """Datasets and labelling sessions: import a file, start a session, find and list them.
 
 What ``winnow import``, ``winnow session new|list``, ``winnow answer``, ``winnow demo`` and the
-Sessions page do, written once. Every write is one transaction
-(:func:`app.store.write_transaction`): a file the reader rejects, or a session name already
-taken, leaves the store unchanged. Errors are :class:`engine.exceptions.InvalidInput`
+Sessions page do, written once. Everything is checked before anything is written, and every
+write is all or nothing: an answer or a session is one transaction
+(:func:`app.store.write_transaction`); an import stages its rows and publishes the dataset
+together with its session (:func:`app.store.import_dataset`). A file the reader rejects, a bad
+option or a name already taken leaves the store unchanged. Errors are :class:`engine.exceptions.InvalidInput`
 (readers: :class:`~app.io.errors.DataFileError`; store: :class:`~app.store.InvalidRecord`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,14 +20,21 @@ import numpy as np
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.store import (
+    InvalidRecord,
     require_admin,
     SessionConfig,
-    create_dataset,
+    SessionSpec,
+    check_dataset,
+    check_dataset_name_free,
+    check_name,
+    check_session_name_free,
+    check_session_spec,
+    create_labelling_session,
     dataset_featurizer,
     get_dataset_by_id,
-    create_labelling_session,
     get_dataset_by_name,
     get_session_by_name,
+    import_dataset,
     instance_position,
     list_datasets,
     record_event,
@@ -83,8 +92,16 @@ def import_file(
     labels: str | Path | None = None,
     unlisted: str = "error",
     progress: ProgressCallback | None = None,
+    session: SessionSpec | None = None,
 ) -> tuple[int, int]:
-    """Read, validate and store a file (or an image folder) as a dataset, all rows or none.
+    """Read, validate and store a file (or an image folder) as a dataset, with a labelling
+    session if asked: all of it or nothing.
+
+    Every check runs before anything is written: the session's options and the names (dataset
+    and session not taken) before the file is even read, then the file, then the store's own
+    checks of the data. The rows are then staged in short transactions and the dataset and the
+    session published together (:func:`app.store.import_dataset`), so answers in other sessions
+    keep flowing during a long import and a crash leaves nothing visible.
 
     Parameters
     ----------
@@ -106,16 +123,33 @@ def import_file(
     unlisted : {"error", "ignore"}, default "error"
         For a folder with ``labels``: what to do with images the CSV does not list.
     progress : ProgressCallback, optional
-        Told when the ``read`` and ``store`` stages start and end, with the rows of each
-        (the reader and the bulk insert each run as one call, so there are no steps between).
+        Told when the ``read`` stage starts and ends, and after each staged batch of the
+        ``store`` stage, with the rows of each.
+    session : SessionSpec, optional
+        A labelling session to create on the new dataset, published with it.
 
     Returns
     -------
     (int, int)
         The dataset id and its number of instances.
+
+    Raises
+    ------
+    InvalidInput
+        A bad option, a name already taken, or a file the reader or the store rejects
+        (:class:`~app.io.DataFileError`: one line naming the file, the row counted from 1 and
+        the column).
     """
     from app.io import DataFileError, read_dataset, read_image_dataset  # pandas and pyarrow: only when read
 
+    dataset_name = check_name(name or Path(path).stem, "name")
+    if session is not None:
+        session = check_session_spec(session)
+        min_rows = max(min_rows, session.k + 1)
+    with Session() as s:  # cheap, and spares reading a large file for nothing
+        check_dataset_name_free(s, dataset_name)
+        if session is not None:
+            check_session_name_free(s, session.name)
     report = ProgressTracker(progress)
     report("read", 0, None)
     if Path(path).is_dir():
@@ -149,19 +183,28 @@ def import_file(
     n = loaded.n_instances
     report("read", n, n)
     report("store", 0, n)
-    dataset_id = store_dataset(Session, loaded, name=name or Path(path).stem)
-    report("store", n, n)
+    dataset_id = store_dataset(Session, loaded, name=dataset_name, session=session,
+                               on_batch=lambda done, total: report("store", done, total))
     return dataset_id, n
 
 
-def store_dataset(Session: sessionmaker[Session], loaded: LoadedDataset, *, name: str) -> int:
-    """Write a dataset read by :mod:`app.io` (features, sets, content, featurizer record) in one
-    transaction; returns its id."""
-    record = loaded.featurizer
+def store_dataset(
+    Session: sessionmaker[Session],
+    loaded: LoadedDataset,
+    *,
+    name: str,
+    session: SessionSpec | None = None,
+    on_batch: Callable[[int, int], None] | None = None,
+) -> int:
+    """Write a dataset read by :mod:`app.io` (features, sets, content, featurizer record), and
+    the labelling ``session`` if given, all or nothing (:func:`app.store.import_dataset`);
+    returns the dataset's id. A limit of the store the reader did not check is reported as a
+    :class:`~app.io.DataFileError` naming the file."""
+    from app.io import DataFileError
 
-    def work(s: Session) -> int:
-        dataset = create_dataset(
-            s,
+    record = loaded.featurizer
+    try:
+        checked = check_dataset(
             name=name,
             X=loaded.X,
             candidates=loaded.candidates,
@@ -179,10 +222,9 @@ def store_dataset(Session: sessionmaker[Session], loaded: LoadedDataset, *, name
             featurizer_params=record.params if record is not None else None,
             featurizer_state=record.state if record is not None else None,
         )
-        s.flush()
-        return dataset.id
-
-    return write_transaction(Session, work)
+    except InvalidRecord as exc:
+        raise DataFileError(loaded.source, str(exc)) from None
+    return import_dataset(Session, checked, labelling=session, on_batch=on_batch).dataset_id
 
 
 def import_image_folder(
@@ -318,9 +360,12 @@ def start_session(
         Nothing chosen, a name already taken, or a file the reader rejects (its message names
         the file as the user called it, not the temporary copy).
     """
+    from app.io import check_upload_size
     from app.service.uploads import import_upload
 
     uploads = ([upload] if upload is not None else []) + list(files)
+    for file_name, content in uploads:  # the browser's cap may be off: the app's own
+        check_upload_size(file_name, len(content))
     if uploads and dataset_name is not None:
         raise InvalidInput("give an uploaded file or a stored dataset, not both")
     if not uploads and dataset_name is None:
@@ -329,6 +374,7 @@ def start_session(
     name = name.strip() or dataset_stem
     if not name:
         raise InvalidInput("give the session a name")
+    spec = check_session_spec(SessionSpec(name, k, weighting, criterion, target_set))
     with Session() as s:
         require_admin(s, actor, "create a session")
         known_sessions = {x.name for x in session_configs(s)}
@@ -341,15 +387,15 @@ def start_session(
                 f"a dataset called {dataset_stem!r} is already stored; "
                 "rename the file or create the session from the stored dataset"
             )
-        dataset_id = import_upload(Session, uploads, name=dataset_stem, min_rows=k + 1, columns=columns,
-                                   progress=progress)
-    elif dataset_name in known_datasets:
-        dataset_id = known_datasets[dataset_name]
-    else:
+        # Dataset and session are published together: a bad upload leaves neither.
+        import_upload(Session, uploads, name=dataset_stem, min_rows=k + 1, columns=columns, progress=progress,
+                      session=spec)
+        return session_id_by_name(Session, spec.name)
+    if dataset_name not in known_datasets:
         raise InvalidInput(f"no dataset called {dataset_name!r}; known datasets: {sorted(known_datasets)}")
     return create_session(
-        Session, dataset_id=dataset_id, name=name, k=k, weighting=weighting, criterion=criterion, target_set=target_set,
-        actor=actor,
+        Session, dataset_id=known_datasets[dataset_name], name=spec.name, k=spec.k, weighting=spec.weighting,
+        criterion=spec.criterion, target_set=spec.target_set, actor=actor,
     )
 
 
@@ -413,17 +459,21 @@ def record_answer(
     kind: str,
     item: str | None = None,
     label: str | None = None,
+    idempotency_key: str | None = None,
 ) -> int:
     """Record one event about the item with external id ``item``; returns the event id.
 
-    ``item`` may be omitted for an ``undo`` (the annotator's latest event is undone).
+    ``item`` may be omitted for an ``undo`` (the annotator's latest event is undone). A request
+    retried with the same ``idempotency_key`` is recorded once: the retry returns the id of the
+    event the first one recorded (see :func:`app.store.record_event`).
     """
     session_id = session_id_by_name(Session, session_name)
 
     def work(s: Session) -> int:
         position = None if item is None else instance_position(s, session_id, item)
         event = record_event(
-            s, session_id=session_id, annotator=annotator, kind=kind, instance_position=position, label=label
+            s, session_id=session_id, annotator=annotator, kind=kind, instance_position=position, label=label,
+            idempotency_key=idempotency_key,
         )
         s.flush()
         return event.id
@@ -438,10 +488,11 @@ def ensure_sample_session(Session: sessionmaker[Session], name: str = "demo") ->
     existing = [x.session_id for x in session_summaries(Session) if x.name == name]
     if existing:
         return existing[0]
+    spec = SessionSpec(name, k=10, weighting="uniform", criterion=DEFAULT_STRATEGY, target_set="all")
     if SAMPLE_DATASET in dataset_names(Session):
-        dataset_id = dataset_id_by_name(Session, SAMPLE_DATASET)
-    else:
-        dataset_id, _ = import_file(Session, SAMPLE_FILE, name=SAMPLE_DATASET, min_rows=11)
-    return create_session(
-        Session, dataset_id=dataset_id, name=name, k=10, weighting="uniform", criterion=DEFAULT_STRATEGY, target_set="all"
-    )
+        return create_session(
+            Session, dataset_id=dataset_id_by_name(Session, SAMPLE_DATASET), name=spec.name, k=spec.k,
+            weighting=spec.weighting, criterion=spec.criterion, target_set=spec.target_set,
+        )
+    import_file(Session, SAMPLE_FILE, name=SAMPLE_DATASET, session=spec)
+    return session_id_by_name(Session, name)

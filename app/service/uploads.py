@@ -33,6 +33,7 @@ from typing import Any
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.service.tasks import ProgressCallback
+from app.store import SessionSpec
 from engine.exceptions import InvalidInput
 
 __all__ = [
@@ -145,6 +146,7 @@ def import_upload(
     columns: Mapping[str, Any] | None = None,
     media_dir: str | os.PathLike[str] | None = None,
     progress: ProgressCallback | None = None,
+    session: SessionSpec | None = None,
 ) -> int:
     """Import uploaded files as the dataset ``name``; returns its id (see the module docstring).
 
@@ -163,6 +165,9 @@ def import_upload(
         Where media folders are made (default :func:`media_folder`).
     progress : ProgressCallback, optional
         Told about the import's ``read`` and ``store`` stages (:func:`app.service.import_file`).
+    session : SessionSpec, optional
+        A labelling session to create with the dataset, all or nothing (see
+        :func:`app.service.import_file`).
 
     Raises
     ------
@@ -196,7 +201,8 @@ def import_upload(
             path = Path(folder) / _safe_part(Path(file_name).name)
             path.write_bytes(content)
             try:
-                dataset_id, _ = import_file(Session, path, name=name, min_rows=min_rows, progress=progress, **options)
+                dataset_id, _ = import_file(Session, path, name=name, min_rows=min_rows, progress=progress,
+                                            session=session, **options)
             except DataFileError as exc:
                 # The reader names the temporary copy; show the name the user knows.
                 raise InvalidInput(str(exc).replace(str(path), file_name)) from None
@@ -228,9 +234,11 @@ def import_upload(
                 if options:
                     raise InvalidInput("column choices apply to a data file; these images have none (one "
                                        "sub-folder per label is expected)")
-                dataset_id, _ = import_file(Session, folder, name=name, min_rows=min_rows, progress=progress)
+                dataset_id, _ = import_file(Session, folder, name=name, min_rows=min_rows, progress=progress,
+                                            session=session)
             else:
-                dataset_id, _ = import_file(Session, data, name=name, min_rows=min_rows, progress=progress, **options)
+                dataset_id, _ = import_file(Session, data, name=name, min_rows=min_rows, progress=progress,
+                                            session=session, **options)
         except DataFileError as exc:
             raise InvalidInput(str(exc).replace(str(data if data is not None else folder), shown)
                                .replace(str(folder.resolve()), "upload").replace(str(folder), "upload")) from None

@@ -10,7 +10,8 @@ Modules
 ``models``    the schema
 ``errors``    InvalidRecord ⊃ RecordNotFound, StoreUnavailable (all ``InvalidInput``)
 ``checks``    argument checks shared by the writes
-``datasets``  create_dataset (validated, all rows or none), look-ups
+``datasets``  check_dataset, create_dataset (validated, all rows or none), look-ups
+``staging``   import_dataset: stage instances in batches, publish dataset + session at once
 ``sessions``  labelling sessions, load_state
 ``events``    record_event and the event log
 ``records``   look-ups shared by the modules above
@@ -21,9 +22,13 @@ Modules
 ``leases``    the item reserved for each team member
 """
 
+from app.store.checks import check_name
 from app.store.datasets import (
+    CheckedDataset,
     DatasetContent,
     StoredFeaturizer,
+    check_dataset,
+    check_dataset_name_free,
     create_dataset,
     dataset_content,
     dataset_featurizer,
@@ -55,7 +60,7 @@ from app.store.derive import (
     derived_fields,
 )
 from app.store.errors import InvalidRecord, RecordNotFound, StoreUnavailable
-from app.store.events import count_events, event_log, instance_position, record_event, session_events
+from app.store.events import IDEMPOTENCY_KEY_MAX, count_events, event_log, instance_position, record_event, session_events
 from app.store.graphs import StoredGraph, find_graph, graph_hashes, save_graph, session_dataset_size
 from app.store.hotkeys import ACTION_KEYS, LABEL_KEYS, RESERVED_KEYS, check_hotkeys, default_hotkeys, set_session_hotkeys
 from app.store.models import (
@@ -75,6 +80,9 @@ from app.store.models import (
 )
 from app.store.records import get_or_create_annotator
 from app.store.sessions import (
+    SessionSpec,
+    check_session_name_free,
+    check_session_spec,
     create_labelling_session,
     get_session_by_name,
     list_sessions,
@@ -102,6 +110,7 @@ from app.store.users import (
     users_exist,
 )
 from app.store.leases import LEASE_TTL, ItemProgress, item_progress, lease_holders, next_item, release_lease
+from app.store.staging import ImportResult, import_dataset, remove_abandoned_imports
 
 __all__ = [
     # db
@@ -144,7 +153,17 @@ __all__ = [
     "derive_state",
     "derived_fields",
     # writes and reads
+    "check_name",
+    "CheckedDataset",
+    "check_dataset",
+    "check_dataset_name_free",
     "create_dataset",
+    "ImportResult",
+    "import_dataset",
+    "remove_abandoned_imports",
+    "SessionSpec",
+    "check_session_spec",
+    "check_session_name_free",
     "list_datasets",
     "get_dataset_by_name",
     "get_dataset_by_id",
@@ -158,6 +177,7 @@ __all__ = [
     "get_session_by_name",
     "get_or_create_annotator",
     "record_event",
+    "IDEMPOTENCY_KEY_MAX",
     "load_state",
     "event_log",
     "session_events",

@@ -12,14 +12,15 @@ from typing import Any
 
 import numpy as np
 
+from app.dataset_rules import NAME_MAX
 from app.store.errors import InvalidRecord
 from engine import check_choice as engine_check_choice
 from engine.exceptions import InvalidInput
 
 __all__ = ["NAME_MAX", "check_name", "check_choice", "check_int", "describe_row", "format_label_set"]
 
-#: Longest name (dataset, session, annotator, label, feature, external id) the schema holds.
-NAME_MAX = 200
+# NAME_MAX: the longest name (dataset, session, annotator, label, feature, external id) the
+# schema holds; a dataset rule, so that the file readers refuse a long name with its row first.
 
 
 def check_name(value: Any, parameter: str, *, max_length: int = NAME_MAX) -> str:
@@ -52,10 +53,17 @@ def check_int(value: Any, parameter: str) -> int:
 
 
 def describe_row(position: int, external_ids: Sequence[str] | None) -> str:
-    """``"row 3 (external id 'x3')"`` for messages about one instance."""
+    """``"row 4 (external id 'x3')"`` for messages about the instance at ``position``.
+
+    Rows are counted as a person counts them, from 1 (position 0 is row 1); ``.row`` of the
+    error keeps the 0-based position for code.
+
+    >>> describe_row(3, ["x0", "x1", "x2", "x3"])
+    "row 4 (external id 'x3')"
+    """
     if external_ids is not None and 0 <= position < len(external_ids):
-        return f"row {position} (external id {external_ids[position]!r})"
-    return f"row {position}"
+        return f"row {position + 1} (external id {external_ids[position]!r})"
+    return f"row {position + 1}"
 
 
 def format_label_set(names: Sequence[str], mask: np.ndarray) -> str:

@@ -35,12 +35,16 @@ from app.store.models import (
 )
 
 __all__ = [
+    "CheckedDataset",
+    "check_dataset",
+    "check_dataset_name_free",
     "create_dataset",
     "list_datasets",
     "get_dataset_by_name",
     "get_dataset_by_id",
     "INSERT_CHUNK",
     "insert_instances",
+    "write_instances",
     "DatasetContent",
     "StoredFeaturizer",
     "dataset_content",
@@ -50,6 +54,104 @@ __all__ = [
 #: Instances are inserted in chunks of this many rows (one executemany each).
 INSERT_CHUNK = 20_000
 _LAYOUT_MAX = 100
+
+
+@dataclass(frozen=True, eq=False)
+class CheckedDataset:
+    """A dataset that passed every check of :func:`check_dataset`, ready to be written.
+
+    Attributes
+    ----------
+    name : str
+    X : array of shape (n_instances, n_features), float64
+    candidates : array of shape (n_instances, n_labels), bool
+    label_names, external_ids : list of str
+    true_labels : array of shape (n_instances,), int64, or None
+    feature_names : list of str or None
+    layout : str or None
+    content
+        The items' texts, media paths and kinds, links and the media root, checked.
+    featurizer
+        The featurizer record (name, parameters, state), checked.
+    """
+
+    name: str
+    X: np.ndarray
+    candidates: np.ndarray
+    label_names: list[str]
+    external_ids: list[str]
+    true_labels: np.ndarray | None
+    feature_names: list[str] | None
+    layout: str | None
+    content: _Content
+    featurizer: _FeaturizerRow
+
+    @property
+    def n_instances(self) -> int:
+        return int(self.X.shape[0])
+
+    def new_row(self, *, published: bool = True) -> Dataset:
+        """The :class:`Dataset` row of this dataset (not yet added to a session)."""
+        n, d = self.X.shape
+        return Dataset(
+            name=self.name, label_names=self.label_names, n_instances=n, n_features=d,
+            feature_names=self.feature_names, layout=self.layout, media_root=self.content.media_root,
+            featurizer=self.featurizer.name, featurizer_params=self.featurizer.params,
+            featurizer_state=self.featurizer.state, published=published,
+        )
+
+
+def check_dataset(
+    *,
+    name: str,
+    X: np.ndarray,
+    candidates: np.ndarray,
+    label_names: Sequence[str],
+    external_ids: Sequence[str],
+    true_labels: np.ndarray | None = None,
+    feature_names: Sequence[str] | None = None,
+    layout: str | None = None,
+    texts: Sequence[str | None] | None = None,
+    media_paths: Sequence[str | None] | None = None,
+    media_kinds: Sequence[str | None] | None = None,
+    links: Sequence[str | None] | None = None,
+    media_root: str | None = None,
+    featurizer: str | None = None,
+    featurizer_params: Mapping[str, Any] | None = None,
+    featurizer_state: bytes | None = None,
+) -> CheckedDataset:
+    """Check every argument of :func:`create_dataset` without touching the database.
+
+    Raises
+    ------
+    InvalidRecord
+        On any bad value; ``.row`` is the 0-based position of the offending instance when there
+        is one (messages count rows from 1, as a person does).
+    """
+    name = check_name(name, "name")
+    features = _check_features(X)
+    n, d = features.shape
+    ids = _check_external_ids(external_ids, n)
+    _check_finite_rows(features, ids)
+    labels = _check_label_names(label_names)
+    Y = _check_candidate_sets(candidates, n, len(labels), ids)
+    truth = _check_true_labels(true_labels, Y, labels, ids)
+    features_meta = _check_feature_names(feature_names, d)
+    layout = _check_layout(layout, d)
+    content = _check_content(texts, media_paths, media_kinds, links, media_root, ids)
+    record = _check_featurizer(featurizer, featurizer_params, featurizer_state)
+    return CheckedDataset(name, features, Y, labels, ids, truth, features_meta, layout, content, record)
+
+
+def check_dataset_name_free(session: Session, name: str) -> None:
+    """Raise :class:`InvalidRecord` when a dataset (published or still importing) has ``name``."""
+    taken = session.execute(select(Dataset.published, Dataset.staged_by).where(Dataset.name == name)).first()
+    if taken is None:
+        return
+    published, staged_by = taken
+    if published:
+        raise InvalidRecord(f"name: a dataset called {name!r} already exists")
+    raise InvalidRecord(f"name: a dataset called {name!r} is being imported (by {staged_by}); wait for it or choose another name")
 
 
 def create_dataset(
@@ -73,6 +175,9 @@ def create_dataset(
     featurizer_state: bytes | None = None,
 ) -> Dataset:
     """Validate a dataset and write it with all its instances, all or nothing.
+
+    In the caller's transaction: for large files prefer :func:`app.store.import_dataset`, which
+    does not hold the write lock for the whole load.
 
     Parameters
     ----------
@@ -121,30 +226,19 @@ def create_dataset(
     InvalidRecord
         On any bad value; ``.row`` names the offending row when there is one.
     """
-    name = check_name(name, "name")
-    features = _check_features(X)
-    n, d = features.shape
-    ids = _check_external_ids(external_ids, n)
-    _check_finite_rows(features, ids)
-    labels = _check_label_names(label_names)
-    Y = _check_candidate_sets(candidates, n, len(labels), ids)
-    truth = _check_true_labels(true_labels, Y, labels, ids)
-    features_meta = _check_feature_names(feature_names, d)
-    layout = _check_layout(layout, d)
-    content = _check_content(texts, media_paths, media_kinds, links, media_root, ids)
-    record = _check_featurizer(featurizer, featurizer_params, featurizer_state)
-    if session.scalar(select(Dataset.id).where(Dataset.name == name)) is not None:
-        raise InvalidRecord(f"name: a dataset called {name!r} already exists")
+    checked = check_dataset(
+        name=name, X=X, candidates=candidates, label_names=label_names, external_ids=external_ids,
+        true_labels=true_labels, feature_names=feature_names, layout=layout, texts=texts, media_paths=media_paths,
+        media_kinds=media_kinds, links=links, media_root=media_root, featurizer=featurizer,
+        featurizer_params=featurizer_params, featurizer_state=featurizer_state,
+    )
+    check_dataset_name_free(session, checked.name)
 
     with session.begin_nested():
-        dataset = Dataset(
-            name=name, label_names=labels, n_instances=n, n_features=d, feature_names=features_meta, layout=layout,
-            media_root=content.media_root, featurizer=record.name, featurizer_params=record.params,
-            featurizer_state=record.state,
-        )
+        dataset = checked.new_row()
         session.add(dataset)
         session.flush()
-        _write_instances(session, dataset.id, features, Y, ids, truth, content)
+        write_instances(session, dataset.id, checked)
     return dataset
 
 
@@ -205,16 +299,17 @@ def dataset_featurizer(session: Session, dataset_id: int) -> StoredFeaturizer | 
 
 
 def list_datasets(session: Session) -> list[Dataset]:
-    """Every dataset, oldest first."""
-    return list(session.scalars(select(Dataset).order_by(Dataset.id)))
+    """Every published dataset, oldest first (an import still running is not listed)."""
+    return list(session.scalars(select(Dataset).where(Dataset.published).order_by(Dataset.id)))
 
 
 def get_dataset_by_name(session: Session, name: str) -> Dataset:
     """The dataset called ``name``; :class:`RecordNotFound` lists the known ones otherwise."""
     # No stored name holds a NUL (and PostgreSQL cannot even compare with one).
-    dataset = session.scalar(select(Dataset).where(Dataset.name == name)) if "\x00" not in name else None
+    found = select(Dataset).where(Dataset.name == name, Dataset.published)
+    dataset = session.scalar(found) if "\x00" not in name else None
     if dataset is None:
-        known = session.scalars(select(Dataset.name).order_by(Dataset.id)).all()
+        known = session.scalars(select(Dataset.name).where(Dataset.published).order_by(Dataset.id)).all()
         raise RecordNotFound(f"no dataset called {name!r}; known datasets: {known}")
     return dataset
 
@@ -222,7 +317,7 @@ def get_dataset_by_name(session: Session, name: str) -> Dataset:
 def get_dataset_by_id(session: Session, dataset_id: int) -> Dataset:
     """The dataset with id ``dataset_id``; :class:`RecordNotFound` otherwise."""
     dataset = session.get(Dataset, check_int(dataset_id, "dataset_id"))
-    if dataset is None:
+    if dataset is None or not dataset.published:
         raise RecordNotFound(f"dataset_id {dataset_id} does not exist")
     return dataset
 
@@ -268,21 +363,21 @@ def _check_external_ids(external_ids: Any, n: int) -> list[str]:
         if not isinstance(ext, str):
             raise TypeError(f"external_ids[{position}] must be a str, got {type(ext).__name__} {ext!r}")
         if not ext.strip():
-            raise InvalidRecord(f"external_ids: row {position} has an empty external id", row=position)
+            raise InvalidRecord(f"external_ids: row {position + 1} has an empty external id", row=position)
         if "\x00" in ext:
             raise InvalidRecord(
-                f"external_ids: row {position} has an external id holding a NUL character ({ext[:40]!r})",
+                f"external_ids: row {position + 1} has an external id holding a NUL character ({ext[:40]!r})",
                 row=position,
             )
         if len(ext) > NAME_MAX:
             raise InvalidRecord(
-                f"external_ids: row {position} has an external id longer than {NAME_MAX} characters", row=position
+                f"external_ids: row {position + 1} has an external id longer than {NAME_MAX} characters", row=position
             )
     repeat = first_repeat(ids)
     if repeat is not None:
         position, earlier = repeat
         raise InvalidRecord(
-            f"external_ids: row {position} repeats external id {ids[position]!r} of row {earlier}", row=position
+            f"external_ids: row {position + 1} repeats external id {ids[position]!r} of row {earlier + 1}", row=position
         )
     return ids
 
@@ -392,7 +487,7 @@ def _optional_strings(values: Any, parameter: str, n: int) -> list[str | None]:
         if value is not None and not isinstance(value, str):
             raise TypeError(f"{parameter}[{position}] must be a str or None, got {type(value).__name__}")
         if value is not None and "\x00" in value:
-            raise InvalidRecord(f"{parameter}: row {position} holds a NUL character", row=position)
+            raise InvalidRecord(f"{parameter}: row {position + 1} holds a NUL character", row=position)
     return out
 
 
@@ -467,32 +562,27 @@ def _check_featurizer(name: Any, params: Any, state: Any) -> _FeaturizerRow:
     return _FeaturizerRow(name, plain, bytes(state))
 
 
-def _write_instances(
-    session: Session,
-    dataset_id: int,
-    X: np.ndarray,
-    Y: np.ndarray,
-    ids: Sequence[str],
-    truth: np.ndarray | None,
-    content: _Content,
-) -> None:
-    n = X.shape[0]
-    masks = encode_candidate_masks(Y)
-    truth_values = [int(t) if t >= 0 else None for t in truth] if truth is not None else [None] * n
-    for start in range(0, n, INSERT_CHUNK):
+def write_instances(session: Session, dataset_id: int, checked: CheckedDataset, start: int = 0, stop: int | None = None) -> None:
+    """Insert the instances ``start .. stop - 1`` of a checked dataset, :data:`INSERT_CHUNK` rows
+    per bulk INSERT."""
+    stop = checked.n_instances if stop is None else stop
+    masks = encode_candidate_masks(checked.candidates[start:stop])
+    truth = checked.true_labels
+    X, ids, content = checked.X, checked.external_ids, checked.content
+    for chunk in range(start, stop, INSERT_CHUNK):
         rows = [
             {
                 "dataset_id": dataset_id,
                 "position": i,
                 "external_id": ids[i],
                 "features": X[i].tobytes(),
-                "candidate_mask": masks[i],
-                "true_label": truth_values[i],
+                "candidate_mask": masks[i - start],
+                "true_label": int(truth[i]) if truth is not None and truth[i] >= 0 else None,
                 "text": content.texts[i],
                 "media_path": content.media_paths[i],
                 "media_kind": content.media_kinds[i],
                 "link": content.links[i],
             }
-            for i in range(start, min(start + INSERT_CHUNK, n))
+            for i in range(chunk, min(chunk + INSERT_CHUNK, stop))
         ]
         insert_instances(session, rows)

@@ -1,7 +1,9 @@
 """Engines, migrations and sessions for a winnow store.
 
 A store is any SQLAlchemy URL; a bare file path means a SQLite file. SQLite connections get
-WAL journaling, ``foreign_keys=ON`` and a ``busy_timeout`` from a connect listener, and
+WAL journaling, ``synchronous`` (``NORMAL`` unless ``?synchronous=full`` in the URL or
+``$WINNOW_SQLITE_SYNCHRONOUS`` says otherwise, see :data:`DEFAULT_SQLITE_SYNCHRONOUS`),
+``foreign_keys=ON`` and a ``busy_timeout`` from a connect listener, and
 SQLAlchemy (not the ``sqlite3`` module) emits ``BEGIN`` so that every session is one real
 transaction; :func:`write_transaction` begins with ``BEGIN IMMEDIATE`` so that concurrent
 writers queue on the busy timeout instead of failing half-way. On PostgreSQL a write
@@ -38,6 +40,10 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.store.errors import InvalidRecord, StoreUnavailable
 
 __all__ = [
+    "DEFAULT_SQLITE_SYNCHRONOUS",
+    "SQLITE_SYNCHRONOUS_LEVELS",
+    "SQLITE_SYNCHRONOUS_VARIABLE",
+    "sqlite_synchronous",
     "database_url",
     "make_engine",
     "upgrade_database",
@@ -52,6 +58,17 @@ __all__ = [
 
 #: How long a SQLite connection waits for another writer before "database is locked".
 BUSY_TIMEOUT_MS = 30_000
+
+#: ``PRAGMA synchronous`` of a SQLite file store (always in WAL mode), by default. ``NORMAL``:
+#: a committed answer survives winnow or the app being killed, but a crash of the operating
+#: system or a power cut may lose the last commits (the database stays consistent). ``FULL``
+#: syncs the WAL at every commit, so an acknowledged answer survives those too, at the cost of
+#: an fsync per answer.
+DEFAULT_SQLITE_SYNCHRONOUS = "NORMAL"
+#: Levels accepted in ``?synchronous=`` and ``$WINNOW_SQLITE_SYNCHRONOUS``.
+SQLITE_SYNCHRONOUS_LEVELS: tuple[str, ...] = ("OFF", "NORMAL", "FULL", "EXTRA")
+#: Environment variable choosing the level of every SQLite store the process opens.
+SQLITE_SYNCHRONOUS_VARIABLE = "WINNOW_SQLITE_SYNCHRONOUS"
 
 #: Execution option that makes the ``begin`` listener take the write lock: ``BEGIN IMMEDIATE``
 #: on SQLite, the advisory lock :data:`_PG_WRITE_LOCK` on PostgreSQL.
@@ -121,9 +138,11 @@ def _first_line(error: BaseException | None) -> str:
 def _check_sqlite_folder(url: str) -> None:
     """A SQLite file store needs its folder: say so instead of "unable to open database file"."""
     if _is_file_sqlite(url):
-        folder = Path(make_url(url).database or "").parent
-        if not folder.is_dir():
-            raise StoreUnavailable(f"{_shown(url)}: folder {str(folder)!r} does not exist")
+        database = Path(make_url(url).database or "")
+        if not database.parent.is_dir():
+            raise StoreUnavailable(f"{_shown(url)}: folder {str(database.parent)!r} does not exist")
+        if database.is_dir():
+            raise StoreUnavailable(f"{_shown(url)} is a folder; give a SQLite file inside it, e.g. {str(database / 'winnow.db')!r}")
 
 
 def _is_file_sqlite(url: str) -> bool:
@@ -136,7 +155,33 @@ def _is_file_sqlite(url: str) -> bool:
     )
 
 
-def _install_sqlite_listeners(engine: Engine, *, wal: bool) -> None:
+def sqlite_synchronous(url: str) -> tuple[str, str]:
+    """The URL without winnow's ``synchronous`` option, and the ``PRAGMA synchronous`` level.
+
+    The level comes from the URL's query (``sqlite:///winnow.db?synchronous=full``), else from
+    ``$WINNOW_SQLITE_SYNCHRONOUS``, else :data:`DEFAULT_SQLITE_SYNCHRONOUS`.
+
+    >>> sqlite_synchronous("sqlite:////data/w.db?synchronous=FULL")
+    ('sqlite:////data/w.db', 'FULL')
+    """
+    parsed = make_url(url)
+    given = parsed.query.get("synchronous")
+    if isinstance(given, tuple):
+        given = given[-1]
+    level = (given if given is not None else os.environ.get(SQLITE_SYNCHRONOUS_VARIABLE, "")).strip().upper()
+    if not level:
+        level = DEFAULT_SQLITE_SYNCHRONOUS
+    if level not in SQLITE_SYNCHRONOUS_LEVELS:
+        source = "the URL's synchronous option" if given is not None else f"${SQLITE_SYNCHRONOUS_VARIABLE}"
+        raise StoreUnavailable(
+            f"{source} must be one of {', '.join(SQLITE_SYNCHRONOUS_LEVELS)} (any case); got {level.lower()!r}"
+        )
+    if given is not None:
+        url = parsed.difference_update_query(["synchronous"]).render_as_string(hide_password=False)
+    return url, level
+
+
+def _install_sqlite_listeners(engine: Engine, *, wal: bool, synchronous: str = "NORMAL") -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, connection_record: Any) -> None:
         # SQLAlchemy emits BEGIN itself (below), so sqlite3 must not: otherwise SELECTs run
@@ -147,7 +192,7 @@ def _install_sqlite_listeners(engine: Engine, *, wal: bool) -> None:
             cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             if wal:
                 cursor.execute("PRAGMA journal_mode = WAL")
-                cursor.execute("PRAGMA synchronous = NORMAL")
+                cursor.execute(f"PRAGMA synchronous = {synchronous}")
             cursor.execute("PRAGMA foreign_keys = ON")
         finally:
             cursor.close()
@@ -178,6 +223,9 @@ def make_engine(path_or_url: str | os.PathLike[str], **kwargs: Any) -> Engine:
     :func:`sqlalchemy.create_engine`.
     """
     url = database_url(path_or_url)
+    synchronous = DEFAULT_SQLITE_SYNCHRONOUS
+    if make_url(url).get_backend_name() == "sqlite":
+        url, synchronous = sqlite_synchronous(url)
     try:
         engine = create_engine(url, **kwargs)
     except NoSuchModuleError:
@@ -185,7 +233,7 @@ def make_engine(path_or_url: str | os.PathLike[str], **kwargs: Any) -> Engine:
     except ImportError as exc:  # the URL's driver is not installed (e.g. psycopg without winnow[scale])
         raise StoreUnavailable(f"{_shown(url)}: its database driver is not installed ({exc.name or exc})") from None
     if engine.dialect.name == "sqlite":
-        _install_sqlite_listeners(engine, wal=_is_file_sqlite(url))
+        _install_sqlite_listeners(engine, wal=_is_file_sqlite(url), synchronous=synchronous)
     elif engine.dialect.name == "postgresql":
         _install_postgresql_listeners(engine)
     return engine
@@ -247,6 +295,9 @@ def downgrade_database(
 def open_store(path_or_url: str | os.PathLike[str]) -> sessionmaker[Session]:
     """Upgrade the store's schema and return a sessionmaker bound to its engine.
 
+    Also removes the datasets of imports whose process died before publishing them
+    (:func:`app.store.staging.remove_abandoned_imports`).
+
     One engine per process and URL: later calls with the same store return the cached
     sessionmaker without touching the schema again (a forked child gets its own). Sessions
     are made with ``expire_on_commit=False`` so objects returned by a committed unit of work
@@ -271,6 +322,15 @@ def open_store(path_or_url: str | os.PathLike[str]) -> sessionmaker[Session]:
             engine.dispose()
             raise
         factory = sessionmaker(bind=engine, expire_on_commit=False)
+        # Imports whose process died half-way (their datasets were never published, so nothing
+        # showed them) are removed now, before this process can trip over their names.
+        from app.store.staging import remove_abandoned_imports
+
+        try:
+            remove_abandoned_imports(factory)
+        except BaseException:
+            engine.dispose()
+            raise
         _stores[key] = (engine, factory)
         return factory
 

@@ -18,7 +18,8 @@ class InvalidRecord(InvalidInput):
     Attributes
     ----------
     row : int or None
-        Position (0-based row) of the offending instance, when there is one.
+        Position (0-based) of the offending instance, when there is one. Messages count rows
+        as a person does, from 1: position 0 is "row 1".
     """
 
     def __init__(self, message: str, *, row: int | None = None) -> None:

@@ -14,7 +14,7 @@ import numpy as np
 from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session, aliased
 
-from app.store.checks import check_choice, check_int, check_name
+from app.store.checks import check_choice, check_int, check_name, describe_row
 from app.store.derive import EventRecord
 from app.store.errors import InvalidRecord, RecordNotFound
 from app.store.models import (
@@ -30,7 +30,17 @@ from app.store.models import (
 from app.store.records import dataset_of, get_labelling_session, get_or_create_annotator
 from app.store.users import check_event_permission
 
-__all__ = ["record_event", "session_events", "event_log", "count_events", "instance_position"]
+__all__ = [
+    "IDEMPOTENCY_KEY_MAX",
+    "record_event",
+    "session_events",
+    "event_log",
+    "count_events",
+    "instance_position",
+]
+
+#: Longest idempotency key (the column holds 128 characters).
+IDEMPOTENCY_KEY_MAX = 128
 
 
 def record_event(
@@ -42,8 +52,9 @@ def record_event(
     instance_position: int | None = None,
     instance_id: int | None = None,
     label: int | str | None = None,
+    idempotency_key: str | None = None,
 ) -> AnswerEvent:
-    """Validate and append one answer event.
+    """Validate and append one answer event (once per idempotency key).
 
     Parameters
     ----------
@@ -62,6 +73,12 @@ def record_event(
         Exactly one of them, except for ``undo`` where both may be omitted.
     label : int or str, optional
         Label index or label name.
+    idempotency_key : str, optional
+        Chosen by a client that may retry a request whose reply it lost (at most
+        :data:`IDEMPOTENCY_KEY_MAX` characters). The first request with a key records the event;
+        a later one with the same key in the same session records nothing and returns the event
+        already recorded, provided it asks for the same thing (annotator, kind, instance and
+        label; a retried ``undo`` that named no instance matches any instance).
 
     Returns
     -------
@@ -71,7 +88,8 @@ def record_event(
     Raises
     ------
     InvalidRecord, RecordNotFound
-        With a message naming the instance row and the valid choices.
+        With a message naming the instance row and the valid choices; also when
+        ``idempotency_key`` was already used in this session for a different request.
     PermissionDenied
         Team mode (the store has users): ``annotator`` is not an active user, is not
         assigned to the session (answers), or is not a reviewer or admin (``resolve``).
@@ -91,6 +109,18 @@ def record_event(
     # Team mode: who may write what is decided here, for the CLI and the app alike.
     check_event_permission(session, labelling, annotator, kind)
     who = session.scalar(select(Annotator).where(Annotator.name == annotator))
+    if idempotency_key is not None:
+        # Before the checks that depend on the log: a retried undo must find its first reply,
+        # not the annotator's next event to undo.
+        idempotency_key = check_name(idempotency_key, "idempotency_key", max_length=IDEMPOTENCY_KEY_MAX)
+        earlier = session.scalar(
+            select(AnswerEvent).where(
+                AnswerEvent.session_id == labelling.id, AnswerEvent.idempotency_key == idempotency_key
+            )
+        )
+        if earlier is not None:
+            _check_same_request(session, earlier, labelling, names, annotator, kind, instance, label)
+            return earlier
     label_index: int | None = None
     undoes: int | None = None
     if kind in LABELLED_KINDS:
@@ -113,6 +143,7 @@ def record_event(
             label=label_index,
             undoes_event_id=undoes,
             created_at=now,
+            idempotency_key=idempotency_key,
         )
         session.add(event)
         labelling.updated_at = now
@@ -270,7 +301,7 @@ def _label_index(label: Any, names: Sequence[str]) -> int:
 def _check_label(kind: str, label: Any, names: Sequence[str], instance: Instance) -> int:
     """The label index of an ``answer`` / ``other_label`` / ``resolve`` on ``instance``."""
     index = _label_index(label, names)
-    where = f"instance at row {instance.position} (external id {instance.external_id!r})"
+    where = f"instance at {describe_row(instance.position, None)} (external id {instance.external_id!r})"
     original = set(np.flatnonzero(instance.candidate_set(len(names))).tolist())
     if kind == "answer" and index not in original:
         raise InvalidRecord(
@@ -285,6 +316,38 @@ def _check_label(kind: str, label: Any, names: Sequence[str], instance: Instance
             row=instance.position,
         )
     return index
+
+
+def _check_same_request(
+    session: Session,
+    earlier: AnswerEvent,
+    labelling: LabellingSession,
+    names: Sequence[str],
+    annotator: str,
+    kind: str,
+    instance: Instance | None,
+    label: Any,
+) -> None:
+    """Raise unless a request repeats the one that recorded ``earlier`` under the same key."""
+    earlier_annotator = session.get(Annotator, earlier.annotator_id)
+    earlier_instance = _require(session.get(Instance, earlier.instance_id))
+    differences = []
+    if earlier_annotator is None or earlier_annotator.name != annotator:
+        differences.append(f"annotator {earlier_annotator.name if earlier_annotator else None!r}, not {annotator!r}")
+    if earlier.kind != kind:
+        differences.append(f"kind {earlier.kind!r}, not {kind!r}")
+    if instance is not None and instance.id != earlier_instance.id:
+        differences.append(f"item {earlier_instance.external_id!r}, not {instance.external_id!r}")
+    label_index = _label_index(label, names) if label is not None else None
+    if label_index != earlier.label:
+        shown = (lambda j: repr(names[j]) if j is not None else "no label")  # noqa: E731
+        differences.append(f"label {shown(earlier.label)}, not {shown(label_index)}")
+    if differences:
+        raise InvalidRecord(
+            f"idempotency_key {earlier.idempotency_key!r} was already used in session {labelling.name!r} "
+            f"for another request (event {earlier.id}: {'; '.join(differences)}); use a new key for a new request",
+            row=earlier_instance.position,
+        )
 
 
 def _event_to_undo(
@@ -313,7 +376,7 @@ def _event_to_undo(
             query = query.where(AnswerEvent.instance_id == instance.id)
         target = session.scalar(query)
     if target is None:
-        scope = f" on instance {instance.position}" if instance is not None else ""
+        scope = f" on item {instance.external_id!r}" if instance is not None else ""
         raise InvalidRecord(
             f"undo: annotator {annotator!r} has no event left to undo in session {labelling.name!r}{scope}",
             row=instance.position if instance is not None else None,

@@ -53,10 +53,12 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    true,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
 
+from app.dataset_rules import MAX_LABELS
 from app.store.errors import StoreUnavailable
 from engine.choices import CRITERIA, DEFAULT_STRATEGY, WEIGHTINGS
 
@@ -129,8 +131,8 @@ NAMING_CONVENTION = {
 }
 
 
-#: Most labels a dataset may have (the candidate mask column holds 2 * MAX_LABELS / 8 chars).
-MAX_LABELS = 1024
+# MAX_LABELS (app.dataset_rules): most labels a dataset may have; the candidate mask column
+# holds 2 * MAX_LABELS / 8 characters.
 
 
 def encode_candidate_mask(row: np.ndarray) -> str:
@@ -231,6 +233,14 @@ class Dataset(Base):
     featurizer: Mapped[str | None] = mapped_column(String(100), nullable=True)
     featurizer_params: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     featurizer_state: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    #: ``False`` while an import is still writing the instances in batches
+    #: (:func:`app.store.staging.import_dataset`): every read ignores the dataset until the
+    #: import's short final transaction publishes it.
+    published: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
+    #: While unpublished: who is importing (``"host:pid"``) and when it last wrote a batch, so
+    #: that an import whose process died can be told from one still running and removed.
+    staged_by: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    staged_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
 
     instances: Mapped[list[Instance]] = relationship(
         back_populates="dataset", order_by="Instance.position", lazy="raise_on_sql"

@@ -8,6 +8,8 @@ session; the caller owns the outer transaction.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -31,12 +33,80 @@ from app.store.users import require_admin
 from engine.choices import DEFAULT_STRATEGY
 
 __all__ = [
+    "SessionSpec",
+    "check_session_spec",
+    "check_session_name_free",
     "create_labelling_session",
     "list_sessions",
     "session_configs",
     "get_session_by_name",
     "load_state",
 ]
+
+
+@dataclass(frozen=True)
+class SessionSpec:
+    """The options of a labelling session, checked by :func:`check_session_spec`.
+
+    Attributes
+    ----------
+    name : str
+        Unique session name.
+    k : int, default=10
+        Neighbours per target: at least 1 and fewer than the dataset's items.
+    weighting : {"uniform", "distance"}
+    criterion : {"decision_change", "apl", "pl", "participation", "most_partial", "random"}
+        Default :data:`engine.choices.DEFAULT_STRATEGY` (``"decision_change"``).
+    target_set : {"all", "unlabelled"}
+    """
+
+    name: str
+    k: int = 10
+    weighting: str = "uniform"
+    criterion: str = DEFAULT_STRATEGY
+    target_set: str = "all"
+
+
+def check_session_spec(spec: SessionSpec, *, n_instances: int | None = None, dataset_name: str | None = None) -> SessionSpec:
+    """``spec`` with every option checked (names stripped), without touching the database.
+
+    Parameters
+    ----------
+    spec : SessionSpec
+    n_instances : int, optional
+        Items of the dataset the session will work on: ``k`` must be smaller (a k-NN vote
+        leaves the target itself out). Checked before anything is stored, so a session that
+        could never be opened is never written.
+    dataset_name : str, optional
+        For the message.
+
+    Raises
+    ------
+    InvalidRecord
+        Naming the option, the bad value and the valid choices or range.
+    """
+    if not isinstance(spec, SessionSpec):
+        raise TypeError(f"spec must be a SessionSpec, got {type(spec).__name__}")
+    name = check_name(spec.name, "name")
+    k = check_int(spec.k, "k")
+    if k < 1:
+        raise InvalidRecord(f"k must be >= 1, got {k}")
+    if n_instances is not None and k >= n_instances:
+        of = f" of dataset {dataset_name!r}" if dataset_name is not None else ""
+        raise InvalidRecord(
+            f"k={k} must be smaller than the number of items{of} ({n_instances}): "
+            f"each item's k nearest neighbours are other items (k <= {n_instances - 1})"
+        )
+    weighting = check_choice(spec.weighting, "weighting", WEIGHTINGS)
+    criterion = check_choice(spec.criterion, "criterion", CRITERIA)
+    target_set = check_choice(spec.target_set, "target_set", TARGET_SETS)
+    return SessionSpec(name, k, weighting, criterion, target_set)
+
+
+def check_session_name_free(session: Session, name: str) -> None:
+    """Raise :class:`InvalidRecord` when a labelling session is already called ``name``."""
+    if session.scalar(select(LabellingSession.id).where(LabellingSession.name == name)) is not None:
+        raise InvalidRecord(f"name: a labelling session called {name!r} already exists")
 
 
 def create_labelling_session(
@@ -55,14 +125,9 @@ def create_labelling_session(
     Parameters
     ----------
     dataset_id : int
-    name : str
-        Unique session name.
-    k : int, default=10
-        Neighbours per target (>= 1).
-    weighting : {"uniform", "distance"}
-    criterion : {"decision_change", "apl", "pl", "participation", "most_partial", "random"}
-        Default :data:`engine.choices.DEFAULT_STRATEGY` (``"decision_change"``).
-    target_set : {"all", "unlabelled"}
+        A published dataset (an import still running has none to offer).
+    name, k, weighting, criterion, target_set
+        As in :class:`SessionSpec`; ``k`` must be smaller than the dataset's number of items.
     actor : str or None
         In team mode (the store has users) an active admin; ``None`` is the command line.
 
@@ -71,28 +136,23 @@ def create_labelling_session(
     LabellingSession
         Flushed (it has its ``id``).
     """
-    name = check_name(name, "name")
+    spec = check_session_spec(SessionSpec(name, k, weighting, criterion, target_set))
     dataset_id = check_int(dataset_id, "dataset_id")
-    k = check_int(k, "k")
-    if k < 1:
-        raise InvalidRecord(f"k must be >= 1, got {k}")
-    weighting = check_choice(weighting, "weighting", WEIGHTINGS)
-    criterion = check_choice(criterion, "criterion", CRITERIA)
-    target_set = check_choice(target_set, "target_set", TARGET_SETS)
-    if session.get(Dataset, dataset_id) is None:
+    dataset = session.get(Dataset, dataset_id)
+    if dataset is None or not dataset.published:
         raise RecordNotFound(f"dataset_id {dataset_id} does not exist")
     require_admin(session, actor, "session new")
-    if session.scalar(select(LabellingSession.id).where(LabellingSession.name == name)) is not None:
-        raise InvalidRecord(f"name: a labelling session called {name!r} already exists")
+    spec = check_session_spec(spec, n_instances=dataset.n_instances, dataset_name=dataset.name)
+    check_session_name_free(session, spec.name)
     with session.begin_nested():
         now = utcnow()
         labelling = LabellingSession(
-            name=name,
+            name=spec.name,
             dataset_id=dataset_id,
-            k=k,
-            weighting=weighting,
-            criterion=criterion,
-            target_set=target_set,
+            k=spec.k,
+            weighting=spec.weighting,
+            criterion=spec.criterion,
+            target_set=spec.target_set,
             created_at=now,
             updated_at=now,
         )

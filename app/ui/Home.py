@@ -10,13 +10,16 @@ the sidebar and runs the chosen page.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import streamlit as st
 
 from app.service import (
     SignInRefused,
+    Workbench,
     active_user,
     latest_session_id,
     session_id_by_name,
@@ -26,6 +29,12 @@ from app.service import (
 from app.ui import components
 from app.ui import state as ui
 from app.ui.building import show_build_progress
+from engine.exceptions import InvalidInput
+
+if TYPE_CHECKING:  # types only: the UI runs no SQL
+    from sqlalchemy.orm import Session, sessionmaker
+
+logger = logging.getLogger("winnow.ui")
 
 PAGES = Path(__file__).resolve().parent / "views"
 
@@ -42,6 +51,28 @@ def require_sign_in_argument(argv: list[str]) -> bool:
     """``--require-sign-in``: team mode even on localhost without users (behind a reverse
     proxy the server listens on localhost, yet the whole network reaches it)."""
     return "--require-sign-in" in argv
+
+
+def open_or_explain(Session: sessionmaker[Session], tab: ui.TabState) -> Workbench | None:
+    """The tab's session, opened; or, when it cannot be opened, ``None`` and one line saying why.
+
+    A session that fails to load (a store written by an older winnow, a dataset edited by hand)
+    must not lock anyone out: the error is shown as one line, without traceback or server
+    paths, the tab forgets the session, and the navigation (with the Sessions page) is still
+    drawn. The same session is not tried again on every rerun: only when it is opened anew.
+    """
+    if tab.session_id is not None and tab.session_id == tab.failed_session_id:
+        tab.session_id = None
+    try:
+        return ui.sync_workbench(Session, tab)
+    except InvalidInput as exc:
+        reason = str(exc)
+    except Exception:  # noqa: BLE001 - anything else: logged for the operator, never shown
+        logger.exception("session %s could not be opened", tab.session_id)
+        reason = "an unexpected error (the server log has the details)"
+    tab.failed_session_id, tab.session_id, tab.workbench, tab.building = tab.session_id, None, None, None
+    st.error(components.md(f"This session cannot be opened: {reason}. Open or create another on the Sessions page."))
+    return None
 
 
 def main() -> None:
@@ -79,7 +110,7 @@ def main() -> None:
         # Start on the most recently active session, so `winnow ui --sample` opens on a query;
         # a team member on the latest session assigned to them, if any.
         tab.session_id = session_id_by_name(Session, assigned[-1]) if assigned else latest_session_id(Session)
-    bench = ui.sync_workbench(Session, tab)
+    bench = open_or_explain(Session, tab)
 
     with st.sidebar:
         if bench is not None:

@@ -186,6 +186,8 @@ class TabState:
     #: and their role. ``None`` in single-user mode or before signing in.
     user: str | None = None
     role: str | None = None
+    #: The last session that failed to open in this tab: not tried again until chosen anew.
+    failed_session_id: int | None = None
 
 
 @st.cache_resource(show_spinner=False)

@@ -1,7 +1,7 @@
 """Teams: user accounts with roles, session assignments and overlap, an audit log, item leases.
 
 Revision ID: 0008
-Revises: 0006
+Revises: 0007
 Create Date: 2026-11-23
 
 * ``users``: name (unique and immutable: it is the name of the user's annotator row, which
@@ -25,7 +25,7 @@ from alembic import op
 
 
 revision: str = "0008"
-down_revision: str | Sequence[str] | None = "0006"
+down_revision: str | Sequence[str] | None = "0007"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -202,6 +202,9 @@ def screenshot(page, path: Path) -> None:
 def sign_in(page, name: str) -> None:
     """Type the annotator's name and press Enter, and nothing else: the page must take the next
     key press as a shortcut, not as more typing in the field."""
+    # The page's keyboard helper hands the focus back after Enter; under load it can mount after
+    # the field is drawn, and a person would not be typing that fast either.
+    page.wait_for_function("() => window.__winnowKeyboard === true", timeout=60_000)
     field = page.locator(".st-key-annotator input")
     field.fill(name)
     field.press("Enter")

@@ -284,3 +284,17 @@ def test_enumeration_limit_raises(monkeypatch):
     idx, w = _one_target(Y, [0.3, 0.1, 0.2, 0.3])
     with pytest.raises(SolverError, match=r"target 0, label 0.*enumeration limit"):
         possible_labels(idx, w, Y)
+
+
+def test_cpsat_alone_agrees_with_possible_labels():
+    """The benchmark's CP-SAT-only baseline decides every pair as the staged solver does."""
+    from engine.winners import possible_by_cpsat_alone
+
+    rng = np.random.default_rng(3)
+    Y = rng.random((30, 4)) < 0.4
+    Y[np.arange(30), rng.integers(0, 4, 30)] = True
+    idx = rng.integers(0, 30, (12, 5))
+    w = rng.random((12, 5))
+    possible = possible_labels(idx, w, Y)
+    decided = np.array([[possible_by_cpsat_alone(idx[t], w[t], Y, m) for m in range(4)] for t in range(12)])
+    np.testing.assert_array_equal(decided, possible)

@@ -329,7 +329,7 @@ def test_0004_adds_item_content_and_keeps_a_0003_store(store_url):
                 {"now": now},
             )
         # To the head, not to 0004: the ORM models read below also hold the columns of the
-        # later revisions (0005: labelling_sessions.hotkeys).
+        # later revisions (0005: labelling_sessions.hotkeys; 0007: datasets.published).
         upgrade_database(store_url)
         Session = sessionmaker(bind=engine, expire_on_commit=False)
         with Session() as s:

@@ -106,7 +106,7 @@ def test_dataset_with_metadata_and_no_true_labels(store):
                 X=np.ones((5, 4)), true_labels=None, feature_names=list("abcd"), layout="image:2x2"
             ),
         )
-        return create_labelling_session(s, dataset_id=ds.id, name="s").id
+        return create_labelling_session(s, dataset_id=ds.id, name="s", k=4).id
 
     session_id = write_transaction(store, work)
     with store() as s:
@@ -121,29 +121,29 @@ def test_dataset_with_metadata_and_no_true_labels(store):
         (
             {"candidates": np.vstack([CANDIDATES[:2], np.zeros((1, 4), bool), CANDIDATES[3:]])},
             InvalidRecord,
-            r"row 2 \(external id 'x2'\) has an empty candidate set",
+            r"row 3 \(external id 'x2'\) has an empty candidate set",
             2,
         ),
         (
             {"external_ids": ["x0", "x1", "x2", "x1", "x4"]},
             InvalidRecord,
-            r"row 3 repeats external id 'x1' of row 1",
+            r"row 4 repeats external id 'x1' of row 2",
             3,
         ),
         (
             {"true_labels": np.array([0, 0, 0, -1, 3])},
             InvalidRecord,
-            r"row 1 \(external id 'x1'\) has true label 'cat' outside its candidate set \{'dog', 'bird'\}",
+            r"row 2 \(external id 'x1'\) has true label 'cat' outside its candidate set \{'dog', 'bird'\}",
             1,
         ),
-        ({"true_labels": np.array([0, 2, 0, 9, 3])}, InvalidRecord, r"row 3 .*label 9", 3),
+        ({"true_labels": np.array([0, 2, 0, 9, 3])}, InvalidRecord, r"row 4 .*label 9", 3),
         (
             {"X": np.array([[0, 0], [0, np.nan], [0, 0], [0, 0], [0, 0]])},
             InvalidRecord,
-            r"row 1 .*NaN",
+            r"row 2 .*NaN",
             1,
         ),
-        ({"external_ids": ["x0", "x1", "", "x3", "x4"]}, InvalidRecord, "row 2 has an empty", 2),
+        ({"external_ids": ["x0", "x1", "", "x3", "x4"]}, InvalidRecord, "row 3 has an empty", 2),
         ({"external_ids": ["x0"]}, InvalidRecord, "external_ids has 1 entries", None),
         ({"candidates": CANDIDATES[:, :3]}, InvalidRecord, r"expected .* \(5, 4\)", None),
         ({"label_names": ["a", "a", "b", "c"]}, InvalidRecord, "repeats", None),
@@ -160,7 +160,7 @@ def test_dataset_with_metadata_and_no_true_labels(store):
         (
             {"external_ids": ["x0", "x1", "x\x002", "x3", "x4"]},
             InvalidRecord,
-            r"external_ids: row 2 has an external id holding a NUL character",
+            r"external_ids: row 3 has an external id holding a NUL character",
             2,
         ),
         ({"candidates": CANDIDATES.astype(float) * 0.5}, TypeError, "candidates", None),
@@ -233,7 +233,7 @@ def test_large_import_uses_several_chunks(store, monkeypatch):
 def test_sessions_and_annotators(small):
     with small.Session.begin() as s:
         create_labelling_session(
-            s, dataset_id=small.dataset_id, name="second", criterion="pl", weighting="distance"
+            s, dataset_id=small.dataset_id, name="second", k=2, criterion="pl", weighting="distance"
         )
         a = get_or_create_annotator(s, "ann")
         assert get_or_create_annotator(s, "ann").id == a.id
@@ -255,6 +255,9 @@ def test_sessions_and_annotators(small):
     [
         ({"name": "first"}, "already exists"),
         ({"k": 0}, "k must be >= 1"),
+        # A session that could never be opened (issue 13): k neighbours need k + 1 items.
+        ({"k": 5}, r"k=5 must be smaller than the number of items of dataset 'toy' \(5\)"),
+        ({"k": 60}, r"k=60 must be smaller than the number of items of dataset 'toy' \(5\)"),
         ({"weighting": "cosine"}, r"weighting must be one of uniform, distance; got 'cosine'"),
         ({"criterion": "entropy"}, "criterion must be one of apl, .*; got 'entropy'"),
         ({"target_set": "some"}, "target_set must be one of all, unlabelled; got 'some'"),
@@ -264,7 +267,7 @@ def test_sessions_and_annotators(small):
 )
 def test_bad_sessions_are_rejected(small, overrides, match):
     before = row_counts(small.Session)
-    kwargs = {"dataset_id": small.dataset_id, "name": "new", **overrides}
+    kwargs = {"dataset_id": small.dataset_id, "name": "new", "k": 2, **overrides}
     with pytest.raises(InvalidRecord, match=match):
         write_transaction(small.Session, lambda s: create_labelling_session(s, **kwargs))
     assert row_counts(small.Session) == before
@@ -313,7 +316,7 @@ def test_undo_restricted_to_an_instance(small):
     a1 = record(small, instance_position=0, kind="answer", label=0)
     record(small, instance_position=1, kind="answer", label=1)
     assert record(small, kind="undo", instance_position=0).undoes_event_id == a1.id
-    with pytest.raises(InvalidRecord, match="on instance 0"):
+    with pytest.raises(InvalidRecord, match="on item 'item-0'"):
         record(small, kind="undo", instance_position=0)
 
 
@@ -350,7 +353,7 @@ def test_flags_through_the_store(small):
         (
             {"instance_position": 1, "kind": "answer", "label": "cat"},
             InvalidRecord,
-            r"instance at row 1 \(external id 'item-1'\): label 'cat' is not in its candidate set "
+            r"instance at row 2 \(external id 'item-1'\): label 'cat' is not in its candidate set "
             r"\{'dog', 'bird'\}; record kind='other_label'",
         ),
         (
@@ -393,7 +396,7 @@ def test_unknown_session_in_reads(small):
 def test_sessions_do_not_see_each_others_events(small):
     other = write_transaction(
         small.Session,
-        lambda s: create_labelling_session(s, dataset_id=small.dataset_id, name="other").id,
+        lambda s: create_labelling_session(s, dataset_id=small.dataset_id, name="other", k=2).id,
     )
     record(small, instance_position=0, kind="answer", label=0)
     with pytest.raises(InvalidRecord, match="no event left to undo"):
@@ -434,7 +437,7 @@ def test_recorded_then_undone_events_change_nothing(small, base, extra):
     name = f"prop-{np.random.default_rng().integers(1 << 62)}"
     session_id = write_transaction(
         small.Session,
-        lambda s: create_labelling_session(s, dataset_id=small.dataset_id, name=name).id,
+        lambda s: create_labelling_session(s, dataset_id=small.dataset_id, name=name, k=2).id,
     )
 
     def add(events):

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from app.dataset_rules import IMAGE_LAYOUT, first_repeat, first_true_label_outside
+from app.dataset_rules import IMAGE_LAYOUT, MAX_LABELS, NAME_MAX, first_repeat, first_true_label_outside
 from app.io.errors import DataFileError
 from app.io.readers.labels import LABEL_SEPARATOR, check_label_names_argument, quote
 from engine.exceptions import InvalidInput
@@ -33,6 +33,7 @@ __all__ = [
     "check_zero_one",
     "check_true_in_candidates",
     "check_unique_ids",
+    "check_store_limits",
     "string_vector",
     "names_for_columns",
     "check_label_names_in_file",
@@ -171,6 +172,55 @@ def check_true_in_candidates(
             file, f"true label {quote(names[true_labels[i]])} is not in the item's candidate set {quote(in_set)}",
             row=rows[i] if rows is not None else i + 1, column=key, has_header=has_header,
         )
+
+
+def check_store_limits(
+    file: Path,
+    dataset: LoadedDataset,
+    *,
+    rows: Sequence[int],
+    has_header: bool,
+    id_column: str | None,
+    labels_column: str,
+    feature_columns: bool,
+) -> None:
+    """The limits of the store, checked with the file's rows and columns in the message.
+
+    Ids, label names and feature names of at most ``NAME_MAX`` characters, at most
+    ``MAX_LABELS`` labels (:mod:`app.dataset_rules`): the store refuses more, but only a reader
+    can say where in the file the offending value is.
+
+    Parameters
+    ----------
+    rows : sequence of int
+        The 1-based data row of each item.
+    id_column, labels_column : str
+        Where the ids and the labels come from (``None``: ids made up by the reader).
+    feature_columns : bool
+        Whether feature names are column names (text and Parquet) or the entries of an array.
+    """
+    n_labels = len(dataset.label_names)
+    if n_labels > MAX_LABELS:
+        raise DataFileError(file, f"has {n_labels} different labels; at most {MAX_LABELS} are supported",
+                            column=labels_column, has_header=has_header)
+    for j, name in enumerate(dataset.label_names):
+        if len(name) > NAME_MAX:
+            holders = np.flatnonzero(dataset.candidates[:, j])
+            row = rows[int(holders[0])] if holders.size else None
+            raise DataFileError(file, f"label {quote(name)} is longer than {NAME_MAX} characters",
+                                row=row, column=labels_column, has_header=has_header)
+    if id_column is not None:
+        for position, item_id in enumerate(dataset.ids):
+            if len(item_id) > NAME_MAX:
+                raise DataFileError(file, f"id {quote(item_id)} is longer than {NAME_MAX} characters",
+                                    row=rows[position], column=id_column, has_header=has_header)
+    for j, name in enumerate(dataset.feature_names):
+        if len(name) > NAME_MAX:
+            if feature_columns:
+                raise DataFileError(file, f"column name {quote(name)} (column {j + 1} of the features) is longer "
+                                          f"than {NAME_MAX} characters")
+            raise DataFileError(file, f"entry {j + 1} {quote(name)} is longer than {NAME_MAX} characters",
+                                column="feature_names", has_header=False)
 
 
 def check_unique_ids(file: Path, ids: Sequence[str], rows: Sequence[int], column: str, *, has_header: bool) -> None:

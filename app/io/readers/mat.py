@@ -16,9 +16,11 @@ from pathlib import Path
 import numpy as np
 
 from app.io.errors import DataFileError
+from app.io.limits import MAX_DECOMPRESSED_VARIABLE, check_decompressed_size, max_decompressed_bytes, too_big
 from app.io.readers.checks import (
     LoadedDataset,
     check_feature_matrix,
+    check_store_limits,
     check_true_in_candidates,
     check_zero_one,
     first_line,
@@ -41,8 +43,9 @@ def read_mat(file: Path, head: bytes, label_names: list[str] | None) -> LoadedDa
     # scipy's compiled MAT reader can crash the whole process on a corrupt element (an unknown
     # data type code indexes past a table), so the element structure is checked here first.
     raw = file.read_bytes()
+    limit = max_decompressed_bytes()
     try:
-        _check_mat5_structure(raw, wanted=_MAT_VARIABLES)
+        _check_mat5_structure(file, raw, wanted=_MAT_VARIABLES, limit=limit)
     except _CorruptMat as exc:
         raise DataFileError(file, f"is not a readable MAT-file: {exc}") from None
     try:
@@ -60,6 +63,12 @@ def read_mat(file: Path, head: bytes, label_names: list[str] | None) -> LoadedDa
 
     def dense(key: str) -> np.ndarray:
         value = contents[key]
+        if scipy.sparse.issparse(value):
+            # Never densify beyond the limit: a few kB of non-zeros can describe a matrix of
+            # gigabytes.
+            rows, cols = value.shape
+            check_decompressed_size(file, f"the sparse {rows}x{cols} matrix made dense", rows * cols * 8, limit,
+                                    column=key)
         try:
             if scipy.sparse.issparse(value):
                 value.check_format(full_check=True)  # bad indices would be read out of bounds
@@ -100,14 +109,14 @@ def read_mat(file: Path, head: bytes, label_names: list[str] | None) -> LoadedDa
     names = names_for_columns(file, label_names, [str(j) for j in range(1, q + 1)], q, "partial_target")
     true_labels = _true_labels_from_one_hot(file, target, candidates) if target is not None else None
     feature_names = [f"feature_{j}" for j in range(X.shape[1])]
-    return LoadedDataset(X, candidates, names, [str(i) for i in range(n)], true_labels, feature_names, None,
-                         os.fspath(file))
+    dataset = LoadedDataset(X, candidates, names, [str(i) for i in range(n)], true_labels, feature_names, None,
+                            os.fspath(file))
+    check_store_limits(file, dataset, rows=range(1, n + 1), has_header=False, id_column=None,
+                       labels_column="partial_target", feature_columns=False)
+    return dataset
 
 
 _MAT_VARIABLES = ("data", "partial_target", "target")
-
-
-_MAT_MAX_INFLATED = 1 << 29  # 512 MiB: refuse to inflate a compressed variable beyond this
 
 
 _MI_NUMERIC = {1: 1, 2: 1, 3: 2, 4: 2, 5: 4, 6: 4, 7: 4, 9: 8, 12: 8, 13: 8}  # mi type -> item size
@@ -123,12 +132,14 @@ class _CorruptMat(Exception):
     """Internal: the MAT-file's element structure is inconsistent (converted to DataFileError)."""
 
 
-def _check_mat5_structure(raw: bytes, *, wanted: Sequence[str]) -> None:
+def _check_mat5_structure(file: Path, raw: bytes, *, wanted: Sequence[str], limit: int) -> None:
     """Walk the data elements of a MAT 5 file and check every tag that scipy would trust.
 
     Checks every top-level element (inflating compressed ones), every variable's flags, dims
     and name, and for the ``wanted`` variables that the data parts have a numeric type code and
-    exactly the byte count their dimensions need. Raises ``_CorruptMat`` on the first problem.
+    exactly the byte count their dimensions need. Raises ``_CorruptMat`` on the first problem,
+    :class:`DataFileError` when the wanted variables would need more than ``limit`` bytes (their
+    compressed data inflated, their dense size, or a sparse one's parts).
     """
     import struct
     import zlib
@@ -176,6 +187,11 @@ def _check_mat5_structure(raw: bytes, *, wanted: Sequence[str]) -> None:
         else:
             raise _CorruptMat(f"variable {name!r} is not a numeric matrix (MATLAB class {mx_class})")
         count = math.prod(dims)
+        if mx_class in _MX_NUMERIC:
+            needed[0] += count * 8 * parts  # read back as float64 by check_feature_matrix
+            if needed[0] > limit:
+                raise too_big(file, f"variable {name!r} of size {'x'.join(map(str, dims))}", needed[0], limit,
+                              column=name)
         for part in range(parts):
             mdtype, nbytes, data, pos = tag(buf, pos, end)
             size = _MI_NUMERIC.get(mdtype)
@@ -185,7 +201,12 @@ def _check_mat5_structure(raw: bytes, *, wanted: Sequence[str]) -> None:
                 raise _CorruptMat(f"variable {name!r} holds {nbytes} bytes but its size {dims} needs {count * size}")
             if mx_class == _MX_SPARSE and nbytes % size:
                 raise _CorruptMat(f"variable {name!r} has a truncated sparse part")
+            if mx_class == _MX_SPARSE:
+                needed[0] += nbytes // size * 8
+                if needed[0] > limit:
+                    raise too_big(file, f"sparse variable {name!r}", needed[0], limit, column=name)
 
+    needed = [0]  # bytes the wanted variables take once read, summed over the file
     if len(raw) < 128:
         raise _CorruptMat("shorter than a MAT-file header")
     pos, end = 128, len(raw)
@@ -196,11 +217,14 @@ def _check_mat5_structure(raw: bytes, *, wanted: Sequence[str]) -> None:
         if mdtype == _MI_COMPRESSED:
             inflater = zlib.decompressobj()
             try:
-                inner = inflater.decompress(raw[data:data + nbytes], _MAT_MAX_INFLATED)
+                inner = inflater.decompress(raw[data:data + nbytes], limit)
             except zlib.error as exc:
                 raise _CorruptMat(f"compressed element at byte {pos}: {exc}") from None
             if inflater.unconsumed_tail:
-                raise _CorruptMat("a compressed variable inflates to more than 512 MiB")
+                raise DataFileError(
+                    file, f"the compressed element at byte {pos} inflates to more than {limit:,} bytes "
+                    f"(raise the limit with {MAX_DECOMPRESSED_VARIABLE})",
+                )
             inner_type, inner_bytes, inner_data, _ = tag(inner, 0, len(inner))
             if inner_type != _MI_MATRIX:
                 raise _CorruptMat(f"compressed element at byte {pos} does not hold a variable")

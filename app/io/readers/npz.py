@@ -9,10 +9,12 @@ from pathlib import Path
 import numpy as np
 
 from app.io.errors import DataFileError
+from app.io.limits import npz_member_shapes
 from app.io.readers.checks import (
     LoadedDataset,
     check_feature_matrix,
     check_label_names_in_file,
+    check_store_limits,
     check_true_in_candidates,
     check_unique_ids,
     check_zero_one,
@@ -33,11 +35,16 @@ def read_npz(file: Path, head: bytes, label_names: list[str] | None) -> LoadedDa
         reject_binary_magic(file, head, expected="npz")
         raise DataFileError(file, "is not an .npz archive (not a zip file)")
     try:
-        archive = np.load(file, allow_pickle=False)
+        archive = np.load(file, allow_pickle=False)  # reads the zip directory, inflates nothing
     except Exception as exc:  # numpy / zipfile raise many types on corrupt input
         raise DataFileError(file, f"is not a readable .npz archive: {first_line(exc)}") from None
     if not isinstance(archive, np.lib.npyio.NpzFile):
         raise DataFileError(file, "is not an .npz archive")
+    # Every member's declared size and .npy header, before any member is inflated: a 4 MB
+    # archive cannot make winnow allocate gigabytes.
+    with archive:
+        npz_member_shapes(file)
+    archive = np.load(file, allow_pickle=False)
     with archive:
         keys = sorted(archive.files)
 
@@ -108,4 +115,8 @@ def read_npz(file: Path, head: bytes, label_names: list[str] | None) -> LoadedDa
         item = raw_layout.reshape(-1)[0]
         declared = item.decode("utf-8", "replace") if isinstance(item, bytes) else str(item)
     layout = detect_layout(file, feature_names, declared)
-    return LoadedDataset(X, candidates, names, ids, true_labels, feature_names, layout, os.fspath(file))
+    dataset = LoadedDataset(X, candidates, names, ids, true_labels, feature_names, layout, os.fspath(file))
+    check_store_limits(file, dataset, rows=range(1, n + 1), has_header=False,
+                       id_column="ids" if raw_ids is not None else None,
+                       labels_column="label_names" if raw_names is not None else "candidates", feature_columns=False)
+    return dataset

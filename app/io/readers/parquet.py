@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from app.io.errors import DataFileError
+from app.io.limits import check_decompressed_size
 from app.io.readers.checks import first_line, reject_binary_magic
 from app.io.readers.table import Table, check_header
 
@@ -18,6 +19,15 @@ def read_parquet(file: Path, head: bytes) -> Table:
     if not head.startswith(b"PAR1"):
         reject_binary_magic(file, head, expected="Parquet")
         raise DataFileError(file, "is not a Parquet file (it does not start with the 'PAR1' signature)")
+    try:
+        metadata = pq.read_metadata(file)
+    except Exception as exc:  # pyarrow raises many types on corrupt input; report, never leak
+        raise DataFileError(file, f"is not a readable Parquet file: {first_line(exc)}") from None
+    # Before decompressing: the footer's uncompressed sizes, and 8 bytes a cell at least (what
+    # the features become), bound what reading the table allocates.
+    declared = sum(metadata.row_group(i).total_byte_size for i in range(metadata.num_row_groups))
+    estimate = max(declared, metadata.num_rows * max(metadata.num_columns, 1) * 8)
+    check_decompressed_size(file, "the table", estimate)
     try:
         table = pq.read_table(file)
         table = table.combine_chunks()

@@ -19,7 +19,14 @@ import pandas as pd
 
 from app.dataset_rules import first_repeat
 from app.io.errors import DataFileError
-from app.io.readers.checks import LoadedDataset, check_true_in_candidates, check_unique_ids, detect_layout, first_line
+from app.io.readers.checks import (
+    LoadedDataset,
+    check_store_limits,
+    check_true_in_candidates,
+    check_unique_ids,
+    detect_layout,
+    first_line,
+)
 from app.io.readers.content import ContentSources, features_from_content, read_contents, resolve_content_columns
 from app.io.readers.labels import (
     LABEL_SEPARATOR,
@@ -251,11 +258,14 @@ def dataset_from_table(
     else:
         X, feature_names, record = features_from_content(file, contents, ids, table.rows, has_header, sources)
         layout = None
-    return LoadedDataset(
+    dataset = LoadedDataset(
         X, candidates, list(label_space), ids, true_labels, feature_names, layout, os.fspath(file),
         texts=contents.texts, media_paths=contents.media_paths, media_kinds=contents.media_kinds,
         links=contents.links, media_root=contents.media_root, featurizer=record, content_columns=contents.columns,
     )
+    check_store_limits(file, dataset, rows=table.rows, has_header=has_header, id_column=id_name,
+                       labels_column=roles.candidates, feature_columns=record is None)
+    return dataset
 
 
 def _resolve_role(file: Path, table: Table, requested: str | None, default: str, argument: str) -> str | None:

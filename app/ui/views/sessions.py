@@ -56,6 +56,7 @@ CRITERION_HELP = {
 def open_session(session_id: int) -> None:
     tab.session_id = session_id
     tab.workbench = None  # Home.py opens it on the next run
+    tab.failed_session_id = None  # chosen anew: try it again even if it failed before
     tab.notice = None
 
 

@@ -1,0 +1,86 @@
+"""``winnow ui`` stopped with SIGTERM or SIGINT stops its Streamlit server too (issue 13, item 8).
+
+It used to exit and leave the server child serving the port. The test starts the installed
+entry point on a free port, waits (bounded) for the server's health check, sends the signal and
+checks that the child is gone and the port free. It also reads the child's command line: error
+details off, the upload limit passed on.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.cli.conftest import WINNOW
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def healthy(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        return sock.connect_ex(("127.0.0.1", port)) != 0
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_signal_stops_the_server_child(tmp_path, signum):
+    port = free_port()
+    env = {**os.environ, "NO_COLOR": "1"}
+    parent = subprocess.Popen(
+        [str(WINNOW), "ui", "--db", str(tmp_path / "w.db"), "--port", str(port), "--headless",
+         "--address", "127.0.0.1", "--max-upload-mb", "7"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    try:
+        # A bounded wait for the server to come up (not a timing assertion: it only fails if
+        # the server never answers).
+        for _ in range(600):
+            if healthy(port) or parent.poll() is not None:
+                break
+            time.sleep(0.5)
+        assert parent.poll() is None and healthy(port), parent.communicate(timeout=30)
+        (child,) = children(parent.pid)
+        command = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+        assert command[command.index(b"--client.showErrorDetails") + 1] == b"none"
+        assert command[command.index(b"--server.maxUploadSize") + 1] == b"7"
+
+        parent.send_signal(signum)
+        parent.wait(timeout=120)
+        assert not Path(f"/proc/{child}").exists(), "the Streamlit child outlived winnow ui"
+        assert port_is_free(port)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+        for pid in children(parent.pid):
+            os.kill(pid, signal.SIGKILL)

@@ -1,0 +1,209 @@
+"""Imports stage their rows in batches and publish dataset + session in one short transaction
+(issue 13, items 3 and 7). Both backends."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from datetime import timedelta
+
+import numpy as np
+import pytest
+from sqlalchemy import select
+
+from app.store import (
+    Dataset,
+    InvalidRecord,
+    RecordNotFound,
+    SessionSpec,
+    check_dataset,
+    get_dataset_by_name,
+    import_dataset,
+    list_datasets,
+    record_event,
+    remove_abandoned_imports,
+    session_configs,
+    write_transaction,
+)
+from app.store import datasets as datasets_module
+from app.store.datasets import write_instances
+from app.store.models import utcnow
+from app.store.staging import ABANDONED_AFTER, importer_name
+
+from .conftest import row_counts
+
+N = 50
+
+
+def raw(name="big", n=N):
+    rng = np.random.default_rng(1)
+    Y = rng.random((n, 4)) < 0.4
+    Y[np.arange(n), rng.integers(0, 4, n)] = True
+    return dict(
+        name=name, X=rng.normal(size=(n, 3)), candidates=Y, label_names=["a", "b", "c", "d"],
+        external_ids=[f"r{i}" for i in range(n)],
+    )
+
+
+def data(name="big", n=N):
+    return check_dataset(**raw(name, n))
+
+
+def visible(Session):
+    with Session() as s:
+        return [d.name for d in list_datasets(s)], [c.name for c in session_configs(s)]
+
+
+def test_dataset_and_session_are_published_together(small):
+    result = import_dataset(small.Session, data(), labelling=SessionSpec("week1", k=5), batch_rows=7)
+    assert result.n_instances == N and result.session_id is not None
+    assert visible(small.Session) == (["toy", "big"], ["first", "week1"])
+    with small.Session() as s:
+        dataset = get_dataset_by_name(s, "big")
+        assert dataset.published and dataset.staged_by is None and dataset.staged_at is None
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (SessionSpec("s", k=N), rf"k={N} must be smaller than the number of items of dataset 'big' \({N}\)"),
+        (SessionSpec("s", k=0), "k must be >= 1"),
+        (SessionSpec("s", weighting="bogus"), "weighting must be one of uniform, distance; got 'bogus'"),
+        (SessionSpec("s", criterion="bogus"), "criterion must be one of apl, .*; got 'bogus'"),
+        (SessionSpec("first"), "a labelling session called 'first' already exists"),
+        (SessionSpec(" "), "name is empty"),
+    ],
+)
+def test_a_bad_session_writes_no_dataset(small, spec, message):
+    before = row_counts(small.Session)
+    with pytest.raises(InvalidRecord, match=message):
+        import_dataset(small.Session, data(), labelling=spec, batch_rows=7)
+    assert row_counts(small.Session) == before
+
+
+def test_a_taken_dataset_name_writes_nothing(small):
+    before = row_counts(small.Session)
+    with pytest.raises(InvalidRecord, match="a dataset called 'toy' already exists"):
+        import_dataset(small.Session, data("toy"))
+    assert row_counts(small.Session) == before
+
+
+def test_a_failure_half_way_leaves_nothing_and_frees_the_name(small, monkeypatch):
+    before = row_counts(small.Session)
+    real = datasets_module.insert_instances
+    calls = []
+
+    def fail_on_third(session, rows):
+        calls.append(len(rows))
+        if len(calls) == 3:
+            raise OSError("disk full")
+        real(session, rows)
+
+    monkeypatch.setattr(datasets_module, "insert_instances", fail_on_third)
+    with pytest.raises(OSError, match="disk full"):
+        import_dataset(small.Session, data(), labelling=SessionSpec("s", k=3), batch_rows=10)
+    assert row_counts(small.Session) == before
+    monkeypatch.setattr(datasets_module, "insert_instances", real)
+    import_dataset(small.Session, data(), labelling=SessionSpec("s", k=3), batch_rows=10)
+
+
+def test_a_session_name_taken_during_the_import_leaves_nothing(small):
+    before = row_counts(small.Session)
+
+    def take_the_name(done, n):
+        if done == 10:
+            from app.store import create_labelling_session
+
+            write_transaction(
+                small.Session, lambda s: create_labelling_session(s, dataset_id=small.dataset_id, name="s", k=2)
+            )
+
+    with pytest.raises(InvalidRecord, match="a labelling session called 's' already exists"):
+        import_dataset(small.Session, data(), labelling=SessionSpec("s", k=3), batch_rows=10, on_batch=take_the_name)
+    after = row_counts(small.Session)
+    assert after["datasets"] == before["datasets"] and after["instances"] == before["instances"]
+
+
+def test_an_answer_commits_while_an_import_is_in_progress(small):
+    """The import pauses after its first staging transaction until an answer of another
+    session has committed: were the write lock held for the whole load, the answer would wait
+    for the import and the import for the answer, and neither would finish."""
+    staged, answered = threading.Event(), threading.Event()
+    outcome: dict[str, object] = {}
+
+    def pause(done, n):
+        if done == 10:
+            staged.set()
+            outcome["waited"] = answered.wait(timeout=120)
+
+    def run():
+        try:
+            outcome["result"] = import_dataset(
+                small.Session, data(), labelling=SessionSpec("s", k=3), batch_rows=10, on_batch=pause
+            )
+        except BaseException as exc:  # handed to the test thread
+            outcome["error"] = exc
+
+    importer = threading.Thread(target=run)
+    importer.start()
+    try:
+        assert staged.wait(timeout=120), outcome.get("error")
+        event = write_transaction(
+            small.Session,
+            lambda s: record_event(s, session_id=small.session_id, annotator="ann", kind="skip", instance_position=0),
+        )
+        # Committed while the import is half-way, and the half-imported dataset is nowhere.
+        assert importer.is_alive()
+        assert visible(small.Session) == (["toy"], ["first"])
+        with small.Session() as s:
+            with pytest.raises(RecordNotFound, match=r"no dataset called 'big'; known datasets: \['toy'\]"):
+                get_dataset_by_name(s, "big")
+            staged_row = s.scalar(select(Dataset).where(Dataset.name == "big"))
+            assert staged_row is not None and not staged_row.published and staged_row.staged_by == importer_name()
+    finally:
+        answered.set()
+        importer.join(timeout=300)
+    assert "error" not in outcome and outcome["waited"] is True
+    assert event.id is not None
+    assert visible(small.Session) == (["toy", "big"], ["first", "s"])
+
+
+def _stage_by_hand(Session, name, staged_by, staged_at):
+    """An unpublished dataset as an importer leaves it when it dies after staging."""
+    checked = data(name, n=5)
+
+    def work(s):
+        row = checked.new_row(published=False)
+        row.staged_by, row.staged_at = staged_by, staged_at
+        s.add(row)
+        s.flush()
+        write_instances(s, row.id, checked)
+
+    write_transaction(Session, work)
+
+
+def _dead_pid() -> int:
+    child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    return int(child.stdout)
+
+
+def test_abandoned_imports_are_removed_and_running_ones_kept(small):
+    host = importer_name().rpartition(":")[0]
+    now = utcnow()
+    before = row_counts(small.Session)
+    _stage_by_hand(small.Session, "dead-here", f"{host}:{_dead_pid()}", now)
+    _stage_by_hand(small.Session, "running-here", importer_name(), now)
+    _stage_by_hand(small.Session, "elsewhere-recent", "other-host:1", now)
+    _stage_by_hand(small.Session, "elsewhere-silent", "other-host:1", now - ABANDONED_AFTER - timedelta(minutes=1))
+    assert visible(small.Session) == (["toy"], ["first"])
+    assert sorted(remove_abandoned_imports(small.Session)) == ["dead-here", "elsewhere-silent"]
+    with small.Session() as s:
+        left = sorted(s.scalars(select(Dataset.name).where(~Dataset.published)))
+    assert left == ["elsewhere-recent", "running-here"]
+    # A name held by a running import is refused with who holds it.
+    with pytest.raises(InvalidRecord, match=r"'running-here' is being imported \(by .*\)"):
+        import_dataset(small.Session, data("running-here"))
+    # Once removed, its rows are gone too.
+    remove_abandoned_imports(small.Session, now=now + 2 * ABANDONED_AFTER)
+    assert row_counts(small.Session) == before

@@ -22,6 +22,7 @@ lives in the database, so it holds across processes and machines.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -88,9 +89,14 @@ _RESOLVER_ROLES = ("reviewer", "admin")
 
 log = logging.getLogger("winnow.auth")
 _hasher = PasswordHasher()  # argon2id with the library's current recommended parameters
-# Verified against when the name is unknown, so a sign-in takes as long for a missing name as
-# for a wrong password (the time would otherwise tell which names exist).
-_DUMMY_HASH = _hasher.hash("winnow: no such user")
+
+
+@functools.cache
+def _dummy_hash() -> str:
+    """Verified against when the name is unknown, so a sign-in takes as long for a missing name
+    as for a wrong password (the time would otherwise tell which names exist). Made on first
+    use: hashing costs a third of a second, which every command would otherwise pay at start."""
+    return _hasher.hash("winnow: no such user")
 
 
 class PermissionDenied(InvalidRecord):
@@ -428,7 +434,7 @@ def sign_in(session: Session, *, name: str, password: str, now: datetime | None 
         minutes = int(FAILED_SIGN_IN_WINDOW.total_seconds() // 60)
         return SignInResult(None, f"too many failed sign-ins for this name; try again in {minutes} minutes")
     user = _find_user(session, name)
-    ok = _verify(user.password_hash if user is not None and user.password_hash else _DUMMY_HASH, password)
+    ok = _verify(user.password_hash if user is not None and user.password_hash else _dummy_hash(), password)
     if user is None or user.password_hash is None or not ok:
         _audit(session, "sign_in_failed", name, detail="wrong user name or password", now=now)
         session.flush()

@@ -8,6 +8,9 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DB ?= winnow.db
 PORT ?= 8501
+# Test processes: most tests wait on a subprocess (the CLI, a server, Chromium), so two keep
+# two cores busy. Test files are dealt whole (--dist loadfile), so a module's fixtures are built once.
+JOBS ?= 2
 
 .PHONY: run test test-fast browser postgres demo clean lock
 
@@ -57,12 +60,12 @@ DOCTEST_PATHS := engine app/dataset_rules.py app/io app/store app/service
 test: $(STAMP) browser postgres
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q -p no:cacheprovider --doctest-modules $(DOCTEST_PATHS)
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(JOBS) --dist loadfile
 
 test-fast: $(STAMP)
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q -p no:cacheprovider --doctest-modules $(DOCTEST_PATHS)
-	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not e2e"
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(JOBS) --dist loadfile -m "not e2e"
 
 clean:
 	rm -rf $(VENV) $(LOCK_VENV) *.egg-info .pytest_cache .hypothesis

@@ -25,9 +25,10 @@ from typing import TYPE_CHECKING
 
 import streamlit as st
 
-from app.service import BuildJob, BuildRegistry, Workbench, session_dataset
+from app.service import BuildJob, BuildRegistry, StaleAnswer, Workbench, session_dataset
 from app.store import count_events as count_session_events
 from app.store import open_store
+from engine.exceptions import InvalidInput
 
 if TYPE_CHECKING:  # types only: the UI runs no SQL (import-linter checks it)
     from sqlalchemy.orm import Session, sessionmaker
@@ -229,6 +230,23 @@ def annotator(state: TabState) -> str:
     if isinstance(typed, str) and typed.strip():
         state.annotator = typed.strip()
     return state.annotator
+
+
+def record(state: TabState, kind: str, **event: object) -> int | None:
+    """Write one event as this tab's annotator (``event``: as :meth:`Workbench.record`).
+
+    Returns the event id; or ``None`` when nothing was written, and the tab's notice then says
+    why (a stale press is information, anything else refused is an error).
+    """
+    if state.workbench is None:
+        return None
+    try:
+        return state.workbench.record(annotator(state), kind, **event)
+    except StaleAnswer as exc:
+        state.notice = ("info", str(exc))
+    except InvalidInput as exc:
+        state.notice = ("error", str(exc))
+    return None
 
 
 def is_reviewer(state: TabState) -> bool:

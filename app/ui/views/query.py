@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from app.service import ACTION_KEYS, StaleAnswer, reserve_next_item
+from app.service import ACTION_KEYS, reserve_next_item
 from app.ui import components
 from app.ui import state as ui
 from app.ui.components import md
@@ -32,18 +32,13 @@ def record(kind: str, position: int | None = None, label: int | None = None, und
     bench = tab.workbench
     names = bench.label_names
     tab.other_label_for = None
-    try:
-        if kind == "undo":
-            event_id = bench.record(ui.annotator(tab), "undo", undoes=undoes)
-        else:
-            # In team mode the item on screen is the one the store reserved for this user.
-            offer = "lease" if tab.user is not None else "query"
-            event_id = bench.record(ui.annotator(tab), kind, position=position, label=label, displayed=offer)
-    except StaleAnswer as exc:
-        tab.notice = ("info", str(exc))
-        return
-    except InvalidInput as exc:  # e.g. undo with nothing left to undo
-        tab.notice = ("error", str(exc))
+    if kind == "undo":
+        event_id = ui.record(tab, "undo", undoes=undoes)  # refused when nothing is left to undo
+    else:
+        # In team mode the item on screen is the one the store reserved for this user.
+        offer = "lease" if tab.user is not None else "query"
+        event_id = ui.record(tab, kind, position=position, label=label, displayed=offer)
+    if event_id is None:
         return
     item = "" if position is None else bench.state.external_ids[position]
     said = {

@@ -15,11 +15,10 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app.service import ACTION_KEYS, StaleAnswer
+from app.service import ACTION_KEYS
 from app.ui import components
 from app.ui import state as ui
 from app.ui.components import md
-from engine.exceptions import InvalidInput
 
 tab = ui.current()
 bench = tab.workbench
@@ -27,20 +26,13 @@ LEAVE_KEY = ACTION_KEYS["leave"]
 
 
 def record(kind: str, position: int, label: int) -> None:
-    if tab.workbench is None:
-        return
-    item = tab.workbench.state.external_ids[position]
+    """Button callback: confirm a rejected prediction (or settle a conflict) with ``label``."""
     displayed = "conflicts" if kind == "resolve" else "rejects"
-    try:
-        event_id = tab.workbench.record(ui.annotator(tab), kind, position=position, label=label, displayed=displayed)
-    except StaleAnswer as exc:
-        tab.notice = ("info", str(exc))
-        return
-    except InvalidInput as exc:
-        tab.notice = ("error", str(exc))
-        return
-    verb = "Resolved" if kind == "resolve" else "Confirmed"
-    tab.notice = ("ok", f"{verb} {item} as {tab.workbench.label_names[label]} (event {event_id}).")
+    event_id = ui.record(tab, kind, position=position, label=label, displayed=displayed)
+    if event_id is not None:
+        verb = "Resolved" if kind == "resolve" else "Confirmed"
+        item = tab.workbench.state.external_ids[position]
+        tab.notice = ("ok", f"{verb} {item} as {tab.workbench.label_names[label]} (event {event_id}).")
 
 
 def leave(position: int) -> None:

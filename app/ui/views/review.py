@@ -11,31 +11,23 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from app.service import StaleAnswer, conflict_details
+from app.service import conflict_details
 from app.ui import components
 from app.ui import state as ui
 from app.ui.components import md
-from engine.exceptions import InvalidInput
 
 tab = ui.current()
 
 
 def resolve(position: int, label: int) -> None:
     """Button callback: record the reviewer's ``resolve`` event."""
-    bench = tab.workbench
-    if bench is None:
-        return
-    try:
-        # displayed="conflicts": a key press that arrives after another reviewer settled the
-        # item (or after this page moved on) is refused, nothing written.
-        event_id = bench.record(ui.annotator(tab), "resolve", position=position, label=label, displayed="conflicts")
-    except StaleAnswer as exc:
-        tab.notice = ("info", str(exc))
-        return
-    except InvalidInput as exc:
-        tab.notice = ("error", str(exc))
-        return
-    tab.notice = ("ok", f"Resolved {bench.state.external_ids[position]} as {bench.label_names[label]} (event {event_id}).")
+    # displayed="conflicts": a key press that arrives after another reviewer settled the item
+    # (or after this page moved on) is refused, nothing written.
+    event_id = ui.record(tab, "resolve", position=position, label=label, displayed="conflicts")
+    if event_id is not None:
+        bench = tab.workbench
+        tab.notice = ("ok", f"Resolved {bench.state.external_ids[position]} as {bench.label_names[label]} "
+                            f"(event {event_id}).")
 
 
 def resolve_other(position: int) -> None:

@@ -16,7 +16,10 @@ nearest neighbours on clustered Gaussian data (100k points, d = 50; 99.2 % at 1M
 sample of targets). There is no bound on the error: a point the index misses is replaced
 by the next one found, so ``NL``/``APL`` and query scores of the affected targets may
 differ from the exact graph (``docs/benchmarks_scale.md`` measures by how much). The HNSW build runs on all cores and
-the order of insertions may vary, so the graph can differ slightly between runs.
+the order of insertions may vary, so the graph can differ slightly between runs. Exact search
+is deterministic: ties are broken by training row (the first ``k`` by (distance, row)),
+which scikit-learn alone does not promise (its choice among equidistant points depends on
+its threads).
 
 Why faiss and not pynndescent (both measured with ``benchmarks/bench_knn.py``, see
 ``docs/benchmarks_scale.md``): at 100k points (d = 50) faiss built and queried the self
@@ -68,6 +71,19 @@ HNSW_LINKS, HNSW_EF_CONSTRUCTION, HNSW_EF_SEARCH = 32, 80, 128
 #: enough that the per-call overhead is negligible (faiss and scikit-learn parallelise inside
 #: each call), small enough for a report every second or two at 1M points.
 SEARCH_CHUNK = 25_000
+
+#: Exact search, ties: a safety factor of 4 times the 2 * unit round-off of float64 in the
+#: bound on scikit-learn's rounding of squared distances (see ``_ties_by_row``).
+_ROUNDING = 4 * 2 * (np.finfo(np.float64).eps / 2)
+#: Keeps the tie margin of all-zero data above zero.
+_TINY = np.finfo(np.float64).tiny
+#: Most (query, candidate) pairs held at once while breaking ties (bounds the memory).
+_TIE_PAIRS = 1 << 22
+#: Exact search asks scikit-learn for this many times ``k + 1`` candidates: ties that span
+#: the k-th neighbour are then mostly settled among them (a group of duplicates, the
+#: equidistant points of integer features) without a second search; finding the neighbours
+#: costs the same, the extra candidates only ``O(k d)`` each.
+_TIE_CANDIDATES = 2
 
 _INSTALL_HINT = "approximate neighbour search needs faiss: run `pip install winnow[scale]`"
 
@@ -149,7 +165,9 @@ def knn_graph(
     Returns
     -------
     idx : int array of shape (n_targets, k)
-        Training rows, nearest first.
+        Training rows, nearest first. Exact search breaks ties by training row: of several
+        rows at the same distance the smaller ones come first and are kept, in every
+        process, whatever the number of threads.
     w : float array of shape (n_targets, k)
         Non-negative vote weights.
     """
@@ -203,8 +221,85 @@ def _exact_search(
 ) -> tuple[np.ndarray, np.ndarray]:
     from sklearn.neighbors import NearestNeighbors  # imported here: scikit-learn is slow to import
 
-    model = NearestNeighbors(n_neighbors=n_neighbors).fit(X)
-    return _search_in_chunks(model.kneighbors, queries, progress)
+    model = NearestNeighbors().fit(X)
+    x_sq_max = float(np.einsum("ij,ij->i", X, X).max())
+    return _search_in_chunks(lambda q: _ties_by_row(model, X, q, n_neighbors, x_sq_max), queries, progress)
+
+
+def _ties_by_row(model, X: np.ndarray, queries: np.ndarray, k: int, x_sq_max: float) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` training rows nearest to each query, the first ``k`` by (distance, row).
+
+    scikit-learn decides which of several equidistant points to keep by the order its
+    threads and BLAS blocks happen to meet them, which changes with the number of threads,
+    and its brute-force distances (``|x|^2 - 2 x.y + |y|^2``) round differently from a
+    direct sum. So its answer serves as candidates only: ``2 (k + 1)`` of them, whose
+    squared distances are recomputed as sums of squared differences (exact for
+    integer-valued features) and sorted by (distance, row). When the k-th and the last
+    candidate are closer than scikit-learn's rounding error could tell apart (a tie that
+    spans all the candidates, or nearly one), a point left out may belong among the first
+    ``k``: those queries take every training row within the k-th distance plus that error
+    (:func:`_first_within`). The other queries, all of them on real-valued data, cost
+    ``O(k d)`` more than scikit-learn's search.
+    """
+    n = X.shape[0]
+    cand = model.kneighbors(queries, n_neighbors=min(_TIE_CANDIDATES * (k + 1), n), return_distance=False)
+    sq = _squared_distances(X, queries, cand)
+    order = _row_order(sq, cand)
+    sq, cand = np.take_along_axis(sq, order, axis=1), np.take_along_axis(cand, order, axis=1)
+    if cand.shape[1] == k:  # every training row is a candidate: none was left out
+        return np.sqrt(sq), cand
+    # Bound on the rounding of scikit-learn's squared distances (|x|^2 - 2 x.y + |y|^2 with
+    # d-term sums: within 2 (d + 3) u (|x|^2 + |y|^2), u the unit round-off; ours is smaller),
+    # from the norms of the query and of the largest training row. A point left out of the
+    # candidates is at least as far as the last one minus twice this, so when the k-th and
+    # the last are further apart, the first k candidates are the first k of all rows.
+    error = _ROUNDING * (X.shape[1] + 3) * (np.einsum("ij,ij->i", queries, queries) + x_sq_max) + _TINY
+    unsure = np.flatnonzero(sq[:, -1] - sq[:, k - 1] <= 2 * error)
+    sq, cand = sq[:, :k].copy(), cand[:, :k].copy()
+    if unsure.size:
+        sq[unsure], cand[unsure] = _first_within(model, X, queries[unsure], k, sq[unsure, k - 1] + 2 * error[unsure])
+    return np.sqrt(sq), cand
+
+
+def _first_within(model, X: np.ndarray, queries: np.ndarray, k: int, sq_radius: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The first ``k`` by (squared distance, row) of the training rows within ``sq_radius``
+    of each query (at least ``k`` by construction); vectorised over the queries."""
+    n = X.shape[0]
+    sq = np.empty((queries.shape[0], k))
+    idx = np.empty((queries.shape[0], k), dtype=np.intp)
+    # Queries of similar radius share a search (its radius is their largest), at most as many
+    # as keep the pairs found within _TIE_PAIRS even when every training row is found.
+    by_radius = np.argsort(sq_radius, kind="stable")
+    step = max(1, _TIE_PAIRS // n)
+    for start in range(0, by_radius.size, step):
+        part = by_radius[start : start + step]
+        found = model.radius_neighbors(queries[part], radius=float(np.sqrt(sq_radius[part[-1]])), return_distance=False)
+        counts = np.fromiter((rows.size for rows in found), dtype=np.intp, count=part.size)
+        if (counts < k).any():  # never within scikit-learn's bound on its rounding: checked, not trusted
+            found = [rows if rows.size >= k else np.arange(n) for rows in found]
+            counts = np.fromiter((rows.size for rows in found), dtype=np.intp, count=part.size)
+        rows = np.concatenate(list(found)).astype(np.intp)
+        query = np.repeat(np.arange(part.size), counts)
+        dist = np.empty(rows.size)
+        pairs = max(1, _TIE_PAIRS // X.shape[1])
+        for first in range(0, rows.size, pairs):
+            diff = X[rows[first : first + pairs]] - queries[part[query[first : first + pairs]]]
+            dist[first : first + pairs] = np.einsum("ij,ij->i", diff, diff)
+        ranked = np.lexsort((rows, dist, query))  # by query, then distance, then row
+        rank = np.arange(rows.size) - np.repeat(np.cumsum(counts) - counts, counts)
+        first = ranked[rank < k]
+        sq[part], idx[part] = dist[first].reshape(-1, k), rows[first].reshape(-1, k)
+    return sq, idx
+
+
+def _squared_distances(X: np.ndarray, queries: np.ndarray, cand: np.ndarray) -> np.ndarray:
+    """Squared distance from each query to its candidate rows, as sums of squared differences."""
+    out = np.empty(cand.shape)
+    step = max(1, _TIE_PAIRS // max(1, cand.shape[1] * X.shape[1]))
+    for start in range(0, cand.shape[0], step):
+        diff = X[cand[start : start + step]] - queries[start : start + step, None, :]
+        out[start : start + step] = np.einsum("tkd,tkd->tk", diff, diff)
+    return out
 
 
 def _search_in_chunks(search, queries: np.ndarray, progress: SearchProgress) -> tuple[np.ndarray, np.ndarray]:

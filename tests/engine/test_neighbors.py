@@ -92,3 +92,76 @@ def test_reverse_index_matches_a_scan_of_the_graph(graph, data):
 def test_reverse_index_rejects_bad_input(call, match):
     with pytest.raises(InvalidInput, match=match):
         call()
+
+
+def _oracle_graph(X, targets, k, exclude_self):
+    """The first k training rows of every target by (squared distance, row), in integers."""
+    Xi = X.astype(np.int64)
+    queries = Xi if targets is None else targets.astype(np.int64)
+    idx, sq = [], []
+    for t, q in enumerate(queries):
+        ranked = sorted((int(((Xi[j] - q) ** 2).sum()), j) for j in range(len(Xi))
+                        if not (targets is None and exclude_self and j == t))[:k]
+        sq.append([d for d, _ in ranked])
+        idx.append([j for _, j in ranked])
+    return np.array(idx, dtype=np.intp).reshape(-1, k), np.array(sq, dtype=float).reshape(-1, k)
+
+
+@st.composite
+def tied_points(draw):
+    """Integer points from a few values (exact duplicates and equal distances everywhere),
+    in 1-3 dimensions (scikit-learn's trees) or 16-20 (its brute force)."""
+    d = draw(st.sampled_from([1, 2, 3, 16, 20]))
+    n = draw(st.integers(2, 40))
+    values = draw(st.integers(1, 4))
+    flat = draw(st.lists(st.integers(0, values - 1), min_size=n * d, max_size=n * d))
+    X = np.array(flat, dtype=float).reshape(n, d)
+    separate = draw(st.booleans())
+    targets = None
+    if separate:
+        m = draw(st.integers(1, 8))
+        targets = np.array(draw(st.lists(st.integers(0, values - 1), min_size=m * d, max_size=m * d)), dtype=float)
+        targets = targets.reshape(m, d)
+    exclude_self = draw(st.booleans())
+    leave_out = targets is None and exclude_self
+    k = draw(st.integers(1, n - 1 if leave_out else n))
+    return X, targets, k, exclude_self
+
+
+@settings(max_examples=300, deadline=None)
+@given(tied_points())
+def test_exact_ties_are_broken_by_row_as_a_brute_force_oracle_does(case):
+    X, targets, k, exclude_self = case
+    idx, w = knn_graph(X, targets, k=k, weights="distance", exclude_self=exclude_self, algorithm="exact")
+    expected_idx, expected_sq = _oracle_graph(X, targets, k, exclude_self)
+    np.testing.assert_array_equal(idx, expected_idx)
+    uniform, _ = knn_graph(X, targets, k=k, exclude_self=exclude_self, algorithm="exact")
+    np.testing.assert_array_equal(uniform, expected_idx)
+    dist = np.sqrt(expected_sq)
+    zero = (dist == 0).any(axis=1)
+    expected_w = np.where(zero[:, None], (dist == 0).astype(float), 1 / np.where(dist == 0, 1, dist))
+    np.testing.assert_array_equal(w, expected_w)
+
+
+def test_ties_do_not_depend_on_how_the_targets_are_chunked(monkeypatch):
+    from engine import neighbors
+
+    X = np.random.default_rng(1).integers(0, 3, size=(300, 17)).astype(float)
+    whole, _ = knn_graph(X, k=7, algorithm="exact")
+    monkeypatch.setattr(neighbors, "SEARCH_CHUNK", 11)
+    monkeypatch.setattr(neighbors, "_TIE_PAIRS", 40)  # a few targets per search for ties
+    chunked, _ = knn_graph(X, k=7, algorithm="exact")
+    np.testing.assert_array_equal(chunked, whole)
+    np.testing.assert_array_equal(whole, _oracle_graph(X, None, 7, True)[0])
+
+
+def test_a_radius_search_that_finds_too_few_rows_falls_back_to_every_row(monkeypatch):
+    from sklearn.neighbors import NearestNeighbors
+
+    # scikit-learn's rounding stays within the bound the search relies on; were it not to,
+    # the rows of that query are all examined rather than trusted.
+    monkeypatch.setattr(NearestNeighbors, "radius_neighbors",
+                        lambda self, X, radius, return_distance: [np.zeros(0, dtype=np.intp)] * len(X))
+    X = np.repeat(np.arange(6, dtype=float), 5)[:, None]  # six values, five copies each
+    idx, _ = knn_graph(X, k=7, algorithm="exact")
+    np.testing.assert_array_equal(idx, _oracle_graph(X, None, 7, True)[0])

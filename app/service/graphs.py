@@ -32,8 +32,9 @@ __all__ = ["GraphResult", "graph_key", "graph_algorithm", "dataset_graph", "grap
 
 log = logging.getLogger("winnow.graphs")
 
-#: Bumped whenever the way a graph is computed changes, so old stored graphs miss.
-GRAPH_FORMAT = 1
+#: Bumped whenever the way a graph is computed changes, so old stored graphs miss
+#: (2: exact search breaks ties by training row).
+GRAPH_FORMAT = 2
 
 _builds_lock = threading.Lock()
 _builds = 0

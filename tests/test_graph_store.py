@@ -237,3 +237,22 @@ def test_explanations_computed_on_the_neighbour_rows_equal_the_whole_set(store):
             assert nl_after == [names[m] for m in np.flatnonzero(after[0])]
         checked += 1
     assert checked > 0
+
+
+def test_opening_a_session_whose_matrix_has_no_blocks_stores_them(store):
+    """A dataset read from its rows (no blocks: published by an older winnow, or given new
+    items) gets its blocks back at the first open; the next open reads them."""
+    from sqlalchemy import text
+
+    from app.store import feature_matrix_stored, load_feature_matrix
+
+    _, Session, dataset_id, ids = store
+    with Session() as s:
+        assert feature_matrix_stored(s, dataset_id)  # written by the import
+    write_transaction(Session, lambda s: s.execute(text("DELETE FROM feature_blocks")))
+    bench = Workbench.open(Session, ids["uniform"])
+    with Session() as s:
+        assert feature_matrix_stored(s, dataset_id)
+        np.testing.assert_array_equal(load_feature_matrix(s, dataset_id, 90, 4), bench.state.X)
+    again = Workbench.open(Session, ids["uniform"])
+    assert again.graph.key == bench.graph.key and again.graph.built is False

@@ -32,7 +32,7 @@ from app.service.graphs import GraphResult, dataset_graph
 from app.service.tasks import ProgressCallback, ProgressTracker
 from app.store import ACTION_KEYS, DatasetContent, EventRecord, SessionConfig, SessionState, count_events, dataset_content
 from app.store import default_hotkeys, derive_state, derived_fields, load_state, record_event, session_events
-from app.store import lease_holders, set_session_hotkeys, write_transaction
+from app.store import feature_matrix_stored, lease_holders, save_feature_matrix, set_session_hotkeys, write_transaction
 from app.store.derive import VERDICT_KINDS
 from engine import check_choice
 from engine.decision_change import DecisionChangeRanker
@@ -245,8 +245,14 @@ class Workbench:
         report("load", 0, None)
         with self.Session() as s:
             self.state = load_state(s, self.session_id)
+            blocks_missing = not feature_matrix_stored(s, self.state.config.dataset_id)
         cfg = self.state.config
         n = self.state.n_instances
+        if blocks_missing and n:
+            # Read from the rows this time (a dataset that got new items, or one published by
+            # an older winnow): store the matrix in blocks for the next open, as a graph is
+            # stored after its first build. Refused by the store if items came in meanwhile.
+            write_transaction(self.Session, lambda s: save_feature_matrix(s, cfg.dataset_id, self.state.X))
         report("load", n, n)
         # The graph is built on all instances (each left out of its own neighbourhood);
         # "unlabelled" keeps as targets only the items whose original set is partial.

@@ -20,6 +20,7 @@ Modules
 ``graphs``    persisted k-NN graphs, found by content hash
 ``users``     accounts, roles, assignments, sign-in, the audit log (team mode)
 ``leases``    the item reserved for each team member
+``features``  each dataset's feature matrix in a few blocks, read when a session opens
 """
 
 from app.store.checks import check_name
@@ -61,6 +62,7 @@ from app.store.derive import (
 )
 from app.store.errors import InvalidRecord, RecordNotFound, StoreUnavailable
 from app.store.events import IDEMPOTENCY_KEY_MAX, count_events, event_log, instance_position, record_event, session_events
+from app.store.features import feature_matrix_stored, load_feature_matrix, save_feature_matrix
 from app.store.graphs import StoredGraph, find_graph, graph_hashes, save_graph, session_dataset_size
 from app.store.hotkeys import ACTION_KEYS, LABEL_KEYS, RESERVED_KEYS, check_hotkeys, default_hotkeys, set_session_hotkeys
 from app.store.models import (
@@ -75,6 +77,7 @@ from app.store.models import (
     Base,
     Dataset,
     Instance,
+    FeatureBlock,
     LabellingSession,
     NeighbourGraph,
 )
@@ -132,6 +135,7 @@ __all__ = [
     "Annotator",
     "AnswerEvent",
     "NeighbourGraph",
+    "FeatureBlock",
     "EVENT_KINDS",
     "LABELLED_KINDS",
     "MEDIA_KINDS",
@@ -222,4 +226,8 @@ __all__ = [
     "lease_holders",
     "next_item",
     "release_lease",
+    # feature matrices in blocks
+    "save_feature_matrix",
+    "load_feature_matrix",
+    "feature_matrix_stored",
 ]

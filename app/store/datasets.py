@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session
 from app.dataset_rules import first_repeat, first_true_label_outside, image_shape
 from app.store.checks import NAME_MAX, check_int, check_name, describe_row, format_label_set
 from app.store.errors import InvalidRecord, RecordNotFound
+from app.store.features import drop_feature_matrix, save_feature_matrix
 from app.store.models import (
     LINK_MAX,
     MAX_LABELS,
@@ -239,6 +240,7 @@ def create_dataset(
         session.add(dataset)
         session.flush()
         write_instances(session, dataset.id, checked)
+        save_feature_matrix(session, dataset.id, checked.X)
     return dataset
 
 
@@ -564,8 +566,13 @@ def _check_featurizer(name: Any, params: Any, state: Any) -> _FeaturizerRow:
 
 def write_instances(session: Session, dataset_id: int, checked: CheckedDataset, start: int = 0, stop: int | None = None) -> None:
     """Insert the instances ``start .. stop - 1`` of a checked dataset, :data:`INSERT_CHUNK` rows
-    per bulk INSERT."""
+    per bulk INSERT.
+
+    The dataset's stored feature blocks (:mod:`app.store.features`) are deleted first: they
+    would no longer cover its rows. Whoever publishes the rows writes them again.
+    """
     stop = checked.n_instances if stop is None else stop
+    drop_feature_matrix(session, dataset_id)
     masks = encode_candidate_masks(checked.candidates[start:stop])
     truth = checked.true_labels
     X, ids, content = checked.X, checked.external_ids, checked.content

@@ -8,12 +8,12 @@ Storage choices
 ---------------
 Features
     One ``LargeBinary`` per instance holding the row as little-endian float64 bytes
-    (``d * 8`` bytes). Loading ``n`` rows back is one ordered ``SELECT`` followed by a single
-    ``b"".join`` and ``numpy.frombuffer`` -- a memcpy, no per-value parsing -- so 100k x 64
-    features load in well under a second. A row per instance (rather than one blob per
-    dataset) keeps every instance self-contained: the UI can show one item without reading the
-    whole matrix, the rows are written by the same bulk ``INSERT`` as the rest of the instance,
-    and no single value grows towards SQLite's 1 GB blob limit.
+    (``d * 8`` bytes), so every instance is self-contained (one item can be shown without
+    reading the whole matrix; the rows are written by the same bulk ``INSERT`` as the rest of
+    the instance). Opening a session needs the whole matrix, and reading it row by row cost
+    half the open time at 1M items, so each published dataset also keeps its matrix in a few
+    blocks (:class:`FeatureBlock`, :mod:`app.store.features`): ``.npy`` bytes of up to
+    64 MiB each, well below SQLite's 1 GB limit on one value.
 Candidate sets
     A bitmask string (:func:`encode_candidate_mask`): the hex digits of the row packed
     little-endian into bytes, so bit ``j`` of byte ``j // 8`` is label ``j`` (``{0, 3}`` is
@@ -77,6 +77,7 @@ __all__ = [
     "ItemLease",
     "ROLES",
     "AUDIT_KINDS",
+    "FeatureBlock",
     "EVENT_KINDS",
     "LABELLED_KINDS",
     "WEIGHTINGS",
@@ -535,3 +536,29 @@ class ItemLease(Base):
         UniqueConstraint("session_id", "instance_id", "slot"),
         CheckConstraint("slot >= 0", name="slot_nonnegative"),
     )
+
+
+class FeatureBlock(Base):
+    """Rows ``start .. start + n_rows - 1`` of a dataset's feature matrix, as one blob.
+
+    ``data`` is the ``.npy`` serialisation (format 1.0 or 2.0, no pickle) of a little-endian
+    float64 array of shape ``(n_rows, n_features)``: the same numbers as those rows'
+    ``instances.features``, read in one piece (:mod:`app.store.features`). The blocks of a
+    dataset cover ``0 .. n_instances - 1`` without gaps; any write of instances deletes them
+    and publishing the dataset writes them again.
+    """
+
+    __tablename__ = "feature_blocks"
+
+    dataset_id: Mapped[int] = mapped_column(ForeignKey("datasets.id"), primary_key=True)
+    start: Mapped[int] = mapped_column(Integer, primary_key=True)
+    n_rows: Mapped[int] = mapped_column(Integer)
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+
+    __table_args__ = (
+        CheckConstraint("start >= 0", name="start_nonnegative"),
+        CheckConstraint("n_rows >= 1", name="n_rows_positive"),
+    )
+
+    def __repr__(self) -> str:
+        return f"FeatureBlock(dataset_id={self.dataset_id!r}, start={self.start!r}, n_rows={self.n_rows!r})"

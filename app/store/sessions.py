@@ -18,6 +18,7 @@ from app.store.checks import check_choice, check_int, check_name
 from app.store.derive import SessionConfig, SessionState, derive_state, derived_fields, readonly
 from app.store.errors import InvalidRecord, RecordNotFound
 from app.store.events import session_events
+from app.store.features import features_from_rows, load_feature_matrix
 from app.store.models import (
     CRITERIA,
     TARGET_SETS,
@@ -188,18 +189,22 @@ def get_session_by_name(session: Session, name: str) -> LabellingSession:
 def load_state(session: Session, session_id: int) -> SessionState:
     """Read a labelling session, its dataset and its events into a :class:`SessionState`.
 
-    One ordered ``SELECT`` of the instances (features are joined into one buffer and viewed
-    as float64, so 100k x 64 loads in well under a second) and one of the events, then
-    :func:`~app.store.derive.derive_state`.
+    The features come from the dataset's stored blocks (:func:`~app.store.features.
+    load_feature_matrix`: a few blobs, not a row per item) or, when there are none, from the
+    instances' rows; then one ordered ``SELECT`` of the instances' ids, candidate sets and
+    true labels, one of the events, and :func:`~app.store.derive.derive_state`.
     """
     labelling = get_labelling_session(session, session_id)
     dataset = dataset_of(session, labelling)
     n, d, m = dataset.n_instances, dataset.n_features, len(dataset.label_names)
 
+    X = load_feature_matrix(session, dataset.id, n, d)
+    if X is None:
+        X = features_from_rows(session, dataset.id, n, d)
     rows = (
         session.connection()
         .execute(
-            select(Instance.id, Instance.external_id, Instance.features, Instance.candidate_mask, Instance.true_label)
+            select(Instance.id, Instance.external_id, Instance.candidate_mask, Instance.true_label)
             .where(Instance.dataset_id == dataset.id)
             .order_by(Instance.position)
         )
@@ -207,10 +212,8 @@ def load_state(session: Session, session_id: int) -> SessionState:
     )
     if len(rows) != n:  # pragma: no cover - create_dataset writes all rows or none
         raise InvalidRecord(f"dataset {dataset.name!r} holds {len(rows)} instances, expected {n}")
-    ids_col, external_col, features_col, masks_col, truth_col = zip(*rows) if rows else ((), (), (), (), ())
+    ids_col, external_col, masks_col, truth_col = zip(*rows) if rows else ((), (), (), ())
     instance_ids = np.fromiter(ids_col, dtype=np.int64, count=n)
-    X = np.frombuffer(b"".join(features_col), dtype="<f8").reshape(n, d)
-    X = X.astype(np.float64, copy=False)
     original = decode_candidate_masks(masks_col, m)
     true_labels = None
     if any(t is not None for t in truth_col):

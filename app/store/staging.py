@@ -11,7 +11,8 @@
    transaction, so the write lock is free between batches and answers of other sessions commit
    while a million-row file loads (on SQLite the importer pauses :data:`SQLITE_STAGE_PAUSE`
    after each batch, so that writers waiting on the busy handler get their turn);
-4. one short transaction publishes the dataset and creates the labelling session.
+4. one short transaction publishes the dataset, writes its feature matrix in blocks
+   (:mod:`~app.store.features`; about a second per 100 MB) and creates the labelling session.
 
 Every read (:func:`~app.store.datasets.list_datasets`, look-ups by name, sessions) ignores an
 unpublished dataset, so a reader sees nothing of an import until step 4 and then all of it:
@@ -37,6 +38,7 @@ from app.crash_points import crash_point
 from app.store.datasets import CheckedDataset, check_dataset_name_free, write_instances
 from app.store.db import write_transaction
 from app.store.errors import InvalidRecord, StoreUnavailable
+from app.store.features import save_feature_matrix
 from app.store.models import Dataset, Instance, utcnow
 from app.store.sessions import SessionSpec, check_session_name_free, check_session_spec, create_labelling_session
 
@@ -208,6 +210,8 @@ def _publish(s: Session, dataset_id: int, checked: CheckedDataset, labelling: Se
     dataset.staged_by = None
     dataset.staged_at = None
     s.flush()
+    # The matrix in blocks, for the session opens to come: visible with the dataset or not at all.
+    save_feature_matrix(s, dataset_id, checked.X)
     if labelling is None:
         return None
     # Re-checked here: another process may have taken the name while the rows were staged.

@@ -504,6 +504,19 @@ def _check_rows(rows: Any, n: int) -> np.ndarray:
     return arr.astype(np.intp)
 
 
+def _check_training_graph(neighbors: Any, n: int, k: int) -> np.ndarray:
+    """``neighbors`` as an intp array of shape (n, k) whose row ``i`` does not hold ``i``."""
+    graph = check_graph(neighbors, n, n_rows=n, name="neighbors")
+    if graph.shape[1] != k:
+        raise InvalidInput(f"neighbors has {graph.shape[1]} columns but n_neighbors={k}")
+    holds_self = np.flatnonzero((graph == np.arange(n)[:, None]).any(axis=1))
+    if holds_self.size:
+        row = int(holds_self[0])
+        raise InvalidInput(f"neighbors row {row} holds the row itself: {graph[row].tolist()}; "
+                           "a training instance is not its own neighbour")
+    return graph
+
+
 class DstPllClassifier(BaseEstimator):
     """Dempster-Shafer k-NN partial-label classifier with a reject option (DST-PLL [1]_).
 
@@ -571,7 +584,7 @@ class DstPllClassifier(BaseEstimator):
         self.n_neighbors = n_neighbors
         self.random_state = random_state
 
-    def fit(self, X: Any, Y: Any) -> "DstPllClassifier":
+    def fit(self, X: Any, Y: Any, *, neighbors: Any = None) -> "DstPllClassifier":
         """Index the training set and disambiguate every training instance.
 
         Parameters
@@ -580,6 +593,11 @@ class DstPllClassifier(BaseEstimator):
             Finite training features.
         Y : array-like of shape (n_instances, n_labels)
             Boolean (or 0/1) candidate matrix; every row holds at least one candidate.
+        neighbors : int array-like of shape (n_instances, n_neighbors), optional
+            Each training instance's nearest *other* training instances, when they are known
+            already (e.g. a graph from :func:`engine.neighbors.knn_graph` with
+            ``exclude_self=True`` that was stored): the training set is then disambiguated on
+            them and no neighbour search runs. By default they are searched exactly.
 
         Returns
         -------
@@ -592,6 +610,9 @@ class DstPllClassifier(BaseEstimator):
                 f"n_neighbors={self.n_neighbors} must be smaller than the number of training instances "
                 f"({X.shape[0]}): each instance is combined with its n_neighbors nearest other instances"
             )
+        if neighbors is not None:
+            neighbors = _check_training_graph(neighbors, X.shape[0], int(self.n_neighbors))
+        # The index serves predictions for new instances; fitting it searches nothing.
         self.nn_ = NearestNeighbors(n_neighbors=int(self.n_neighbors)).fit(X)
         self.candidates_ = Y
         self.n_features_in_ = X.shape[1]
@@ -599,7 +620,7 @@ class DstPllClassifier(BaseEstimator):
         self.classes_ = np.arange(Y.shape[1])
         # Without a query, scikit-learn leaves every row out of its own neighbourhood by index
         # (not by distance), so exact duplicates stay neighbours of each other.
-        self.train_neighbors_ = self.nn_.kneighbors(return_distance=False)
+        self.train_neighbors_ = self.nn_.kneighbors(return_distance=False) if neighbors is None else neighbors
         self._reverse_neighbors = None  # built on the first update_candidates
         n = Y.shape[0]
         self.disambiguate_ = np.empty(n, dtype=np.intp)

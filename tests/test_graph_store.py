@@ -256,3 +256,24 @@ def test_opening_a_session_whose_matrix_has_no_blocks_stores_them(store):
         np.testing.assert_array_equal(load_feature_matrix(s, dataset_id, 90, 4), bench.state.X)
     again = Workbench.open(Session, ids["uniform"])
     assert again.graph.key == bench.graph.key and again.graph.built is False
+
+
+def test_rejects_vote_on_the_persisted_graph_and_store_the_one_of_another_k(store):
+    from engine.dst import transductive_decisions
+
+    _, Session, dataset_id, ids = store
+    bench = Workbench.open(Session, ids["distance"])
+    other = Workbench.open(Session, ids["uniform"])
+    before = graph_builds()
+    queue = bench.rejects()
+    assert graph_builds() == before  # the session's own graph (its weights play no part)
+    labels, _, margin = transductive_decisions(np.array(bench.state.candidates), bench.graph.idx, random_state=0)
+    np.testing.assert_array_equal(queue.labels, labels[queue.positions])
+    np.testing.assert_array_equal(queue.margin, margin[queue.positions])
+    # Another number of neighbours: its graph is built once, stored, and loaded by the next workbench.
+    bench.rejects(n_neighbors=3)
+    assert graph_builds() == before + 1
+    other.rejects(n_neighbors=3)
+    assert graph_builds() == before + 1
+    with Session() as s:
+        assert len(graph_hashes(s, dataset_id)) == 3  # k=5 uniform, k=5 distance, k=3 uniform

@@ -559,16 +559,21 @@ class Workbench:
     def rejects(self, *, n_neighbors: int | None = None) -> RejectQueue:
         """DST-PLL on the current candidate sets; open items whose label it will not commit to.
 
-        The classifier is fitted once per workbench; after answers only the disambiguations
-        the changed sets touch are recomputed (:meth:`DstPllClassifier.update_candidates`).
-        The classifier is updated and read under the workbench's lock (tabs share it).
+        The classifier is fitted once per workbench, on the dataset's persisted graph (the
+        session's own, or for another ``n_neighbors`` the one :func:`~app.service.graphs.
+        dataset_graph` loads or builds and stores): no neighbour search of its own. After
+        answers only the disambiguations the changed sets touch are recomputed
+        (:meth:`DstPllClassifier.update_candidates`). The classifier is updated and read under
+        the workbench's lock (tabs share it).
         """
         k = n_neighbors or self.config.k
         with self.lock:
             Y = np.array(self.state.candidates)
             model = self._dst
             if model is None or model.n_neighbors != k:
-                model = self._dst = DstPllClassifier(n_neighbors=k, random_state=0).fit(self.state.X, Y)
+                model = self._dst = DstPllClassifier(n_neighbors=k, random_state=0).fit(
+                    self.state.X, Y, neighbors=self._graph_of(k).idx
+                )
             else:
                 changed = np.flatnonzero((model.candidates_ != Y).any(axis=1))
                 if changed.size:
@@ -606,6 +611,13 @@ class Workbench:
                 belief=model.disambiguate_belief_[rows],
                 plausibility=model.disambiguate_plausibility_[rows],
             )
+
+    def _graph_of(self, k: int) -> GraphResult:
+        """The dataset's graph with ``k`` neighbours: the session's own when ``k`` is its ``k``
+        (any weighting: only the neighbours are used)."""
+        if k == self.config.k:
+            return self.graph
+        return dataset_graph(self.Session, dataset_id=self.config.dataset_id, X=self.state.X, k=k, weighting="uniform")
 
     # ------------------------------------------------------------------ writing
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import itertools
+from unittest import mock
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from sklearn.base import clone
+from sklearn.neighbors import NearestNeighbors
 
 from engine.dst import DstPllClassifier, _combine, _decide, predict_from_neighbors, transductive_decisions
 from engine.exceptions import InvalidInput, NotFittedError
@@ -426,3 +428,31 @@ def test_predict_from_neighbors_and_given_draws_equal_predict_with_reject(seed):
 def test_graph_decisions_reject_bad_input(call, match):
     with pytest.raises(InvalidInput, match=match):
         call()
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_fit_on_given_neighbours_equals_fit_with_the_search(seed):
+    _, X, Y = _random_problem(seed)
+    searched = DstPllClassifier(n_neighbors=4, random_state=0).fit(X, Y)
+    with mock.patch.object(NearestNeighbors, "kneighbors", side_effect=AssertionError("fit searched neighbours")):
+        given_graph = DstPllClassifier(n_neighbors=4, random_state=0).fit(X, Y, neighbors=searched.train_neighbors_)
+    for attribute in ("train_neighbors_", "disambiguate_", "disambiguate_accepted_", "disambiguate_margin_",
+                      "disambiguate_belief_", "disambiguate_plausibility_"):
+        np.testing.assert_array_equal(getattr(given_graph, attribute), getattr(searched, attribute))
+    np.testing.assert_array_equal(given_graph.predict(X[:3] + 0.01), searched.predict(X[:3] + 0.01))
+
+
+@pytest.mark.parametrize(
+    "neighbors, match",
+    [
+        (np.array([[1], [0], [3]]), "neighbors has 3 rows but 4 were expected"),
+        (np.array([[1, 2], [0, 2], [3, 1], [0, 1]]), "neighbors has 2 columns but n_neighbors=1"),
+        (np.array([[1], [0], [9], [2]]), r"neighbors row 2 refers to a training row outside 0..3"),
+        (np.array([[1], [1], [3], [2]]), r"neighbors row 1 holds the row itself: \[1\]"),
+        (np.array([[1.0], [0.0], [3.0], [2.0]]), "neighbors must hold integer row indices"),
+    ],
+)
+def test_fit_refuses_bad_given_neighbours(neighbors, match):
+    with pytest.raises(InvalidInput, match=match):
+        DstPllClassifier(n_neighbors=1).fit(X4, Y4, neighbors=neighbors)

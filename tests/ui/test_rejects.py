@@ -102,3 +102,31 @@ def test_rejected_text_items_are_shown_as_text(app, texts_db):
     for position in shown:
         assert bench.item_content(position).text in texts
         assert f"Item {bench.state.external_ids[position]}" in texts
+
+
+def test_opening_rejects_searches_no_neighbours(app, digits_db, monkeypatch):
+    """The page's DST-PLL votes on the session's persisted graph: opening it builds no graph
+    (the build counter) and runs no neighbour search (scikit-learn's searches fail if called)."""
+    from sklearn.neighbors import NearestNeighbors
+
+    from app.service import graph_builds
+    from engine.dst import transductive_decisions
+
+    before = graph_builds()
+    at = app(digits_db)  # the Query page opens the session: its graph is built once
+    assert graph_builds() == before + 1
+
+    def no_search(*args, **kwargs):
+        raise AssertionError("the Rejects page searched neighbours")
+
+    monkeypatch.setattr(NearestNeighbors, "kneighbors", no_search)
+    monkeypatch.setattr(NearestNeighbors, "radius_neighbors", no_search)
+    go_to_rejects(at)
+    assert graph_builds() == before + 1
+    bench: Workbench = at.session_state[STATE_KEY].workbench
+    queue = bench.rejects()
+    assert listed(at) == [int(p) for p in queue.positions[~queue.accepted][:10]]
+    labels, accepted, margin = transductive_decisions(np.array(bench.state.candidates), bench.graph.idx, random_state=0)
+    np.testing.assert_array_equal(queue.labels, labels[queue.positions])
+    np.testing.assert_array_equal(queue.accepted, accepted[queue.positions])
+    np.testing.assert_array_equal(queue.margin, margin[queue.positions])

@@ -1,7 +1,8 @@
 """Rejects: the items DST-PLL will not label on its own, and the conflicts between annotators.
 
-DST-PLL runs on the current candidate sets (cached per session state); the open items whose
-prediction it rejects are listed by margin, smallest first, each shown as itself (text,
+DST-PLL runs on the current candidate sets (cached per session state) and on the session's
+persisted neighbour graph (:meth:`Workbench.rejects`: the page searches no neighbours); the
+open items whose prediction it rejects are listed by margin, smallest first, each shown as itself (text,
 image, audio) with its candidate labels. The expert confirms a label (an ``answer`` event) or
 leaves the item. The first item listed answers to the keyboard: its labels' keys confirm, L
 leaves it. The model's guess is not pre-selected (it would anchor the expert): it waits, with

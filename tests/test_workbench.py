@@ -110,7 +110,23 @@ def test_default_session_ranks_by_decision_change_like_a_fresh_ranker(bench_fact
         reopened = Workbench.open(bench.Session, bench.session_id)
         np.testing.assert_array_equal(reopened.scores, bench.scores)
         assert reopened.n_open == bench.n_open
+        # NL and APL are patched after each event on the targets that hold a changed item.
+        for kept, recomputed in zip(bench.label_sets(), label_sets(bench.idx, bench.w, candidates)):
+            np.testing.assert_array_equal(kept, recomputed)
     assert kinds_seen == {"answer", "skip", "undo", "none_of_these"}
+
+
+@pytest.mark.parametrize("criterion", ["most_partial", "random"])
+def test_baselines_keep_nl_and_apl_equal_to_a_recomputation(bench_factory, criterion):
+    bench = bench_factory(criterion=criterion)
+    bench.summary()  # computes NL and APL once; the answers below patch them
+    for position in bench.queue(top=6)[::2]:
+        label = int(np.flatnonzero(bench.state.candidates[position])[0])
+        bench.record("ann", "answer", position=int(position), label=label)
+        for kept, recomputed in zip(bench.label_sets(), label_sets(bench.idx, bench.w, np.asarray(bench.state.candidates))):
+            np.testing.assert_array_equal(kept, recomputed)
+        effects = bench.answer_effects(int(bench.queue(top=1)[0]))
+        assert all(e.changed >= e.settled >= 0 for e in effects)
 
 
 def test_explain_under_decision_change_counts_the_decisions_an_answer_can_change(bench_factory):

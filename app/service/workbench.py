@@ -38,6 +38,7 @@ from engine import check_choice
 from engine.decision_change import DecisionChangeRanker
 from engine.dst import DstPllClassifier
 from engine.exceptions import InvalidInput
+from engine.neighbors import ReverseIndex
 from engine.query import AMBIGUITY_CRITERIA, IncrementalRanker, open_neighbourhoods, query_scores, ranking_order
 from engine.winners import label_sets, open_targets, possible_labels, witness
 
@@ -211,6 +212,11 @@ class Workbench:
     #: The events the state was last derived from (for the checks of :meth:`record`).
     _events: list[EventRecord] | None = field(init=False, default=None, repr=False)
     _media_root: Path | None = field(init=False, default=None, repr=False)
+    #: NL and APL of every target, kept up to date by :meth:`refresh` when the ranker does
+    #: not keep them (decision_change and the baselines); computed on first use.
+    _sets: tuple[np.ndarray, np.ndarray] | None = field(init=False, default=None, repr=False)
+    #: Which targets hold each item, for the baselines' rankers (the others keep their own).
+    _holders: ReverseIndex | None = field(init=False, default=None, repr=False)
 
     @classmethod
     def open(cls, Session: sessionmaker[Session], session_id: int, *, progress: ProgressCallback | None = None) -> "Workbench":
@@ -363,7 +369,26 @@ class Workbench:
         if self.ranker is not None:
             for position in changed:
                 self.ranker.update(int(position), derived.candidates[position])
+        if self._sets is not None and changed.size:
+            # A target's NL and APL read only its neighbours' sets: redo the targets that hold
+            # a changed item (a few dozen per answer), not all of them.
+            rows = self._rows_holding(changed)
+            items, local = _local_graph(self.idx[rows])
+            necessary, possible = self._sets
+            necessary[rows], possible[rows] = label_sets(local, self.w[rows], np.asarray(derived.candidates)[items])
         return changed
+
+    def _rows_holding(self, items: np.ndarray | int) -> np.ndarray:
+        """Target rows whose neighbourhood holds one of ``items`` (sorted, distinct), from the
+        ranker's reverse index (built once for the baselines): no scan of the graph."""
+        items = np.atleast_1d(np.asarray(items, dtype=np.intp))
+        if isinstance(self.ranker, DecisionChangeRanker):
+            return self.ranker.targets_of(items)
+        if isinstance(self.ranker, IncrementalRanker):
+            return self.ranker.reverse.rows_holding_any(items)
+        if self._holders is None:
+            self._holders = ReverseIndex(self.idx, self.state.n_instances)
+        return self._holders.rows_holding_any(items)
 
     @property
     def scores(self) -> np.ndarray:
@@ -385,10 +410,16 @@ class Workbench:
         return ranking_order(self.scores, self.state.open_items, deferred=np.asarray(self.state.skipped), top=top)
 
     def label_sets(self) -> tuple[np.ndarray, np.ndarray]:
-        """``NL`` and ``APL`` of every target under the current candidate sets."""
+        """``NL`` and ``APL`` of every target under the current candidate sets.
+
+        Kept up to date by :meth:`refresh` (read them, do not keep them: they change in place).
+        """
         if isinstance(self.ranker, IncrementalRanker):  # it keeps them up to date already
             return self.ranker.necessary, self.ranker.approx_possible
-        return label_sets(self.idx, self.w, np.asarray(self.state.candidates))
+        with self.lock:
+            if self._sets is None:
+                self._sets = label_sets(self.idx, self.w, np.asarray(self.state.candidates))
+            return self._sets
 
     @property
     def n_open(self) -> int:
@@ -438,9 +469,10 @@ class Workbench:
         positive expected change), the one it moves most first.
         """
         if isinstance(self.ranker, DecisionChangeRanker):
-            change = np.where(self.idx == position, self.ranker.terms, 0.0).max(axis=1)
-            rows = np.flatnonzero(change > 0)
-            rows = rows[np.argsort(-change[rows], kind="stable")]
+            holding = self._rows_holding(position)
+            change = np.where(self.idx[holding] == position, self.ranker.terms[holding], 0.0).max(axis=1)
+            rows = holding[change > 0]
+            rows = rows[np.argsort(-change[change > 0], kind="stable")]
         elif self.ranker is not None:
             # Only the targets holding the item can flag it: O(K · their number), not a scan
             # of the whole graph (10M entries at 1M items).
@@ -493,18 +525,21 @@ class Workbench:
         change; their ``NL`` and ``APL`` are recomputed with the item's set replaced by the one
         label (``O(T·K·M)`` for those ``T`` targets, a few dozen on a k-NN graph).
         """
-        Y = np.array(self.state.candidates)
-        labels = np.flatnonzero(Y[position])
-        rows = np.flatnonzero((self.idx == position).any(axis=1))
+        labels = np.flatnonzero(self.state.candidates[position])
+        rows = self._rows_holding(position)
         if rows.size == 0:
             return [AnswerEffect(self.label_names[m], int(m), settled=0, changed=0) for m in labels]
-        idx_rows, w_rows = self.idx[rows], self.w[rows]
+        # Only the sets of these targets' neighbours are read: copy those, not every item's.
+        items, idx_rows = _local_graph(self.idx[rows])
+        Y = np.array(self.state.candidates[items])
+        slot = int(np.searchsorted(items, position))
+        w_rows = self.w[rows]
         necessary, possible = label_sets(idx_rows, w_rows, Y)
         was_open = (necessary != possible).any(axis=1)
         effects = []
         for label in labels:
-            Y[position] = False
-            Y[position, label] = True
+            Y[slot] = False
+            Y[slot, label] = True
             after_necessary, after_possible = label_sets(idx_rows, w_rows, Y)
             now_open = (after_necessary != after_possible).any(axis=1)
             changed = ((after_necessary != necessary) | (after_possible != possible)).any(axis=1)
@@ -796,6 +831,13 @@ class Workbench:
             none_of_these=np.asarray(s.none_of_these),
             content=self._export_content(),
         )
+
+
+def _local_graph(idx_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The items a few targets' neighbourhoods hold (sorted) and the neighbourhoods as rows of
+    that list, so the votes read a copy of those items' sets only."""
+    items, local = np.unique(idx_rows, return_inverse=True)
+    return items, local.reshape(idx_rows.shape)
 
 
 def _necessary_of_target(idx_row: np.ndarray, w_row: np.ndarray, Y: np.ndarray) -> np.ndarray:

@@ -238,9 +238,16 @@ def label_sets_and_open_bounds(idx: np.ndarray, w: np.ndarray, sets: CandidateSe
 def candidate_votes(idx: np.ndarray, w: np.ndarray, Y: np.ndarray) -> np.ndarray:
     """The PL-kNN vote: ``votes[t, λ]`` sums the weights of ``t``'s neighbours whose set holds ``λ``.
 
-    Float array of shape (n_targets, n_labels) (Hüllermeier & Beringer 2006).
+    Float array of shape (n_targets, n_labels) (Hüllermeier & Beringer 2006). Computed
+    :data:`CHUNK_TARGETS` targets at a time: the neighbours' sets as floats would take
+    ``8 k M`` bytes per target at once (1.6 GB for 1M targets, k = 10, M = 20); each row's
+    sum is the same either way.
     """
-    return np.einsum("tk,tkm->tm", w, Y[idx].astype(np.float64))
+    votes = np.empty((idx.shape[0], Y.shape[1]))
+    for start in range(0, idx.shape[0], CHUNK_TARGETS):
+        rows = slice(start, start + CHUNK_TARGETS)
+        votes[rows] = np.einsum("tk,tkm->tm", w[rows], Y[idx[rows]].astype(np.float64))
+    return votes
 
 
 def normalise_rows(values: np.ndarray, fallback: np.ndarray) -> np.ndarray:

@@ -1,7 +1,7 @@
 """Each dataset's feature matrix in a few blobs: opening a session reads blocks, not a row per item.
 
 Revision ID: 0010
-Revises: 0007
+Revises: 0008 (main's head when this branch was rebased; written as 0010 after 0007)
 Create Date: 2026-11-23
 
 ``feature_blocks`` holds consecutive rows of a dataset's feature matrix as ``.npy`` bytes
@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0010"
-down_revision: str | Sequence[str] | None = "0007"
+down_revision: str | Sequence[str] | None = "0008"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

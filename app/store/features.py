@@ -1,7 +1,8 @@
 """A dataset's feature matrix in a few blobs, so that opening a session reads blocks, not rows.
 
-Reading the features of 1M items row by row (one ``instances`` row and one small blob each)
-was half of the time it took to open a session. Each published dataset therefore also keeps
+Reading the features of 1M items row by row (a small blob in each ``instances`` row) makes
+a million values to fetch and join; in blocks they read in 0.4-0.8 s at 1M items
+(``docs/benchmarks_scale.md``, section 3). Each published dataset therefore also keeps
 its matrix in :class:`~app.store.models.FeatureBlock` rows: consecutive rows of the matrix as
 ``.npy`` bytes (float64, as the instances hold them, so graphs hashed over the features and
 built from them do not change), :data:`BLOCK_BYTES` at most each, so that no single value

@@ -128,7 +128,9 @@ def _terms(idx: np.ndarray, w: np.ndarray, Y: np.ndarray, sizes: np.ndarray, vot
     pair_row, pair_pos = np.nonzero(movable)
     if pair_row.size == 0:
         return out
-    before = _decision(votes[rows])
+    row_votes = votes[rows]
+    leaders = row_votes == row_votes.max(axis=1, keepdims=True)
+    before = leaders / leaders.sum(axis=1, keepdims=True)  # _decision(row_votes)
     pair_item = idx[rows[pair_row], pair_pos]
     bounds = np.concatenate([[0], np.cumsum(sizes[pair_item])])
     pair_start = 0
@@ -140,10 +142,16 @@ def _terms(idx: np.ndarray, w: np.ndarray, Y: np.ndarray, sizes: np.ndarray, vot
         items = pair_item[chunk]
         triple_pair, label = np.nonzero(Y[items])
         local_row = pair_row[chunk][triple_pair]
+        # The answer λ takes the weight a off the item's other candidates only. When none of
+        # them leads the target's vote, the leaders keep their votes and stay ahead, so the
+        # decision cannot change: most triples are skipped here (their term is an exact 0).
+        leaders_in_set = (Y[items] & leaders[pair_row[chunk]]).sum(axis=1)
+        can_move = leaders_in_set[triple_pair] > leaders[local_row, label]
+        triple_pair, label, local_row = triple_pair[can_move], label[can_move], local_row[can_move]
         a = w[rows[local_row], pair_pos[chunk][triple_pair]]
         moved = Y[items[triple_pair]].copy()
         moved[np.arange(label.size), label] = False  # y_n \ {λ} lose the weight a
-        after = _decision(votes[rows[local_row]] - a[:, None] * moved)
+        after = _decision(row_votes[local_row] - a[:, None] * moved)
         change = 0.5 * np.abs(after - before[local_row]).sum(axis=1)  # total variation
         out[pair_row[chunk], pair_pos[chunk]] = np.bincount(
             triple_pair, weights=post[items[triple_pair], label] * change, minlength=items.size

@@ -696,21 +696,31 @@ class Workbench:
         InvalidInput
             The store refuses the event (:func:`app.store.record_event`).
         """
-        if displayed is not None or undoes is not None:
-            self._catch_up()
-            if kind == "undo":
-                self._check_undo(annotator, undoes)
-            else:
-                self._check_displayed(annotator, kind, position, displayed)
-
-        def work(s: Session) -> int:
-            event = record_event(
-                s, session_id=self.session_id, annotator=annotator, kind=kind, instance_position=position, label=label
-            )
-            s.flush()
-            return int(event.id)
-
+        # The check, the write and the refresh hold the lock together, so two presses handled
+        # at once by this process (one tab's quick double press, or two tabs) are judged one
+        # after the other; the write re-counts the log inside its transaction, so an event
+        # that another process wrote after the check refuses this one too.
         with self.lock:
+            checked_events: int | None = None
+            if displayed is not None or undoes is not None:
+                self._catch_up()
+                if kind == "undo":
+                    self._check_undo(annotator, undoes)
+                else:
+                    self._check_displayed(annotator, kind, position, displayed)
+                checked_events = self.state.n_events
+
+            def work(s: Session) -> int:
+                if checked_events is not None and count_events(s, self.session_id) != checked_events:
+                    raise StaleAnswer("Another answer arrived at the same moment; nothing was recorded. "
+                                      "Look at the item again and answer.")
+                event = record_event(
+                    s, session_id=self.session_id, annotator=annotator, kind=kind, instance_position=position,
+                    label=label,
+                )
+                s.flush()
+                return int(event.id)
+
             event_id = write_transaction(self.Session, work)
             self._refresh()
         return event_id

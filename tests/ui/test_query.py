@@ -164,6 +164,60 @@ def test_a_stale_answer_is_refused_by_the_service_with_a_gentle_message(small_db
     assert count_rows(small_db, AnswerEvent) == 3
 
 
+def test_presses_handled_at_the_same_moment_record_one_answer(small_db):
+    """A quick double press can reach the shared workbench from two script threads at once:
+    the check and the write are one step, so the second press is refused, not recorded."""
+    import threading
+
+    from app.service import StaleAnswer
+
+    bench = Workbench.open(open_store(small_db), 1)
+    shown = int(bench.queue(top=1)[0])
+    label = int(np.flatnonzero(bench.state.candidates[shown])[0])
+    start, outcomes = threading.Barrier(4), []
+
+    def press() -> None:
+        start.wait()
+        try:
+            outcomes.append(bench.record("alice", "answer", position=shown, label=label, displayed="query"))
+        except StaleAnswer:
+            outcomes.append("refused")
+
+    presses = [threading.Thread(target=press) for _ in range(4)]
+    for thread in presses:
+        thread.start()
+    for thread in presses:
+        thread.join()
+    assert sorted(outcomes, key=str).count("refused") == 3
+    assert count_rows(small_db, AnswerEvent) == 1
+
+
+def test_an_event_written_by_another_process_after_the_check_refuses_the_answer(small_db, monkeypatch):
+    """Between the page's check and the write, another process records an event: the write
+    re-counts the log in its transaction and refuses, so nothing is judged on stale state."""
+    from app.service import StaleAnswer
+
+    from app.service import workbench as workbench_module
+
+    Session = open_store(small_db)
+    bench, elsewhere = Workbench.open(Session, 1), Workbench.open(Session, 1)
+    shown = int(bench.queue(top=1)[0])
+    behind = int(bench.queue(top=2)[1])
+    write = workbench_module.write_transaction
+
+    def someone_answers_first(*args, **kwargs):
+        monkeypatch.setattr(workbench_module, "write_transaction", write)  # once: bob's own write
+        elsewhere.record("bob", "skip", position=behind)
+        return write(*args, **kwargs)
+
+    monkeypatch.setattr(workbench_module, "write_transaction", someone_answers_first)
+    label = int(np.flatnonzero(bench.state.candidates[shown])[0])
+    with pytest.raises(StaleAnswer, match="same moment"):
+        bench.record("alice", "answer", position=shown, label=label, displayed="query")
+    assert [e["annotator"] for e in events(small_db)] == ["bob"]
+    assert count_rows(small_db, AnswerEvent) == 1
+
+
 def test_a_second_tab_sees_the_first_tabs_answers_once(app, small_db):
     tab_a, tab_b = app(small_db), app(small_db)
     asked = position_on_screen(tab_a)

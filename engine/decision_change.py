@@ -170,7 +170,8 @@ def _check_targets(targets: Any, n_targets: int, n_items: int) -> np.ndarray:
     arr = np.asarray(targets)
     if arr.ndim != 1 or arr.shape[0] != n_targets or arr.dtype.kind not in "iu":
         raise InvalidInput(f"targets must be {n_targets} integer item rows (one per row of idx); got shape {arr.shape}, dtype {arr.dtype}")
-    if ((arr < 0) | (arr >= n_items)).any() or np.unique(arr).size != arr.size:
+    # Distinct by marking (O(n)): np.unique sorts, 0.7 s of a session's open at 1M targets.
+    if ((arr < 0) | (arr >= n_items)).any() or np.bincount(arr, minlength=n_items).max(initial=0) > 1:
         raise InvalidInput(f"targets must be distinct item rows in 0..{n_items - 1}")
     return arr.astype(np.intp)
 

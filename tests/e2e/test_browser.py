@@ -188,15 +188,22 @@ class QueryPage:
         settle(self.page)
 
 
+#: The README's pictures are rewritten only on request (WINNOW_UPDATE_SCREENSHOTS=1 make test),
+#: so that running the tests leaves the working tree as it was.
+UPDATE_SCREENSHOTS = os.environ.get("WINNOW_UPDATE_SCREENSHOTS") == "1"
+
+
 def screenshot(page, path: Path) -> None:
-    """The Query page from its top, once its metrics and buttons are drawn."""
+    """The Query page from its top, once its metrics and buttons are drawn; written to ``path``
+    with :data:`UPDATE_SCREENSHOTS`, otherwise only checked to be a picture."""
     page.locator("[data-testid='stMetric']").first.wait_for(timeout=60_000)
     page.locator("[class*='st-key-query_answer_'] button").first.wait_for(timeout=60_000)
     settle(page)
     page.evaluate("document.querySelector('[data-testid=\"stMain\"]')?.scrollTo(0, 0)")
     page.mouse.move(1395, 995)  # no hover effects in the picture
     page.wait_for_timeout(500)
-    page.screenshot(path=str(path), full_page=False)
+    picture = page.screenshot(path=str(path) if UPDATE_SCREENSHOTS else None, full_page=False)
+    assert picture.startswith(b"\x89PNG") and len(picture) > 10_000
 
 
 def sign_in(page, name: str) -> None:

@@ -173,13 +173,17 @@ class QueryPage:
 
     def labels(self) -> list[tuple[str, str]]:
         """(label as displayed, its key) of every answer button, top to bottom."""
-        buttons = self.page.locator("[class*='st-key-query_answer_'] button")
-        buttons.first.wait_for(timeout=60_000)  # drawn a moment after the heading
-        return [
-            (buttons.nth(i).locator("[data-testid='stMarkdownContainer']").inner_text().strip(),
-             buttons.nth(i).locator("kbd").inner_text().strip().lower())
-            for i in range(buttons.count())
-        ]
+        selector = "[class*='st-key-query_answer_'] button"
+        self.page.locator(selector).first.wait_for(timeout=60_000)  # drawn a moment after the heading
+        settle(self.page)
+        # Read in one step in the page: button by button, a rerun in between (the name just
+        # typed, a fragment) could redraw the list under the test.
+        return [tuple(pair) for pair in self.page.eval_on_selector_all(
+            selector,
+            """buttons => buttons.map(b => [
+                 (b.querySelector("[data-testid='stMarkdownContainer']")?.innerText ?? "").trim(),
+                 (b.querySelector("kbd")?.innerText ?? "").trim().toLowerCase()])""",
+        )]
 
     def wait_for_next(self, item: str) -> None:
         from playwright.sync_api import expect

@@ -100,7 +100,6 @@ _PUBLIC_PATHS = frozenset(
 _UPLOAD_PREFIX = "/_stcore/upload_file/"
 _STREAM_PATH = "/_stcore/stream"
 _ADMIN_PATHS = frozenset({"/_stcore/metrics"})
-_TEAM_MODE_RECHECK_SECONDS = 1.0
 
 
 def safe_next(target: str | None) -> str:
@@ -165,7 +164,6 @@ class SignInGate:
         self.settings = settings
         self.uploads = _UploadLedger()
         self._team_mode = False
-        self._team_mode_checked = 0.0
 
     @property
     def Session(self) -> Any:  # one engine per process: open_store caches it
@@ -173,12 +171,9 @@ class SignInGate:
 
     def team_mode(self) -> bool:
         """Team mode never ends once it began (accounts are disabled, never deleted), so only
-        "not yet" is checked again, at most once a second."""
-        if self._team_mode:
-            return True
-        now = time.monotonic()
-        if now - self._team_mode_checked >= _TEAM_MODE_RECHECK_SECONDS:
-            self._team_mode_checked = now
+        "not yet" is asked again, on every request: a cached "no" could let a request through
+        in the moment after the first account is created."""
+        if not self._team_mode:
             self._team_mode = self.settings.require_sign_in or sign_in_required(
                 self.Session, config.get_option("server.address")
             )
@@ -211,11 +206,8 @@ class SignInGate:
             await self.app(scope, receive, send)
         elif path.startswith(_UPLOAD_PREFIX):
             await self._upload(scope, receive, send, user)
-        elif path in _ADMIN_PATHS:
-            if user is None or user.role != "admin":
-                await _refuse(scope, receive, send, 403, "sign in as an admin")
-            else:
-                await self.app(scope, receive, send)
+        elif path in _ADMIN_PATHS and (user is None or user.role != "admin"):
+            await _refuse(scope, receive, send, 401 if user is None else 403, "sign in as an admin")
         elif user is not None:
             await self.app(scope, receive, send)
         elif path.startswith(("/_stcore/", "/media/", "/app/")) or scope.get("method") not in ("GET", "HEAD"):

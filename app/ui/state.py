@@ -70,9 +70,6 @@ class Keys:
     ANNOTATOR = "annotator"
     SIGN_OUT = "sign_out"
     # Sign-in page
-    SIGN_IN_NAME = "sign_in_name"
-    SIGN_IN_PASSWORD = "sign_in_password"
-    SIGN_IN = "sign_in_submit"
     SIGN_IN_OIDC = "sign_in_oidc"
     # Sessions page
     OPEN_SESSION = "sessions_open_choice"

@@ -28,6 +28,7 @@ the cache clear off.
 from __future__ import annotations
 
 import html
+import json
 import logging
 import os
 import secrets
@@ -40,6 +41,7 @@ from http.cookies import SimpleCookie
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+import streamlit as st
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
@@ -47,9 +49,11 @@ from starlette.routing import Route
 from streamlit import config
 
 from app.service.auth import (
+    OIDC_NAME_CLAIMS,
     SignInRefused,
     UserInfo,
     account_signed_in,
+    active_user,
     open_sign_in,
     sign_in_handle,
     sign_in_required,
@@ -66,8 +70,10 @@ __all__ = [
     "UPLOAD_QUOTA_VARIABLE",
     "GateSettings",
     "SignInGate",
+    "UploadLedger",
     "sign_in_routes",
     "safe_next",
+    "oidc_configured",
 ]
 
 log = logging.getLogger("winnow.auth")
@@ -90,6 +96,16 @@ SIGN_OUT_PATH = "/_winnow/sign-out"
 UPLOAD_QUOTA_VARIABLE = "WINNOW_UPLOAD_QUOTA_MB"
 #: Streamlit's cookie for an identity-provider (``st.login``) sign-in.
 STREAMLIT_USER_COOKIE = "_streamlit_user"
+#: The query of the app page that offers ``st.login`` to a visitor (identity provider configured).
+OIDC_QUERY = "sign_in=provider"
+
+
+def oidc_configured() -> bool:
+    """True when ``.streamlit/secrets.toml`` has an ``[auth]`` section for ``st.login``."""
+    try:
+        return "auth" in st.secrets
+    except FileNotFoundError:  # no secrets file at all (StreamlitSecretNotFoundError is one)
+        return False
 
 # Paths anyone may fetch: the front end's static files, health checks, this sign-in form and
 # Streamlit's identity-provider routes. Everything else needs a signed-in user in team mode.
@@ -137,7 +153,7 @@ class GateSettings:
 
 
 @dataclass
-class _UploadLedger:
+class UploadLedger:
     """Bytes each user uploaded in the last hour (this process; a per-user brake, not billing)."""
 
     window_seconds: float = 3600.0
@@ -162,7 +178,7 @@ class SignInGate:
     def __init__(self, app: ASGIApp, settings: GateSettings) -> None:
         self.app = app
         self.settings = settings
-        self.uploads = _UploadLedger()
+        self.uploads = UploadLedger()
         self._team_mode = False
 
     @property
@@ -196,8 +212,12 @@ class SignInGate:
         token = cookies.get(SIGN_IN_COOKIE)
         handle = sign_in_handle(token) if token else None
         user = await run_in_threadpool(account_signed_in, self.Session, handle) if handle else None
-        if user is not None:
-            scope["headers"].append((name, handle.encode("latin-1")))  # type: ignore[union-attr]
+        if user is not None and handle is not None:
+            scope["headers"].append((name, handle.encode("latin-1")))
+        elif STREAMLIT_USER_COOKIE in cookies:
+            # Signed in through an identity provider: Streamlit's own signed cookie. On the
+            # websocket Streamlit checks it itself and Home.py maps it to an account.
+            user = await run_in_threadpool(self.provider_account, cookies)
 
         if path in _PUBLIC_PATHS or path.startswith(_PUBLIC_PREFIXES):
             await self.app(scope, receive, send)
@@ -212,14 +232,36 @@ class SignInGate:
             await self.app(scope, receive, send)
         elif path.startswith(("/_stcore/", "/media/", "/app/")) or scope.get("method") not in ("GET", "HEAD"):
             await _refuse(scope, receive, send, 401, "sign in first")
-        elif STREAMLIT_USER_COOKIE in cookies:
-            # Signed in through an identity provider: Streamlit checks its signed cookie on the
-            # websocket, and Home.py maps the identity to an account on every run.
-            await self.app(scope, receive, send)
+        elif path == "/" and scope.get("query_string") == OIDC_QUERY.encode() and oidc_configured():
+            await self.app(scope, receive, send)  # the page whose button starts st.login
         else:
             target = path + (f"?{scope['query_string'].decode('latin-1')}" if scope.get("query_string") else "")
             response = RedirectResponse(SIGN_IN_PATH + "?next=" + quote(safe_next(target)), 303)
             await response(scope, receive, send)
+
+    def provider_account(self, cookies: dict[str, str]) -> UserInfo | None:
+        """The active account named by a valid ``st.login`` cookie (signed by Streamlit with
+        the ``[auth]`` cookie secret), or ``None``."""
+        if not oidc_configured():
+            return None
+        # Streamlit's own reading of its cookie (signature, age, chunks); pinned in constraints.txt.
+        from streamlit.auth_util import get_cookie_with_chunks, get_signing_secret
+        from streamlit.web.server.starlette.starlette_app_utils import decode_signed_value
+
+        secret = get_signing_secret()
+
+        def one(name: str) -> bytes | None:
+            value = cookies.get(name)
+            return None if value is None else decode_signed_value(secret, name, value.encode("latin-1"))
+
+        try:
+            claims = json.loads(get_cookie_with_chunks(one, STREAMLIT_USER_COOKIE) or b"{}")
+        except (ValueError, UnicodeDecodeError):
+            return None
+        if not isinstance(claims, dict) or not claims.get("is_logged_in"):
+            return None
+        name = next((str(claims[c]) for c in OIDC_NAME_CLAIMS if claims.get(c)), None)
+        return active_user(self.Session, name) if name else None
 
     async def _upload(self, scope: Scope, receive: Receive, send: Send, user: UserInfo | None) -> None:
         """Uploads cost the server memory until the tab ends: signed-in admins only, within
@@ -349,7 +391,7 @@ _FORM = """<form method="post" action="{action}">
 <label for="password">Password</label>
 <input id="password" name="password" type="password" autocomplete="current-password" maxlength="1024" required>
 <button type="submit">Sign in</button>
-</form>"""
+</form>{provider}"""
 
 
 def _page(request: Request, *, next_path: str, message: str = "", level: str = "error", name: str = "",
@@ -359,6 +401,8 @@ def _page(request: Request, *, next_path: str, message: str = "", level: str = "
     form = _FORM.format(
         action=html.escape(SIGN_IN_PATH), csrf=html.escape(csrf), next=html.escape(next_path),
         name=html.escape(name),
+        provider=(f'<a class="button" href="/?{OIDC_QUERY}">Sign in with your organisation\'s account</a>'
+                  if oidc_configured() else ""),
     )
     response = HTMLResponse(_PAGE.format(message=shown, form=form), status_code=status)
     response.set_cookie(CSRF_COOKIE, csrf, httponly=True, samesite="strict", secure=_https(request),

@@ -15,28 +15,11 @@ from pathlib import Path
 
 import streamlit as st
 from starlette.middleware import Middleware
-from streamlit import config
 
-from app.ui.gate import IDENTITY_HEADER, IDENTITY_KEY, GateSettings, SignInGate, sign_in_routes
+from app.ui.gate import GateSettings, SignInGate, sign_in_routes
+from app.ui.options import apply_server_options
 
 HOME = Path(__file__).resolve().parent / "Home.py"
-
-#: Streamlit options winnow always runs with; ``--dev`` relaxes the ones marked.
-SERVER_OPTIONS: dict[str, object] = {
-    "server.trustedUserHeaders": {IDENTITY_HEADER: IDENTITY_KEY},
-    "server.enableXsrfProtection": True,
-    "server.enableCORS": True,
-    "server.runOnSave": False,
-    "server.fileWatcherType": "none",
-    "server.headless": True,
-    "global.developmentMode": False,
-    "client.toolbarMode": "viewer",  # no developer menu, no "Clear cache", no Deploy button
-    "client.showErrorDetails": "none",
-    "browser.gatherUsageStats": False,
-    "theme.primaryColor": "#2f6fb2",
-    "theme.base": "light",
-}
-DEV_OPTIONS: dict[str, object] = {"client.toolbarMode": "developer", "client.showErrorDetails": "full"}
 
 
 def gate_settings(argv: list[str]) -> GateSettings:
@@ -49,11 +32,6 @@ def gate_settings(argv: list[str]) -> GateSettings:
     known, _ = parser.parse_known_args([a for a in argv if a != "--"])
     return GateSettings(db=known.db, require_sign_in=known.require_sign_in, dev=known.dev,
                         max_upload_mb=known.max_upload_mb)
-
-
-def apply_server_options(dev: bool) -> None:
-    for name, value in {**SERVER_OPTIONS, **(DEV_OPTIONS if dev else {})}.items():
-        config.set_option(name, value)
 
 
 settings = gate_settings(sys.argv[1:])

@@ -27,7 +27,7 @@ import streamlit as st
 
 from app.service import BuildJob, BuildRegistry, StaleAnswer, Workbench, session_dataset
 from app.service.auth import account_signed_in, active_user, sign_in_with_identity
-from app.ui.gate import IDENTITY_KEY
+from app.ui.gate import IDENTITY_KEY, oidc_configured
 from app.store import count_events as count_session_events
 from app.store import UserInfo, open_store
 from engine.exceptions import InvalidInput
@@ -285,14 +285,6 @@ def record(state: TabState, kind: str, **event: object) -> int | None:
 def is_reviewer(state: TabState) -> bool:
     """May this tab settle conflicts? Anyone in single-user mode; reviewers and admins in a team."""
     return state.user is None or state.role in ("reviewer", "admin")
-
-
-def oidc_configured() -> bool:
-    """True when ``.streamlit/secrets.toml`` has an ``[auth]`` section for ``st.login``."""
-    try:
-        return "auth" in st.secrets
-    except FileNotFoundError:  # no secrets file at all (StreamlitSecretNotFoundError is one)
-        return False
 
 
 def oidc_signed_in() -> bool:

@@ -225,3 +225,16 @@ def test_an_answer_about_an_item_not_reserved_for_the_user_is_refused(app, team_
     label = int(np.flatnonzero(bench.state.candidates[mine])[0])
     bench.record("ann", "answer", position=mine, label=label, displayed="lease")
     assert [(e["annotator"], e["kind"]) for e in events(team_db)] == [("ann", "answer")]
+
+
+def test_a_key_pressed_after_the_account_was_disabled_says_so_and_records_nothing(app, team_db):
+    from app.service import disable_user
+
+    ann = sign_in(app(team_db), "ann")
+    position = position_on_screen(ann)
+    disable_user(open_store(team_db), "ann")
+    next(b for b in ann.button if b.key and b.key.startswith(f"query_answer_{position}_")).click().run()
+    no_exception(ann)
+    assert events(team_db) == []
+    assert titles(ann) == ["Sign in to winnow"]
+    assert any("account was signed out or disabled" in e.value for e in ann.error)

@@ -145,7 +145,9 @@ def margin_then_posterior(margin: Any, posterior: Any) -> np.ndarray:
     """One score ordering items by DST-PLL margin first, then by a posterior among equal margins.
 
     ``score = margin + posterior · ε`` with ``ε`` smaller than half the smallest gap between
-    distinct margins, so the order of distinct margins is kept and only ties are broken.
+    distinct margins, so the order of distinct margins is kept and only ties are broken
+    (between posteriors that differ by more than the float resolution of the sum, about
+    ``1e-16 / ε``: ample for vote shares, which are ratios of small integers).
     The label to deliver stays DST-PLL's (the posterior only breaks ties of trust).
 
     Parameters

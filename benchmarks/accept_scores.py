@@ -23,7 +23,8 @@ what it keeps and how wrong that is. ``oracle share`` is the largest top share o
 score whose true error is ≤ 5 %: what a perfect calibration could keep with that ranking.
 
 Not part of ``make test``. One core: run with ``OMP_NUM_THREADS=1`` on the shared machine
-(the script sets it before numpy loads). About a minute.
+(the script sets it before numpy loads). About 10 s. Also two digits settings (800 rows, crowd of
+3 and weak rules, from scikit-learn's bundled digits and `engine.noise`), and targets 10 % and 20 %.
 
 Run: ``python -m benchmarks.accept_scores [--output docs/results_accept_scores.md]``.
 """

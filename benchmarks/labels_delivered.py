@@ -72,7 +72,13 @@ candidate protocols of ``benchmarks.compare_peers.all_settings``; the noisy-expe
 the subset (BirdSong), the strategies' tie-breaking and the audit draws, all through
 ``numpy.random.default_rng``.
 
-Not part of ``make test``. One thread (set before numpy loads). About 10 minutes on one core.
+Beyond the issue's protocol, the same campaigns also report the state after 1,000 answers
+(capped by the data), a sensitivity run with a 20 % audit share, and an *oracle* share: the
+most open items a perfect calibration could keep with each score at the target (top by
+score, true error ≤ target), which tells whether the score or the number of audits limits
+what is delivered.
+
+Not part of ``make test``. One thread (set before numpy loads). About 3 minutes on one core.
 
 Run: ``python -m benchmarks.labels_delivered [--output docs/results_labels.md] [--plot docs/results_labels.png]``.
 """

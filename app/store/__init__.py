@@ -56,9 +56,12 @@ from app.store.derive import (
     ItemState,
     SessionConfig,
     SessionState,
+    VERDICT_KINDS,
+    active_events,
     derive_item,
     derive_state,
     derived_fields,
+    event_to_undo,
 )
 from app.store.errors import InvalidRecord, RecordNotFound, StoreUnavailable
 from app.store.events import IDEMPOTENCY_KEY_MAX, count_events, event_log, instance_position, record_event, session_events
@@ -153,6 +156,9 @@ __all__ = [
     "DerivedState",
     "SessionConfig",
     "SessionState",
+    "VERDICT_KINDS",
+    "active_events",
+    "event_to_undo",
     "derive_item",
     "derive_state",
     "derived_fields",

@@ -40,7 +40,6 @@ to query partially labelled data. DA2PL 2016.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from numbers import Integral
 from typing import Any, Literal
 
 import numpy as np
@@ -48,7 +47,7 @@ import numpy as np
 from engine import _kernels
 from engine._kernels import CHUNK_TARGETS, CandidateSets
 from engine._possible import possible_from_graph
-from engine._validation import check_candidates, check_choice, check_neighbors, check_scalar
+from engine._validation import check_candidates, check_choice, check_neighbors
 from engine.choices import AMBIGUITY_CRITERIA, CRITERIA
 from engine.decision_change import decision_change_scores
 from engine.neighbors import ReverseIndex

@@ -19,6 +19,7 @@ import numpy as np
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.store import (
+    DatasetSpec,
     InvalidRecord,
     SessionConfig,
     SessionSpec,
@@ -200,7 +201,7 @@ def store_dataset(
 
     record = loaded.featurizer
     try:
-        checked = check_dataset(
+        checked = check_dataset(DatasetSpec(
             name=name,
             X=loaded.X,
             candidates=loaded.candidates,
@@ -217,7 +218,7 @@ def store_dataset(
             featurizer=record.name if record is not None else None,
             featurizer_params=record.params if record is not None else None,
             featurizer_state=record.state if record is not None else None,
-        )
+        ))
     except InvalidRecord as exc:
         raise DataFileError(loaded.source, str(exc)) from None
     return import_dataset(Session, checked, labelling=session, on_batch=on_batch).dataset_id

@@ -26,6 +26,7 @@ Modules
 from app.store.checks import check_name
 from app.store.datasets import (
     CheckedDataset,
+    DatasetSpec,
     DatasetContent,
     StoredFeaturizer,
     check_dataset,
@@ -165,6 +166,7 @@ __all__ = [
     # writes and reads
     "check_name",
     "CheckedDataset",
+    "DatasetSpec",
     "check_dataset",
     "check_dataset_name_free",
     "create_dataset",

@@ -43,7 +43,7 @@ from app.service.model_view import ModelView, RejectQueue
 from app.service.ranking_state import RankingState
 from app.service.tasks import ProgressCallback, ProgressTracker
 from app.store import ACTION_KEYS, EventRecord, SessionConfig, SessionState, count_events, default_hotkeys
-from app.store import derive_state, derived_fields, feature_matrix_stored, lease_holders, load_state
+from app.store import derive_state, feature_matrix_stored, lease_holders, load_state
 from app.store import save_feature_matrix, session_events, set_session_hotkeys, write_transaction
 from engine.ranking import Ranker
 
@@ -204,7 +204,7 @@ class Workbench:
         self._events = events
         derived = derive_state(events, self.state.original_candidates)
         changed = np.flatnonzero((derived.candidates != self.state.candidates).any(axis=1))
-        self.state = replace(self.state, **derived_fields(derived))
+        self.state = replace(self.state, derived=derived)
         self.ranking.apply(changed, np.asarray(derived.candidates))
         return changed
 

@@ -170,13 +170,12 @@ class SessionState:
     true_labels : array of shape (n_instances,), int64, or None
         ``-1`` where unknown; ``None`` when no instance has one.
     original_candidates : array of shape (n_instances, n_labels), bool
-    candidates : array of shape (n_instances, n_labels), bool
-        Current sets derived from the events that are not undone.
-    resolved, none_of_these, wrong_set, skipped : array of shape (n_instances,), bool
-    conflicts : tuple of Conflict
-    answered_by : tuple of (str or None)
-    answered_at : tuple of (datetime or None)
-    n_events : int
+    derived : DerivedState
+        What the events say (:func:`derive_state`); its fields ``candidates``, ``resolved``,
+        ``none_of_these``, ``wrong_set``, ``skipped``, ``conflicts``, ``answered_by``,
+        ``answered_at`` and ``n_events`` are read through as attributes of the state itself
+        (``state.candidates``), never copied. A new event log gives a new state with
+        ``dataclasses.replace(state, derived=derive_state(events, state.original_candidates))``.
     """
 
     config: SessionConfig
@@ -188,15 +187,44 @@ class SessionState:
     X: np.ndarray
     true_labels: np.ndarray | None
     original_candidates: np.ndarray
-    candidates: np.ndarray
-    resolved: np.ndarray
-    none_of_these: np.ndarray
-    wrong_set: np.ndarray
-    skipped: np.ndarray
-    conflicts: tuple[Conflict, ...]
-    answered_by: tuple[str | None, ...]
-    answered_at: tuple[datetime | None, ...]
-    n_events: int
+    derived: DerivedState
+
+    @property
+    def candidates(self) -> np.ndarray:
+        """Current sets derived from the events that are not undone (see :class:`DerivedState`)."""
+        return self.derived.candidates
+
+    @property
+    def resolved(self) -> np.ndarray:
+        return self.derived.resolved
+
+    @property
+    def none_of_these(self) -> np.ndarray:
+        return self.derived.none_of_these
+
+    @property
+    def wrong_set(self) -> np.ndarray:
+        return self.derived.wrong_set
+
+    @property
+    def skipped(self) -> np.ndarray:
+        return self.derived.skipped
+
+    @property
+    def conflicts(self) -> tuple[Conflict, ...]:
+        return self.derived.conflicts
+
+    @property
+    def answered_by(self) -> tuple[str | None, ...]:
+        return self.derived.answered_by
+
+    @property
+    def answered_at(self) -> tuple[datetime | None, ...]:
+        return self.derived.answered_at
+
+    @property
+    def n_events(self) -> int:
+        return self.derived.n_events
 
     @property
     def n_instances(self) -> int:
@@ -424,6 +452,6 @@ def derive_state(
 
 
 def derived_fields(derived: DerivedState) -> dict[str, Any]:
-    """The fields of a :class:`SessionState` that come from its events, e.g. for
-    ``dataclasses.replace(state, **derived_fields(derive_state(events, ...)))``."""
+    """The fields of ``derived`` by name (a :class:`SessionState` holds the object itself:
+    ``dataclasses.replace(state, derived=derived)``)."""
     return {f.name: getattr(derived, f.name) for f in fields(DerivedState)}

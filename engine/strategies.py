@@ -16,8 +16,10 @@ The built-in ones (:data:`STRATEGIES`):
     ``n_targets`` training targets (default 100; ``None`` = all): its score estimates
     ``f^PL`` up to a constant factor.
 ``participation``, ``most_partial``, ``random``
-    The baselines of :func:`engine.query.query_scores`: weighted number of target
-    neighbourhoods the item sits in, candidate-set size, and pure random order.
+    The baselines, written once in :data:`engine.ranking.BASELINE_SCORES` (the sessions'
+    :func:`engine.query.query_scores` reads them too): weighted number of target
+    neighbourhoods the item sits in, candidate-set size, and pure random order, each behind a
+    :class:`engine.ranking.StaticRanker` whose seeded keys break ties.
 ``least_confidence``, ``margin``, ``entropy``
     Classical uncertainty sampling on PL-kNN's normalised vote scores of each training
     item (its ``k`` nearest *other* training items vote). The scores are restricted to the

@@ -27,6 +27,7 @@ Modules
 from app.store.checks import check_name
 from app.store.datasets import (
     CheckedDataset,
+    DatasetSpec,
     DatasetContent,
     StoredFeaturizer,
     check_dataset,
@@ -57,9 +58,12 @@ from app.store.derive import (
     ItemState,
     SessionConfig,
     SessionState,
+    VERDICT_KINDS,
+    active_events,
     derive_item,
     derive_state,
     derived_fields,
+    event_to_undo,
 )
 from app.store.errors import InvalidRecord, RecordNotFound, StoreUnavailable
 from app.store.events import IDEMPOTENCY_KEY_MAX, count_events, event_log, instance_position, record_event, session_events
@@ -155,12 +159,16 @@ __all__ = [
     "DerivedState",
     "SessionConfig",
     "SessionState",
+    "VERDICT_KINDS",
+    "active_events",
+    "event_to_undo",
     "derive_item",
     "derive_state",
     "derived_fields",
     # writes and reads
     "check_name",
     "CheckedDataset",
+    "DatasetSpec",
     "check_dataset",
     "check_dataset_name_free",
     "create_dataset",

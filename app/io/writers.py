@@ -79,6 +79,7 @@ from engine.query import ranking_order
 __all__ = [
     "RANKED_COLUMNS",
     "LABELLED_COLUMNS",
+    "EXPORT_ONLY_COLUMNS",
     "CONTENT_COLUMNS",
     "TABLE_EXTENSIONS",
     "FORMULA_PREFIXES",
@@ -102,9 +103,12 @@ LABELLED_COLUMNS: tuple[str, ...] = (
     "true_label",
 )
 """Columns of :func:`labelled_dataset_table` before any content and feature columns
-(``true_label`` only when true labels are given). Pass ``ignore_columns=LABELLED_COLUMNS`` to
-:func:`app.io.read_dataset` to import an export that includes features (its ``text`` column is
-then read as the items' text)."""
+(``true_label`` only when true labels are given). Pass ``ignore_columns=EXPORT_ONLY_COLUMNS``
+to :func:`app.io.read_dataset` to import an export that includes features (its ``text``
+column is then read as the items' text)."""
+EXPORT_ONLY_COLUMNS: tuple[str, ...] = tuple(c for c in LABELLED_COLUMNS if c not in ("id", "candidates", "true_label"))
+"""The columns of :data:`LABELLED_COLUMNS` that have no role when an export is read back: the
+others are its ids, candidate sets and true labels, which cannot be ignored."""
 CONTENT_COLUMNS: tuple[str, ...] = ("text", "media_path", "link")
 """Content columns an export may carry, in this order, each only when some item has it."""
 TABLE_EXTENSIONS: tuple[str, ...] = (".csv", ".tsv", ".json", ".parquet")

@@ -374,9 +374,11 @@ def _check_sqlite_file(url: str, *, create: bool) -> None:
     except sqlite3.Error as exc:
         raise StoreUnavailable(f"{shown} cannot be read as a winnow store: {_first_line(exc)}") from None
     if "alembic_version" not in tables:
-        what = "a SQLite database without winnow's tables" if tables else "an empty SQLite database"
-        if tables or not create:
-            raise StoreUnavailable(f"{shown} is not a winnow store ({what}); give another --db")
+        if tables:
+            raise StoreUnavailable(f"{shown} is not a winnow store (a SQLite database without winnow's tables); "
+                                   "give another --db")
+        if not create:
+            raise StoreUnavailable(_how_to_create(shown) + "; the database is empty")
         return
     _check_revision(shown, revision)
 

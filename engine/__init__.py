@@ -52,6 +52,14 @@ _LAZY = {
     "OnlinePartialLabelPerceptron": "engine.learners",
     "OnlinePartialLabelPegasos": "engine.learners",
     "RkNNClassifier": "engine.learners",
+    # scipy.stats loads in about half a second: the calibration names are lazy too.
+    "Calibration": "engine.calibration",
+    "audits_needed": "engine.calibration",
+    "binomial_upper_bound": "engine.calibration",
+    "calibrate_threshold": "engine.calibration",
+    "dst_margin": "engine.accept_scores",
+    "posterior_scores": "engine.accept_scores",
+    "margin_then_posterior": "engine.accept_scores",
 }
 __all__ += list(_LAZY)
 

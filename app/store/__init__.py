@@ -21,6 +21,7 @@ Modules
 ``users``     accounts, roles, assignments, sign-in, the audit log (team mode)
 ``leases``    the item reserved for each team member
 ``features``  each dataset's feature matrix in a few blocks, read when a session opens
+``sign_ins``  signed-in browser sessions: the account behind a cookie (team mode)
 """
 
 from app.store.checks import check_name
@@ -112,6 +113,7 @@ from app.store.users import (
     sign_in_external,
     users_exist,
 )
+from app.store.sign_ins import SIGN_IN_LIFETIME, end_sign_in_session, signed_in_user, start_sign_in_session, token_hash
 from app.store.leases import LEASE_TTL, ItemProgress, item_progress, lease_holders, next_item, release_lease
 from app.store.staging import ImportResult, import_dataset, remove_abandoned_imports
 
@@ -219,6 +221,12 @@ __all__ = [
     "sign_in",
     "sign_in_external",
     "users_exist",
+    # signed-in browser sessions
+    "SIGN_IN_LIFETIME",
+    "end_sign_in_session",
+    "signed_in_user",
+    "start_sign_in_session",
+    "token_hash",
     # leases
     "LEASE_TTL",
     "ItemProgress",

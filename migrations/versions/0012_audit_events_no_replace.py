@@ -1,7 +1,7 @@
 """audit_events cannot be rewritten by REPLACE on SQLite, as answer_events since 0003.
 
-Revision ID: 0011
-Revises: 0010
+Revision ID: 0012
+Revises: 0011
 Create Date: 2026-11-25
 
 The triggers of 0008 refuse ``UPDATE`` and ``DELETE`` of an audit row, but SQLite resolves
@@ -23,8 +23,8 @@ from collections.abc import Sequence
 
 from alembic import op
 
-revision: str = "0011"
-down_revision: str | Sequence[str] | None = "0010"
+revision: str = "0012"
+down_revision: str | Sequence[str] | None = "0011"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

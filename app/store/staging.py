@@ -356,9 +356,9 @@ def _import_lock(engine: Engine, dataset_id: int) -> Iterator[None]:
             taken = connection.exec_driver_sql(
                 f"SELECT pg_try_advisory_lock({PG_IMPORT_LOCK_CLASS}, {int(dataset_id)})"
             ).scalar_one()
-            connection.commit()
+            connection.commit()  # not left "idle in transaction" for the length of the import
             if not taken:
-                raise StoreUnavailable(f"dataset id {dataset_id} is locked by another import; run the import again")  # not left "idle in transaction" for the length of the import
+                raise StoreUnavailable(f"dataset id {dataset_id} is locked by another import; run the import again")
             yield
         finally:
             with contextlib.suppress(Exception):

@@ -208,7 +208,7 @@ def import_command(
         if extra:
             raise UserError(f"options for a data file ({', '.join(extra)}) do not apply to a folder of images; "
                             "it takes --labels and --features-from")
-    Session = open_store(db)
+    Session = open_store(db, create=True)  # importing is what makes a store
     dataset_name = name or (file.resolve().name if is_folder else file.stem)
     with progress_bar(f"import {file.name}") as report:
         if is_folder:
@@ -226,6 +226,16 @@ def import_command(
     out.print(f"Imported {n} instances from {file} as dataset {dataset_name!r} (id {dataset_id}).")
     if spec is not None:
         out.print(f"Created session {spec.name!r}.")
+
+
+@app.command()
+def init(db: str = DbOption) -> None:
+    """Create an empty store (or upgrade an existing one); other commands than import need one.
+
+    Example: winnow init --db team.db   (then winnow user add ada --role admin --db team.db)
+    """
+    open_store(db, create=True)
+    out.print(f"{db} is a winnow store, its schema up to date.", markup=False, highlight=False)
 
 
 # ---------------------------------------------------------------------------- rank
@@ -278,7 +288,7 @@ def rank(
         table = rank_file(file, criterion=criterion, k=k, weighting=weighting, seed=seed, dask=dask, workers=workers,
                           progress=progress, **options)  # type: ignore[arg-type]
     else:
-        Session = open_store(db)
+        Session = open_store(db, create=False)
         with progress_bar(f"session {session}") as report:
             table = Workbench.open(Session, session_id_by_name(Session, session), progress=report).ranked_table()
     if top is not None:
@@ -307,7 +317,7 @@ def session_new(
     """
     from app.service import create_session, dataset_id_by_name, set_session_overlap
 
-    Session = open_store(db)
+    Session = open_store(db, create=False)
     create_session(Session, dataset_id=dataset_id_by_name(Session, dataset), name=name, k=k, weighting=weighting,
                    criterion=criterion, target_set=target_set)
     if overlap != 1:
@@ -324,7 +334,7 @@ def session_assign(
     """Let users answer in a session.  Example: winnow session assign week1 alice bob"""
     from app.service import assign
 
-    added = assign(open_store(db), name, users)
+    added = assign(open_store(db, create=False), name, users)
     already = [u for u in users if u not in added]
     out.print(f"Assigned {', '.join(added) or 'nobody new'} to session {name!r}"
               + (f" ({', '.join(already)} already were)." if already else "."))
@@ -339,7 +349,7 @@ def session_overlap_command(
     """Set how many annotators answer each item.  Example: winnow session overlap week1 2"""
     from app.service import set_session_overlap
 
-    set_session_overlap(open_store(db), name, overlap)
+    set_session_overlap(open_store(db, create=False), name, overlap)
     out.print(f"Session {name!r}: each item is answered by {overlap} annotator(s).")
 
 
@@ -349,7 +359,7 @@ def session_list(db: str = DbOption) -> None:
     from app.service import session_summaries
 
     table = Table("session", "dataset", "k", "weighting", "criterion", "targets", "created")
-    for x in session_summaries(open_store(db)):
+    for x in session_summaries(open_store(db, create=False)):
         table.add_row(x.name, x.dataset_name, str(x.k), x.weighting, x.criterion, x.target_set, f"{x.created_at:%Y-%m-%d %H:%M}")
     out.print(table)
 
@@ -364,7 +374,7 @@ def session_status(
     """Progress of a session and its next queries.  Example: winnow session status week1"""
     from app.service import Workbench, overlap_of, session_id_by_name, team_figures
 
-    Session = open_store(db)
+    Session = open_store(db, create=False)
     with progress_bar(f"session {name}") as report:
         bench = Workbench.open(Session, session_id_by_name(Session, name), progress=report)
     people, pairs, shared = team_figures(bench)
@@ -443,7 +453,7 @@ def user_add(
 
     check_choice(role, "--role", ROLES)
     password = _read_password(password_stdin)
-    user = create_user(open_store(db), name, role=role, password=password)
+    user = create_user(open_store(db, create=False), name, role=role, password=password)
     out.print(f"Added user {user.name!r} with role {user.role!r}.")
 
 
@@ -453,7 +463,7 @@ def user_list(db: str = DbOption) -> None:
     from app.service import users
 
     table = Table("user", "role", "active", "sessions", "created")
-    for u in users(open_store(db)):
+    for u in users(open_store(db, create=False)):
         table.add_row(u.name, u.role, "yes" if u.active else "no", ", ".join(u.sessions), f"{u.created_at:%Y-%m-%d %H:%M}")
     out.print(table)
 
@@ -463,7 +473,7 @@ def user_disable(name: str = typer.Argument(...), db: str = DbOption) -> None:
     """Disable an account: it can no longer sign in or answer.  Example: winnow user disable bob"""
     from app.service import disable_user
 
-    disable_user(open_store(db), name)
+    disable_user(open_store(db, create=False), name)
     out.print(f"Disabled user {name!r}.")
 
 
@@ -473,7 +483,7 @@ def user_role(name: str = typer.Argument(...), role: str = typer.Argument(..., h
     """Change a user's role.  Example: winnow user role bob reviewer"""
     from app.service import change_role
 
-    user = change_role(open_store(db), name, role)
+    user = change_role(open_store(db, create=False), name, role)
     out.print(f"User {user.name!r} now has role {user.role!r}.")
 
 
@@ -486,7 +496,7 @@ def user_passwd(
     """Set a user's password.  Example: winnow user passwd alice"""
     from app.service import change_password
 
-    Session = open_store(db)
+    Session = open_store(db, create=False)
     change_password(Session, name, _read_password(password_stdin))
     out.print(f"Changed the password of {name!r}.")
 
@@ -517,7 +527,7 @@ def answer(
     check_choice(kind, "--kind", EVENT_KINDS)
     if item is None and kind != "undo":
         raise UserError(f"--kind {kind} needs an ITEM id")
-    event_id = record_answer(open_store(db), session, annotator=annotator, kind=kind, item=item, label=label,
+    event_id = record_answer(open_store(db, create=False), session, annotator=annotator, kind=kind, item=item, label=label,
                              idempotency_key=idempotency_key)
     out.print(f"Recorded {kind} (event {event_id}).")
 
@@ -540,7 +550,7 @@ def export(
     from app.service import EXPORT_KINDS, Workbench, events_table, session_id_by_name, session_table
 
     check_choice(what, "--what", EXPORT_KINDS)
-    Session = open_store(db)
+    Session = open_store(db, create=False)
     session_id = session_id_by_name(Session, session)
     if what == "events":  # the log alone needs no neighbour graph
         table = events_table(Session, session_id)
@@ -565,7 +575,7 @@ def demo(
     with contextlib.ExitStack() as stack:
         if db is None:
             db = str(Path(stack.enter_context(tempfile.TemporaryDirectory())) / "demo.db")
-        Session = open_store(db)
+        Session = open_store(db, create=True)  # the demo imports the sample into it
         with progress("Importing the sample digits and ranking them"):
             bench = Workbench.open(Session, ensure_sample_session(Session))
         st = bench.state
@@ -592,6 +602,35 @@ def demo(
         out.print(f"DST-PLL refuses {rejects.n_rejected} of {rejects.positions.size} partial items; they go to the expert.")
 
 
+def check_port_free(port: int, address: str) -> None:
+    """Refuse a port that is out of range or already taken on ``address``, as one line.
+
+    Checked before the server starts: otherwise Streamlit's own failure is a traceback, and a
+    server already on the port (another winnow) answers the health check as if it were ours.
+    """
+    import errno
+    import socket
+
+    if not 1 <= port <= 65535:
+        raise UserError(f"--port must be between 1 and 65535, got {port}")
+    try:
+        addresses = {info[:2] + (info[4][0],) for info in socket.getaddrinfo(address, port, type=socket.SOCK_STREAM)}
+    except (socket.gaierror, UnicodeError) as exc:
+        raise UserError(f"--address {address!r} is not an address of this machine ({exc})") from None
+    for family, kind, host in sorted(addresses, key=str):
+        with socket.socket(family, kind) as probe:
+            # As the server will bind: SO_REUSEADDR, so a port in TIME_WAIT is not taken for busy.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind((host, port))
+            except OSError as exc:
+                if exc.errno == errno.EADDRINUSE:
+                    raise UserError(f"port {port} is in use on {host}; choose another with --port") from None
+                if exc.errno == errno.EADDRNOTAVAIL and family == socket.AF_INET6:
+                    continue  # no IPv6 on this machine: the server will not listen there either
+                raise UserError(f"cannot listen on {host} port {port}: {exc.strerror or exc}") from None
+
+
 @app.command()
 def ui(
     db: str = DbOption,
@@ -612,10 +651,11 @@ def ui(
     On localhost with no user accounts the app opens straight away (single-user mode); with
     accounts, or on any other address, everyone signs in first (see docs/deployment.md).
     """
+    check_port_free(port, address)
     from app.io import MAX_UPLOAD_VARIABLE, max_upload_bytes
     from app.service import has_users, is_local_address
 
-    Session = open_store(db)
+    Session = open_store(db, create=sample)  # --sample imports the sample: it may make the store
     if sample:
         from app.service import ensure_sample_session
 

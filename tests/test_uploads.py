@@ -89,3 +89,22 @@ def test_a_bad_image_names_the_uploaded_file_and_row(Session, tmp_path):
     assert not any((tmp_path / "media").iterdir())
     with pytest.raises(InvalidInput, match="is not a data file, a zip archive, an image or an audio clip"):
         start(Session, files=[("notes.docx", b"x")])
+
+
+def test_encrypted_or_clashing_archives_are_one_invalid_input_and_leave_nothing(Session, tmp_path):
+    """Issue 23, item 8: these ended in Streamlit's generic error with a traceback in the log."""
+    from tests.io.test_zips import PNG, encrypted
+
+    cases = [
+        (encrypted({"a/x.png": PNG}), "'a/x.png', which is encrypted"),
+        (zipped({"a": b"x", "a/b.png": PNG}), "holds a file 'a' and a folder of the same name"),
+    ]
+    for archive, match in cases:
+        with pytest.raises(InvalidInput, match=match):
+            start(Session, files=[("bad.zip", archive)])
+        assert not any((tmp_path / "media").iterdir())
+    # Loose files whose stored names would clash are refused instead of overwriting each other.
+    labels, images = photo_files()
+    with pytest.raises(InvalidInput, match="'x_y.png' would replace another uploaded file"):
+        start(Session, files=[("labels.csv", labels), ("x y.png", images[0][1]), ("x_y.png", images[1][1])])
+    assert not any((tmp_path / "media").iterdir())

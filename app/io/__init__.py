@@ -27,6 +27,7 @@ from app.io.readers import (
 from app.io.writers import (
     CONTENT_COLUMNS,
     LABELLED_COLUMNS,
+    EXPORT_ONLY_COLUMNS,
     RANKED_COLUMNS,
     TABLE_EXTENSIONS,
     labelled_dataset_table,
@@ -55,6 +56,7 @@ __all__ = [
     "sort_label_names",
     "RANKED_COLUMNS",
     "LABELLED_COLUMNS",
+    "EXPORT_ONLY_COLUMNS",
     "CONTENT_COLUMNS",
     "TABLE_EXTENSIONS",
     "ranked_query_table",

@@ -79,6 +79,7 @@ from engine.query import ranking_order
 __all__ = [
     "RANKED_COLUMNS",
     "LABELLED_COLUMNS",
+    "EXPORT_ONLY_COLUMNS",
     "CONTENT_COLUMNS",
     "TABLE_EXTENSIONS",
     "FORMULA_PREFIXES",
@@ -87,7 +88,12 @@ __all__ = [
     "labelled_dataset_table",
     "write_table",
     "atomic_file",
+    "EXPORT_MODE",
 ]
+
+#: Mode of every file winnow writes (exports, unpacked uploads): its owner's alone. An export
+#: holds who answered what; another local user has no business reading it.
+EXPORT_MODE = 0o600
 
 RANKED_COLUMNS: tuple[str, ...] = (
     "rank", "id", "score", "candidates", "n_candidates", "open_targets_touched", "criterion", "params",
@@ -97,9 +103,12 @@ LABELLED_COLUMNS: tuple[str, ...] = (
     "true_label",
 )
 """Columns of :func:`labelled_dataset_table` before any content and feature columns
-(``true_label`` only when true labels are given). Pass ``ignore_columns=LABELLED_COLUMNS`` to
-:func:`app.io.read_dataset` to import an export that includes features (its ``text`` column is
-then read as the items' text)."""
+(``true_label`` only when true labels are given). Pass ``ignore_columns=EXPORT_ONLY_COLUMNS``
+to :func:`app.io.read_dataset` to import an export that includes features (its ``text``
+column is then read as the items' text)."""
+EXPORT_ONLY_COLUMNS: tuple[str, ...] = tuple(c for c in LABELLED_COLUMNS if c not in ("id", "candidates", "true_label"))
+"""The columns of :data:`LABELLED_COLUMNS` that have no role when an export is read back: the
+others are its ids, candidate sets and true labels, which cannot be ignored."""
 CONTENT_COLUMNS: tuple[str, ...] = ("text", "media_path", "link")
 """Content columns an export may carry, in this order, each only when some item has it."""
 TABLE_EXTENSIONS: tuple[str, ...] = (".csv", ".tsv", ".json", ".parquet")
@@ -337,8 +346,9 @@ def write_table(df: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
 
     The file appears whole or not at all (:func:`atomic_file`): it is written to a file without
     a name, synced to disk, then given its name, so a crash, ``kill -9`` or a full disk never
-    leaves half a file nor a temporary file behind. It gets the permissions of any file the user
-    creates (``0666`` less the umask), and a file already there is replaced at once. See the
+    leaves half a file nor a temporary file behind. It is readable and writable by its owner only
+    (``0600``, whatever the umask: exports hold annotators' names and answers), and a file
+    already there is replaced at once (its old mode is not kept). See the
     module docstring for the exact format of each type, including the neutralisation of
     spreadsheet formulas in CSV / TSV.
 
@@ -390,8 +400,8 @@ def atomic_file(target: str | os.PathLike[str]) -> Iterator[BinaryIO]:
     the file is flushed and ``fsync``-ed, linked under a temporary name and renamed over
     ``target`` (atomic), and the folder is synced so the new name survives a power cut.
     Elsewhere (or on a file system without ``O_TMPFILE``) a hidden temporary file named after
-    the target is used and removed on any error. The mode is ``0666`` less the umask, as for any
-    file the user creates.
+    the target is used and removed on any error. The mode is :data:`EXPORT_MODE` (``0600``)
+    whatever the umask, also when ``target`` already exists with another mode.
     """
     target = Path(target)
     folder = target.parent
@@ -399,12 +409,22 @@ def atomic_file(target: str | os.PathLike[str]) -> Iterator[BinaryIO]:
     fd = -1
     if hasattr(os, "O_TMPFILE") and os.path.isdir("/proc/self/fd"):
         try:
-            fd = os.open(folder, os.O_TMPFILE | os.O_WRONLY, 0o666)
+            fd = os.open(folder, os.O_TMPFILE | os.O_WRONLY, EXPORT_MODE)
         except OSError:  # e.g. a file system without O_TMPFILE support
             fd = -1
     if fd < 0:
         named = _temporary_name(target)
-        fd = os.open(named, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        fd = os.open(named, os.O_WRONLY | os.O_CREAT | os.O_EXCL, EXPORT_MODE)
+    try:
+        # The creation mode is masked by the umask (0o600 may become 0o400 under umask 0o277):
+        # set it exactly before any byte is written.
+        os.fchmod(fd, EXPORT_MODE)
+    except BaseException:
+        os.close(fd)
+        if named is not None:
+            with contextlib.suppress(OSError):
+                named.unlink()
+        raise
     try:
         with os.fdopen(fd, "wb") as handle:
             yield handle

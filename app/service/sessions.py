@@ -37,6 +37,7 @@ from app.store import (
     instance_position,
     list_datasets,
     record_event,
+    remove_abandoned_imports,
     session_configs,
     write_transaction,
 )
@@ -143,6 +144,7 @@ def import_file(
     if session is not None:
         session = check_session_spec(session)
         min_rows = max(min_rows, session.k + 1)
+    remove_abandoned_imports(Session)  # an import whose process died holds no name
     with Session() as s:  # cheap, and spares reading a large file for nothing
         check_dataset_name_free(s, dataset_name)
         if session is not None:

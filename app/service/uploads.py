@@ -12,8 +12,10 @@ What is accepted
   paths and http(s) links are checked as in ``winnow import``;
 * a data file and image / audio files: the files are stored flat (their base names), so the
   data file names them by file name (``cat.png``);
-* a ``.zip``: extracted (no absolute paths, no ``..``, no links, at most :data:`MAX_ZIP_MEMBERS`
-  members and :data:`MAX_ZIP_BYTES` bytes once extracted, checked while extracting); it may hold
+* a ``.zip``: every member checked before it is unpacked (:mod:`app.io.zips`: no absolute paths,
+  no ``..``, no links, no encryption, no two members on one file, image headers, at most
+  :data:`MAX_ZIP_MEMBERS` members and :data:`MAX_ZIP_BYTES` bytes once unpacked, counted again
+  while unpacking), members keeping their names; it may hold
   the data file, or a data file may be uploaded beside it. Without any data file, the archive
   (or the uploaded images) must be one sub-folder per label, as ``winnow import photos/``.
 """
@@ -24,11 +26,9 @@ import os
 import re
 import secrets
 import shutil
-import stat
 import tempfile
-import zipfile
 from collections.abc import Mapping, Sequence
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
@@ -66,7 +66,6 @@ MEDIA_EXTENSIONS: tuple[str, ...] = (".png", ".jpg", ".jpeg", ".gif", ".bmp", ".
                                      ".wav", ".wave", ".mp3", ".ogg", ".oga", ".opus", ".flac", ".m4a", ".aac")
 #: Extensions the upload form accepts (data files, a zip archive, images and audio clips).
 UPLOAD_EXTENSIONS: tuple[str, ...] = (*DATA_FILE_EXTENSIONS, *ARCHIVE_EXTENSIONS, *MEDIA_EXTENSIONS)
-_CHUNK = 1 << 20
 
 
 def safe_file_name(name: str) -> str:
@@ -120,37 +119,12 @@ def upload_columns(file_name: str, content: bytes) -> list[str]:
 
 
 def _extract_zip(content: bytes, target: Path, shown: str) -> None:
-    """Extract an uploaded archive into ``target`` safely (see the module docstring)."""
+    """Check, then unpack, an uploaded archive into ``target`` (:func:`app.io.zips.unpack_zip`)."""
     import io
 
-    try:
-        archive = zipfile.ZipFile(io.BytesIO(content))
-    except zipfile.BadZipFile:
-        raise InvalidInput(f"{shown} is not a valid zip archive") from None
-    with archive:
-        members = [m for m in archive.infolist() if not m.is_dir()]
-        if len(members) > MAX_ZIP_MEMBERS:
-            raise InvalidInput(f"{shown} holds {len(members)} files; at most {MAX_ZIP_MEMBERS} are accepted")
-        declared = sum(m.file_size for m in members)
-        if declared > MAX_ZIP_BYTES:
-            raise InvalidInput(f"{shown} unpacks to {declared:,} bytes; at most {MAX_ZIP_BYTES:,} are accepted")
-        written = 0
-        for member in members:
-            parts = PurePosixPath(member.filename.replace("\\", "/")).parts
-            if not parts or member.filename.startswith("/") or ".." in parts or ":" in parts[0]:
-                raise InvalidInput(f"{shown} holds {member.filename!r}, a path leading outside the archive")
-            if parts[0] == "__MACOSX" or any(p.startswith(".") for p in parts):
-                continue  # resource forks and hidden files are not items
-            if stat.S_ISLNK(member.external_attr >> 16):
-                raise InvalidInput(f"{shown} holds {member.filename!r}, a symbolic link; links are not accepted")
-            destination = target.joinpath(*(safe_file_name(p) for p in parts))
-            destination.parent.mkdir(parents=True, exist_ok=True)
-            with archive.open(member) as source, destination.open("wb") as sink:
-                while chunk := source.read(_CHUNK):
-                    written += len(chunk)
-                    if written > MAX_ZIP_BYTES:  # the declared sizes lied
-                        raise InvalidInput(f"{shown} unpacks to more than {MAX_ZIP_BYTES:,} bytes")
-                    sink.write(chunk)
+    from app.io.zips import ZipLimits, unpack_zip
+
+    unpack_zip(io.BytesIO(content), target, shown, ZipLimits(max_members=MAX_ZIP_MEMBERS, max_bytes=MAX_ZIP_BYTES))
 
 
 def import_upload(
@@ -231,7 +205,11 @@ def import_upload(
         for file_name, content in by_kind["zip"]:
             _extract_zip(content, folder, repr(Path(file_name).name))
         for file_name, content in by_kind["media"]:
-            (folder / safe_file_name(file_name)).write_bytes(content)
+            destination = folder / safe_file_name(file_name)
+            if destination.exists():  # "x y.png" and "x_y.png" are both stored as x_y.png
+                raise InvalidInput(f"{Path(file_name).name!r} would replace another uploaded file "
+                                   f"({destination.name!r}); rename one")
+            destination.write_bytes(content)
         tables = [(n, c) for n, c in by_kind["table"]]
         if tables:
             file_name, content = tables[0]

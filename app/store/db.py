@@ -14,6 +14,13 @@ writers could otherwise both read "the latest event not yet undone" and both try
 The schema is created and upgraded only by Alembic (:func:`upgrade_database`), which runs the
 migrations shipped in the ``migrations`` package, from any working directory.
 
+:func:`open_store` opens only what is a winnow store (:func:`check_store`): a file or database
+that holds something else is refused before any connection changes it (no table added, no
+switch to WAL), and a missing or empty one is created only when the caller says so
+(``create=True``: the commands that store data). A SQLite store and its ``-wal``/``-shm``
+files are readable by their owner only (:data:`STORE_FILE_MODE`; SQLite gives the side files
+the mode of the main file), whatever the umask: the store holds password hashes.
+
 Typical use::
 
     Session = open_store("winnow.db")            # upgrades the schema, cached per process
@@ -24,15 +31,17 @@ Typical use::
 
 from __future__ import annotations
 
+import functools
 import os
 import random
+import sqlite3
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, inspect
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
@@ -50,6 +59,8 @@ __all__ = [
     "downgrade_database",
     "alembic_config",
     "open_store",
+    "check_store",
+    "STORE_FILE_MODE",
     "close_stores",
     "write_transaction",
     "is_locked_error",
@@ -81,6 +92,12 @@ _PG_WRITE_LOCK = 0x77696E6E6F77  # "winnow"
 #: SQLSTATEs of transient PostgreSQL errors after which a write transaction is re-run:
 #: lock_not_available (the write lock timed out), serialization_failure, deadlock_detected.
 _PG_RETRY_SQLSTATES = frozenset({"55P03", "40001", "40P01"})
+
+#: Mode of a SQLite store file created by winnow, and so of its ``-wal`` and ``-shm`` files.
+STORE_FILE_MODE = 0o600
+
+#: The first 16 bytes of every SQLite 3 database file.
+_SQLITE_HEADER = b"SQLite format 3\x00"
 
 T = TypeVar("T")
 
@@ -292,16 +309,162 @@ def downgrade_database(
     _run_alembic(path_or_url, engine, lambda cfg: command.downgrade(cfg, revision))
 
 
-def open_store(path_or_url: str | os.PathLike[str]) -> sessionmaker[Session]:
-    """Upgrade the store's schema and return a sessionmaker bound to its engine.
+@functools.lru_cache(maxsize=1)
+def _known_revisions() -> frozenset[str]:
+    """The revision ids of the migrations shipped with this winnow."""
+    from alembic.script import ScriptDirectory
 
-    Also removes the datasets of imports whose process died before publishing them
-    (:func:`app.store.staging.remove_abandoned_imports`).
+    return frozenset(script.revision for script in ScriptDirectory.from_config(alembic_config("sqlite://")).walk_revisions())
+
+
+def _how_to_create(shown: str) -> str:
+    return (f"no winnow store at {shown} (create one with `winnow import FILE --db {shown}` "
+            f"or `winnow init --db {shown}`)")
+
+
+def _check_revision(shown: str, revision: str | None) -> None:
+    if revision not in _known_revisions():
+        raise StoreUnavailable(
+            f"{shown} is not a winnow store this version knows (its Alembic revision is {revision!r}); "
+            "give another --db"
+        )
+
+
+def _check_sqlite_file(url: str, *, create: bool) -> None:
+    """The SQLite-file half of :func:`check_store`; creates a missing file 0600 if asked."""
+    path = Path(make_url(url).database or "")
+    shown = str(path)
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        if not create:
+            raise StoreUnavailable(_how_to_create(shown)) from None
+        try:
+            # Made here, with its final mode, before SQLite opens it: SQLite would create it
+            # 0644 less the umask, and its -wal and -shm files take the main file's mode.
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, STORE_FILE_MODE)
+        except FileExistsError:  # another process made it meanwhile: check that one
+            return _check_sqlite_file(url, create=create)
+        try:
+            os.fchmod(fd, STORE_FILE_MODE)  # the creation mode is masked by the umask
+        finally:
+            os.close(fd)
+        return
+    if size == 0:
+        if not create:
+            raise StoreUnavailable(_how_to_create(shown) + "; the file is empty")
+        if path.stat().st_uid == os.getuid():
+            os.chmod(path, STORE_FILE_MODE)
+        return
+    with path.open("rb") as handle:
+        header = handle.read(len(_SQLITE_HEADER))
+    if header != _SQLITE_HEADER:
+        raise StoreUnavailable(f"{shown} is not a winnow store (not a SQLite database); give another --db")
+    # Read with the sqlite3 module and no pragma: nothing is written, the journal mode is left alone.
+    try:
+        connection = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
+        try:
+            tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            revision = None
+            if "alembic_version" in tables:
+                row = connection.execute("SELECT version_num FROM alembic_version").fetchone()
+                revision = row[0] if row else None
+        finally:
+            connection.close()
+    except sqlite3.Error as exc:
+        raise StoreUnavailable(f"{shown} cannot be read as a winnow store: {_first_line(exc)}") from None
+    if "alembic_version" not in tables:
+        if tables:
+            raise StoreUnavailable(f"{shown} is not a winnow store (a SQLite database without winnow's tables); "
+                                   "give another --db")
+        if not create:
+            raise StoreUnavailable(_how_to_create(shown) + "; the database is empty")
+        return
+    _check_revision(shown, revision)
+
+
+def _check_server_database(engine: Engine, url: str, *, create: bool) -> None:
+    """The server half of :func:`check_store` (PostgreSQL and other URLs): read the catalogue only."""
+    shown = _shown(url)
+    try:
+        with engine.connect() as connection:
+            tables = set(inspect(connection).get_table_names())
+            revision = None
+            if "alembic_version" in tables:
+                revision = connection.exec_driver_sql("SELECT version_num FROM alembic_version").scalar()
+            connection.rollback()
+    except DBAPIError as exc:
+        raise StoreUnavailable(f"{shown} cannot be opened as a winnow store: {_first_line(exc.orig)}") from None
+    if "alembic_version" in tables:
+        _check_revision(shown, revision)
+    elif tables:
+        raise StoreUnavailable(f"{shown} is not a winnow store (a database without winnow's tables); give another --db")
+    elif not create:
+        raise StoreUnavailable(_how_to_create(shown))
+
+
+def check_store(path_or_url: str | os.PathLike[str], *, create: bool = False, engine: Engine | None = None) -> None:
+    """Refuse a store that is not winnow's, before anything connects to it with winnow's settings.
+
+    A winnow store holds Alembic's ``alembic_version`` table at a revision this winnow ships.
+    Anything else holding data (a SQLite database of another program, a file that is not SQLite,
+    a PostgreSQL database with other tables) is refused whatever ``create`` says, and is left
+    exactly as it was: the SQLite file is read with the ``sqlite3`` module and no pragma (no
+    switch to WAL), the server database only through its catalogue.
+
+    Parameters
+    ----------
+    path_or_url : str or path-like
+        As for :func:`database_url`.
+    create : bool, default=False
+        Whether a missing SQLite file, an empty one, or a database without tables may become a
+        new store. A missing SQLite file is then created here, ``0600``.
+    engine : Engine, optional
+        An engine for a server URL (one is made and disposed of otherwise).
+
+    Raises
+    ------
+    StoreUnavailable
+        One line naming the file or URL (password hidden): not a winnow store, or no store
+        there and ``create`` is false.
+    """
+    url = database_url(path_or_url)
+    if make_url(url).get_backend_name() == "sqlite":
+        if _is_file_sqlite(url):
+            _check_sqlite_folder(url)
+            _check_sqlite_file(sqlite_synchronous(url)[0], create=create)
+        return  # an in-memory database is always new
+    own_engine = engine is None
+    engine = engine if engine is not None else make_engine(url)
+    try:
+        _check_server_database(engine, url, create=create)
+    finally:
+        if own_engine:
+            engine.dispose()
+
+
+def open_store(path_or_url: str | os.PathLike[str], *, create: bool = True) -> sessionmaker[Session]:
+    """Check that the store is winnow's, upgrade its schema and return a sessionmaker bound to it.
 
     One engine per process and URL: later calls with the same store return the cached
     sessionmaker without touching the schema again (a forked child gets its own). Sessions
     are made with ``expire_on_commit=False`` so objects returned by a committed unit of work
     stay readable.
+
+    Parameters
+    ----------
+    path_or_url : str or path-like
+        As for :func:`database_url`.
+    create : bool, default=True
+        Whether a missing or empty store may be created (see :func:`check_store`). The command
+        line passes ``False`` for every command that only reads or changes an existing store,
+        so a mistyped ``--db`` is an error rather than a new empty store. A database holding
+        something other than a winnow store is refused either way.
+
+    Raises
+    ------
+    StoreUnavailable
+        Not a winnow store, no store and ``create`` false, or the database cannot be opened.
     """
     url = database_url(path_or_url)
     key = (os.getpid(), url)
@@ -312,6 +475,7 @@ def open_store(path_or_url: str | os.PathLike[str]) -> sessionmaker[Session]:
         _check_sqlite_folder(url)
         engine = make_engine(url)
         try:
+            check_store(url, create=create, engine=engine)
             upgrade_database(url, engine=engine)
         except DBAPIError as exc:
             engine.dispose()
@@ -322,15 +486,6 @@ def open_store(path_or_url: str | os.PathLike[str]) -> sessionmaker[Session]:
             engine.dispose()
             raise
         factory = sessionmaker(bind=engine, expire_on_commit=False)
-        # Imports whose process died half-way (their datasets were never published, so nothing
-        # showed them) are removed now, before this process can trip over their names.
-        from app.store.staging import remove_abandoned_imports
-
-        try:
-            remove_abandoned_imports(factory)
-        except BaseException:
-            engine.dispose()
-            raise
         _stores[key] = (engine, factory)
         return factory
 

@@ -17,21 +17,35 @@
 Every read (:func:`~app.store.datasets.list_datasets`, look-ups by name, sessions) ignores an
 unpublished dataset, so a reader sees nothing of an import until step 4 and then all of it:
 dataset and session together or neither. An import that fails removes what it staged; one whose
-process died (``kill -9``, a power cut) is removed by the next :func:`~app.store.db.open_store`
+process died (``kill -9``, a power cut) is removed when the next import starts
 (:func:`remove_abandoned_imports`).
+
+An import is running while its process holds the import's lock, a lock the operating system or
+the database server drops when the process dies, whatever killed it: on PostgreSQL a
+session-level advisory lock (key :data:`PG_IMPORT_LOCK_CLASS`, the dataset id) on a connection
+of its own; on a SQLite file an open-file-description lock (``F_OFD_SETLK``) on the byte at the
+dataset id's offset in the store's lock file ``<store>-imports`` (made ``0600``). Neither
+depends on host names or process ids, so a command in another PID namespace (a container) on
+the same host name cannot take a running import for a dead one (issue 23, item 7), and the
+lock is taken before the staged row is committed, so nobody can see the row without it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import os
 import socket
+import struct
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta
 from pathlib import Path
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import Connection, Engine, delete, func, select, update
+from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.crash_points import crash_point
@@ -45,7 +59,8 @@ from app.store.sessions import SessionSpec, check_session_name_free, check_sessi
 __all__ = [
     "STAGE_ROWS",
     "SQLITE_STAGE_PAUSE",
-    "ABANDONED_AFTER",
+    "PG_IMPORT_LOCK_CLASS",
+    "IMPORT_LOCK_SUFFIX",
     "ImportResult",
     "import_dataset",
     "remove_abandoned_imports",
@@ -62,9 +77,23 @@ STAGE_ROWS = 10_000
 #: in. PostgreSQL queues the waiters of the advisory lock and needs none.
 SQLITE_STAGE_PAUSE = 0.1
 
-#: An unpublished dataset whose importer wrote nothing for this long is taken as abandoned
-#: even when its process cannot be checked (another host sharing a PostgreSQL server).
-ABANDONED_AFTER = timedelta(hours=1)
+#: First key of the PostgreSQL advisory lock an import holds (the second is the dataset id).
+#: Advisory locks are per database, so imports into stores on one server do not collide.
+PG_IMPORT_LOCK_CLASS = 0x77696E6E  # "winn"
+
+#: Suffix of the lock file next to a SQLite store (``winnow.db`` -> ``winnow.db-imports``).
+IMPORT_LOCK_SUFFIX = "-imports"
+
+#: Mode of that lock file: like the store, its owner's alone.
+_LOCK_FILE_MODE = 0o600
+
+#: ``struct flock`` of Linux (l_type, l_whence, l_start, l_len, l_pid, padding).
+_FLOCK = struct.Struct("@hhqqi4x")
+
+#: Dataset ids imported by this process into in-memory SQLite databases, which no other
+#: process can reach, so a set in memory is their lock.
+_in_memory_imports: set[tuple[int, int]] = set()
+_in_memory_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -78,7 +107,11 @@ class ImportResult:
 
 
 def importer_name() -> str:
-    """``"host:pid"`` of this process, as recorded on the datasets it is importing."""
+    """``"host:pid"`` of this process, as recorded on the datasets it is importing.
+
+    For people (the message about a name being imported says by whom); whether an import is
+    still running is decided by its lock, never by this text.
+    """
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
@@ -118,6 +151,11 @@ def import_dataset(
     InvalidRecord
         A bad session option, a dataset or session name already taken: raised before anything
         is written, or (a name taken while the import ran) after what was staged is removed.
+
+    Notes
+    -----
+    Imports whose process died are removed first (:func:`remove_abandoned_imports`), so their
+    names are free again.
     """
     if not isinstance(dataset, CheckedDataset):
         raise TypeError(f"dataset must be a CheckedDataset (from check_dataset), got {type(dataset).__name__}")
@@ -129,7 +167,17 @@ def import_dataset(
 
     bind = Session.kw.get("bind")
     pause = SQLITE_STAGE_PAUSE if bind is not None and bind.dialect.name == "sqlite" else 0.0
-    dataset_id = write_transaction(Session, lambda s: _reserve(s, checked, labelling))
+    remove_abandoned_imports(Session)
+    with contextlib.ExitStack() as stack:
+        held = _HeldLocks(stack)
+        dataset_id = write_transaction(Session, lambda s: _reserve(s, checked, labelling, held))
+        return _stage_and_publish(Session, dataset_id, checked, labelling, batch_rows, pause, on_batch)
+
+
+def _stage_and_publish(
+    Session: sessionmaker[Session], dataset_id: int, checked: CheckedDataset, labelling: SessionSpec | None,
+    batch_rows: int, pause: float, on_batch: Callable[[int, int], None] | None,
+) -> ImportResult:
     try:
         n = checked.n_instances
         for start in range(0, n, batch_rows):
@@ -152,20 +200,19 @@ def import_dataset(
     return ImportResult(dataset_id, checked.n_instances, session_id)
 
 
-def remove_abandoned_imports(Session: sessionmaker[Session], *, now: datetime | None = None) -> list[str]:
+def remove_abandoned_imports(Session: sessionmaker[Session]) -> list[str]:
     """Remove the unpublished datasets whose import will never finish; returns their names.
 
-    An import is abandoned when its process, on this host, is gone (or a zombie), or when it
-    has written nothing for :data:`ABANDONED_AFTER`. Imports still running are left alone.
+    An import is abandoned when nobody holds its lock (see the module docstring): its process
+    is gone, on whatever host or in whatever PID namespace it ran. Imports still running are
+    left alone, however long they take.
     """
-    now = now or utcnow()
     with Session() as s:
-        staged = s.execute(
-            select(Dataset.id, Dataset.name, Dataset.staged_by, Dataset.staged_at).where(~Dataset.published)
-        ).all()
+        staged = s.execute(select(Dataset.id, Dataset.name).where(~Dataset.published)).all()
+    bind = _engine_of(Session)
     removed = []
-    for dataset_id, name, staged_by, staged_at in staged:
-        if _abandoned(staged_by, staged_at, now):
+    for dataset_id, name in staged:
+        if not _import_running(bind, dataset_id):
             _discard(Session, dataset_id)
             removed.append(name)
     return removed
@@ -175,7 +222,9 @@ def remove_abandoned_imports(Session: sessionmaker[Session], *, now: datetime | 
 # The transactions of an import
 
 
-def _reserve(s: Session, checked: CheckedDataset, labelling: SessionSpec | None) -> int:
+def _reserve(
+    s: Session, checked: CheckedDataset, labelling: SessionSpec | None, held: _HeldLocks
+) -> int:
     check_dataset_name_free(s, checked.name)
     if labelling is not None:
         check_session_name_free(s, labelling.name)
@@ -184,6 +233,8 @@ def _reserve(s: Session, checked: CheckedDataset, labelling: SessionSpec | None)
     dataset.staged_at = utcnow()
     s.add(dataset)
     s.flush()
+    # Locked before the row is committed: whoever can see the row sees it locked.
+    held.hold(_engine_of(s), dataset.id)
     return dataset.id
 
 
@@ -238,26 +289,126 @@ def _discard(Session: sessionmaker[Session], dataset_id: int) -> None:
     )
 
 
-def _abandoned(staged_by: str | None, staged_at: datetime | None, now: datetime) -> bool:
-    host, _, pid = (staged_by or "").rpartition(":")
-    if host == socket.gethostname() and pid.isdigit() and not _process_alive(int(pid)):
-        return True
-    return staged_at is None or now - staged_at > ABANDONED_AFTER
+# --------------------------------------------------------------------------------------------
+# The lock a running import holds
 
 
-def _process_alive(pid: int) -> bool:
-    """Whether process ``pid`` runs here (a zombie, killed but not yet reaped, does not)."""
-    if pid == os.getpid():
-        return True
+class _HeldLocks:
+    """The import locks one import holds until its ``ExitStack`` closes.
+
+    A write transaction re-run after a lock timeout may reserve the same id again: its lock is
+    then already held here (taking it on a second descriptor would conflict with the first).
+    """
+
+    def __init__(self, stack: contextlib.ExitStack) -> None:
+        self._stack = stack
+        self._ids: set[int] = set()
+
+    def hold(self, engine: Engine, dataset_id: int) -> None:
+        if dataset_id not in self._ids:
+            self._stack.enter_context(_import_lock(engine, dataset_id))
+            self._ids.add(dataset_id)
+
+
+def _engine_of(Session: sessionmaker[Session] | Session) -> Engine:
+    bind = Session.kw.get("bind") if isinstance(Session, sessionmaker) else Session.get_bind()
+    if isinstance(bind, Connection):
+        bind = bind.engine
+    if not isinstance(bind, Engine):
+        raise TypeError(f"the sessionmaker must be bound to an Engine (open_store makes one), got {type(bind).__name__}")
+    return bind
+
+
+def _lock_file(engine: Engine) -> Path | None:
+    """The lock file of a SQLite file store; ``None`` for an in-memory one."""
+    database = make_url(str(engine.url)).database or ""
+    if database in ("", ":memory:") or "mode=memory" in str(engine.url):
+        return None
+    return Path(database).with_name(Path(database).name + IMPORT_LOCK_SUFFIX)
+
+
+def _ofd_lock(fd: int, lock_type: int, offset: int) -> bool:
+    """Set (or clear) an OFD lock on one byte; ``False`` when another holder has it."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        fcntl.fcntl(fd, fcntl.F_OFD_SETLK, _FLOCK.pack(lock_type, os.SEEK_SET, offset, 1, 0))
+    except OSError as exc:
+        if exc.errno in (errno.EAGAIN, errno.EACCES):
+            return False
+        raise
+    return True
+
+
+def _open_lock_file(path: Path) -> int:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, _LOCK_FILE_MODE)
+    with contextlib.suppress(OSError):  # made by another user: its mode is theirs to set
+        os.fchmod(fd, _LOCK_FILE_MODE)
+    return fd
+
+
+@contextlib.contextmanager
+def _import_lock(engine: Engine, dataset_id: int) -> Iterator[None]:
+    """Hold the lock of dataset ``dataset_id``'s import until the block ends (or the process dies)."""
+    if engine.dialect.name == "postgresql":
+        # A connection of its own, kept out of the pool for the whole import; the lock is
+        # session-level, so it outlives the transactions and dies with the connection.
+        connection = engine.connect()
+        try:
+            taken = connection.exec_driver_sql(
+                f"SELECT pg_try_advisory_lock({PG_IMPORT_LOCK_CLASS}, {int(dataset_id)})"
+            ).scalar_one()
+            connection.commit()  # not left "idle in transaction" for the length of the import
+            if not taken:
+                raise StoreUnavailable(f"dataset id {dataset_id} is locked by another import; run the import again")
+            yield
+        finally:
+            with contextlib.suppress(Exception):
+                connection.exec_driver_sql(f"SELECT pg_advisory_unlock({PG_IMPORT_LOCK_CLASS}, {int(dataset_id)})")
+                connection.commit()
+            connection.close()
+        return
+    path = _lock_file(engine) if engine.dialect.name == "sqlite" else None
+    if path is None:
+        key = (id(engine), dataset_id)
+        with _in_memory_lock:
+            _in_memory_imports.add(key)
+        try:
+            yield
+        finally:
+            with _in_memory_lock:
+                _in_memory_imports.discard(key)
+        return
+    fd = _open_lock_file(path)
+    try:
+        if not _ofd_lock(fd, fcntl.F_WRLCK, dataset_id):
+            raise StoreUnavailable(f"dataset id {dataset_id} is locked by another import in {path}; run the import again")
+        yield
+    finally:
+        os.close(fd)  # closing the only descriptor of an OFD lock releases it
+
+
+def _import_running(engine: Engine, dataset_id: int) -> bool:
+    """Whether some process (this one included) holds the lock of ``dataset_id``'s import."""
+    if engine.dialect.name == "postgresql":
+        with engine.connect() as connection:
+            held = connection.exec_driver_sql(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted"
+                " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+                f" AND classid = {PG_IMPORT_LOCK_CLASS} AND objid = {int(dataset_id)} AND objsubid = 2"
+            ).scalar_one()
+        return bool(held)
+    path = _lock_file(engine) if engine.dialect.name == "sqlite" else None
+    if path is None:
+        with _in_memory_lock:
+            return (id(engine), dataset_id) in _in_memory_imports
+    if not path.exists():
         return False
-    except PermissionError:  # someone else's process: alive
-        return True
-    stat = Path(f"/proc/{pid}/stat")
+    fd = _open_lock_file(path)
     try:
-        # The state letter follows the parenthesised command name, which may hold spaces.
-        return stat.read_text().rpartition(")")[2].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
+        # A test lock on a description of our own: it conflicts with the importer's even when
+        # the importer is this very process (OFD locks belong to descriptions, not processes).
+        if not _ofd_lock(fd, fcntl.F_WRLCK, dataset_id):
+            return True
+        _ofd_lock(fd, fcntl.F_UNLCK, dataset_id)
+        return False
+    finally:
+        os.close(fd)

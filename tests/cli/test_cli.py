@@ -116,7 +116,7 @@ def test_import_session_answer_undo_status_export(winnow, small_csv, tmp_path):
 )
 def test_bad_files_give_one_line_and_write_nothing(winnow, tmp_path, content, message):
     db = tmp_path / "w.db"
-    winnow("session", "list", "--db", db)  # create the (empty) store first
+    winnow("init", "--db", db)  # create the (empty) store first
     bad = tmp_path / "bad.csv"
     bad.write_text(content)
     result = winnow("import", bad, "--db", db, "-k", "1", check=False)
@@ -139,6 +139,7 @@ def test_bad_files_give_one_line_and_write_nothing(winnow, tmp_path, content, me
     ],
 )
 def test_user_errors_exit_2_with_one_line(winnow, tmp_path, args, message):
+    winnow("init", "--db", tmp_path / "w.db")
     result = winnow(*args, "--db", tmp_path / "w.db", check=False) if args[0] != "rank" or "--session" in args else winnow(*args, cwd=tmp_path, check=False)
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr
@@ -152,7 +153,7 @@ def test_user_errors_exit_2_with_one_line(winnow, tmp_path, args, message):
         ("   ", "path_or_url is empty"),
         ("bogus://x", "no SQLAlchemy dialect"),
         ("{tmp}/no/such/folder/w.db", "does not exist"),
-        ("{tmp}/not-a-db.txt", "cannot be opened as a winnow store"),
+        ("{tmp}/not-a-db.txt", "is not a winnow store (not a SQLite database)"),
     ],
 )
 def test_unusable_stores_exit_2_with_one_line(winnow, tmp_path, db, message):

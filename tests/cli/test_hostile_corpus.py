@@ -130,6 +130,44 @@ def mat_compressed_bomb(folder: Path) -> Path:
     return path
 
 
+def _mat_bomb_at_default_limit(folder: Path, name: str) -> Path:
+    """A MAT-file of about 1.1 MB whose one compressed variable ``name`` is 1.125 GiB of zeros:
+    over the default 1 GiB limit (issue 23, item 8: such a file reached 2.23 GB of memory).
+
+    Written by hand, a megabyte at a time, so the test itself never holds the zeros.
+    """
+    import struct
+    import zlib
+
+    rows, cols = 9 * 2**24 // 64, 64  # 1.125 GiB of float64
+    data_bytes = rows * cols * 8
+    name_bytes = name.encode() + b"\0" * (-len(name) % 8)
+    body = (struct.pack("<II", 6, 8) + struct.pack("<II", 6, 0)  # miUINT32 array flags: mxDOUBLE_CLASS
+            + struct.pack("<II", 5, 8) + struct.pack("<ii", rows, cols)  # miINT32 dimensions
+            + struct.pack("<II", 1, len(name)) + name_bytes  # miINT8 name
+            + struct.pack("<II", 9, data_bytes))  # miDOUBLE data, then the zeros
+    compressor = zlib.compressobj(9)
+    chunks = [compressor.compress(struct.pack("<II", 14, len(body) + data_bytes) + body)]
+    zeros = bytes(MiB)
+    for _ in range(data_bytes // MiB):
+        chunks.append(compressor.compress(zeros))
+    chunks.append(compressor.flush())
+    compressed = b"".join(chunks)
+    header = b"MATLAB 5.0 MAT-file, hostile corpus".ljust(116, b" ") + b"\0" * 8 + struct.pack("<H", 0x0100) + b"IM"
+    path = folder / f"bomb_{name}.mat"
+    path.write_bytes(header + struct.pack("<II", 15, len(compressed)) + compressed)
+    return path
+
+
+def mat_data_bomb_default_limit(folder: Path) -> Path:
+    return _mat_bomb_at_default_limit(folder, "data")
+
+
+def mat_unread_bomb_default_limit(folder: Path) -> Path:
+    """The zeros in a variable winnow does not read: refused while inflating, never held."""
+    return _mat_bomb_at_default_limit(folder, "junk")
+
+
 def parquet_many_rows(folder: Path) -> Path:
     """Two million rows of one repeated value: tiny on disk, over a 16 MiB limit in memory."""
     n = 2_000_000
@@ -182,8 +220,14 @@ CASES = [
     Case("npz zip bomb", npz_bomb, "the archive needs 68,157,", {"WINNOW_MAX_DECOMPRESSED_BYTES": "16M"}),
     Case("npz lying header", npz_lying_header, "array 'X' claims 80,000,000,000 bytes"),
     Case("sparse mat bomb", sparse_mat_bomb, "the sparse 200000x100000 matrix made dense needs 160,000,000,000 bytes"),
-    Case("compressed mat bomb", mat_compressed_bomb, "inflates to more than 16,777,216 bytes",
+    # Refused from its dimensions, before its data are inflated.
+    Case("compressed mat bomb", mat_compressed_bomb, "variable 'data' of size 131072x64 needs 67,108,864 bytes",
          {"WINNOW_MAX_DECOMPRESSED_BYTES": "16M"}),
+    # The default limit (1 GiB): memory must stay under PEAK_BOUND while the file is refused.
+    Case("compressed mat bomb, default limit", mat_data_bomb_default_limit,
+         "variable 'data' of size 2359296x64 needs 1,207,959,552 bytes"),
+    Case("compressed mat bomb in an unread variable, default limit", mat_unread_bomb_default_limit,
+         "inflates to more than 1,073,741,824 bytes"),
     Case("parquet of many rows", parquet_many_rows, "the table needs 32,000,000 bytes",
          {"WINNOW_MAX_DECOMPRESSED_BYTES": "16M"}),
     Case("giant line", giant_line, "is not valid delimited text"),

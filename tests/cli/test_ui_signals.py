@@ -56,6 +56,7 @@ def port_is_free(port: int) -> bool:
 def test_a_stop_signal_stops_the_server_child(tmp_path, signum):
     port = free_port()
     env = {**os.environ, "NO_COLOR": "1"}
+    subprocess.run([str(WINNOW), "init", "--db", str(tmp_path / "w.db")], check=True, capture_output=True, env=env)
     parent = subprocess.Popen(
         [str(WINNOW), "ui", "--db", str(tmp_path / "w.db"), "--port", str(port), "--headless",
          "--address", "127.0.0.1", "--max-upload-mb", "7"],

@@ -47,6 +47,7 @@ def test_an_id_starting_with_a_dash_names_the_way_to_pass_it(tmp_path):
     assert line.endswith("winnow answer [OPTIONS] -- ... -d0042 (see 'winnow answer --help')")
     # ... and that way works: the command goes on to look for the session.
     db = tmp_path / "w.db"
+    run_winnow("init", "--db", db)
     line = one_line_error(run_winnow("answer", "--db", db, "--", "week1", "-d0042", "3", check=False))
     assert line == "error: no labelling session called 'week1'; known sessions: []"
 
@@ -61,8 +62,8 @@ def _closed_port() -> int:
     ("db", "message"),
     [
         ("{tmp}", "is a folder; give a SQLite file inside it"),
-        ("/etc/passwd", "cannot be opened as a winnow store: file is not a database"),
-        ("{tmp}/random.bin", "cannot be opened as a winnow store: file is not a database"),
+        ("/etc/passwd", "/etc/passwd is not a winnow store (not a SQLite database)"),
+        ("{tmp}/random.bin", "random.bin is not a winnow store (not a SQLite database)"),
         ("postgresql+psycopg://winnow@127.0.0.1:{port}/winnow", "cannot be opened as a winnow store"),
         ("sqlite:////nonexistent/dir/x.db", "folder '/nonexistent/dir' does not exist"),
         ("", "path_or_url is empty"),

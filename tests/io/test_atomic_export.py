@@ -1,4 +1,4 @@
-"""Exports appear whole or not at all, with the user's permissions (issue 13, item 8)."""
+"""Exports appear whole or not at all (issue 13, item 8), readable by their owner only (issue 23, item 7)."""
 
 from __future__ import annotations
 
@@ -23,13 +23,38 @@ def umask():
     os.umask(previous)
 
 
-@pytest.mark.parametrize(("mask", "mode"), [(0o022, 0o644), (0o002, 0o664), (0o077, 0o600)])
+@pytest.mark.parametrize("mask", [0o000, 0o022, 0o077, 0o277])
 @pytest.mark.parametrize("ext", [".csv", ".json", ".parquet"])
-def test_exports_honour_the_umask(tmp_path, umask, mask, mode, ext):
+def test_exports_are_0600_whatever_the_umask(tmp_path, umask, mask, ext):
     umask(mask)
     path = write_table(TABLE, tmp_path / f"out{ext}")
-    assert stat.S_IMODE(path.stat().st_mode) == mode
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"out{ext}"]
+
+
+@pytest.mark.parametrize("old_mode", [0o600, 0o644, 0o666])
+def test_an_export_over_an_existing_file_is_0600(tmp_path, umask, old_mode):
+    umask(0o000)
+    target = tmp_path / "out.csv"
+    target.write_text("old")
+    target.chmod(old_mode)
+    write_table(TABLE, target)
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    assert pd.read_csv(target).equals(TABLE)
+
+
+def test_the_named_temporary_file_is_0600_too(tmp_path, umask, monkeypatch):
+    """Where O_TMPFILE is missing, the hidden temporary file is created 0600 from the start."""
+    umask(0o000)
+    monkeypatch.delattr(os, "O_TMPFILE", raising=False)
+    target = tmp_path / "out.bin"
+    with atomic_file(target) as handle:
+        handle.write(b"data")
+        (temporary,) = tmp_path.iterdir()
+        assert temporary.name.startswith(".out.bin.")
+        assert stat.S_IMODE(temporary.stat().st_mode) == 0o600
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.bin"]
 
 
 def test_a_failed_write_leaves_the_old_file_and_no_temporary_file(tmp_path):

@@ -190,6 +190,29 @@ def test_ignore_columns(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    ("ignored", "named"),
+    [
+        (["id", "candidates"], ["'candidates' (holds the candidate sets)", "'id' (holds the ids)"]),
+        (["true_label", "f1"], ["'true_label' (holds the true labels)"]),
+        (["cands"], ["'cands' (holds the candidate sets)"]),
+    ],
+)
+def test_columns_with_a_role_cannot_be_ignored(tmp_path: Path, ignored: list[str], named: list[str]) -> None:
+    """Issue 23, item 8: ignoring them was silently a no-op, the import then used them anyway."""
+    df = frame()
+    if ignored == ["cands"]:
+        df = df.rename(columns={"candidates": "cands"})
+    path = tmp_path / "d.csv"
+    df.to_csv(path, index=False)
+    with pytest.raises(DataFileError, match="ignore_columns names columns that cannot be ignored: ") as caught:
+        read_dataset(path, ignore_columns=ignored, candidates_column="cands" if ignored == ["cands"] else "candidates")
+    message = str(caught.value)
+    assert message.startswith(str(path)) and "\n" not in message
+    assert all(name in message for name in named)
+    assert "'f1'" not in message
+
+
+@pytest.mark.parametrize(
     ("names", "layout"),
     [
         ([f"pixel_{i}" for i in range(64)], "image:8x8"),

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from app.io import (
+    EXPORT_ONLY_COLUMNS,
     LABELLED_COLUMNS,
     RANKED_COLUMNS,
     DataFileError,
@@ -151,7 +152,7 @@ def test_labelled_export_with_features_reads_back(tmp_path: Path, ext: str) -> N
     X = np.arange(10, dtype=float).reshape(5, 2) - 3
     df = labelled(true_labels=np.array([0, 1, -1, 2, 2]), features=X, feature_names=["u", "v"])
     path = write_table(df, tmp_path / f"labelled{ext}")
-    ds = read_dataset(path, ignore_columns=LABELLED_COLUMNS, label_names=NAMES)
+    ds = read_dataset(path, ignore_columns=EXPORT_ONLY_COLUMNS, label_names=NAMES)
     np.testing.assert_array_equal(ds.X, X)
     np.testing.assert_array_equal(ds.candidates, Y)
     assert ds.ids == IDS

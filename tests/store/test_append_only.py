@@ -121,3 +121,52 @@ def test_annotator_names_are_immutable(small):
     _refused(small, statements, "immutable")
     with small.Session() as s:
         assert event_log(s, small.session_id) == before
+
+
+def _audit_rows(small) -> list[tuple]:
+    with small.Session() as s:
+        return [tuple(row) for row in s.connection().exec_driver_sql(
+            "SELECT id, kind, user_name, actor, detail FROM audit_events ORDER BY id"
+        )]
+
+
+def test_audit_events_cannot_be_replaced_updated_or_deleted(small):
+    """The audit log is as append-only as answer_events (issue 23, item 7): on SQLite a REPLACE
+    deleted the old row without firing the DELETE trigger and rewrote a sign-in record."""
+    with small.Session() as s:
+        for kind, user in (("sign_in", "ann"), ("sign_in_failed", "bob")):
+            s.connection().exec_driver_sql(
+                "INSERT INTO audit_events (kind, user_name, created_at)"
+                f" VALUES ('{kind}', '{user}', CURRENT_TIMESTAMP)"
+            )
+        s.commit()
+    before = _audit_rows(small)
+    first = before[0][0]
+    columns = "(id, kind, user_name, actor, created_at)"
+    statements = [
+        "UPDATE audit_events SET user_name = 'mallory'",
+        f"UPDATE audit_events SET detail = 'rewritten' WHERE id = {first}",
+        f"DELETE FROM audit_events WHERE id = {first}",
+        "DELETE FROM audit_events",
+    ]
+    if small.url.startswith("sqlite"):
+        statements += [
+            f"REPLACE INTO audit_events {columns} VALUES ({first}, 'sign_in', 'mallory', NULL, CURRENT_TIMESTAMP)",
+            f"INSERT OR REPLACE INTO audit_events {columns} VALUES ({first}, 'sign_in', 'mallory', NULL,"
+            " CURRENT_TIMESTAMP)",
+        ]
+    else:
+        statements += [
+            f"INSERT INTO audit_events {columns} VALUES ({first}, 'sign_in', 'mallory', NULL, CURRENT_TIMESTAMP)"
+            " ON CONFLICT (id) DO UPDATE SET user_name = EXCLUDED.user_name",
+            "TRUNCATE audit_events",
+        ]
+    _refused(small, statements, "append-only")
+    assert _audit_rows(small) == before
+    # Appending still works.
+    with small.Session() as s:
+        s.connection().exec_driver_sql(
+            "INSERT INTO audit_events (kind, user_name, created_at) VALUES ('sign_in', 'cid', CURRENT_TIMESTAMP)"
+        )
+        s.commit()
+    assert _audit_rows(small)[:-1] == before and _audit_rows(small)[-1][1:3] == ("sign_in", "cid")

@@ -48,7 +48,7 @@ def test_database_url(tmp_path, monkeypatch):
     ("store", "match"),
     [
         ("{tmp}/missing/w.db", "folder .* does not exist"),
-        ("{tmp}/text.db", "cannot be opened as a winnow store"),
+        ("{tmp}/text.db", r"text.db is not a winnow store \(not a SQLite database\)"),
         ("nosuchdialect://x", "no SQLAlchemy dialect"),
     ],
 )

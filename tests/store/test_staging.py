@@ -1,12 +1,15 @@
 """Imports stage their rows in batches and publish dataset + session in one short transaction
-(issue 13, items 3 and 7). Both backends."""
+(issue 13, items 3 and 7); a running import is known by the lock it holds, not by host and pid
+(issue 23, item 7). Both backends."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+import textwrap
 import threading
-from datetime import timedelta
 
 import numpy as np
 import pytest
@@ -29,7 +32,7 @@ from app.store import (
 from app.store import datasets as datasets_module
 from app.store.datasets import write_instances
 from app.store.models import utcnow
-from app.store.staging import ABANDONED_AFTER, importer_name
+from app.store.staging import importer_name
 
 from .conftest import row_counts
 
@@ -188,22 +191,99 @@ def _dead_pid() -> int:
     return int(child.stdout)
 
 
-def test_abandoned_imports_are_removed_and_running_ones_kept(small):
+def _unpublished(Session) -> list[str]:
+    with Session() as s:
+        return sorted(s.scalars(select(Dataset.name).where(~Dataset.published)))
+
+
+def test_an_import_is_abandoned_when_nobody_holds_its_lock_whatever_its_host_and_pid(small):
+    """Rows left by a dead importer are removed, even when they name this very process (a
+    recycled pid, or a pid of another PID namespace); a running import is kept even when its
+    row names a dead process on this host."""
     host = importer_name().rpartition(":")[0]
-    now = utcnow()
     before = row_counts(small.Session)
-    _stage_by_hand(small.Session, "dead-here", f"{host}:{_dead_pid()}", now)
-    _stage_by_hand(small.Session, "running-here", importer_name(), now)
-    _stage_by_hand(small.Session, "elsewhere-recent", "other-host:1", now)
-    _stage_by_hand(small.Session, "elsewhere-silent", "other-host:1", now - ABANDONED_AFTER - timedelta(minutes=1))
-    assert visible(small.Session) == (["toy"], ["first"])
-    assert sorted(remove_abandoned_imports(small.Session)) == ["dead-here", "elsewhere-silent"]
-    with small.Session() as s:
-        left = sorted(s.scalars(select(Dataset.name).where(~Dataset.published)))
-    assert left == ["elsewhere-recent", "running-here"]
-    # A name held by a running import is refused with who holds it.
-    with pytest.raises(InvalidRecord, match=r"'running-here' is being imported \(by .*\)"):
-        import_dataset(small.Session, data("running-here"))
-    # Once removed, its rows are gone too.
-    remove_abandoned_imports(small.Session, now=now + 2 * ABANDONED_AFTER)
-    assert row_counts(small.Session) == before
+    staged, release = threading.Event(), threading.Event()
+    outcome: dict[str, object] = {}
+
+    def pause(done, n):
+        if done == 10:
+            staged.set()
+            release.wait(timeout=120)
+
+    def run():
+        try:
+            outcome["result"] = import_dataset(small.Session, data("running"), batch_rows=10, on_batch=pause)
+        except BaseException as exc:  # handed to the test thread
+            outcome["error"] = exc
+
+    importer = threading.Thread(target=run)
+    importer.start()
+    try:
+        assert staged.wait(timeout=120), outcome.get("error")
+        # What a command in another PID namespace saw: a pid that is not running here.
+        write_transaction(small.Session, lambda s: s.execute(
+            Dataset.__table__.update().where(Dataset.name == "running").values(staged_by=f"{host}:{_dead_pid()}")
+        ))
+        # Left by importers that died (staged after the import above started: an import's start
+        # removes abandoned ones).
+        _stage_by_hand(small.Session, "dead-here", f"{host}:{_dead_pid()}", utcnow())
+        _stage_by_hand(small.Session, "names-this-process", importer_name(), utcnow())
+        _stage_by_hand(small.Session, "elsewhere", "other-host:1", utcnow())
+        assert visible(small.Session) == (["toy"], ["first"])
+        removed = remove_abandoned_imports(small.Session)
+        assert sorted(removed) == ["dead-here", "elsewhere", "names-this-process"]
+        assert _unpublished(small.Session) == ["running"]
+        # A name held by a running import is refused with who holds it.
+        with pytest.raises(InvalidRecord, match=r"'running' is being imported \(by .*\)"):
+            import_dataset(small.Session, data("running"))
+    finally:
+        release.set()
+        importer.join(timeout=300)
+    assert "error" not in outcome, outcome.get("error")
+    assert visible(small.Session) == (["toy", "running"], ["first"])
+    after = row_counts(small.Session)
+    assert after["instances"] == before["instances"] + N
+
+
+_IMPORTER = textwrap.dedent("""
+    import sys, threading
+    import numpy as np
+    from app.store import check_dataset, import_dataset, open_store
+
+    rng = np.random.default_rng(1)
+    n = 50
+    Y = rng.random((n, 4)) < 0.4
+    Y[np.arange(n), rng.integers(0, 4, n)] = True
+    checked = check_dataset(name="child", X=rng.normal(size=(n, 3)), candidates=Y, label_names=list("abcd"),
+                            external_ids=[f"r{i}" for i in range(n)])
+
+    def pause(done, total):
+        if done == 10:
+            print("staged", flush=True)
+            threading.Event().wait()  # until killed
+
+    import_dataset(open_store(sys.argv[1]), checked, batch_rows=10, on_batch=pause)
+""")
+
+
+def test_an_import_in_another_process_is_kept_while_it_runs_and_removed_once_killed(small, store_url):
+    """The lock dies with the process: kill -9 frees it, and the next import removes the rows."""
+    before = row_counts(small.Session)
+    child = subprocess.Popen(
+        [sys.executable, "-c", _IMPORTER, store_url], stdout=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    try:
+        assert child.stdout.readline().strip() == "staged", child.poll()
+        assert remove_abandoned_imports(small.Session) == []
+        assert _unpublished(small.Session) == ["child"]
+        import_dataset(small.Session, data("other"))  # an import starting meanwhile leaves it alone
+        assert _unpublished(small.Session) == ["child"]
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=60)
+    # The next import removes the dead one's rows and may take its name.
+    import_dataset(small.Session, data("child"))
+    assert _unpublished(small.Session) == []
+    assert visible(small.Session)[0] == ["toy", "other", "child"]
+    assert row_counts(small.Session)["instances"] == before["instances"] + 2 * N

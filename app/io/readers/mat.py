@@ -10,6 +10,8 @@ from __future__ import annotations
 import io
 import math
 import os
+import struct
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -132,24 +134,108 @@ class _CorruptMat(Exception):
     """Internal: the MAT-file's element structure is inconsistent (converted to DataFileError)."""
 
 
+#: Inflated bytes produced per step while a compressed element is checked: what the check holds
+#: in memory at once, whatever the element inflates to.
+_INFLATE_STEP = 1 << 20
+
+#: Longest variable name or dimension list a check reads (MATLAB names have at most 63
+#: characters; a claim of more is corrupt, and must not make the check allocate it).
+_MAX_HEADER_PART = 4096
+
+
+class _Bytes:
+    """The bytes of an uncompressed part of the file, read by absolute offset."""
+
+    def __init__(self, raw: bytes) -> None:
+        self._raw = raw
+
+    def at(self, pos: int, n: int) -> bytes:
+        chunk = self._raw[pos:pos + n]
+        if len(chunk) != n:
+            raise _CorruptMat(f"truncated element at byte {pos}")
+        return chunk
+
+
+class _Inflating:
+    """The inflated bytes of one compressed element, read forward only.
+
+    Only the bytes asked for are kept; those before are dropped as reading moves on, and the
+    stream is inflated :data:`_INFLATE_STEP` bytes at a time, so memory stays bounded while the
+    inflated size is counted against ``limit`` *during* decompression. (Inflating the whole
+    element first, even with ``max_length=limit``, allocated up to the limit -- 1 GiB by default
+    -- for a 1 MB file, before scipy inflated it again.)
+    """
+
+    def __init__(self, file: Path, compressed: memoryview, offset: int, limit: int) -> None:
+        self._file, self._offset, self._limit = file, offset, limit
+        self._compressed = compressed
+        self._read = 0
+        self._inflater = zlib.decompressobj()
+        self._window = bytearray()
+        self._base = 0  # offset of _window[0] in the inflated stream
+        self.size = 0  # inflated so far
+
+    def _step(self) -> bool:
+        """Inflate the next step; ``False`` at the end of the stream."""
+        if self._inflater.eof:
+            return False
+        if self._inflater.unconsumed_tail:
+            data = self._inflater.unconsumed_tail
+        else:
+            data = self._compressed[self._read:self._read + _INFLATE_STEP]
+            self._read += len(data)
+            if not data:
+                return False
+        try:
+            out = self._inflater.decompress(data, _INFLATE_STEP)
+        except zlib.error as exc:
+            raise _CorruptMat(f"compressed element at byte {self._offset}: {exc}") from None
+        self.size += len(out)
+        if self.size > self._limit:
+            raise DataFileError(
+                self._file, f"the compressed element at byte {self._offset} inflates to more than {self._limit:,} bytes "
+                f"(raise the limit with {MAX_DECOMPRESSED_VARIABLE})",
+            )
+        self._window += out
+        return True
+
+    def at(self, pos: int, n: int) -> bytes:
+        if pos < self._base:
+            raise _CorruptMat(f"compressed element at byte {self._offset}: elements overlap")
+        while self._base + len(self._window) < pos + n and self._step():
+            pass
+        del self._window[:pos - self._base]
+        self._base = pos
+        if len(self._window) < n:
+            raise _CorruptMat(f"truncated element in the compressed element at byte {self._offset}")
+        return bytes(self._window[:n])
+
+    def finish(self) -> int:
+        """Inflate (and drop) the rest; return the inflated size."""
+        self._window.clear()
+        while self._step():
+            self._base += len(self._window)
+            self._window.clear()
+        return self.size
+
+
 def _check_mat5_structure(file: Path, raw: bytes, *, wanted: Sequence[str], limit: int) -> None:
     """Walk the data elements of a MAT 5 file and check every tag that scipy would trust.
 
-    Checks every top-level element (inflating compressed ones), every variable's flags, dims
-    and name, and for the ``wanted`` variables that the data parts have a numeric type code and
-    exactly the byte count their dimensions need. Raises ``_CorruptMat`` on the first problem,
-    :class:`DataFileError` when the wanted variables would need more than ``limit`` bytes (their
-    compressed data inflated, their dense size, or a sparse one's parts).
+    Checks every top-level element (inflating compressed ones a step at a time, never holding
+    more than the parts read), every variable's flags, dims and name, and for the ``wanted``
+    variables that the data parts have a numeric type code and exactly the byte count their
+    dimensions need. Raises ``_CorruptMat`` on the first problem, :class:`DataFileError` when
+    the wanted variables would need more than ``limit`` bytes (their dense size, or a sparse
+    one's parts) or a compressed element inflates to more than ``limit`` bytes.
     """
-    import struct
-    import zlib
-
     endian = "<" if raw[126:128] == b"IM" else ">"
 
-    def tag(buf: bytes, pos: int, end: int) -> tuple[int, int, int, int]:
+    def tag(buf: _Bytes | _Inflating, pos: int, end: int) -> tuple[int, int, int, int]:
         if pos + 8 > end:
             raise _CorruptMat(f"truncated element at byte {pos}")
-        first, second = struct.unpack_from(endian + "II", buf, pos)
+        head = buf.at(pos, 8)
+        first, second = struct.unpack(endian + "II", head)
         if first >> 16:  # small data element: type and size packed in 4 bytes, data in the next 4
             mdtype, nbytes, start = first & 0xFFFF, first >> 16, pos + 4
             if nbytes > 4:
@@ -160,24 +246,29 @@ def _check_mat5_structure(file: Path, raw: bytes, *, wanted: Sequence[str], limi
             raise _CorruptMat(f"element at byte {pos} claims {second} bytes beyond the end")
         return first, second, start, start + second + (-second % 8)
 
-    def matrix(buf: bytes, start: int, end: int) -> None:
+    def header_part(buf: _Bytes | _Inflating, data: int, nbytes: int, what: str) -> bytes:
+        if nbytes > _MAX_HEADER_PART:
+            raise _CorruptMat(f"variable with a {nbytes}-byte {what}")
+        return buf.at(data, nbytes)
+
+    def matrix(buf: _Bytes | _Inflating, start: int, end: int) -> None:
         if start == end:
             return  # empty matrix
         mdtype, nbytes, data, pos = tag(buf, start, end)
         if mdtype != _MI_UINT32 or nbytes != 8:
             raise _CorruptMat("variable without array flags")
-        flags = struct.unpack_from(endian + "I", buf, data)[0]
+        flags = struct.unpack(endian + "I", buf.at(data, 4))[0]
         mx_class, is_complex = flags & 0xFF, bool(flags & 0x800)
         mdtype, nbytes, data, pos = tag(buf, pos, end)
         if mdtype != _MI_INT32 or nbytes % 4 or nbytes < 8:
             raise _CorruptMat("variable without valid dimensions")
-        dims = struct.unpack_from(endian + f"{nbytes // 4}i", buf, data)
+        dims = struct.unpack(endian + f"{nbytes // 4}i", header_part(buf, data, nbytes, "dimension list"))
         if min(dims) < 0:
             raise _CorruptMat(f"negative dimension {dims}")
         mdtype, nbytes, data, pos = tag(buf, pos, end)
         if mdtype != _MI_INT8:
             raise _CorruptMat("variable without a name")
-        name = buf[data:data + nbytes].decode("latin-1")
+        name = header_part(buf, data, nbytes, "name").decode("latin-1")
         if name not in wanted:
             return  # scipy skips the body of variables it was not asked for
         if mx_class == _MX_SPARSE:
@@ -209,29 +300,25 @@ def _check_mat5_structure(file: Path, raw: bytes, *, wanted: Sequence[str], limi
     needed = [0]  # bytes the wanted variables take once read, summed over the file
     if len(raw) < 128:
         raise _CorruptMat("shorter than a MAT-file header")
+    whole = _Bytes(raw)
     pos, end = 128, len(raw)
     while pos < end:
         if end - pos < 8 and not raw[pos:].strip(b"\x00"):
             break  # trailing padding
-        mdtype, nbytes, data, pos_next = tag(raw, pos, end)
+        mdtype, nbytes, data, pos_next = tag(whole, pos, end)
         if mdtype == _MI_COMPRESSED:
-            inflater = zlib.decompressobj()
-            try:
-                inner = inflater.decompress(raw[data:data + nbytes], limit)
-            except zlib.error as exc:
-                raise _CorruptMat(f"compressed element at byte {pos}: {exc}") from None
-            if inflater.unconsumed_tail:
-                raise DataFileError(
-                    file, f"the compressed element at byte {pos} inflates to more than {limit:,} bytes "
-                    f"(raise the limit with {MAX_DECOMPRESSED_VARIABLE})",
-                )
-            inner_type, inner_bytes, inner_data, _ = tag(inner, 0, len(inner))
+            inner = _Inflating(file, memoryview(raw)[data:data + nbytes], pos, limit)
+            # The inner element's declared end is checked against what it inflates to, at the end
+            # (inflating stops at the limit): a variable too big is named by its size first.
+            inner_type, inner_bytes, inner_data, _ = tag(inner, 0, 1 << 64)
             if inner_type != _MI_MATRIX:
                 raise _CorruptMat(f"compressed element at byte {pos} does not hold a variable")
             matrix(inner, inner_data, inner_data + inner_bytes)
+            if inner.finish() < inner_data + inner_bytes:
+                raise _CorruptMat(f"compressed element at byte {pos} holds less than its variable claims")
             pos = data + nbytes  # compressed elements are not padded
         elif mdtype == _MI_MATRIX:
-            matrix(raw, data, data + nbytes)
+            matrix(whole, data, data + nbytes)
             pos = pos_next
         else:
             raise _CorruptMat(f"unexpected element type {mdtype} at byte {pos}")

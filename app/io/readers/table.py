@@ -185,6 +185,16 @@ def dataset_from_table(
     used = [u for u in used if u is not None]
     if len(set(used)) != len(used):
         raise InvalidInput(f"candidates, id and true-label columns must differ, got {used}")
+    role_of = {roles.candidates: "the candidate sets", id_name: "the ids", true_name: "the true labels"}
+    clash = [name for name in used if name in roles.ignored]
+    if clash:
+        # Skipping them silently would import a dataset without what the user thinks it has.
+        raise DataFileError(
+            file,
+            "ignore_columns names columns that cannot be ignored: "
+            + ", ".join(f"{quote(name)} (holds {role_of[name]})" for name in clash),
+            has_header=has_header,
+        )
     content_roles = resolve_content_columns(file, header, sources.columns, set(used), roles.ignored)
     used += list(content_roles.values())
     # A features file replaces the numeric columns: none is read as a feature then.

@@ -9,21 +9,9 @@ from __future__ import annotations
 
 import grimp
 
-#: Imports left out of the check, each with the reason; none may hide a new cycle.
-IGNORED = {
-    # The connection module calls the import clean-up; owned by the store-files work of
-    # issue 19 (the same import is ignored by the no-cycles contract).
-    ("app.store.db", "app.store.staging"),
-}
-
-
 def _module_graph() -> grimp.ImportGraph:
     # Imports under `if TYPE_CHECKING:` are annotations, not dependencies (as in the contracts).
-    graph = grimp.build_graph("engine", "app", exclude_type_checking_imports=True)
-    for importer, imported in IGNORED:
-        if graph.direct_import_exists(importer=importer, imported=imported):
-            graph.remove_import(importer=importer, imported=imported)
-    return graph
+    return grimp.build_graph("engine", "app", exclude_type_checking_imports=True)
 
 
 def test_grimp_sees_imports_inside_functions():

@@ -16,6 +16,12 @@ from .auth import (
     sign_in_with_password,
     users,
 )
+from .delivery import (
+    LABEL_SOURCES,
+    DeliveredLabels,
+    change_label_settings,
+    session_label_settings,
+)
 from .exports import (
     EVENT_COLUMNS,
     EXPORT_FORMATS,
@@ -89,4 +95,5 @@ __all__ = [
     "session_table", "events_table", "export_bytes", "rank_file", "EXPORT_KINDS", "EXPORT_FORMATS", "EXPORT_MIME",
     "EVENT_COLUMNS",
     "hotkeys_text", "parse_hotkeys_text",
+    "DeliveredLabels", "LABEL_SOURCES", "session_label_settings", "change_label_settings",
 ]

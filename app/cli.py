@@ -348,7 +348,7 @@ def session_list(db: str = DbOption) -> None:
     from app.service import session_summaries
 
     table = Table("session", "dataset", "k", "weighting", "criterion", "targets", "created")
-    for x in session_summaries(open_store(db)):
+    for x in session_summaries(open_store(db), actor=None):  # the command line sees every session
         table.add_row(x.name, x.dataset_name, str(x.k), x.weighting, x.criterion, x.target_set, f"{x.created_at:%Y-%m-%d %H:%M}")
     out.print(table)
 
@@ -366,7 +366,7 @@ def session_status(
     Session = open_store(db)
     with progress_bar(f"session {name}") as report:
         bench = Workbench.open(Session, session_id_by_name(Session, name), progress=report)
-    people, pairs, shared = team_figures(bench)
+    people, pairs, shared = team_figures(bench, actor=None)
     summary = {
         "session": name, **bench.summary(), "overlap": overlap_of(bench), **shared,
         "next": bench.next_queries(top),
@@ -542,10 +542,10 @@ def export(
     Session = open_store(db)
     session_id = session_id_by_name(Session, session)
     if what == "events":  # the log alone needs no neighbour graph
-        table = events_table(Session, session_id)
+        table = events_table(Session, session_id, actor=None)
     else:
         with progress_bar(f"session {session}") as report:
-            table = session_table(Workbench.open(Session, session_id, progress=report), what)
+            table = session_table(Workbench.open(Session, session_id, progress=report), what, actor=None)
     path = write_table(table, output)
     out.print(f"Wrote {len(table)} rows to {path}.")
 

@@ -11,7 +11,7 @@ Modules
 ``uploads``    files uploaded in the browser (data file, media, zip archive) as a dataset
 ``progress``   replay a session's events and measure it after each one
 ``exports``    the ranked list, labelled data and answer log as tables and files
-``hotkeys``    a session's keyboard keys as editable text
+``hotkeys``    a session's keyboard keys as editable text, and changing them (admins)
 ``graphs``     a dataset's k-NN graph, built once, persisted and loaded by content hash
 ``tasks``      progress reports of heavy work, and background builds shared per process
 ``auth``       accounts, sign-in and the single-user / team mode decision
@@ -37,7 +37,8 @@ _MODULE_OF = {
         (
             "import_file", "import_image_folder", "store_dataset", "featurize_items", "create_session",
             "start_session", "session_id_by_name", "dataset_id_by_name", "session_summaries", "dataset_names",
-            "latest_session_id", "record_answer",
+            "latest_session_id", "record_answer", "session_rights", "check_session_action", "creation_rights", "SESSION_ACTIONS",
+            "READ_ACTIONS",
             "ensure_sample_session", "safe_file_name", "SAMPLE_FILE", "SAMPLE_DATASET",
         ),
         "sessions",
@@ -68,7 +69,7 @@ _MODULE_OF = {
          "EVENT_COLUMNS"),
         "exports",
     ),
-    **dict.fromkeys(("hotkeys_text", "parse_hotkeys_text"), "hotkeys"),
+    **dict.fromkeys(("hotkeys_text", "parse_hotkeys_text", "set_session_keys"), "hotkeys"),
 }
 
 __all__ = list(_MODULE_OF)

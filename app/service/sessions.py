@@ -20,8 +20,10 @@ import numpy as np
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.store import (
+    READ_ACTIONS,
+    SESSION_ACTIONS,
     InvalidRecord,
-    require_admin,
+    PermissionDenied,
     SessionConfig,
     SessionSpec,
     check_dataset,
@@ -39,6 +41,9 @@ from app.store import (
     list_datasets,
     record_event,
     session_configs,
+    authorize_session,
+    authorize_upload,
+    session_actions,
     write_transaction,
 )
 from app.service.tasks import ProgressCallback, ProgressTracker
@@ -61,6 +66,11 @@ __all__ = [
     "session_id_by_name",
     "dataset_id_by_name",
     "session_summaries",
+    "session_rights",
+    "check_session_action",
+    "creation_rights",
+    "SESSION_ACTIONS",
+    "READ_ACTIONS",
     "dataset_names",
     "latest_session_id",
     "record_answer",
@@ -334,8 +344,8 @@ def start_session(
     """The Sessions page's "Create session": import an upload (or take a stored dataset), then
     create the session. Returns the session id.
 
-    In team mode ``actor`` (the signed-in user) must be an admin; that is checked before
-    anything is imported.
+    In team mode ``actor`` (the signed-in user) must be an admin (the upload and session
+    policies of :mod:`app.store.policies`); that is checked before anything is read or imported.
 
     Parameters
     ----------
@@ -364,6 +374,10 @@ def start_session(
     from app.service.uploads import import_upload
 
     uploads = ([upload] if upload is not None else []) + list(files)
+    with Session() as s:
+        if uploads:
+            authorize_upload(s, actor)
+        authorize_session(s, actor, "create", what="create a session")
     for file_name, content in uploads:  # the browser's cap may be off: the app's own
         check_upload_size(file_name, len(content))
     if uploads and dataset_name is not None:
@@ -376,7 +390,6 @@ def start_session(
         raise InvalidInput("give the session a name")
     spec = check_session_spec(SessionSpec(name, k, weighting, criterion, target_set))
     with Session() as s:
-        require_admin(s, actor, "create a session")
         known_sessions = {x.name for x in session_configs(s)}
         known_datasets = {d.name: d.id for d in list_datasets(s)}
     if name in known_sessions:
@@ -433,10 +446,50 @@ def dataset_id_by_name(Session: sessionmaker[Session], name: str) -> int:
         return get_dataset_by_name(s, name).id
 
 
-def session_summaries(Session: sessionmaker[Session]) -> list[SessionConfig]:
-    """Every labelling session (its configuration and dataset name), oldest first."""
+def session_summaries(Session: sessionmaker[Session], *, actor: str | None) -> list[SessionConfig]:
+    """The labelling sessions ``actor`` may list (configuration and dataset name), oldest first.
+
+    ``actor`` is the signed-in user (an annotator sees only the sessions assigned to them:
+    :mod:`app.store.policies.sessions`); ``None`` is the command line or single-user mode,
+    which see every session.
+    """
     with Session() as s:
-        return session_configs(s)
+        return session_configs(s, actor=actor)
+
+
+def session_rights(Session: sessionmaker[Session], session_id: int, *, actor: str | None) -> frozenset[str]:
+    """What ``actor`` may do with a session: keys of :data:`SESSION_ACTIONS` (``"open"``,
+    ``"export_events"``, ``"change_keys"``, ...). The pages draw only what this allows; the
+    store checks each read and write again."""
+    with Session() as s:
+        return session_actions(s, actor, session_id)
+
+
+def creation_rights(Session: sessionmaker[Session], *, actor: str | None) -> frozenset[str]:
+    """What ``actor`` may bring into the store: ``"create"`` (a session on a stored dataset)
+    and ``"upload"`` (a file), as :mod:`app.store.policies` decides (admins in team mode)."""
+    rights = set()
+    with Session() as s:
+        for right, check in (("create", lambda: authorize_session(s, actor, "create")),
+                             ("upload", lambda: authorize_upload(s, actor))):
+            try:
+                check()
+            except PermissionDenied:
+                continue
+            rights.add(right)
+    return frozenset(rights)
+
+
+def check_session_action(Session: sessionmaker[Session], session_id: int, action: str, *, actor: str | None) -> None:
+    """Refuse ``action`` (a key of :data:`SESSION_ACTIONS`) on a session unless ``actor`` may.
+
+    Raises
+    ------
+    app.store.PermissionDenied
+        An :class:`~engine.exceptions.InvalidInput` whose message says who may.
+    """
+    with Session() as s:
+        authorize_session(s, actor, action, session_id)
 
 
 def dataset_names(Session: sessionmaker[Session]) -> list[str]:
@@ -445,9 +498,10 @@ def dataset_names(Session: sessionmaker[Session]) -> list[str]:
         return [d.name for d in list_datasets(s)]
 
 
-def latest_session_id(Session: sessionmaker[Session]) -> int | None:
-    """The session with the most recent activity (the one the browser app opens first)."""
-    sessions = session_summaries(Session)
+def latest_session_id(Session: sessionmaker[Session], *, actor: str | None = None) -> int | None:
+    """The session with the most recent activity among those ``actor`` may list (the one the
+    browser app opens first; ``None``: every session)."""
+    sessions = session_summaries(Session, actor=actor)
     return max(sessions, key=lambda x: (x.updated_at, x.session_id)).session_id if sessions else None
 
 
@@ -485,7 +539,7 @@ def ensure_sample_session(Session: sessionmaker[Session], name: str = "demo") ->
     """The session ``name`` on the bundled sample digits, imported and created if missing."""
     if not SAMPLE_FILE.exists():
         raise InvalidInput(f"the bundled sample {SAMPLE_FILE.name} is missing; run python sample_data/make_sample.py")
-    existing = [x.session_id for x in session_summaries(Session) if x.name == name]
+    existing = [x.session_id for x in session_summaries(Session, actor=None) if x.name == name]
     if existing:
         return existing[0]
     spec = SessionSpec(name, k=10, weighting="uniform", criterion=DEFAULT_STRATEGY, target_set="all")

@@ -33,7 +33,7 @@ from sqlalchemy.orm import Session
 from app.store.errors import PermissionDenied
 from app.store.models import LabellingSession
 from app.store.policies.actors import REVIEW_ROLES, Actor, require_account, resolve_actor
-from app.store.records import assigned_session_ids, is_assigned
+from app.store.records import assigned_session_ids, get_labelling_session, is_assigned
 
 __all__ = [
     "SessionRule",
@@ -131,6 +131,12 @@ def _rule(action: str) -> SessionRule:
     return rule
 
 
+def _labelling(session: Session, labelling: LabellingSession | int | None) -> LabellingSession | None:
+    if labelling is None or isinstance(labelling, LabellingSession):
+        return labelling
+    return get_labelling_session(session, labelling)
+
+
 def _is_assigned(session: Session, actor: Actor, labelling: LabellingSession | None) -> bool:
     return labelling is not None and actor.user_id is not None and is_assigned(session, labelling.id, actor.user_id)
 
@@ -139,7 +145,7 @@ def authorize_session(
     session: Session,
     actor: str | None,
     action: str,
-    labelling: LabellingSession | None = None,
+    labelling: LabellingSession | int | None = None,
     *,
     what: str | None = None,
 ) -> Actor:
@@ -152,8 +158,9 @@ def authorize_session(
         A user name; ``None`` is the command line.
     action : str
         A key of :data:`SESSION_ACTIONS`.
-    labelling : LabellingSession, optional
-        The session acted on (``None`` for ``create``).
+    labelling : LabellingSession or int, optional
+        The session acted on, or its id (``None`` for ``create``; an unknown id raises
+        :class:`~app.store.errors.RecordNotFound`).
     what : str, optional
         How the message names the action (default: the action).
 
@@ -169,6 +176,7 @@ def authorize_session(
     """
     rule = _rule(action)
     what = what or action.replace("_", " ")
+    labelling = _labelling(session, labelling)
     who = resolve_actor(session, actor)
     if who.unrestricted:
         return who
@@ -180,8 +188,10 @@ def authorize_session(
     return who
 
 
-def session_actions(session: Session, actor: str | None, labelling: LabellingSession) -> frozenset[str]:
-    """The actions of :data:`SESSION_ACTIONS` that ``actor`` may take on ``labelling``."""
+def session_actions(session: Session, actor: str | None, labelling: LabellingSession | int) -> frozenset[str]:
+    """The actions of :data:`SESSION_ACTIONS` that ``actor`` may take on ``labelling`` (a
+    session or its id)."""
+    labelling = _labelling(session, labelling)
     who = resolve_actor(session, actor)
     if who.unrestricted:
         return frozenset(SESSION_ACTIONS)

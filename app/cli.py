@@ -457,6 +457,35 @@ def user_list(db: str = DbOption) -> None:
     out.print(table)
 
 
+@user_app.command("audit")
+def user_audit(
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write it to a .csv, .json or .parquet file."),
+    db: str = DbOption,
+) -> None:
+    """Show the audit log: sign-ins and failed ones, account, assignment and session-setting changes.
+
+    Example: winnow user audit --db winnow.db -o audit.csv
+    """
+    import pandas as pd
+    from rich.markup import escape
+
+    from app.service import audit_table
+
+    table = audit_table(open_store(db), actor=None)  # the command line holds the database
+    if output is not None:
+        from app.io import write_table
+
+        out.print(f"Wrote {len(table)} rows to {write_table(table, output)}.")
+        return
+    shown = Table("id", "time", "kind", "user", "actor", "session", "detail")
+    for row in table.itertuples(index=False):
+        # Names and details are user content: escaped, never read as Rich markup.
+        shown.add_row(str(row.audit_id), f"{row.created_at:%Y-%m-%d %H:%M:%S}", row.kind, escape(row.user),
+                      escape(row.actor or "-"), "-" if pd.isna(row.session_id) else str(row.session_id),
+                      escape(row.detail or ""))
+    out.print(shown)
+
+
 @user_app.command("disable")
 def user_disable(name: str = typer.Argument(...), db: str = DbOption) -> None:
     """Disable an account: it can no longer sign in or answer.  Example: winnow user disable bob"""

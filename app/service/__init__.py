@@ -65,8 +65,8 @@ _MODULE_OF = {
         "team",
     ),
     **dict.fromkeys(
-        ("session_table", "events_table", "export_bytes", "rank_file", "EXPORT_KINDS", "EXPORT_FORMATS", "EXPORT_MIME",
-         "EVENT_COLUMNS"),
+        ("session_table", "events_table", "audit_table", "export_bytes", "rank_file", "EXPORT_KINDS", "EXPORT_FORMATS",
+         "EXPORT_MIME", "EVENT_COLUMNS", "AUDIT_COLUMNS"),
         "exports",
     ),
     **dict.fromkeys(("hotkeys_text", "parse_hotkeys_text", "set_session_keys"), "hotkeys"),

@@ -25,7 +25,10 @@ from engine.choices import DEFAULT_STRATEGY
 if TYPE_CHECKING:
     from app.service.workbench import Workbench
 
-__all__ = ["EXPORT_KINDS", "EXPORT_FORMATS", "EXPORT_MIME", "EVENT_COLUMNS", "session_table", "events_table", "export_bytes", "rank_file"]
+__all__ = [
+    "EXPORT_KINDS", "EXPORT_FORMATS", "EXPORT_MIME", "EVENT_COLUMNS", "AUDIT_COLUMNS", "session_table", "events_table",
+    "audit_table", "export_bytes", "rank_file",
+]
 
 #: What a session export can hold (``winnow export --what``).
 EXPORT_KINDS: tuple[str, ...] = ("ranked", "labelled", "events")
@@ -123,6 +126,36 @@ def events_table(Session: sessionmaker[Session], session_id: int, *, actor: str 
         columns=[*EVENT_COLUMNS, "audit_id", "actor", "detail"]
     )
     return merged.sort_values("created_at", kind="stable").reset_index(drop=True)
+
+
+#: Columns of the audit log table, in order.
+AUDIT_COLUMNS: tuple[str, ...] = ("audit_id", "created_at", "kind", "user", "actor", "session_id", "detail")
+
+
+def audit_table(Session: sessionmaker[Session], *, actor: str | None) -> pd.DataFrame:
+    """The whole audit log, oldest first (``winnow user audit``): sign-ins and failed ones
+    (an unknown name only as its tag), account changes, assignments, overlap and answer-key
+    changes.
+
+    ``actor`` must be an active admin (``None`` is the command line).
+
+    Raises
+    ------
+    app.store.PermissionDenied
+        ``actor`` may not read the audit log.
+    """
+    with Session() as s:
+        rows = audit_log(s, actor=actor)
+    return pd.DataFrame(
+        {
+            "audit_id": pd.array([r["audit_id"] for r in rows], dtype="Int64"),
+            "created_at": [r["created_at"] for r in rows],
+            **{key: pd.Series([r[key] for r in rows], dtype=object) for key in ("kind", "user", "actor")},
+            "session_id": pd.array([r["session_id"] for r in rows], dtype="Int64"),
+            "detail": pd.Series([r["detail"] for r in rows], dtype=object),
+        },
+        columns=list(AUDIT_COLUMNS),
+    )
 
 
 def export_bytes(table: pd.DataFrame, fmt: str) -> bytes:

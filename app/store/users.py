@@ -373,8 +373,11 @@ def sign_in(session: Session, *, name: str, password: str, now: datetime | None 
 
     Refused (``user`` is ``None``) when the name is unknown, the password wrong, the account
     disabled or the name locked by :data:`MAX_FAILED_SIGN_INS` recent failures. The reason
-    given is the same for an unknown name and a wrong password. The caller commits, also
-    after a refusal, so that the failure counts.
+    given is the same for an unknown name and a wrong password, and an unknown name is
+    checked against a dummy hash, so that it takes as long. A name that is no account is
+    recorded, counted and logged only as its :func:`unknown_name_tag` (it may be a password
+    typed in the wrong field). The caller commits, also after a refusal, so that the failure
+    counts.
     """
     if not isinstance(name, str) or not isinstance(password, str):
         raise TypeError("name and password must be str")

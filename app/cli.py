@@ -46,7 +46,8 @@ if TYPE_CHECKING:
 # instant.
 
 DEFAULT_DB = "winnow.db"
-UI_HOME = Path(__file__).resolve().parent / "ui" / "Home.py"
+#: The ASGI app ``winnow ui`` serves: Streamlit behind winnow's sign-in gate.
+UI_SERVER = Path(__file__).resolve().parent / "ui" / "server.py"
 
 app = typer.Typer(
     name="winnow",
@@ -656,13 +657,15 @@ def ui(
     upload_mb = max_upload_mb if max_upload_mb is not None else max_upload_bytes() // 1_000_000
     # Streamlit always runs headless: otherwise its first run on a machine stops at an
     # interactive e-mail prompt. winnow opens the browser itself once the server answers.
+    # The options that keep a shared server safe are set by app/ui/server.py itself, so they
+    # hold whatever folder the server is started from.
     command = [
-        sys.executable, "-m", "streamlit", "run", str(UI_HOME),
+        sys.executable, "-m", "streamlit", "run", str(UI_SERVER),
         "--server.port", str(port), "--server.address", address, "--server.headless", "true",
-        "--server.maxUploadSize", str(upload_mb),
-        "--client.showErrorDetails", "full" if dev else "none",
-        "--browser.gatherUsageStats", "false", "--", "--db", db,
+        "--server.maxUploadSize", str(upload_mb), "--browser.gatherUsageStats", "false",
+        "--", "--db", db, "--max-upload-mb", str(upload_mb),
         *(["--require-sign-in"] if require_sign_in else []),
+        *(["--dev"] if dev else []),
     ]
     # The app checks uploads against the same limit as Streamlit (its own cap, in case the
     # browser's is bypassed).

@@ -1,64 +1,12 @@
 """winnow's engine: k-NN vote ambiguity, query scores and partial-label learners.
 
 Pure numpy / scipy / scikit-learn / OR-Tools; no files, databases or user interface.
+
+The public names are listed in ``__init__.pyi`` (what type checkers and IDEs read) and loaded
+on first use with ``lazy_loader`` (Scientific Python SPEC 1): the learners load scikit-learn
+(about a second), which `winnow --help` and the store-only commands should not pay for.
 """
 
-from engine._validation import check_candidates, check_choice
-from engine.exceptions import InvalidInput, SolverError, WinnowError
-from engine.neighbors import ReverseIndex, knn_graph
-from engine.query import IncrementalRanker, open_neighbourhoods, query_scores, ranking_order
-from engine.winners import (
-    ambiguous_targets,
-    approx_possible_labels,
-    label_sets,
-    necessary_labels,
-    open_targets,
-    possible_labels,
-    vote_bounds,
-    witness,
-)
+import lazy_loader as lazy
 
-__all__ = [
-    "WinnowError",
-    "InvalidInput",
-    "SolverError",
-    "NotFittedError",
-    "check_candidates",
-    "check_choice",
-    "knn_graph",
-    "ReverseIndex",
-    "vote_bounds",
-    "necessary_labels",
-    "approx_possible_labels",
-    "label_sets",
-    "possible_labels",
-    "witness",
-    "open_targets",
-    "ambiguous_targets",
-    "query_scores",
-    "open_neighbourhoods",
-    "ranking_order",
-    "IncrementalRanker",
-]
-
-# Learners load scikit-learn (about a second): they are resolved on first access.
-_LAZY = {
-    "NotFittedError": "engine.exceptions",
-    "DstPllClassifier": "engine.dst",
-    "transductive_decisions": "engine.dst",
-    "predict_from_neighbors": "engine.dst",
-    "PlKnnClassifier": "engine.learners",
-    "PlAknnClassifier": "engine.learners",
-    "OnlinePartialLabelPerceptron": "engine.learners",
-    "OnlinePartialLabelPegasos": "engine.learners",
-    "RkNNClassifier": "engine.learners",
-}
-__all__ += list(_LAZY)
-
-
-def __getattr__(name: str):
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__, __all__ = lazy.attach_stub(__name__, __file__)

@@ -83,7 +83,7 @@ import numpy as np
 from engine._kernels import candidate_votes
 from engine._validation import check_candidates, check_neighbors
 from engine.exceptions import InvalidInput
-from engine.query import ranking_order
+from engine.ranking import check_update, ranking_order
 
 __all__ = ["decision_change_scores", "DecisionChangeRanker"]
 
@@ -251,6 +251,8 @@ def _full_state(idx, w, Y, targets):
 class DecisionChangeRanker:
     """Decision-change scores kept up to date as candidate sets are settled one by one.
 
+    Keeps the :class:`engine.ranking.Ranker` contract.
+
     Parameters
     ----------
     idx, w : arrays of shape (n_targets, k)
@@ -300,21 +302,18 @@ class DecisionChangeRanker:
         offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
         return self._positions[np.repeat(starts, counts) + offsets]
 
-    def update(self, instance: int, candidates: np.ndarray) -> np.ndarray:
-        """Set the candidate row of ``instance`` and patch the scores; returns the re-scored items."""
-        row = np.asarray(candidates, dtype=bool)
-        n, n_labels = self.Y.shape
-        if not 0 <= int(instance) < n:
-            raise InvalidInput(f"instance must be an item row in 0..{n - 1}; got {instance!r}")
-        if row.shape != (n_labels,) or not row.any():
-            raise InvalidInput(f"candidates for instance {instance} must be a non-empty bool row of length {n_labels}")
-        instance = int(instance)
-        self.Y[instance] = row
-        self.sizes[instance] = int(row.sum())
-        voting = self.targets_of(instance)  # their votes change
+    def update(self, items: Any, candidates: Any) -> np.ndarray:
+        """Set the candidate rows of ``items`` and patch the scores; returns the re-scored items.
+
+        ``items`` is one row (with one candidate row) or several (with one row each).
+        """
+        rows, sets = check_update(items, candidates, *self.Y.shape)
+        self.Y[rows] = sets
+        self.sizes[rows] = sets.sum(axis=1)
+        voting = self.targets_of(rows)  # their votes change
         self.votes[voting] = candidate_votes(self.idx[voting], self.w[voting], self.Y)
-        # Posteriors change for the instance (its set) and the items whose own row votes changed.
-        moved = np.union1d([instance], self.targets[voting])
+        # Posteriors change for the items (their sets) and the items whose own row votes changed.
+        moved = np.union1d(rows, self.targets[voting])
         self.posterior[moved] = _item_posteriors(moved, self._own, self.votes, self.w, self.Y)
         self.own_change[moved] = _own_change(self.posterior[moved], self.Y[moved])
         # Terms change where votes changed and where the answered neighbour's posterior changed.
@@ -332,8 +331,20 @@ class DecisionChangeRanker:
         fresh = self.own_change[items] + sums
         self.scores[items] = np.where(self.sizes[items] >= 2, fresh, 0.0)
 
+    def moved_targets(self, item: int) -> np.ndarray:
+        """Target rows whose decision some answer about ``item`` can change (a positive
+        expected change), the most changed first (ties: lower row first)."""
+        holding = self.targets_of(item)
+        change = np.where(self.idx[holding] == item, self.terms[holding], 0.0).max(axis=1, initial=0.0)
+        rows = holding[change > 0]
+        return rows[np.argsort(-change[change > 0], kind="stable")]
+
+    def label_sets(self) -> None:
+        """None: this ranker keeps no ``NL``/``APL`` (the caller computes them when needed)."""
+        return None
+
     def ranking(self, exclude: np.ndarray | None = None, top: int | None = None) -> np.ndarray:
-        """Partially labelled items, best query first (:func:`engine.query.ranking_order`).
+        """Partially labelled items, best query first (:func:`engine.ranking.ranking_order`).
 
         Ties go by the seeded random keys; ``top`` keeps only the first ``top``.
         """

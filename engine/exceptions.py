@@ -21,18 +21,11 @@ class SolverError(WinnowError, RuntimeError):
     """An exact solver could not prove its answer (time limit, unknown status)."""
 
 
-def __getattr__(name: str):
-    # NotFittedError subclasses scikit-learn's, so `except NotFittedError` in user code keeps
-    # working; it is built on first use because importing scikit-learn costs about a second,
-    # which every CLI call would otherwise pay.
-    if name == "NotFittedError":
-        from sklearn.exceptions import NotFittedError as _SklearnNotFitted
+class NotFittedError(WinnowError, ValueError, AttributeError):
+    """An estimator was used before ``fit``.
 
-        cls = type(
-            "NotFittedError",
-            (WinnowError, _SklearnNotFitted),
-            {"__doc__": "An estimator was used before ``fit``.", "__module__": __name__},
-        )
-        globals()["NotFittedError"] = cls
-        return cls
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    A ``ValueError`` and an ``AttributeError``, as scikit-learn's ``NotFittedError`` is, so
+    code written for scikit-learn estimators (``except (ValueError, AttributeError)``, its
+    estimator checks) handles it; it does not subclass scikit-learn's class, whose import
+    would cost every command line call about a second.
+    """

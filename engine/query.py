@@ -26,8 +26,10 @@ work small:
 The per-(target, neighbour) flags are kept by :class:`IncrementalRanker`, so after an answer
 only the targets whose neighbourhoods contain the answered item are recomputed.
 
-The order in which items are asked is :func:`ranking_order` (deferred items last, then by
-score, then by row), the one order every query list in winnow uses.
+The order in which items are asked is :func:`engine.ranking.ranking_order` (deferred items
+last, then by score, then by row), the one order every query list in winnow uses; it is
+re-exported here. :class:`IncrementalRanker` keeps the :class:`engine.ranking.Ranker`
+contract, as do the decision-change ranker and the baselines' :class:`engine.ranking.StaticRanker`.
 
 References
 ----------
@@ -38,18 +40,18 @@ to query partially labelled data. DA2PL 2016.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from numbers import Integral
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
 from engine import _kernels
 from engine._kernels import CHUNK_TARGETS, CandidateSets
 from engine._possible import possible_from_graph
-from engine._validation import check_candidates, check_choice, check_neighbors, check_scalar
+from engine._validation import check_candidates, check_choice, check_neighbors
 from engine.choices import AMBIGUITY_CRITERIA, CRITERIA
-from engine.exceptions import InvalidInput
+from engine.decision_change import decision_change_scores
 from engine.neighbors import ReverseIndex
+from engine.ranking import baseline_scores, check_update, ranking_order
 
 __all__ = [
     "CRITERIA",
@@ -111,21 +113,11 @@ def query_scores(
     Y = check_candidates(Y)
     idx, w = check_neighbors(idx, w, Y)
     check_choice(criterion, "criterion", CRITERIA)
-    partial = Y.sum(axis=1) >= 2
     n = Y.shape[0]
-    if criterion == "most_partial":
-        return np.where(partial, Y.sum(axis=1), 0).astype(np.float64)
-    if criterion == "random":
-        rng = np.random.default_rng(random_state)
-        return np.where(partial, rng.random(n), 0.0)
-    if criterion == "participation":
-        scores = np.bincount(idx.ravel(), weights=w.ravel(), minlength=n)
-        return np.where(partial, scores, 0.0)
     if criterion == "decision_change":
-        # Imported here: engine.decision_change imports ranking_order from this module.
-        from engine.decision_change import decision_change_scores
-
         return decision_change_scores(idx, w, Y)
+    if criterion not in AMBIGUITY_CRITERIA:
+        return baseline_scores(idx, w, Y, criterion, np.random.default_rng(random_state))
     flags = changed_pairs(idx, w, Y, criterion=criterion, time_limit=time_limit, validate=False)
     return np.bincount(idx[flags], minlength=n).astype(np.float64)
 
@@ -149,109 +141,6 @@ def open_neighbourhoods(idx: np.ndarray, open_targets: np.ndarray, n_instances: 
         twice counts twice.
     """
     return np.bincount(np.asarray(idx)[np.asarray(open_targets, dtype=bool)].ravel(), minlength=n_instances)
-
-
-def ranking_order(
-    scores: np.ndarray,
-    askable: np.ndarray,
-    *,
-    deferred: np.ndarray | None = None,
-    tiebreak: np.ndarray | None = None,
-    top: int | None = None,
-) -> np.ndarray:
-    """The one order of the query list: which rows to ask about, best first.
-
-    Rows where ``askable`` is True, sorted by
-
-    1. deferred rows last (e.g. skipped items),
-    2. score, highest first,
-    3. ``tiebreak`` key, lowest first (when given),
-    4. row index, lowest first.
-
-    Every list of items to ask (the incremental ranker, the simulated campaigns, the
-    annotation queue, the ranked export) is ordered by this function, so they agree.
-
-    Parameters
-    ----------
-    scores : float array of shape (n,)
-        Usefulness of asking each row; NaN is refused.
-    askable : bool array of shape (n,)
-        Rows that may be asked (e.g. still partially labelled).
-    deferred : bool array of shape (n,), optional
-        Rows to put after every non-deferred row.
-    tiebreak : float array of shape (n,), optional
-        Keys that order rows of equal score (e.g. seeded random draws).
-    top : int, optional
-        Keep the first ``top`` rows only. Selects them in ``O(n)`` (a partition) before
-        sorting the few that can be among them; the result equals the full order's prefix.
-
-    Returns
-    -------
-    order : int array of shape (min(top, n_askable),)
-        Row indices, best first.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> scores = np.array([3.0, 5.0, 5.0, 1.0, 9.0])
-    >>> askable = np.array([True, True, True, True, False])
-    >>> ranking_order(scores, askable).tolist()
-    [1, 2, 0, 3]
-    >>> ranking_order(scores, askable, deferred=np.array([False, True, False, False, False])).tolist()
-    [2, 0, 3, 1]
-    >>> ranking_order(scores, askable, tiebreak=np.array([0.0, 0.7, 0.2, 0.0, 0.0]), top=2).tolist()
-    [2, 1]
-    """
-    scores = np.asarray(scores, dtype=np.float64)
-    if scores.ndim != 1:
-        raise InvalidInput(f"scores must be 1-D (n,), got shape {scores.shape}")
-    n = scores.shape[0]
-    askable = _row_flags(askable, "askable", n)
-    deferred = np.zeros(n, dtype=bool) if deferred is None else _row_flags(deferred, "deferred", n)
-    if tiebreak is not None:
-        tiebreak = np.asarray(tiebreak, dtype=np.float64)
-        if tiebreak.shape != (n,):
-            raise InvalidInput(f"tiebreak must have shape ({n},) like scores, got {tiebreak.shape}")
-    nan = np.isnan(scores) & askable
-    if nan.any():
-        raise InvalidInput(f"scores row {int(np.flatnonzero(nan)[0])} is NaN; every askable row needs a score")
-    if top is not None:
-        check_scalar(top, "top", kind=Integral, min_value=0)
-    rows = np.flatnonzero(askable)
-    first, later = rows[~deferred[rows]], rows[deferred[rows]]
-    if top is None:
-        return np.concatenate([_sorted_rows(first, scores, tiebreak), _sorted_rows(later, scores, tiebreak)])
-    best = _best_rows(first, scores, tiebreak, top)
-    if best.size < top:
-        best = np.concatenate([best, _best_rows(later, scores, tiebreak, top - best.size)])
-    return best
-
-
-def _row_flags(flags: np.ndarray, name: str, n: int) -> np.ndarray:
-    arr = np.asarray(flags)
-    if arr.shape != (n,) or arr.dtype != bool:
-        raise InvalidInput(f"{name} must be a bool array of shape ({n},) like scores, got {arr.dtype} {arr.shape}")
-    return arr
-
-
-def _sorted_rows(rows: np.ndarray, scores: np.ndarray, tiebreak: np.ndarray | None) -> np.ndarray:
-    # np.lexsort: last key first; rows are ascending, and lexsort is stable, so the row
-    # index breaks the remaining ties.
-    keys = (-scores[rows],) if tiebreak is None else (tiebreak[rows], -scores[rows])
-    return rows[np.lexsort(keys)]
-
-
-def _best_rows(rows: np.ndarray, scores: np.ndarray, tiebreak: np.ndarray | None, top: int) -> np.ndarray:
-    """The first ``top`` of ``_sorted_rows(rows, ...)`` without sorting all of them."""
-    if top == 0:
-        return rows[:0]
-    if top < rows.size:
-        # Every row scoring at least the top-th best can be among the first ``top`` (ties
-        # with the cut-off are decided by the sort below); the rest cannot.
-        values = scores[rows]
-        cutoff = np.partition(values, rows.size - top)[rows.size - top]
-        rows = rows[values >= cutoff]
-    return _sorted_rows(rows, scores, tiebreak)[:top]
 
 
 def changed_pairs(
@@ -425,7 +314,8 @@ class IncrementalRanker:
 
     After instance ``n`` changes, only the targets that have ``n`` among their neighbours can
     change; their per-neighbour flags are recomputed and the scores patched, so an answer
-    costs O(affected targets · K · M) instead of a full recomputation.
+    costs O(affected targets · K · M) instead of a full recomputation. Keeps the
+    :class:`engine.ranking.Ranker` contract.
 
     Parameters
     ----------
@@ -436,6 +326,9 @@ class IncrementalRanker:
     criterion : {"apl", "pl"}
     time_limit : float
         Seconds per exact-solver call (``"pl"``).
+    random_state : int, Generator or None
+        Seeds the tie-breaking keys of :meth:`ranking` and :meth:`select`; ``None`` (the
+        default) breaks ties by row.
 
     Attributes
     ----------
@@ -454,11 +347,13 @@ class IncrementalRanker:
     Y: np.ndarray
     criterion: Literal["apl", "pl"] = "apl"
     time_limit: float = 10.0
+    random_state: int | np.random.Generator | None = field(default=None, repr=False)
     flags: np.ndarray = field(init=False, repr=False)
     scores: np.ndarray = field(init=False, repr=False)
     necessary: np.ndarray = field(init=False, repr=False)
     approx_possible: np.ndarray = field(init=False, repr=False)
     reverse: ReverseIndex = field(init=False, repr=False)
+    _keys: np.ndarray | None = field(init=False, default=None, repr=False)
 
     def __post_init__(self) -> None:
         self.Y = check_candidates(self.Y).copy()
@@ -469,43 +364,61 @@ class IncrementalRanker:
         self.flags = changed_pairs(self.idx, self.w, self.Y, criterion=self.criterion, time_limit=self.time_limit, validate=False)
         self.scores = np.bincount(self.idx[self.flags], minlength=n).astype(np.float64)
         self.necessary, self.approx_possible = _kernels.label_sets(self.idx, self.w, self.Y)
+        if self.random_state is not None:
+            self._keys = np.random.default_rng(self.random_state).random(n)
 
-    def targets_of(self, instance: int) -> np.ndarray:
-        """Target rows whose neighbourhood contains training row ``instance``."""
-        return self.reverse.rows_holding(instance)
+    def targets_of(self, items: Any) -> np.ndarray:
+        """Target rows whose neighbourhood holds one of ``items`` (sorted, distinct)."""
+        return self.reverse.rows_holding_any(np.atleast_1d(np.asarray(items, dtype=np.intp)))
 
-    def update(self, instance: int, candidates: np.ndarray) -> np.ndarray:
-        """Set the candidate row of ``instance`` and patch the scores; returns the affected targets."""
-        row = np.asarray(candidates, dtype=bool)
-        if row.shape != (self.Y.shape[1],) or not row.any():
-            raise InvalidInput(f"candidates for instance {instance} must be a non-empty bool row of length {self.Y.shape[1]}")
-        self.Y[instance] = row
-        affected = self.targets_of(instance)
+    def update(self, items: Any, candidates: Any) -> np.ndarray:
+        """Set the candidate rows of ``items`` and patch the scores; returns the re-scored items.
+
+        ``items`` is one row (with one candidate row) or several (with one row each).
+        """
+        rows, sets = check_update(items, candidates, *self.Y.shape)
+        self.Y[rows] = sets
+        affected = self.targets_of(rows)
         if affected.size == 0:
             return affected
         # Work on the affected targets' neighbours only, renumbered 0..m-1, so an answer
         # costs O(affected · K · M) whatever the size of the dataset.
-        local_idx, sets = _kernels.local_graph(self.idx[affected], self.Y)
+        local_idx, local_sets = _kernels.local_graph(self.idx[affected], self.Y)
         local_w = self.w[affected]
         kernel = _apl_changed if self.criterion == "apl" else _pl_changed
-        new = kernel(local_idx, local_w, sets, time_limit=self.time_limit)
+        new = kernel(local_idx, local_w, local_sets, time_limit=self.time_limit)
         old = self.flags[affected]
         np.subtract.at(self.scores, self.idx[affected][old], 1.0)
         np.add.at(self.scores, self.idx[affected][new], 1.0)
         self.flags[affected] = new
-        self.necessary[affected], self.approx_possible[affected] = _kernels.label_sets(local_idx, local_w, sets)
-        return affected
+        self.necessary[affected], self.approx_possible[affected] = _kernels.label_sets(local_idx, local_w, local_sets)
+        return np.unique(self.idx[affected])
+
+    def moved_targets(self, item: int) -> np.ndarray:
+        """Target rows whose NL or APL/PL some answer about ``item`` changes (sorted)."""
+        # Only the targets holding the item can flag it: O(K · their number), not a scan of
+        # the whole graph (10M entries at 1M items).
+        holding = self.targets_of(item)
+        return holding[(self.flags[holding] & (self.idx[holding] == item)).any(axis=1)]
+
+    def label_sets(self) -> tuple[np.ndarray, np.ndarray]:
+        """``NL`` and ``APL`` of every target, kept up to date by :meth:`update`."""
+        return self.necessary, self.approx_possible
 
     def ranking(self, exclude: np.ndarray | None = None, top: int | None = None) -> np.ndarray:
-        """Partially labelled instances, best query first (ties: lower row first).
+        """Partially labelled instances, best query first (ties: the seeded keys, then lower row).
 
         The order of :func:`ranking_order`; ``exclude`` lists rows to leave out, ``top``
         keeps only the first ``top`` (an O(n) selection instead of a full sort).
         """
         askable = self.Y.sum(axis=1) >= 2
         if exclude is not None and len(exclude):
-            askable &= ~np.isin(np.arange(askable.size), exclude)
-        return ranking_order(self.scores, askable, top=top)
+            askable[np.asarray(exclude, dtype=np.intp)] = False
+        return ranking_order(self.scores, askable, tiebreak=self._keys, top=top)
+
+    def select(self, batch: int, exclude: np.ndarray | None = None) -> np.ndarray:
+        """The first ``batch`` items of :meth:`ranking`."""
+        return self.ranking(exclude, top=int(batch))
 
     @property
     def n_open(self) -> int:

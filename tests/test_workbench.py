@@ -279,12 +279,12 @@ def test_item_content_resolves_media_under_the_root(tmp_path):
 
 
 def test_item_content_reads_the_store_once_and_is_all_none_without_content(tmp_path, monkeypatch):
-    import app.service.workbench as workbench_module
+    import app.service.item_content as item_content_module  # the workbench's content seam
 
     bench = _bench_with_content(tmp_path)
     calls = []
-    real = workbench_module.dataset_content
-    monkeypatch.setattr(workbench_module, "dataset_content", lambda *a: calls.append(a) or real(*a))
+    real = item_content_module.dataset_content
+    monkeypatch.setattr(item_content_module, "dataset_content", lambda *a: calls.append(a) or real(*a))
     for position in range(6):
         content = bench.item_content(position)
         assert (content.text, content.image_path, content.audio_path, content.link) == (None, None, None, None)

@@ -6,9 +6,13 @@ and computes with public :mod:`engine` names only.
 
 Modules
 -------
-``workbench``  :class:`Workbench`: a session's graph, query queue, explanations, rejects
-``sessions``   import a file, start / find / list sessions, record an answer by item id
-``uploads``    files uploaded in the browser (data file, media, zip archive) as a dataset
+``workbench``  :class:`Workbench`: the one facade over a session at work, made of
+               ``ranking_state`` (targets, graph, ranker, queue), ``explanations``,
+               ``model_view`` (DST-PLL rejects), ``answers`` (stale-answer checks, the write),
+               ``item_content`` and ``session_tables`` (export tables)
+``sessions``   import a file, find / list sessions, record an answer by item id
+``uploads``    files uploaded in the browser (data file, media, zip archive) as a dataset, and
+               the Sessions page's "Create session"
 ``progress``   replay a session's events and measure it after each one
 ``exports``    the ranked list, labelled data and answer log as tables and files
 ``hotkeys``    a session's keyboard keys as editable text, and changing them (admins)
@@ -16,71 +20,13 @@ Modules
 ``tasks``      progress reports of heavy work, and background builds shared per process
 ``auth``       accounts, sign-in and the single-user / team mode decision
 ``team``       the item reserved for each annotator, conflicts in detail, progress, agreement
+
+The public names are listed in ``__init__.pyi`` (what type checkers and IDEs read) and loaded
+on first use with ``lazy_loader`` (Scientific Python SPEC 1): the workbench pulls in pandas,
+scikit-learn and OR-Tools (seconds of imports), which `winnow --help` and the store-only
+commands should not pay for.
 """
 
-from __future__ import annotations
+import lazy_loader as lazy
 
-import importlib
-from typing import Any
-
-# The workbench pulls in pandas, scikit-learn and OR-Tools (seconds of imports): names are
-# resolved on first use, so `winnow --help` and the store-only commands stay fast.
-_MODULE_OF = {
-    **dict.fromkeys(
-        (
-            "Workbench", "QueryExplanation", "TargetExplanation", "RejectQueue", "ItemContent", "Neighbour",
-            "AnswerEffect", "StaleAnswer", "OFFERS", "ACTION_KEYS",
-        ),
-        "workbench",
-    ),
-    **dict.fromkeys(
-        (
-            "import_file", "import_image_folder", "store_dataset", "featurize_items", "create_session",
-            "start_session", "session_id_by_name", "dataset_id_by_name", "session_summaries", "dataset_names",
-            "latest_session_id", "record_answer", "session_rights", "check_session_action", "creation_rights", "SESSION_ACTIONS",
-            "READ_ACTIONS",
-            "ensure_sample_session", "safe_file_name", "SAMPLE_FILE", "SAMPLE_DATASET",
-        ),
-        "sessions",
-    ),
-    **dict.fromkeys(("media_folder", "import_upload", "upload_columns", "UPLOAD_EXTENSIONS"), "uploads"),
-    **dict.fromkeys(("GraphResult", "graph_key", "graph_algorithm", "dataset_graph", "graph_builds", "session_dataset"), "graphs"),
-    **dict.fromkeys(
-        ("ProgressUpdate", "ProgressCallback", "ProgressTracker", "BuildJob", "BuildRegistry", "STAGE_NAMES"), "tasks"
-    ),
-    **dict.fromkeys(("replay_progress", "session_progress", "candidate_set_sizes", "PROGRESS_COLUMNS"), "progress"),
-    **dict.fromkeys(
-        (
-            "LOCAL_ADDRESSES", "SignInRefused", "is_local_address", "sign_in_required", "has_users",
-            "sign_in_with_password", "sign_in_with_identity", "active_user", "create_user", "users", "change_role",
-            "disable_user", "change_password", "assign", "set_session_overlap",
-        ),
-        "auth",
-    ),
-    **dict.fromkeys(
-        (
-            "Verdict", "ConflictDetail", "reserve_next_item", "overlap_of", "conflict_details", "annotator_progress",
-            "agreement", "pair_agreement", "team_figures",
-        ),
-        "team",
-    ),
-    **dict.fromkeys(
-        ("session_table", "events_table", "audit_table", "export_bytes", "rank_file", "EXPORT_KINDS", "EXPORT_FORMATS",
-         "EXPORT_MIME", "EVENT_COLUMNS", "AUDIT_COLUMNS"),
-        "exports",
-    ),
-    **dict.fromkeys(("hotkeys_text", "parse_hotkeys_text", "set_session_keys"), "hotkeys"),
-}
-
-__all__ = list(_MODULE_OF)
-
-
-def __getattr__(name: str) -> Any:
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__, __all__ = lazy.attach_stub(__name__, __file__)

@@ -18,6 +18,7 @@ from app.store import (
     UserInfo,
     add_user,
     assign_users,
+    end_sign_in_session,
     get_session_by_name,
     get_user,
     list_users,
@@ -27,6 +28,9 @@ from app.store import (
     set_role,
     sign_in,
     sign_in_external,
+    signed_in_user,
+    start_sign_in_session,
+    token_hash,
     users_exist,
     write_transaction,
 )
@@ -41,6 +45,11 @@ __all__ = [
     "has_users",
     "sign_in_with_password",
     "sign_in_with_identity",
+    "open_sign_in",
+    "open_sign_in_with_identity",
+    "account_signed_in",
+    "sign_out",
+    "sign_in_handle",
     "active_user",
     "create_user",
     "users",
@@ -111,6 +120,57 @@ def sign_in_with_identity(Session: sessionmaker[Session], claims: Mapping[str, A
     if result.user is None:
         raise SignInRefused(result.reason or "sign-in refused")
     return result.user
+
+
+def open_sign_in(Session: sessionmaker[Session], name: str, password: str) -> tuple[UserInfo, str]:
+    """Check a name and password and start a signed-in session: the account and the token
+    for the browser's ``HttpOnly`` cookie. One transaction: the attempt is audited either way.
+
+    Raises
+    ------
+    SignInRefused
+        As :func:`sign_in_with_password`.
+    """
+
+    def work(s: Session) -> tuple[UserInfo | None, str]:
+        result = sign_in(s, name=name, password=password)
+        if result.user is None:
+            return None, result.reason or "sign-in refused"
+        return result.user, start_sign_in_session(s, user_name=result.user.name)
+
+    user, token_or_reason = write_transaction(Session, work)
+    if user is None:
+        raise SignInRefused(token_or_reason)
+    return user, token_or_reason
+
+
+def open_sign_in_with_identity(
+    Session: sessionmaker[Session], claims: Mapping[str, Any], provider: str = "oidc"
+) -> tuple[UserInfo, str]:
+    """:func:`sign_in_with_identity`, then a signed-in session as :func:`open_sign_in`."""
+    user = sign_in_with_identity(Session, claims, provider)
+    token = write_transaction(Session, lambda s: start_sign_in_session(s, user_name=user.name))
+    return user, token
+
+
+def sign_in_handle(token: str) -> str:
+    """What the app is told of a cookie's token: its hash, the key of its signed-in session."""
+    return token_hash(token)
+
+
+def account_signed_in(Session: sessionmaker[Session], handle: str | None) -> UserInfo | None:
+    """The active account behind a signed-in session's handle (:func:`sign_in_handle`), or
+    ``None`` when it is unknown, expired, signed out or its user disabled. Checked on every
+    request and every page run."""
+    if not handle:
+        return None
+    with Session() as s:
+        return signed_in_user(s, handle)
+
+
+def sign_out(Session: sessionmaker[Session], handle: str | None) -> bool:
+    """End a signed-in session: the browser's cookie proves nothing any more."""
+    return write_transaction(Session, lambda s: end_sign_in_session(s, handle))
 
 
 def active_user(Session: sessionmaker[Session], name: str) -> UserInfo | None:

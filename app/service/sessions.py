@@ -11,8 +11,7 @@ option or a name already taken leaves the store unchanged. Errors are :class:`en
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +21,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.store import (
     READ_ACTIONS,
     SESSION_ACTIONS,
+    DatasetSpec,
     InvalidRecord,
     PermissionDenied,
     SessionConfig,
@@ -62,7 +62,6 @@ __all__ = [
     "store_dataset",
     "featurize_items",
     "create_session",
-    "start_session",
     "session_id_by_name",
     "dataset_id_by_name",
     "session_summaries",
@@ -75,7 +74,6 @@ __all__ = [
     "latest_session_id",
     "record_answer",
     "ensure_sample_session",
-    "safe_file_name",
 ]
 
 #: The bundled sample the demo and ``winnow ui --sample`` run on.
@@ -214,7 +212,7 @@ def store_dataset(
 
     record = loaded.featurizer
     try:
-        checked = check_dataset(
+        checked = check_dataset(DatasetSpec(
             name=name,
             X=loaded.X,
             candidates=loaded.candidates,
@@ -231,7 +229,7 @@ def store_dataset(
             featurizer=record.name if record is not None else None,
             featurizer_params=record.params if record is not None else None,
             featurizer_state=record.state if record is not None else None,
-        )
+        ))
     except InvalidRecord as exc:
         raise DataFileError(loaded.source, str(exc)) from None
     return import_dataset(Session, checked, labelling=session, on_batch=on_batch).dataset_id
@@ -324,114 +322,6 @@ def create_session(
         return labelling.id
 
     return write_transaction(Session, work)
-
-
-def start_session(
-    Session: sessionmaker[Session],
-    *,
-    name: str,
-    k: int,
-    weighting: str,
-    criterion: str,
-    target_set: str,
-    upload: tuple[str, bytes] | None = None,
-    dataset_name: str | None = None,
-    files: Sequence[tuple[str, bytes]] = (),
-    columns: Mapping[str, Any] | None = None,
-    progress: ProgressCallback | None = None,
-    actor: str | None = None,
-) -> int:
-    """The Sessions page's "Create session": import an upload (or take a stored dataset), then
-    create the session. Returns the session id.
-
-    In team mode ``actor`` (the signed-in user) must be an admin (the upload and session
-    policies of :mod:`app.store.policies`); that is checked before anything is read or imported.
-
-    Parameters
-    ----------
-    name : str
-        Session name; empty uses the uploaded data file's (or archive's) or the dataset's name.
-    upload : (str, bytes), optional
-        An uploaded file's name and content.
-    dataset_name : str, optional
-        A dataset already in the store. Give either uploads or ``dataset_name``.
-    files : sequence of (str, bytes), optional
-        More uploaded files: a data file with its images or audio clips, a zip archive, or a
-        folder of images (see :mod:`app.service.uploads`).
-    columns : mapping, optional
-        The upload's content options (``text_column``, ``image_column``, ``audio_column``,
-        ``link_column``, ``ignore_columns``), as in :func:`import_file`.
-    progress : ProgressCallback, optional
-        Told about the import's ``read`` and ``store`` stages (:func:`import_file`).
-
-    Raises
-    ------
-    InvalidInput
-        Nothing chosen, a name already taken, or a file the reader rejects (its message names
-        the file as the user called it, not the temporary copy).
-    """
-    from app.io import check_upload_size
-    from app.service.uploads import import_upload
-
-    uploads = ([upload] if upload is not None else []) + list(files)
-    with Session() as s:
-        if uploads:
-            authorize_upload(s, actor)
-        authorize_session(s, actor, "create", what="create a session")
-    for file_name, content in uploads:  # the browser's cap may be off: the app's own
-        check_upload_size(file_name, len(content))
-    if uploads and dataset_name is not None:
-        raise InvalidInput("give an uploaded file or a stored dataset, not both")
-    if not uploads and dataset_name is None:
-        raise InvalidInput("choose a file to upload first")
-    dataset_stem = _upload_stem(uploads) if uploads else str(dataset_name)
-    name = name.strip() or dataset_stem
-    if not name:
-        raise InvalidInput("give the session a name")
-    spec = check_session_spec(SessionSpec(name, k, weighting, criterion, target_set))
-    with Session() as s:
-        known_sessions = {x.name for x in session_configs(s)}
-        known_datasets = {d.name: d.id for d in list_datasets(s)}
-    if name in known_sessions:
-        raise InvalidInput(f"a session called {name!r} already exists; choose another name or open it above")
-    if uploads:
-        if dataset_stem in known_datasets:
-            raise InvalidInput(
-                f"a dataset called {dataset_stem!r} is already stored; "
-                "rename the file or create the session from the stored dataset"
-            )
-        # Dataset and session are published together: a bad upload leaves neither.
-        import_upload(Session, uploads, name=dataset_stem, min_rows=k + 1, columns=columns, progress=progress,
-                      session=spec)
-        return session_id_by_name(Session, spec.name)
-    if dataset_name not in known_datasets:
-        raise InvalidInput(f"no dataset called {dataset_name!r}; known datasets: {sorted(known_datasets)}")
-    return create_session(
-        Session, dataset_id=known_datasets[dataset_name], name=spec.name, k=spec.k, weighting=spec.weighting,
-        criterion=spec.criterion, target_set=spec.target_set, actor=actor,
-    )
-
-
-def _upload_stem(uploads: Sequence[tuple[str, bytes]]) -> str:
-    """The dataset name an upload gets: its data file's, else its archive's, else "images"."""
-    from app.service.uploads import UPLOAD_EXTENSIONS
-
-    names = [Path(safe_file_name(n)) for n, _ in uploads]
-    for group in (UPLOAD_EXTENSIONS[:6], (".zip",)):
-        found = [p for p in names if p.suffix.lower() in group]
-        if found:
-            return found[0].stem
-    return "images"
-
-
-def safe_file_name(name: str) -> str:
-    """An uploaded file's base name with only harmless characters (keeps the extension).
-
-    >>> safe_file_name("../my data (1).csv")
-    'my_data_1_.csv'
-    """
-    base = Path(name).name or "upload"
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", base)
 
 
 def session_id_by_name(Session: sessionmaker[Session], name: str) -> int:

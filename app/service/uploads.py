@@ -21,6 +21,7 @@ What is accepted
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import shutil
 import stat
@@ -32,14 +33,20 @@ from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.service.sessions import create_session, import_file, session_id_by_name
 from app.service.tasks import ProgressCallback
-from app.store import SessionSpec
+from app.store import SessionSpec, authorize_session, authorize_upload, check_session_spec, list_datasets, session_configs
 from engine.exceptions import InvalidInput
 
 __all__ = [
     "MAX_ZIP_BYTES",
     "MAX_ZIP_MEMBERS",
     "UPLOAD_EXTENSIONS",
+    "DATA_FILE_EXTENSIONS",
+    "ARCHIVE_EXTENSIONS",
+    "MEDIA_EXTENSIONS",
+    "safe_file_name",
+    "start_session",
     "media_folder",
     "import_upload",
     "upload_columns",
@@ -50,19 +57,28 @@ MAX_ZIP_BYTES = 2 << 30
 #: Most members a zip archive may hold.
 MAX_ZIP_MEMBERS = 50_000
 
-_TABLES = (".csv", ".tsv", ".txt", ".parquet", ".mat", ".npz")
-_MEDIA = (".png", ".jpg", ".jpeg", ".gif", ".bmp", ".tif", ".tiff", ".webp",
-          ".wav", ".wave", ".mp3", ".ogg", ".oga", ".opus", ".flac", ".m4a", ".aac")
+#: Extensions of the data files an upload may hold (the readers of ``winnow import``).
+DATA_FILE_EXTENSIONS: tuple[str, ...] = (".csv", ".tsv", ".txt", ".parquet", ".mat", ".npz")
+#: Extensions of an archive of data and media files.
+ARCHIVE_EXTENSIONS: tuple[str, ...] = (".zip",)
+#: Extensions of the images and audio clips an upload may hold.
+MEDIA_EXTENSIONS: tuple[str, ...] = (".png", ".jpg", ".jpeg", ".gif", ".bmp", ".tif", ".tiff", ".webp",
+                                     ".wav", ".wave", ".mp3", ".ogg", ".oga", ".opus", ".flac", ".m4a", ".aac")
 #: Extensions the upload form accepts (data files, a zip archive, images and audio clips).
-UPLOAD_EXTENSIONS: tuple[str, ...] = (*_TABLES, ".zip", *_MEDIA)
+UPLOAD_EXTENSIONS: tuple[str, ...] = (*DATA_FILE_EXTENSIONS, *ARCHIVE_EXTENSIONS, *MEDIA_EXTENSIONS)
 _CHUNK = 1 << 20
 
 
-def _safe_part(name: str) -> str:
-    """One path component with only harmless characters (never empty, never hidden)."""
-    import re
+def safe_file_name(name: str) -> str:
+    """A file's base name with only harmless characters: never empty, never hidden, never a
+    path (the one rule for every name a user gives a file winnow writes or serves).
 
-    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "_", name).lstrip(".")
+    >>> safe_file_name("../my data (1).csv")
+    'my_data_1_.csv'
+    >>> safe_file_name(".."), safe_file_name(".env")
+    ('file', 'env')
+    """
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(name).name).lstrip(".")
     return cleaned or "file"
 
 
@@ -127,7 +143,7 @@ def _extract_zip(content: bytes, target: Path, shown: str) -> None:
                 continue  # resource forks and hidden files are not items
             if stat.S_ISLNK(member.external_attr >> 16):
                 raise InvalidInput(f"{shown} holds {member.filename!r}, a symbolic link; links are not accepted")
-            destination = target.joinpath(*(_safe_part(p) for p in parts))
+            destination = target.joinpath(*(safe_file_name(p) for p in parts))
             destination.parent.mkdir(parents=True, exist_ok=True)
             with archive.open(member) as source, destination.open("wb") as sink:
                 while chunk := source.read(_CHUNK):
@@ -175,8 +191,7 @@ def import_upload(
         Nothing usable uploaded, two data files, an unsafe archive, or a file the reader
         rejects (its message names the file as the user called it).
     """
-    from app.io import DataFileError
-    from app.service.sessions import import_file
+    from app.io import DataFileError  # pandas and pyarrow: only when an upload comes
 
     options = dict(columns or {})
     unknown = sorted(set(options) - {"text_column", "image_column", "audio_column", "link_column", "ignore_columns"})
@@ -187,7 +202,8 @@ def import_upload(
     by_kind: dict[str, list[tuple[str, bytes]]] = {"table": [], "zip": [], "media": []}
     for file_name, content in files:
         extension = Path(file_name).suffix.lower()
-        kind = "table" if extension in _TABLES else "zip" if extension == ".zip" else "media" if extension in _MEDIA else None
+        kind = ("table" if extension in DATA_FILE_EXTENSIONS else "zip" if extension in ARCHIVE_EXTENSIONS
+                else "media" if extension in MEDIA_EXTENSIONS else None)
         if kind is None:
             raise InvalidInput(f"{Path(file_name).name!r} is not a data file, a zip archive, an image or an audio clip "
                                f"(accepted: {', '.join(UPLOAD_EXTENSIONS)})")
@@ -198,7 +214,7 @@ def import_upload(
     if not by_kind["zip"] and not by_kind["media"]:
         file_name, content = by_kind["table"][0]
         with tempfile.TemporaryDirectory(prefix="winnow-upload-") as folder:
-            path = Path(folder) / _safe_part(Path(file_name).name)
+            path = Path(folder) / safe_file_name(file_name)
             path.write_bytes(content)
             try:
                 dataset_id, _ = import_file(Session, path, name=name, min_rows=min_rows, progress=progress,
@@ -209,21 +225,21 @@ def import_upload(
         return dataset_id
 
     root = Path(media_dir) if media_dir is not None else media_folder(Session)
-    folder = root / f"{_safe_part(name)}-{secrets.token_hex(4)}"
+    folder = root / f"{safe_file_name(name)}-{secrets.token_hex(4)}"
     folder.mkdir(parents=True)
     try:
         for file_name, content in by_kind["zip"]:
             _extract_zip(content, folder, repr(Path(file_name).name))
         for file_name, content in by_kind["media"]:
-            (folder / _safe_part(Path(file_name).name)).write_bytes(content)
+            (folder / safe_file_name(file_name)).write_bytes(content)
         tables = [(n, c) for n, c in by_kind["table"]]
         if tables:
             file_name, content = tables[0]
-            data = folder / _safe_part(Path(file_name).name)
+            data = folder / safe_file_name(file_name)
             data.write_bytes(content)
             shown = file_name
         else:
-            found = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in _TABLES)
+            found = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in DATA_FILE_EXTENSIONS)
             if len(found) > 1:
                 raise InvalidInput(f"the archive holds {len(found)} data files "
                                    f"({', '.join(p.relative_to(folder).as_posix() for p in found[:3])}); keep one")
@@ -246,3 +262,98 @@ def import_upload(
         shutil.rmtree(folder, ignore_errors=True)
         raise
     return dataset_id
+
+
+def start_session(
+    Session: sessionmaker[Session],
+    *,
+    name: str,
+    k: int,
+    weighting: str,
+    criterion: str,
+    target_set: str,
+    upload: tuple[str, bytes] | None = None,
+    dataset_name: str | None = None,
+    files: Sequence[tuple[str, bytes]] = (),
+    columns: Mapping[str, Any] | None = None,
+    progress: ProgressCallback | None = None,
+    actor: str | None = None,
+) -> int:
+    """The Sessions page's "Create session": import an upload (or take a stored dataset), then
+    create the session. Returns the session id.
+
+    In team mode ``actor`` (the signed-in user) must be an admin (the upload and session
+    policies of :mod:`app.store.policies`); that is checked before anything is read or imported.
+
+    Parameters
+    ----------
+    name : str
+        Session name; empty uses the uploaded data file's (or archive's) or the dataset's name.
+    upload : (str, bytes), optional
+        An uploaded file's name and content.
+    dataset_name : str, optional
+        A dataset already in the store. Give either uploads or ``dataset_name``.
+    files : sequence of (str, bytes), optional
+        More uploaded files: a data file with its images or audio clips, a zip archive, or a
+        folder of images (see :mod:`app.service.uploads`).
+    columns : mapping, optional
+        The upload's content options (``text_column``, ``image_column``, ``audio_column``,
+        ``link_column``, ``ignore_columns``), as in :func:`import_file`.
+    progress : ProgressCallback, optional
+        Told about the import's ``read`` and ``store`` stages (:func:`import_file`).
+
+    Raises
+    ------
+    InvalidInput
+        Nothing chosen, a name already taken, or a file the reader rejects (its message names
+        the file as the user called it, not the temporary copy).
+    """
+    from app.io import check_upload_size  # pandas and pyarrow: only when an upload comes
+
+    uploads = ([upload] if upload is not None else []) + list(files)
+    with Session() as s:
+        if uploads:
+            authorize_upload(s, actor)
+        authorize_session(s, actor, "create", what="create a session")
+    for file_name, content in uploads:  # the browser's cap may be off: the app's own
+        check_upload_size(file_name, len(content))
+    if uploads and dataset_name is not None:
+        raise InvalidInput("give an uploaded file or a stored dataset, not both")
+    if not uploads and dataset_name is None:
+        raise InvalidInput("choose a file to upload first")
+    dataset_stem = _upload_stem(uploads) if uploads else str(dataset_name)
+    name = name.strip() or dataset_stem
+    if not name:
+        raise InvalidInput("give the session a name")
+    spec = check_session_spec(SessionSpec(name, k, weighting, criterion, target_set))
+    with Session() as s:
+        known_sessions = {x.name for x in session_configs(s)}
+        known_datasets = {d.name: d.id for d in list_datasets(s)}
+    if name in known_sessions:
+        raise InvalidInput(f"a session called {name!r} already exists; choose another name or open it above")
+    if uploads:
+        if dataset_stem in known_datasets:
+            raise InvalidInput(
+                f"a dataset called {dataset_stem!r} is already stored; "
+                "rename the file or create the session from the stored dataset"
+            )
+        # Dataset and session are published together: a bad upload leaves neither.
+        import_upload(Session, uploads, name=dataset_stem, min_rows=k + 1, columns=columns, progress=progress,
+                      session=spec)
+        return session_id_by_name(Session, spec.name)
+    if dataset_name not in known_datasets:
+        raise InvalidInput(f"no dataset called {dataset_name!r}; known datasets: {sorted(known_datasets)}")
+    return create_session(
+        Session, dataset_id=known_datasets[dataset_name], name=spec.name, k=spec.k, weighting=spec.weighting,
+        criterion=spec.criterion, target_set=spec.target_set, actor=actor,
+    )
+
+
+def _upload_stem(uploads: Sequence[tuple[str, bytes]]) -> str:
+    """The dataset name an upload gets: its data file's, else its archive's, else "images"."""
+    names = [Path(safe_file_name(n)) for n, _ in uploads]
+    for group in (DATA_FILE_EXTENSIONS, ARCHIVE_EXTENSIONS):
+        found = [p for p in names if p.suffix.lower() in group]
+        if found:
+            return found[0].stem
+    return "images"

@@ -22,11 +22,13 @@ Modules
 ``policies``  who may read and write each resource (one module per resource; team mode)
 ``leases``    the item reserved for each team member
 ``features``  each dataset's feature matrix in a few blocks, read when a session opens
+``sign_ins``  signed-in browser sessions: the account behind a cookie (team mode)
 """
 
 from app.store.checks import check_name
 from app.store.datasets import (
     CheckedDataset,
+    DatasetSpec,
     DatasetContent,
     StoredFeaturizer,
     check_dataset,
@@ -57,9 +59,12 @@ from app.store.derive import (
     ItemState,
     SessionConfig,
     SessionState,
+    VERDICT_KINDS,
+    active_events,
     derive_item,
     derive_state,
     derived_fields,
+    event_to_undo,
 )
 from app.store.errors import InvalidRecord, PermissionDenied, RecordNotFound, StoreUnavailable
 from app.store.events import IDEMPOTENCY_KEY_MAX, count_events, event_log, instance_position, record_event, session_events
@@ -120,6 +125,7 @@ from app.store.users import (
     unknown_name_tag,
     users_exist,
 )
+from app.store.sign_ins import SIGN_IN_LIFETIME, end_sign_in_session, signed_in_user, start_sign_in_session, token_hash
 from app.store.leases import LEASE_TTL, ItemProgress, item_progress, lease_holders, next_item, release_lease
 from app.store.staging import ImportResult, import_dataset, remove_abandoned_imports
 
@@ -161,12 +167,16 @@ __all__ = [
     "DerivedState",
     "SessionConfig",
     "SessionState",
+    "VERDICT_KINDS",
+    "active_events",
+    "event_to_undo",
     "derive_item",
     "derive_state",
     "derived_fields",
     # writes and reads
     "check_name",
     "CheckedDataset",
+    "DatasetSpec",
     "check_dataset",
     "check_dataset_name_free",
     "create_dataset",
@@ -234,6 +244,12 @@ __all__ = [
     "authorize_audit",
     "authorize_upload",
     "session_actions",
+    # signed-in browser sessions
+    "SIGN_IN_LIFETIME",
+    "end_sign_in_session",
+    "signed_in_user",
+    "start_sign_in_session",
+    "token_hash",
     # leases
     "LEASE_TTL",
     "ItemProgress",

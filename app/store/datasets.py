@@ -36,6 +36,7 @@ from app.store.models import (
 )
 
 __all__ = [
+    "DatasetSpec",
     "CheckedDataset",
     "check_dataset",
     "check_dataset_name_free",
@@ -55,6 +56,77 @@ __all__ = [
 #: Instances are inserted in chunks of this many rows (one executemany each).
 INSERT_CHUNK = 20_000
 _LAYOUT_MAX = 100
+
+
+@dataclass(frozen=True, eq=False)
+class DatasetSpec:
+    """A dataset as a caller hands it to the store, before any check: one typed record.
+
+    :func:`check_dataset` checks it into a :class:`CheckedDataset`; :func:`create_dataset`
+    and :func:`app.store.import_dataset` write it.
+
+    Attributes
+    ----------
+    name : str
+        Unique dataset name.
+    X : array of shape (n_instances, n_features)
+        Finite float features.
+    candidates : array of shape (n_instances, n_labels), bool
+        Candidate sets; every row needs at least one ``True``. 0/1 integers are accepted.
+    label_names : sequence of str, length n_labels
+        Distinct label names; label index ``j`` is ``label_names[j]``.
+    external_ids : sequence of str, length n_instances
+        Distinct, non-empty instance identifiers (file names, row keys...).
+    true_labels : array of shape (n_instances,), int, optional
+        For simulations only; ``-1`` where unknown. A known true label must be a candidate.
+    feature_names : sequence of str, length n_features, optional
+    layout : str, optional
+        How to draw a feature row, e.g. ``"image:8x8"`` (then ``8 * 8 == n_features``).
+    texts : sequence of (str or None), length n_instances, optional
+        Each item's text; ``None`` (or a blank text) for an item without one.
+    media_paths : sequence of (str or None), length n_instances, optional
+        Each item's media file, relative to ``media_root`` with ``/`` separators (no ``..``,
+        not absolute); ``None`` for an item without one. Needs ``media_kinds`` and
+        ``media_root``.
+    media_kinds : sequence of (str or None), length n_instances, optional
+        ``"image"`` or ``"audio"`` where ``media_paths`` has a path, ``None`` where it has none.
+    links : sequence of (str or None), length n_instances, optional
+        An ``http://`` or ``https://`` URL per item, or ``None``.
+    media_root : str, optional
+        Absolute folder the media paths are relative to.
+    featurizer, featurizer_params, featurizer_state : optional
+        The featurizer that computed ``X`` (name, JSON-serialisable parameters, pickle-free
+        state bytes), as :class:`app.io.featurizers.FeaturizerRecord` holds them; all three or
+        none (``featurizer_state`` may be ``b""``).
+    """
+
+    name: str
+    X: np.ndarray
+    candidates: np.ndarray
+    label_names: Sequence[str]
+    external_ids: Sequence[str]
+    true_labels: np.ndarray | None = None
+    feature_names: Sequence[str] | None = None
+    layout: str | None = None
+    texts: Sequence[str | None] | None = None
+    media_paths: Sequence[str | None] | None = None
+    media_kinds: Sequence[str | None] | None = None
+    links: Sequence[str | None] | None = None
+    media_root: str | None = None
+    featurizer: str | None = None
+    featurizer_params: Mapping[str, Any] | None = None
+    featurizer_state: bytes | None = None
+
+
+def _spec(spec: DatasetSpec | None, fields: dict[str, Any]) -> DatasetSpec:
+    """``spec``, or one made of the keyword ``fields`` (the older calling form)."""
+    if spec is None:
+        return DatasetSpec(**fields)
+    if fields:
+        raise TypeError(f"give a DatasetSpec or its fields as keywords, not both; got also {sorted(fields)}")
+    if not isinstance(spec, DatasetSpec):
+        raise TypeError(f"spec must be a DatasetSpec, got {type(spec).__name__}")
+    return spec
 
 
 @dataclass(frozen=True, eq=False)
@@ -102,26 +174,8 @@ class CheckedDataset:
         )
 
 
-def check_dataset(
-    *,
-    name: str,
-    X: np.ndarray,
-    candidates: np.ndarray,
-    label_names: Sequence[str],
-    external_ids: Sequence[str],
-    true_labels: np.ndarray | None = None,
-    feature_names: Sequence[str] | None = None,
-    layout: str | None = None,
-    texts: Sequence[str | None] | None = None,
-    media_paths: Sequence[str | None] | None = None,
-    media_kinds: Sequence[str | None] | None = None,
-    links: Sequence[str | None] | None = None,
-    media_root: str | None = None,
-    featurizer: str | None = None,
-    featurizer_params: Mapping[str, Any] | None = None,
-    featurizer_state: bytes | None = None,
-) -> CheckedDataset:
-    """Check every argument of :func:`create_dataset` without touching the database.
+def check_dataset(spec: DatasetSpec | None = None, /, **fields: Any) -> CheckedDataset:
+    """Check a :class:`DatasetSpec` (or its fields given as keywords) without touching the database.
 
     Raises
     ------
@@ -129,18 +183,19 @@ def check_dataset(
         On any bad value; ``.row`` is the 0-based position of the offending instance when there
         is one (messages count rows from 1, as a person does).
     """
-    name = check_name(name, "name")
-    features = _check_features(X)
+    spec = _spec(spec, fields)
+    name = check_name(spec.name, "name")
+    features = _check_features(spec.X)
     n, d = features.shape
-    ids = _check_external_ids(external_ids, n)
+    ids = _check_external_ids(spec.external_ids, n)
     _check_finite_rows(features, ids)
-    labels = _check_label_names(label_names)
-    Y = _check_candidate_sets(candidates, n, len(labels), ids)
-    truth = _check_true_labels(true_labels, Y, labels, ids)
-    features_meta = _check_feature_names(feature_names, d)
-    layout = _check_layout(layout, d)
-    content = _check_content(texts, media_paths, media_kinds, links, media_root, ids)
-    record = _check_featurizer(featurizer, featurizer_params, featurizer_state)
+    labels = _check_label_names(spec.label_names)
+    Y = _check_candidate_sets(spec.candidates, n, len(labels), ids)
+    truth = _check_true_labels(spec.true_labels, Y, labels, ids)
+    features_meta = _check_feature_names(spec.feature_names, d)
+    layout = _check_layout(spec.layout, d)
+    content = _check_content(spec.texts, spec.media_paths, spec.media_kinds, spec.links, spec.media_root, ids)
+    record = _check_featurizer(spec.featurizer, spec.featurizer_params, spec.featurizer_state)
     return CheckedDataset(name, features, Y, labels, ids, truth, features_meta, layout, content, record)
 
 
@@ -155,26 +210,7 @@ def check_dataset_name_free(session: Session, name: str) -> None:
     raise InvalidRecord(f"name: a dataset called {name!r} is being imported (by {staged_by}); wait for it or choose another name")
 
 
-def create_dataset(
-    session: Session,
-    *,
-    name: str,
-    X: np.ndarray,
-    candidates: np.ndarray,
-    label_names: Sequence[str],
-    external_ids: Sequence[str],
-    true_labels: np.ndarray | None = None,
-    feature_names: Sequence[str] | None = None,
-    layout: str | None = None,
-    texts: Sequence[str | None] | None = None,
-    media_paths: Sequence[str | None] | None = None,
-    media_kinds: Sequence[str | None] | None = None,
-    links: Sequence[str | None] | None = None,
-    media_root: str | None = None,
-    featurizer: str | None = None,
-    featurizer_params: Mapping[str, Any] | None = None,
-    featurizer_state: bytes | None = None,
-) -> Dataset:
+def create_dataset(session: Session, spec: DatasetSpec | None = None, /, **fields: Any) -> Dataset:
     """Validate a dataset and write it with all its instances, all or nothing.
 
     In the caller's transaction: for large files prefer :func:`app.store.import_dataset`, which
@@ -185,37 +221,8 @@ def create_dataset(
     session : Session
         The caller commits (or uses :func:`app.store.db.write_transaction`). The write runs in
         a SAVEPOINT, so a failure leaves no dataset and no instance behind.
-    name : str
-        Unique dataset name.
-    X : array of shape (n_instances, n_features)
-        Finite float features.
-    candidates : array of shape (n_instances, n_labels), bool
-        Candidate sets; every row needs at least one ``True``. 0/1 integers are accepted.
-    label_names : sequence of str, length n_labels
-        Distinct label names; label index ``j`` is ``label_names[j]``.
-    external_ids : sequence of str, length n_instances
-        Distinct, non-empty instance identifiers (file names, row keys...).
-    true_labels : array of shape (n_instances,), int, optional
-        For simulations only; ``-1`` where unknown. A known true label must be a candidate.
-    feature_names : sequence of str, length n_features, optional
-    layout : str, optional
-        How to draw a feature row, e.g. ``"image:8x8"`` (then ``8 * 8 == n_features``).
-    texts : sequence of (str or None), length n_instances, optional
-        Each item's text; ``None`` (or a blank text) for an item without one.
-    media_paths : sequence of (str or None), length n_instances, optional
-        Each item's media file, relative to ``media_root`` with ``/`` separators (no ``..``,
-        not absolute); ``None`` for an item without one. Needs ``media_kinds`` and
-        ``media_root``.
-    media_kinds : sequence of (str or None), length n_instances, optional
-        ``"image"`` or ``"audio"`` where ``media_paths`` has a path, ``None`` where it has none.
-    links : sequence of (str or None), length n_instances, optional
-        An ``http://`` or ``https://`` URL per item, or ``None``.
-    media_root : str, optional
-        Absolute folder the media paths are relative to.
-    featurizer, featurizer_params, featurizer_state : optional
-        The featurizer that computed ``X`` (name, JSON-serialisable parameters, pickle-free
-        state bytes), as :class:`app.io.featurizers.FeaturizerRecord` holds them; all three or
-        none (``featurizer_state`` may be ``b""``).
+    spec : DatasetSpec
+        The dataset; its fields may be given as keywords instead.
 
     Returns
     -------
@@ -227,12 +234,7 @@ def create_dataset(
     InvalidRecord
         On any bad value; ``.row`` names the offending row when there is one.
     """
-    checked = check_dataset(
-        name=name, X=X, candidates=candidates, label_names=label_names, external_ids=external_ids,
-        true_labels=true_labels, feature_names=feature_names, layout=layout, texts=texts, media_paths=media_paths,
-        media_kinds=media_kinds, links=links, media_root=media_root, featurizer=featurizer,
-        featurizer_params=featurizer_params, featurizer_state=featurizer_state,
-    )
+    checked = check_dataset(_spec(spec, fields))
     check_dataset_name_free(session, checked.name)
 
     with session.begin_nested():

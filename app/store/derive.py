@@ -9,8 +9,12 @@ are *derived* from its events by the pure functions :func:`derive_state` (all it
 Derivation rules
 ----------------
 * An ``undo`` cancels the event it names; cancelled events count for nothing. Undo events
-  themselves cannot be undone. :func:`app.store.events.record_event` points a new undo at
-  the annotator's most recent event of the session that is not yet undone.
+  themselves cannot be undone. A new undo points at the annotator's most recent event of the
+  session that is not yet undone. These two sentences are *the undo rule*, and it is written
+  once: :func:`active_events` (what counts) and :func:`event_to_undo` (what a new undo
+  cancels). The derivation, the leases (:func:`app.store.leases.item_progress`) and the
+  workbench's checks call them; :func:`app.store.events.record_event` finds the event to undo
+  with the SQL form of :func:`event_to_undo`, which a test checks against it on random logs.
 * Each annotator's *verdict* on an item is their latest ``answer`` / ``other_label`` /
   ``none_of_these``; a later verdict by the same annotator replaces the earlier one.
 * The latest ``resolve`` on an item settles everything before it and counts as a verdict for
@@ -46,6 +50,8 @@ __all__ = [
     "DerivedState",
     "SessionConfig",
     "SessionState",
+    "active_events",
+    "event_to_undo",
     "derive_item",
     "derive_state",
     "derived_fields",
@@ -164,13 +170,12 @@ class SessionState:
     true_labels : array of shape (n_instances,), int64, or None
         ``-1`` where unknown; ``None`` when no instance has one.
     original_candidates : array of shape (n_instances, n_labels), bool
-    candidates : array of shape (n_instances, n_labels), bool
-        Current sets derived from the events that are not undone.
-    resolved, none_of_these, wrong_set, skipped : array of shape (n_instances,), bool
-    conflicts : tuple of Conflict
-    answered_by : tuple of (str or None)
-    answered_at : tuple of (datetime or None)
-    n_events : int
+    derived : DerivedState
+        What the events say (:func:`derive_state`); its fields ``candidates``, ``resolved``,
+        ``none_of_these``, ``wrong_set``, ``skipped``, ``conflicts``, ``answered_by``,
+        ``answered_at`` and ``n_events`` are read through as attributes of the state itself
+        (``state.candidates``), never copied. A new event log gives a new state with
+        ``dataclasses.replace(state, derived=derive_state(events, state.original_candidates))``.
     """
 
     config: SessionConfig
@@ -182,15 +187,44 @@ class SessionState:
     X: np.ndarray
     true_labels: np.ndarray | None
     original_candidates: np.ndarray
-    candidates: np.ndarray
-    resolved: np.ndarray
-    none_of_these: np.ndarray
-    wrong_set: np.ndarray
-    skipped: np.ndarray
-    conflicts: tuple[Conflict, ...]
-    answered_by: tuple[str | None, ...]
-    answered_at: tuple[datetime | None, ...]
-    n_events: int
+    derived: DerivedState
+
+    @property
+    def candidates(self) -> np.ndarray:
+        """Current sets derived from the events that are not undone (see :class:`DerivedState`)."""
+        return self.derived.candidates
+
+    @property
+    def resolved(self) -> np.ndarray:
+        return self.derived.resolved
+
+    @property
+    def none_of_these(self) -> np.ndarray:
+        return self.derived.none_of_these
+
+    @property
+    def wrong_set(self) -> np.ndarray:
+        return self.derived.wrong_set
+
+    @property
+    def skipped(self) -> np.ndarray:
+        return self.derived.skipped
+
+    @property
+    def conflicts(self) -> tuple[Conflict, ...]:
+        return self.derived.conflicts
+
+    @property
+    def answered_by(self) -> tuple[str | None, ...]:
+        return self.derived.answered_by
+
+    @property
+    def answered_at(self) -> tuple[datetime | None, ...]:
+        return self.derived.answered_at
+
+    @property
+    def n_events(self) -> int:
+        return self.derived.n_events
 
     @property
     def n_instances(self) -> int:
@@ -221,6 +255,46 @@ class SessionState:
         ``resolve`` instead.
         """
         return (self.candidates.sum(axis=1) > 1) & ~self.none_of_these & ~self.in_conflict
+
+
+def active_events(events: Iterable[EventRecord]) -> list[EventRecord]:
+    """The events that count, in the order given: neither an undo nor cancelled by one.
+
+    The one home of the undo rule's first half (an ``undo`` cancels the event it names, and
+    only that event; undos count for nothing themselves).
+
+    Examples
+    --------
+    >>> log = [EventRecord(1, 0, "ann", "answer", 0), EventRecord(2, 0, "ann", "undo", undoes_event_id=1),
+    ...        EventRecord(3, 0, "ann", "skip")]
+    >>> [e.id for e in active_events(log)]
+    [3]
+    """
+    events = list(events)
+    undone = {e.undoes_event_id for e in events if e.kind == "undo"}
+    return [e for e in events if e.kind != "undo" and e.id not in undone]
+
+
+def event_to_undo(events: Iterable[EventRecord], annotator: str, position: int | None = None) -> EventRecord | None:
+    """The event a new ``undo`` by ``annotator`` cancels, or ``None`` when none is left.
+
+    The one home of the undo rule's second half: the annotator's most recent (highest id)
+    event of the session that counts (:func:`active_events`), on the item at ``position``
+    when one is given.
+
+    Examples
+    --------
+    >>> log = [EventRecord(1, 0, "ann", "answer", 0), EventRecord(2, 1, "ann", "skip"),
+    ...        EventRecord(3, 1, "ann", "undo", undoes_event_id=2), EventRecord(4, 2, "bob", "skip")]
+    >>> event_to_undo(log, "ann").id
+    1
+    >>> event_to_undo(log, "ann", position=1) is None
+    True
+    """
+    mine = [
+        e for e in active_events(events) if e.annotator == annotator and (position is None or e.position == position)
+    ]
+    return max(mine, key=lambda e: e.id) if mine else None
 
 
 def readonly(array: np.ndarray) -> np.ndarray:
@@ -267,7 +341,7 @@ def derive_item(
                 f"event {e.id}: label {e.label!r} is not a label index in [0, {original.size})"
             )
 
-    active = [e for e in ordered if e.kind != "undo" and e.id not in undone]
+    active = active_events(ordered)
     skipped = any(e.kind == "skip" for e in active)
     resolves = [e for e in active if e.kind == "resolve"]
     last_resolve = resolves[-1] if resolves else None
@@ -378,6 +452,6 @@ def derive_state(
 
 
 def derived_fields(derived: DerivedState) -> dict[str, Any]:
-    """The fields of a :class:`SessionState` that come from its events, e.g. for
-    ``dataclasses.replace(state, **derived_fields(derive_state(events, ...)))``."""
+    """The fields of ``derived`` by name (a :class:`SessionState` holds the object itself:
+    ``dataclasses.replace(state, derived=derived)``)."""
     return {f.name: getattr(derived, f.name) for f in fields(DerivedState)}

@@ -24,7 +24,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.store.derive import VERDICT_KINDS, EventRecord
+from app.store.derive import VERDICT_KINDS, EventRecord, active_events
 from app.store.events import session_events
 from app.store.models import Instance, ItemLease, User, utcnow
 from app.store.records import get_labelling_session
@@ -55,13 +55,10 @@ class ItemProgress:
 
 def item_progress(events: Sequence[EventRecord]) -> dict[int, ItemProgress]:
     """Who answered, skipped or resolved each item, by position (pure; events oldest first)."""
-    undone = {e.undoes_event_id for e in events if e.kind == "undo"}
     verdicts: dict[int, dict[str, int | None]] = {}
     skipped: dict[int, set[str]] = {}
     resolved: set[int] = set()
-    for e in events:
-        if e.kind == "undo" or e.id in undone:
-            continue
+    for e in active_events(events):
         if e.kind in VERDICT_KINDS:
             verdicts.setdefault(e.position, {})[e.annotator] = None if e.kind == "none_of_these" else e.label
         elif e.kind == "skip":

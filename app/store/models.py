@@ -544,6 +544,29 @@ class ItemLease(Base):
     )
 
 
+class SignInSession(Base):
+    """A browser's signed-in session (team mode): the proof of identity its cookie carries.
+
+    The browser holds a random token in an ``HttpOnly`` cookie; the store keeps only its
+    SHA-256 (``token_hash``), so a copy of the database signs nobody in. A row is valid until
+    ``expires_at``, until it is ended (``ended_at``: sign-out) or while its user is disabled.
+    """
+
+    __tablename__ = "sign_in_sessions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+
+    __table_args__ = (CheckConstraint("length(token_hash) = 64", name="token_hash_sha256"),)
+
+    def __repr__(self) -> str:  # never the hash in reprs: they end up in logs
+        return f"SignInSession(id={self.id!r}, user_id={self.user_id!r}, expires_at={self.expires_at!r})"
+
+
 class FeatureBlock(Base):
     """Rows ``start .. start + n_rows - 1`` of a dataset's feature matrix, as one blob.
 

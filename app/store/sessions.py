@@ -15,7 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.store.checks import check_choice, check_int, check_name
-from app.store.derive import SessionConfig, SessionState, derive_state, derived_fields, readonly
+from app.store.derive import SessionConfig, SessionState, derive_state, readonly
 from app.store.errors import InvalidRecord, RecordNotFound
 from app.store.events import session_events
 from app.store.features import features_from_rows, load_feature_matrix
@@ -237,7 +237,7 @@ def load_state(session: Session, session_id: int) -> SessionState:
         X=readonly(X) if X.flags.writeable else X,
         true_labels=readonly(true_labels) if true_labels is not None else None,
         original_candidates=readonly(original),
-        **derived_fields(derived),
+        derived=derived,
     )
 
 

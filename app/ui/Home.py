@@ -20,12 +20,11 @@ import streamlit as st
 from app.service import (
     SignInRefused,
     Workbench,
-    active_user,
     latest_session_id,
     session_id_by_name,
     sign_in_required,
-    sign_in_with_identity,
 )
+from app.service.auth import sign_out as end_sign_in
 from app.ui import components
 from app.ui import state as ui
 from app.ui.building import show_build_progress
@@ -84,24 +83,26 @@ def main() -> None:
     Session = ui.store(tab.db)
 
     # Team mode (users exist, or the server is reachable beyond this machine): nothing but the
-    # sign-in page until this tab has signed in, and the account is checked on every run so
-    # that a disabled user is signed out at their next click.
+    # sign-in page until this browser proves who it is. The proof is checked on every run, so a
+    # tab resumed by another connection (Streamlit resumes a session for anyone who names its
+    # id) is signed in only if that connection carries the proof too, and a disabled user is
+    # signed out at their next click.
     if require_sign_in_argument(sys.argv[1:]) or sign_in_required(Session, st.get_option("server.address")):
-        if tab.user is None and ui.oidc_signed_in():
-            try:
-                user = sign_in_with_identity(Session, st.user.to_dict())
-                tab.user, tab.role = user.name, user.role
-            except SignInRefused as exc:
-                tab.notice = ("error", str(exc))
-                st.logout()
-        account = active_user(Session, tab.user) if tab.user is not None else None
-        assigned = account.sessions if account is not None else ()
+        try:
+            account = ui.signed_in_account(Session, tab)
+        except SignInRefused as exc:
+            account = None
+            tab.notice = ("error", str(exc))
+            st.logout()
         if account is None:
+            if tab.user is not None:
+                tab.notice = tab.notice or ("info", "You were signed out (signed out elsewhere, expired or disabled).")
             tab.user = tab.role = None
             tab.workbench = None
             st.navigation([st.Page(PAGES / "sign_in.py", title="Sign in", icon=":material/login:")]).run()
             return
-        tab.role = account.role
+        tab.user, tab.role = account.name, account.role
+        assigned = account.sessions
     else:
         tab.user = tab.role = None
         assigned = ()
@@ -136,24 +137,33 @@ def main() -> None:
     if tab.building is not None:
         show_build_progress(tab.building)
 
+    # Every role's first screen is one it may use: the Query page for whoever answers in the
+    # open session; otherwise the Review page (reviewers) or the Sessions page (admins).
+    answers_here = tab.user is None or (bench is not None and bench.config.name in assigned)
+    if answers_here or tab.role == "annotator":
+        first = "query"
+    else:
+        first = "review" if tab.role == "reviewer" else "sessions"
     pages = [
-        st.Page(PAGES / "query.py", title="Query", icon=":material/help_center:", default=True),
+        st.Page(PAGES / "query.py", title="Query", icon=":material/help_center:", default=first == "query"),
         st.Page(PAGES / "rejects.py", title="Rejects", icon=":material/block:"),
         st.Page(PAGES / "progress.py", title="Progress", icon=":material/monitoring:"),
-        st.Page(PAGES / "sessions.py", title="Sessions", icon=":material/folder_open:"),
+        st.Page(PAGES / "sessions.py", title="Sessions", icon=":material/folder_open:", default=first == "sessions"),
     ]
     if ui.is_reviewer(tab):
-        pages.insert(2, st.Page(PAGES / "review.py", title="Review", icon=":material/gavel:"))
+        pages.insert(2, st.Page(PAGES / "review.py", title="Review", icon=":material/gavel:", default=first == "review"))
     # The pages live in views/, not pages/: a pages/ folder would put Streamlit in its older
     # folder-navigation mode, which runs page files without this script.
     st.navigation(pages).run()
 
 
 def sign_out(tab: ui.TabState) -> None:
-    """Forget the tab's user (and its reservation lapses with its lease)."""
-    tab.user = tab.role = None
+    """End the browser's signed-in session in the store (its cookie proves nothing any more,
+    in every tab) and forget the tab's user; its reservation lapses with its lease."""
+    end_sign_in(ui.store(tab.db), tab.sign_in_handle)
+    tab.user = tab.role = tab.sign_in_handle = tab.oidc_user = None
     tab.workbench = None
-    tab.notice = None
+    tab.notice = ("info", "Signed out.")
     if ui.oidc_signed_in():
         st.logout()
 

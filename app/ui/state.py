@@ -26,8 +26,10 @@ from typing import TYPE_CHECKING
 import streamlit as st
 
 from app.service import BuildJob, BuildRegistry, StaleAnswer, Workbench, session_dataset
+from app.service.auth import account_signed_in, active_user, sign_in_with_identity
+from app.ui.gate import IDENTITY_KEY, oidc_configured
 from app.store import count_events as count_session_events
-from app.store import open_store
+from app.store import UserInfo, open_store
 from engine.exceptions import InvalidInput
 
 if TYPE_CHECKING:  # types only: the UI runs no SQL (import-linter checks it)
@@ -48,6 +50,7 @@ __all__ = [
     "BACKGROUND_FROM_BYTES",
     "oidc_configured",
     "oidc_signed_in",
+    "signed_in_account",
     "is_reviewer",
 ]
 
@@ -67,9 +70,6 @@ class Keys:
     ANNOTATOR = "annotator"
     SIGN_OUT = "sign_out"
     # Sign-in page
-    SIGN_IN_NAME = "sign_in_name"
-    SIGN_IN_PASSWORD = "sign_in_password"
-    SIGN_IN = "sign_in_submit"
     SIGN_IN_OIDC = "sign_in_oidc"
     # Sessions page
     OPEN_SESSION = "sessions_open_choice"
@@ -183,10 +183,16 @@ class TabState:
     next_page: str | None = None
     #: Rejected predictions the expert chose to leave alone in this tab, by position.
     left_alone: set[int] = field(default_factory=set)
-    #: Team mode: the user signed in in this tab (server-side only; never in a URL or cookie),
-    #: and their role. ``None`` in single-user mode or before signing in.
+    #: Team mode: the user signed in in this tab, and their role; ``None`` in single-user mode
+    #: or before signing in. Set again on every run from the browser's proof of identity
+    #: (:func:`signed_in_account`), never trusted from an earlier run on its own.
     user: str | None = None
     role: str | None = None
+    #: The handle of the browser's signed-in session (the hash of its cookie's token, as the
+    #: sign-in gate passed it), or the identity provider's name for an ``st.login`` sign-in.
+    sign_in_handle: str | None = None
+    #: The identity-provider account whose sign-in this tab has already audited.
+    oidc_user: str | None = None
     #: The last session that failed to open in this tab: not tried again until chosen anew.
     failed_session_id: int | None = None
 
@@ -232,6 +238,29 @@ def annotator(state: TabState) -> str:
     return state.annotator
 
 
+def signed_in_account(Session: sessionmaker[Session], state: TabState) -> UserInfo | None:
+    """Who this browser proves to be on this run, or ``None``.
+
+    The proof is the sign-in gate's header (``st.user[IDENTITY_KEY]``: a valid cookie on this
+    connection) or an identity provider's sign-in (``st.login``; Streamlit's signed cookie).
+    Either is checked against the store on every call: a user disabled or signed out
+    elsewhere is signed out here at their next click.
+    """
+    handle = st.user.get(IDENTITY_KEY)
+    if isinstance(handle, str) and handle:
+        state.sign_in_handle = handle
+        return account_signed_in(Session, handle)
+    if oidc_signed_in():
+        claims = st.user.to_dict()
+        if state.oidc_user is None:
+            user = sign_in_with_identity(Session, claims)  # audited once per tab
+            state.oidc_user = user.name
+            return user
+        return active_user(Session, state.oidc_user)
+    state.sign_in_handle = None
+    return None
+
+
 def record(state: TabState, kind: str, **event: object) -> int | None:
     """Write one event as this tab's annotator (``event``: as :meth:`Workbench.record`).
 
@@ -239,6 +268,10 @@ def record(state: TabState, kind: str, **event: object) -> int | None:
     why (a stale press is information, anything else refused is an error).
     """
     if state.workbench is None:
+        return None
+    if state.user is not None and signed_in_account(store(state.db), state) is None:
+        # Callbacks run before Home.py checks the account: say why nothing was recorded.
+        state.notice = ("error", "Nothing was recorded: this account was signed out or disabled. Sign in again.")
         return None
     try:
         return state.workbench.record(annotator(state), kind, **event)
@@ -252,14 +285,6 @@ def record(state: TabState, kind: str, **event: object) -> int | None:
 def is_reviewer(state: TabState) -> bool:
     """May this tab settle conflicts? Anyone in single-user mode; reviewers and admins in a team."""
     return state.user is None or state.role in ("reviewer", "admin")
-
-
-def oidc_configured() -> bool:
-    """True when ``.streamlit/secrets.toml`` has an ``[auth]`` section for ``st.login``."""
-    try:
-        return "auth" in st.secrets
-    except FileNotFoundError:  # no secrets file at all (StreamlitSecretNotFoundError is one)
-        return False
 
 
 def oidc_signed_in() -> bool:

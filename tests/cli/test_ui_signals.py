@@ -71,8 +71,9 @@ def test_a_stop_signal_stops_the_server_child(tmp_path, signum):
         assert parent.poll() is None and healthy(port), parent.communicate(timeout=30)
         (child,) = children(parent.pid)
         command = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
-        assert command[command.index(b"--client.showErrorDetails") + 1] == b"none"
+        assert Path(command[command.index(b"run") + 1].decode()).name == "server.py"  # behind the sign-in gate
         assert command[command.index(b"--server.maxUploadSize") + 1] == b"7"
+        assert command[command.index(b"--max-upload-mb") + 1] == b"7"  # the gate's limit too
 
         parent.send_signal(signum)
         parent.wait(timeout=120)

@@ -70,12 +70,10 @@ def test_two_annotators_a_conflict_and_a_reviewer(team_server):
                 return page
 
             def sign_in(page, name: str) -> None:
-                page.locator(".st-key-sign_in_name input").fill(name)
-                page.locator(".st-key-sign_in_name input").press("Tab")
-                page.locator(".st-key-sign_in_password input").fill(SECRET)
-                page.locator(".st-key-sign_in_password input").press("Enter")
-                settle(page)
-                page.locator(".st-key-sign_in_submit button").click()
+                # The gate's HTML form (not a Streamlit page): it sets the HttpOnly cookie.
+                page.locator("#name").fill(name)
+                page.locator("#password").fill(SECRET)
+                page.locator("#password").press("Enter")
                 expect(page.get_by_test_id("stText").get_by_text(f"Signed in as {name}")).to_be_visible(timeout=30_000)
                 settle(page)
 

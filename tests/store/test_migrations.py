@@ -428,11 +428,11 @@ def test_0009_accepts_decision_change_and_keeps_triggers_keys_and_rows(store_url
         engine.dispose()
 
 
-def test_0011_audits_key_changes_and_keeps_the_audit_log_append_only(store_url):
-    """Up to 0011 with audit rows written: they are kept, the kind CHECK takes
+def test_0012_audits_key_changes_and_keeps_the_audit_log_append_only(store_url):
+    """Up to 0012 with audit rows written: they are kept, the kind CHECK takes
     'hotkeys_changed' (and still refuses unknown kinds), the append-only triggers and the
     index are back, and downgrading refuses while a key change is in the log."""
-    upgrade_database(store_url, "0010")
+    upgrade_database(store_url, "0011")
     engine = make_engine(store_url)
     insert = text("INSERT INTO audit_events (kind, user_name, created_at) VALUES (:kind, 'ada', :now)")
     now = datetime(2026, 11, 25, tzinfo=timezone.utc)
@@ -440,7 +440,7 @@ def test_0011_audits_key_changes_and_keeps_the_audit_log_append_only(store_url):
         with engine.begin() as conn:
             for kind in ("user_added", "sign_in"):
                 conn.execute(insert, {"kind": kind, "now": now})
-        upgrade_database(store_url, "0011")
+        upgrade_database(store_url, "0012")
         with engine.connect() as conn:
             assert conn.execute(text("SELECT id, kind FROM audit_events ORDER BY id")).all() == [
                 (1, "user_added"), (2, "sign_in")]
@@ -455,6 +455,6 @@ def test_0011_audits_key_changes_and_keeps_the_audit_log_append_only(store_url):
         with pytest.raises(DatabaseError, match="append-only"), engine.begin() as conn:
             conn.execute(text("UPDATE audit_events SET user_name = 'eve'"))
         with pytest.raises(RuntimeError, match="1 change\\(s\\) of answer keys"):
-            downgrade_database(store_url, "0010")
+            downgrade_database(store_url, "0011")
     finally:
         engine.dispose()

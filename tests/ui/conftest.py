@@ -161,3 +161,16 @@ def position_on_screen(at: AppTest) -> int:
     assert len(found) == 1, found
     return found[0]
 
+
+def sign_in(at: AppTest, db: str, name: str, password: str) -> AppTest:
+    """Sign a tab in as a browser does: the sign-in form starts a signed-in session, and the
+    gate passes its handle to Streamlit on every connection, which puts it in ``st.user``
+    (``at.user`` here). Then run the tab."""
+    from app.service.auth import open_sign_in, sign_in_handle
+    from app.ui.gate import IDENTITY_KEY
+
+    _, token = open_sign_in(open_store(db), name, password)
+    at.user = {IDENTITY_KEY: sign_in_handle(token)}
+    at.run()
+    no_exception(at)
+    return at

@@ -10,7 +10,6 @@ page stays reachable.
 from __future__ import annotations
 
 import re
-import tomllib
 from pathlib import Path
 
 from app.service import Workbench
@@ -117,6 +116,17 @@ def test_an_unexpected_failure_shows_no_details(app, small_db, monkeypatch):
 
 
 def test_error_details_are_off_outside_development():
-    config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
-    assert config["client"]["showErrorDetails"] == "none"
-    assert isinstance(config["server"]["maxUploadSize"], int)
+    """Set by the server script itself, so no config file in the working folder turns them on
+    (tests/e2e/test_gate.py starts the server from such a folder)."""
+    from streamlit import config
+
+    from app.ui.options import apply_server_options
+
+    try:
+        apply_server_options(dev=False)
+        assert config.get_option("client.showErrorDetails") == "none"
+        assert config.get_option("client.toolbarMode") == "viewer"
+        apply_server_options(dev=True)
+        assert config.get_option("client.showErrorDetails") == "full"
+    finally:
+        apply_server_options(dev=False)

@@ -3,10 +3,11 @@
 exports they may take, and no key editor or upload form; the Query page shows a refusal
 that names a session as text, never as Markdown.
 
-Tabs are signed in by :func:`signed_in` alone (the one place to change when the way a tab
-carries its identity changes)."""
+Tabs sign in as in tests/ui/conftest.py (:func:`signed_in`)."""
 
 from __future__ import annotations
+
+import sys
 
 import pytest
 
@@ -14,7 +15,7 @@ from app.service import assign, create_session, create_user, dataset_id_by_name,
 from app.store.db import open_store
 from app.ui.components import md
 from app.ui.state import STATE_KEY, Keys
-from tests.ui.conftest import no_exception, plain
+from tests.ui.conftest import no_exception, plain, sign_in
 
 SECRET = "a long enough secret"
 #: A session name that Markdown would turn into bold text and an image fetched from elsewhere.
@@ -36,12 +37,11 @@ def team_db(small_db):
 
 
 def signed_in(at, name):
-    """The tab of ``at`` signed in as ``name`` (its sign-in page already drawn)."""
-    tab = at.session_state[STATE_KEY]
-    tab.user = name
-    at.run()
-    no_exception(at)
-    assert tab.user == name, "the app signed the tab out"
+    """The tab of ``at`` signed in as ``name`` as a browser is (tests/ui/conftest.py's
+    ``sign_in``: a signed-in session in the store, its handle in ``st.user``)."""
+    db = next(a for a in sys.argv if a.endswith(".db"))
+    sign_in(at, db, name, SECRET)
+    assert at.session_state[STATE_KEY].user == name, "the app did not sign the tab in"
     return at
 
 

@@ -10,9 +10,12 @@ import pytest
 from streamlit import config
 
 from app.service import assign, create_user, set_session_overlap
+from app.service.auth import SignInRefused, sign_out
 from app.store.db import open_store
+from app.ui.gate import IDENTITY_KEY
 from app.ui.state import STATE_KEY, Keys
 from tests.ui.conftest import events, no_exception, plain, position_on_screen
+from tests.ui.conftest import sign_in as signed_in
 
 SECRET = "a long enough secret"
 
@@ -33,11 +36,8 @@ def titles(at) -> list[str]:
 
 
 def sign_in(at, name, password=SECRET):
-    at.text_input(key=Keys.SIGN_IN_NAME).input(name)
-    at.text_input(key=Keys.SIGN_IN_PASSWORD).input(password)
-    at.button(key=Keys.SIGN_IN).click().run()
-    no_exception(at)
-    return at
+    db = next(a for a in sys.argv if a.endswith(".db"))
+    return signed_in(at, db, name, password)
 
 
 def shown_item(at) -> str:
@@ -64,9 +64,12 @@ def test_once_users_exist_only_the_sign_in_page_is_shown(app, team_db):
     at = app(team_db)
     assert titles(at) == ["Sign in to winnow"]
     assert not any(h.value.startswith("Item ") for h in at.subheader)
-    sign_in(at, "ann", "wrong password!")
+    assert [b.proto.url for b in at.get("link_button")] == ["/_winnow/sign-in?next=/"]
+    with pytest.raises(SignInRefused, match="wrong user name or password"):
+        sign_in(at, "ann", "wrong password!")
+    at.user = {IDENTITY_KEY: "0" * 64}  # a handle of no signed-in session: proves nothing
+    at.run()
     assert titles(at) == ["Sign in to winnow"]
-    assert [e.value for e in at.error] == ["wrong user name or password"]
     assert at.session_state[STATE_KEY].user is None
     sign_in(at, "ann")
     assert titles(at) == ["Query"]
@@ -82,8 +85,39 @@ def test_a_disabled_user_cannot_sign_in_and_is_signed_out(app, team_db):
     disable_user(open_store(team_db), "bob")
     at.run()
     assert titles(at) == ["Sign in to winnow"]
-    sign_in(at, "bob")
-    assert titles(at) == ["Sign in to winnow"] and "disabled" in at.error[0].value
+    assert "disabled" in at.info[0].value
+    with pytest.raises(SignInRefused, match="this account is disabled"):
+        sign_in(at, "bob")
+
+
+def test_a_tab_resumed_without_the_proof_shows_only_the_sign_in_page(app, team_db):
+    """The session state still says "ada" (a Streamlit session resumed by its id), but the
+    connection carries no cookie: the app trusts the proof, not the state."""
+    at = sign_in(app(team_db), "ada")
+    assert any(t.value == "Signed in as ada (admin)" for t in at.sidebar.text)
+    at.user = {}
+    at.run()
+    no_exception(at)
+    assert titles(at) == ["Sign in to winnow"]
+    assert not any("Signed in as" in t.value for t in at.sidebar.text)
+    assert at.session_state[STATE_KEY].user is None
+
+
+def test_signing_out_ends_the_signed_in_session_in_the_store(app, team_db):
+    at = sign_in(app(team_db), "ann")
+    handle = at.user[IDENTITY_KEY]
+    at.button(key=Keys.SIGN_OUT).click().run()
+    no_exception(at)
+    assert titles(at) == ["Sign in to winnow"]
+    assert not sign_out(open_store(team_db), handle)  # already ended: the cookie proves nothing
+    at.run()  # the same connection, the same (now ended) handle
+    assert titles(at) == ["Sign in to winnow"]
+
+
+def test_each_role_starts_on_a_page_it_may_use(app, team_db):
+    assert titles(sign_in(app(team_db), "ann")) == ["Query"]
+    assert titles(sign_in(app(team_db), "rev")) == ["Review"]  # not assigned: nothing to answer
+    assert titles(sign_in(app(team_db), "ada")) == ["Sessions"]
 
 
 def test_two_annotators_get_different_items_then_a_reviewer_settles_their_conflict(app, team_db):
@@ -191,3 +225,16 @@ def test_an_answer_about_an_item_not_reserved_for_the_user_is_refused(app, team_
     label = int(np.flatnonzero(bench.state.candidates[mine])[0])
     bench.record("ann", "answer", position=mine, label=label, displayed="lease")
     assert [(e["annotator"], e["kind"]) for e in events(team_db)] == [("ann", "answer")]
+
+
+def test_a_key_pressed_after_the_account_was_disabled_says_so_and_records_nothing(app, team_db):
+    from app.service import disable_user
+
+    ann = sign_in(app(team_db), "ann")
+    position = position_on_screen(ann)
+    disable_user(open_store(team_db), "ann")
+    next(b for b in ann.button if b.key and b.key.startswith(f"query_answer_{position}_")).click().run()
+    no_exception(ann)
+    assert events(team_db) == []
+    assert titles(ann) == ["Sign in to winnow"]
+    assert any("account was signed out or disabled" in e.value for e in ann.error)

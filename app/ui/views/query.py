@@ -179,5 +179,5 @@ with st.expander("Details: scores and label sets"):
              f"NL of {ex.target_id} becomes": [fmt(nl) for nl in ex.necessary_after.values()]},
             hide_index=True,
         )
-    elif bench.ranker is None:
+    elif not bench.reads_votes:
         st.text("This criterion is a baseline: it does not look at the neighbours' votes.")

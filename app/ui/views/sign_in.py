@@ -1,40 +1,30 @@
-"""Sign in: the only page a visitor sees in team mode until they have signed in.
+"""Sign in: the only page a visitor sees in team mode until their browser proves who it is.
 
-A name and password form (checked by :func:`app.service.sign_in_with_password`: argon2 hash,
-rate limit and audit in the store), and, when ``.streamlit/secrets.toml`` configures an
-OpenID Connect provider (an ``[auth]`` section), a button that signs in through
-``st.login``. The signed-in name is kept in this tab's server-side session state only.
+The name and password form is not a Streamlit page: it is served by the sign-in gate
+(:mod:`app.ui.gate`, ``/_winnow/sign-in``), which sets the ``HttpOnly`` cookie a Streamlit
+script cannot set. A browser normally reaches it straight away (pages without a valid cookie
+are redirected there); this page is what a tab shows when its sign-in ends while it is open
+(signed out elsewhere, expired, account disabled) or when a connection carries no proof. When
+``.streamlit/secrets.toml`` configures an OpenID Connect provider (an ``[auth]`` section), it
+also offers ``st.login``.
 """
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 import streamlit as st
 
-from app.service import SignInRefused, has_users, sign_in_with_password
+from app.service import has_users
 from app.ui import components
 from app.ui import state as ui
+from app.ui.gate import SIGN_IN_PATH, safe_next
 
 tab = ui.current()
 Session = ui.store(tab.db)
 
-
-def submit() -> None:
-    """The Sign in button's callback: check the form; keep the user in the tab on success."""
-    name = st.session_state.get(ui.Keys.SIGN_IN_NAME) or ""
-    password = st.session_state.get(ui.Keys.SIGN_IN_PASSWORD) or ""
-    # The password field is emptied whatever happens: it is not kept in the session state.
-    st.session_state[ui.Keys.SIGN_IN_PASSWORD] = ""
-    try:
-        user = sign_in_with_password(Session, name, password)
-    except SignInRefused as exc:
-        tab.notice = ("error", str(exc))
-        return
-    tab.user, tab.role = user.name, user.role
-    tab.notice = ("ok", f"Signed in as {user.name} ({user.role}).")
-
-
 st.title("Sign in to winnow")
-# The message may quote the typed name: components.show_notice shows it as text, not Markdown.
+# The message may quote a name: components.show_notice shows it as text, not Markdown.
 components.show_notice(tab)
 
 if not has_users(Session):
@@ -42,10 +32,12 @@ if not has_users(Session):
     st.code("winnow user add NAME --role admin", language="bash")
     st.stop()
 
-st.text_input("User name", key=ui.Keys.SIGN_IN_NAME, max_chars=200, autocomplete="username")
-st.text_input("Password", key=ui.Keys.SIGN_IN_PASSWORD, type="password", max_chars=1024,
-              autocomplete="current-password")
-st.button("Sign in", key=ui.Keys.SIGN_IN, type="primary", on_click=submit)
+# Back to the page this tab was on once signed in.
+here = st.context.url or "/"
+path = "/" + here.split("://", 1)[-1].split("/", 1)[-1] if "://" in here else here
+st.link_button("Sign in", f"{SIGN_IN_PATH}?next={quote(safe_next(path))}", type="primary")
+st.caption("Opens the sign-in form; your browser keeps the proof of who you are in a cookie that "
+           "page scripts cannot read.")
 
 if ui.oidc_configured():
     st.divider()

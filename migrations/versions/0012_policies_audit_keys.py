@@ -1,7 +1,7 @@
 """Answer-key changes are audited, and the store keeps a key for unknown sign-in names.
 
-Revision ID: 0011
-Revises: 0010
+Revision ID: 0012
+Revises: 0011
 Create Date: 2026-11-25
 
 * ``audit_events.kind`` accepts ``hotkeys_changed``: who changed a session's answer keys, and
@@ -25,8 +25,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0011"
-down_revision: str | Sequence[str] | None = "0010"
+revision: str = "0012"
+down_revision: str | Sequence[str] | None = "0011"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
@@ -41,7 +41,7 @@ _NEW = (
     "kind IN ('sign_in', 'sign_in_failed', 'user_added', 'role_changed', 'user_disabled', "
     "'user_enabled', 'password_changed', 'assigned', 'overlap_changed', 'hotkeys_changed')"
 )
-_KEPT = "_winnow_0011_audit_events"
+_KEPT = "_winnow_0012_audit_events"
 
 
 def upgrade() -> None:
@@ -59,7 +59,7 @@ def downgrade() -> None:
     count = bind.execute(sa.text(f"SELECT count(*) FROM {_TABLE} WHERE kind = 'hotkeys_changed'")).scalar_one()
     if count:
         raise RuntimeError(
-            f"cannot downgrade below revision 0011: the audit log holds {count} change(s) of answer keys "
+            f"cannot downgrade below revision 0012: the audit log holds {count} change(s) of answer keys "
             "(kind 'hotkeys_changed'), which the older schema does not allow, and audit rows cannot be deleted"
         )
     _replace_check(_NEW, _OLD)

@@ -1,0 +1,121 @@
+"""Answer recording: which answers a page may still give, and the write of one event.
+
+One seam of :class:`app.service.workbench.Workbench`. A key press can arrive after the page
+moved on (a double press), or after another tab or annotator settled the item: the checks
+here refuse such an answer with :class:`StaleAnswer` before anything is written. What an
+undo cancels and which events count is the store's one undo rule
+(:func:`app.store.event_to_undo`, :func:`app.store.active_events`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from sqlalchemy.orm import Session
+
+from app.store import VERDICT_KINDS, EventRecord, SessionState, active_events, count_events, event_to_undo
+from app.store import record_event
+from engine import check_choice
+from engine.exceptions import InvalidInput
+
+__all__ = ["OFFERS", "StaleAnswer", "latest_event", "has_verdict", "check_undo", "check_displayed", "event_writer"]
+
+#: Where an item can be on screen when it is answered (:meth:`Workbench.record`'s ``displayed``).
+OFFERS: tuple[str, ...] = ("query", "lease", "rejects", "conflicts")
+
+
+class StaleAnswer(InvalidInput):
+    """An answer about an item that is no longer the one on screen; nothing was written.
+
+    Raised by :meth:`Workbench.record` when a key press arrives after the page moved on (a
+    double press), or after another tab or annotator settled the item. The message is meant
+    for the annotator as it is.
+    """
+
+
+def latest_event(events: Sequence[EventRecord], annotator: str) -> int | None:
+    """The id of ``annotator``'s latest event that an undo would cancel, or ``None``."""
+    event = event_to_undo(events, annotator)
+    return None if event is None else event.id
+
+
+def has_verdict(events: Sequence[EventRecord], annotator: str, position: int) -> bool:
+    """Whether ``annotator`` has an active verdict (answer, other label, none of these) on the
+    item at ``position``."""
+    return any(
+        e.position == position and e.annotator == annotator and e.kind in VERDICT_KINDS for e in active_events(events)
+    )
+
+
+def check_undo(events: Sequence[EventRecord], annotator: str, undoes: int | None) -> None:
+    """Refuse an undo from a page when ``undoes`` is no longer the annotator's latest event."""
+    if undoes is not None and latest_event(events, annotator) != undoes:
+        raise StaleAnswer("Your latest answer is no longer the one the page offered to undo; nothing was undone.")
+
+
+def check_displayed(
+    events: Sequence[EventRecord],
+    state: SessionState,
+    annotator: str,
+    kind: str,
+    position: int | None,
+    displayed: str | None,
+    *,
+    queue_head: Callable[[], int | None],
+    lease_holders: Callable[[], dict[int, list[str]]],
+) -> None:
+    """Refuse an answer about an item the page ``displayed`` no longer offers.
+
+    ``queue_head`` gives the first item of the query list (``None`` when empty) and
+    ``lease_holders`` who holds each reserved item; both are called only when needed.
+    """
+    if displayed is None or position is None:
+        raise InvalidInput(f"kind={kind!r} from a page needs the displayed item's position and page")
+    check_choice(displayed, "displayed", OFFERS)
+    item = state.external_ids[position]
+    if kind in VERDICT_KINDS and has_verdict(events, annotator, position):
+        raise StaleAnswer(f"You already answered item {item!r}; nothing was recorded.")
+    if displayed == "query":
+        offered = queue_head() == position
+    elif displayed == "lease":
+        # Team mode: the item offered is the one the store reserved for this annotator
+        # (with overlap it may already be settled by someone else, and still theirs to answer).
+        offered = annotator in lease_holders().get(position, [])
+    elif displayed == "rejects":
+        offered = bool(state.open_items[position])
+    else:
+        offered = bool(state.in_conflict[position])
+    if not offered:
+        raise StaleAnswer(
+            f"Item {item!r} is no longer the one to answer (the page moved on, or someone settled it); "
+            "nothing was recorded."
+        )
+
+
+def event_writer(
+    session_id: int,
+    *,
+    annotator: str,
+    kind: str,
+    position: int | None,
+    label: int | str | None,
+    checked_events: int | None,
+) -> Callable[[Session], int]:
+    """The unit of work that appends one event and returns its id, for one transaction
+    (:func:`app.store.write_transaction`).
+
+    With ``checked_events`` (the number of events the checks above saw), it re-counts the
+    log inside its transaction and refuses the event with :class:`StaleAnswer` when another
+    process wrote one since.
+    """
+
+    def work(s: Session) -> int:
+        if checked_events is not None and count_events(s, session_id) != checked_events:
+            raise StaleAnswer("Another answer arrived at the same moment; nothing was recorded. "
+                              "Look at the item again and answer.")
+        event = record_event(s, session_id=session_id, annotator=annotator, kind=kind, instance_position=position,
+                             label=label)
+        s.flush()
+        return int(event.id)
+
+    return work

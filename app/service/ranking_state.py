@@ -1,0 +1,136 @@
+"""A session's ranking state: its targets, their neighbourhoods, the ranker and NL/APL.
+
+One seam of :class:`app.service.workbench.Workbench`. The ranker is whichever
+:class:`engine.ranking.Ranker` the session's criterion names (:func:`make_ranker`); this
+module talks to it through that contract only. The query list is ordered by
+:func:`engine.ranking.ranking_order` (skipped items last), the one order the ranked export
+uses too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from app.service.graphs import GraphResult
+from app.store import SessionConfig
+from engine.decision_change import DecisionChangeRanker
+from engine.query import AMBIGUITY_CRITERIA, IncrementalRanker, open_neighbourhoods
+from engine.ranking import BASELINE_CRITERIA, Ranker, StaticRanker, ranking_order
+from engine.winners import label_sets, open_targets
+
+__all__ = ["RankingState", "make_ranker", "local_graph"]
+
+
+def make_ranker(config: SessionConfig, idx: np.ndarray, w: np.ndarray, candidates: np.ndarray,
+                targets: np.ndarray) -> Ranker:
+    """The ranker of the session's criterion on its targets' neighbourhoods.
+
+    The session id seeds the tie-breaking keys of ``"decision_change"`` and the ``"random"``
+    baseline's order.
+    """
+    if config.criterion == "decision_change":
+        return DecisionChangeRanker(idx, w, candidates, targets=targets, random_state=config.session_id)
+    if config.criterion in AMBIGUITY_CRITERIA:
+        return IncrementalRanker(idx, w, candidates, criterion=config.criterion)
+    return StaticRanker(idx, w, candidates, config.criterion, random_state=config.session_id)
+
+
+def local_graph(idx_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The items a few targets' neighbourhoods hold (sorted) and the neighbourhoods as rows of
+    that list, so the votes read a copy of those items' sets only."""
+    items, local = np.unique(idx_rows, return_inverse=True)
+    return items, local.reshape(idx_rows.shape)
+
+
+@dataclass
+class RankingState:
+    """The targets of a session, their rows of the dataset's graph and the ranker over them.
+
+    Attributes
+    ----------
+    graph : GraphResult
+        The dataset's graph over all instances.
+    targets : int array of shape (n_targets,)
+        The items whose decisions count (all, or those whose original set is partial).
+    idx, w : arrays of shape (n_targets, k)
+        The targets' rows of the graph (the graph itself when every item is a target).
+    ranker : engine.ranking.Ranker
+        Scores every item; patched by :meth:`apply`.
+    criterion : str
+        The session's criterion (:data:`engine.choices.CRITERIA`).
+    """
+
+    graph: GraphResult
+    targets: np.ndarray
+    idx: np.ndarray
+    w: np.ndarray
+    ranker: Ranker
+    criterion: str
+    #: NL and APL of every target when the ranker does not keep them; computed on first use.
+    _sets: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
+
+    @classmethod
+    def build(cls, config: SessionConfig, graph: GraphResult, original: np.ndarray,
+              candidates: np.ndarray) -> "RankingState":
+        """Targets from the session's ``target_set``, and its criterion's ranker on them."""
+        n = original.shape[0]
+        if config.target_set == "unlabelled":
+            targets = np.flatnonzero(original.sum(axis=1) >= 2)
+        else:
+            targets = np.arange(n)
+        # All targets: the graph itself, not a copy.
+        idx, w = (graph.idx, graph.w) if targets.size == n else (graph.idx[targets], graph.w[targets])
+        return cls(graph, targets, idx, w, make_ranker(config, idx, w, candidates, targets), config.criterion)
+
+    @property
+    def reads_votes(self) -> bool:
+        """Whether the criterion's scores read the neighbours' votes (a baseline's do not)."""
+        return self.criterion not in BASELINE_CRITERIA
+
+    def apply(self, changed: np.ndarray, candidates: np.ndarray) -> None:
+        """Tell the ranker the items ``changed`` now have the sets ``candidates[changed]``."""
+        if changed.size == 0:
+            return
+        self.ranker.update(changed, candidates[changed])
+        if self._sets is not None:
+            # A target's NL and APL read only its neighbours' sets: redo the targets that hold
+            # a changed item (a few dozen per answer), not all of them.
+            rows = self.ranker.targets_of(changed)
+            items, local = local_graph(self.idx[rows])
+            necessary, possible = self._sets
+            necessary[rows], possible[rows] = label_sets(local, self.w[rows], candidates[items])
+
+    @property
+    def scores(self) -> np.ndarray:
+        """Query score of every instance (float array of shape (n_instances,))."""
+        return self.ranker.scores
+
+    def queue(self, open_items: np.ndarray, skipped: np.ndarray, top: int | None = None) -> np.ndarray:
+        """Open items by score, skipped ones last (:func:`engine.ranking.ranking_order`)."""
+        return ranking_order(self.scores, open_items, deferred=skipped, top=top)
+
+    def label_sets(self, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``NL`` and ``APL`` of every target: the ranker's own when it keeps them, otherwise
+        computed once from ``candidates`` and patched by :meth:`apply`."""
+        kept = self.ranker.label_sets()
+        if kept is not None:
+            return kept
+        if self._sets is None:
+            self._sets = label_sets(self.idx, self.w, candidates)
+        return self._sets
+
+    def n_open(self, candidates: np.ndarray) -> int:
+        """Open targets: their necessary and approximately possible labels differ (NL ≠ APL)."""
+        return int(open_targets(*self.label_sets(candidates)).sum())
+
+    def touched(self, candidates: np.ndarray) -> np.ndarray:
+        """For every instance: how many open targets have it among their neighbours."""
+        return open_neighbourhoods(self.idx, open_targets(*self.label_sets(candidates)), candidates.shape[0])
+
+    def row_of(self, position: int) -> int | None:
+        """The target row of the item at ``position``, or ``None`` when it is not a target."""
+        row = int(np.searchsorted(self.targets, position))
+        return row if row < self.targets.size and self.targets[row] == position else None
+

@@ -1,0 +1,56 @@
+"""A session at work as export tables: the ranked query list and the labelled dataset.
+
+One seam of :class:`app.service.workbench.Workbench`; :mod:`app.service.exports` turns these
+tables into files.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from app.io.writers import labelled_dataset_table, ranked_query_table
+from app.store import SessionConfig, SessionState
+
+__all__ = ["scoring_params", "ranked_table", "labelled_table"]
+
+
+def scoring_params(config: SessionConfig) -> dict[str, Any]:
+    """The session's scoring parameters, as the ranked export records them."""
+    return {"k": config.k, "weighting": config.weighting, "target_set": config.target_set, "session": config.name}
+
+
+def ranked_table(state: SessionState, scores: np.ndarray, touched: np.ndarray,
+                 content: dict[str, tuple[str | None, ...]]) -> pd.DataFrame:
+    """The ranked query list of the open items (conflicts and flagged items set aside),
+    skipped items last: the order of :meth:`Workbench.queue`."""
+    return ranked_query_table(
+        scores,
+        np.asarray(state.candidates),
+        list(state.label_names),
+        list(state.external_ids),
+        touched,
+        criterion=state.config.criterion,
+        params=scoring_params(state.config),
+        include=state.open_items,
+        deferred=state.skipped,
+        content=content,
+    )
+
+
+def labelled_table(state: SessionState, content: dict[str, tuple[str | None, ...]]) -> pd.DataFrame:
+    """Every item with its current set, label, "none of these" flag, content reference, who
+    answered and when."""
+    return labelled_dataset_table(
+        list(state.external_ids),
+        list(state.label_names),
+        np.array(state.candidates),
+        np.array(state.resolved),
+        list(state.answered_by),
+        list(state.answered_at),
+        true_labels=None if state.true_labels is None else np.array(state.true_labels),
+        none_of_these=np.asarray(state.none_of_these),
+        content=content,
+    )

@@ -1,0 +1,69 @@
+# The public names of the engine package, loaded lazily by __init__.py (lazy_loader.attach_stub).
+from ._validation import check_candidates, check_choice
+from .accept_scores import dst_margin, margin_then_posterior, posterior_scores
+from .calibration import Calibration, audits_needed, binomial_upper_bound, calibrate_threshold
+from .decision_change import DecisionChangeRanker
+from .dst import DstPllClassifier, predict_from_neighbors, transductive_decisions
+from .exceptions import InvalidInput, NotFittedError, SolverError, WinnowError
+from .learners import (
+    OnlinePartialLabelPegasos,
+    OnlinePartialLabelPerceptron,
+    PlAknnClassifier,
+    PlKnnClassifier,
+    RkNNClassifier,
+)
+from .neighbors import ReverseIndex, knn_graph
+from .query import IncrementalRanker, open_neighbourhoods, query_scores
+from .ranking import BASELINE_CRITERIA, Ranker, StaticRanker, ranking_order
+from .winners import (
+    ambiguous_targets,
+    approx_possible_labels,
+    label_sets,
+    necessary_labels,
+    open_targets,
+    possible_labels,
+    vote_bounds,
+    witness,
+)
+
+__all__ = [
+    "WinnowError",
+    "InvalidInput",
+    "SolverError",
+    "NotFittedError",
+    "check_candidates",
+    "check_choice",
+    "knn_graph",
+    "ReverseIndex",
+    "vote_bounds",
+    "necessary_labels",
+    "approx_possible_labels",
+    "label_sets",
+    "possible_labels",
+    "witness",
+    "open_targets",
+    "ambiguous_targets",
+    "query_scores",
+    "open_neighbourhoods",
+    "ranking_order",
+    "Ranker",
+    "StaticRanker",
+    "BASELINE_CRITERIA",
+    "IncrementalRanker",
+    "DecisionChangeRanker",
+    "DstPllClassifier",
+    "transductive_decisions",
+    "predict_from_neighbors",
+    "PlKnnClassifier",
+    "PlAknnClassifier",
+    "OnlinePartialLabelPerceptron",
+    "OnlinePartialLabelPegasos",
+    "RkNNClassifier",
+    "Calibration",
+    "audits_needed",
+    "binomial_upper_bound",
+    "calibrate_threshold",
+    "dst_margin",
+    "posterior_scores",
+    "margin_then_posterior",
+]

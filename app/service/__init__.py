@@ -15,7 +15,7 @@ Modules
                the Sessions page's "Create session"
 ``progress``   replay a session's events and measure it after each one
 ``exports``    the ranked list, labelled data and answer log as tables and files
-``hotkeys``    a session's keyboard keys as editable text
+``hotkeys``    a session's keyboard keys as editable text, and changing them (admins)
 ``delivery``   the labelled dataset handed back: final labels, their sources, the stated error;
                a session's label settings
 ``audits``     which served slots are audits, and the items drawn for them

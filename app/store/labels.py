@@ -26,9 +26,10 @@ from sqlalchemy.orm import Session
 
 from app.store.checks import check_int
 from app.store.errors import InvalidRecord
-from app.store.models import AuditDraw, AuditEvent, Instance, SessionLabelSettings, utcnow
+from app.store.models import AuditDraw, Instance, SessionLabelSettings, utcnow
+from app.store.policies import authorize_session
 from app.store.records import get_labelling_session
-from app.store.users import require_admin
+from app.store.users import record_audit
 
 __all__ = ["LabelSettings", "label_settings", "set_label_settings", "audit_draws", "save_audit_draws"]
 
@@ -115,7 +116,8 @@ def set_label_settings(session: Session, *, session_id: int, settings: LabelSett
     settings : LabelSettings
         The new settings (checked when it was made).
     actor : str or None
-        In team mode an active admin; ``None`` is the command line.
+        In team mode an active admin (:mod:`app.store.policies.sessions`, ``change_settings``);
+        ``None`` is the command line. The change is recorded in the audit log either way.
 
     Returns
     -------
@@ -134,7 +136,7 @@ def set_label_settings(session: Session, *, session_id: int, settings: LabelSett
     if not isinstance(settings, LabelSettings):
         raise TypeError(f"settings must be a LabelSettings, got {type(settings).__name__}")
     labelling = get_labelling_session(session, session_id)
-    require_admin(session, actor, "session settings")
+    authorize_session(session, actor, "change_settings", labelling, what="session label settings")
     before = label_settings(session, labelling.id)
     with session.begin_nested():
         row = session.get(SessionLabelSettings, labelling.id)
@@ -143,9 +145,8 @@ def set_label_settings(session: Session, *, session_id: int, settings: LabelSett
                                              confidence=settings.confidence, audit_share=settings.audit_share))
         else:
             row.max_error, row.confidence, row.audit_share = settings.max_error, settings.confidence, settings.audit_share
-        session.add(AuditEvent(kind="label_settings_changed", user_name=(actor or "(command line)")[:200], actor=actor,
-                               session_id=labelling.id, detail=_describe_change(before, settings)[:500],
-                               created_at=utcnow()))
+        record_audit(session, "label_settings_changed", actor or "(command line)", actor=actor, session_id=labelling.id,
+                     detail=_describe_change(before, settings))
         session.flush()
     return settings
 

@@ -1,7 +1,7 @@
 """Label settings and audit draws of a session (issue 20); label-settings changes are audited.
 
-Revision ID: 0013
-Revises: 0012
+Revision ID: 0014
+Revises: 0013
 Create Date: 2026-11-25
 
 * ``session_label_settings``: per session, the largest error accepted in model labels, the
@@ -11,7 +11,7 @@ Create Date: 2026-11-25
   (a slot holds one item, an item is drawn once per session).
 * ``audit_events.kind`` accepts ``label_settings_changed``.
 
-The CHECK constraint is replaced as in 0009: PostgreSQL drops and re-creates it; SQLite
+The CHECK constraint is replaced as in 0009 and 0013: PostgreSQL drops and re-creates it; SQLite
 cannot alter one, so the rows are kept aside, the table dropped and created again from its
 own ``CREATE TABLE`` text with the new list, the rows put back, and the table's indexes and
 triggers (the append-only ones) re-created from their saved text, in one transaction.
@@ -26,8 +26,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0013"
-down_revision: str | Sequence[str] | None = "0012"
+revision: str = "0014"
+down_revision: str | Sequence[str] | None = "0013"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
@@ -36,13 +36,14 @@ _NAME = "ck_audit_events_kind"
 # Frozen here (not read from app.store.models): a migration describes one step of the schema.
 _OLD = (
     "kind IN ('sign_in', 'sign_in_failed', 'user_added', 'role_changed', 'user_disabled', "
-    "'user_enabled', 'password_changed', 'assigned', 'overlap_changed')"
+    "'user_enabled', 'password_changed', 'assigned', 'overlap_changed', 'hotkeys_changed')"
 )
 _NEW = (
     "kind IN ('sign_in', 'sign_in_failed', 'user_added', 'role_changed', 'user_disabled', "
-    "'user_enabled', 'password_changed', 'assigned', 'overlap_changed', 'label_settings_changed')"
+    "'user_enabled', 'password_changed', 'assigned', 'overlap_changed', 'hotkeys_changed', "
+    "'label_settings_changed')"
 )
-_KEPT = "_winnow_0013_audit_events"
+_KEPT = "_winnow_0014_audit_events"
 
 
 def upgrade() -> None:
@@ -84,7 +85,7 @@ def downgrade() -> None:
     count = bind.execute(sa.text(f"SELECT count(*) FROM {_TABLE} WHERE kind = 'label_settings_changed'")).scalar_one()
     if count:
         raise RuntimeError(
-            f"cannot downgrade below revision 0013: the audit log holds {count} change(s) of label settings "
+            f"cannot downgrade below revision 0014: the audit log holds {count} change(s) of label settings "
             "(kind 'label_settings_changed'), which the older schema does not allow, and audit rows cannot be deleted"
         )
     _replace_check(_NEW, _OLD)

@@ -1,0 +1,177 @@
+"""The labelled dataset through the installed entry point (issue 20): label settings on
+``session new`` / ``import --session`` / ``session settings``, ``answer --from`` all or nothing,
+``session status``'s counts and statement, and ``export --what labelled`` in every format."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from tests.cli.conftest import SAMPLE
+
+NEW_COLUMNS = ["label", "label_source", "confidence"]
+
+
+def counts(db) -> dict[str, int]:
+    with sqlite3.connect(db) as con:
+        return {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                for t in ("labelling_sessions", "answer_events", "session_label_settings", "audit_events")}
+
+
+def one_line_usage_error(result) -> None:
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: ")
+    assert "Traceback" not in result.stderr
+
+
+@pytest.fixture
+def imported(winnow, tmp_path):
+    """The sample digits with a session 'week1' whose target is easy to back (20 % at 50 %
+    confidence: 4 audits) and half of the served items audits."""
+    db = tmp_path / "w.db"
+    winnow("import", SAMPLE, "--db", db, "--session", "week1", "--true-label-column", "true_label",
+           "--max-error", "0.2", "--confidence", "0.5", "--audit", "0.5")
+    return db
+
+
+def true_answers(ranked_csv, path, n):
+    """The first ``n`` rows of the ranked export, labelled with their true labels (an expert
+    who labels the export offline)."""
+    truth = pd.read_csv(SAMPLE, dtype=str).set_index("id")["true_label"]
+    ranked = pd.read_csv(ranked_csv, dtype=str).head(n)
+    ranked.assign(label=ranked["id"].map(truth))[["id", "label"]].to_csv(path, index=False)
+    return path
+
+
+def test_settings_are_set_at_import_shown_and_changed(winnow, imported):
+    out = winnow("session", "settings", "week1", "--db", imported).stdout
+    assert "max error 0.2, confidence 0.5, audit share 0.5" in out
+    assert "at least 4 audited answers" in out
+    out = winnow("session", "settings", "week1", "--db", imported, "--max-error", "0.05", "--confidence", "0.9").stdout
+    assert "max error 0.05, confidence 0.9, audit share 0.5" in out and "at least 45 audited answers" in out
+
+
+def test_session_new_takes_the_settings(winnow, imported):
+    winnow("session", "new", "other", "--dataset", "digits_partial", "--db", imported, "--audit", "0.1")
+    out = winnow("session", "settings", "other", "--db", imported).stdout
+    assert "max error 0.05, confidence 0.9, audit share 0.1" in out
+
+
+@pytest.mark.parametrize(
+    "args, match",
+    [
+        (["session", "new", "other", "--dataset", "digits_partial", "--max-error", "0.7"], "max_error must be > 0 and < 0.5"),
+        (["session", "new", "other", "--dataset", "digits_partial", "--confidence", "1"], "confidence must be >= 0.5"),
+        (["session", "new", "other", "--dataset", "digits_partial", "--audit", "0.9"], "audit_share must be >= 0"),
+        (["session", "settings", "week1", "--audit", "-0.1"], "audit_share must be >= 0"),
+        (["session", "settings", "week1", "--max-error", "x"], "--max-error"),
+        (["import", str(SAMPLE), "--name", "again", "--max-error", "0.1"], "give --session NAME too"),
+        (["import", str(SAMPLE), "--name", "again", "--session", "s2", "--max-error", "0.6"], "max_error must be"),
+    ],
+)
+def test_bad_settings_are_one_line_and_write_nothing(winnow, imported, args, match):
+    before = counts(imported)
+    result = winnow(*args, "--db", imported, check=False)
+    one_line_usage_error(result)
+    assert match in result.stderr
+    assert counts(imported) == before
+
+
+def test_import_answer_from_export_labelled_has_the_columns(winnow, imported, tmp_path):
+    status = winnow("session", "status", "week1", "--db", imported).stdout
+    assert "model labels: not yet measured — 4 more audited answers needed; undecided: 483" in status
+    assert "given labels: 317" in status
+    before = winnow("export", "week1", "--what", "labelled", "-o", tmp_path / "before.csv", "--db", imported)
+    assert before.returncode == 0
+    table = pd.read_csv(tmp_path / "before.csv", dtype={"label": str})
+    assert set(table["label_source"]) == {"given", "undecided"}  # no model label without audits
+
+    winnow("export", "week1", "--what", "ranked", "-o", tmp_path / "ranked.csv", "--db", imported)
+    answers = true_answers(tmp_path / "ranked.csv", tmp_path / "answers.csv", 60)
+    out = winnow("answer", "week1", "--from", answers, "--db", imported).stdout
+    assert "Recorded 60 answers" in out
+    assert counts(imported)["answer_events"] == 60
+
+    status = winnow("session", "status", "week1", "--db", imported, "--json").stdout
+    summary = json.loads(status)
+    assert summary["labels"]["expert"] == 60 and summary["labels"]["model"] > 0
+    assert summary["audited_answers"] >= 4
+    assert summary["statement"].startswith(f"model labels: {summary['labels']['model']}, error ≤ 20.0% at 50% confidence")
+
+    winnow("export", "week1", "--what", "labelled", "-o", tmp_path / "labelled.csv", "--db", imported)
+    table = pd.read_csv(tmp_path / "labelled.csv", dtype={"label": str})
+    assert list(table.columns[3:6]) == NEW_COLUMNS
+    assert {"id", "candidates", "n_candidates", "resolved", "none_of_these", "answered_by", "answered_at",
+            "true_label"} <= set(table.columns)
+    assert table["label_source"].value_counts().to_dict() == {k: v for k, v in summary["labels"].items() if v}
+    model = table["label_source"] == "model"
+    assert table.loc[model, "confidence"].between(0, 1).all() and table.loc[~model, "confidence"].isna().all()
+    assert table.loc[table["label_source"] != "undecided", "label"].notna().all()
+
+    winnow("export", "week1", "--what", "labelled", "-o", tmp_path / "labelled.json", "--db", imported)
+    payload = json.loads((tmp_path / "labelled.json").read_text())
+    assert payload["table"] == "labelled_dataset" and len(payload["rows"]) == 800
+    meta = payload["metadata"]
+    assert (meta["target_error"], meta["confidence"], meta["stated_error_bound"]) == (0.2, 0.5, 0.2)
+    assert meta["audited_answers"] == summary["audited_answers"] and meta["counts"] == summary["labels"]
+    assert meta["statement"] == summary["statement"]
+
+    winnow("export", "week1", "--what", "labelled", "-o", tmp_path / "labelled", "--format", "jsonl", "--db", imported)
+    lines = (tmp_path / "labelled.jsonl").read_text().splitlines()
+    assert len(lines) == 800 and all(set(NEW_COLUMNS) <= set(json.loads(line)) for line in lines[:5])
+
+    winnow("export", "week1", "--what", "labelled", "-o", tmp_path / "labelled.parquet", "--db", imported)
+    assert list(pd.read_parquet(tmp_path / "labelled.parquet").columns[3:6]) == NEW_COLUMNS
+    stored = json.loads(pq.read_schema(tmp_path / "labelled.parquet").metadata[b"winnow"])
+    assert stored == meta
+
+    winnow("export", "week1", "--what", "labelled", "-o", tmp_path / "labelled.tsv", "--db", imported)
+    assert list(pd.read_csv(tmp_path / "labelled.tsv", sep="\t").columns[3:6]) == NEW_COLUMNS
+
+
+@pytest.mark.parametrize(
+    "name, text, match",
+    [
+        ("unknown.csv", "id,label\nd0184,{t184}\nnope,3\n", r"unknown\.csv, row 2 \(spreadsheet row 3\): no item with id 'nope'"),
+        ("label.csv", "id,label\nd0184,{t184}\nd0693,cat\n", r"label\.csv, row 2 \(spreadsheet row 3\): .*'cat'"),
+        ("twice.tsv", "id\tlabel\nd0184\t{t184}\nd0184\t{t184}\n", r"twice\.tsv, row 2 \(spreadsheet row 3\), column 'id': "
+                                                                     r"item 'd0184' is answered twice"),
+        ("blank.csv", "id,label\nd0184,{t184}\nd0693,\n", r"blank\.csv, row 2 .*column 'label': item 'd0693' has no label"),
+        ("nolabel.csv", "id,answer\nd0184,{t184}\n", r"nolabel\.csv: has no 'label' column"),
+        ("bad.jsonl", '{{"id": "d0184", "label": "{t184}"}}\n[1, 2]\n', r"bad\.jsonl, row 2 \(1-based\): line 2 is not a JSON object"),
+        ("answers.xlsx", "id,label\n", r"cannot read answers from '\.xlsx' files"),
+    ],
+)
+def test_bad_answer_files_are_refused_in_one_line_and_nothing_is_written(winnow, imported, tmp_path, name, text, match):
+    truth = pd.read_csv(SAMPLE, dtype=str).set_index("id")["true_label"]
+    path = tmp_path / name
+    path.write_text(text.format(t184=truth["d0184"]))
+    before = counts(imported)
+    result = winnow("answer", "week1", "--from", path, "--db", imported, check=False)
+    one_line_usage_error(result)
+    assert pd.Series([result.stderr]).str.contains(match).all(), result.stderr
+    assert counts(imported) == before  # the good first row was not written either
+
+
+def test_answers_from_jsonl_with_annotators(winnow, imported, tmp_path):
+    truth = pd.read_csv(SAMPLE, dtype=str).set_index("id")["true_label"]
+    path = tmp_path / "answers.jsonl"
+    path.write_text("\n".join(json.dumps({"id": i, "label": truth[i], "annotator": who})
+                              for i, who in (("d0184", "alice"), ("d0693", "bob"))) + "\n")
+    winnow("answer", "week1", "--from", path, "--db", imported)
+    winnow("export", "week1", "--what", "labelled", "-o", tmp_path / "l.csv", "--db", imported)
+    table = pd.read_csv(tmp_path / "l.csv", dtype=str).set_index("id")
+    assert table.loc[["d0184", "d0693"], "answered_by"].tolist() == ["alice", "bob"]
+    assert table.loc[["d0184", "d0693"], "label_source"].tolist() == ["expert", "expert"]
+
+
+def test_answer_from_refuses_an_item_or_a_kind_too(winnow, imported, tmp_path):
+    path = tmp_path / "a.csv"
+    path.write_text("id,label\n")
+    for extra in (["d0184"], ["--kind", "skip"]):
+        result = winnow("answer", "week1", *extra, "--from", path, "--db", imported, check=False)
+        one_line_usage_error(result)

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 import typer
 from rich.console import Console
@@ -451,7 +451,7 @@ def session_status(
         bench = Workbench.open(Session, session_id_by_name(Session, name), progress=report)
     people, pairs, shared = team_figures(bench, actor=None)
     labels = bench.labels()
-    summary = {
+    summary: dict[str, Any] = {
         "session": name, **bench.summary(), "overlap": overlap_of(bench), **shared,
         "labels": dict(labels.counts), "audited_answers": labels.n_audited,
         "stated_error": labels.calibration.bound, "statement": labels.statement,

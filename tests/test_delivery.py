@@ -12,7 +12,13 @@ import pytest
 from app.service import Workbench, change_label_settings, session_label_settings
 from app.service.audits import served_order
 from app.service.delivery import LABEL_SOURCES, audited_answers, label_statement
-from app.store import LabelSettings, create_dataset, create_labelling_session, open_store, write_transaction
+from app.store import (
+    LabelSettings,
+    create_dataset,
+    create_labelling_session,
+    open_store,
+    write_transaction,
+)
 from engine.calibration import Calibration, audits_needed, calibrate_threshold
 from engine.dst import transductive_decisions
 
@@ -171,7 +177,7 @@ def test_served_order_draws_uniformly_among_unserved_eligible_items():
     counts = np.zeros(20)
     for session_id in range(2000):
         order = served_order(ranked[:2], eligible, {}, base=0, audit_share=0.5, session_id=session_id, top=2)
-        for slot, pos in order.new_draws.items():
+        for pos in order.new_draws.values():
             counts[pos] += 1
     # The two ranked items may be served before the draw; the other 18 are drawn alike.
     rest = counts[2:]

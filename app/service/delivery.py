@@ -43,8 +43,14 @@ import numpy as np
 import pandas as pd
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.store import LabelSettings, SessionState, get_session_by_name, label_settings, set_label_settings
-from app.store import write_transaction
+from app.store import (
+    LabelSettings,
+    SessionState,
+    get_session_by_name,
+    label_settings,
+    set_label_settings,
+    write_transaction,
+)
 from engine.calibration import Calibration, calibrate_threshold
 from engine.dst import transductive_decisions
 

@@ -82,8 +82,8 @@ def test_only_an_admin_changes_label_settings_and_the_change_is_audited(small):
     tight = LabelSettings(max_error=0.01)
     for who in ("ann", "rev", "nobody"):
         with pytest.raises(PermissionDenied, match="session label settings"):
-            write_transaction(small.Session, lambda s: set_label_settings(s, session_id=small.session_id,
-                                                                          settings=tight, actor=who))
+            write_transaction(small.Session, lambda s, who=who: set_label_settings(
+                s, session_id=small.session_id, settings=tight, actor=who))
     with small.Session() as s:
         assert label_settings(s, small.session_id) == LabelSettings()
     write_transaction(small.Session, lambda s: set_label_settings(s, session_id=small.session_id, settings=tight,

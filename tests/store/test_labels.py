@@ -3,8 +3,11 @@ defaults, checks, admins only and audited; draws stored once per slot and per it
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, inspect, select, text
+from sqlalchemy.exc import DatabaseError, IntegrityError
 
 from app.store import (
     InvalidRecord,
@@ -14,9 +17,12 @@ from app.store import (
     assign_users,
     audit_draws,
     audit_log,
+    downgrade_database,
     label_settings,
+    make_engine,
     save_audit_draws,
     set_label_settings,
+    upgrade_database,
     write_transaction,
 )
 from app.store.models import AuditDraw, SessionLabelSettings
@@ -114,3 +120,32 @@ def test_bad_draws_are_refused_and_nothing_is_stored(small, draws, match):
         write_transaction(small.Session, lambda s: save_audit_draws(s, small.session_id, draws))
     with small.Session() as s:
         assert audit_draws(s, small.session_id) == {}
+
+
+def test_0014_takes_label_settings_changes_and_keeps_the_audit_log_append_only(store_url):
+    """Up to 0014 with audit rows written: they are kept, the kind CHECK takes
+    'label_settings_changed' (and still refuses unknown kinds), the append-only triggers are
+    back, and downgrading refuses while such a change is in the log."""
+    upgrade_database(store_url, "0013")
+    engine = make_engine(store_url)
+    insert = text("INSERT INTO audit_events (kind, user_name, created_at) VALUES (:kind, 'ada', :now)")
+    now = datetime(2026, 11, 25, tzinfo=timezone.utc)
+    try:
+        with engine.begin() as conn:
+            for kind in ("user_added", "hotkeys_changed"):
+                conn.execute(insert, {"kind": kind, "now": now})
+        upgrade_database(store_url, "0014")
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT id, kind FROM audit_events ORDER BY id")).all() == [
+                (1, "user_added"), (2, "hotkeys_changed")]
+            assert {"session_label_settings", "audit_draws"} <= set(inspect(conn).get_table_names())
+        with engine.begin() as conn:
+            conn.execute(insert, {"kind": "label_settings_changed", "now": now})
+        with pytest.raises(IntegrityError), engine.begin() as conn:
+            conn.execute(insert, {"kind": "bogus", "now": now})
+        with pytest.raises(DatabaseError, match="append-only"), engine.begin() as conn:
+            conn.execute(text("DELETE FROM audit_events"))
+        with pytest.raises(RuntimeError, match="1 change\\(s\\) of label settings"):
+            downgrade_database(store_url, "0013")
+    finally:
+        engine.dispose()

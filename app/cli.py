@@ -472,6 +472,9 @@ def session_status(
     for source, count in summary["labels"].items():
         out.print(f"{source + ' labels':>18}: {count}")
     out.print(summary["statement"], markup=False, highlight=False)
+    if labels.settings.audit_share == 0:
+        out.print(f"audits are off (audit share 0): no model label can be stated; "
+                  f"winnow session settings {name} --audit 0.05 turns them on", markup=False, highlight=False)
     if summary["items_shared"]:
         out.print(f"{'raw agreement':>18}: {summary['raw_agreement']:.3f} over {summary['items_shared']} shared items")
     table = Table("rank", "id", "score", "candidates")

@@ -213,3 +213,31 @@ def test_statement_strings():
     none = calibrate_threshold(np.linspace(1, 0, 28), np.ones(28, dtype=bool), target=0.05)
     assert label_statement({"model": 0, "undecided": 823}, none, 28) == (
         "model labels: not yet measured — 17 more audited answers needed; undecided: 823")
+
+
+def test_served_order_is_a_permutation_whose_prefixes_agree():
+    """On random queues, eligibility and stored draws: every ranked item is served exactly once,
+    an audit serves a stored or a new draw, and a shorter view is a prefix of the full one."""
+    rng = np.random.default_rng(1)
+    for case in range(300):
+        n = int(rng.integers(1, 40))
+        ranked = rng.permutation(n)[: int(rng.integers(0, n + 1))]
+        eligible = np.zeros(n, dtype=bool)
+        eligible[ranked] = rng.random(ranked.size) < 0.8  # the rest: skipped
+        base = int(rng.integers(0, 5))
+        draws = {}
+        for slot in rng.choice(60, size=int(rng.integers(0, 6)), replace=False):
+            pos = int(rng.integers(n))
+            if pos not in draws.values():
+                draws[int(slot)] = pos
+        share = float(rng.choice([0.0, 0.2, 0.5]))
+        full = served_order(ranked, eligible, draws, base=base, audit_share=share, session_id=case)
+        assert sorted(full.positions.tolist()) == sorted(ranked.tolist())
+        audited = set(draws.values()) | set(full.new_draws.values())
+        assert all(int(p) in audited for p in full.positions[full.audit])
+        assert not set(full.new_draws.values()) & set(draws.values())
+        stored = {**draws, **full.new_draws}
+        for top in (1, 3, 10):
+            head = served_order(ranked, eligible, stored, base=base, audit_share=share, session_id=case, top=top)
+            assert head.positions.tolist() == full.positions[:top].tolist()
+            assert head.new_draws == {}

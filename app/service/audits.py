@@ -139,7 +139,8 @@ def served_order(
     n = eligible.shape[0]
     # Enough uniforms for every slot this call can reach; extended below if not.
     horizon = max(64, 2 * (ranked.size + len(draws)) + 64)
-    u = slot_uniforms(session_id, base + horizon)
+    # Every stored draw's slot is covered, so no waiting draw is missed (and served twice).
+    u = slot_uniforms(session_id, max(base + horizon, max(draws, default=-1) + 1))
     audit_slot = u < audit_share
     drawn_items = np.zeros(n, dtype=bool)
     if draws:

@@ -193,7 +193,8 @@ class _OnlinePartialLabelBase(BaseEstimator):
         -------
         labels : int array of shape (n_targets,)
         """
-        return self.decision_function(X).argmax(axis=1)
+        labels: np.ndarray = self.decision_function(X).argmax(axis=1)
+        return labels
 
     def _update_stream(self, X: np.ndarray, Y: np.ndarray) -> None:
         for x, cand in zip(X, Y):

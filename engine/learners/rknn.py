@@ -153,7 +153,8 @@ class RkNNClassifier(BaseEstimator):
         """
         X = check_query(self, X, attribute="y_")
         idx, _ = knn_graph(self.X_, X, k=self.n_neighbors)
-        return self.y_[idx].mean(axis=1)
+        eta_hat: np.ndarray = self.y_[idx].mean(axis=1)
+        return eta_hat
 
     def predict(self, X: Any) -> np.ndarray:
         """k-NN decision with the one-sided noise correction.

@@ -438,12 +438,12 @@ def _check_true_labels(true_labels: Any, Y: np.ndarray, labels: Sequence[str], i
         raise InvalidRecord(
             f"true_labels: {describe_row(row, ids)} has label {truth[row]}, not -1 or an index in [0, {m})", row=row
         )
-    row = first_true_label_outside(truth, Y)
-    if row is not None:
+    outside = first_true_label_outside(truth, Y)
+    if outside is not None:
         raise InvalidRecord(
-            f"true_labels: {describe_row(row, ids)} has true label {labels[truth[row]]!r} "
-            f"outside its candidate set {format_label_set(labels, Y[row])}",
-            row=row,
+            f"true_labels: {describe_row(outside, ids)} has true label {labels[truth[outside]]!r} "
+            f"outside its candidate set {format_label_set(labels, Y[outside])}",
+            row=outside,
         )
     return truth if (truth >= 0).any() else None
 

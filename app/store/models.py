@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -51,6 +51,7 @@ from sqlalchemy import (
     LargeBinary,
     MetaData,
     String,
+    Table,
     Text,
     UniqueConstraint,
     true,
@@ -209,6 +210,11 @@ class UTCDateTime(TypeDecorator[datetime]):
 
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+    if TYPE_CHECKING:
+        # Every model is mapped to one Table (never a join or a select), which the Core bulk
+        # inserts and deletes of the store pass to insert()/delete().
+        __table__: ClassVar[Table]
 
 
 class Dataset(Base):

@@ -159,7 +159,8 @@ def _quoted(text: str) -> str:
 
 def _npz_bytes(**arrays: np.ndarray) -> bytes:
     buffer = io.BytesIO()
-    np.savez_compressed(buffer, **arrays)
+    # numpy's stub reads a ** mapping as possibly holding allow_pickle (a bool); these are arrays.
+    np.savez_compressed(buffer, **arrays)  # type: ignore[arg-type]
     return buffer.getvalue()
 
 
@@ -299,7 +300,7 @@ class TextFeaturizer:
     def _check_words(self, texts: list[str], numbers: Sequence[int], counts: Any | None) -> None:
         """Refuse a text without a single word; only rows with no counted term are analysed."""
         analyse = self._vectorizer().build_analyzer()
-        suspects = range(len(texts)) if counts is None else np.flatnonzero(np.diff(counts.tocsr().indptr) == 0)
+        suspects = range(len(texts)) if counts is None else np.flatnonzero(np.diff(counts.tocsr().indptr) == 0).tolist()
         for i in suspects:
             if not analyse(texts[i]):
                 raise ContentError(

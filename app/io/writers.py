@@ -517,7 +517,7 @@ def _json_payload(df: pd.DataFrame) -> Any:
 
 
 def _join(names: Sequence[str], row: np.ndarray) -> str:
-    return "|".join(names[j] for j in np.flatnonzero(row))
+    return "|".join(names[j] for j in np.flatnonzero(row).tolist())
 
 
 def _flags(values: Any, name: str, n: int) -> np.ndarray:

@@ -149,10 +149,10 @@ def resolve_content_columns(
         if role == "audio" and "image" in requested:
             continue
         for candidate in AUTO_COLUMNS[role]:
-            name = folded.get(candidate)
-            if name is not None and name not in used:
-                roles[role] = name
-                used.add(name)
+            found = folded.get(candidate)
+            if found is not None and found not in used:
+                roles[role] = found
+                used.add(found)
                 break
     if len(set(roles.values())) != len(roles):
         repeated = sorted({c for c in roles.values() if list(roles.values()).count(c) > 1})
@@ -225,8 +225,10 @@ def read_contents(
     links = (_link_cells(file, cells[roles["link"]], rows, roles["link"], has_header, root)
              if "link" in roles else None)
 
-    media_paths = media_kinds = media_files = None
-    media_root = None
+    media_paths: list[str | None] | None = None
+    media_kinds: list[str | None] | None = None
+    media_files: list[Path | None] | None = None
+    media_root: str | None = None
     media_column = roles.get("image") or roles.get("audio")
     if media_column is not None:
         kind = "image" if "image" in roles else "audio"

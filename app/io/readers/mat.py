@@ -179,6 +179,7 @@ class _Inflating:
         """Inflate the next step; ``False`` at the end of the stream."""
         if self._inflater.eof:
             return False
+        data: bytes | memoryview
         if self._inflater.unconsumed_tail:
             data = self._inflater.unconsumed_tail
         else:

@@ -56,7 +56,7 @@ class CandidateSets(NamedTuple):
     members: np.ndarray  # uint8 (n, 2M): [y_i | y_i if precise else 0], for counting votes
 
     @classmethod
-    def from_dense(cls, Y: np.ndarray) -> "CandidateSets":
+    def from_dense(cls, Y: np.ndarray) -> CandidateSets:
         sizes = Y.sum(axis=1)
         members = np.concatenate([Y, Y & (sizes == 1)[:, None]], axis=1).view(np.uint8)
         return cls(Y, sizes, np.nonzero(Y)[1], np.concatenate([[0], np.cumsum(sizes)[:-1]]), members)

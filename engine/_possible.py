@@ -257,7 +257,7 @@ def _possible_chunk(
     ok, _ = _greedy(idx, w, Y, tp, lp, sp)
     possible[tp[ok], lp[ok]] = True
     stats["greedy"] += int(ok.sum())
-    for t, lam, s in zip(tp[~ok].tolist(), lp[~ok].tolist(), sp[~ok].tolist()):
+    for t, lam, s in zip(tp[~ok].tolist(), lp[~ok].tolist(), sp[~ok].tolist(), strict=True):
         solver = "flow" if method == "flow" or (method == "auto" and equal[t]) else "cpsat"
         tick = time.perf_counter()
         found, path = _exact_pair(idx[t], w[t], Y, lam, s, solver, time_limit, target=offset + t)
@@ -487,11 +487,11 @@ def _cpsat_solve(
     x: dict[tuple[int, int], Any] = {}
     for j in range(n_jobs):
         choices = np.flatnonzero(sets[j]).tolist()
-        lits = [model.new_bool_var(f"x{j}_{l}") for l in choices]
-        x.update(zip(((j, l) for l in choices), lits))
+        lits = [model.new_bool_var(f"x{j}_{lab}") for lab in choices]
+        x.update(zip(((j, lab) for lab in choices), lits, strict=True))
         model.add_exactly_one(lits)
-    for l in range(n_labels):
-        terms = [(int(weights[j]), x[j, l]) for j in range(n_jobs) if (j, l) in x and weights[j] > 0]
+    for lab in range(n_labels):
+        terms = [(int(weights[j]), x[j, lab]) for j in range(n_jobs) if (j, lab) in x and weights[j] > 0]
         if terms and sum(c for c, _ in terms) > capacity:
             model.add(sum(c * v for c, v in terms) <= capacity)
     solver = cp_model.CpSolver()
@@ -506,9 +506,9 @@ def _cpsat_solve(
             f"within time_limit={time_limit} s; raise time_limit"
         )
     out = np.empty(n_jobs, dtype=np.intp)
-    for (j, l), var in x.items():
+    for (j, lab), var in x.items():
         if solver.boolean_value(var):
-            out[j] = l
+            out[j] = lab
     return out
 
 
@@ -552,15 +552,15 @@ def _enumerate_assign(sets: np.ndarray, weights: np.ndarray, s: float) -> np.nda
     def search(j: int) -> bool:
         if j == n_jobs:
             return True
-        for l in choices[j]:
-            before = totals[l]
+        for lab in choices[j]:
+            before = totals[lab]
             after = before + wts[j]
             if after <= s:
-                totals[l] = after
-                out[j] = l
+                totals[lab] = after
+                out[j] = lab
                 if search(j + 1):
                     return True
-                totals[l] = before
+                totals[lab] = before
         return False
 
     return np.array(out, dtype=np.intp) if search(0) else None

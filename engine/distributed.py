@@ -361,7 +361,7 @@ def _run(
                 scores = cast(np.ndarray, out)  # without rows, out is the score vector
                 scores[items] += counts  # items are distinct: a plain fancy-index add is exact
             else:
-                for target, part in zip(out, result):
+                for target, part in zip(out, result, strict=True):
                     target[rows] = part
             del result
             submit_next()

@@ -58,7 +58,14 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.neighbors import NearestNeighbors
 
-from engine._validation import check_candidates, check_graph, check_is_fitted, check_query, check_scalar, check_training_data
+from engine._validation import (
+    check_candidates,
+    check_graph,
+    check_is_fitted,
+    check_query,
+    check_scalar,
+    check_training_data,
+)
 from engine.exceptions import InvalidInput
 from engine.neighbors import ReverseIndex
 
@@ -592,7 +599,7 @@ class DstPllClassifier(BaseEstimator):
         self.n_neighbors = n_neighbors
         self.random_state = random_state
 
-    def fit(self, X: Any, Y: Any, *, neighbors: Any = None) -> "DstPllClassifier":
+    def fit(self, X: Any, Y: Any, *, neighbors: Any = None) -> DstPllClassifier:
         """Index the training set and disambiguate every training instance.
 
         Parameters
@@ -829,6 +836,6 @@ class DstPllClassifier(BaseEstimator):
                     inter = np.concatenate([inter, inter & word], axis=0)
                 inter[_popcount(inter) == 0] = _pack(own[row], n_words)
                 focal, count = np.unique(inter, axis=0, return_counts=True)
-                mass = {_set_key(f): float(np.ldexp(c, -sets.shape[0])) for f, c in zip(focal, count)}
+                mass = {_set_key(f): float(np.ldexp(c, -sets.shape[0])) for f, c in zip(focal, count, strict=True)}
             out.append({frozenset(_labels_of_key(key).tolist()): value for key, value in mass.items()})
         return out

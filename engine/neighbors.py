@@ -39,8 +39,9 @@ Hierarchical Navigable Small World graphs. IEEE TPAMI 42(4), 2020.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from numbers import Integral
-from typing import Any, Callable, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
@@ -177,7 +178,10 @@ def knn_graph(
     self_targets = targets is None
     leave_out = self_targets and exclude_self
     if leave_out and k >= n:
-        raise InvalidInput(f"k={k} must be smaller than the number of instances ({n}) when each instance is left out of its own neighbourhood")
+        raise InvalidInput(
+            f"k={k} must be smaller than the number of instances ({n}) "
+            "when each instance is left out of its own neighbourhood"
+        )
     if not leave_out and k > n:
         raise InvalidInput(f"k={k} is larger than the number of training instances ({n})")
     if not self_targets:

@@ -40,7 +40,7 @@ to query partially labelled data. DA2PL 2016.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 

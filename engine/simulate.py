@@ -361,7 +361,7 @@ def run_campaign(
             raise InvalidInput(f"strategy {strategy.name!r} must pick 1..{size} distinct partial items; picked {picks.tolist()}")
         elapsed = time.perf_counter() - started
         labels, wrong = oracle.answer(picks, Y[picks])
-        for item, label in zip(picks, labels):
+        for item, label in zip(picks, labels, strict=True):
             Y[item] = False
             Y[item, label] = True
         started = time.perf_counter()

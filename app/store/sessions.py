@@ -212,7 +212,7 @@ def load_state(session: Session, session_id: int) -> SessionState:
     )
     if len(rows) != n:  # pragma: no cover - create_dataset writes all rows or none
         raise InvalidRecord(f"dataset {dataset.name!r} holds {len(rows)} instances, expected {n}")
-    ids_col, external_col, masks_col, truth_col = zip(*rows) if rows else ((), (), (), ())
+    ids_col, external_col, masks_col, truth_col = zip(*rows, strict=True) if rows else ((), (), (), ())
     instance_ids = np.fromiter(ids_col, dtype=np.int64, count=n)
     original = decode_candidate_masks(masks_col, m)
     true_labels = None

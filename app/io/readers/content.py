@@ -162,7 +162,7 @@ def resolve_content_columns(
 
 def _text_cells(file: Path, values: list[Any], rows: Sequence[int], column: str, has_header: bool) -> list[str]:
     texts = []
-    for value, row in zip(values, rows):
+    for value, row in zip(values, rows, strict=True):
         if is_missing(value) or (isinstance(value, str) and not value.strip()):
             raise DataFileError(file, "the text is empty; every item needs its text", row=row, column=column,
                                 has_header=has_header)
@@ -177,7 +177,7 @@ def _text_cells(file: Path, values: list[Any], rows: Sequence[int], column: str,
 def _link_cells(file: Path, values: list[Any], rows: Sequence[int], column: str, has_header: bool,
                 root: Path) -> list[str | None]:
     links: list[str | None] = []
-    for value, row in zip(values, rows):
+    for value, row in zip(values, rows, strict=True):
         if is_missing(value) or (isinstance(value, str) and not value.strip()):
             links.append(None)  # a link is optional per item
             continue
@@ -239,7 +239,7 @@ def read_contents(
                 kind = "audio"
         media_paths, media_kinds, media_files = [], [], []
         links = links if links is not None else [None] * len(rows)
-        for i, (value, row) in enumerate(zip(values, rows)):
+        for i, (value, row) in enumerate(zip(values, rows, strict=True)):
             try:
                 ref = resolve_media(value, root, row=row, column=media_column)
                 if ref.path is not None and kind == "image":

@@ -284,7 +284,7 @@ def _check_mat5_structure(file: Path, raw: bytes, *, wanted: Sequence[str], limi
             if needed[0] > limit:
                 raise too_big(file, f"variable {name!r} of size {'x'.join(map(str, dims))}", needed[0], limit,
                               column=name)
-        for part in range(parts):
+        for _ in range(parts):
             mdtype, nbytes, data, pos = tag(buf, pos, end)
             size = _MI_NUMERIC.get(mdtype)
             if size is None:

@@ -272,7 +272,7 @@ def _resolve_url(text: str, scheme: str, *, row: int | None, column: str | None)
         )
     try:
         parts = urlsplit(text)
-        parts.port  # noqa: B018 - raises ValueError on a malformed port
+        _ = parts.port  # reading the port raises ValueError on a malformed one
     except ValueError as exc:
         raise ContentError(f"{_shown(text)} is not a valid URL ({exc})", row=row, column=column) from None
     if not parts.hostname:

@@ -197,7 +197,7 @@ def _stage_and_publish(
     except BaseException:
         try:
             _discard(session_factory, dataset_id)
-        except Exception:  # noqa: BLE001 - the first error is the one to report; the next start cleans up
+        except Exception:  # the first error is the one to report; the next start cleans up
             pass
         raise
     return ImportResult(dataset_id, checked.n_instances, session_id)

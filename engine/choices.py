@@ -33,9 +33,9 @@ __all__ = [
     "CANDIDATE_PROTOCOLS",
 ]
 
-#: The names of :data:`CRITERIA` and :data:`AMBIGUITY_CRITERIA` as types: both tuples are
-#: typed with them, so that ``criterion in AMBIGUITY_CRITERIA`` tells a type checker which
-#: names ``criterion`` can still be.
+#: The names of :data:`CRITERIA` and :data:`AMBIGUITY_CRITERIA` as types (for parameters).
+#: :data:`AMBIGUITY_CRITERIA` is typed with its names, so that ``criterion in
+#: AMBIGUITY_CRITERIA`` tells a type checker which names ``criterion`` can still be.
 Criterion = Literal["apl", "pl", "participation", "most_partial", "random", "decision_change"]
 AmbiguityCriterion = Literal["apl", "pl"]
 
@@ -43,7 +43,7 @@ AmbiguityCriterion = Literal["apl", "pl"]
 #: ambiguity criteria of Nguyen et al. first, then the baselines, then the expected number of
 #: decisions an answer changes (:mod:`engine.decision_change`, the default). New names go at
 #: the end: the store's CHECK constraint lists them in this order.
-CRITERIA: tuple[Criterion, ...] = ("apl", "pl", "participation", "most_partial", "random", "decision_change")
+CRITERIA: tuple[str, ...] = ("apl", "pl", "participation", "most_partial", "random", "decision_change")
 
 #: The criteria that score by changes of NL/APL (``"apl"``) or NL/PL (``"pl"``); the ones
 #: :class:`engine.query.IncrementalRanker` keeps up to date.

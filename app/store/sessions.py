@@ -29,8 +29,8 @@ from app.store.models import (
     decode_candidate_masks,
     utcnow,
 )
-from app.store.records import dataset_of, get_labelling_session
 from app.store.policies import authorize_session, visible_session_ids
+from app.store.records import dataset_of, get_labelling_session
 from engine.choices import DEFAULT_STRATEGY
 
 __all__ = [

@@ -26,8 +26,8 @@ from app.io.readers import (
 )
 from app.io.writers import (
     CONTENT_COLUMNS,
-    LABELLED_COLUMNS,
     EXPORT_ONLY_COLUMNS,
+    LABELLED_COLUMNS,
     RANKED_COLUMNS,
     TABLE_EXTENSIONS,
     labelled_dataset_table,

@@ -56,7 +56,7 @@ class CandidateSets(NamedTuple):
     members: np.ndarray  # uint8 (n, 2M): [y_i | y_i if precise else 0], for counting votes
 
     @classmethod
-    def from_dense(cls, Y: np.ndarray) -> "CandidateSets":
+    def from_dense(cls, Y: np.ndarray) -> CandidateSets:
         sizes = Y.sum(axis=1)
         members = np.concatenate([Y, Y & (sizes == 1)[:, None]], axis=1).view(np.uint8)
         return cls(Y, sizes, np.nonzero(Y)[1], np.concatenate([[0], np.cumsum(sizes)[:-1]]), members)
@@ -189,12 +189,14 @@ def approx_possible(smin: np.ndarray, smax: np.ndarray) -> np.ndarray:
     """``APL``: bool array of shape (n_targets, n_labels) from the bounds (or vote counts)."""
     # λ ∈ APL ⟺ Smax(λ) ≥ max_{λ'≠λ} Smin(λ'), which (as Smax ≥ Smin) equals
     # Smax(λ) ≥ max_λ' Smin(λ'): the label holding the largest Smin passes either way.
-    return smax >= smin.max(axis=1, keepdims=True)
+    result: np.ndarray = smax >= smin.max(axis=1, keepdims=True)
+    return result
 
 
 def open_rows(nl: np.ndarray, apl: np.ndarray) -> np.ndarray:
     """Bool array of shape (n_targets,): ``NL ≠ APL`` (the target's decision can still move)."""
-    return (nl != apl).any(axis=1)
+    rows: np.ndarray = (nl != apl).any(axis=1)
+    return rows
 
 
 def _row_counts(idx: np.ndarray, w: np.ndarray, sets: CandidateSets) -> tuple[np.ndarray, np.ndarray]:
@@ -215,7 +217,9 @@ def label_sets(idx: np.ndarray, w: np.ndarray, Y: np.ndarray | CandidateSets) ->
     return necessary(low, high), approx_possible(low, high)
 
 
-def label_sets_and_open_bounds(idx: np.ndarray, w: np.ndarray, sets: CandidateSets):
+def label_sets_and_open_bounds(
+    idx: np.ndarray, w: np.ndarray, sets: CandidateSets
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Bounds, NL, APL and the open rows (NL ≠ APL; an answer keeps NL ⊆ NL' ⊆ APL' ⊆ APL).
 
     Returns ``(smin, smax, nl, apl, open_rows)``; with equal weights per row the float
@@ -260,4 +264,5 @@ def argmax_random_ties(scores: np.ndarray, rng: np.random.Generator) -> np.ndarr
     """Row-wise arg-max; among exactly tied maxima one is picked uniformly with ``rng``."""
     is_max = scores == scores.max(axis=1, keepdims=True)
     keys = np.where(is_max, rng.random(scores.shape), -1.0)
-    return keys.argmax(axis=1)
+    picked: np.ndarray = keys.argmax(axis=1)
+    return picked

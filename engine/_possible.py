@@ -81,6 +81,7 @@ from __future__ import annotations
 import math
 import time
 from numbers import Real
+from typing import Any, cast
 
 import numpy as np
 
@@ -116,7 +117,7 @@ def possible_from_graph(
     *,
     method: str = "auto",
     time_limit: float = 10.0,
-) -> tuple[np.ndarray, dict]:
+) -> tuple[np.ndarray, dict[str, float]]:
     """Exact possible labels of every target, with how each pair was decided.
 
     Parameters
@@ -162,7 +163,7 @@ def possible_from_graph(
             f"method='flow' needs equal positive weights in every target, but w row {row} has "
             f"{sorted(set(w[row][w[row] > 0].tolist()))}; use method='auto' or 'cpsat'"
         )
-    stats: dict = {name: 0 for name in _DECISIONS}
+    stats: dict[str, float] = {name: 0 for name in _DECISIONS}
     stats["solver_seconds"] = 0.0
     possible = np.zeros((n_targets, n_labels), dtype=bool)
     sets = CandidateSets.from_dense(Y)  # once, not per chunk
@@ -221,11 +222,11 @@ def witness_for_row(
 # --------------------------------------------------------------------------- validation
 
 
-def _check_method(method) -> None:
+def _check_method(method: str) -> None:
     check_choice(method, "method", METHODS)
 
 
-def _check_time_limit(time_limit) -> None:
+def _check_time_limit(time_limit: float) -> None:
     check_scalar(time_limit, "time_limit", kind=Real, min_value=0, include_min=False)
 
 
@@ -233,13 +234,17 @@ def _equal_positive_weights(w: np.ndarray) -> np.ndarray:
     """bool (n_targets,): all positive weights of the target are equal (or there are none)."""
     wmax = w.max(axis=1, initial=0.0)
     wmin = np.where(w > 0, w, np.inf).min(axis=1, initial=np.inf)
-    return (wmax == 0) | (wmin == wmax)
+    equal: np.ndarray = (wmax == 0) | (wmin == wmax)
+    return equal
 
 
 # --------------------------------------------------------------------------- chunk pipeline
 
 
-def _possible_chunk(idx, w, sets, equal, offset, method, time_limit, stats) -> np.ndarray:
+def _possible_chunk(
+    idx: np.ndarray, w: np.ndarray, sets: CandidateSets, equal: np.ndarray, offset: int, method: str,
+    time_limit: float, stats: dict[str, float],
+) -> np.ndarray:
     Y = sets.dense
     smin, smax = bounds(idx, w, sets)
     possible = necessary(smin, smax)
@@ -252,7 +257,7 @@ def _possible_chunk(idx, w, sets, equal, offset, method, time_limit, stats) -> n
     ok, _ = _greedy(idx, w, Y, tp, lp, sp)
     possible[tp[ok], lp[ok]] = True
     stats["greedy"] += int(ok.sum())
-    for t, lam, s in zip(tp[~ok].tolist(), lp[~ok].tolist(), sp[~ok].tolist()):
+    for t, lam, s in zip(tp[~ok].tolist(), lp[~ok].tolist(), sp[~ok].tolist(), strict=True):
         solver = "flow" if method == "flow" or (method == "auto" and equal[t]) else "cpsat"
         tick = time.perf_counter()
         found, path = _exact_pair(idx[t], w[t], Y, lam, s, solver, time_limit, target=offset + t)
@@ -262,7 +267,7 @@ def _possible_chunk(idx, w, sets, equal, offset, method, time_limit, stats) -> n
     return possible
 
 
-def _heaviest_rival(idx, w, Y) -> np.ndarray:
+def _heaviest_rival(idx: np.ndarray, w: np.ndarray, Y: np.ndarray) -> np.ndarray:
     """(n_targets, n_labels): largest weight of a neighbour whose set lacks the label.
 
     Such a neighbour alone gives some rival a total above ``Smax(λ)`` when it exceeds it
@@ -274,7 +279,9 @@ def _heaviest_rival(idx, w, Y) -> np.ndarray:
     return out
 
 
-def _greedy(idx, w, Y, tp, lp, sp) -> tuple[np.ndarray, np.ndarray]:
+def _greedy(
+    idx: np.ndarray, w: np.ndarray, Y: np.ndarray, tp: np.ndarray, lp: np.ndarray, sp: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Vectorised witness search for pairs ``(tp[p], lp[p])`` with budget ``sp[p]``.
 
     Returns ``ok`` bool (P,) and ``assign`` int (P, k): the label of each non-holder with
@@ -309,15 +316,15 @@ def _greedy(idx, w, Y, tp, lp, sp) -> tuple[np.ndarray, np.ndarray]:
     order = np.argsort(np.where(active, -wp, np.inf), axis=1, kind="stable")
     running = np.zeros((n_pairs, Y.shape[1]))
     for r in range(k):
-        j = order[:, r]
-        act = active[rows, j]
+        cols = order[:, r]
+        act = active[rows, cols]
         if not act.any():
             break
-        cand = Y[nb[rows, j]]
+        cand = Y[nb[rows, cols]]
         choice = np.where(cand, running, np.inf).argmin(axis=1)
         sel = rows[act]
-        assign[sel, j[act]] = choice[act]
-        running[sel, choice[act]] += wp[sel, j[act]]
+        assign[sel, cols[act]] = choice[act]
+        running[sel, choice[act]] += wp[sel, cols[act]]
 
     # Verify with neighbour-order float sums.
     totals = np.zeros((n_pairs, Y.shape[1]))
@@ -325,14 +332,18 @@ def _greedy(idx, w, Y, tp, lp, sp) -> tuple[np.ndarray, np.ndarray]:
         a = assign[:, j]
         m = a >= 0
         totals[rows[m], a[m]] += wp[m, j]
-    ok = (totals <= sp[:, None]).all(axis=1)
+    # numpy's stubs type a reduction along an axis as possibly a scalar.
+    ok = cast(np.ndarray, (totals <= sp[:, None]).all(axis=1))
     return ok, assign
 
 
 # --------------------------------------------------------------------------- one pair
 
 
-def _exact_pair(idx_row, w_row, Y, label, s, solver, time_limit, *, target, reduce=True):
+def _exact_pair(
+    idx_row: np.ndarray, w_row: np.ndarray, Y: np.ndarray, label: int, s: float, solver: str, time_limit: float,
+    *, target: int, reduce: bool = True,
+) -> tuple[np.ndarray | None, str]:
     """Decide one (target, label) pair exactly.
 
     Returns ``(assign, path)``: ``assign`` int (k,) as in :func:`_greedy` (``-1`` for holders
@@ -358,7 +369,7 @@ def _exact_pair(idx_row, w_row, Y, label, s, solver, time_limit, *, target, redu
     return assign, path
 
 
-def _reduce_free_labels(sets, w_row, s, active, assign) -> None:
+def _reduce_free_labels(sets: np.ndarray, w_row: np.ndarray, s: float, active: np.ndarray, assign: np.ndarray) -> None:
     """In place: labels that can absorb all their active neighbours take them."""
     while True:
         reach = np.zeros(sets.shape[1])
@@ -376,7 +387,7 @@ def _reduce_free_labels(sets, w_row, s, active, assign) -> None:
             return
 
 
-def _rival_totals(assign, w_row, n_labels) -> np.ndarray:
+def _rival_totals(assign: np.ndarray, w_row: np.ndarray, n_labels: int) -> np.ndarray:
     totals = np.zeros(n_labels)
     for j, a in enumerate(assign.tolist()):
         if a >= 0:
@@ -384,11 +395,11 @@ def _rival_totals(assign, w_row, n_labels) -> np.ndarray:
     return totals
 
 
-def _rivals_within(assign, w_row, s, n_labels) -> bool:
+def _rivals_within(assign: np.ndarray, w_row: np.ndarray, s: float, n_labels: int) -> bool:
     return bool((_rival_totals(assign, w_row, n_labels) <= s).all())
 
 
-def _flow_assign(sets, w_row, s, jobs) -> np.ndarray | None:
+def _flow_assign(sets: np.ndarray, w_row: np.ndarray, s: float, jobs: np.ndarray) -> np.ndarray | None:
     """Equal weights: bipartite b-matching by maximum flow; labels for ``jobs`` or None."""
     if jobs.size == 0:
         return np.empty(0, dtype=np.intp)
@@ -419,7 +430,9 @@ def _flow_assign(sets, w_row, s, jobs) -> np.ndarray | None:
     return out
 
 
-def _cpsat_assign(sets, w_row, s, jobs, time_limit, target, label):
+def _cpsat_assign(
+    sets: np.ndarray, w_row: np.ndarray, s: float, jobs: np.ndarray, time_limit: float, target: int, label: int
+) -> tuple[np.ndarray | None, str]:
     """Unequal weights: CP-SAT relaxation, then restriction, then enumeration."""
     if jobs.size == 0:
         return np.empty(0, dtype=np.intp), "cpsat"
@@ -433,7 +446,7 @@ def _cpsat_assign(sets, w_row, s, jobs, time_limit, target, label):
     scaled = np.ldexp(weights, exponent)  # exact: multiplication by a power of two
     scaled_s = math.ldexp(float(s), exponent)
 
-    def check(found):
+    def check(found: np.ndarray) -> bool:
         assign = np.full(k, -1, dtype=np.intp)
         assign[jobs] = found
         return _rivals_within(assign, w_row, s, sets.shape[1])
@@ -461,7 +474,9 @@ def _cpsat_assign(sets, w_row, s, jobs, time_limit, target, label):
     return _enumerate_assign(sets[jobs], weights, s), "enumeration"
 
 
-def _cpsat_solve(sets, weights, capacity, time_limit, target, label) -> np.ndarray | None:
+def _cpsat_solve(
+    sets: np.ndarray, weights: np.ndarray, capacity: int, time_limit: float, target: int, label: int
+) -> np.ndarray | None:
     """Integer feasibility: one label per job, per-label load ≤ capacity. None if INFEASIBLE."""
     from ortools.sat.python import cp_model
 
@@ -469,14 +484,14 @@ def _cpsat_solve(sets, weights, capacity, time_limit, target, label) -> np.ndarr
     if capacity < 0:
         return None  # every job has positive integer weight in the restriction, or none exist
     model = _new_cp_model()
-    x = {}
+    x: dict[tuple[int, int], Any] = {}
     for j in range(n_jobs):
         choices = np.flatnonzero(sets[j]).tolist()
-        lits = [model.new_bool_var(f"x{j}_{l}") for l in choices]
-        x.update(zip(((j, l) for l in choices), lits))
+        lits = [model.new_bool_var(f"x{j}_{lab}") for lab in choices]
+        x.update(zip(((j, lab) for lab in choices), lits, strict=True))
         model.add_exactly_one(lits)
-    for l in range(n_labels):
-        terms = [(int(weights[j]), x[j, l]) for j in range(n_jobs) if (j, l) in x and weights[j] > 0]
+    for lab in range(n_labels):
+        terms = [(int(weights[j]), x[j, lab]) for j in range(n_jobs) if (j, lab) in x and weights[j] > 0]
         if terms and sum(c for c, _ in terms) > capacity:
             model.add(sum(c * v for c, v in terms) <= capacity)
     solver = cp_model.CpSolver()
@@ -491,13 +506,13 @@ def _cpsat_solve(sets, weights, capacity, time_limit, target, label) -> np.ndarr
             f"within time_limit={time_limit} s; raise time_limit"
         )
     out = np.empty(n_jobs, dtype=np.intp)
-    for (j, l), var in x.items():
+    for (j, lab), var in x.items():
         if solver.boolean_value(var):
-            out[j] = l
+            out[j] = lab
     return out
 
 
-def _new_cp_model():
+def _new_cp_model() -> Any:
     """An empty CP-SAT model, built without OR-Tools' per-instance camelCase aliases.
 
     ``CpModel.__init__`` (OR-Tools 9.x) attaches deprecated camelCase aliases of every
@@ -523,10 +538,10 @@ def _new_cp_model():
     return _LEAN_MODEL()
 
 
-_LEAN_MODEL = None
+_LEAN_MODEL: Any = None
 
 
-def _enumerate_assign(sets, weights, s) -> np.ndarray | None:
+def _enumerate_assign(sets: np.ndarray, weights: np.ndarray, s: float) -> np.ndarray | None:
     """Depth-first search in neighbour order; partial sums are the exact float totals."""
     n_jobs, n_labels = sets.shape
     choices = [np.flatnonzero(row).tolist() for row in sets]
@@ -537,15 +552,15 @@ def _enumerate_assign(sets, weights, s) -> np.ndarray | None:
     def search(j: int) -> bool:
         if j == n_jobs:
             return True
-        for l in choices[j]:
-            before = totals[l]
+        for lab in choices[j]:
+            before = totals[lab]
             after = before + wts[j]
             if after <= s:
-                totals[l] = after
-                out[j] = l
+                totals[lab] = after
+                out[j] = lab
                 if search(j + 1):
                     return True
-                totals[l] = before
+                totals[lab] = before
         return False
 
     return np.array(out, dtype=np.intp) if search(0) else None
@@ -554,7 +569,7 @@ def _enumerate_assign(sets, weights, s) -> np.ndarray | None:
 # --------------------------------------------------------------------------- witnesses
 
 
-def _complete(idx_row, w_row, Y, label, assign) -> np.ndarray:
+def _complete(idx_row: np.ndarray, w_row: np.ndarray, Y: np.ndarray, label: int, assign: np.ndarray) -> np.ndarray:
     """Fill holders with ``label`` and unassigned zero-weight neighbours with a candidate."""
     sets = Y[idx_row]
     completion = np.asarray(assign, dtype=np.intp).copy()
@@ -564,7 +579,7 @@ def _complete(idx_row, w_row, Y, label, assign) -> np.ndarray:
     return completion
 
 
-def _wins(completion, w_row, label, n_labels) -> bool:
+def _wins(completion: np.ndarray, w_row: np.ndarray, label: int, n_labels: int) -> bool:
     totals = _rival_totals(completion, w_row, n_labels)
     return bool(totals[label] == totals.max())
 

@@ -11,6 +11,7 @@ from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from engine import exceptions
 from engine.exceptions import InvalidInput
@@ -30,7 +31,7 @@ __all__ = [
 ]
 
 
-def _first_bad_row(mask: np.ndarray) -> int:
+def _first_bad_row(mask: npt.ArrayLike) -> int:
     return int(np.flatnonzero(mask)[0])
 
 
@@ -146,7 +147,7 @@ def check_scalar(
     value: Any,
     name: str,
     *,
-    kind: type = Real,
+    kind: type[Any] = Real,
     min_value: float | None = None,
     max_value: float | None = None,
     include_min: bool = True,
@@ -229,9 +230,9 @@ def check_n_features(estimator: Any, X: np.ndarray) -> None:
 def check_query(estimator: Any, X: Any, *, attribute: str) -> np.ndarray:
     """Validate the query points of a fitted estimator: fitted, finite, the fitted number of features."""
     check_is_fitted(estimator, attribute)
-    X = check_features(X, name="X")
-    check_n_features(estimator, X)
-    return X
+    checked = check_features(X, name="X")
+    check_n_features(estimator, checked)
+    return checked
 
 
 def check_training_data(X: Any, Y: Any) -> tuple[np.ndarray, np.ndarray]:

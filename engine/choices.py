@@ -4,7 +4,7 @@ Every tuple here is the single source of its names: the engine modules re-export
 (``engine.query.CRITERIA``, ``engine.neighbors.WEIGHTINGS``, ``engine.winners.PL_METHODS``,
 ``engine.simulate.STRATEGY_NAMES``, ``engine.simulate.NOISE_MODES``,
 ``engine.noise.CANDIDATE_PROTOCOLS``) and validate against them with
-:func:`engine.check_choice`. This module imports nothing itself, and the ``engine``
+:func:`engine.check_choice`. This module imports only ``typing``, and the ``engine``
 package loads only numpy on the way, so callers that only need the names (command-line
 help, database constraints) do not pay for scikit-learn, pandas or OR-Tools.
 
@@ -17,7 +17,11 @@ Examples
 
 from __future__ import annotations
 
+from typing import Literal
+
 __all__ = [
+    "Criterion",
+    "AmbiguityCriterion",
     "CRITERIA",
     "AMBIGUITY_CRITERIA",
     "WEIGHTINGS",
@@ -29,6 +33,12 @@ __all__ = [
     "CANDIDATE_PROTOCOLS",
 ]
 
+#: The names of :data:`CRITERIA` and :data:`AMBIGUITY_CRITERIA` as types (for parameters).
+#: :data:`AMBIGUITY_CRITERIA` is typed with its names, so that ``criterion in
+#: AMBIGUITY_CRITERIA`` tells a type checker which names ``criterion`` can still be.
+Criterion = Literal["apl", "pl", "participation", "most_partial", "random", "decision_change"]
+AmbiguityCriterion = Literal["apl", "pl"]
+
 #: Query criteria of :func:`engine.query.query_scores` (and of labelling sessions): the two
 #: ambiguity criteria of Nguyen et al. first, then the baselines, then the expected number of
 #: decisions an answer changes (:mod:`engine.decision_change`, the default). New names go at
@@ -37,7 +47,7 @@ CRITERIA: tuple[str, ...] = ("apl", "pl", "participation", "most_partial", "rand
 
 #: The criteria that score by changes of NL/APL (``"apl"``) or NL/PL (``"pl"``); the ones
 #: :class:`engine.query.IncrementalRanker` keeps up to date.
-AMBIGUITY_CRITERIA: tuple[str, ...] = ("apl", "pl")
+AMBIGUITY_CRITERIA: tuple[AmbiguityCriterion, ...] = ("apl", "pl")
 
 #: Named vote weightings of :func:`engine.neighbors.knn_graph` (a callable is accepted too).
 WEIGHTINGS: tuple[str, ...] = ("uniform", "distance")

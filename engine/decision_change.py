@@ -99,18 +99,21 @@ def _posterior(votes: np.ndarray, w: np.ndarray, sets: np.ndarray) -> np.ndarray
     prior = w.mean(axis=1, keepdims=True)
     prior = np.where(prior > 0, prior, 1.0) / size
     mass = np.where(sets, votes + prior, 0.0)
-    return mass / mass.sum(axis=1, keepdims=True)
+    post: np.ndarray = mass / mass.sum(axis=1, keepdims=True)
+    return post
 
 
 def _own_change(post: np.ndarray, sets: np.ndarray) -> np.ndarray:
     """Expected change of each item's own label decision when it is answered: ``1 − max p``; 0 if precise."""
-    return np.where(sets.sum(axis=1) >= 2, 1.0 - post.max(axis=1), 0.0)
+    change: np.ndarray = np.where(sets.sum(axis=1) >= 2, 1.0 - post.max(axis=1), 0.0)
+    return change
 
 
 def _decision(votes: np.ndarray) -> np.ndarray:
     """PL-kNN's randomised decision: uniform over the labels tied for the most votes."""
     leaders = votes == votes.max(axis=1, keepdims=True)
-    return leaders / leaders.sum(axis=1, keepdims=True)
+    decision: np.ndarray = leaders / leaders.sum(axis=1, keepdims=True)
+    return decision
 
 
 def _terms(idx: np.ndarray, w: np.ndarray, Y: np.ndarray, sizes: np.ndarray, votes: np.ndarray, post: np.ndarray,
@@ -164,12 +167,16 @@ def _check_targets(targets: Any, n_targets: int, n_items: int) -> np.ndarray:
     if targets is None:
         if n_targets != n_items:
             raise InvalidInput(
-                f"idx has {n_targets} target rows but Y has {n_items} items: pass targets= (the item of every target row)"
+                f"idx has {n_targets} target rows but Y has {n_items} items: "
+                "pass targets= (the item of every target row)"
             )
         return np.arange(n_items)
     arr = np.asarray(targets)
     if arr.ndim != 1 or arr.shape[0] != n_targets or arr.dtype.kind not in "iu":
-        raise InvalidInput(f"targets must be {n_targets} integer item rows (one per row of idx); got shape {arr.shape}, dtype {arr.dtype}")
+        raise InvalidInput(
+            f"targets must be {n_targets} integer item rows (one per row of idx); "
+            f"got shape {arr.shape}, dtype {arr.dtype}"
+        )
     # Distinct by marking (O(n)): np.unique sorts, 0.7 s of a session's open at 1M targets.
     if ((arr < 0) | (arr >= n_items)).any() or np.bincount(arr, minlength=n_items).max(initial=0) > 1:
         raise InvalidInput(f"targets must be distinct item rows in 0..{n_items - 1}")
@@ -233,7 +240,10 @@ def decision_change_scores(idx: np.ndarray, w: np.ndarray, Y: np.ndarray, *, tar
     return _full_state(idx, w, Y, targets)[-1]
 
 
-def _full_state(idx, w, Y, targets):
+def _full_state(
+    idx: np.ndarray, w: np.ndarray, Y: np.ndarray, targets: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(own rows, votes, posteriors, own change, terms, scores)`` computed afresh."""
     n = Y.shape[0]
     own = _own_rows(targets, n)
     votes = candidate_votes(idx, w, Y)
@@ -280,15 +290,15 @@ class DecisionChangeRanker:
         self.Y = check_candidates(Y).copy()
         self.idx, self.w = check_neighbors(idx, w, self.Y)
         self.targets = _check_targets(targets, self.idx.shape[0], self.Y.shape[0])
-        n, k = self.Y.shape[0], self.idx.shape[1]
+        n, k = int(self.Y.shape[0]), int(self.idx.shape[1])
         self._own, self.votes, self.posterior, self.own_change, self.terms, self.scores = _full_state(
             self.idx, self.w, self.Y, self.targets
         )
-        self.sizes = self.Y.sum(axis=1)
+        self.sizes: np.ndarray = self.Y.sum(axis=1)
         # Flat positions t*k + j holding item n, ascending (CSR), for the per-item sums.
         flat = self.idx.ravel()
-        self._positions = np.argsort(flat, kind="stable").astype(np.intp)
-        self._ptr = np.concatenate([[0], np.cumsum(np.bincount(flat, minlength=n))]).astype(np.intp)
+        self._positions: np.ndarray = np.argsort(flat, kind="stable").astype(np.intp)
+        self._ptr: np.ndarray = np.concatenate([[0], np.cumsum(np.bincount(flat, minlength=n))]).astype(np.intp)
         self._k = k
         self._keys = np.random.default_rng(random_state).random(n)
 
@@ -300,7 +310,8 @@ class DecisionChangeRanker:
         starts, stops = self._ptr[items], self._ptr[items + 1]
         counts = stops - starts
         offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
-        return self._positions[np.repeat(starts, counts) + offsets]
+        positions: np.ndarray = self._positions[np.repeat(starts, counts) + offsets]
+        return positions
 
     def update(self, items: Any, candidates: Any) -> np.ndarray:
         """Set the candidate rows of ``items`` and patch the scores; returns the re-scored items.
@@ -319,9 +330,9 @@ class DecisionChangeRanker:
         # Terms change where votes changed and where the answered neighbour's posterior changed.
         rows = np.union1d(voting, self.targets_of(moved))
         self.terms[rows] = _terms(self.idx, self.w, self.Y, self.sizes, self.votes, self.posterior, rows)
-        items = np.union1d(moved, self.idx[rows].ravel())
-        self._rescore(items)
-        return items
+        rescored = np.union1d(moved, self.idx[rows].ravel())
+        self._rescore(rescored)
+        return rescored
 
     def _rescore(self, items: np.ndarray) -> None:
         # Fresh sums in flat-position order: bit-identical to the full bincount.
@@ -337,7 +348,8 @@ class DecisionChangeRanker:
         holding = self.targets_of(item)
         change = np.where(self.idx[holding] == item, self.terms[holding], 0.0).max(axis=1, initial=0.0)
         rows = holding[change > 0]
-        return rows[np.argsort(-change[change > 0], kind="stable")]
+        by_change: np.ndarray = rows[np.argsort(-change[change > 0], kind="stable")]
+        return by_change
 
     def label_sets(self) -> None:
         """None: this ranker keeps no ``NL``/``APL`` (the caller computes them when needed)."""

@@ -33,7 +33,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterable, Iterator
 from numbers import Integral
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 
@@ -41,9 +41,12 @@ from engine import _kernels
 from engine._kernels import CandidateSets
 from engine._possible import possible_from_graph
 from engine._validation import check_candidates, check_choice, check_features, check_neighbors, check_scalar
-from engine.choices import AMBIGUITY_CRITERIA, CRITERIA, PL_METHODS
+from engine.choices import AMBIGUITY_CRITERIA, CRITERIA, PL_METHODS, AmbiguityCriterion, Criterion
 from engine.exceptions import InvalidInput
 from engine.query import changed_pairs, query_scores
+
+if TYPE_CHECKING:
+    from engine.dst import DstPllClassifier
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
@@ -63,7 +66,7 @@ DEFAULT_CHUNK_SIZE = 100_000
 _INSTALL_HINT = "Dask is not installed; run `pip install winnow[scale]` to score over a Dask cluster"
 
 
-def _distributed():
+def _distributed() -> Any:
     try:
         import distributed
     except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -91,9 +94,9 @@ def dask_client(address: str | None = None, *, n_workers: int | None = None) -> 
         with distributed.Client(address) as client:
             yield client
         return
-    check_scalar(n_workers, "n_workers", kind=Integral, min_value=1)
+    workers = int(check_scalar(n_workers, "n_workers", kind=Integral, min_value=1))
     with distributed.LocalCluster(
-        n_workers=int(n_workers), threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+        n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
     ) as cluster, distributed.Client(cluster) as client:
         yield client
 
@@ -157,7 +160,7 @@ def distributed_query_scores(
     w: np.ndarray,
     Y: np.ndarray,
     *,
-    criterion: str = "apl",
+    criterion: Criterion = "apl",
     random_state: int | np.random.Generator | None = None,
     time_limit: float = 10.0,
     client: Any = None,
@@ -187,7 +190,7 @@ def distributed_query_scores_from_chunks(
     chunks: Iterable[tuple[np.ndarray, np.ndarray] | Any],
     Y: np.ndarray,
     *,
-    criterion: Literal["apl", "pl"] = "apl",
+    criterion: AmbiguityCriterion = "apl",
     time_limit: float = 10.0,
     client: Any = None,
     max_in_flight: int | None = None,
@@ -237,7 +240,7 @@ def distributed_predict_with_reject(
     check_scalar(chunk_size, "chunk_size", kind=Integral, min_value=1)
     rng = np.random.default_rng(classifier.random_state)
 
-    def chunks():
+    def chunks() -> Iterator[tuple[slice, tuple[np.ndarray, np.ndarray]]]:
         for start in range(0, X.shape[0], chunk_size):
             rows = slice(start, start + chunk_size)
             # Drawn in order, chunk by chunk: the same stream as rng.random((n_targets, 2)).
@@ -251,35 +254,35 @@ def distributed_predict_with_reject(
 # --------------------------------------------------------------------------- tasks (run on workers)
 
 
-def _bounds_task(sets: CandidateSets, chunk: tuple[np.ndarray, np.ndarray]):
+def _bounds_task(sets: CandidateSets, chunk: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     return _kernels.bounds(chunk[0], chunk[1], sets)
 
 
-def _label_sets_task(sets: CandidateSets, chunk: tuple[np.ndarray, np.ndarray]):
+def _label_sets_task(sets: CandidateSets, chunk: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     return _kernels.label_sets(chunk[0], chunk[1], sets)
 
 
 class _PossibleTask:
-    def __init__(self, method: str, time_limit: float):
+    def __init__(self, method: str, time_limit: float) -> None:
         self.method, self.time_limit = method, time_limit
 
-    def __call__(self, Y: np.ndarray, chunk: tuple[np.ndarray, np.ndarray]):
+    def __call__(self, Y: np.ndarray, chunk: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray]:
         possible, _ = possible_from_graph(chunk[0], chunk[1], Y, method=self.method, time_limit=self.time_limit)
         return (possible,)
 
 
 class _ScoreTask:
-    def __init__(self, criterion: str, time_limit: float):
+    def __init__(self, criterion: AmbiguityCriterion, time_limit: float) -> None:
         self.criterion, self.time_limit = criterion, time_limit
 
-    def __call__(self, sets: CandidateSets, chunk: tuple[np.ndarray, np.ndarray]):
+    def __call__(self, sets: CandidateSets, chunk: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         idx, w = chunk
         flags = changed_pairs(idx, w, sets, criterion=self.criterion, time_limit=self.time_limit, validate=False)
         # Distinct rows and their counts: at most K per target, usually far fewer.
         return np.unique(idx[flags], return_counts=True)
 
 
-def _predict_task(classifier: Any, chunk: tuple[np.ndarray, np.ndarray]):
+def _predict_task(classifier: DstPllClassifier, chunk: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     X, draws = chunk
     return classifier.decide_with_draws(X, draws)
 
@@ -287,14 +290,16 @@ def _predict_task(classifier: Any, chunk: tuple[np.ndarray, np.ndarray]):
 # --------------------------------------------------------------------------- scheduling
 
 
-def _array_chunks(idx: np.ndarray, w: np.ndarray, chunk_size: int):
+def _array_chunks(
+    idx: np.ndarray, w: np.ndarray, chunk_size: int
+) -> Iterator[tuple[slice, tuple[np.ndarray, np.ndarray]]]:
     check_scalar(chunk_size, "chunk_size", kind=Integral, min_value=1)
     for start in range(0, idx.shape[0], chunk_size):
         rows = slice(start, start + chunk_size)
         yield rows, (idx[rows], w[rows])
 
 
-def _get_client(client: Any):
+def _get_client(client: Any) -> Any:
     distributed = _distributed()
     if client is not None:
         return client
@@ -306,7 +311,7 @@ def _get_client(client: Any):
 
 def _run(
     client: Any,
-    task: Callable,
+    task: Callable[[Any, Any], Any],
     shared: Any,
     chunks: Iterable[tuple[slice | None, Any]],
     out: tuple[np.ndarray, ...] | np.ndarray,
@@ -353,9 +358,10 @@ def _run(
             future.release()
             if rows is None:
                 items, counts = result
-                out[items] += counts  # items are distinct: a plain fancy-index add is exact
+                scores = cast(np.ndarray, out)  # without rows, out is the score vector
+                scores[items] += counts  # items are distinct: a plain fancy-index add is exact
             else:
-                for target, part in zip(out, result):
+                for target, part in zip(out, result, strict=True):
                     target[rows] = part
             del result
             submit_next()

@@ -52,13 +52,20 @@ References
 from __future__ import annotations
 
 from numbers import Integral
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.neighbors import NearestNeighbors
 
-from engine._validation import check_candidates, check_graph, check_is_fitted, check_query, check_scalar, check_training_data
+from engine._validation import (
+    check_candidates,
+    check_graph,
+    check_is_fitted,
+    check_query,
+    check_scalar,
+    check_training_data,
+)
 from engine.exceptions import InvalidInput
 from engine.neighbors import ReverseIndex
 
@@ -76,14 +83,16 @@ _CHUNK_WORDS = 1 << 20  # bound on rows * 2**m * words held at once by the enume
 if hasattr(np, "bitwise_count"):  # numpy >= 2.0
 
     def _popcount(words: np.ndarray) -> np.ndarray:
-        return np.bitwise_count(words).sum(axis=-1, dtype=np.int64)
+        counts: np.ndarray = np.bitwise_count(words).sum(axis=-1, dtype=np.int64)
+        return counts
 
 else:  # pragma: no cover - numpy 1.26
     _BYTE_POPCOUNT = np.array([bin(b).count("1") for b in range(256)], dtype=np.int64)
 
     def _popcount(words: np.ndarray) -> np.ndarray:
         as_bytes = words.view(np.uint8).reshape(*words.shape[:-1], -1)
-        return _BYTE_POPCOUNT[as_bytes].sum(axis=-1)
+        counts: np.ndarray = _BYTE_POPCOUNT[as_bytes].sum(axis=-1)
+        return counts
 
 
 def _pack(sets: np.ndarray, n_words: int) -> np.ndarray:
@@ -162,7 +171,7 @@ def _combine(own: np.ndarray, neighbour_sets: np.ndarray, *, path: str = "auto")
         part = rows[start:stop]
         _combine_moebius(part, own[part], meet[part], active[part], holders[part], belief, plausibility, heaviest)
         start = stop
-    for row in np.flatnonzero(~moebius & ~enumerate_):
+    for row in np.flatnonzero(~moebius & ~enumerate_).tolist():
         _combine_sequential(row, own[row], meet[row][active[row]], belief, plausibility, heaviest)
     for m in np.unique(n_active[enumerate_]):
         rows = np.flatnonzero(enumerate_ & (n_active == m))
@@ -228,12 +237,12 @@ def _combine_moebius(
     conflict = np.ldexp(1.0, m) - 1
     bel = own * (own.sum(axis=1) == 1)[:, None].astype(np.float64)
     if keys:
-        keys = np.sort(np.concatenate(keys))
-        new = np.ones(keys.size, dtype=bool)
-        new[1:] = keys[1:] != keys[:-1]
+        sorted_keys = np.sort(np.concatenate(keys))
+        new = np.ones(sorted_keys.size, dtype=bool)
+        new[1:] = sorted_keys[1:] != sorted_keys[:-1]
         starts = np.flatnonzero(new)
-        n_containing = np.diff(np.append(starts, keys.size))  # n(C)
-        unique_keys = keys[starts]
+        n_containing = np.diff(np.append(starts, sorted_keys.size))  # n(C)
+        unique_keys = sorted_keys[starts]
         c_rows = (unique_keys >> label_bits).astype(np.intp)
         c_masks = unique_keys & ((np.uint64(1) << label_bits) - np.uint64(1))
         signed = np.where(_popcount(c_masks[:, None]) % 2 == 1, -1.0, 1.0) * (np.ldexp(1.0, n_containing) - 1)
@@ -338,6 +347,12 @@ def _sequential_mass(own: np.ndarray, active_sets: np.ndarray) -> dict[int, floa
     return combined
 
 
+class _Uniforms(Protocol):
+    """What :func:`_decide` draws from: a ``numpy.random.Generator`` or :class:`_FixedDraws`."""
+
+    def random(self, size: tuple[int, int]) -> np.ndarray: ...
+
+
 class _FixedDraws:
     """Stands in for the Generator of :func:`_decide`: hands out pre-drawn uniforms."""
 
@@ -350,7 +365,7 @@ class _FixedDraws:
         return self.draws
 
 
-def _decide(evidence: _Evidence, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _decide(evidence: _Evidence, rng: _Uniforms) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Labels, guess flags and margins from beliefs and plausibilities.
 
     The label is the one of largest singleton belief. Ties are judged as the authors' code
@@ -383,7 +398,7 @@ def _decide(evidence: _Evidence, rng: np.random.Generator) -> tuple[np.ndarray, 
     return labels.astype(np.intp), guess, margin
 
 
-def _decisions(evidence: _Evidence, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _decisions(evidence: _Evidence, rng: _Uniforms) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``_decide`` plus the reject option: labels, guess flags, accepted flags and margins."""
     labels, guess, margin = _decide(evidence, rng)
     return labels, guess, (margin > 0) & ~guess, margin
@@ -584,7 +599,7 @@ class DstPllClassifier(BaseEstimator):
         self.n_neighbors = n_neighbors
         self.random_state = random_state
 
-    def fit(self, X: Any, Y: Any, *, neighbors: Any = None) -> "DstPllClassifier":
+    def fit(self, X: Any, Y: Any, *, neighbors: Any = None) -> DstPllClassifier:
         """Index the training set and disambiguate every training instance.
 
         Parameters
@@ -621,7 +636,7 @@ class DstPllClassifier(BaseEstimator):
         # Without a query, scikit-learn leaves every row out of its own neighbourhood by index
         # (not by distance), so exact duplicates stay neighbours of each other.
         self.train_neighbors_ = self.nn_.kneighbors(return_distance=False) if neighbors is None else neighbors
-        self._reverse_neighbors = None  # built on the first update_candidates
+        self._reverse_neighbors: ReverseIndex | None = None  # built on the first update_candidates
         n = Y.shape[0]
         self.disambiguate_ = np.empty(n, dtype=np.intp)
         self.disambiguate_guess_ = np.empty(n, dtype=bool)
@@ -821,6 +836,6 @@ class DstPllClassifier(BaseEstimator):
                     inter = np.concatenate([inter, inter & word], axis=0)
                 inter[_popcount(inter) == 0] = _pack(own[row], n_words)
                 focal, count = np.unique(inter, axis=0, return_counts=True)
-                mass = {_set_key(f): float(np.ldexp(c, -sets.shape[0])) for f, c in zip(focal, count)}
+                mass = {_set_key(f): float(np.ldexp(c, -sets.shape[0])) for f, c in zip(focal, count, strict=True)}
             out.append({frozenset(_labels_of_key(key).tolist()): value for key, value in mass.items()})
         return out

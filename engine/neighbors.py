@@ -39,8 +39,9 @@ Hierarchical Navigable Small World graphs. IEEE TPAMI 42(4), 2020.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from numbers import Integral
-from typing import Callable, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
@@ -177,7 +178,10 @@ def knn_graph(
     self_targets = targets is None
     leave_out = self_targets and exclude_self
     if leave_out and k >= n:
-        raise InvalidInput(f"k={k} must be smaller than the number of instances ({n}) when each instance is left out of its own neighbourhood")
+        raise InvalidInput(
+            f"k={k} must be smaller than the number of instances ({n}) "
+            "when each instance is left out of its own neighbourhood"
+        )
     if not leave_out and k > n:
         raise InvalidInput(f"k={k} is larger than the number of training instances ({n})")
     if not self_targets:
@@ -190,7 +194,7 @@ def knn_graph(
     if algorithm == "auto":
         algorithm = "approx" if n >= APPROX_THRESHOLD and _faiss_installed() else "exact"
 
-    queries = X if self_targets else targets
+    queries = X if targets is None else targets
     report = progress if progress is not None else _no_progress
     if algorithm == "approx":
         dist, idx = _approx_search(X, queries, k + leave_out, report)
@@ -226,7 +230,7 @@ def _exact_search(
     return _search_in_chunks(lambda q: _ties_by_row(model, X, q, n_neighbors, x_sq_max), queries, progress)
 
 
-def _ties_by_row(model, X: np.ndarray, queries: np.ndarray, k: int, x_sq_max: float) -> tuple[np.ndarray, np.ndarray]:
+def _ties_by_row(model: Any, X: np.ndarray, queries: np.ndarray, k: int, x_sq_max: float) -> tuple[np.ndarray, np.ndarray]:
     """The ``k`` training rows nearest to each query, the first ``k`` by (distance, row).
 
     scikit-learn decides which of several equidistant points to keep by the order its
@@ -261,7 +265,7 @@ def _ties_by_row(model, X: np.ndarray, queries: np.ndarray, k: int, x_sq_max: fl
     return np.sqrt(sq), cand
 
 
-def _first_within(model, X: np.ndarray, queries: np.ndarray, k: int, sq_radius: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _first_within(model: Any, X: np.ndarray, queries: np.ndarray, k: int, sq_radius: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The first ``k`` by (squared distance, row) of the training rows within ``sq_radius``
     of each query (at least ``k`` by construction); vectorised over the queries."""
     n = X.shape[0]
@@ -287,8 +291,8 @@ def _first_within(model, X: np.ndarray, queries: np.ndarray, k: int, sq_radius: 
             dist[first : first + pairs] = np.einsum("ij,ij->i", diff, diff)
         ranked = np.lexsort((rows, dist, query))  # by query, then distance, then row
         rank = np.arange(rows.size) - np.repeat(np.cumsum(counts) - counts, counts)
-        first = ranked[rank < k]
-        sq[part], idx[part] = dist[first].reshape(-1, k), rows[first].reshape(-1, k)
+        kept = ranked[rank < k]
+        sq[part], idx[part] = dist[kept].reshape(-1, k), rows[kept].reshape(-1, k)
     return sq, idx
 
 
@@ -302,7 +306,9 @@ def _squared_distances(X: np.ndarray, queries: np.ndarray, cand: np.ndarray) -> 
     return out
 
 
-def _search_in_chunks(search, queries: np.ndarray, progress: SearchProgress) -> tuple[np.ndarray, np.ndarray]:
+def _search_in_chunks(
+    search: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], queries: np.ndarray, progress: SearchProgress
+) -> tuple[np.ndarray, np.ndarray]:
     # Each row's neighbours depend on that row alone, so chunking changes nothing but when
     # progress is reported.
     n = queries.shape[0]
@@ -330,7 +336,7 @@ def _approx_search(
     return _query_hnsw(_build_hnsw(X, progress), X, queries, n_neighbors, progress)
 
 
-def _build_hnsw(X: np.ndarray, progress: SearchProgress = _no_progress):
+def _build_hnsw(X: np.ndarray, progress: SearchProgress = _no_progress) -> Any:
     try:
         import faiss
     except ImportError as exc:
@@ -347,7 +353,7 @@ def _build_hnsw(X: np.ndarray, progress: SearchProgress = _no_progress):
 
 
 def _query_hnsw(
-    index, X: np.ndarray, queries: np.ndarray, n_neighbors: int, progress: SearchProgress = _no_progress
+    index: Any, X: np.ndarray, queries: np.ndarray, n_neighbors: int, progress: SearchProgress = _no_progress
 ) -> tuple[np.ndarray, np.ndarray]:
     index.hnsw.efSearch = max(HNSW_EF_SEARCH, n_neighbors)
     queries32 = np.ascontiguousarray(queries, dtype=np.float32)

@@ -370,7 +370,7 @@ def cluster_candidates(
     replacement = rng.integers(0, n_labels, size=n)
     bag_label = np.where(corrupt_draw, replacement, y)
     rate = alpha[cluster, bag_label]  # (n,)
-    Y = rng.random((n, n_labels)) < rate[:, None]
+    Y: np.ndarray = rng.random((n, n_labels)) < rate[:, None]
     Y[np.arange(n), bag_label] = True
     if return_details:
         details = {
@@ -420,7 +420,8 @@ def binary_flips(
     rng = np.random.default_rng(seed)
     flip_prob = np.where(y == 1, tau_pos, tau_neg)
     flip = rng.random(y.shape[0]) < flip_prob
-    return np.where(flip, 1 - y, y).astype(np.intp)
+    y_noisy: np.ndarray = np.where(flip, 1 - y, y).astype(np.intp)
+    return y_noisy
 
 
 def crowd_candidates(
@@ -583,7 +584,8 @@ def weak_rule_candidates(
     return votes
 
 
-CANDIDATE_GENERATORS: dict[str, Callable[..., np.ndarray]] = {
+# Some generators also return details when asked (``return_details=True``, ...).
+CANDIDATE_GENERATORS: dict[str, Callable[..., np.ndarray | tuple[np.ndarray, Any]]] = {
     "uniform": uniform_candidates,
     "class_dependent": class_dependent_candidates,
     "instance_dependent": instance_dependent_candidates,

@@ -40,7 +40,7 @@ to query partially labelled data. DA2PL 2016.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
@@ -48,7 +48,7 @@ from engine import _kernels
 from engine._kernels import CHUNK_TARGETS, CandidateSets
 from engine._possible import possible_from_graph
 from engine._validation import check_candidates, check_choice, check_neighbors
-from engine.choices import AMBIGUITY_CRITERIA, CRITERIA
+from engine.choices import AMBIGUITY_CRITERIA, CRITERIA, AmbiguityCriterion, Criterion
 from engine.decision_change import decision_change_scores
 from engine.neighbors import ReverseIndex
 from engine.ranking import baseline_scores, check_update, ranking_order
@@ -62,9 +62,6 @@ __all__ = [
     "ranking_order",
     "IncrementalRanker",
 ]
-
-Criterion = Literal["apl", "pl", "participation", "most_partial", "random", "decision_change"]
-
 
 def query_scores(
     idx: np.ndarray,
@@ -148,7 +145,7 @@ def changed_pairs(
     w: np.ndarray,
     Y: np.ndarray | CandidateSets,
     *,
-    criterion: Literal["apl", "pl"] = "apl",
+    criterion: AmbiguityCriterion = "apl",
     targets: np.ndarray | None = None,
     time_limit: float = 10.0,
     validate: bool = True,
@@ -178,7 +175,9 @@ def changed_pairs(
 # --------------------------------------------------------------------------- kernels
 
 
-def _answer_triples(idx: np.ndarray, w: np.ndarray, sets: CandidateSets, rows: np.ndarray):
+def _answer_triples(
+    idx: np.ndarray, w: np.ndarray, sets: CandidateSets, rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every (target row, neighbour position, answer label) that could move a decision.
 
     Only partial neighbours of positive weight, in the given target rows.
@@ -236,7 +235,8 @@ def _apl_decisions_moved(smin: np.ndarray, smax: np.ndarray, nl_old: np.ndarray,
     arg, first, second = _kernels.top_two(smax)
     gained_tie = ((smin >= first[:, None]) & ~nl_old).any(axis=1)
     gained_unique = (second < first) & (smin[rows, arg] >= second) & ~nl_old[rows, arg]
-    return apl_lost | gained_tie | gained_unique
+    moved: np.ndarray = apl_lost | gained_tie | gained_unique
+    return moved
 
 
 def _near_tie(smin: np.ndarray, smax: np.ndarray, *, scale: np.ndarray) -> np.ndarray:
@@ -251,15 +251,18 @@ def _near_tie(smin: np.ndarray, smax: np.ndarray, *, scale: np.ndarray) -> np.nd
     rows = np.arange(smin.shape[0])
     top_min = smin.max(axis=1)
     arg, first, second = _kernels.top_two(smax)
-    return (
+    near: np.ndarray = (
         (np.abs(smax - top_min[:, None]) <= tol[:, None]).any(axis=1)
         | (np.abs(smin - first[:, None]) <= tol[:, None]).any(axis=1)
         | (first - second <= tol)
         | (np.abs(smin[rows, arg] - second) <= tol)
     )
+    return near
 
 
-def _answered_bounds(idx, w, sets: CandidateSets, t: np.ndarray, j: np.ndarray, lam: np.ndarray):
+def _answered_bounds(
+    idx: np.ndarray, w: np.ndarray, sets: CandidateSets, t: np.ndarray, j: np.ndarray, lam: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Fresh neighbour-order bounds of targets ``t`` with neighbour ``j`` answered ``λ``."""
     n_labels = sets.dense.shape[1]
     rows = np.arange(t.size)
@@ -345,7 +348,7 @@ class IncrementalRanker:
     idx: np.ndarray
     w: np.ndarray
     Y: np.ndarray
-    criterion: Literal["apl", "pl"] = "apl"
+    criterion: AmbiguityCriterion = "apl"
     time_limit: float = 10.0
     random_state: int | np.random.Generator | None = field(default=None, repr=False)
     flags: np.ndarray = field(init=False, repr=False)
@@ -359,7 +362,7 @@ class IncrementalRanker:
         self.Y = check_candidates(self.Y).copy()
         self.idx, self.w = check_neighbors(self.idx, self.w, self.Y)
         check_choice(self.criterion, "criterion", AMBIGUITY_CRITERIA)
-        n = self.Y.shape[0]
+        n = int(self.Y.shape[0])
         self.reverse = ReverseIndex(self.idx, n)
         self.flags = changed_pairs(self.idx, self.w, self.Y, criterion=self.criterion, time_limit=self.time_limit, validate=False)
         self.scores = np.bincount(self.idx[self.flags], minlength=n).astype(np.float64)
@@ -399,7 +402,8 @@ class IncrementalRanker:
         # Only the targets holding the item can flag it: O(K · their number), not a scan of
         # the whole graph (10M entries at 1M items).
         holding = self.targets_of(item)
-        return holding[(self.flags[holding] & (self.idx[holding] == item)).any(axis=1)]
+        moved: np.ndarray = holding[(self.flags[holding] & (self.idx[holding] == item)).any(axis=1)]
+        return moved
 
     def label_sets(self) -> tuple[np.ndarray, np.ndarray]:
         """``NL`` and ``APL`` of every target, kept up to date by :meth:`update`."""

@@ -115,12 +115,13 @@ def _participation(idx: np.ndarray, w: np.ndarray, Y: np.ndarray, rng: np.random
 
 def _most_partial(idx: np.ndarray, w: np.ndarray, Y: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """Candidate-set size."""
-    return Y.sum(axis=1).astype(np.float64)
+    sizes: np.ndarray = Y.sum(axis=1).astype(np.float64)
+    return sizes
 
 
 def _random(idx: np.ndarray, w: np.ndarray, Y: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """Seeded uniform draws: a random order."""
-    return rng.random(Y.shape[0])
+    return rng.random(int(Y.shape[0]))
 
 
 #: Name → scoring function ``(idx, w, Y, rng) -> float array of shape (n_items,)`` of every
@@ -169,7 +170,7 @@ class StaticRanker:
         self.criterion = check_choice(criterion, "criterion", BASELINE_CRITERIA)
         rng = np.random.default_rng(random_state)
         self.scores = baseline_scores(self.idx, self.w, self.Y, self.criterion, rng)
-        self._keys = None if random_state is None else rng.random(self.Y.shape[0])
+        self._keys = None if random_state is None else rng.random(int(self.Y.shape[0]))
         self._reverse: ReverseIndex | None = None
 
     def update(self, items: Any, candidates: Any) -> np.ndarray:

@@ -153,7 +153,7 @@ class NoisyOracle:
         self.epsilon = float(epsilon)
         self.noise = noise
         rng = np.random.default_rng(seed)
-        n = self.true_labels.shape[0]
+        n = int(self.true_labels.shape[0])
         self._wrong = rng.random(n) < self.epsilon
         self._pick = rng.random(n)
 
@@ -361,7 +361,7 @@ def run_campaign(
             raise InvalidInput(f"strategy {strategy.name!r} must pick 1..{size} distinct partial items; picked {picks.tolist()}")
         elapsed = time.perf_counter() - started
         labels, wrong = oracle.answer(picks, Y[picks])
-        for item, label in zip(picks, labels):
+        for item, label in zip(picks, labels, strict=True):
             Y[item] = False
             Y[item, label] = True
         started = time.perf_counter()
@@ -388,7 +388,10 @@ def _minmax(X_train: np.ndarray, X_test: np.ndarray) -> tuple[np.ndarray, np.nda
     return (X_train - low) / span, (X_test - low) / span
 
 
-def _campaign_task(X, Y, y, test_fraction, scale, seed, spec, options) -> list[dict[str, Any]]:
+def _campaign_task(
+    X: np.ndarray, Y: np.ndarray, y: np.ndarray, test_fraction: float, scale: bool, seed: int,
+    spec: str | Strategy, options: dict[str, Any],
+) -> list[dict[str, Any]]:
     """One campaign of :func:`simulate` on seed ``seed``'s split (runs in a worker with n_jobs > 1)."""
     train, test = _split(X.shape[0], test_fraction, seed)
     X_train, X_test = (_minmax(X[train], X[test]) if scale else (X[train], X[test]))
@@ -459,7 +462,8 @@ def simulate(
     check_scalar(test_fraction, "test_fraction", kind=Real, min_value=0.0, max_value=1.0)
     if not 0.0 < test_fraction < 1.0:
         raise InvalidInput(f"test_fraction must be strictly between 0 and 1; got {test_fraction!r}")
-    if isinstance(seeds, Integral):
+    # int named beside the Integral ABC (numpy integers) for type checkers, which cannot narrow by an ABC.
+    if isinstance(seeds, (int, Integral)):
         check_scalar(seeds, "seeds", kind=Integral, min_value=1)
         seeds = range(int(seeds))
     seeds = [int(s) for s in seeds]

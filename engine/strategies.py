@@ -68,7 +68,7 @@ import numpy as np
 
 from engine._kernels import candidate_votes, normalise_rows, top_two
 from engine._validation import check_choice, check_scalar
-from engine.choices import AMBIGUITY_CRITERIA, DEFAULT_STRATEGY, STRATEGY_NAMES
+from engine.choices import AMBIGUITY_CRITERIA, DEFAULT_STRATEGY, STRATEGY_NAMES, AmbiguityCriterion
 from engine.decision_change import DecisionChangeRanker
 from engine.dst import transductive_decisions
 from engine.query import IncrementalRanker
@@ -121,7 +121,8 @@ class CampaignContext:
     @property
     def partial(self) -> np.ndarray:
         """Bool array of shape (n_instances,): candidate set of two or more labels."""
-        return self.candidates.sum(axis=1) >= 2
+        partial: np.ndarray = self.candidates.sum(axis=1) >= 2
+        return partial
 
 
 # --------------------------------------------------------------------------- strategies
@@ -208,7 +209,9 @@ class AmbiguityStrategy(RankerStrategy):
         Seconds per exact-solver call (``pl``).
     """
 
-    def __init__(self, criterion: str = "apl", *, n_targets: int | None = None, time_limit: float = 10.0) -> None:
+    def __init__(
+        self, criterion: AmbiguityCriterion = "apl", *, n_targets: int | None = None, time_limit: float = 10.0
+    ) -> None:
         super().__init__()
         check_choice(criterion, "criterion", AMBIGUITY_CRITERIA)
         if n_targets is not None:
@@ -281,13 +284,16 @@ class VoteUncertaintyStrategy(Strategy):
 
     def scores(self, context: CampaignContext) -> np.ndarray:
         p = candidate_vote_scores(context)
+        uncertainty: np.ndarray
         if self.measure == "least_confidence":
-            return 1.0 - p.max(axis=1)
-        if self.measure == "margin":
+            uncertainty = 1.0 - p.max(axis=1)
+        elif self.measure == "margin":
             _, first, second = top_two(p)
-            return 1.0 - (first - np.maximum(second, 0.0))  # one label: the runner-up scores 0
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return -np.where(p > 0, p * np.log(p), 0.0).sum(axis=1)
+            uncertainty = 1.0 - (first - np.maximum(second, 0.0))  # one label: the runner-up scores 0
+        else:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                uncertainty = -np.where(p > 0, p * np.log(p), 0.0).sum(axis=1)
+        return uncertainty
 
 
 class DstMarginStrategy(Strategy):

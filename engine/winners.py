@@ -31,7 +31,7 @@ to query partially labelled data. DA2PL 2016.
 from __future__ import annotations
 
 from numbers import Integral
-from typing import Literal
+from typing import Literal, overload
 
 import numpy as np
 
@@ -213,6 +213,30 @@ def ambiguous_targets(necessary: np.ndarray, possible: np.ndarray) -> np.ndarray
     return _kernels.open_rows(nl, pl)
 
 
+@overload
+def possible_labels(
+    idx: np.ndarray,
+    w: np.ndarray,
+    Y: np.ndarray,
+    *,
+    method: Literal["auto", "flow", "cpsat"] = ...,
+    time_limit: float = ...,
+    return_stats: Literal[False] = ...,
+) -> np.ndarray: ...
+
+
+@overload
+def possible_labels(
+    idx: np.ndarray,
+    w: np.ndarray,
+    Y: np.ndarray,
+    *,
+    method: Literal["auto", "flow", "cpsat"] = ...,
+    time_limit: float = ...,
+    return_stats: Literal[True],
+) -> tuple[np.ndarray, dict[str, float]]: ...
+
+
 def possible_labels(
     idx: np.ndarray,
     w: np.ndarray,
@@ -221,7 +245,7 @@ def possible_labels(
     method: Literal["auto", "flow", "cpsat"] = "auto",
     time_limit: float = 10.0,
     return_stats: bool = False,
-):
+) -> np.ndarray | tuple[np.ndarray, dict[str, float]]:
     """Exact possible labels: those that win (ties included) in at least one completion.
 
     Cheap decisions come first (``NL ⊆ PL ⊆ APL``, then a greedy completion as a witness);

@@ -27,8 +27,8 @@ from app.io.readers import (
 from app.io.readers.answers import ANSWER_EXTENSIONS, AnswerRow, read_answers
 from app.io.writers import (
     CONTENT_COLUMNS,
-    LABELLED_COLUMNS,
     EXPORT_ONLY_COLUMNS,
+    LABELLED_COLUMNS,
     RANKED_COLUMNS,
     TABLE_EXTENSIONS,
     labelled_dataset_table,

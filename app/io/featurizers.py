@@ -159,7 +159,8 @@ def _quoted(text: str) -> str:
 
 def _npz_bytes(**arrays: np.ndarray) -> bytes:
     buffer = io.BytesIO()
-    np.savez_compressed(buffer, **arrays)
+    # numpy's stub reads a ** mapping as possibly holding allow_pickle (a bool); these are arrays.
+    np.savez_compressed(buffer, **arrays)  # type: ignore[arg-type]
     return buffer.getvalue()
 
 
@@ -287,7 +288,7 @@ class TextFeaturizer:
             raise TypeError("texts must be a sequence of strings, not a single string")
         texts = list(texts)
         numbers = _row_numbers(rows, len(texts))
-        for text, row in zip(texts, numbers):
+        for text, row in zip(texts, numbers, strict=True):
             if text is None or (isinstance(text, float) and math.isnan(text)):
                 raise ContentError("the text is empty", row=row)
             if not isinstance(text, str):
@@ -299,7 +300,7 @@ class TextFeaturizer:
     def _check_words(self, texts: list[str], numbers: Sequence[int], counts: Any | None) -> None:
         """Refuse a text without a single word; only rows with no counted term are analysed."""
         analyse = self._vectorizer().build_analyzer()
-        suspects = range(len(texts)) if counts is None else np.flatnonzero(np.diff(counts.tocsr().indptr) == 0)
+        suspects = range(len(texts)) if counts is None else np.flatnonzero(np.diff(counts.tocsr().indptr) == 0).tolist()
         for i in suspects:
             if not analyse(texts[i]):
                 raise ContentError(
@@ -661,7 +662,7 @@ class ImageFeaturizer:
         sides = {"thumbnail": params["thumbnail_side"], "hog": params["hog_side"],
                  "histogram": 32, "pixels": params["pixels_side"]}
         out = np.empty((len(images), self.dimension_), dtype=np.float64)
-        for i, (image, row) in enumerate(zip(images, numbers)):
+        for i, (image, row) in enumerate(zip(images, numbers, strict=True)):
             rgb = _as_rgb_array(image, row, params["max_pixels"])
             parts = []
             for block in params["blocks"]:
@@ -840,7 +841,7 @@ class SentenceEmbedder(_LocalModelEmbedder):
             See :meth:`load`.
         """
         texts = list(texts)
-        for text, row in zip(texts, _row_numbers(rows, len(texts))):
+        for text, row in zip(texts, _row_numbers(rows, len(texts)), strict=True):
             if not isinstance(text, str) or not text.strip():
                 raise ContentError("the text is empty", row=row)
         self.load()
@@ -900,7 +901,7 @@ class ClipEmbedder(_LocalModelEmbedder):
         out = []
         for start in range(0, len(images), self.batch_size):
             batch = []
-            for image, row in zip(images[start:start + self.batch_size], numbers[start:start + self.batch_size]):
+            for image, row in zip(images[start:start + self.batch_size], numbers[start:start + self.batch_size], strict=True):
                 if isinstance(image, (str, os.PathLike)):
                     try:
                         rgb = load_image(image, max_pixels=self.max_pixels, max_side=1024)

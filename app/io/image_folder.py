@@ -232,7 +232,7 @@ def _read_with_csv(root: Path, labels: Path, unlisted: str, max_pixels: int) -> 
     seen_ids: dict[str, int] = {}
     for index, record in enumerate(table.itertuples(index=False)):
         row = index + 1
-        cells = dict(zip(columns, record))
+        cells = dict(zip(columns, record, strict=True))
         try:
             ref = resolve_media(cells[path_column], root, row=row, column=path_column)
         except ContentError as exc:

@@ -24,7 +24,7 @@ import os
 import re
 import zipfile
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO
 
 import numpy as np
 
@@ -113,7 +113,7 @@ def check_upload_size(file_name: str, nbytes: int) -> None:
         )
 
 
-def npy_header(handle: BinaryIO, path: str | os.PathLike[str], what: str) -> tuple[tuple[int, ...], np.dtype, int]:
+def npy_header(handle: IO[bytes], path: str | os.PathLike[str], what: str) -> tuple[tuple[int, ...], np.dtype, int]:
     """Shape, dtype and header length of the ``.npy`` stream ``handle`` (positioned at 0).
 
     Reads only the header: nothing the header describes is allocated.

@@ -29,12 +29,15 @@ import stat
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlsplit
 
 import numpy as np
 
 from engine.exceptions import InvalidInput
+
+if TYPE_CHECKING:
+    from PIL.Image import Image as PillowImage
 
 __all__ = [
     "AUDIO_MIME_TYPES",
@@ -269,7 +272,7 @@ def _resolve_url(text: str, scheme: str, *, row: int | None, column: str | None)
         )
     try:
         parts = urlsplit(text)
-        parts.port  # noqa: B018 - raises ValueError on a malformed port
+        _ = parts.port  # reading the port raises ValueError on a malformed one
     except ValueError as exc:
         raise ContentError(f"{_shown(text)} is not a valid URL ({exc})", row=row, column=column) from None
     if not parts.hostname:
@@ -335,7 +338,7 @@ def _check_max_pixels(max_pixels: int) -> None:
         raise ValueError(f"max_pixels must be at least 1, got {max_pixels}")
 
 
-def _open_image(path: str | os.PathLike[str], max_pixels: int):
+def _open_image(path: str | os.PathLike[str], max_pixels: int) -> PillowImage:
     """Open ``path`` lazily (header only) and check format and size; returns the open image."""
     from PIL import Image, UnidentifiedImageError
 
@@ -454,7 +457,7 @@ def load_image(
     return np.asarray(rgb, dtype=np.uint8).copy()
 
 
-def _to_rgb(image) -> object:
+def _to_rgb(image: PillowImage) -> PillowImage:
     """Convert any Pillow mode to 8-bit RGB, keeping colour and scaling high bit depths."""
     from PIL import Image
 

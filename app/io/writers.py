@@ -178,8 +178,8 @@ def ranked_query_table(
     Returns
     -------
     pandas.DataFrame
-        Columns :data:`RANKED_COLUMNS` (then the content columns), documented in this module's docstring; one row per item
-        whose candidate set has two or more labels, in the order of
+        Columns :data:`RANKED_COLUMNS` (then the content columns), documented in this module's
+        docstring; one row per item whose candidate set has two or more labels, in the order of
         :func:`engine.query.ranking_order` (deferred last, ``score`` descending, ties in
         dataset order). ``df.attrs`` holds ``table="ranked_queries"``, ``criterion`` and ``params``
         (used by :func:`write_table` for JSON).
@@ -318,7 +318,7 @@ def labelled_dataset_table(
         "candidates": pd.Series([_join(names, row) for row in Y], dtype=object),
         "n_candidates": sizes.astype(np.int64),
         "label": pd.Series(
-            [names[int(np.argmax(row))] if s == 1 and not flag else None for row, s, flag in zip(Y, sizes, flagged)],
+            [names[int(np.argmax(row))] if s == 1 and not flag else None for row, s, flag in zip(Y, sizes, flagged, strict=True)],
             dtype=object,
         ),
         "resolved": resolved_arr.astype(bool),
@@ -555,7 +555,7 @@ def _json_payload(df: pd.DataFrame) -> Any:
 
 
 def _join(names: Sequence[str], row: np.ndarray) -> str:
-    return "|".join(names[j] for j in np.flatnonzero(row))
+    return "|".join(names[j] for j in np.flatnonzero(row).tolist())
 
 
 def _flags(values: Any, name: str, n: int) -> np.ndarray:

@@ -29,8 +29,8 @@ Modules
 from app.store.checks import check_name
 from app.store.datasets import (
     CheckedDataset,
-    DatasetSpec,
     DatasetContent,
+    DatasetSpec,
     StoredFeaturizer,
     check_dataset,
     check_dataset_name_free,
@@ -54,13 +54,13 @@ from app.store.db import (
     write_transaction,
 )
 from app.store.derive import (
+    VERDICT_KINDS,
     Conflict,
     DerivedState,
     EventRecord,
     ItemState,
     SessionConfig,
     SessionState,
-    VERDICT_KINDS,
     active_events,
     derive_item,
     derive_state,
@@ -68,10 +68,26 @@ from app.store.derive import (
     event_to_undo,
 )
 from app.store.errors import InvalidRecord, PermissionDenied, RecordNotFound, StoreUnavailable
-from app.store.events import IDEMPOTENCY_KEY_MAX, count_events, event_log, instance_position, record_event, session_events
+from app.store.events import (
+    IDEMPOTENCY_KEY_MAX,
+    count_events,
+    event_log,
+    instance_position,
+    record_event,
+    session_events,
+)
 from app.store.features import feature_matrix_stored, load_feature_matrix, save_feature_matrix
 from app.store.graphs import StoredGraph, find_graph, graph_hashes, save_graph, session_dataset_size
-from app.store.hotkeys import ACTION_KEYS, LABEL_KEYS, RESERVED_KEYS, check_hotkeys, default_hotkeys, set_session_hotkeys
+from app.store.hotkeys import (
+    ACTION_KEYS,
+    LABEL_KEYS,
+    RESERVED_KEYS,
+    check_hotkeys,
+    default_hotkeys,
+    set_session_hotkeys,
+)
+from app.store.labels import LabelSettings, audit_draws, label_settings, save_audit_draws, set_label_settings
+from app.store.leases import LEASE_TTL, ItemProgress, item_progress, lease_holders, next_item, release_lease
 from app.store.models import (
     CRITERIA,
     EVENT_KINDS,
@@ -83,10 +99,18 @@ from app.store.models import (
     AnswerEvent,
     Base,
     Dataset,
-    Instance,
     FeatureBlock,
+    Instance,
     LabellingSession,
     NeighbourGraph,
+)
+from app.store.policies import (
+    READ_ACTIONS,
+    SESSION_ACTIONS,
+    authorize_audit,
+    authorize_session,
+    authorize_upload,
+    session_actions,
 )
 from app.store.records import get_or_create_annotator
 from app.store.sessions import (
@@ -99,14 +123,8 @@ from app.store.sessions import (
     load_state,
     session_configs,
 )
-from app.store.policies import (
-    READ_ACTIONS,
-    SESSION_ACTIONS,
-    authorize_audit,
-    authorize_session,
-    authorize_upload,
-    session_actions,
-)
+from app.store.sign_ins import SIGN_IN_LIFETIME, end_sign_in_session, signed_in_user, start_sign_in_session, token_hash
+from app.store.staging import ImportResult, import_dataset, remove_abandoned_imports
 from app.store.users import (
     SignInResult,
     UserInfo,
@@ -126,10 +144,6 @@ from app.store.users import (
     unknown_name_tag,
     users_exist,
 )
-from app.store.sign_ins import SIGN_IN_LIFETIME, end_sign_in_session, signed_in_user, start_sign_in_session, token_hash
-from app.store.labels import LabelSettings, audit_draws, label_settings, save_audit_draws, set_label_settings
-from app.store.leases import LEASE_TTL, ItemProgress, item_progress, lease_holders, next_item, release_lease
-from app.store.staging import ImportResult, import_dataset, remove_abandoned_imports
 
 __all__ = [
     # db

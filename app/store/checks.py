@@ -68,4 +68,4 @@ def describe_row(position: int, external_ids: Sequence[str] | None) -> str:
 
 def format_label_set(names: Sequence[str], mask: np.ndarray) -> str:
     """A candidate set in messages: ``{'cat', 'dog'}``."""
-    return "{" + ", ".join(repr(names[j]) for j in np.flatnonzero(mask)) + "}"
+    return "{" + ", ".join(repr(names[j]) for j in np.flatnonzero(mask).tolist()) + "}"

@@ -290,7 +290,7 @@ def dataset_content(session: Session, dataset_id: int) -> DatasetContent:
         .where(Instance.dataset_id == dataset_id)
         .order_by(Instance.position)
     ).all()
-    texts, paths, kinds, links = zip(*rows) if rows else ((), (), (), ())
+    texts, paths, kinds, links = zip(*rows, strict=True) if rows else ((), (), (), ())
     return DatasetContent(dataset.media_root, tuple(texts), tuple(paths), tuple(kinds), tuple(links))
 
 
@@ -438,12 +438,12 @@ def _check_true_labels(true_labels: Any, Y: np.ndarray, labels: Sequence[str], i
         raise InvalidRecord(
             f"true_labels: {describe_row(row, ids)} has label {truth[row]}, not -1 or an index in [0, {m})", row=row
         )
-    row = first_true_label_outside(truth, Y)
-    if row is not None:
+    outside = first_true_label_outside(truth, Y)
+    if outside is not None:
         raise InvalidRecord(
-            f"true_labels: {describe_row(row, ids)} has true label {labels[truth[row]]!r} "
-            f"outside its candidate set {format_label_set(labels, Y[row])}",
-            row=row,
+            f"true_labels: {describe_row(outside, ids)} has true label {labels[truth[outside]]!r} "
+            f"outside its candidate set {format_label_set(labels, Y[outside])}",
+            row=outside,
         )
     return truth if (truth >= 0).any() else None
 
@@ -503,7 +503,7 @@ def _check_content(
     paths = _optional_strings(media_paths, "media_paths", n)
     kinds = _optional_strings(media_kinds, "media_kinds", n)
     link_values = _optional_strings(links, "links", n)
-    for position, (path, kind) in enumerate(zip(paths, kinds)):
+    for position, (path, kind) in enumerate(zip(paths, kinds, strict=True)):
         where = describe_row(position, ids)
         if (path is None) != (kind is None):
             raise InvalidRecord(f"media_paths/media_kinds: {where} has a media path without a kind or a kind "

@@ -340,7 +340,9 @@ def _check_same_request(
         differences.append(f"item {earlier_instance.external_id!r}, not {instance.external_id!r}")
     label_index = _label_index(label, names) if label is not None else None
     if label_index != earlier.label:
-        shown = (lambda j: repr(names[j]) if j is not None else "no label")  # noqa: E731
+        def shown(j: int | None) -> str:
+            return repr(names[j]) if j is not None else "no label"
+
         differences.append(f"label {shown(earlier.label)}, not {shown(label_index)}")
     if differences:
         raise InvalidRecord(

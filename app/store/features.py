@@ -170,6 +170,8 @@ def load_feature_matrix(session: Session, dataset_id: int, n_instances: int, n_f
         data = session.scalar(
             select(FeatureBlock.data).where(FeatureBlock.dataset_id == dataset_id, FeatureBlock.start == start)
         )
+        if data is None:  # deleted since the blocks were listed: they no longer cover the matrix
+            return None
         X[start : start + rows] = decode_block(data, rows, n_features, where=f"feature block {start} of dataset {dataset_id}")
     return X
 

@@ -12,8 +12,9 @@ Features
     reading the whole matrix; the rows are written by the same bulk ``INSERT`` as the rest of
     the instance). Opening a session needs the whole matrix, and a blob per row makes a
     million small values to read (about 1 s at 1M items on a quiet machine, several under
-    load), so each published dataset also keeps its matrix in a few blocks (:class:`FeatureBlock`, :mod:`app.store.features`): ``.npy`` bytes of up to
-    64 MiB each, well below SQLite's 1 GB limit on one value.
+    load), so each published dataset also keeps its matrix in a few blocks
+    (:class:`FeatureBlock`, :mod:`app.store.features`): ``.npy`` bytes of up to 64 MiB each,
+    well below SQLite's 1 GB limit on one value.
 Candidate sets
     A bitmask string (:func:`encode_candidate_mask`): the hex digits of the row packed
     little-endian into bytes, so bit ``j`` of byte ``j // 8`` is label ``j`` (``{0, 3}`` is
@@ -34,11 +35,10 @@ Answer events
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timezone
-from typing import Any
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-
 from sqlalchemy import (
     JSON,
     Boolean,
@@ -51,6 +51,7 @@ from sqlalchemy import (
     LargeBinary,
     MetaData,
     String,
+    Table,
     Text,
     UniqueConstraint,
     true,
@@ -183,7 +184,7 @@ def decode_candidate_masks(masks: Sequence[str], n_labels: int) -> np.ndarray:
 
 def utcnow() -> datetime:
     """The current time, timezone-aware, in UTC."""
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def _in_list(column: str, values: tuple[str, ...]) -> str:
@@ -205,19 +206,24 @@ class UTCDateTime(TypeDecorator[datetime]):
             return None
         if value.tzinfo is None:
             raise TypeError(f"naive datetime {value!r}: store timezone-aware UTC timestamps")
-        value = value.astimezone(timezone.utc)
+        value = value.astimezone(UTC)
         return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
 
     def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
         if value is None:
             return None
         if value.tzinfo is None:
-            return value.replace(tzinfo=timezone.utc)
-        return value.astimezone(timezone.utc)
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
 
 
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+    if TYPE_CHECKING:
+        # Every model is mapped to one Table (never a join or a select), which the Core bulk
+        # inserts and deletes of the store pass to insert()/delete().
+        __table__: ClassVar[Table]
 
 
 class Dataset(Base):

@@ -39,7 +39,8 @@ def dataset_of(session: Session, labelling: LabellingSession) -> Dataset:
     dataset = session.get(Dataset, labelling.dataset_id)
     if dataset is None:  # the foreign key forbids it; a store edited by hand could still lack it
         raise RecordNotFound(
-            f"labelling session {labelling.name!r} names dataset_id {labelling.dataset_id}, which the store does not hold"
+            f"labelling session {labelling.name!r} names dataset_id {labelling.dataset_id}, "
+            "which the store does not hold"
         )
     return dataset
 

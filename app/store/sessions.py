@@ -29,8 +29,8 @@ from app.store.models import (
     decode_candidate_masks,
     utcnow,
 )
-from app.store.records import dataset_of, get_labelling_session
 from app.store.policies import authorize_session, visible_session_ids
+from app.store.records import dataset_of, get_labelling_session
 from engine.choices import DEFAULT_STRATEGY
 
 __all__ = [
@@ -219,7 +219,7 @@ def load_state(session: Session, session_id: int) -> SessionState:
     )
     if len(rows) != n:  # pragma: no cover - create_dataset writes all rows or none
         raise InvalidRecord(f"dataset {dataset.name!r} holds {len(rows)} instances, expected {n}")
-    ids_col, external_col, masks_col, truth_col = zip(*rows) if rows else ((), (), (), ())
+    ids_col, external_col, masks_col, truth_col = zip(*rows, strict=True) if rows else ((), (), (), ())
     instance_ids = np.fromiter(ids_col, dtype=np.int64, count=n)
     original = decode_candidate_masks(masks_col, m)
     true_labels = None

@@ -12,8 +12,9 @@ from __future__ import annotations
 import hashlib
 import secrets
 from datetime import datetime, timedelta
+from typing import Any, cast
 
-from sqlalchemy import select, update
+from sqlalchemy import CursorResult, select, update
 from sqlalchemy.orm import Session
 
 from app.store.errors import RecordNotFound
@@ -85,4 +86,4 @@ def end_sign_in_session(session: Session, handle: str | None, *, now: datetime |
         .where(SignInSession.token_hash == handle, SignInSession.ended_at.is_(None))
         .values(ended_at=now or utcnow())
     )
-    return bool(result.rowcount)
+    return bool(cast(CursorResult[Any], result).rowcount)  # an UPDATE's result is a cursor result

@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import functools
 import os
 import socket
 import struct
@@ -43,8 +44,9 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
-from sqlalchemy import Connection, Engine, delete, func, select, update
+from sqlalchemy import Connection, CursorResult, Engine, delete, func, select, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -116,7 +118,7 @@ def importer_name() -> str:
 
 
 def import_dataset(
-    Session: sessionmaker[Session],
+    session_factory: sessionmaker[Session],
     dataset: CheckedDataset,
     *,
     labelling: SessionSpec | None = None,
@@ -127,7 +129,7 @@ def import_dataset(
 
     Parameters
     ----------
-    Session : sessionmaker
+    session_factory : sessionmaker
         From :func:`app.store.open_store`.
     dataset : CheckedDataset
         From :func:`app.store.check_dataset` (the caller turns its errors into messages about
@@ -165,24 +167,25 @@ def import_dataset(
     if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
         raise InvalidRecord(f"batch_rows must be an int >= 1, got {batch_rows!r}")
 
-    bind = Session.kw.get("bind")
+    bind = session_factory.kw.get("bind")
     pause = SQLITE_STAGE_PAUSE if bind is not None and bind.dialect.name == "sqlite" else 0.0
-    remove_abandoned_imports(Session)
+    remove_abandoned_imports(session_factory)
     with contextlib.ExitStack() as stack:
         held = _HeldLocks(stack)
-        dataset_id = write_transaction(Session, lambda s: _reserve(s, checked, labelling, held))
-        return _stage_and_publish(Session, dataset_id, checked, labelling, batch_rows, pause, on_batch)
+        dataset_id = write_transaction(session_factory, lambda s: _reserve(s, checked, labelling, held))
+        return _stage_and_publish(session_factory, dataset_id, checked, labelling, batch_rows, pause, on_batch)
 
 
 def _stage_and_publish(
-    Session: sessionmaker[Session], dataset_id: int, checked: CheckedDataset, labelling: SessionSpec | None,
+    session_factory: sessionmaker[Session], dataset_id: int, checked: CheckedDataset, labelling: SessionSpec | None,
     batch_rows: int, pause: float, on_batch: Callable[[int, int], None] | None,
 ) -> ImportResult:
     try:
         n = checked.n_instances
         for start in range(0, n, batch_rows):
             stop = min(n, start + batch_rows)
-            write_transaction(Session, lambda s, a=start, b=stop: _stage(s, dataset_id, checked, a, b))
+            stage = functools.partial(_stage, dataset_id=dataset_id, checked=checked, start=start, stop=stop)
+            write_transaction(session_factory, stage)
             if pause and stop < n:
                 time.sleep(pause)
             if start == 0:
@@ -190,30 +193,30 @@ def _stage_and_publish(
             if on_batch is not None:
                 on_batch(stop, n)
         crash_point("import-before-publish")
-        session_id = write_transaction(Session, lambda s: _publish(s, dataset_id, checked, labelling))
+        session_id = write_transaction(session_factory, lambda s: _publish(s, dataset_id, checked, labelling))
     except BaseException:
         try:
-            _discard(Session, dataset_id)
-        except Exception:  # noqa: BLE001 - the first error is the one to report; the next start cleans up
+            _discard(session_factory, dataset_id)
+        except Exception:  # the first error is the one to report; the next start cleans up
             pass
         raise
     return ImportResult(dataset_id, checked.n_instances, session_id)
 
 
-def remove_abandoned_imports(Session: sessionmaker[Session]) -> list[str]:
+def remove_abandoned_imports(session_factory: sessionmaker[Session]) -> list[str]:
     """Remove the unpublished datasets whose import will never finish; returns their names.
 
     An import is abandoned when nobody holds its lock (see the module docstring): its process
     is gone, on whatever host or in whatever PID namespace it ran. Imports still running are
     left alone, however long they take.
     """
-    with Session() as s:
+    with session_factory() as s:
         staged = s.execute(select(Dataset.id, Dataset.name).where(~Dataset.published)).all()
-    bind = _engine_of(Session)
+    bind = _engine_of(session_factory)
     removed = []
     for dataset_id, name in staged:
         if not _import_running(bind, dataset_id):
-            _discard(Session, dataset_id)
+            _discard(session_factory, dataset_id)
             removed.append(name)
     return removed
 
@@ -239,9 +242,8 @@ def _reserve(
 
 
 def _stage(s: Session, dataset_id: int, checked: CheckedDataset, start: int, stop: int) -> None:
-    touched = s.execute(
-        update(Dataset).where(Dataset.id == dataset_id, ~Dataset.published).values(staged_at=utcnow())
-    ).rowcount
+    result = s.execute(update(Dataset).where(Dataset.id == dataset_id, ~Dataset.published).values(staged_at=utcnow()))
+    touched = cast(CursorResult[Any], result).rowcount  # an UPDATE's result is a cursor result
     if touched != 1:
         raise StoreUnavailable(
             f"the import of dataset {checked.name!r} was removed while it ran (taken for abandoned); run it again"
@@ -273,19 +275,20 @@ def _publish(s: Session, dataset_id: int, checked: CheckedDataset, labelling: Se
     return session.id
 
 
-def _discard(Session: sessionmaker[Session], dataset_id: int) -> None:
+def _discard(session_factory: sessionmaker[Session], dataset_id: int) -> None:
     """Delete an unpublished dataset, its instances a batch per transaction, then its row."""
 
     def delete_batch(s: Session) -> int:
         if s.scalar(select(Dataset.published).where(Dataset.id == dataset_id)) is not False:
             return 0  # published meanwhile, or already gone: not ours to delete
         positions = select(Instance.id).where(Instance.dataset_id == dataset_id).limit(STAGE_ROWS)
-        return s.execute(delete(Instance).where(Instance.id.in_(positions.scalar_subquery()))).rowcount
+        result = s.execute(delete(Instance).where(Instance.id.in_(positions.scalar_subquery())))
+        return cast(CursorResult[Any], result).rowcount
 
-    while write_transaction(Session, delete_batch):
+    while write_transaction(session_factory, delete_batch):
         pass
     write_transaction(
-        Session, lambda s: s.execute(delete(Dataset).where(Dataset.id == dataset_id, ~Dataset.published))
+        session_factory, lambda s: s.execute(delete(Dataset).where(Dataset.id == dataset_id, ~Dataset.published))
     )
 
 
@@ -310,8 +313,8 @@ class _HeldLocks:
             self._ids.add(dataset_id)
 
 
-def _engine_of(Session: sessionmaker[Session] | Session) -> Engine:
-    bind = Session.kw.get("bind") if isinstance(Session, sessionmaker) else Session.get_bind()
+def _engine_of(source: sessionmaker[Session] | Session) -> Engine:
+    bind = source.kw.get("bind") if isinstance(source, sessionmaker) else source.get_bind()
     if isinstance(bind, Connection):
         bind = bind.engine
     if not isinstance(bind, Engine):

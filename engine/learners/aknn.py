@@ -81,7 +81,7 @@ class PlAknnClassifier(BaseEstimator):
         self.delta = delta
         self.max_iter = max_iter
 
-    def fit(self, X: Any, Y: Any) -> "PlAknnClassifier":
+    def fit(self, X: Any, Y: Any) -> PlAknnClassifier:
         """Store the training data and the threshold constant.
 
         Parameters

@@ -112,7 +112,7 @@ class _OnlinePartialLabelBase(BaseEstimator):
         self.t_ = 0
         self.n_updates_ = 0
 
-    def fit(self, X: Any, Y: Any) -> "_OnlinePartialLabelBase":
+    def fit(self, X: Any, Y: Any) -> _OnlinePartialLabelBase:
         """Start from ``W = 0`` and make ``n_epochs`` passes over the examples.
 
         With the defaults (one epoch, no shuffling) this equals a fresh model updated by
@@ -138,7 +138,7 @@ class _OnlinePartialLabelBase(BaseEstimator):
             self._update_stream(Xa[order], Y[order])
         return self
 
-    def partial_fit(self, X: Any, Y: Any, *, n_labels: int | None = None) -> "_OnlinePartialLabelBase":
+    def partial_fit(self, X: Any, Y: Any, *, n_labels: int | None = None) -> _OnlinePartialLabelBase:
         """Update the model with the examples of ``X`` in row order, one at a time.
 
         Parameters
@@ -193,10 +193,11 @@ class _OnlinePartialLabelBase(BaseEstimator):
         -------
         labels : int array of shape (n_targets,)
         """
-        return self.decision_function(X).argmax(axis=1)
+        labels: np.ndarray = self.decision_function(X).argmax(axis=1)
+        return labels
 
     def _update_stream(self, X: np.ndarray, Y: np.ndarray) -> None:
-        for x, cand in zip(X, Y):
+        for x, cand in zip(X, Y, strict=True):
             self._update_one(x, cand)
 
 

@@ -61,7 +61,7 @@ class PlKnnClassifier(BaseEstimator):
         self.weights = weights
         self.random_state = random_state
 
-    def fit(self, X: Any, Y: Any) -> "PlKnnClassifier":
+    def fit(self, X: Any, Y: Any) -> PlKnnClassifier:
         """Store the training data.
 
         Parameters

@@ -105,7 +105,7 @@ class RkNNClassifier(BaseEstimator):
         self.n_neighbors = n_neighbors
         self.n_neighbors_noise = n_neighbors_noise
 
-    def fit(self, X: Any, y: Any) -> "RkNNClassifier":
+    def fit(self, X: Any, y: Any) -> RkNNClassifier:
         """Store the data and estimate the noise proportions with the k'-NN.
 
         Parameters
@@ -127,7 +127,8 @@ class RkNNClassifier(BaseEstimator):
             raise InvalidInput(f"n_neighbors={self.n_neighbors} is larger than the number of training instances ({n})")
         if self.n_neighbors_noise >= n:
             raise InvalidInput(
-                f"n_neighbors_noise={self.n_neighbors_noise} must be smaller than the number of training instances ({n})"
+                f"n_neighbors_noise={self.n_neighbors_noise} must be smaller than "
+                f"the number of training instances ({n})"
             )
         idx, _ = knn_graph(X, k=self.n_neighbors_noise, exclude_self=True)
         eta_train = (y + y[idx].sum(axis=1)) / (self.n_neighbors_noise + 1)
@@ -153,7 +154,8 @@ class RkNNClassifier(BaseEstimator):
         """
         X = check_query(self, X, attribute="y_")
         idx, _ = knn_graph(self.X_, X, k=self.n_neighbors)
-        return self.y_[idx].mean(axis=1)
+        eta_hat: np.ndarray = self.y_[idx].mean(axis=1)
+        return eta_hat
 
     def predict(self, X: Any) -> np.ndarray:
         """k-NN decision with the one-sided noise correction.

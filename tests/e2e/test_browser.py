@@ -139,8 +139,10 @@ def sample_server(tmp_path: Path):
 
 @pytest.fixture
 def empty_server(tmp_path: Path):
-    """``winnow ui`` on an empty store; yields (base url, database path)."""
+    """``winnow ui`` on an empty store (made by ``winnow init``); yields (base url, database path)."""
     db = tmp_path / "e2e.db"
+    subprocess.run([str(Path(sys.executable).with_name("winnow")), "init", "--db", str(db)], check=True,
+                   capture_output=True, timeout=120)
     with serving(["--db", str(db)], tmp_path) as url:
         yield url, db
 
@@ -305,6 +307,8 @@ def create_session(page, query: QueryPage, name: str, data: Path | None = None, 
     if media:
         page.locator(".st-key-sessions_media_upload input[type='file']").set_input_files([str(p) for p in media])
         settle(page)
+    # A rerun may briefly show the field twice (the old one fading out): wait for one.
+    expect(page.locator(".st-key-sessions_new_name input")).to_have_count(1, timeout=60_000)
     page.locator(".st-key-sessions_new_name input").fill(name)
     page.locator(".st-key-sessions_new_name input").press("Enter")
     settle(page)

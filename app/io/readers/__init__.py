@@ -12,8 +12,9 @@ Supported formats (chosen by extension)
     column named ``true_label`` as the (optional, possibly blank) true label. Content columns
     (an item's text, image, audio clip, link; see :mod:`.content`) are named by the caller or
     found by name. Every other column is a numeric feature; a file without any gets features
-    computed from its content (or read from ``features_from``). ``.txt`` files have their delimiter detected from the header (tab, comma or
-    semicolon). Text must be UTF-8 (a BOM is fine) or UTF-16 with a BOM.
+    computed from its content (or read from ``features_from``). ``.txt`` files have their
+    delimiter detected from the header (tab, comma or semicolon). Text must be UTF-8 (a BOM is
+    fine) or UTF-16 with a BOM.
 ``.parquet``
     The same columns as CSV; candidates may also be a list column (``list<string>`` or
     ``list<int>``). A ``winnow.layout`` key in the schema metadata sets :attr:`LoadedDataset.layout`.

@@ -167,7 +167,7 @@ def check_true_in_candidates(
     """
     i = first_true_label_outside(true_labels, candidates)
     if i is not None:
-        in_set = LABEL_SEPARATOR.join(names[j] for j in np.flatnonzero(candidates[i]))
+        in_set = LABEL_SEPARATOR.join(names[j] for j in np.flatnonzero(candidates[i]).tolist())
         raise DataFileError(
             file, f"true label {quote(names[true_labels[i]])} is not in the item's candidate set {quote(in_set)}",
             row=rows[i] if rows is not None else i + 1, column=key, has_header=has_header,
@@ -281,15 +281,15 @@ def detect_layout(file: Path, feature_names: Sequence[str], declared: str | None
         if height * width != d:
             raise DataFileError(file, f"layout {quote(declared)} needs {height * width} features but there are {d}")
         return f"image:{height}x{width}"
-    flat = [_PIXEL.fullmatch(name) for name in feature_names]
-    if all(flat):
+    flat = [m for name in feature_names if (m := _PIXEL.fullmatch(name))]
+    if len(flat) == d:
         side = math.isqrt(d)
         indices = [int(m[1]) for m in flat]
         if side >= 2 and side * side == d and indices in (list(range(d)), list(range(1, d + 1))):
             return f"image:{side}x{side}"
         return None
-    grid = [_PIXEL_RC.fullmatch(name) for name in feature_names]
-    if all(grid) and d >= 4:
+    grid = [m for name in feature_names if (m := _PIXEL_RC.fullmatch(name))]
+    if len(grid) == d and d >= 4:
         cells = [(int(m[1]), int(m[2])) for m in grid]
         height = max(r for r, _ in cells) + 1
         width = max(c for _, c in cells) + 1

@@ -149,10 +149,10 @@ def resolve_content_columns(
         if role == "audio" and "image" in requested:
             continue
         for candidate in AUTO_COLUMNS[role]:
-            name = folded.get(candidate)
-            if name is not None and name not in used:
-                roles[role] = name
-                used.add(name)
+            found = folded.get(candidate)
+            if found is not None and found not in used:
+                roles[role] = found
+                used.add(found)
                 break
     if len(set(roles.values())) != len(roles):
         repeated = sorted({c for c in roles.values() if list(roles.values()).count(c) > 1})
@@ -162,7 +162,7 @@ def resolve_content_columns(
 
 def _text_cells(file: Path, values: list[Any], rows: Sequence[int], column: str, has_header: bool) -> list[str]:
     texts = []
-    for value, row in zip(values, rows):
+    for value, row in zip(values, rows, strict=True):
         if is_missing(value) or (isinstance(value, str) and not value.strip()):
             raise DataFileError(file, "the text is empty; every item needs its text", row=row, column=column,
                                 has_header=has_header)
@@ -177,7 +177,7 @@ def _text_cells(file: Path, values: list[Any], rows: Sequence[int], column: str,
 def _link_cells(file: Path, values: list[Any], rows: Sequence[int], column: str, has_header: bool,
                 root: Path) -> list[str | None]:
     links: list[str | None] = []
-    for value, row in zip(values, rows):
+    for value, row in zip(values, rows, strict=True):
         if is_missing(value) or (isinstance(value, str) and not value.strip()):
             links.append(None)  # a link is optional per item
             continue
@@ -225,8 +225,10 @@ def read_contents(
     links = (_link_cells(file, cells[roles["link"]], rows, roles["link"], has_header, root)
              if "link" in roles else None)
 
-    media_paths = media_kinds = media_files = None
-    media_root = None
+    media_paths: list[str | None] | None = None
+    media_kinds: list[str | None] | None = None
+    media_files: list[Path | None] | None = None
+    media_root: str | None = None
     media_column = roles.get("image") or roles.get("audio")
     if media_column is not None:
         kind = "image" if "image" in roles else "audio"
@@ -237,7 +239,7 @@ def read_contents(
                 kind = "audio"
         media_paths, media_kinds, media_files = [], [], []
         links = links if links is not None else [None] * len(rows)
-        for i, (value, row) in enumerate(zip(values, rows)):
+        for i, (value, row) in enumerate(zip(values, rows, strict=True)):
             try:
                 ref = resolve_media(value, root, row=row, column=media_column)
                 if ref.path is not None and kind == "image":

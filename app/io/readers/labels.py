@@ -55,7 +55,7 @@ def sort_label_names(names: Iterable[str]) -> list[str]:
             break
         numbers.append(value)
     else:
-        return [n for _, n in sorted(zip(numbers, unique), key=lambda pair: (pair[0], pair[1]))]
+        return [n for _, n in sorted(zip(numbers, unique, strict=True), key=lambda pair: (pair[0], pair[1]))]
     return sorted(unique, key=_natural_key)
 
 

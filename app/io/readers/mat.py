@@ -179,6 +179,7 @@ class _Inflating:
         """Inflate the next step; ``False`` at the end of the stream."""
         if self._inflater.eof:
             return False
+        data: bytes | memoryview
         if self._inflater.unconsumed_tail:
             data = self._inflater.unconsumed_tail
         else:
@@ -283,7 +284,7 @@ def _check_mat5_structure(file: Path, raw: bytes, *, wanted: Sequence[str], limi
             if needed[0] > limit:
                 raise too_big(file, f"variable {name!r} of size {'x'.join(map(str, dims))}", needed[0], limit,
                               column=name)
-        for part in range(parts):
+        for _ in range(parts):
             mdtype, nbytes, data, pos = tag(buf, pos, end)
             size = _MI_NUMERIC.get(mdtype)
             if size is None:

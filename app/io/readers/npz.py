@@ -60,13 +60,13 @@ def read_npz(file: Path, head: bytes, label_names: list[str] | None) -> LoadedDa
                 raise DataFileError(file, f"cannot be read: {reason}", column=key, has_header=False) from None
 
         raw_X, raw_candidates = get("X"), get("candidates")
-        for key, value in (("X", raw_X), ("candidates", raw_candidates)):
-            if value is None:
-                raise DataFileError(
-                    file,
-                    f"has no array {key!r}; an .npz dataset needs 'X' (n x d features) and 'candidates' "
-                    f"(n x M bool) (arrays: {listing(keys) or 'none'})",
-                )
+        if raw_X is None or raw_candidates is None:
+            key = "X" if raw_X is None else "candidates"
+            raise DataFileError(
+                file,
+                f"has no array {key!r}; an .npz dataset needs 'X' (n x d features) and 'candidates' "
+                f"(n x M bool) (arrays: {listing(keys) or 'none'})",
+            )
         raw_y, raw_names, raw_ids = get("y"), get("label_names"), get("ids")
         raw_features, raw_layout = get("feature_names"), get("layout")
 

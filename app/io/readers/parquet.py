@@ -36,7 +36,7 @@ def read_parquet(file: Path, head: bytes) -> Table:
     names = [n for n in table.column_names if not re.fullmatch(r"__index_level_\d+__", n)]
     header = [n.strip() for n in names]
     check_header(file, header)
-    columns: dict[str, Any] = {h: table.column(n) for h, n in zip(header, names)}
+    columns: dict[str, Any] = {h: table.column(n) for h, n in zip(header, names, strict=True)}
     for name, column in columns.items():
         try:  # full validation catches invalid UTF-8 and bad offsets before any value is read
             column.validate(full=True)

@@ -181,8 +181,7 @@ def dataset_from_table(
         )
     id_name = _resolve_role(file, table, roles.id, "id", "id_column")
     true_name = _resolve_role(file, table, roles.true_label, "true_label", "true_label_column")
-    used = [roles.candidates, id_name, true_name]
-    used = [u for u in used if u is not None]
+    used = [u for u in (roles.candidates, id_name, true_name) if u is not None]
     if len(set(used)) != len(used):
         raise InvalidInput(f"candidates, id and true-label columns must differ, got {used}")
     role_of = {roles.candidates: "the candidate sets", id_name: "the ids", true_name: "the true labels"}

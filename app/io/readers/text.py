@@ -84,7 +84,7 @@ def read_text(file: Path, head: bytes, ext: str, delimiter: str | None) -> Table
             if sep != delimiter and sep in header[0]:
                 hint = f" (the header looks {label}-separated; pass delimiter={sep!r} or use the matching extension)"
                 break
-    columns = {name: list(cells) for name, cells in zip(header, zip(*rows))} if rows else {n: [] for n in header}
+    columns = {name: list(cells) for name, cells in zip(header, zip(*rows, strict=True), strict=True)} if rows else {n: [] for n in header}
     return Table(header, columns, row_numbers, has_header=True, single_column_hint=hint)
 
 

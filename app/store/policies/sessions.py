@@ -192,13 +192,13 @@ def authorize_session(
 def session_actions(session: Session, actor: str | None, labelling: LabellingSession | int) -> frozenset[str]:
     """The actions of :data:`SESSION_ACTIONS` that ``actor`` may take on ``labelling`` (a
     session or its id)."""
-    labelling = _labelling(session, labelling)
+    row = _labelling(session, labelling)
     who = resolve_actor(session, actor)
     if who.unrestricted:
         return frozenset(SESSION_ACTIONS)
     if not (who.is_account and who.active):
         return frozenset()
-    assigned = _is_assigned(session, who, labelling)
+    assigned = _is_assigned(session, who, row)
     return frozenset(action for action, rule in SESSION_ACTIONS.items() if rule.allows(who, assigned))
 
 

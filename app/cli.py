@@ -140,7 +140,9 @@ AuditOption = typer.Option(
 )
 
 
-def _label_settings(max_error: Optional[float], confidence: Optional[float], audit: Optional[float]) -> "LabelSettings | None":
+def _label_settings(
+    max_error: Optional[float], confidence: Optional[float], audit: Optional[float]
+) -> "LabelSettings | None":
     """The label settings given on the command line (checked now, before anything is written),
     or ``None`` when none was given."""
     from app.store import LabelSettings

@@ -77,7 +77,8 @@ def main(argv: list[str] | None = None) -> None:
         result = run(args.size, args.answers, Path(folder))
     print(f"{result['size']:,} items, {result['answers']} answers (half the served items audits); "
           f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores")
-    print(f"import {result['import']:.1f} s, open {result['open']:.1f} s, first labels() {result['first labels']:.2f} s")
+    print(f"import {result['import']:.1f} s, open {result['open']:.1f} s, "
+          f"first labels() {result['first labels']:.2f} s")
     print()
     print("| after each answer | median (s) | max (s) |")
     print("|---|---|---|")

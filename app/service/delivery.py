@@ -158,8 +158,8 @@ def change_label_settings(
     in the audit log. Nothing is written when a value is out of range
     (:class:`app.store.LabelSettings` names it).
     """
-    changes = {name: value for name, value in
-               (("max_error", max_error), ("confidence", confidence), ("audit_share", audit_share)) if value is not None}
+    given = (("max_error", max_error), ("confidence", confidence), ("audit_share", audit_share))
+    changes = {name: value for name, value in given if value is not None}
 
     def work(s: Session) -> LabelSettings:
         session_id = get_session_by_name(s, session_name).id
@@ -172,7 +172,9 @@ def change_label_settings(
 # ---------------------------------------------------------------------------------- labels
 
 
-def audited_answers(state: SessionState, drawn: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def audited_answers(
+    state: SessionState, drawn: np.ndarray, idx: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The audited items that have a settled expert answer, their leave-one-out margin and
     whether the model's label was right.
 

@@ -46,7 +46,8 @@ from app.service.item_content import ContentReader, ItemContent
 from app.service.model_view import ModelView, RejectQueue
 from app.service.ranking_state import RankingState
 from app.service.tasks import ProgressCallback, ProgressTracker
-from app.store import ACTION_KEYS, EventRecord, LabelSettings, SessionConfig, SessionState, count_events, default_hotkeys
+from app.store import ACTION_KEYS, EventRecord, LabelSettings, SessionConfig, SessionState, count_events
+from app.store import default_hotkeys
 from app.store import audit_draws, label_settings, save_audit_draws
 from app.store import derive_state, feature_matrix_stored, lease_holders, load_state
 from app.store import save_feature_matrix, session_events, set_session_hotkeys, write_transaction
@@ -357,7 +358,8 @@ class Workbench:
         with self.lock:
             k = n_neighbors or self.config.k
             flagged = np.asarray(self.state.none_of_these) & ~self.state.in_conflict
-            queue = self._model.rejects(self.state.X, self.state.candidates, np.asarray(self.state.open_items) | flagged, k)
+            listed = np.asarray(self.state.open_items) | flagged
+            queue = self._model.rejects(self.state.X, self.state.candidates, listed, k)
             if k != self.config.k:
                 return queue
             kept = self.labels().table["label_source"].to_numpy() == "model"

@@ -144,7 +144,8 @@ def set_label_settings(session: Session, *, session_id: int, settings: LabelSett
             session.add(SessionLabelSettings(session_id=labelling.id, max_error=settings.max_error,
                                              confidence=settings.confidence, audit_share=settings.audit_share))
         else:
-            row.max_error, row.confidence, row.audit_share = settings.max_error, settings.confidence, settings.audit_share
+            row.max_error, row.confidence = settings.max_error, settings.confidence
+            row.audit_share = settings.audit_share
         record_audit(session, "label_settings_changed", actor or "(command line)", actor=actor, session_id=labelling.id,
                      detail=_describe_change(before, settings))
         session.flush()

@@ -18,8 +18,10 @@ NEW_COLUMNS = ["label", "label_source", "confidence"]
 
 def counts(db) -> dict[str, int]:
     with sqlite3.connect(db) as con:
-        return {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-                for t in ("labelling_sessions", "answer_events", "session_label_settings", "audit_events")}
+        return {
+            t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+            for t in ("labelling_sessions", "answer_events", "session_label_settings", "audit_events")
+        }
 
 
 def one_line_usage_error(result) -> None:
@@ -33,8 +35,22 @@ def imported(winnow, tmp_path):
     """The sample digits with a session 'week1' whose target is easy to back (20 % at 50 %
     confidence: 4 audits) and half of the served items audits."""
     db = tmp_path / "w.db"
-    winnow("import", SAMPLE, "--db", db, "--session", "week1", "--true-label-column", "true_label",
-           "--max-error", "0.2", "--confidence", "0.5", "--audit", "0.5")
+    winnow(
+        "import",
+        SAMPLE,
+        "--db",
+        db,
+        "--session",
+        "week1",
+        "--true-label-column",
+        "true_label",
+        "--max-error",
+        "0.2",
+        "--confidence",
+        "0.5",
+        "--audit",
+        "0.5",
+    )
     return db
 
 
@@ -64,7 +80,10 @@ def test_session_new_takes_the_settings(winnow, imported):
 @pytest.mark.parametrize(
     "args, match",
     [
-        (["session", "new", "other", "--dataset", "digits_partial", "--max-error", "0.7"], "max_error must be > 0 and < 0.5"),
+        (
+            ["session", "new", "other", "--dataset", "digits_partial", "--max-error", "0.7"],
+            "max_error must be > 0 and < 0.5",
+        ),
         (["session", "new", "other", "--dataset", "digits_partial", "--confidence", "1"], "confidence must be >= 0.5"),
         (["session", "new", "other", "--dataset", "digits_partial", "--audit", "0.9"], "audit_share must be >= 0"),
         (["session", "settings", "week1", "--audit", "-0.1"], "audit_share must be >= 0"),
@@ -100,13 +119,23 @@ def test_import_answer_from_export_labelled_has_the_columns(winnow, imported, tm
     summary = json.loads(status)
     assert summary["labels"]["expert"] == 60 and summary["labels"]["model"] > 0
     assert summary["audited_answers"] >= 4
-    assert summary["statement"].startswith(f"model labels: {summary['labels']['model']}, error ≤ 20.0% at 50% confidence")
+    assert summary["statement"].startswith(
+        f"model labels: {summary['labels']['model']}, error ≤ 20.0% at 50% confidence"
+    )
 
     winnow("export", "week1", "--what", "labelled", "-o", tmp_path / "labelled.csv", "--db", imported)
     table = pd.read_csv(tmp_path / "labelled.csv", dtype={"label": str})
     assert list(table.columns[3:6]) == NEW_COLUMNS
-    assert {"id", "candidates", "n_candidates", "resolved", "none_of_these", "answered_by", "answered_at",
-            "true_label"} <= set(table.columns)
+    assert {
+        "id",
+        "candidates",
+        "n_candidates",
+        "resolved",
+        "none_of_these",
+        "answered_by",
+        "answered_at",
+        "true_label",
+    } <= set(table.columns)
     assert table["label_source"].value_counts().to_dict() == {k: v for k, v in summary["labels"].items() if v}
     model = table["label_source"] == "model"
     assert table.loc[model, "confidence"].between(0, 1).all() and table.loc[~model, "confidence"].isna().all()
@@ -136,13 +165,29 @@ def test_import_answer_from_export_labelled_has_the_columns(winnow, imported, tm
 @pytest.mark.parametrize(
     "name, text, match",
     [
-        ("unknown.csv", "id,label\nd0184,{t184}\nnope,3\n", r"unknown\.csv, row 2 \(spreadsheet row 3\): no item with id 'nope'"),
+        (
+            "unknown.csv",
+            "id,label\nd0184,{t184}\nnope,3\n",
+            r"unknown\.csv, row 2 \(spreadsheet row 3\): no item with id 'nope'",
+        ),
         ("label.csv", "id,label\nd0184,{t184}\nd0693,cat\n", r"label\.csv, row 2 \(spreadsheet row 3\): .*'cat'"),
-        ("twice.tsv", "id\tlabel\nd0184\t{t184}\nd0184\t{t184}\n", r"twice\.tsv, row 2 \(spreadsheet row 3\), column 'id': "
-                                                                     r"item 'd0184' is answered twice"),
-        ("blank.csv", "id,label\nd0184,{t184}\nd0693,\n", r"blank\.csv, row 2 .*column 'label': item 'd0693' has no label"),
+        (
+            "twice.tsv",
+            "id\tlabel\nd0184\t{t184}\nd0184\t{t184}\n",
+            r"twice\.tsv, row 2 \(spreadsheet row 3\), column 'id': "
+            r"item 'd0184' is answered twice",
+        ),
+        (
+            "blank.csv",
+            "id,label\nd0184,{t184}\nd0693,\n",
+            r"blank\.csv, row 2 .*column 'label': item 'd0693' has no label",
+        ),
         ("nolabel.csv", "id,answer\nd0184,{t184}\n", r"nolabel\.csv: has no 'label' column"),
-        ("bad.jsonl", '{{"id": "d0184", "label": "{t184}"}}\n[1, 2]\n', r"bad\.jsonl, row 2 \(1-based\): line 2 is not a JSON object"),
+        (
+            "bad.jsonl",
+            '{{"id": "d0184", "label": "{t184}"}}\n[1, 2]\n',
+            r"bad\.jsonl, row 2 \(1-based\): line 2 is not a JSON object",
+        ),
         ("answers.xlsx", "id,label\n", r"cannot read answers from '\.xlsx' files"),
     ],
 )
@@ -160,8 +205,13 @@ def test_bad_answer_files_are_refused_in_one_line_and_nothing_is_written(winnow,
 def test_answers_from_jsonl_with_annotators(winnow, imported, tmp_path):
     truth = pd.read_csv(SAMPLE, dtype=str).set_index("id")["true_label"]
     path = tmp_path / "answers.jsonl"
-    path.write_text("\n".join(json.dumps({"id": i, "label": truth[i], "annotator": who})
-                              for i, who in (("d0184", "alice"), ("d0693", "bob"))) + "\n")
+    path.write_text(
+        "\n".join(
+            json.dumps({"id": i, "label": truth[i], "annotator": who})
+            for i, who in (("d0184", "alice"), ("d0693", "bob"))
+        )
+        + "\n"
+    )
     winnow("answer", "week1", "--from", path, "--db", imported)
     winnow("export", "week1", "--what", "labelled", "-o", tmp_path / "l.csv", "--db", imported)
     table = pd.read_csv(tmp_path / "l.csv", dtype=str).set_index("id")

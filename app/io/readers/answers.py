@@ -110,7 +110,8 @@ def read_answers(path: str | os.PathLike[str]) -> list[AnswerRow]:
         if item is None:
             raise DataFileError(target, "the id is blank", row=number, column="id", has_header=has_header)
         if label is None:
-            raise DataFileError(target, f"item {item!r} has no label", row=number, column="label", has_header=has_header)
+            raise DataFileError(target, f"item {item!r} has no label", row=number, column="label",
+                                has_header=has_header)
         if item in first_row:
             raise DataFileError(target, f"item {item!r} is answered twice (first in row {first_row[item]})", row=number,
                                 column="id", has_header=has_header)

@@ -85,6 +85,8 @@ class Keys:
     CREATE = "sessions_create"
     HOTKEYS_SAVE = "sessions_hotkeys_save"
     HOTKEYS_RESET = "sessions_hotkeys_reset"
+    LABEL_SETTINGS_SAVE = "sessions_label_settings_save"
+    # ``label_setting(session_id, field)``: the open session's model-label settings
     # Review page: ``resolve(position, label)``, ``review_other(position)``, ``review_other_submit(position)``
     # Rejects page
     REJECTS_SHOWN = "rejects_shown"
@@ -135,6 +137,12 @@ class Keys:
         return f"sessions_hotkeys_{session_id}"
 
     @staticmethod
+    def label_setting(session_id: int, name: str) -> str:
+        """A model-label setting of a session on the Sessions page (``name``: ``"max_error"``,
+        ``"confidence"`` or ``"audit_share"``, each entered in percent)."""
+        return f"sessions_{name}_{session_id}"
+
+    @staticmethod
     def confirm(position: int, label: int) -> str:
         return f"rejects_confirm_{position}_{label}"
 
@@ -179,6 +187,8 @@ class TabState:
     other_label_for: int | None = None
     #: One-shot outcome of saving the keyboard keys on the Sessions page (like ``notice``).
     hotkeys_notice: tuple[str, str] | None = None
+    #: One-shot outcome of saving the model-label settings on the Sessions page (like ``notice``).
+    label_settings_notice: tuple[str, str] | None = None
     #: A page to switch to on this run (set by a callback, which cannot switch pages itself).
     next_page: str | None = None
     #: Rejected predictions the expert chose to leave alone in this tab, by position.

@@ -3,8 +3,9 @@
 :func:`replay_progress` measures the session after every event: answered and open items,
 open targets (``NL ≠ APL``), DST-PLL's rejects, the items an expert labelled or that were
 given one label, and, when true labels are known, DST-PLL's accuracy. It is incremental: each
-event changes at most one item, so only the targets that hold that item among their neighbours are re-examined (:class:`engine.neighbors.ReverseIndex`,
-:func:`engine.winners.label_sets`, :func:`engine.dst.transductive_decisions`).
+event changes at most one item, so only the targets that hold that item among their neighbours
+are re-examined (:class:`engine.neighbors.ReverseIndex`, :func:`engine.winners.label_sets`,
+:func:`engine.dst.transductive_decisions`).
 """
 
 from __future__ import annotations

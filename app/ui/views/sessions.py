@@ -305,7 +305,7 @@ if tab.workbench is not None and "open" in rights:
         shown = [saved.max_error, saved.confidence, saved.audit_share]
         st.text(settings_text(*shown).capitalize())
     st.text(target_cost(*shown))
-    if tab.label_settings_notice is not None:
-        level, text = tab.label_settings_notice
-        tab.label_settings_notice = None
-        (st.error if level == "error" else st.success)(components.md(text))
+if tab.label_settings_notice is not None:  # also when the refusal took the editor away
+    level, text = tab.label_settings_notice
+    tab.label_settings_notice = None
+    (st.error if level == "error" else st.success)(components.md(text))

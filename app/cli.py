@@ -359,7 +359,7 @@ def session_list(db: str = DbOption) -> None:
     from app.service import session_summaries
 
     table = Table("session", "dataset", "k", "weighting", "criterion", "targets", "created")
-    for x in session_summaries(open_store(db, create=False)):
+    for x in session_summaries(open_store(db, create=False), actor=None):  # the command line sees every session
         table.add_row(x.name, x.dataset_name, str(x.k), x.weighting, x.criterion, x.target_set, f"{x.created_at:%Y-%m-%d %H:%M}")
     out.print(table)
 
@@ -377,7 +377,7 @@ def session_status(
     Session = open_store(db, create=False)
     with progress_bar(f"session {name}") as report:
         bench = Workbench.open(Session, session_id_by_name(Session, name), progress=report)
-    people, pairs, shared = team_figures(bench)
+    people, pairs, shared = team_figures(bench, actor=None)
     summary = {
         "session": name, **bench.summary(), "overlap": overlap_of(bench), **shared,
         "next": bench.next_queries(top),
@@ -468,6 +468,35 @@ def user_list(db: str = DbOption) -> None:
     out.print(table)
 
 
+@user_app.command("audit")
+def user_audit(
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write it to a .csv, .json or .parquet file."),
+    db: str = DbOption,
+) -> None:
+    """Show the audit log: sign-ins and failed ones, account, assignment and session-setting changes.
+
+    Example: winnow user audit --db winnow.db -o audit.csv
+    """
+    import pandas as pd
+    from rich.markup import escape
+
+    from app.service import audit_table
+
+    table = audit_table(open_store(db), actor=None)  # the command line holds the database
+    if output is not None:
+        from app.io import write_table
+
+        out.print(f"Wrote {len(table)} rows to {write_table(table, output)}.")
+        return
+    shown = Table("id", "time", "kind", "user", "actor", "session", "detail")
+    for row in table.itertuples(index=False):
+        # Names and details are user content: escaped, never read as Rich markup.
+        shown.add_row(str(row.audit_id), f"{row.created_at:%Y-%m-%d %H:%M:%S}", row.kind, escape(row.user),
+                      escape(row.actor or "-"), "-" if pd.isna(row.session_id) else str(row.session_id),
+                      escape(row.detail or ""))
+    out.print(shown)
+
+
 @user_app.command("disable")
 def user_disable(name: str = typer.Argument(...), db: str = DbOption) -> None:
     """Disable an account: it can no longer sign in or answer.  Example: winnow user disable bob"""
@@ -553,10 +582,10 @@ def export(
     Session = open_store(db, create=False)
     session_id = session_id_by_name(Session, session)
     if what == "events":  # the log alone needs no neighbour graph
-        table = events_table(Session, session_id)
+        table = events_table(Session, session_id, actor=None)
     else:
         with progress_bar(f"session {session}") as report:
-            table = session_table(Workbench.open(Session, session_id, progress=report), what)
+            table = session_table(Workbench.open(Session, session_id, progress=report), what, actor=None)
     path = write_table(table, output)
     out.print(f"Wrote {len(table)} rows to {path}.")
 

@@ -95,6 +95,6 @@ def test_exports_carry_content_the_flag_and_label_names(tmp_path):
     assert labelled.loc[first, "label"] == label and not labelled.loc[first, "none_of_these"]
     assert labelled.loc[second, "none_of_these"] and labelled.loc[second, "label"] is None
     assert labelled["text"].tolist() == pd.read_csv(SAMPLES / "texts.csv")["text"].tolist()
-    events = events_table(Session, session_id)
+    events = events_table(Session, session_id, actor=None)
     assert events["label"].tolist() == [label, None]
     assert str(events["label_index"].dtype) == "Int64"

@@ -15,7 +15,7 @@ Modules
                the Sessions page's "Create session"
 ``progress``   replay a session's events and measure it after each one
 ``exports``    the ranked list, labelled data and answer log as tables and files
-``hotkeys``    a session's keyboard keys as editable text
+``hotkeys``    a session's keyboard keys as editable text, and changing them (admins)
 ``graphs``     a dataset's k-NN graph, built once, persisted and loaded by content hash
 ``tasks``      progress reports of heavy work, and background builds shared per process
 ``auth``       accounts, sign-in and the single-user / team mode decision

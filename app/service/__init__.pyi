@@ -21,18 +21,24 @@ from .exports import (
     EXPORT_FORMATS,
     EXPORT_KINDS,
     EXPORT_MIME,
+    AUDIT_COLUMNS,
+    audit_table,
     events_table,
     export_bytes,
     rank_file,
     session_table,
 )
 from .graphs import GraphResult, dataset_graph, graph_algorithm, graph_builds, graph_key, session_dataset
-from .hotkeys import hotkeys_text, parse_hotkeys_text
+from .hotkeys import hotkeys_text, parse_hotkeys_text, set_session_keys
 from .progress import PROGRESS_COLUMNS, candidate_set_sizes, replay_progress, session_progress
 from .sessions import (
+    READ_ACTIONS,
     SAMPLE_DATASET,
     SAMPLE_FILE,
+    SESSION_ACTIONS,
+    check_session_action,
     create_session,
+    creation_rights,
     dataset_id_by_name,
     dataset_names,
     ensure_sample_session,
@@ -42,6 +48,7 @@ from .sessions import (
     latest_session_id,
     record_answer,
     session_id_by_name,
+    session_rights,
     session_summaries,
     store_dataset,
 )
@@ -76,7 +83,8 @@ __all__ = [
     "AnswerEffect", "StaleAnswer", "OFFERS", "ACTION_KEYS",
     "import_file", "import_image_folder", "store_dataset", "featurize_items", "create_session",
     "start_session", "session_id_by_name", "dataset_id_by_name", "session_summaries", "dataset_names",
-    "latest_session_id", "record_answer", "ensure_sample_session", "safe_file_name", "SAMPLE_FILE", "SAMPLE_DATASET",
+    "latest_session_id", "record_answer", "session_rights", "check_session_action", "creation_rights",
+    "SESSION_ACTIONS", "READ_ACTIONS", "ensure_sample_session", "safe_file_name", "SAMPLE_FILE", "SAMPLE_DATASET",
     "media_folder", "import_upload", "upload_columns", "UPLOAD_EXTENSIONS",
     "GraphResult", "graph_key", "graph_algorithm", "dataset_graph", "graph_builds", "session_dataset",
     "ProgressUpdate", "ProgressCallback", "ProgressTracker", "BuildJob", "BuildRegistry", "STAGE_NAMES",
@@ -87,6 +95,6 @@ __all__ = [
     "Verdict", "ConflictDetail", "reserve_next_item", "overlap_of", "conflict_details", "annotator_progress",
     "agreement", "pair_agreement", "team_figures",
     "session_table", "events_table", "export_bytes", "rank_file", "EXPORT_KINDS", "EXPORT_FORMATS", "EXPORT_MIME",
-    "EVENT_COLUMNS",
-    "hotkeys_text", "parse_hotkeys_text",
+    "EVENT_COLUMNS", "audit_table", "AUDIT_COLUMNS",
+    "hotkeys_text", "parse_hotkeys_text", "set_session_keys",
 ]

@@ -18,14 +18,17 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.store import audit_log, event_log
+from app.store import audit_log, authorize_session, event_log, session_actions
 from engine import check_choice
 from engine.choices import DEFAULT_STRATEGY
 
 if TYPE_CHECKING:
     from app.service.workbench import Workbench
 
-__all__ = ["EXPORT_KINDS", "EXPORT_FORMATS", "EXPORT_MIME", "EVENT_COLUMNS", "session_table", "events_table", "export_bytes", "rank_file"]
+__all__ = [
+    "EXPORT_KINDS", "EXPORT_FORMATS", "EXPORT_MIME", "EVENT_COLUMNS", "AUDIT_COLUMNS", "session_table", "events_table",
+    "audit_table", "export_bytes", "rank_file",
+]
 
 #: What a session export can hold (``winnow export --what``).
 EXPORT_KINDS: tuple[str, ...] = ("ranked", "labelled", "events")
@@ -41,14 +44,23 @@ def _quiet(description: str) -> AbstractContextManager[object]:
     return contextlib.nullcontext()
 
 
-def session_table(bench: Workbench, what: str) -> pd.DataFrame:
-    """The ``ranked`` query list, the ``labelled`` dataset or the ``events`` log of a session."""
+def session_table(bench: Workbench, what: str, *, actor: str | None) -> pd.DataFrame:
+    """The ``ranked`` query list, the ``labelled`` dataset or the ``events`` log of a session.
+
+    ``actor`` must be allowed the export (``export_ranked``, ``export_labelled`` or
+    ``export_events`` of :mod:`app.store.policies.sessions`); ``None`` is the command line.
+
+    Raises
+    ------
+    app.store.PermissionDenied
+        ``actor`` may not export this.
+    """
     check_choice(what, "what", EXPORT_KINDS)
-    if what == "ranked":
-        return bench.ranked_table()
-    if what == "labelled":
-        return bench.labelled_table()
-    return events_table(bench.Session, bench.session_id)
+    if what == "events":
+        return events_table(bench.Session, bench.session_id, actor=actor)
+    with bench.Session() as s:
+        authorize_session(s, actor, f"export_{what}", bench.session_id, what=f"export {what}")
+    return bench.ranked_table() if what == "ranked" else bench.labelled_table()
 
 
 #: Columns of the answer-log export, in order.
@@ -58,7 +70,7 @@ EVENT_COLUMNS: tuple[str, ...] = (
 )
 
 
-def events_table(Session: sessionmaker[Session], session_id: int) -> pd.DataFrame:
+def events_table(Session: sessionmaker[Session], session_id: int, *, actor: str | None) -> pd.DataFrame:
     """Every event of a session, oldest first (:func:`app.store.event_log` as a table).
 
     ``label`` is the label's *name* (``"3"``, never ``3.0``; empty for a skip, an undo or
@@ -66,14 +78,23 @@ def events_table(Session: sessionmaker[Session], session_id: int) -> pd.DataFram
     empty (``label_index``, ``undoes_event_id``, ``undone_by_event_id``) stay integers: a
     float column would write ``3.0``.
 
-    In team mode the audit events that concern the session or no session in particular
-    (sign-ins, account and role changes, assignments: :func:`app.store.audit_log`) are merged
-    in by time, with their ``kind``, the user as ``annotator``, and the ``audit_id``, ``actor``
-    and ``detail`` columns; a store without any has the plain answer log.
+    ``actor`` must be allowed ``export_events`` (a reviewer or an admin; ``None`` is the
+    command line). For an admin (and the command line) the audit events about this session
+    (assignments, overlap and answer-key changes: :func:`app.store.audit_log`) are merged in by
+    time, with their ``kind``, the user as ``annotator``, and the ``audit_id``, ``actor`` and
+    ``detail`` columns; never the rest of the audit log (sign-ins, other sessions). Without any
+    such event the table is the plain answer log.
+
+    Raises
+    ------
+    app.store.PermissionDenied
+        ``actor`` may not export the session's events.
     """
     with Session() as s:
+        authorize_session(s, actor, "export_events", session_id, what="export events")
         log = event_log(s, session_id)
-        audit = audit_log(s, session_id=session_id)
+        with_audit = "export_audit" in session_actions(s, actor, session_id)
+        audit = audit_log(s, actor=actor, session_id=session_id) if with_audit else []
     table = pd.DataFrame(
         {
             "event_id": pd.array([e["event_id"] for e in log], dtype="Int64"),
@@ -105,6 +126,36 @@ def events_table(Session: sessionmaker[Session], session_id: int) -> pd.DataFram
         columns=[*EVENT_COLUMNS, "audit_id", "actor", "detail"]
     )
     return merged.sort_values("created_at", kind="stable").reset_index(drop=True)
+
+
+#: Columns of the audit log table, in order.
+AUDIT_COLUMNS: tuple[str, ...] = ("audit_id", "created_at", "kind", "user", "actor", "session_id", "detail")
+
+
+def audit_table(Session: sessionmaker[Session], *, actor: str | None) -> pd.DataFrame:
+    """The whole audit log, oldest first (``winnow user audit``): sign-ins and failed ones
+    (an unknown name only as its tag), account changes, assignments, overlap and answer-key
+    changes.
+
+    ``actor`` must be an active admin (``None`` is the command line).
+
+    Raises
+    ------
+    app.store.PermissionDenied
+        ``actor`` may not read the audit log.
+    """
+    with Session() as s:
+        rows = audit_log(s, actor=actor)
+    return pd.DataFrame(
+        {
+            "audit_id": pd.array([r["audit_id"] for r in rows], dtype="Int64"),
+            "created_at": [r["created_at"] for r in rows],
+            **{key: pd.Series([r[key] for r in rows], dtype=object) for key in ("kind", "user", "actor")},
+            "session_id": pd.array([r["session_id"] for r in rows], dtype="Int64"),
+            "detail": pd.Series([r["detail"] for r in rows], dtype=object),
+        },
+        columns=list(AUDIT_COLUMNS),
+    )
 
 
 def export_bytes(table: pd.DataFrame, fmt: str) -> bytes:

@@ -1,19 +1,49 @@
 """A session's keyboard keys as text a person edits: one line per label, ``key = label``.
 
 The Sessions page shows the keys in force with :func:`hotkeys_text` and reads an edited text
-back with :func:`parse_hotkeys_text`; :meth:`Workbench.set_hotkeys` then validates and stores
-the mapping (:func:`app.store.set_session_hotkeys`). A key is one character, so the first
-``=`` of a line always ends it: a label may itself contain ``=``.
+back with :func:`parse_hotkeys_text`; :func:`set_session_keys` then has the store check who
+asks (admins only in team mode), validate, store and audit the mapping
+(:func:`app.store.set_session_hotkeys`). A key is one character, so the first ``=`` of a line
+always ends it: a label may itself contain ``=``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from app.store import check_hotkeys
+from app.store import check_hotkeys, set_session_hotkeys, write_transaction
 from engine.exceptions import InvalidInput
 
-__all__ = ["hotkeys_text", "parse_hotkeys_text"]
+if TYPE_CHECKING:
+    from app.service.workbench import Workbench
+
+__all__ = ["hotkeys_text", "parse_hotkeys_text", "set_session_keys"]
+
+
+def set_session_keys(bench: Workbench, mapping: Mapping[str, str | None] | None, *, actor: str | None) -> dict[str, str]:
+    """Store a session's keyboard keys as ``actor`` (``None``: back to the default keys).
+
+    The store refuses anyone but an admin in team mode (:mod:`app.store.policies.sessions`,
+    ``change_keys``; ``actor=None`` is the command line), validates the mapping and records the
+    change in the audit log; the workbench then uses the new keys. Returns the mapping now in
+    force. Other tabs that have the session open see the new keys when they open it again.
+
+    Raises
+    ------
+    app.store.PermissionDenied
+        ``actor`` may not change the keys.
+    InvalidInput
+        A mapping :func:`app.store.check_hotkeys` refuses.
+    """
+    with bench.lock:
+        stored = write_transaction(
+            bench.Session, lambda s: set_session_hotkeys(s, bench.session_id, mapping, actor=actor)
+        )
+        config = replace(bench.config, hotkeys=None if mapping is None else dict(stored))
+        bench.state = replace(bench.state, config=config)
+    return stored
 
 
 def hotkeys_text(hotkeys: Mapping[str, str], label_names: Sequence[str]) -> str:

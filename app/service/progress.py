@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from app.store import EventRecord, SessionState, derive_item, session_events
+from app.store import EventRecord, SessionState, authorize_session, derive_item, session_events
 from engine.dst import transductive_decisions
 from engine.neighbors import ReverseIndex, knn_graph
 from engine.winners import label_sets, open_targets
@@ -141,10 +141,15 @@ def replay_progress(
     return pd.DataFrame.from_records(records)
 
 
-def session_progress(bench: Workbench, n_events: int | None = None) -> pd.DataFrame:
+def session_progress(bench: Workbench, n_events: int | None = None, *, actor: str | None) -> pd.DataFrame:
     """:func:`replay_progress` of a workbench's session over its first ``n_events`` events
-    (all by default), read from the store."""
+    (all by default), read from the store.
+
+    ``actor`` must be allowed the session's ``progress`` (:mod:`app.store.policies.sessions`:
+    an annotator only on a session assigned to them); ``None`` is the command line.
+    """
     with bench.Session() as s:
+        authorize_session(s, actor, "progress", bench.session_id)
         events = session_events(s, bench.session_id)
     state = bench.state
     return replay_progress(

@@ -19,8 +19,11 @@ import numpy as np
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.store import (
+    READ_ACTIONS,
+    SESSION_ACTIONS,
     DatasetSpec,
     InvalidRecord,
+    PermissionDenied,
     SessionConfig,
     SessionSpec,
     check_dataset,
@@ -39,6 +42,9 @@ from app.store import (
     record_event,
     remove_abandoned_imports,
     session_configs,
+    authorize_session,
+    authorize_upload,
+    session_actions,
     write_transaction,
 )
 from app.service.tasks import ProgressCallback, ProgressTracker
@@ -60,6 +66,11 @@ __all__ = [
     "session_id_by_name",
     "dataset_id_by_name",
     "session_summaries",
+    "session_rights",
+    "check_session_action",
+    "creation_rights",
+    "SESSION_ACTIONS",
+    "READ_ACTIONS",
     "dataset_names",
     "latest_session_id",
     "record_answer",
@@ -327,10 +338,50 @@ def dataset_id_by_name(Session: sessionmaker[Session], name: str) -> int:
         return get_dataset_by_name(s, name).id
 
 
-def session_summaries(Session: sessionmaker[Session]) -> list[SessionConfig]:
-    """Every labelling session (its configuration and dataset name), oldest first."""
+def session_summaries(Session: sessionmaker[Session], *, actor: str | None) -> list[SessionConfig]:
+    """The labelling sessions ``actor`` may list (configuration and dataset name), oldest first.
+
+    ``actor`` is the signed-in user (an annotator sees only the sessions assigned to them:
+    :mod:`app.store.policies.sessions`); ``None`` is the command line or single-user mode,
+    which see every session.
+    """
     with Session() as s:
-        return session_configs(s)
+        return session_configs(s, actor=actor)
+
+
+def session_rights(Session: sessionmaker[Session], session_id: int, *, actor: str | None) -> frozenset[str]:
+    """What ``actor`` may do with a session: keys of :data:`SESSION_ACTIONS` (``"open"``,
+    ``"export_events"``, ``"change_keys"``, ...). The pages draw only what this allows; the
+    store checks each read and write again."""
+    with Session() as s:
+        return session_actions(s, actor, session_id)
+
+
+def creation_rights(Session: sessionmaker[Session], *, actor: str | None) -> frozenset[str]:
+    """What ``actor`` may bring into the store: ``"create"`` (a session on a stored dataset)
+    and ``"upload"`` (a file), as :mod:`app.store.policies` decides (admins in team mode)."""
+    rights = set()
+    with Session() as s:
+        for right, check in (("create", lambda: authorize_session(s, actor, "create")),
+                             ("upload", lambda: authorize_upload(s, actor))):
+            try:
+                check()
+            except PermissionDenied:
+                continue
+            rights.add(right)
+    return frozenset(rights)
+
+
+def check_session_action(Session: sessionmaker[Session], session_id: int, action: str, *, actor: str | None) -> None:
+    """Refuse ``action`` (a key of :data:`SESSION_ACTIONS`) on a session unless ``actor`` may.
+
+    Raises
+    ------
+    app.store.PermissionDenied
+        An :class:`~engine.exceptions.InvalidInput` whose message says who may.
+    """
+    with Session() as s:
+        authorize_session(s, actor, action, session_id)
 
 
 def dataset_names(Session: sessionmaker[Session]) -> list[str]:
@@ -339,9 +390,10 @@ def dataset_names(Session: sessionmaker[Session]) -> list[str]:
         return [d.name for d in list_datasets(s)]
 
 
-def latest_session_id(Session: sessionmaker[Session]) -> int | None:
-    """The session with the most recent activity (the one the browser app opens first)."""
-    sessions = session_summaries(Session)
+def latest_session_id(Session: sessionmaker[Session], *, actor: str | None = None) -> int | None:
+    """The session with the most recent activity among those ``actor`` may list (the one the
+    browser app opens first; ``None``: every session)."""
+    sessions = session_summaries(Session, actor=actor)
     return max(sessions, key=lambda x: (x.updated_at, x.session_id)).session_id if sessions else None
 
 
@@ -379,7 +431,7 @@ def ensure_sample_session(Session: sessionmaker[Session], name: str = "demo") ->
     """The session ``name`` on the bundled sample digits, imported and created if missing."""
     if not SAMPLE_FILE.exists():
         raise InvalidInput(f"the bundled sample {SAMPLE_FILE.name} is missing; run python sample_data/make_sample.py")
-    existing = [x.session_id for x in session_summaries(Session) if x.name == name]
+    existing = [x.session_id for x in session_summaries(Session, actor=None) if x.name == name]
     if existing:
         return existing[0]
     spec = SessionSpec(name, k=10, weighting="uniform", criterion=DEFAULT_STRATEGY, target_set="all")

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from app.store import EventRecord, next_item, session_events, session_overlap, write_transaction
+from app.store import EventRecord, authorize_session, next_item, session_events, session_overlap, write_transaction
 from app.store.derive import VERDICT_KINDS
 
 if TYPE_CHECKING:
@@ -99,9 +99,14 @@ def _verdict_label(e: EventRecord, label_names: Sequence[str]) -> str:
     return NONE_OF_THESE if e.kind == "none_of_these" or e.label is None else label_names[e.label]
 
 
-def conflict_details(bench: Workbench) -> list[ConflictDetail]:
-    """Every unresolved conflict of the session with each annotator's verdict and its time."""
+def conflict_details(bench: Workbench, *, actor: str | None) -> list[ConflictDetail]:
+    """Every unresolved conflict of the session with each annotator's verdict and its time.
+
+    For those who settle conflicts: ``actor`` must be allowed to ``resolve`` in the session (a
+    reviewer or an admin; ``None`` is the command line).
+    """
     with bench.Session() as s:
+        authorize_session(s, actor, "resolve", bench.session_id, what="conflicts")
         events = session_events(s, bench.session_id)
     current = _current_verdicts(events, since_resolve=True)
     names = bench.label_names
@@ -198,9 +203,15 @@ def agreement(events: Sequence[EventRecord]) -> dict[str, float | int]:
     return {"items_shared": len(shared), "raw_agreement": float(np.mean(same)) if same else float("nan")}
 
 
-def team_figures(bench: Workbench) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, float | int]]:
+def team_figures(
+    bench: Workbench, *, actor: str | None
+) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, float | int]]:
     """A session's :func:`annotator_progress`, :func:`pair_agreement` and :func:`agreement`,
-    from its event log (what ``winnow session status`` and the Progress page show)."""
+    from its event log (what ``winnow session status`` and the Progress page show).
+
+    ``actor`` must be allowed the session's ``progress`` (``None``: the command line).
+    """
     with bench.Session() as s:
+        authorize_session(s, actor, "progress", bench.session_id)
         events = session_events(s, bench.session_id)
     return annotator_progress(events), pair_agreement(events, bench.label_names), agreement(events)

@@ -35,7 +35,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.service.sessions import create_session, import_file, session_id_by_name
 from app.service.tasks import ProgressCallback
-from app.store import SessionSpec, check_session_spec, list_datasets, require_admin, session_configs
+from app.store import SessionSpec, authorize_session, authorize_upload, check_session_spec, list_datasets, session_configs
 from engine.exceptions import InvalidInput
 
 __all__ = [
@@ -260,8 +260,8 @@ def start_session(
     """The Sessions page's "Create session": import an upload (or take a stored dataset), then
     create the session. Returns the session id.
 
-    In team mode ``actor`` (the signed-in user) must be an admin; that is checked before
-    anything is imported.
+    In team mode ``actor`` (the signed-in user) must be an admin (the upload and session
+    policies of :mod:`app.store.policies`); that is checked before anything is read or imported.
 
     Parameters
     ----------
@@ -289,6 +289,10 @@ def start_session(
     from app.io import check_upload_size  # pandas and pyarrow: only when an upload comes
 
     uploads = ([upload] if upload is not None else []) + list(files)
+    with Session() as s:
+        if uploads:
+            authorize_upload(s, actor)
+        authorize_session(s, actor, "create", what="create a session")
     for file_name, content in uploads:  # the browser's cap may be off: the app's own
         check_upload_size(file_name, len(content))
     if uploads and dataset_name is not None:
@@ -301,7 +305,6 @@ def start_session(
         raise InvalidInput("give the session a name")
     spec = check_session_spec(SessionSpec(name, k, weighting, criterion, target_set))
     with Session() as s:
-        require_admin(s, actor, "create a session")
         known_sessions = {x.name for x in session_configs(s)}
         known_datasets = {d.name: d.id for d in list_datasets(s)}
     if name in known_sessions:

@@ -19,6 +19,7 @@ Modules
 ``hotkeys``   a session's keyboard keys: defaults and the checks before they are stored
 ``graphs``    persisted k-NN graphs, found by content hash
 ``users``     accounts, roles, assignments, sign-in, the audit log (team mode)
+``policies``  who may read and write each resource (one module per resource; team mode)
 ``leases``    the item reserved for each team member
 ``features``  each dataset's feature matrix in a few blocks, read when a session opens
 ``sign_ins``  signed-in browser sessions: the account behind a cookie (team mode)
@@ -65,7 +66,7 @@ from app.store.derive import (
     derived_fields,
     event_to_undo,
 )
-from app.store.errors import InvalidRecord, RecordNotFound, StoreUnavailable
+from app.store.errors import InvalidRecord, PermissionDenied, RecordNotFound, StoreUnavailable
 from app.store.events import IDEMPOTENCY_KEY_MAX, count_events, event_log, instance_position, record_event, session_events
 from app.store.features import feature_matrix_stored, load_feature_matrix, save_feature_matrix
 from app.store.graphs import StoredGraph, find_graph, graph_hashes, save_graph, session_dataset_size
@@ -97,8 +98,15 @@ from app.store.sessions import (
     load_state,
     session_configs,
 )
+from app.store.policies import (
+    READ_ACTIONS,
+    SESSION_ACTIONS,
+    authorize_audit,
+    authorize_session,
+    authorize_upload,
+    session_actions,
+)
 from app.store.users import (
-    PermissionDenied,
     SignInResult,
     UserInfo,
     add_user,
@@ -106,7 +114,6 @@ from app.store.users import (
     audit_log,
     get_user,
     list_users,
-    require_admin,
     session_members,
     session_overlap,
     set_active,
@@ -115,6 +122,7 @@ from app.store.users import (
     set_role,
     sign_in,
     sign_in_external,
+    unknown_name_tag,
     users_exist,
 )
 from app.store.sign_ins import SIGN_IN_LIFETIME, end_sign_in_session, signed_in_user, start_sign_in_session, token_hash
@@ -219,7 +227,6 @@ __all__ = [
     "audit_log",
     "get_user",
     "list_users",
-    "require_admin",
     "session_members",
     "session_overlap",
     "set_active",
@@ -228,7 +235,15 @@ __all__ = [
     "set_role",
     "sign_in",
     "sign_in_external",
+    "unknown_name_tag",
     "users_exist",
+    # access policies
+    "SESSION_ACTIONS",
+    "READ_ACTIONS",
+    "authorize_session",
+    "authorize_audit",
+    "authorize_upload",
+    "session_actions",
     # signed-in browser sessions
     "SIGN_IN_LIFETIME",
     "end_sign_in_session",

@@ -2,14 +2,16 @@
 
 So the CLI (and any caller that only knows :class:`ValueError`) reports every store problem
 as one line: a bad write (:class:`InvalidRecord`), something the store does not hold
-(:class:`RecordNotFound`), or a store that cannot be opened (:class:`StoreUnavailable`).
+(:class:`RecordNotFound`), a store that cannot be opened (:class:`StoreUnavailable`), or a
+read or write that the access policy refuses (:class:`PermissionDenied`, raised by
+:mod:`app.store.policies`).
 """
 
 from __future__ import annotations
 
 from engine.exceptions import InvalidInput
 
-__all__ = ["InvalidRecord", "RecordNotFound", "StoreUnavailable"]
+__all__ = ["InvalidRecord", "RecordNotFound", "StoreUnavailable", "PermissionDenied"]
 
 
 class InvalidRecord(InvalidInput):
@@ -33,3 +35,7 @@ class RecordNotFound(InvalidRecord, LookupError):
 
 class StoreUnavailable(InvalidRecord):
     """The store's path or URL is not usable, or its database cannot be opened or read."""
+
+
+class PermissionDenied(InvalidRecord):
+    """The user (or the lack of one) may not read or write this; the message says why."""

@@ -10,6 +10,10 @@ so an annotator learns them once. A session stores its own mapping in
 - no label takes a key of an action (:data:`ACTION_KEYS`: none of these, skip, undo, another
   label, leave) or one Streamlit reserves (:data:`RESERVED_KEYS`).
 
+The keys are a session setting: in team mode only an admin changes them (an annotator who
+swapped two keys made the next one record the wrong label), and every change is an audit
+event (``hotkeys_changed``: who, which session, which keys moved).
+
 The default mapping gives a label whose name is itself a usable key that key (label ``"1"`` is
 key ``1``, label ``"b"`` is key ``b``), then gives the other labels the free keys in the order
 of :data:`LABEL_KEYS`, in vocabulary order. Labels beyond the free keys get none (they are
@@ -25,7 +29,9 @@ from sqlalchemy.orm import Session
 
 from app.store.errors import InvalidRecord
 from app.store.models import LabellingSession
+from app.store.policies import authorize_session
 from app.store.records import dataset_of, get_labelling_session
+from app.store.users import record_audit
 
 __all__ = [
     "ACTION_KEYS",
@@ -34,6 +40,7 @@ __all__ = [
     "default_hotkeys",
     "check_hotkeys",
     "set_session_hotkeys",
+    "describe_hotkey_change",
 ]
 
 #: The key of each action the labelling pages offer (the event kind it records, or "leave":
@@ -152,8 +159,24 @@ def check_hotkeys(mapping: Mapping[str, str | None], label_names: Sequence[str])
     return {name: keys[name] for name in label_names if name in keys}
 
 
+def describe_hotkey_change(before: Mapping[str, str], after: Mapping[str, str], label_names: Sequence[str]) -> str:
+    """What changed between two mappings, label by label (the audit event's detail).
+
+    >>> describe_hotkey_change({"cat": "3", "dog": "8"}, {"cat": "8", "dog": "3"}, ["cat", "dog"])
+    "'cat' 3 -> 8; 'dog' 8 -> 3"
+    >>> describe_hotkey_change({"cat": "1"}, {}, ["cat"])
+    "'cat' 1 -> none"
+    """
+    changes = [
+        f"{name!r} {before.get(name, 'none')} -> {after.get(name, 'none')}"
+        for name in label_names
+        if before.get(name) != after.get(name)
+    ]
+    return "; ".join(changes) or "no change"
+
+
 def set_session_hotkeys(
-    session: Session, session_id: int, mapping: Mapping[str, str | None] | None
+    session: Session, session_id: int, mapping: Mapping[str, str | None] | None, *, actor: str | None = None
 ) -> dict[str, str]:
     """Store a session's keyboard keys (``None``: back to :func:`default_hotkeys`).
 
@@ -165,16 +188,32 @@ def set_session_hotkeys(
         The labelling session.
     mapping : mapping of str to (str or None), or None
         As in :func:`check_hotkeys`.
+    actor : str or None
+        In team mode an active admin (:mod:`app.store.policies.sessions`, ``change_keys``);
+        ``None`` is the command line. The change is recorded in the audit log either way.
 
     Returns
     -------
     dict of str to str
         The mapping now in force.
+
+    Raises
+    ------
+    PermissionDenied
+        ``actor`` may not change the session's keys.
     """
     labelling: LabellingSession = get_labelling_session(session, session_id)
+    authorize_session(session, actor, "change_keys", labelling, what="session keys")
     names = list(dataset_of(session, labelling).label_names)
     checked: dict[str, Any] | None = None if mapping is None else check_hotkeys(mapping, names)
+    before = default_hotkeys(names) if labelling.hotkeys is None else dict(labelling.hotkeys)
+    after = default_hotkeys(names) if checked is None else checked
+    detail = describe_hotkey_change(before, after, names)
+    if checked is None:
+        detail = f"default keys: {detail}"
     with session.begin_nested():
         labelling.hotkeys = checked
+        record_audit(session, "hotkeys_changed", actor or "(command line)", actor=actor, session_id=labelling.id,
+                     detail=detail)
         session.flush()
-    return default_hotkeys(names) if checked is None else checked
+    return after

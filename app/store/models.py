@@ -77,6 +77,8 @@ __all__ = [
     "ItemLease",
     "ROLES",
     "AUDIT_KINDS",
+    "SIGN_IN_KINDS",
+    "StoreSecret",
     "FeatureBlock",
     "EVENT_KINDS",
     "LABELLED_KINDS",
@@ -109,7 +111,8 @@ LINK_MAX = 2048
 MEDIA_ROOT_MAX = 4096
 #: Roles of a user account (:mod:`app.store.users`).
 ROLES: tuple[str, ...] = ("admin", "annotator", "reviewer")
-#: Kinds of audit events: sign-ins and every change to an account or an assignment.
+#: Kinds of audit events: sign-ins and every change to an account, an assignment or a
+#: session's settings (overlap, answer keys).
 AUDIT_KINDS: tuple[str, ...] = (
     "sign_in",
     "sign_in_failed",
@@ -120,7 +123,10 @@ AUDIT_KINDS: tuple[str, ...] = (
     "password_changed",
     "assigned",
     "overlap_changed",
+    "hotkeys_changed",
 )
+#: The audit kinds that record a sign-in attempt (about no session).
+SIGN_IN_KINDS: tuple[str, ...] = ("sign_in", "sign_in_failed")
 
 # Deterministic constraint names: Alembic batch mode on SQLite needs them to alter tables.
 NAMING_CONVENTION = {
@@ -585,3 +591,16 @@ class FeatureBlock(Base):
 
     def __repr__(self) -> str:
         return f"FeatureBlock(dataset_id={self.dataset_id!r}, start={self.start!r}, n_rows={self.n_rows!r})"
+
+
+class StoreSecret(Base):
+    """A random key the store keeps for itself, by name (e.g. the key that hashes a typed
+    sign-in name that is no account: :func:`app.store.users.unknown_name_tag`).
+
+    Never shown, exported or logged; whoever reads it holds the database anyway.
+    """
+
+    __tablename__ = "store_secrets"
+
+    name: Mapped[str] = mapped_column(String(50), primary_key=True)
+    value: Mapped[bytes] = mapped_column(LargeBinary)

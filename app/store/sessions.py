@@ -30,7 +30,7 @@ from app.store.models import (
     utcnow,
 )
 from app.store.records import dataset_of, get_labelling_session
-from app.store.users import require_admin
+from app.store.policies import authorize_session, visible_session_ids
 from engine.choices import DEFAULT_STRATEGY
 
 __all__ = [
@@ -142,7 +142,7 @@ def create_labelling_session(
     dataset = session.get(Dataset, dataset_id)
     if dataset is None or not dataset.published:
         raise RecordNotFound(f"dataset_id {dataset_id} does not exist")
-    require_admin(session, actor, "session new")
+    authorize_session(session, actor, "create", what="session new")
     spec = check_session_spec(spec, n_instances=dataset.n_instances, dataset_name=dataset.name)
     check_session_name_free(session, spec.name)
     with session.begin_nested():
@@ -162,17 +162,24 @@ def create_labelling_session(
     return labelling
 
 
-def list_sessions(session: Session) -> list[LabellingSession]:
-    """Every labelling session, oldest first."""
-    return list(session.scalars(select(LabellingSession).order_by(LabellingSession.id)))
+def list_sessions(session: Session, *, actor: str | None = None) -> list[LabellingSession]:
+    """The labelling sessions ``actor`` may list (:mod:`app.store.policies.sessions`;
+    ``None``, the command line, lists every one), oldest first."""
+    visible = visible_session_ids(session, actor)
+    query = select(LabellingSession).order_by(LabellingSession.id)
+    if visible is not None:
+        query = query.where(LabellingSession.id.in_(sorted(visible)))
+    return list(session.scalars(query))
 
 
-def session_configs(session: Session) -> list[SessionConfig]:
-    """Every labelling session with its dataset's name, oldest first, as plain data."""
-    rows = session.execute(
-        select(LabellingSession, Dataset).join(Dataset, Dataset.id == LabellingSession.dataset_id).order_by(LabellingSession.id)
-    )
-    return [_session_config(labelling, dataset) for labelling, dataset in rows]
+def session_configs(session: Session, *, actor: str | None = None) -> list[SessionConfig]:
+    """The labelling sessions ``actor`` may list, with their dataset's name, oldest first, as
+    plain data (``None``, the command line: every session)."""
+    visible = visible_session_ids(session, actor)
+    query = select(LabellingSession, Dataset).join(Dataset, Dataset.id == LabellingSession.dataset_id)
+    if visible is not None:
+        query = query.where(LabellingSession.id.in_(sorted(visible)))
+    return [_session_config(labelling, dataset) for labelling, dataset in session.execute(query.order_by(LabellingSession.id))]
 
 
 def get_session_by_name(session: Session, name: str) -> LabellingSession:

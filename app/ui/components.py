@@ -29,6 +29,7 @@ from app.service import (
     LabelSettings,
     RejectQueue,
     Workbench,
+    check_session_action,
     export_bytes,
     session_progress,
     session_table,
@@ -86,7 +87,9 @@ _MARKDOWN_PUNCTUATION = re.compile(r"[!-/:-@\[-`{-~]")
 
 
 def workbench_or_stop(bench: Workbench | None) -> Workbench:
-    """The tab's open session; without one, a link to the Sessions page, and the page stops.
+    """The tab's open session; without one, or when the signed-in user may not open it (the
+    session policy of the store: an annotator opens only the sessions assigned to them), a
+    link to the Sessions page, and the page stops.
 
     While the tab's session is being opened in the background, ``Home.py`` already shows
     its progress, so the page says nothing more than the link.
@@ -95,6 +98,12 @@ def workbench_or_stop(bench: Workbench | None) -> Workbench:
         if current().building is None:
             st.info("No labelling session is open yet.")
         st.page_link("views/sessions.py", label="Create or open a session", icon=":material/folder_open:")
+        st.stop()
+    try:  # asked on every run, never cached: an assignment or a role can change at any time
+        check_session_action(bench.Session, bench.session_id, "open", actor=current().user)
+    except InvalidInput as exc:
+        st.error(md(f"This session is not open to you: {exc}"))
+        st.page_link("views/sessions.py", label="Open a session assigned to you", icon=":material/folder_open:")
         st.stop()
     return bench
 
@@ -383,9 +392,10 @@ def show_thumbnail(bench: Workbench, position: int) -> None:
 
 
 @st.cache_data(show_spinner="Replaying the answers…", max_entries=16)
-def progress_history(db: str, session_id: int, n_events: int, _bench: Workbench) -> pd.DataFrame:
-    """:func:`app.service.session_progress`, cached by ``(db, session, number of events)``."""
-    return session_progress(_bench, n_events)
+def progress_history(db: str, session_id: int, n_events: int, actor: str | None, _bench: Workbench) -> pd.DataFrame:
+    """:func:`app.service.session_progress` as ``actor``, cached by ``(db, session, number of
+    events, actor)``."""
+    return session_progress(_bench, n_events, actor=actor)
 
 
 @st.cache_data(show_spinner="Labelling the dataset…", max_entries=16)
@@ -439,11 +449,11 @@ LABELLED_SPEC: dict = {
 
 @st.cache_data(show_spinner=False, max_entries=16)
 def team_tables(
-    db: str, session_id: int, n_events: int, _bench: Workbench
+    db: str, session_id: int, n_events: int, actor: str | None, _bench: Workbench
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, float | int]]:
     """:func:`app.service.team_figures` (per-annotator progress, pair agreement, overall
-    agreement), cached like the replay."""
-    return team_figures(_bench)
+    agreement) as ``actor``, cached like the replay."""
+    return team_figures(_bench, actor=actor)
 
 
 # -------------------------------------------------------------------------------- rejects
@@ -460,9 +470,11 @@ def reject_queue(db: str, session_id: int, n_events: int, _bench: Workbench) -> 
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def export_file(
-    db: str, session_id: int, n_events: int, what: str, fmt: str, _bench: Workbench, settings: LabelSettings | None = None
+    db: str, session_id: int, n_events: int, what: str, fmt: str, actor: str | None, role: str | None,
+    _bench: Workbench, settings: LabelSettings | None = None,
 ) -> bytes:
-    """:func:`app.service.session_table` of ``what`` as a ``fmt`` file, cached like the replay
-    (``settings``, the session's label settings, only keys the cache: the labelled data
-    changes with them)."""
-    return export_bytes(session_table(_bench, what), fmt)
+    """:func:`app.service.session_table` of ``what`` as a ``fmt`` file as ``actor`` (an
+    admin's events file holds the session's audit rows, a reviewer's does not), cached like
+    the replay; ``role`` is only part of the key, so that a changed role gets its own file, and
+    so are ``settings`` (the session's label settings: the labelled data changes with them)."""
+    return export_bytes(session_table(_bench, what, actor=actor), fmt)

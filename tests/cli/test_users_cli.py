@@ -74,7 +74,10 @@ def test_user_commands_and_answers_in_team_mode(winnow, small_csv, tmp_path):
     events = tmp_path / "events.json"
     winnow("export", "s1", "--what", "events", "-o", events, "--db", db)
     kinds = [row["kind"] for row in json.loads(events.read_text())]
-    assert kinds.count("skip") == 2 and "user_added" in kinds and "user_disabled" in kinds
+    # The session's own audit rows (assignments, overlap) only: never the account changes or
+    # sign-ins of the global audit log (issue 23).
+    assert kinds.count("skip") == 2 and "assigned" in kinds and "overlap_changed" in kinds
+    assert "user_added" not in kinds and "user_disabled" not in kinds
 
 
 def test_status_shows_per_annotator_progress_and_agreement(winnow, small_csv, tmp_path):

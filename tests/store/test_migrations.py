@@ -426,3 +426,40 @@ def test_0009_accepts_decision_change_and_keeps_triggers_keys_and_rows(store_url
             assert _schema_around_sessions(conn) == before
     finally:
         engine.dispose()
+
+
+def test_0013_audits_key_changes_and_keeps_the_audit_log_append_only(store_url):
+    """Up to 0013 with audit rows written: they are kept, the kind CHECK takes
+    'hotkeys_changed' (and still refuses unknown kinds), the append-only triggers (0012's
+    REPLACE guard among them) and the index are back, and downgrading refuses while a key
+    change is in the log."""
+    upgrade_database(store_url, "0012")
+    engine = make_engine(store_url)
+    insert = text("INSERT INTO audit_events (kind, user_name, created_at) VALUES (:kind, 'ada', :now)")
+    now = datetime(2026, 11, 25, tzinfo=timezone.utc)
+    try:
+        with engine.begin() as conn:
+            for kind in ("user_added", "sign_in"):
+                conn.execute(insert, {"kind": kind, "now": now})
+        upgrade_database(store_url, "0013")
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT id, kind FROM audit_events ORDER BY id")).all() == [
+                (1, "user_added"), (2, "sign_in")]
+            assert "ix_audit_events_user_kind_created" in {i["name"] for i in inspect(conn).get_indexes("audit_events")}
+            assert "store_secrets" in inspect(conn).get_table_names()
+        with engine.begin() as conn:
+            conn.execute(insert, {"kind": "hotkeys_changed", "now": now})
+        with pytest.raises(IntegrityError), engine.begin() as conn:
+            conn.execute(insert, {"kind": "bogus", "now": now})
+        with pytest.raises(DatabaseError, match="append-only"), engine.begin() as conn:
+            conn.execute(text("DELETE FROM audit_events"))
+        with pytest.raises(DatabaseError, match="append-only"), engine.begin() as conn:
+            conn.execute(text("UPDATE audit_events SET user_name = 'eve'"))
+        if engine.dialect.name == "sqlite":
+            with pytest.raises(DatabaseError, match="append-only"), engine.begin() as conn:
+                conn.execute(text("REPLACE INTO audit_events (id, kind, user_name, created_at) "
+                                  "VALUES (1, 'sign_in', 'eve', :now)"), {"now": now})
+        with pytest.raises(RuntimeError, match="1 change\\(s\\) of answer keys"):
+            downgrade_database(store_url, "0012")
+    finally:
+        engine.dispose()

@@ -129,7 +129,7 @@ def test_the_labelled_items_curve_replays_expert_and_given_and_ends_at_the_count
 def bench_history(bench: Workbench) -> pd.DataFrame:
     from app.service import session_progress
 
-    return session_progress(bench)
+    return session_progress(bench, actor=None)
 
 
 # ------------------------------------------------------------------------------ Sessions page

@@ -5,13 +5,18 @@ events log, as CSV, JSON or JSON Lines).
 
 The statement about the model's labels is the service's own sentence
 (:attr:`app.service.DeliveredLabels.statement`), shown as plain text: the page states no rate
-the service did not measure."""
+the service did not measure.
+
+Each read goes through the service as the signed-in user, and the store's session policy
+decides: only the exports the user may take are offered (an annotator's, on a session
+assigned to them: the ranked list and the labelled data; the events log is for reviewers
+and admins, with the session's audit rows for admins only)."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from app.service import EXPORT_MIME, candidate_set_sizes, safe_file_name, session_label_settings
+from app.service import EXPORT_MIME, candidate_set_sizes, safe_file_name, session_label_settings, session_rights
 from app.ui import components
 from app.ui import state as ui
 
@@ -22,7 +27,7 @@ st.title("Progress")
 bench = components.workbench_or_stop(bench)
 
 state = bench.state
-history = components.progress_history(tab.db, bench.session_id, state.n_events, bench)
+history = components.progress_history(tab.db, bench.session_id, state.n_events, tab.user, bench)
 last = history.iloc[-1]
 
 cols = st.columns(4)
@@ -75,7 +80,7 @@ st.markdown("**Candidate-set sizes**")
 st.bar_chart(candidate_set_sizes(state), stack=False, height=240)
 
 st.subheader("Annotators")
-people, pairs, shared = components.team_tables(tab.db, bench.session_id, state.n_events, bench)
+people, pairs, shared = components.team_tables(tab.db, bench.session_id, state.n_events, tab.user, bench)
 if people.empty:
     st.caption("No answers yet.")
 else:
@@ -97,13 +102,16 @@ st.caption("The same files as `winnow export --what ranked|labelled|events`. The
 FORMATS = ("csv", "json", "jsonl")
 FORMAT_TITLES = {"csv": "CSV", "json": "JSON", "jsonl": "JSON Lines"}
 EXPORTS = (("ranked", "Ranked query list"), ("labelled", "Labelled data"), ("events", "Events log (every answer, skip and undo)"))
+rights = session_rights(bench.Session, bench.session_id, actor=tab.user)  # every run: never cached
 for what, title in EXPORTS:
+    if f"export_{what}" not in rights:
+        continue
     row = st.columns([2, 1, 1, 1])
     row[0].markdown(f"**{title}**")
     for column, fmt in zip(row[1:], FORMATS):
         column.download_button(
             FORMAT_TITLES[fmt],
-            data=components.export_file(tab.db, bench.session_id, state.n_events, what, fmt, bench,
+            data=components.export_file(tab.db, bench.session_id, state.n_events, what, fmt, tab.user, tab.role, bench,
                                         settings if what == "labelled" else None),
             file_name=safe_file_name(f"{bench.config.name}-{what}.{fmt}"),
             mime=EXPORT_MIME[fmt],

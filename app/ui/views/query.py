@@ -91,7 +91,7 @@ if tab.user is not None:
     try:
         reserved = reserve_next_item(bench, tab.user)
     except InvalidInput as exc:  # e.g. not assigned to this session
-        st.error(str(exc))
+        st.error(md(str(exc)))  # names are user content: shown as text, never as Markdown
         st.stop()
     queue = np.array([] if reserved is None else [reserved], dtype=int)
 else:

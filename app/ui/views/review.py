@@ -45,7 +45,7 @@ if not ui.is_reviewer(tab):
 bench = components.workbench_or_stop(tab.workbench)
 components.show_notice(tab)
 
-details = conflict_details(bench)
+details = conflict_details(bench, actor=tab.user)
 st.caption(f"{len(details)} conflict(s) between annotators in session {md(repr(bench.config.name))}.")
 if not details:
     st.success("No conflicts: the annotators agree on every item they share.")

@@ -6,6 +6,11 @@ bound, the share of served items that are audits) are shown to everyone who may 
 session, editable by admins only (the store refuses anyone else), with what a target costs in
 audited answers (:func:`engine.calibration.audits_needed`, never a number written here).
 
+What the page offers follows the store's access policies, asked as the signed-in user: the
+list holds the sessions the user may open (an annotator's: those assigned to them), the "New
+session" form is for those who may create sessions and upload (admins in team mode), the key
+editor for those who may change a session's keys (admins); the others see the keys as text.
+
 Uploads go through the same reader and the same store writes as ``winnow import``; a file
 the reader rejects is reported with its one-line :class:`~app.io.DataFileError` message and
 nothing is written. Session, dataset and label names are shown as plain text. A large upload is
@@ -24,12 +29,15 @@ import streamlit as st
 from app.io import SUPPORTED_EXTENSIONS
 from app.service import (
     UPLOAD_EXTENSIONS,
+    creation_rights,
     dataset_names,
     change_label_settings,
     hotkeys_text,
     parse_hotkeys_text,
     session_label_settings,
+    session_rights,
     session_summaries,
+    set_session_keys,
     start_session,
     upload_columns,
 )
@@ -127,11 +135,12 @@ def save_hotkeys(field: str, reset: bool) -> None:
     bench = tab.workbench
     if bench is None:
         return
-    try:
+    try:  # the store refuses anyone but an admin in team mode, and audits the change
         if reset:
-            keys = bench.set_hotkeys(None)
+            keys = set_session_keys(bench, None, actor=tab.user)
         else:
-            keys = bench.set_hotkeys(parse_hotkeys_text(st.session_state.get(field, ""), bench.label_names))
+            mapping = parse_hotkeys_text(st.session_state.get(field, ""), bench.label_names)
+            keys = set_session_keys(bench, mapping, actor=tab.user)
     except InvalidInput as exc:
         tab.hotkeys_notice = ("error", str(exc))
         return
@@ -196,9 +205,10 @@ st.title("Sessions")
 sessions = [
     {"id": x.session_id, "session": x.name, "dataset": x.dataset_name, "k": x.k, "weighting": x.weighting,
      "criterion": x.criterion, "targets": x.target_set, "last activity": x.updated_at}
-    for x in session_summaries(Session)
+    for x in session_summaries(Session, actor=tab.user)
 ]
-datasets = dataset_names(Session)
+may = creation_rights(Session, actor=tab.user)
+datasets = dataset_names(Session) if "create" in may else []
 
 st.subheader("Open a session")
 if sessions:
@@ -212,80 +222,87 @@ if sessions:
     st.button("Open", key=ui.Keys.OPEN_BUTTON, type="primary", on_click=open_session, args=(choice,),
               disabled=choice == tab.session_id and tab.workbench is not None)
     st.dataframe(pd.DataFrame(sessions).drop(columns="id"), hide_index=True)
-else:
+elif "create" in may:
     st.info("No sessions yet: create one below.")
-
-st.subheader("New session")
-source = st.radio("Data", [UPLOAD, STORED] if datasets else [UPLOAD], key=ui.Keys.SOURCE, horizontal=True)
-uploaded = None
-dataset_name = None
-if source == UPLOAD:
-    uploaded = st.file_uploader(
-        "Partially labelled data", type=[e.lstrip(".") for e in (*SUPPORTED_EXTENSIONS, ".zip")], key=ui.Keys.UPLOAD,
-        help="CSV/TSV with a 'candidates' column like 'cat|dog' (optional 'id' and 'true_label'; items may be a "
-             "'text', an 'image' or 'path', an 'audio' column), Parquet, .npz, the .mat files of the PLL "
-             "benchmarks, or a .zip of images (with its labels CSV, or one sub-folder per label).",
-    )
-    st.file_uploader(
-        "Images or audio clips of the items (optional)", key=MEDIA_UPLOAD, accept_multiple_files=True,
-        type=[e.lstrip(".") for e in UPLOAD_EXTENSIONS if e not in SUPPORTED_EXTENSIONS],
-        help="The files the data file names in its image/path or audio column (by file name), or a .zip of them. "
-             "Without a data file: one sub-folder per label inside the .zip.",
-    )
-    header = upload_columns(uploaded.name, uploaded.getvalue()) if uploaded is not None else []
-    if header:
-        with st.expander("Columns: what each item shows"):
-            choice_cols = st.columns(3)
-            for col, (option, key) in zip(choice_cols, COLUMN_KEYS.items()):
-                col.selectbox(option.replace("_column", "").capitalize(), [AUTOMATIC, *header], key=key,
-                              help=f"The column with each item's {option.replace('_column', '')}; "
-                                   "found by name when left as is.")
-            st.multiselect("Ignore columns", header, key=IGNORE_COLUMNS,
-                           help="Columns that are neither features nor content (notes, ...).")
 else:
-    dataset_name = st.selectbox("Dataset", list(datasets), key=ui.Keys.DATASET)
+    st.info("No session is assigned to you yet: ask an admin to assign you one.")
 
-default_name = Path(uploaded.name).stem if uploaded is not None else (dataset_name or "")
-cols = st.columns(5)
-cols[0].text_input("Session name", key=ui.Keys.NEW_NAME, max_chars=200, placeholder=default_name or "e.g. week1",
-                   help="Empty: named after the file or the dataset.")
-cols[1].number_input("k (neighbours)", min_value=1, max_value=200, value=10, step=1, key=ui.Keys.K)
-cols[2].selectbox("Weighting", WEIGHTINGS, key=ui.Keys.WEIGHTING)
-cols[3].selectbox("Query criterion", CRITERIA, index=CRITERIA.index(DEFAULT_STRATEGY), key=ui.Keys.CRITERION,
-                  format_func=CRITERION_HELP.get)
-cols[4].selectbox("Targets", TARGET_SETS, key=ui.Keys.TARGET_SET,
-                  help="all instances, or only those whose original set is partial")
+# Team mode: only an admin creates sessions or uploads files (the store refuses the rest).
+sources = [source for source, allowed in ((UPLOAD, "upload" in may), (STORED, bool(datasets))) if allowed]
+if "create" in may and sources:
+    st.subheader("New session")
+    source = st.radio("Data", sources, key=ui.Keys.SOURCE, horizontal=True)
+    uploaded = None
+    dataset_name = None
+    if source == UPLOAD:
+        uploaded = st.file_uploader(
+            "Partially labelled data", type=[e.lstrip(".") for e in (*SUPPORTED_EXTENSIONS, ".zip")], key=ui.Keys.UPLOAD,
+            help="CSV/TSV with a 'candidates' column like 'cat|dog' (optional 'id' and 'true_label'; items may be a "
+                 "'text', an 'image' or 'path', an 'audio' column), Parquet, .npz, the .mat files of the PLL "
+                 "benchmarks, or a .zip of images (with its labels CSV, or one sub-folder per label).",
+        )
+        st.file_uploader(
+            "Images or audio clips of the items (optional)", key=MEDIA_UPLOAD, accept_multiple_files=True,
+            type=[e.lstrip(".") for e in UPLOAD_EXTENSIONS if e not in SUPPORTED_EXTENSIONS],
+            help="The files the data file names in its image/path or audio column (by file name), or a .zip of them. "
+                 "Without a data file: one sub-folder per label inside the .zip.",
+        )
+        header = upload_columns(uploaded.name, uploaded.getvalue()) if uploaded is not None else []
+        if header:
+            with st.expander("Columns: what each item shows"):
+                choice_cols = st.columns(3)
+                for col, (option, key) in zip(choice_cols, COLUMN_KEYS.items()):
+                    col.selectbox(option.replace("_column", "").capitalize(), [AUTOMATIC, *header], key=key,
+                                  help=f"The column with each item's {option.replace('_column', '')}; "
+                                       "found by name when left as is.")
+                st.multiselect("Ignore columns", header, key=IGNORE_COLUMNS,
+                               help="Columns that are neither features nor content (notes, ...).")
+    else:
+        dataset_name = st.selectbox("Dataset", list(datasets), key=ui.Keys.DATASET)
 
+    default_name = Path(uploaded.name).stem if uploaded is not None else (dataset_name or "")
+    cols = st.columns(5)
+    cols[0].text_input("Session name", key=ui.Keys.NEW_NAME, max_chars=200, placeholder=default_name or "e.g. week1",
+                       help="Empty: named after the file or the dataset.")
+    cols[1].number_input("k (neighbours)", min_value=1, max_value=200, value=10, step=1, key=ui.Keys.K)
+    cols[2].selectbox("Weighting", WEIGHTINGS, key=ui.Keys.WEIGHTING)
+    cols[3].selectbox("Query criterion", CRITERIA, index=CRITERIA.index(DEFAULT_STRATEGY), key=ui.Keys.CRITERION,
+                      format_func=CRITERION_HELP.get)
+    cols[4].selectbox("Targets", TARGET_SETS, key=ui.Keys.TARGET_SET,
+                      help="all instances, or only those whose original set is partial")
 
-
-st.button("Create session", key=ui.Keys.CREATE, type="primary", on_click=create_from_form,
-          disabled=tab.creating is not None)
-if tab.creating is not None:
-    show_build_progress(tab.creating, "Importing the file", None)
+    st.button("Create session", key=ui.Keys.CREATE, type="primary", on_click=create_from_form,
+              disabled=tab.creating is not None)
+    if tab.creating is not None:
+        show_build_progress(tab.creating, "Importing the file", None)
 components.show_notice(tab)
 if tab.next_page:
     target, tab.next_page = tab.next_page, None
     st.switch_page(target)
 
-if tab.workbench is not None:
+rights = session_rights(Session, tab.workbench.session_id, actor=tab.user) if tab.workbench is not None else frozenset()
+if tab.workbench is not None and "open" in rights:
     bench = tab.workbench
     st.subheader("Keyboard keys of the open session")
-    st.caption("One line per label, `key = label`: a letter or a digit, no key twice; leave the key out for a "
-               "label without one. N, S, U, A and L belong to none of these, skip, undo, another label and "
-               "leave; C and R to Streamlit. Other tabs use the new keys once they open the session again.")
-    field = ui.Keys.hotkeys(bench.session_id)
-    st.session_state.setdefault(field, hotkeys_text(bench.hotkeys, bench.label_names))
-    st.text_area("Keys", key=field, height=min(40 + 24 * len(bench.label_names), 320))
-    row = st.columns([1, 1, 4])
-    row[0].button("Save keys", key=ui.Keys.HOTKEYS_SAVE, type="primary", on_click=save_hotkeys, args=(field, False))
-    row[1].button("Default keys", key=ui.Keys.HOTKEYS_RESET, on_click=save_hotkeys, args=(field, True))
+    if "change_keys" in rights:
+        st.caption("One line per label, `key = label`: a letter or a digit, no key twice; leave the key out for a "
+                   "label without one. N, S, U, A and L belong to none of these, skip, undo, another label and "
+                   "leave; C and R to Streamlit. Other tabs use the new keys once they open the session again.")
+        field = ui.Keys.hotkeys(bench.session_id)
+        st.session_state.setdefault(field, hotkeys_text(bench.hotkeys, bench.label_names))
+        st.text_area("Keys", key=field, height=min(40 + 24 * len(bench.label_names), 320))
+        row = st.columns([1, 1, 4])
+        row[0].button("Save keys", key=ui.Keys.HOTKEYS_SAVE, type="primary", on_click=save_hotkeys,
+                      args=(field, False))
+        row[1].button("Default keys", key=ui.Keys.HOTKEYS_RESET, on_click=save_hotkeys, args=(field, True))
+    else:
+        st.caption("An admin sets the keys of a session.")
+        st.text(hotkeys_text(bench.hotkeys, bench.label_names))
     if tab.hotkeys_notice is not None:
         level, text = tab.hotkeys_notice
         tab.hotkeys_notice = None
         (st.error if level == "error" else st.success)(components.md(text))
 
-if tab.workbench is not None and "open" in rights:
-    bench = tab.workbench
     st.subheader("Model labels of the open session")
     saved = session_label_settings(Session, bench.config.name)
     if "change_settings" in rights:

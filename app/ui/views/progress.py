@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.service import EXPORT_MIME, candidate_set_sizes, safe_file_name, session_label_settings, session_rights
+from app.service import EXPORT_MIME, candidate_set_sizes, safe_file_name, session_rights
 from app.ui import components
 from app.ui import state as ui
 
@@ -40,7 +40,7 @@ cols[3].metric("DST-PLL rejects", int(last["rejects"]),
                delta=int(last["rejects"] - history["rejects"].iloc[0]) or None, delta_color="inverse")
 
 st.subheader("Labelled data")
-settings = session_label_settings(ui.store(tab.db), bench.config.name)  # every run: an admin may change them
+settings = bench.label_settings  # as ui.sync_workbench read them on this run (an admin may change them)
 labels = components.delivered_labels(tab.db, bench.session_id, state.n_events, settings, bench)
 SOURCES = (
     ("expert", "Expert labels", "Items an annotator answered, or a reviewer resolved."),

@@ -40,6 +40,7 @@ from engine.exceptions import InvalidInput, SolverError, WinnowError
 
 if TYPE_CHECKING:
     from app.service.tasks import ProgressCallback, ProgressUpdate
+    from app.store import LabelSettings
 
 # The file readers, the workbench and the engine pull in pandas, scikit-learn and OR-Tools
 # (seconds of imports): commands import the service layer when they run, so `--help` stays
@@ -128,6 +129,32 @@ MediaRootOption = typer.Option(
 )
 
 
+MaxErrorOption = typer.Option(
+    None, "--max-error", help="Largest error accepted in model labels, > 0 and < 0.5 (default 0.05)."
+)
+ConfidenceOption = typer.Option(
+    None, "--confidence", help="Confidence with which the stated error must hold, >= 0.5 and < 1 (default 0.9)."
+)
+AuditOption = typer.Option(
+    None, "--audit", help="Share of served items drawn at random to measure model labels, 0 to 0.5 (default 0.05)."
+)
+
+
+def _label_settings(max_error: Optional[float], confidence: Optional[float], audit: Optional[float]) -> "LabelSettings | None":
+    """The label settings given on the command line (checked now, before anything is written),
+    or ``None`` when none was given."""
+    from app.store import LabelSettings
+
+    if max_error is None and confidence is None and audit is None:
+        return None
+    defaults = LabelSettings()
+    return LabelSettings(
+        max_error=defaults.max_error if max_error is None else max_error,
+        confidence=defaults.confidence if confidence is None else confidence,
+        audit_share=defaults.audit_share if audit is None else audit,
+    )
+
+
 def _column_list(values: Optional[list[str]]) -> tuple[str, ...]:
     """``--ignore-columns a,b --ignore-columns c`` as ``("a", "b", "c")``."""
     return tuple(part.strip() for value in values or () for part in value.split(",") if part.strip())
@@ -176,6 +203,9 @@ def import_command(
     k: int = typer.Option(10, "-k", help="Neighbours of the session's k-NN vote."),
     weighting: str = typer.Option("uniform", help=f"One of {', '.join(WEIGHTINGS)}."),
     criterion: str = typer.Option(DEFAULT_STRATEGY, help=f"Query criterion: {', '.join(CRITERIA)}."),
+    max_error: Optional[float] = MaxErrorOption,
+    confidence: Optional[float] = ConfidenceOption,
+    audit: Optional[float] = AuditOption,
 ) -> None:
     """Import a partially labelled file, or a folder of images, into a database: all rows (and the
     session) or nothing.
@@ -187,9 +217,12 @@ def import_command(
     Examples: winnow import sample_data/digits_partial.csv --db winnow.db --session first;
     winnow import sample_data/texts.csv; winnow import sample_data/photos --labels sample_data/photos_labels.csv
     """
-    from app.service import import_file
+    from app.service import change_label_settings, import_file
 
     spec = None
+    settings = _label_settings(max_error, confidence, audit)
+    if settings is not None and session is None:
+        raise UserError("--max-error, --confidence and --audit are settings of a session: give --session NAME too")
     if session is not None:  # every option is checked before anything is read or written
         check_choice(weighting, "--weighting", WEIGHTINGS)
         check_choice(criterion, "--criterion", CRITERIA)
@@ -225,6 +258,9 @@ def import_command(
             )
     out.print(f"Imported {n} instances from {file} as dataset {dataset_name!r} (id {dataset_id}).")
     if spec is not None:
+        if settings is not None:
+            change_label_settings(Session, spec.name, max_error=settings.max_error, confidence=settings.confidence,
+                                  audit_share=settings.audit_share)
         out.print(f"Created session {spec.name!r}.")
 
 
@@ -310,16 +346,23 @@ def session_new(
     criterion: str = typer.Option(DEFAULT_STRATEGY, help=f"One of {', '.join(CRITERIA)}."),
     target_set: str = typer.Option("all", help=f"One of {', '.join(TARGET_SETS)}."),
     overlap: int = typer.Option(1, min=1, help="Annotators who answer each item (1 splits the work; 2+ measures agreement)."),
+    max_error: Optional[float] = MaxErrorOption,
+    confidence: Optional[float] = ConfidenceOption,
+    audit: Optional[float] = AuditOption,
 ) -> None:
     """Start a labelling session on an imported dataset.
 
-    Example: winnow session new week1 --dataset digits_partial --criterion apl -k 10
+    Example: winnow session new week1 --dataset digits_partial --criterion apl -k 10 --max-error 0.05 --audit 0.05
     """
-    from app.service import create_session, dataset_id_by_name, set_session_overlap
+    from app.service import change_label_settings, create_session, dataset_id_by_name, set_session_overlap
 
+    settings = _label_settings(max_error, confidence, audit)
     Session = open_store(db, create=False)
     create_session(Session, dataset_id=dataset_id_by_name(Session, dataset), name=name, k=k, weighting=weighting,
                    criterion=criterion, target_set=target_set)
+    if settings is not None:
+        change_label_settings(Session, name, max_error=settings.max_error, confidence=settings.confidence,
+                              audit_share=settings.audit_share)
     if overlap != 1:
         set_session_overlap(Session, name, overlap)
     out.print(f"Created session {name!r} on dataset {dataset!r}" + (f" (overlap {overlap})." if overlap != 1 else "."))
@@ -353,6 +396,35 @@ def session_overlap_command(
     out.print(f"Session {name!r}: each item is answered by {overlap} annotator(s).")
 
 
+@session_app.command("settings")
+def session_settings(
+    name: str = typer.Argument(..., help="Session name."),
+    db: str = DbOption,
+    max_error: Optional[float] = MaxErrorOption,
+    confidence: Optional[float] = ConfidenceOption,
+    audit: Optional[float] = AuditOption,
+) -> None:
+    """Show or change how far model labels must be trusted, and the share of audits.
+
+    With no option, prints the current values. A target needs audits: with no error among
+    them, 45 audited answers state 5% at 90% confidence (59 at 95%, 114 for 2% at 90%).
+
+    Example: winnow session settings week1 --max-error 0.02 --confidence 0.95 --audit 0.1
+    """
+    from app.service import change_label_settings, session_label_settings
+    from engine.calibration import audits_needed
+
+    Session = open_store(db, create=False)
+    if max_error is None and confidence is None and audit is None:
+        settings = session_label_settings(Session, name)
+    else:
+        settings = change_label_settings(Session, name, max_error=max_error, confidence=confidence, audit_share=audit)
+    out.print(f"Session {name!r}: max error {settings.max_error:g}, confidence {settings.confidence:g}, "
+              f"audit share {settings.audit_share:g}; stating it needs at least "
+              f"{audits_needed(settings.max_error, settings.confidence)} audited answers (none wrong).",
+              markup=False, highlight=False)
+
+
 @session_app.command("list")
 def session_list(db: str = DbOption) -> None:
     """List the sessions of a database.  Example: winnow session list --db winnow.db"""
@@ -378,8 +450,11 @@ def session_status(
     with progress_bar(f"session {name}") as report:
         bench = Workbench.open(Session, session_id_by_name(Session, name), progress=report)
     people, pairs, shared = team_figures(bench, actor=None)
+    labels = bench.labels()
     summary = {
         "session": name, **bench.summary(), "overlap": overlap_of(bench), **shared,
+        "labels": dict(labels.counts), "audited_answers": labels.n_audited,
+        "stated_error": labels.calibration.bound, "statement": labels.statement,
         "next": bench.next_queries(top),
         "annotators": [
             {"annotator": who, "answered": int(r.answered), "skipped": int(r.skipped), "resolved": int(r.resolved),
@@ -394,6 +469,9 @@ def session_status(
         return
     for key in ("instances", "events", "answered", "partial", "open", "conflicts", "none_of_these", "open_targets", "overlap"):
         out.print(f"{key.replace('_', ' '):>18}: {summary[key]}")
+    for source, count in summary["labels"].items():
+        out.print(f"{source + ' labels':>18}: {count}")
+    out.print(summary["statement"], markup=False, highlight=False)
     if summary["items_shared"]:
         out.print(f"{'raw agreement':>18}: {summary['raw_agreement']:.3f} over {summary['items_shared']} shared items")
     table = Table("rank", "id", "score", "candidates")
@@ -536,7 +614,7 @@ def user_passwd(
 @app.command()
 def answer(
     session: str = typer.Argument(..., help="Session name."),
-    item: Optional[str] = typer.Argument(None, help="Item id (not needed for undo)."),
+    item: Optional[str] = typer.Argument(None, help="Item id (not needed for undo, nor with --from)."),
     label: Optional[str] = typer.Argument(None, help="Label name for answer / other_label / resolve."),
     kind: str = typer.Option("answer", help=f"One of {', '.join(EVENT_KINDS)}."),
     annotator: str = typer.Option(os.environ.get("USER", "cli") or "cli",
@@ -546,13 +624,26 @@ def answer(
         None, "--idempotency-key", metavar="KEY",
         help="Any unique text; running the command again with the same KEY records nothing new.",
     ),
+    from_file: Optional[Path] = typer.Option(
+        None, "--from", metavar="FILE",
+        help="Record every answer of a .csv, .tsv or .jsonl file with columns id,label[,annotator], all or none.",
+    ),
 ) -> None:
-    """Record one answer (for scripts and pipelines).
+    """Record one answer (for scripts and pipelines), or a file of answers with --from.
 
-    Example: winnow answer week1 d0042 8 --annotator alice --idempotency-key req-0042
+    Examples: winnow answer week1 d0042 8 --annotator alice --idempotency-key req-0042;
+    winnow answer week1 --from answers.csv (an expert who labelled the ranked export offline)
     """
-    from app.service import record_answer
+    from app.service import record_answer, record_answers_file
 
+    if from_file is not None:
+        if item is not None or label is not None:
+            raise UserError("--from FILE takes the answers from the file: give no ITEM or LABEL")
+        if kind != "answer" or idempotency_key is not None:
+            raise UserError("--from FILE records answers only: --kind and --idempotency-key do not apply")
+        n = record_answers_file(open_store(db, create=False), session, from_file, annotator=annotator)
+        out.print(f"Recorded {n} answers from {from_file}.", markup=False, highlight=False)
+        return
     check_choice(kind, "--kind", EVENT_KINDS)
     if item is None and kind != "undo":
         raise UserError(f"--kind {kind} needs an ITEM id")
@@ -567,18 +658,32 @@ def answer(
 @app.command()
 def export(
     session: str = typer.Argument(..., help="Session name."),
-    output: Path = typer.Option(..., "-o", "--output", help=".csv, .json or .parquet"),
+    output: Path = typer.Option(..., "-o", "--output", help=".csv, .tsv, .json, .jsonl or .parquet"),
     what: str = typer.Option("ranked", help="ranked (query list), labelled (dataset) or events (answer log)."),
+    fmt: Optional[str] = typer.Option(
+        None, "--format", help="csv, tsv, json, jsonl or parquet (default: from the output's extension)."
+    ),
     db: str = DbOption,
 ) -> None:
     """Export a session's ranked query list, labelled dataset or answer log.
 
-    Example: winnow export week1 --what labelled -o labelled.csv
+    The labelled dataset has every item's final label, its label_source (expert, given, model,
+    undecided) and, for model labels, a confidence in [0, 1] (DST-PLL's margin mapped to [0, 1]:
+    it orders model labels, it is not a probability). JSON writes {"table", "metadata", "label_names",
+    "rows"}: the metadata holds the target error, the confidence, the stated error bound, the number of
+    audited answers and the counts per source; Parquet carries the same as key-value metadata
+    ("winnow"); JSON Lines (.jsonl) carries the rows only.
+
+    Example: winnow export week1 --what labelled -o labelled.jsonl
     """
-    from app.io import write_table
+    from app.io import TABLE_EXTENSIONS, write_table
     from app.service import EXPORT_KINDS, Workbench, events_table, session_id_by_name, session_table
 
     check_choice(what, "--what", EXPORT_KINDS)
+    if fmt is not None:
+        check_choice(fmt, "--format", [e.lstrip(".") for e in TABLE_EXTENSIONS])
+        if output.suffix.lower() != f".{fmt}":
+            output = output.with_name(output.name + f".{fmt}")
     Session = open_store(db, create=False)
     session_id = session_id_by_name(Session, session)
     if what == "events":  # the log alone needs no neighbour graph
@@ -628,7 +733,9 @@ def demo(
                     out.print(f"    if {why.item_id} is {lab}: necessary becomes {nl or '{}'}")
         with progress("Running DST-PLL's reject option"):
             rejects = bench.rejects()
-        out.print(f"DST-PLL refuses {rejects.n_rejected} of {rejects.positions.size} partial items; they go to the expert.")
+        out.print(f"DST-PLL refuses, or the audits cannot yet back, {rejects.n_rejected} of {rejects.positions.size} "
+                  "open items; they go to the expert.")
+        out.print(bench.labels().statement, markup=False, highlight=False)
 
 
 def check_port_free(port: int, address: str) -> None:

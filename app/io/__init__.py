@@ -24,6 +24,7 @@ from app.io.readers import (
     read_dataset,
     sort_label_names,
 )
+from app.io.readers.answers import ANSWER_EXTENSIONS, AnswerRow, read_answers
 from app.io.writers import (
     CONTENT_COLUMNS,
     LABELLED_COLUMNS,
@@ -62,4 +63,7 @@ __all__ = [
     "ranked_query_table",
     "labelled_dataset_table",
     "write_table",
+    "ANSWER_EXTENSIONS",
+    "AnswerRow",
+    "read_answers",
 ]

@@ -50,8 +50,17 @@ Output formats (:func:`write_table`, by extension)
     gives ``{"table": "labelled_dataset", "label_names": [...], "rows": [...]}``. In rows,
     ``candidates`` is a list of label names and missing values are ``null``. Any other DataFrame
     is written as a plain list of row objects.
+    A session's labelled export (:mod:`app.service.delivery`) adds ``"metadata": {...}`` after
+    ``"table"``: the target error, the confidence, the audit share, the stated error bound (null
+    when none is stated), the threshold, the number of audited answers, the counts per label
+    source and the statement line.
+``.jsonl``
+    JSON Lines: one row object per line, as in the ``rows`` of ``.json``; rows only, no
+    metadata (the format ML pipelines stream).
 ``.parquet``
-    The DataFrame as is (``candidates`` as the ``|``-joined string).
+    The DataFrame as is (``candidates`` as the ``|``-joined string); a labelled export's
+    metadata (as in ``.json``) is the file's key-value metadata under the key ``winnow``, a
+    JSON object (``pyarrow.parquet.read_schema(path).metadata[b"winnow"]``).
 """
 
 from __future__ import annotations
@@ -106,12 +115,15 @@ LABELLED_COLUMNS: tuple[str, ...] = (
 (``true_label`` only when true labels are given). Pass ``ignore_columns=EXPORT_ONLY_COLUMNS``
 to :func:`app.io.read_dataset` to import an export that includes features (its ``text``
 column is then read as the items' text)."""
-EXPORT_ONLY_COLUMNS: tuple[str, ...] = tuple(c for c in LABELLED_COLUMNS if c not in ("id", "candidates", "true_label"))
-"""The columns of :data:`LABELLED_COLUMNS` that have no role when an export is read back: the
-others are its ids, candidate sets and true labels, which cannot be ignored."""
+EXPORT_ONLY_COLUMNS: tuple[str, ...] = (
+    *(c for c in LABELLED_COLUMNS if c not in ("id", "candidates", "true_label")), "label_source", "confidence"
+)
+"""The columns of :data:`LABELLED_COLUMNS` (and the ``label_source`` and ``confidence`` a
+session's labelled export adds, :mod:`app.service.delivery`) that have no role when an export is
+read back: the others are its ids, candidate sets and true labels, which cannot be ignored."""
 CONTENT_COLUMNS: tuple[str, ...] = ("text", "media_path", "link")
 """Content columns an export may carry, in this order, each only when some item has it."""
-TABLE_EXTENSIONS: tuple[str, ...] = (".csv", ".tsv", ".json", ".parquet")
+TABLE_EXTENSIONS: tuple[str, ...] = (".csv", ".tsv", ".json", ".jsonl", ".parquet")
 FORMULA_PREFIXES: tuple[str, ...] = ("=", "+", "-", "@", "\t", "\r")
 """First characters that make a spreadsheet treat a text cell as a formula."""
 
@@ -382,10 +394,11 @@ def write_table(df: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
             elif ext == ".json":
                 handle.write((json.dumps(_json_payload(df), ensure_ascii=False, allow_nan=False, indent=1) + "\n")
                              .encode("utf-8"))
+            elif ext == ".jsonl":
+                for record in _json_records(df):
+                    handle.write((json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8"))
             else:
-                frame = df.copy()
-                frame.attrs = {}  # pandas would store attrs as JSON; ours are not needed in Parquet
-                frame.to_parquet(handle, index=False)
+                _write_parquet(df, handle)
     except OSError as exc:
         raise DataFileError(target, f"cannot be written: {exc.strerror or exc}") from None
     return target
@@ -489,16 +502,41 @@ def _neutralise(value: Any) -> Any:
     return value
 
 
-def _json_payload(df: pd.DataFrame) -> Any:
+def _json_records(df: pd.DataFrame) -> list[dict[str, Any]]:
+    """The rows as JSON objects; in winnow's tables ``candidates`` is a list of names."""
     records = [{str(k): _json_value(v) for k, v in row.items()} for row in df.to_dict(orient="records")]
+    if df.attrs.get("table") in ("ranked_queries", "labelled_dataset"):
+        for record in records:
+            cell = record.get("candidates")
+            if isinstance(cell, str):
+                record["candidates"] = cell.split("|") if cell else []
+    return records
+
+
+def _write_parquet(df: pd.DataFrame, handle: BinaryIO) -> None:
+    """The DataFrame as Parquet; ``df.attrs["metadata"]`` (a JSON-able mapping), when there is
+    one, as the file's key-value metadata under the key ``winnow`` (a JSON object)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    frame = df.copy()
+    metadata = frame.attrs.get("metadata")
+    frame.attrs = {}  # pandas would store attrs as JSON; only the metadata below is kept
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    if metadata is not None:
+        extra = {b"winnow": json.dumps(_json_value(metadata), ensure_ascii=False, allow_nan=False).encode("utf-8")}
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}), **extra})
+    pq.write_table(table, handle)
+
+
+def _json_payload(df: pd.DataFrame) -> Any:
+    records = _json_records(df)
     kind = df.attrs.get("table")
     if kind not in ("ranked_queries", "labelled_dataset"):
         return records
-    for record in records:
-        cell = record.get("candidates")
-        if isinstance(cell, str):
-            record["candidates"] = cell.split("|") if cell else []
     payload: dict[str, Any] = {"table": kind}
+    if df.attrs.get("metadata") is not None:
+        payload["metadata"] = _json_value(df.attrs["metadata"])
     if kind == "ranked_queries":
         payload["criterion"] = df.attrs.get("criterion")
         payload["params"] = _json_value(df.attrs.get("params", {}))

@@ -16,6 +16,12 @@ from .auth import (
     sign_in_with_password,
     users,
 )
+from .delivery import (
+    LABEL_SOURCES,
+    DeliveredLabels,
+    change_label_settings,
+    session_label_settings,
+)
 from .exports import (
     EVENT_COLUMNS,
     EXPORT_FORMATS,
@@ -47,6 +53,7 @@ from .sessions import (
     import_image_folder,
     latest_session_id,
     record_answer,
+    record_answers_file,
     session_id_by_name,
     session_rights,
     session_summaries,
@@ -83,8 +90,9 @@ __all__ = [
     "AnswerEffect", "StaleAnswer", "OFFERS", "ACTION_KEYS",
     "import_file", "import_image_folder", "store_dataset", "featurize_items", "create_session",
     "start_session", "session_id_by_name", "dataset_id_by_name", "session_summaries", "dataset_names",
-    "latest_session_id", "record_answer", "session_rights", "check_session_action", "creation_rights",
-    "SESSION_ACTIONS", "READ_ACTIONS", "ensure_sample_session", "safe_file_name", "SAMPLE_FILE", "SAMPLE_DATASET",
+    "latest_session_id", "record_answer", "record_answers_file", "session_rights", "check_session_action",
+    "creation_rights", "SESSION_ACTIONS", "READ_ACTIONS", "ensure_sample_session", "safe_file_name", "SAMPLE_FILE",
+    "SAMPLE_DATASET",
     "media_folder", "import_upload", "upload_columns", "UPLOAD_EXTENSIONS",
     "GraphResult", "graph_key", "graph_algorithm", "dataset_graph", "graph_builds", "session_dataset",
     "ProgressUpdate", "ProgressCallback", "ProgressTracker", "BuildJob", "BuildRegistry", "STAGE_NAMES",
@@ -97,4 +105,5 @@ __all__ = [
     "session_table", "events_table", "export_bytes", "rank_file", "EXPORT_KINDS", "EXPORT_FORMATS", "EXPORT_MIME",
     "EVENT_COLUMNS", "audit_table", "AUDIT_COLUMNS",
     "hotkeys_text", "parse_hotkeys_text", "set_session_keys",
+    "DeliveredLabels", "LABEL_SOURCES", "session_label_settings", "change_label_settings",
 ]

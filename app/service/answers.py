@@ -82,7 +82,9 @@ def check_displayed(
         # (with overlap it may already be settled by someone else, and still theirs to answer).
         offered = annotator in lease_holders().get(position, [])
     elif displayed == "rejects":
-        offered = bool(state.open_items[position])
+        # The Rejects page lists the open items and those flagged "none of these" (both are
+        # undecided: app.service.delivery); conflicts it settles with a resolve instead.
+        offered = bool(state.open_items[position]) or bool(state.none_of_these[position] and not state.in_conflict[position])
     else:
         offered = bool(state.in_conflict[position])
     if not offered:

@@ -14,7 +14,7 @@ import pandas as pd
 from app.io.writers import labelled_dataset_table, ranked_query_table
 from app.store import SessionConfig, SessionState
 
-__all__ = ["scoring_params", "ranked_table", "labelled_table"]
+__all__ = ["scoring_params", "ranked_table", "in_served_order", "labelled_table"]
 
 
 def scoring_params(config: SessionConfig) -> dict[str, Any]:
@@ -38,6 +38,26 @@ def ranked_table(state: SessionState, scores: np.ndarray, touched: np.ndarray,
         deferred=state.skipped,
         content=content,
     )
+
+
+def in_served_order(table: pd.DataFrame, ranked: np.ndarray, served: np.ndarray) -> pd.DataFrame:
+    """The ranked table (its rows in the order ``ranked``) reordered as ``served`` (the same
+    items, audits in their slots), ``rank`` numbered again from 1."""
+    ranked, served = np.asarray(ranked, dtype=np.int64), np.asarray(served, dtype=np.int64)
+    if ranked.size != len(table) or served.size != ranked.size:
+        raise ValueError(f"the ranked table has {len(table)} rows, the ranked queue {ranked.size} and the served "
+                         f"order {served.size} items: they must be the same items")
+    if ranked.size == 0 or np.array_equal(ranked, served):
+        return table
+    row_of = np.full(int(max(ranked.max(), served.max())) + 1, -1, dtype=np.int64)
+    row_of[ranked] = np.arange(ranked.size)
+    rows = row_of[served]
+    if (rows < 0).any():
+        raise ValueError("the served order holds an item the ranked table does not")
+    out = table.iloc[rows].reset_index(drop=True)
+    out["rank"] = np.arange(1, len(out) + 1, dtype=np.int64)
+    out.attrs = dict(table.attrs)
+    return out
 
 
 def labelled_table(state: SessionState, content: dict[str, tuple[str | None, ...]]) -> pd.DataFrame:

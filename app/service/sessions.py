@@ -74,6 +74,7 @@ __all__ = [
     "dataset_names",
     "latest_session_id",
     "record_answer",
+    "record_answers_file",
     "ensure_sample_session",
 ]
 
@@ -423,6 +424,43 @@ def record_answer(
         )
         s.flush()
         return event.id
+
+    return write_transaction(Session, work)
+
+
+def record_answers_file(
+    Session: sessionmaker[Session], session_name: str, path: str | Path, *, annotator: str
+) -> int:
+    """Record every answer of a file (``id,label[,annotator]``) in one transaction; returns
+    how many.
+
+    All or nothing: the file is read and checked first (:func:`app.io.read_answers`: columns,
+    blank cells, an id given twice), then each answer is checked by the store as a single
+    answer is (:func:`app.store.record_event`: an unknown id, a label that is not a candidate
+    of the item, who may answer); the first refusal rolls back every answer of the file and
+    names the file and the row. Rows without an ``annotator`` are ``annotator``'s.
+
+    Raises
+    ------
+    DataFileError
+        Naming the file, the row and the problem; nothing is written.
+    """
+    from app.io import DataFileError, read_answers
+
+    rows = read_answers(path)
+    has_header = Path(path).suffix.lower() != ".jsonl"
+    session_id = session_id_by_name(Session, session_name)
+
+    def work(s: Session) -> int:
+        for row in rows:
+            try:
+                position = instance_position(s, session_id, row.item)
+                record_event(s, session_id=session_id, annotator=row.annotator or annotator, kind="answer",
+                             instance_position=position, label=row.label)
+                s.flush()
+            except InvalidInput as exc:
+                raise DataFileError(path, str(exc), row=row.row, has_header=has_header) from None
+        return len(rows)
 
     return write_transaction(Session, work)
 

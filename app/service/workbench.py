@@ -12,7 +12,10 @@ and small enough to read at once:
 * :mod:`app.service.model_view`: DST-PLL's view of the items, and its rejects;
 * :mod:`app.service.answers`: which answers a page may still give, and the write of one;
 * :mod:`app.service.item_content` and :mod:`app.service.session_tables`: what a person looks
-  at, and the export tables.
+  at, and the export tables;
+* :mod:`app.service.audits`: which served slots are audits and which item each one draws;
+* :mod:`app.service.delivery`: the labelled dataset handed back (a final label per item, its
+  source) and what is stated about the model labels' error.
 
 The scores are kept up to date as answers arrive (its own or another process's:
 :meth:`Workbench.refresh` re-derives the state from the event log and patches only the rows
@@ -34,7 +37,8 @@ import numpy as np
 import pandas as pd
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.service import answers, explanations, session_tables
+from app.service import answers, audits, delivery, explanations, session_tables
+from app.service.delivery import DeliveredLabels
 from app.service.answers import OFFERS, StaleAnswer
 from app.service.explanations import AnswerEffect, Neighbour, QueryExplanation, TargetExplanation
 from app.service.graphs import GraphResult, dataset_graph
@@ -42,7 +46,8 @@ from app.service.item_content import ContentReader, ItemContent
 from app.service.model_view import ModelView, RejectQueue
 from app.service.ranking_state import RankingState
 from app.service.tasks import ProgressCallback, ProgressTracker
-from app.store import ACTION_KEYS, EventRecord, SessionConfig, SessionState, count_events, default_hotkeys
+from app.store import ACTION_KEYS, EventRecord, LabelSettings, SessionConfig, SessionState, count_events, default_hotkeys
+from app.store import audit_draws, label_settings, save_audit_draws
 from app.store import derive_state, feature_matrix_stored, lease_holders, load_state
 from app.store import save_feature_matrix, session_events, set_session_hotkeys, write_transaction
 from engine.ranking import Ranker
@@ -58,6 +63,7 @@ __all__ = [
     "StaleAnswer",
     "OFFERS",
     "ACTION_KEYS",
+    "DeliveredLabels",
 ]
 
 
@@ -75,6 +81,12 @@ class Workbench:
     _content: ContentReader = field(init=False, repr=False)
     #: The events the state was last derived from (for the checks of :meth:`record`).
     _events: list[EventRecord] | None = field(init=False, default=None, repr=False)
+    #: The session's label settings and its stored audit draws (slot -> position), read
+    #: again by :meth:`refresh`.
+    _settings: LabelSettings = field(init=False, repr=False)
+    _draws: dict[int, int] = field(init=False, default_factory=dict, repr=False)
+    #: The last :meth:`labels`, with the number of events and draws it was computed from.
+    _labels: tuple[int, int, LabelSettings, DeliveredLabels] | None = field(init=False, default=None, repr=False)
 
     @classmethod
     def open(cls, Session: sessionmaker[Session], session_id: int, *, progress: ProgressCallback | None = None) -> "Workbench":
@@ -140,6 +152,8 @@ class Workbench:
         with self.Session() as s:
             self.state = load_state(s, self.session_id)
             blocks_missing = not feature_matrix_stored(s, self.state.config.dataset_id)
+            self._settings = label_settings(s, self.session_id)
+            self._draws = audit_draws(s, self.session_id)
         cfg = self.state.config
         n = self.state.n_instances
         if blocks_missing and n:
@@ -201,6 +215,8 @@ class Workbench:
     def _refresh(self) -> np.ndarray:
         with self.Session() as s:
             events = session_events(s, self.session_id)
+            self._settings = label_settings(s, self.session_id)
+            self._draws = audit_draws(s, self.session_id)
         self._events = events
         derived = derive_state(events, self.state.original_candidates)
         changed = np.flatnonzero((derived.candidates != self.state.candidates).any(axis=1))
@@ -214,12 +230,50 @@ class Workbench:
         return self.ranking.scores
 
     def queue(self, top: int | None = None) -> np.ndarray:
-        """Positions to ask about, best first: open items by score, skipped ones last.
+        """Positions to serve, first first: the ranked queue with the audits interleaved.
 
-        :func:`engine.ranking.ranking_order` with the skipped items deferred: the order of the
-        ranked export (:meth:`ranked_table`) and of ``winnow session status``.
+        The ranked queue is :func:`engine.ranking.ranking_order` over the open items, skipped
+        ones last; the slots that are audits (about ``audit_share`` of them, chosen by the
+        session's seeded stream) serve an item drawn at random among those the model would
+        label, drawn once and stored (:mod:`app.service.audits`). The Query page, ``winnow
+        session status`` and the ranked export (:meth:`ranked_table`) all serve this order.
         """
+        return self._served(top).positions
+
+    def next_items(self, n: int) -> np.ndarray:
+        """The first ``n`` items of :meth:`queue` (audits interleaved, unmarked)."""
+        return self.queue(top=n)
+
+    def ranked_queue(self, top: int | None = None) -> np.ndarray:
+        """The ranked queue alone (no audits): open items by score, skipped ones last."""
         return self.ranking.queue(self.state.open_items, np.asarray(self.state.skipped), top=top)
+
+    def is_audit(self, position: int) -> bool:
+        """Whether the item at ``position`` was drawn as an audit (for tests: nothing shows it)."""
+        return int(position) in set(self._draws.values())
+
+    @property
+    def label_settings(self) -> LabelSettings:
+        """The session's target error, confidence and audit share (as last read)."""
+        return self._settings
+
+    def _served(self, top: int | None) -> audits.ServedOrder:
+        with self.lock:
+            st = self.state
+            eligible = np.asarray(st.open_items) & ~np.asarray(st.skipped)
+            base = audits.served_base(st.answered_by)
+            for _ in range(3):  # a draw another process stored first wins: serve its item
+                order = audits.served_order(
+                    self.ranked_queue(), eligible, self._draws, base=base, audit_share=self._settings.audit_share,
+                    session_id=self.session_id, top=top,
+                )
+                if not order.new_draws:
+                    return order
+                wanted = order.new_draws
+                self._draws = write_transaction(self.Session, lambda s: save_audit_draws(s, self.session_id, wanted))
+                if all(self._draws.get(slot) == pos for slot, pos in wanted.items()):
+                    return order
+            return order
 
     def label_sets(self) -> tuple[np.ndarray, np.ndarray]:
         """``NL`` and ``APL`` of every target under the current candidate sets.
@@ -285,7 +339,13 @@ class Workbench:
         return explanations.answer_effects(self.ranking, self.state, position)
 
     def rejects(self, *, n_neighbors: int | None = None) -> RejectQueue:
-        """DST-PLL on the current candidate sets; open items whose label it will not commit to.
+        """The items without a label that the Rejects page lists, with DST-PLL's view of them.
+
+        ``positions`` are the open items and the items flagged "none of these" (smallest
+        margin first); ``accepted`` is True exactly where :meth:`labels` keeps the model's
+        label (``label_source == "model"``), so the rejected ones, with the conflicts the page
+        lists beside them, are exactly the ``undecided`` items. With another ``n_neighbors``
+        than the session's ``k``, ``accepted`` is that model's own reject option instead.
 
         The classifier is fitted once per workbench, on the dataset's persisted graph (the
         session's own, or for another ``n_neighbors`` the one :func:`~app.service.graphs.
@@ -295,8 +355,13 @@ class Workbench:
         the workbench's lock (tabs share it).
         """
         with self.lock:
-            return self._model.rejects(self.state.X, self.state.candidates, self.state.open_items,
-                                       n_neighbors or self.config.k)
+            k = n_neighbors or self.config.k
+            flagged = np.asarray(self.state.none_of_these) & ~self.state.in_conflict
+            queue = self._model.rejects(self.state.X, self.state.candidates, np.asarray(self.state.open_items) | flagged, k)
+            if k != self.config.k:
+                return queue
+            kept = self.labels().table["label_source"].to_numpy() == "model"
+            return replace(queue, accepted=kept[queue.positions])
 
     def dst_view(self, positions: np.ndarray | list[int]) -> RejectQueue:
         """DST-PLL's label, acceptance, margin, belief and plausibility for given items (in the
@@ -341,7 +406,7 @@ class Workbench:
             have answered) and the event is refused with :class:`StaleAnswer`, nothing
             written, when the item is no longer the one that page offers: not the first of
             :meth:`queue` (``"query"``), no longer reserved for ``annotator`` (``"lease"``,
-            the Query page in team mode), no longer open (``"rejects"``), no longer in
+            the Query page in team mode), no longer open nor flagged "none of these" (``"rejects"``), no longer in
             conflict (``"conflicts"``), or when this annotator already gave a verdict on it.
         undoes : int, optional
             For an ``undo`` from a page: the event the page offered to undo. Refused with
@@ -430,10 +495,46 @@ class Workbench:
 
     def ranked_table(self) -> pd.DataFrame:
         """The ranked query list of the open items (conflicts and flagged items set aside),
-        in the order of :meth:`queue`: skipped items last."""
-        return session_tables.ranked_table(self.state, self.scores, self.touched(), self._content.export_content())
+        in the order of :meth:`queue`: skipped items last, the audits in their slots (no
+        column says which rows they are)."""
+        with self.lock:
+            table = session_tables.ranked_table(self.state, self.scores, self.touched(), self._content.export_content())
+            return session_tables.in_served_order(table, self.ranked_queue(), self.queue())
 
     def labelled_table(self) -> pd.DataFrame:
-        """Every item with its current set, label, "none of these" flag, content reference, who
-        answered and when."""
-        return session_tables.labelled_table(self.state, self._content.export_content())
+        """:attr:`labels` ``().table``: every item with its current set, final label, label
+        source and confidence, "none of these" flag, content reference, who answered and when."""
+        return self.labels().table
+
+    def labels(self) -> DeliveredLabels:
+        """The labelled dataset handed back and what is stated about its model labels.
+
+        See :mod:`app.service.delivery`: every item's final label and its source (expert,
+        given, model, undecided), model labels kept only where the audited answers back the
+        session's target error, and the statement line. DST-PLL is updated incrementally
+        (only the items an answer touches); the result is kept until the next event, draw or
+        settings change.
+        """
+        with self.lock:
+            key = (self.state.n_events, len(self._draws), self._settings)
+            if self._labels is not None and self._labels[:3] == key:
+                return self._labels[3]
+            st = self.state
+            model = self._model.fitted(st.X, st.candidates, self.config.k)
+            drawn = np.fromiter(self._draws.values(), dtype=np.int64, count=len(self._draws))
+            _, audit_margin, audit_correct = delivery.audited_answers(st, drawn, self.graph.idx)
+            decision = delivery.decide_labels(st, model.disambiguate_, model.disambiguate_margin_, audit_margin,
+                                              audit_correct, self._settings)
+            counts = decision.counts()
+            base = session_tables.labelled_table(st, self._content.export_content())
+            labels = DeliveredLabels(
+                table=delivery.delivered_table(base, decision, self.label_names),
+                counts=counts,
+                calibration=decision.calibration,
+                settings=self._settings,
+                n_audited=decision.n_audited,
+                statement=delivery.label_statement(counts, decision.calibration, decision.n_audited),
+            )
+            labels.table.attrs["metadata"] = delivery.statement_metadata(labels)
+            self._labels = (*key, labels)
+            return labels

@@ -23,6 +23,7 @@ Modules
 ``leases``    the item reserved for each team member
 ``features``  each dataset's feature matrix in a few blocks, read when a session opens
 ``sign_ins``  signed-in browser sessions: the account behind a cookie (team mode)
+``labels``    a session's label settings (target error, confidence, audit share) and audit draws
 """
 
 from app.store.checks import check_name
@@ -126,6 +127,7 @@ from app.store.users import (
     users_exist,
 )
 from app.store.sign_ins import SIGN_IN_LIFETIME, end_sign_in_session, signed_in_user, start_sign_in_session, token_hash
+from app.store.labels import LabelSettings, audit_draws, label_settings, save_audit_draws, set_label_settings
 from app.store.leases import LEASE_TTL, ItemProgress, item_progress, lease_holders, next_item, release_lease
 from app.store.staging import ImportResult, import_dataset, remove_abandoned_imports
 
@@ -257,6 +259,12 @@ __all__ = [
     "lease_holders",
     "next_item",
     "release_lease",
+    # label settings and audit draws
+    "LabelSettings",
+    "label_settings",
+    "set_label_settings",
+    "audit_draws",
+    "save_audit_draws",
     # feature matrices in blocks
     "save_feature_matrix",
     "load_feature_matrix",

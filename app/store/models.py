@@ -73,6 +73,8 @@ __all__ = [
     "User",
     "SessionAssignment",
     "SessionTeamSettings",
+    "SessionLabelSettings",
+    "AuditDraw",
     "AuditEvent",
     "ItemLease",
     "ROLES",
@@ -124,6 +126,7 @@ AUDIT_KINDS: tuple[str, ...] = (
     "assigned",
     "overlap_changed",
     "hotkeys_changed",
+    "label_settings_changed",
 )
 #: The audit kinds that record a sign-in attempt (about no session).
 SIGN_IN_KINDS: tuple[str, ...] = ("sign_in", "sign_in_failed")
@@ -484,6 +487,54 @@ class SessionTeamSettings(Base):
     overlap: Mapped[int] = mapped_column(Integer, default=1)
 
     __table_args__ = (CheckConstraint("overlap >= 1", name="overlap_positive"),)
+
+
+class SessionLabelSettings(Base):
+    """A labelling session's label settings (no row: the defaults of
+    :class:`app.store.labels.LabelSettings`).
+
+    Beside ``labelling_sessions`` for the reason :class:`SessionTeamSettings` is. The bounds
+    are those :class:`~app.store.labels.LabelSettings` checks, kept by CHECK constraints too.
+    """
+
+    __tablename__ = "session_label_settings"
+
+    session_id: Mapped[int] = mapped_column(ForeignKey("labelling_sessions.id"), primary_key=True)
+    #: Largest error accepted in model labels (a rate strictly between 0 and 0.5).
+    max_error: Mapped[float] = mapped_column(Float)
+    #: Probability with which the stated error must hold, in [0.5, 1).
+    confidence: Mapped[float] = mapped_column(Float)
+    #: Share of the served items that are audits, in [0, 0.5].
+    audit_share: Mapped[float] = mapped_column(Float)
+
+    __table_args__ = (
+        CheckConstraint("max_error > 0 AND max_error < 0.5", name="max_error_range"),
+        CheckConstraint("confidence >= 0.5 AND confidence < 1", name="confidence_range"),
+        CheckConstraint("audit_share >= 0 AND audit_share <= 0.5", name="audit_share_range"),
+    )
+
+
+class AuditDraw(Base):
+    """An audit: the item served in slot ``slot`` of a session's queue, drawn once at random.
+
+    ``slot`` counts the items served in the session (:mod:`app.service.audits`); an item is
+    drawn at most once per session and a slot holds at most one item, so every view of the
+    queue (the Query page, ``winnow session status``, the ranked export) shows the same item.
+    """
+
+    __tablename__ = "audit_draws"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    session_id: Mapped[int] = mapped_column(ForeignKey("labelling_sessions.id"))
+    instance_id: Mapped[int] = mapped_column(ForeignKey("instances.id"))
+    slot: Mapped[int] = mapped_column(Integer)
+    drawn_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+    __table_args__ = (
+        UniqueConstraint("session_id", "slot"),
+        UniqueConstraint("session_id", "instance_id"),
+        CheckConstraint("slot >= 0", name="slot_nonnegative"),
+    )
 
 
 class SessionAssignment(Base):

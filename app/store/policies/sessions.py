@@ -17,7 +17,8 @@ create a session       no                     no                  yes           
 
 *operator* is the command line (``actor=None``) and anyone in single-user mode (a store
 without users); a name that is not an active account may do nothing. Settings are the
-overlap and the assignments. The store's reads and writes call :func:`authorize_session`
+overlap, the assignments and the label settings (target error, confidence, audit share:
+:func:`app.store.set_label_settings`). The store's reads and writes call :func:`authorize_session`
 (or :func:`check_event_permission` for events), so the command line and the browser app
 cannot disagree; the pages ask :func:`session_actions` only to leave out what would be
 refused.

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -26,7 +27,6 @@ from app.io.media import ContentError, thumbnail_for_display
 from app.service import (
     DeliveredLabels,
     ItemContent,
-    LabelSettings,
     RejectQueue,
     Workbench,
     check_session_action,
@@ -37,6 +37,9 @@ from app.service import (
 )
 from app.ui.state import TabState, current
 from engine.exceptions import InvalidInput
+
+if TYPE_CHECKING:
+    from app.store import LabelSettings
 
 __all__ = [
     "workbench_or_stop",

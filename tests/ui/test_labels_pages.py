@@ -201,7 +201,8 @@ def test_a_refused_change_shows_as_an_error_and_changes_nothing(app, team_db):
 
     ada = on_sessions_page(app(team_db), team_db, "ada")
     setting_inputs(ada)["max_error"].set_value(10.0)
-    # Demoted elsewhere while the editor is on screen: the store refuses the save.
+    # Demoted elsewhere (another admin remains) while the editor is on screen: the store refuses the save.
+    create_user(open_store(team_db), "bo", role="admin", password=SECRET)
     change_role(open_store(team_db), "ada", "reviewer")
     ada.button(key=Keys.LABEL_SETTINGS_SAVE).click().run()
     no_exception(ada)

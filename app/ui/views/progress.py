@@ -37,7 +37,10 @@ cols[2].metric("Open targets", int(last["open_targets"]),
                delta=int(last["open_targets"] - history["open_targets"].iloc[0]) or None, delta_color="inverse",
                help="Targets whose necessary labels (NL) and approximate possible labels (APL) differ.")
 cols[3].metric("DST-PLL rejects", int(last["rejects"]),
-               delta=int(last["rejects"] - history["rejects"].iloc[0]) or None, delta_color="inverse")
+               delta=int(last["rejects"] - history["rejects"].iloc[0]) or None, delta_color="inverse",
+               help="Open items whose DST-PLL label its own accept rule rejects (the belief of the label does not "
+                    "exceed the plausibility of every other). The model labels below are kept by a threshold "
+                    "measured on the audited answers; the Rejects page lists the undecided items.")
 
 st.subheader("Labelled data")
 settings = bench.label_settings  # as ui.sync_workbench read them on this run (an admin may change them)

@@ -14,8 +14,15 @@ import json
 import pandas as pd
 import pytest
 
-from tests.e2e.test_browser import ANNOTATOR, QueryPage, settle, sign_in, wait_for_rows
-from tests.e2e.test_browser import browser, sample_server  # noqa: F401  (fixtures)
+from tests.e2e.test_browser import (  # noqa: F401  (fixtures)
+    ANNOTATOR,
+    QueryPage,
+    browser,
+    sample_server,
+    settle,
+    sign_in,
+    wait_for_rows,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -27,7 +34,7 @@ def metric_value(page, title: str) -> str:
     return metric.locator("[data-testid='stMetricValue']").inner_text().strip()
 
 
-def test_the_progress_page_shows_the_labels_by_source_and_downloads_them(sample_server, browser):
+def test_the_progress_page_shows_the_labels_by_source_and_downloads_them(sample_server, browser):  # noqa: F811
     from playwright.sync_api import expect
 
     from app.service import Workbench, session_id_by_name

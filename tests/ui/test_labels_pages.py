@@ -248,7 +248,7 @@ def test_audit_items_are_served_unmarked_and_recorded_like_any_other(app, small_
         assert answers == [Keys.answer(position, int(m)) for m in candidates]
         before = bench.labels().n_audited
         label = int(candidates[-1])
-        answered = answer_on_screen(at, lambda _: label)
+        answered = answer_on_screen(at, lambda _, chosen=label: chosen)
         assert answered == position
         last = events(small_db)[-1]
         assert (last["kind"], last["position"], last["label"]) == ("answer", position, label)

@@ -48,12 +48,12 @@ labels = components.delivered_labels(tab.db, bench.session_id, state.n_events, s
 SOURCES = (
     ("expert", "Expert labels", "Items an annotator answered, or a reviewer resolved."),
     ("given", "Given labels", "Items with a single candidate label: from the import, or left after answers."),
-    ("model", "Model labels", "DST-PLL's labels that the audited answers back at the session's error target "
-                              "and confidence (set on the Sessions page)."),
+    ("model", "Model labels", ("DST-PLL's labels that the audited answers back at the session's error target "
+                               "and confidence (set on the Sessions page).")),
     ("undecided", "Undecided", "Items without a label: the Rejects page lists exactly these."),
 )
-cols = st.columns(len(SOURCES))
-for column, (source, title, meaning) in zip(cols, SOURCES):
+by_source = st.columns(len(SOURCES))
+for column, (source, title, meaning) in zip(by_source, SOURCES):
     column.metric(title, labels.counts[source], help=meaning)
 st.text(labels.statement)
 st.markdown("**Labelled items against answered items**")

@@ -29,9 +29,9 @@ import streamlit as st
 from app.io import SUPPORTED_EXTENSIONS
 from app.service import (
     UPLOAD_EXTENSIONS,
+    change_label_settings,
     creation_rights,
     dataset_names,
-    change_label_settings,
     hotkeys_text,
     parse_hotkeys_text,
     session_label_settings,
@@ -152,12 +152,12 @@ def save_hotkeys(field: str, reset: bool) -> None:
 #: highest percent the field takes). The store validates again; these only bound the widgets.
 LABEL_SETTINGS = (
     ("max_error", "Largest model-label error (%)",
-     "Model labels are given only where the audited answers show, at the confidence below, that at most this "
-     "share of them is wrong.", 0.1, 49.9),
+     ("Model labels are given only where the audited answers show, at the confidence below, that at most this "
+      "share of them is wrong."), 0.1, 49.9),
     ("confidence", "Confidence (%)", "How sure the stated bound on the error must be.", 50.0, 99.9),
     ("audit_share", "Audit share (%)",
-     "Share of the items served to annotators that are drawn at random among those the model would label. "
-     "They are asked like any other item; their answers measure the model's error.", 0.0, 50.0),
+     ("Share of the items served to annotators that are drawn at random among those the model would label. "
+      "They are asked like any other item; their answers measure the model's error."), 0.0, 50.0),
 )
 
 
@@ -192,9 +192,8 @@ def save_label_settings(session_id: int, session_name: str) -> None:
     except InvalidInput as exc:
         tab.label_settings_notice = ("error", str(exc))
         return
-    tab.label_settings_notice = (
-        "ok", f"Saved the model-label settings of session {session_name}: "
-              f"{settings_text(saved.max_error, saved.confidence, saved.audit_share)}.")
+    said = settings_text(saved.max_error, saved.confidence, saved.audit_share)
+    tab.label_settings_notice = ("ok", f"Saved the model-label settings of session {session_name}: {said}.")
 
 
 finish_create()
@@ -308,8 +307,8 @@ if tab.workbench is not None and "open" in rights:
     if "change_settings" in rights:
         st.caption("DST-PLL labels an item only where the audited answers back the error target below; the rest "
                    "stays undecided for a person. Changing the settings changes the labels at once.")
-        row = st.columns(3)
-        for column, (name, title, meaning, low, high) in zip(row, LABEL_SETTINGS):
+        setting_columns = st.columns(len(LABEL_SETTINGS))
+        for column, (name, title, meaning, low, high) in zip(setting_columns, LABEL_SETTINGS):
             field = ui.Keys.label_setting(bench.session_id, name)
             st.session_state.setdefault(field, round(getattr(saved, name) * 100, 4))
             column.number_input(title, min_value=low, max_value=high, step=0.5, format="%.1f", key=field, help=meaning)

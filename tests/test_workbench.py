@@ -105,7 +105,7 @@ def test_default_session_ranks_by_decision_change_like_a_fresh_ranker(bench_fact
         fresh = DecisionChangeRanker(bench.idx, bench.w, candidates, targets=bench.targets, random_state=bench.session_id)
         np.testing.assert_array_equal(bench.scores, fresh.scores)
         np.testing.assert_array_equal(
-            bench.queue(), ranking_order(fresh.scores, bench.state.open_items, deferred=np.asarray(bench.state.skipped))
+            bench.ranked_queue(), ranking_order(fresh.scores, bench.state.open_items, deferred=np.asarray(bench.state.skipped))
         )
         reopened = Workbench.open(bench.Session, bench.session_id)
         np.testing.assert_array_equal(reopened.scores, bench.scores)

@@ -74,8 +74,8 @@ def test_replay_matches_fresh_computations_before_and_after(small_db, target_set
     fresh = Workbench.open(Session, 1)
     rejects, accuracy = dst_view(fresh)
     assert last["open_targets"] == fresh.n_open
-    # DST-PLL's own accept rule; the Rejects page (Workbench.rejects) now lists the undecided
-    # items, which the calibrated model labels decide (tests/service).
+    # DST-PLL's own rejects (the replay's column); the Rejects page lists the undecided items
+    # instead (issue 20), those checked in tests/test_delivery.py.
     assert last["rejects"] == rejects
     assert last["accepted_accuracy"] == pytest.approx(accuracy)
     assert last["answered"] == sum(a is not None for a in fresh.state.answered_by) == 6  # 4 answers, none-of-these, conflict

@@ -128,8 +128,7 @@ def test_opening_rejects_searches_no_neighbours(app, digits_db, monkeypatch):
     assert listed(at) == [int(p) for p in queue.positions[~queue.accepted][:10]]
     labels, _, margin = transductive_decisions(np.array(bench.state.candidates), bench.graph.idx, random_state=0)
     np.testing.assert_array_equal(queue.labels, labels[queue.positions])
-    # Accepted: the model labels the calibration keeps (what the Rejects page leaves out are
-    # exactly the undecided items), not DST-PLL's own accept rule.
+    # accepted: the model label is kept by the audits' calibration (issue 20), not DST-PLL's own rule.
     kept = bench.labels().table["label_source"].to_numpy() == "model"
     np.testing.assert_array_equal(queue.accepted, kept[queue.positions])
     np.testing.assert_array_equal(queue.margin, margin[queue.positions])

@@ -18,6 +18,8 @@ from app.store import (
     UserInfo,
     add_user,
     assign_users,
+    authorize_audit,
+    authorize_upload,
     end_sign_in_session,
     get_session_by_name,
     get_user,
@@ -50,6 +52,8 @@ __all__ = [
     "account_signed_in",
     "sign_out",
     "sign_in_handle",
+    "may_upload",
+    "may_read_server_metrics",
     "active_user",
     "create_user",
     "users",
@@ -171,6 +175,27 @@ def account_signed_in(Session: sessionmaker[Session], handle: str | None) -> Use
 def sign_out(Session: sessionmaker[Session], handle: str | None) -> bool:
     """End a signed-in session: the browser's cookie proves nothing any more."""
     return write_transaction(Session, lambda s: end_sign_in_session(s, handle))
+
+
+def may_upload(Session: sessionmaker[Session], user_name: str) -> bool:
+    """Whether the upload policy lets this signed-in user send files (the sign-in gate asks
+    before a byte of the upload is read)."""
+    with Session() as s:
+        try:
+            authorize_upload(s, user_name)
+        except InvalidInput:
+            return False
+    return True
+
+
+def may_read_server_metrics(Session: sessionmaker[Session], user_name: str) -> bool:
+    """Whether this signed-in user may read the server's metrics: those who may read the audit log."""
+    with Session() as s:
+        try:
+            authorize_audit(s, user_name, what="server metrics")
+        except InvalidInput:
+            return False
+    return True
 
 
 def active_user(Session: sessionmaker[Session], name: str) -> UserInfo | None:

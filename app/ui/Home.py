@@ -110,7 +110,7 @@ def main() -> None:
     if tab.session_id is None:
         # Start on the most recently active session, so `winnow ui --sample` opens on a query;
         # a team member on the latest session assigned to them, if any.
-        tab.session_id = session_id_by_name(Session, assigned[-1]) if assigned else latest_session_id(Session)
+        tab.session_id = session_id_by_name(Session, assigned[-1]) if assigned else latest_session_id(Session, actor=tab.user)
     bench = open_or_explain(Session, tab)
 
     with st.sidebar:

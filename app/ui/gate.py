@@ -54,6 +54,8 @@ from app.service.auth import (
     UserInfo,
     account_signed_in,
     active_user,
+    may_read_server_metrics,
+    may_upload,
     open_sign_in,
     sign_in_handle,
     sign_in_required,
@@ -226,7 +228,9 @@ class SignInGate:
             await self.app(scope, receive, send)
         elif path.startswith(_UPLOAD_PREFIX):
             await self._upload(scope, receive, send, user)
-        elif path in _ADMIN_PATHS and (user is None or user.role != "admin"):
+        elif path in _ADMIN_PATHS and (
+            user is None or not await run_in_threadpool(may_read_server_metrics, self.Session, user.name)
+        ):
             await _refuse(scope, receive, send, 401 if user is None else 403, "sign in as an admin")
         elif user is not None:
             await self.app(scope, receive, send)
@@ -269,7 +273,7 @@ class SignInGate:
         if scope.get("method") == "DELETE" and user is not None:
             await self.app(scope, receive, send)
             return
-        if user is None or user.role != "admin":
+        if user is None or not await run_in_threadpool(may_upload, self.Session, user.name):
             await _refuse(scope, receive, send, 403, "only a signed-in admin may upload files")
             return
         declared = _content_length(scope)

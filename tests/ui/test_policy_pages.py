@@ -64,14 +64,19 @@ def test_an_annotator_lists_and_opens_only_the_sessions_assigned_to_them(app, te
     assert not ann.get("file_uploader") and not ann.text_area
     assert "An admin sets the keys of a session." in texts(ann)
 
+    # An annotator assigned nowhere is opened no session at all (not one the Query page refuses).
     cid = signed_in(app(team_db), "cid")
     assert [t.value for t in cid.title] == ["Query"]
-    assert "This session is not open to you" in texts(cid) and "is not assigned to session" in texts(cid)
+    assert "No labelling session is open yet" in texts(cid) and "small" not in texts(cid)
     assert not [b for b in cid.button if b.key and b.key.startswith("query_")]
     cid.switch_page("views/progress.py").run()
     no_exception(cid)
-    assert "This session is not open to you" in texts(cid)
     assert not cid.get("download_button") and not cid.metric
+    # Asked for by id (a tab that had it open), the session is still refused.
+    cid.session_state["winnow"].session_id = ann.session_state["winnow"].session_id
+    cid.run()
+    no_exception(cid)
+    assert "This session is not open to you" in texts(cid) and "is not assigned to session" in texts(cid)
     cid.switch_page("views/sessions.py").run()
     no_exception(cid)
     assert not [w for w in cid.selectbox if w.key == Keys.OPEN_SESSION]

@@ -33,7 +33,7 @@ __all__ = [
 #: What a session export can hold (``winnow export --what``).
 EXPORT_KINDS: tuple[str, ...] = ("ranked", "labelled", "events")
 #: Download formats of the browser app (the CLI also writes ``.tsv`` and ``.parquet``).
-EXPORT_MIME: dict[str, str] = {"csv": "text/csv", "json": "application/json"}
+EXPORT_MIME: dict[str, str] = {"csv": "text/csv", "json": "application/json", "jsonl": "application/jsonl"}
 EXPORT_FORMATS: tuple[str, ...] = tuple(EXPORT_MIME)
 
 #: A step of a long computation: ``with progress("Scoring"): ...`` (the CLI shows a spinner).

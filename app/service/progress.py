@@ -1,10 +1,11 @@
 """A session's progress: its events replayed one by one, and the candidate-set sizes.
 
 :func:`replay_progress` measures the session after every event: answered and open items,
-open targets (``NL ≠ APL``) and DST-PLL's rejects, and, when true labels are known, DST-PLL's
-accuracy. It is incremental: each event changes at most one item, so only the targets that
-hold that item among their neighbours are re-examined (:class:`engine.neighbors.ReverseIndex`,
-:func:`engine.winners.label_sets`, :func:`engine.dst.transductive_decisions`).
+open targets (``NL ≠ APL``), DST-PLL's rejects, the items an expert labelled or that were
+given one label, and, when true labels are known, DST-PLL's accuracy. It is incremental: each
+event changes at most one item, so only the targets that hold that item among their neighbours
+are re-examined (:class:`engine.neighbors.ReverseIndex`, :func:`engine.winners.label_sets`,
+:func:`engine.dst.transductive_decisions`).
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ __all__ = ["PROGRESS_COLUMNS", "replay_progress", "session_progress", "candidate
 
 #: Columns of :func:`replay_progress` (plus ``dst_accuracy`` and ``accepted_accuracy`` when
 #: true labels are known).
-PROGRESS_COLUMNS: tuple[str, ...] = ("step", "event_id", "time", "kind", "answered", "open", "open_targets", "rejects")
+PROGRESS_COLUMNS: tuple[str, ...] = (
+    "step", "event_id", "time", "kind", "answered", "open", "open_targets", "rejects", "expert_or_given",
+)
 
 
 def replay_progress(
@@ -73,7 +76,10 @@ def replay_progress(
     pandas.DataFrame
         One row before any event (``step`` 0) and one after each event, with the columns
         :data:`PROGRESS_COLUMNS` (``open_targets``: targets whose ``NL ≠ APL``; ``rejects``: open
-        items whose DST-PLL label is not accepted) and, when true labels are known,
+        items whose DST-PLL label is not accepted; ``expert_or_given``: items left with one
+        label and not set aside, the ``expert`` and ``given`` label sources together; the model's
+        labels are not replayed, since their calibration reads the audits as they are now) and,
+        when true labels are known,
         ``dst_accuracy`` (DST-PLL's label of every instance with a known truth) and
         ``accepted_accuracy`` (the same, over the labels DST-PLL accepts).
     """
@@ -108,6 +114,7 @@ def replay_progress(
             "open": int(open_items.sum()),
             "open_targets": int(is_open.sum()),
             "rejects": int((open_items & ~accepted).sum()),
+            "expert_or_given": int(((Y.sum(axis=1) == 1) & ~set_aside).sum()),
         }
         if known is not None:
             right = labels[known] == true_labels[known]

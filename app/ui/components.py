@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -24,6 +25,7 @@ import streamlit as st
 from app.dataset_rules import image_shape
 from app.io.media import ContentError, thumbnail_for_display
 from app.service import (
+    DeliveredLabels,
     ItemContent,
     RejectQueue,
     Workbench,
@@ -36,6 +38,9 @@ from app.service import (
 from app.ui.state import TabState, current
 from engine.exceptions import InvalidInput
 
+if TYPE_CHECKING:
+    from app.store import LabelSettings
+
 __all__ = [
     "workbench_or_stop",
     "md",
@@ -45,6 +50,8 @@ __all__ = [
     "keyboard",
     "pca_projection",
     "progress_history",
+    "delivered_labels",
+    "labelled_curve",
     "export_file",
     "reject_queue",
     "label_set",
@@ -394,6 +401,55 @@ def progress_history(db: str, session_id: int, n_events: int, actor: str | None,
     return session_progress(_bench, n_events, actor=actor)
 
 
+@st.cache_data(show_spinner="Labelling the dataset…", max_entries=16)
+def delivered_labels(db: str, session_id: int, n_events: int, settings: LabelSettings, _bench: Workbench) -> DeliveredLabels:
+    """:meth:`Workbench.labels`, cached by ``(db, session, number of events, label settings)``:
+    the settings change without an event (an admin sets a new target), and the labels follow."""
+    return _bench.labels()
+
+
+def labelled_curve(history: pd.DataFrame, labels: DeliveredLabels) -> pd.DataFrame:
+    """The Progress page's chart data: labelled items against answered items.
+
+    Parameters
+    ----------
+    history : pandas.DataFrame
+        :func:`app.service.session_progress` (its ``answered`` and ``expert_or_given`` columns).
+    labels : DeliveredLabels
+        The labels as they are now.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Long form, columns ``answered``, ``items`` and ``labels``: the series ``"expert + given"``
+        after every event (the last state at each number of answered items: an undo steps back),
+        and ``"expert + given + model"`` with one point, now. The model's labels are not
+        replayed: their calibration reads the audits as they are now.
+    """
+    replayed = history.drop_duplicates("answered", keep="last").sort_values("answered")
+    known = pd.DataFrame({"answered": replayed["answered"].astype(int), "items": replayed["expert_or_given"].astype(int),
+                          "labels": EXPERT_GIVEN})
+    now = pd.DataFrame({"answered": [int(history["answered"].iloc[-1])],
+                        "items": [sum(labels.counts[source] for source in ("expert", "given", "model"))],
+                        "labels": [WITH_MODEL]})
+    return pd.concat([known, now], ignore_index=True)
+
+
+#: The series of :func:`labelled_curve`.
+EXPERT_GIVEN, WITH_MODEL = "expert + given", "expert + given + model (now)"
+#: The labelled-items chart: one line per series, every point drawn (the model's is one point).
+LABELLED_SPEC: dict = {
+    "height": 260,
+    "mark": {"type": "line", "point": {"size": 70}},
+    "encoding": {
+        "x": {"field": "answered", "type": "quantitative", "title": "answered items"},
+        "y": {"field": "items", "type": "quantitative", "title": "labelled items"},
+        "color": {"field": "labels", "type": "nominal", "title": None, "legend": {"orient": "bottom"},
+                  "scale": {"domain": [EXPERT_GIVEN, WITH_MODEL], "range": ["#1f77b4", "#2ca02c"]}},
+    },
+}
+
+
 @st.cache_data(show_spinner=False, max_entries=16)
 def team_tables(
     db: str, session_id: int, n_events: int, actor: str | None, _bench: Workbench
@@ -418,9 +474,10 @@ def reject_queue(db: str, session_id: int, n_events: int, _bench: Workbench) -> 
 @st.cache_data(show_spinner=False, max_entries=32)
 def export_file(
     db: str, session_id: int, n_events: int, what: str, fmt: str, actor: str | None, role: str | None,
-    _bench: Workbench,
+    _bench: Workbench, settings: LabelSettings | None = None,
 ) -> bytes:
     """:func:`app.service.session_table` of ``what`` as a ``fmt`` file as ``actor`` (an
     admin's events file holds the session's audit rows, a reviewer's does not), cached like
-    the replay; ``role`` is only part of the key, so that a changed role gets its own file."""
+    the replay; ``role`` is only part of the key, so that a changed role gets its own file, and
+    so are ``settings`` (the session's label settings: the labelled data changes with them)."""
     return export_bytes(session_table(_bench, what, actor=actor), fmt)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import streamlit as st
 
-from app.service import BuildJob, BuildRegistry, StaleAnswer, Workbench, session_dataset
+from app.service import BuildJob, BuildRegistry, StaleAnswer, Workbench, session_dataset, session_label_settings
 from app.service.auth import account_signed_in, active_user, sign_in_with_identity
 from app.ui.gate import IDENTITY_KEY, oidc_configured
 from app.store import count_events as count_session_events
@@ -85,6 +85,8 @@ class Keys:
     CREATE = "sessions_create"
     HOTKEYS_SAVE = "sessions_hotkeys_save"
     HOTKEYS_RESET = "sessions_hotkeys_reset"
+    LABEL_SETTINGS_SAVE = "sessions_label_settings_save"
+    # ``label_setting(session_id, field)``: the open session's model-label settings
     # Review page: ``resolve(position, label)``, ``review_other(position)``, ``review_other_submit(position)``
     # Rejects page
     REJECTS_SHOWN = "rejects_shown"
@@ -135,6 +137,12 @@ class Keys:
         return f"sessions_hotkeys_{session_id}"
 
     @staticmethod
+    def label_setting(session_id: int, name: str) -> str:
+        """A model-label setting of a session on the Sessions page (``name``: ``"max_error"``,
+        ``"confidence"`` or ``"audit_share"``, each entered in percent)."""
+        return f"sessions_{name}_{session_id}"
+
+    @staticmethod
     def confirm(position: int, label: int) -> str:
         return f"rejects_confirm_{position}_{label}"
 
@@ -179,6 +187,8 @@ class TabState:
     other_label_for: int | None = None
     #: One-shot outcome of saving the keyboard keys on the Sessions page (like ``notice``).
     hotkeys_notice: tuple[str, str] | None = None
+    #: One-shot outcome of saving the model-label settings on the Sessions page (like ``notice``).
+    label_settings_notice: tuple[str, str] | None = None
     #: A page to switch to on this run (set by a callback, which cannot switch pages itself).
     next_page: str | None = None
     #: Rejected predictions the expert chose to leave alone in this tab, by position.
@@ -308,7 +318,8 @@ def sync_workbench(Session: sessionmaker[Session], state: TabState) -> Workbench
     page shows its progress. Once open, a ``COUNT`` of the session's events decides whether
     anything changed since the workbench last looked; only then does
     :meth:`Workbench.refresh` re-derive the state (from the whole event log, under the
-    workbench's lock, so answers from other tabs are never counted twice).
+    workbench's lock, so answers from other tabs are never counted twice); so does a change of
+    the session's label settings (:func:`settings_changed`).
     """
     if state.session_id is None:
         state.workbench = state.building = None
@@ -333,6 +344,13 @@ def sync_workbench(Session: sessionmaker[Session], state: TabState) -> Workbench
     if bench is not state.workbench:
         state.workbench = bench
         state.left_alone = set()
-    elif count_events(Session, session_id) != bench.state.n_events:
+    elif count_events(Session, session_id) != bench.state.n_events or settings_changed(Session, bench):
         bench.refresh()
     return bench
+
+
+def settings_changed(Session: sessionmaker[Session], bench: Workbench) -> bool:
+    """Did the session's label settings change since the workbench read them? An admin's change
+    writes no event, yet the audit share decides which served slots are audits and the target
+    which model labels are kept: every page must serve and count with the new settings."""
+    return session_label_settings(Session, bench.config.name) != bench.label_settings

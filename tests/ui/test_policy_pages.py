@@ -92,9 +92,9 @@ def test_the_progress_page_offers_only_the_exports_the_role_may_take(app, team_d
     no_exception(at)
     assert at.metric  # the page is drawn
     buttons = [b.id for b in at.get("download_button")]
-    offered = {what for what in ("ranked", "labelled", "events") for fmt in ("csv", "json")
+    offered = {what for what in ("ranked", "labelled", "events") for fmt in ("csv", "json", "jsonl")
                if any(Keys.export(what, fmt) in b for b in buttons)}
-    assert offered == kinds and len(buttons) == 2 * len(kinds)
+    assert offered == kinds and len(buttons) == 3 * len(kinds)
 
 
 def test_only_an_admin_gets_the_key_editor_and_the_new_session_form(app, team_db):

@@ -103,14 +103,14 @@ def test_progress_page_shows_the_replay_and_exports_the_same_files_as_the_cli(ap
     bench: Workbench = at.session_state[STATE_KEY].workbench
     assert metrics["Events"] == "2" and metrics["Answered items"] == "2"
     assert metrics["Open targets"] == str(bench.n_open)
-    assert len(at.get("vega_lite_chart")) == 4  # open targets/rejects, answers, accuracy, set sizes
+    assert len(at.get("vega_lite_chart")) == 5  # labelled items, open targets/rejects, answers, accuracy, set sizes
 
     tables = (("ranked", bench.ranked_table()), ("labelled", bench.labelled_table()),
               ("events", events_table(bench.Session, bench.session_id, actor=None)))
     for what, table in tables:
-        for fmt in ("csv", "json"):
+        for fmt in ("csv", "json", "jsonl"):
             assert at.get("download_button")  # the buttons exist with stable keys
-            assert any(b.proto.label == fmt.upper() for b in at.get("download_button"))
+            assert any(b.proto.label == {"jsonl": "JSON Lines"}.get(fmt, fmt.upper()) for b in at.get("download_button"))
             data = downloads[f"small-{what}.{fmt}"]
             assert data == export_bytes(table, fmt)
         frame = pd.read_csv(io.BytesIO(downloads[f"small-{what}.csv"]))
@@ -121,7 +121,7 @@ def test_progress_page_shows_the_replay_and_exports_the_same_files_as_the_cli(ap
     assert list(events["kind"]) == ["answer", "answer"]  # the events log, from the browser too
     keys = {b.id for b in at.get("download_button")}
     kinds = ("ranked", "labelled", "events")
-    assert len(keys) == 6 and all(Keys.export(w, f) in " ".join(keys) for w in kinds for f in ("csv", "json"))
+    assert len(keys) == 9 and all(Keys.export(w, f) in " ".join(keys) for w in kinds for f in ("csv", "json", "jsonl"))
 
     # A new answer changes the cache key: the page replays again and the export follows.
     at.switch_page("views/query.py").run()

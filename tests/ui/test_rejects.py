@@ -126,7 +126,7 @@ def test_opening_rejects_searches_no_neighbours(app, digits_db, monkeypatch):
     bench: Workbench = at.session_state[STATE_KEY].workbench
     queue = bench.rejects()
     assert listed(at) == [int(p) for p in queue.positions[~queue.accepted][:10]]
-    labels, accepted, margin = transductive_decisions(np.array(bench.state.candidates), bench.graph.idx, random_state=0)
+    labels, _, margin = transductive_decisions(np.array(bench.state.candidates), bench.graph.idx, random_state=0)
     np.testing.assert_array_equal(queue.labels, labels[queue.positions])
     # accepted: the model label is kept by the audits' calibration (issue 20), not DST-PLL's own rule.
     kept = bench.labels().table["label_source"].to_numpy() == "model"

@@ -1,5 +1,11 @@
-"""Progress: the session replayed event by event, candidate-set sizes, and the exports (the
-ranked query list, the labelled data and the events log, as CSV or JSON).
+"""Progress: the labelled dataset winnow hands back (labels by source, the stated error of the
+model's labels and how the labelled items grew with the answers), the session replayed event by
+event, candidate-set sizes, and the exports (the ranked query list, the labelled data and the
+events log, as CSV, JSON or JSON Lines).
+
+The statement about the model's labels is the service's own sentence
+(:attr:`app.service.DeliveredLabels.statement`), shown as plain text: the page states no rate
+the service did not measure.
 
 Each read goes through the service as the signed-in user, and the store's session policy
 decides: only the exports the user may take are offered (an annotator's, on a session
@@ -31,7 +37,30 @@ cols[2].metric("Open targets", int(last["open_targets"]),
                delta=int(last["open_targets"] - history["open_targets"].iloc[0]) or None, delta_color="inverse",
                help="Targets whose necessary labels (NL) and approximate possible labels (APL) differ.")
 cols[3].metric("DST-PLL rejects", int(last["rejects"]),
-               delta=int(last["rejects"] - history["rejects"].iloc[0]) or None, delta_color="inverse")
+               delta=int(last["rejects"] - history["rejects"].iloc[0]) or None, delta_color="inverse",
+               help="Open items whose DST-PLL label its own accept rule rejects (the belief of the label does not "
+                    "exceed the plausibility of every other). The model labels below are kept by a threshold "
+                    "measured on the audited answers; the Rejects page lists the undecided items.")
+
+st.subheader("Labelled data")
+settings = bench.label_settings  # as ui.sync_workbench read them on this run (an admin may change them)
+labels = components.delivered_labels(tab.db, bench.session_id, state.n_events, settings, bench)
+SOURCES = (
+    ("expert", "Expert labels", "Items an annotator answered, or a reviewer resolved."),
+    ("given", "Given labels", "Items with a single candidate label: from the import, or left after answers."),
+    ("model", "Model labels", ("DST-PLL's labels that the audited answers back at the session's error target "
+                               "and confidence (set on the Sessions page).")),
+    ("undecided", "Undecided", "Items without a label: the Rejects page lists exactly these."),
+)
+by_source = st.columns(len(SOURCES))
+for column, (source, title, meaning) in zip(by_source, SOURCES):
+    column.metric(title, labels.counts[source], help=meaning)
+st.text(labels.statement)
+st.markdown("**Labelled items against answered items**")
+st.vega_lite_chart(components.labelled_curve(history, labels), components.LABELLED_SPEC)
+st.caption("Expert and given labels after each answer, replayed from the session's events. The model's labels "
+           "are measured now only (their calibration reads the audited answers as they are now), so they are "
+           "one point, at today's answers.")
 
 left, right = st.columns(2)
 with left:
@@ -70,18 +99,23 @@ else:
         st.caption("No item has been answered by two annotators yet (set the session's overlap to 2 to measure agreement).")
 
 st.subheader("Export")
-st.caption("The same files as `winnow export --what ranked|labelled|events`.")
+st.caption("The same files as `winnow export --what ranked|labelled|events`. The labelled data has every "
+           "item's final label, its source (expert, given, model or undecided) and, for model labels, a "
+           "confidence.")
+FORMATS = ("csv", "json", "jsonl")
+FORMAT_TITLES = {"csv": "CSV", "json": "JSON", "jsonl": "JSON Lines"}
 EXPORTS = (("ranked", "Ranked query list"), ("labelled", "Labelled data"), ("events", "Events log (every answer, skip and undo)"))
 rights = session_rights(bench.Session, bench.session_id, actor=tab.user)  # every run: never cached
 for what, title in EXPORTS:
     if f"export_{what}" not in rights:
         continue
-    row = st.columns([2, 1, 1])
+    row = st.columns([2, 1, 1, 1])
     row[0].markdown(f"**{title}**")
-    for column, fmt in zip(row[1:], ("csv", "json")):
+    for column, fmt in zip(row[1:], FORMATS):
         column.download_button(
-            fmt.upper(),
-            data=components.export_file(tab.db, bench.session_id, state.n_events, what, fmt, tab.user, tab.role, bench),
+            FORMAT_TITLES[fmt],
+            data=components.export_file(tab.db, bench.session_id, state.n_events, what, fmt, tab.user, tab.role, bench,
+                                        settings if what == "labelled" else None),
             file_name=safe_file_name(f"{bench.config.name}-{what}.{fmt}"),
             mime=EXPORT_MIME[fmt],
             key=ui.Keys.export(what, fmt),

@@ -1,9 +1,10 @@
-"""Rejects: the items DST-PLL will not label on its own, and the conflicts between annotators.
+"""Rejects: the undecided items (no expert or given label, and no model label the audited answers
+back at the session's error target), and the conflicts between annotators.
 
 DST-PLL runs on the current candidate sets (cached per session state) and on the session's
 persisted neighbour graph (:meth:`Workbench.rejects`: the page searches no neighbours); the
-open items whose prediction it rejects are listed by margin, smallest first, each shown as itself (text,
-image, audio) with its candidate labels. The expert confirms a label (an ``answer`` event) or
+undecided items (those whose model label is not kept) are listed by margin, smallest first,
+each shown as itself (text, image, audio) with its candidate labels. The expert confirms a label (an ``answer`` event) or
 leaves the item. The first item listed answers to the keyboard: its labels' keys confirm, L
 leaves it. The model's guess is not pre-selected (it would anchor the expert): it waits, with
 belief and plausibility, in a collapsed expander. Conflicting verdicts are settled with a
@@ -78,13 +79,13 @@ for conflict in state.conflicts:
 # ------------------------------------------------------------------------------ rejects
 queue = components.reject_queue(tab.db, bench.session_id, state.n_events, bench)
 rejected = ~queue.accepted
-st.subheader(f"Items DST-PLL will not label on its own ({queue.n_rejected} of {queue.positions.size} open items)")
+st.subheader(f"Undecided items: no label the model stands behind ({queue.n_rejected} of {queue.positions.size} open items)")
 st.caption("Confirm the label you see, or leave the item. The first item answers to the keyboard: "
            f"its labels' keys confirm, {LEAVE_KEY.upper()} leaves it. Hardest first.")
 shown_max = st.number_input("Show", min_value=1, max_value=200, value=10, step=5, key=ui.Keys.REJECTS_SHOWN)
 rows = [i for i in np.flatnonzero(rejected) if int(queue.positions[i]) not in tab.left_alone][: int(shown_max)]
 if not rows:
-    st.success("Nothing to review: DST-PLL commits to a label for every open item you have not left alone.")
+    st.success("Nothing to review: the model labels every open item you have not left alone.")
 for n, i in enumerate(rows):
     position = int(queue.positions[i])
     candidates = np.flatnonzero(state.candidates[position])
@@ -107,8 +108,8 @@ for n, i in enumerate(rows):
             st.button("Leave it", key=ui.Keys.leave(position),
                       shortcut=LEAVE_KEY if first else None, on_click=leave, args=(position,))
             with st.expander("What the model thinks"):
-                st.text(f"DST-PLL's best guess: {names[int(queue.labels[i])]} (margin {queue.margin[i]:.3f}: "
-                        "its belief does not exceed the plausibility of every other label).")
+                st.text(f"DST-PLL's best guess: {names[int(queue.labels[i])]} (margin {queue.margin[i]:.3f}; its "
+                        "label is kept only where the audited answers back the session's error target).")
                 bars = pd.DataFrame(
                     {"belief": queue.belief[i], "plausibility": queue.plausibility[i]},
                     index=pd.Index(names, name="label"),

@@ -1,5 +1,10 @@
 """Sessions: open a labelling session, or create one from an uploaded file or a stored dataset;
-set the open session's keyboard keys.
+set the open session's keyboard keys and its model-label settings.
+
+The model-label settings (the largest error accepted in model labels, the confidence of that
+bound, the share of served items that are audits) are shown to everyone who may open the
+session, editable by admins only (the store refuses anyone else), with what a target costs in
+audited answers (:func:`engine.calibration.audits_needed`, never a number written here).
 
 What the page offers follows the store's access policies, asked as the signed-in user: the
 list holds the sessions the user may open (an annotator's: those assigned to them), the "New
@@ -24,10 +29,12 @@ import streamlit as st
 from app.io import SUPPORTED_EXTENSIONS
 from app.service import (
     UPLOAD_EXTENSIONS,
+    change_label_settings,
     creation_rights,
     dataset_names,
     hotkeys_text,
     parse_hotkeys_text,
+    session_label_settings,
     session_rights,
     session_summaries,
     set_session_keys,
@@ -38,6 +45,7 @@ from app.store.models import CRITERIA, TARGET_SETS, WEIGHTINGS
 from app.ui import components
 from app.ui import state as ui
 from app.ui.building import show_build_progress
+from engine.calibration import audits_needed
 from engine.choices import DEFAULT_STRATEGY
 from engine.exceptions import InvalidInput
 
@@ -138,6 +146,54 @@ def save_hotkeys(field: str, reset: bool) -> None:
         return
     st.session_state[field] = hotkeys_text(keys, bench.label_names)
     tab.hotkeys_notice = ("ok", f"Saved the keys of session {bench.config.name}.")
+
+
+#: The model-label settings, in the order shown: (field of LabelSettings, title, help, lowest and
+#: highest percent the field takes). The store validates again; these only bound the widgets.
+LABEL_SETTINGS = (
+    ("max_error", "Largest model-label error (%)",
+     ("Model labels are given only where the audited answers show, at the confidence below, that at most this "
+      "share of them is wrong."), 0.1, 49.9),
+    ("confidence", "Confidence (%)", "How sure the stated bound on the error must be.", 50.0, 99.9),
+    ("audit_share", "Audit share (%)",
+     ("Share of the items served to annotators that are drawn at random among those the model would label. "
+      "They are asked like any other item; their answers measure the model's error."), 0.0, 50.0),
+)
+
+
+def percent(share: float) -> str:
+    """``0.05`` as ``"5%"``, ``0.025`` as ``"2.5%"``."""
+    return f"{share * 100:.4g}%"
+
+
+def settings_text(max_error: float, confidence: float, audit_share: float) -> str:
+    return (f"largest model-label error {percent(max_error)} at {percent(confidence)} confidence; "
+            f"audit share {percent(audit_share)}")
+
+
+def target_cost(max_error: float, confidence: float, audit_share: float) -> str:
+    """What a target costs, in plain words: the error-free audited answers its bound needs."""
+    needed = audits_needed(max_error, confidence)
+    text = (f"A {percent(max_error)} target at {percent(confidence)} confidence needs at least {needed} "
+            "error-free audited answers (each wrong one needs more)")
+    if audit_share > 0:
+        return text + f": about {round(needed / audit_share)} answers in all with an audit share of {percent(audit_share)}."
+    return text + ": with an audit share of 0% no audit is served, so no model label is given."
+
+
+def save_label_settings(session_id: int, session_name: str) -> None:
+    """The Save button's callback: :func:`app.service.change_label_settings` with the entered
+    percentages, as the signed-in user (the store refuses anyone but an admin, and audits)."""
+    entered = {name: st.session_state.get(ui.Keys.label_setting(session_id, name)) for name, *_ in LABEL_SETTINGS}
+    try:
+        change_label_settings(Session, session_name, actor=tab.user,
+                              **{name: float(value) / 100 for name, value in entered.items() if value is not None})
+        saved = session_label_settings(Session, session_name)
+    except InvalidInput as exc:
+        tab.label_settings_notice = ("error", str(exc))
+        return
+    said = settings_text(saved.max_error, saved.confidence, saved.audit_share)
+    tab.label_settings_notice = ("ok", f"Saved the model-label settings of session {session_name}: {said}.")
 
 
 finish_create()
@@ -245,3 +301,27 @@ if tab.workbench is not None and "open" in rights:
         level, text = tab.hotkeys_notice
         tab.hotkeys_notice = None
         (st.error if level == "error" else st.success)(components.md(text))
+
+    st.subheader("Model labels of the open session")
+    saved = session_label_settings(Session, bench.config.name)
+    if "change_settings" in rights:
+        st.caption("DST-PLL labels an item only where the audited answers back the error target below; the rest "
+                   "stays undecided for a person. Changing the settings changes the labels at once.")
+        setting_columns = st.columns(len(LABEL_SETTINGS))
+        for column, (name, title, meaning, low, high) in zip(setting_columns, LABEL_SETTINGS):
+            field = ui.Keys.label_setting(bench.session_id, name)
+            st.session_state.setdefault(field, round(getattr(saved, name) * 100, 4))
+            column.number_input(title, min_value=low, max_value=high, step=0.5, format="%.1f", key=field, help=meaning)
+        shown = [float(st.session_state[ui.Keys.label_setting(bench.session_id, name)]) / 100
+                 for name, *_ in LABEL_SETTINGS]
+        st.button("Save model-label settings", key=ui.Keys.LABEL_SETTINGS_SAVE, type="primary",
+                  on_click=save_label_settings, args=(bench.session_id, bench.config.name))
+    else:
+        st.caption("An admin sets these.")
+        shown = [saved.max_error, saved.confidence, saved.audit_share]
+        st.text(settings_text(*shown).capitalize())
+    st.text(target_cost(*shown))
+if tab.label_settings_notice is not None:  # also when the refusal took the editor away
+    level, text = tab.label_settings_notice
+    tab.label_settings_notice = None
+    (st.error if level == "error" else st.success)(components.md(text))

@@ -1,0 +1,257 @@
+"""The labelled dataset in the browser (issue 20): the Progress page's labels by source, the
+service's statement and the downloads' new columns; the Sessions page's model-label settings
+(admins edit them, others read them) and what a target costs; audit items on the Query page,
+served and recorded like any other item.
+
+Team tabs sign in as tests/ui/conftest.py does (:func:`tests.ui.conftest.sign_in`)."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
+
+from app.service import (
+    Workbench,
+    assign,
+    change_label_settings,
+    create_user,
+    export_bytes,
+    session_label_settings,
+)
+from app.store.db import open_store
+from app.ui.components import EXPERT_GIVEN, WITH_MODEL, labelled_curve
+from app.ui.state import STATE_KEY, Keys
+from engine.calibration import audits_needed
+from tests.ui.conftest import events, no_exception, plain, position_on_screen, sign_in
+
+SECRET = "a long enough secret"
+NEW_COLUMNS = ("label", "label_source", "confidence")
+SOURCES = ("expert", "given", "model", "undecided")
+
+
+@pytest.fixture
+def downloads(monkeypatch: pytest.MonkeyPatch) -> dict[str, bytes]:
+    """The files the page's download buttons hand over, by file name."""
+    files: dict[str, bytes] = {}
+    original = MemoryMediaFileStorage.load_and_get_id
+
+    def capture(self, path_or_data, mimetype, kind, filename=None):
+        if filename:
+            files[filename] = path_or_data
+        return original(self, path_or_data, mimetype, kind, filename)
+
+    monkeypatch.setattr(MemoryMediaFileStorage, "load_and_get_id", capture)
+    return files
+
+
+def page_texts(at) -> list[str]:
+    return [plain(e.value) for e in (*at.text, *at.caption, *at.markdown, *at.error, *at.info, *at.success)]
+
+
+def answer_on_screen(at, label_of=None) -> int:
+    """Answer the item the Query page shows (its first candidate, or ``label_of(position)``);
+    returns its position."""
+    shown = position_on_screen(at)
+    bench: Workbench = at.session_state[STATE_KEY].workbench
+    label = int(np.flatnonzero(bench.state.candidates[shown])[0]) if label_of is None else label_of(shown)
+    at.button(key=Keys.answer(shown, label)).click().run()
+    no_exception(at)
+    return shown
+
+
+# ------------------------------------------------------------------------------ Progress page
+
+
+def test_progress_page_shows_the_labels_by_source_and_the_statement_as_the_service_says(app, small_db, downloads):
+    at = app(small_db)
+    for _ in range(3):
+        answer_on_screen(at)
+    at.switch_page("views/progress.py").run()
+    no_exception(at)
+
+    bench: Workbench = at.session_state[STATE_KEY].workbench
+    labels = bench.labels()
+    metrics = {m.label: m.value for m in at.metric}
+    shown = {source: metrics[title] for source, title in
+             zip(SOURCES, ("Expert labels", "Given labels", "Model labels", "Undecided"))}
+    assert shown == {source: str(labels.counts[source]) for source in SOURCES}
+    assert sum(labels.counts.values()) == len(labels.table) == 90
+    assert labels.counts["expert"] == 3
+    # The statement exactly as the service words it, as plain text (never Markdown).
+    assert labels.statement in [t.value for t in at.text]
+    assert labels.statement.startswith("model labels: ") and "undecided: " in labels.statement
+    assert not [m for m in at.markdown if labels.statement in plain(m.value)]
+
+    # The downloads carry the new columns, in every format, and the same rows as the service.
+    for fmt in ("csv", "json", "jsonl"):
+        assert downloads[f"small-labelled.{fmt}"] == export_bytes(bench.labelled_table(), fmt)
+    frame = pd.read_csv(io.BytesIO(downloads["small-labelled.csv"]), keep_default_na=False)
+    assert all(column in frame.columns for column in NEW_COLUMNS)
+    assert frame["label_source"].value_counts().to_dict() == {s: n for s, n in labels.counts.items() if n}
+    rows = [json.loads(line) for line in downloads["small-labelled.jsonl"].decode().splitlines()]
+    assert len(rows) == 90 and all(set(NEW_COLUMNS) <= set(row) for row in rows)
+    ids = " ".join(b.id for b in at.get("download_button"))
+    assert all(Keys.export("labelled", fmt) in ids for fmt in ("csv", "json", "jsonl"))
+
+
+def test_the_labelled_items_curve_replays_expert_and_given_and_ends_at_the_counts(app, small_db):
+    at = app(small_db)
+    for _ in range(4):
+        answer_on_screen(at)
+    at.button(key=next(b.key for b in at.button if b.key and b.key.startswith("query_undo_"))).click().run()
+    at.switch_page("views/progress.py").run()
+    no_exception(at)
+
+    bench: Workbench = at.session_state[STATE_KEY].workbench
+    labels = bench.labels()
+    history = bench_history(bench)
+    curve = labelled_curve(history, labels)
+    replayed = curve[curve["labels"] == EXPERT_GIVEN]
+    # One point per number of answered items (the undo steps back to 3), the last state at each:
+    # every answer settles one open item, on top of the items given one label by the import.
+    given = int((np.asarray(bench.state.original_candidates).sum(axis=1) == 1).sum())
+    assert list(replayed["answered"]) == [0, 1, 2, 3, 4]
+    assert list(replayed["items"]) == [given + n for n in range(5)]
+    last = history.iloc[-1]
+    assert int(last["answered"]) == 3
+    assert int(last["expert_or_given"]) == labels.counts["expert"] + labels.counts["given"] == given + 3
+    model = curve[curve["labels"] == WITH_MODEL]
+    assert len(model) == 1 and int(model["answered"].iloc[0]) == 3
+    assert int(model["items"].iloc[0]) == 90 - labels.counts["undecided"]
+    assert len(at.get("vega_lite_chart")) == 5  # labelled items, open targets/rejects, answers, accuracy, set sizes
+
+
+def bench_history(bench: Workbench) -> pd.DataFrame:
+    from app.service import session_progress
+
+    return session_progress(bench, actor=None)
+
+
+# ------------------------------------------------------------------------------ Sessions page
+
+
+@pytest.fixture
+def team_db(small_db):
+    """Session 'small' with admin 'ada' and reviewer 'rev', annotator 'ann' assigned to it."""
+    Session = open_store(small_db)
+    create_user(Session, "ada", role="admin", password=SECRET)
+    create_user(Session, "rev", role="reviewer", password=SECRET)
+    create_user(Session, "ann", role="annotator", password=SECRET)
+    assign(Session, "small", ["ann"])
+    return small_db
+
+
+def on_sessions_page(at, db: str, name: str):
+    sign_in(at, db, name, SECRET)
+    at.switch_page("views/sessions.py").run()
+    no_exception(at)
+    return at
+
+
+def setting_inputs(at) -> dict[str, object]:
+    """The model-label setting widgets on the page, by field name."""
+    session_id = at.session_state[STATE_KEY].session_id
+    keys = {Keys.label_setting(session_id, name): name for name in ("max_error", "confidence", "audit_share")}
+    return {keys[w.key]: w for w in at.number_input if w.key in keys}
+
+
+def cost_line(max_error: float, confidence: float) -> str:
+    return (f"A {max_error * 100:g}% target at {confidence * 100:g}% confidence needs at least "
+            f"{audits_needed(max_error, confidence)} error-free audited answers")
+
+
+def test_an_admin_changes_the_model_label_settings_and_sees_what_a_target_costs(app, team_db):
+    ada = on_sessions_page(app(team_db), team_db, "ada")
+    inputs = setting_inputs(ada)
+    assert {name: w.value for name, w in inputs.items()} == {"max_error": 5.0, "confidence": 90.0, "audit_share": 5.0}
+    texts = page_texts(ada)
+    assert any(t.startswith(cost_line(0.05, 0.90)) for t in texts), texts
+    assert audits_needed(0.05, 0.90) == 45  # the figure the issue quotes, from the engine
+
+    inputs["max_error"].set_value(2.0)
+    inputs["confidence"].set_value(95.0)
+    inputs["audit_share"].set_value(10.0)
+    ada.run()
+    # The cost follows the values entered, before they are saved.
+    assert any(t.startswith(cost_line(0.02, 0.95)) for t in page_texts(ada))
+    ada.button(key=Keys.LABEL_SETTINGS_SAVE).click().run()
+    no_exception(ada)
+    saved = session_label_settings(open_store(team_db), "small")
+    assert (saved.max_error, saved.confidence, saved.audit_share) == pytest.approx((0.02, 0.95, 0.10))
+    assert any("Saved the model-label settings of session small" in plain(s.value) for s in ada.success)
+
+    # Everyone who may open the session reads them; nobody else edits them.
+    for who in ("ann", "rev"):
+        at = on_sessions_page(app(team_db), team_db, who)
+        assert not setting_inputs(at)
+        assert not [b for b in at.button if b.key == Keys.LABEL_SETTINGS_SAVE]
+        texts = page_texts(at)
+        assert "Largest model-label error 2% at 95% confidence; audit share 10%" in texts, texts
+        assert any(t.startswith(cost_line(0.02, 0.95)) for t in texts)
+        assert "An admin sets these." in texts
+
+
+def test_a_refused_change_shows_as_an_error_and_changes_nothing(app, team_db):
+    from app.service import change_role
+
+    ada = on_sessions_page(app(team_db), team_db, "ada")
+    setting_inputs(ada)["max_error"].set_value(10.0)
+    # Demoted elsewhere (another admin remains) while the editor is on screen: the store refuses the save.
+    create_user(open_store(team_db), "bo", role="admin", password=SECRET)
+    change_role(open_store(team_db), "ada", "reviewer")
+    ada.button(key=Keys.LABEL_SETTINGS_SAVE).click().run()
+    no_exception(ada)
+    errors = [plain(e.value) for e in ada.error]
+    assert len(errors) == 1 and "ada" in errors[0] and "\n" not in errors[0], errors
+    assert session_label_settings(open_store(team_db), "small").max_error == pytest.approx(0.05)
+    assert not setting_inputs(ada)  # the next run draws the settings as text
+
+
+def test_single_user_mode_edits_the_settings_without_signing_in(app, small_db):
+    at = app(small_db)
+    at.switch_page("views/sessions.py").run()
+    setting_inputs(at)["audit_share"].set_value(20.0)
+    at.button(key=Keys.LABEL_SETTINGS_SAVE).click().run()
+    no_exception(at)
+    assert session_label_settings(open_store(small_db), "small").audit_share == pytest.approx(0.20)
+    # Zero audits: the page says that no model label can then be given.
+    setting_inputs(at)["audit_share"].set_value(0.0)
+    at.run()
+    assert any("no audit is served, so no model label is given" in t for t in page_texts(at))
+
+
+# ------------------------------------------------------------------------------ Query page
+
+
+def test_audit_items_are_served_unmarked_and_recorded_like_any_other(app, small_db):
+    Session = open_store(small_db)
+    change_label_settings(Session, "small", audit_share=0.5)  # half the slots: a short test
+    at = app(small_db)
+    bench: Workbench = at.session_state[STATE_KEY].workbench
+
+    served = {"audit": 0, "ranked": 0}
+    for _ in range(12):
+        position = position_on_screen(at)
+        audit = bench.is_audit(position)
+        served["audit" if audit else "ranked"] += 1
+        texts = " ".join(page_texts(at) + [plain(b.label) for b in at.button] + [h.value for h in at.subheader])
+        assert "audit" not in texts.lower()  # nothing on screen says which items are audits
+        # The label buttons are the item's candidates in label order, as for every item: the
+        # model's label is neither shown nor put first.
+        answers = [b.key for b in at.button if b.key and b.key.startswith(f"query_answer_{position}_")]
+        candidates = np.flatnonzero(bench.state.candidates[position])
+        assert answers == [Keys.answer(position, int(m)) for m in candidates]
+        before = bench.labels().n_audited
+        label = int(candidates[-1])
+        answered = answer_on_screen(at, lambda _, chosen=label: chosen)
+        assert answered == position
+        last = events(small_db)[-1]
+        assert (last["kind"], last["position"], last["label"]) == ("answer", position, label)
+        assert any(f"Recorded: {bench.state.external_ids[position]} is" in plain(s.value) for s in at.success)
+        assert bench.labels().n_audited == before + (1 if audit else 0)
+    assert served["audit"] and served["ranked"], served

@@ -14,8 +14,9 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Optional
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
@@ -78,7 +79,9 @@ def progress(description: str) -> Iterator[None]:
     if not err.is_terminal:
         yield
         return
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err, transient=True) as bar:
+    with Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err, transient=True
+    ) as bar:
         bar.add_task(description, total=None)
         yield
 
@@ -94,8 +97,14 @@ def progress_bar(description: str) -> Iterator[ProgressCallback | None]:
         yield None
         return
     columns = (
-        SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TaskProgressColumn(),
-        TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TaskProgressColumn(),
+        TimeElapsedColumn(),
+        TextColumn("eta"),
+        TimeRemainingColumn(),
     )
     with Progress(*columns, console=err, transient=True) as bar:
         tasks: dict[str, TaskID] = {}
@@ -117,9 +126,13 @@ ImageColumnOption = typer.Option(
     None, "--image-column", help="Column with each item's image file or URL (default: 'image' or 'path')."
 )
 AudioColumnOption = typer.Option(None, "--audio-column", help="Column with each item's audio file (default: 'audio').")
-LinkColumnOption = typer.Option(None, "--link-column", help="Column with an http(s) link per item (default: 'link' or 'url').")
+LinkColumnOption = typer.Option(
+    None, "--link-column", help="Column with an http(s) link per item (default: 'link' or 'url')."
+)
 IgnoreColumnsOption = typer.Option(
-    None, "--ignore-columns", help="Columns to skip, comma-separated (repeat the option or not: a,b or --ignore-columns a --ignore-columns b)."
+    None,
+    "--ignore-columns",
+    help="Columns to skip, comma-separated (repeat the option or not: a,b or --ignore-columns a --ignore-columns b).",
 )
 FeaturesFromOption = typer.Option(
     None, "--features-from", help="Embeddings aligned by id (.npy, .npz, .parquet) used as the features."
@@ -140,9 +153,7 @@ AuditOption = typer.Option(
 )
 
 
-def _label_settings(
-    max_error: Optional[float], confidence: Optional[float], audit: Optional[float]
-) -> "LabelSettings | None":
+def _label_settings(max_error: float | None, confidence: float | None, audit: float | None) -> LabelSettings | None:
     """The label settings given on the command line (checked now, before anything is written),
     or ``None`` when none was given."""
     from app.store import LabelSettings
@@ -157,19 +168,28 @@ def _label_settings(
     )
 
 
-def _column_list(values: Optional[list[str]]) -> tuple[str, ...]:
+def _column_list(values: list[str] | None) -> tuple[str, ...]:
     """``--ignore-columns a,b --ignore-columns c`` as ``("a", "b", "c")``."""
     return tuple(part.strip() for value in values or () for part in value.split(",") if part.strip())
 
 
 def _content_options(
-    text_column: Optional[str], image_column: Optional[str], audio_column: Optional[str], link_column: Optional[str],
-    ignore_columns: Optional[list[str]], features_from: Optional[Path], media_root: Optional[Path],
+    text_column: str | None,
+    image_column: str | None,
+    audio_column: str | None,
+    link_column: str | None,
+    ignore_columns: list[str] | None,
+    features_from: Path | None,
+    media_root: Path | None,
 ) -> dict[str, object]:
     """The content options as keyword arguments of the service layer (``None`` left out)."""
     options: dict[str, object] = {
-        "text_column": text_column, "image_column": image_column, "audio_column": audio_column,
-        "link_column": link_column, "features_from": features_from, "media_root": media_root,
+        "text_column": text_column,
+        "image_column": image_column,
+        "audio_column": audio_column,
+        "link_column": link_column,
+        "features_from": features_from,
+        "media_root": media_root,
     }
     options = {key: value for key, value in options.items() if value is not None}
     ignored = _column_list(ignore_columns)
@@ -184,30 +204,30 @@ def import_command(
         ..., help="CSV/TSV, Parquet, .mat (PLL benchmark) or .npz file, or a folder of images (with --labels)."
     ),
     db: str = DbOption,
-    name: Optional[str] = typer.Option(None, help="Dataset name (default: the file name)."),
+    name: str | None = typer.Option(None, help="Dataset name (default: the file name)."),
     candidates_column: str = typer.Option("candidates", help="Column with candidate sets like 'cat|dog'."),
-    id_column: Optional[str] = typer.Option(None, help="Id column (default: 'id' when present)."),
-    true_label_column: Optional[str] = typer.Option(None, help="True-label column, for simulations."),
-    text_column: Optional[str] = TextColumnOption,
-    image_column: Optional[str] = ImageColumnOption,
-    audio_column: Optional[str] = AudioColumnOption,
-    link_column: Optional[str] = LinkColumnOption,
-    ignore_columns: Optional[list[str]] = IgnoreColumnsOption,
-    features_from: Optional[Path] = FeaturesFromOption,
-    media_root: Optional[Path] = MediaRootOption,
-    labels: Optional[Path] = typer.Option(
+    id_column: str | None = typer.Option(None, help="Id column (default: 'id' when present)."),
+    true_label_column: str | None = typer.Option(None, help="True-label column, for simulations."),
+    text_column: str | None = TextColumnOption,
+    image_column: str | None = ImageColumnOption,
+    audio_column: str | None = AudioColumnOption,
+    link_column: str | None = LinkColumnOption,
+    ignore_columns: list[str] | None = IgnoreColumnsOption,
+    features_from: Path | None = FeaturesFromOption,
+    media_root: Path | None = MediaRootOption,
+    labels: Path | None = typer.Option(
         None, "--labels", help="For a folder of images: CSV with path,candidates[,id,true_label] per image."
     ),
     ignore_unlisted: bool = typer.Option(
         False, "--ignore-unlisted", help="For a folder with --labels: leave out images the CSV does not list."
     ),
-    session: Optional[str] = typer.Option(None, help="Also create a labelling session with this name."),
+    session: str | None = typer.Option(None, help="Also create a labelling session with this name."),
     k: int = typer.Option(10, "-k", help="Neighbours of the session's k-NN vote."),
     weighting: str = typer.Option("uniform", help=f"One of {', '.join(WEIGHTINGS)}."),
     criterion: str = typer.Option(DEFAULT_STRATEGY, help=f"Query criterion: {', '.join(CRITERIA)}."),
-    max_error: Optional[float] = MaxErrorOption,
-    confidence: Optional[float] = ConfidenceOption,
-    audit: Optional[float] = AuditOption,
+    max_error: float | None = MaxErrorOption,
+    confidence: float | None = ConfidenceOption,
+    audit: float | None = AuditOption,
 ) -> None:
     """Import a partially labelled file, or a folder of images, into a database: all rows (and the
     session) or nothing.
@@ -231,8 +251,9 @@ def import_command(
         if k < 1:
             raise UserError(f"-k must be >= 1, got {k}")
         spec = SessionSpec(session, k=k, weighting=weighting, criterion=criterion, target_set="all")
-    options = _content_options(text_column, image_column, audio_column, link_column, ignore_columns,
-                               features_from, media_root)
+    options = _content_options(
+        text_column, image_column, audio_column, link_column, ignore_columns, features_from, media_root
+    )
     is_folder = file.is_dir()
     if labels is not None and not is_folder:
         raise UserError(f"--labels goes with a folder of images; {file} is not a folder")
@@ -241,28 +262,48 @@ def import_command(
     if is_folder:
         extra = [f"--{key.replace('_', '-')}" for key in options if key != "features_from"]
         if extra:
-            raise UserError(f"options for a data file ({', '.join(extra)}) do not apply to a folder of images; "
-                            "it takes --labels and --features-from")
+            raise UserError(
+                f"options for a data file ({', '.join(extra)}) do not apply to a folder of images; "
+                "it takes --labels and --features-from"
+            )
     Session = open_store(db, create=True)  # importing is what makes a store
     dataset_name = name or (file.resolve().name if is_folder else file.stem)
     with progress_bar(f"import {file.name}") as report:
         if is_folder:
             dataset_id, n = import_file(
-                Session, file, name=dataset_name, min_rows=max(k, 0) + 1, labels=labels,
-                unlisted="ignore" if ignore_unlisted else "error", progress=report, session=spec,
+                Session,
+                file,
+                name=dataset_name,
+                min_rows=max(k, 0) + 1,
+                labels=labels,
+                unlisted="ignore" if ignore_unlisted else "error",
+                progress=report,
+                session=spec,
                 **options,  # type: ignore[arg-type]
             )
         else:
             dataset_id, n = import_file(
-                Session, file, name=dataset_name, candidates_column=candidates_column, id_column=id_column,
-                true_label_column=true_label_column, min_rows=max(k, 0) + 1, progress=report, session=spec,
+                Session,
+                file,
+                name=dataset_name,
+                candidates_column=candidates_column,
+                id_column=id_column,
+                true_label_column=true_label_column,
+                min_rows=max(k, 0) + 1,
+                progress=report,
+                session=spec,
                 **options,  # type: ignore[arg-type]
             )
     out.print(f"Imported {n} instances from {file} as dataset {dataset_name!r} (id {dataset_id}).")
     if spec is not None:
         if settings is not None:
-            change_label_settings(Session, spec.name, max_error=settings.max_error, confidence=settings.confidence,
-                                  audit_share=settings.audit_share)
+            change_label_settings(
+                Session,
+                spec.name,
+                max_error=settings.max_error,
+                confidence=settings.confidence,
+                audit_share=settings.audit_share,
+            )
         out.print(f"Created session {spec.name!r}.")
 
 
@@ -281,24 +322,31 @@ def init(db: str = DbOption) -> None:
 
 @app.command()
 def rank(
-    file: Optional[Path] = typer.Argument(None, help="Rank straight from a file, without a database."),
-    session: Optional[str] = typer.Option(None, help="Rank a stored session instead (its current answers count)."),
+    file: Path | None = typer.Argument(None, help="Rank straight from a file, without a database."),
+    session: str | None = typer.Option(None, help="Rank a stored session instead (its current answers count)."),
     db: str = DbOption,
     criterion: str = typer.Option(DEFAULT_STRATEGY, help=f"One of {', '.join(CRITERIA)} (file mode)."),
     k: int = typer.Option(10, "-k", help="Neighbours (file mode)."),
     weighting: str = typer.Option("uniform", help=f"One of {', '.join(WEIGHTINGS)} (file mode)."),
     seed: int = typer.Option(0, help="Seed of the 'random' criterion."),
-    text_column: Optional[str] = TextColumnOption,
-    image_column: Optional[str] = ImageColumnOption,
-    audio_column: Optional[str] = AudioColumnOption,
-    link_column: Optional[str] = LinkColumnOption,
-    ignore_columns: Optional[list[str]] = IgnoreColumnsOption,
-    features_from: Optional[Path] = FeaturesFromOption,
-    media_root: Optional[Path] = MediaRootOption,
+    text_column: str | None = TextColumnOption,
+    image_column: str | None = ImageColumnOption,
+    audio_column: str | None = AudioColumnOption,
+    link_column: str | None = LinkColumnOption,
+    ignore_columns: list[str] | None = IgnoreColumnsOption,
+    features_from: Path | None = FeaturesFromOption,
+    media_root: Path | None = MediaRootOption,
     output: Path = typer.Option(..., "-o", "--output", help="ranked.csv or ranked.json"),
-    top: Optional[int] = typer.Option(None, help="Keep only the best N rows."),
-    dask: Optional[str] = typer.Option(None, "--dask", metavar="SCHEDULER_ADDRESS", help="Score on a running Dask scheduler (file mode; needs winnow[scale])."),
-    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Score on a local Dask cluster of N worker processes (file mode)."),
+    top: int | None = typer.Option(None, help="Keep only the best N rows."),
+    dask: str | None = typer.Option(
+        None,
+        "--dask",
+        metavar="SCHEDULER_ADDRESS",
+        help="Score on a running Dask scheduler (file mode; needs winnow[scale]).",
+    ),
+    workers: int | None = typer.Option(
+        None, "--workers", min=1, help="Score on a local Dask cluster of N worker processes (file mode)."
+    ),
 ) -> None:
     """Write the ranked query list: which partial items to settle first.
 
@@ -308,11 +356,14 @@ def rank(
     """
     if (file is None) == (session is None):
         raise UserError("give either a FILE or --session NAME")
-    options = _content_options(text_column, image_column, audio_column, link_column, ignore_columns,
-                               features_from, media_root)
+    options = _content_options(
+        text_column, image_column, audio_column, link_column, ignore_columns, features_from, media_root
+    )
     if session is not None and options:
-        raise UserError(f"options for a FILE ({', '.join('--' + key.replace('_', '-') for key in options)}) do not "
-                        "apply to --session: a stored session already has its features")
+        raise UserError(
+            f"options for a FILE ({', '.join('--' + key.replace('_', '-') for key in options)}) do not "
+            "apply to --session: a stored session already has its features"
+        )
     if dask is not None and (workers is not None or session is not None):
         raise UserError("--dask goes with a FILE and without --workers")
     if workers is not None and session is not None:
@@ -323,8 +374,17 @@ def rank(
     if file is not None:
         check_choice(criterion, "--criterion", CRITERIA)
         check_choice(weighting, "--weighting", WEIGHTINGS)
-        table = rank_file(file, criterion=criterion, k=k, weighting=weighting, seed=seed, dask=dask, workers=workers,
-                          progress=progress, **options)  # type: ignore[arg-type]
+        table = rank_file(
+            file,
+            criterion=criterion,
+            k=k,
+            weighting=weighting,
+            seed=seed,
+            dask=dask,
+            workers=workers,
+            progress=progress,
+            **options,
+        )  # type: ignore[arg-type]
     else:
         Session = open_store(db, create=False)
         with progress_bar(f"session {session}") as report:
@@ -347,10 +407,12 @@ def session_new(
     weighting: str = typer.Option("uniform", help=f"One of {', '.join(WEIGHTINGS)}."),
     criterion: str = typer.Option(DEFAULT_STRATEGY, help=f"One of {', '.join(CRITERIA)}."),
     target_set: str = typer.Option("all", help=f"One of {', '.join(TARGET_SETS)}."),
-    overlap: int = typer.Option(1, min=1, help="Annotators who answer each item (1 splits the work; 2+ measures agreement)."),
-    max_error: Optional[float] = MaxErrorOption,
-    confidence: Optional[float] = ConfidenceOption,
-    audit: Optional[float] = AuditOption,
+    overlap: int = typer.Option(
+        1, min=1, help="Annotators who answer each item (1 splits the work; 2+ measures agreement)."
+    ),
+    max_error: float | None = MaxErrorOption,
+    confidence: float | None = ConfidenceOption,
+    audit: float | None = AuditOption,
 ) -> None:
     """Start a labelling session on an imported dataset.
 
@@ -360,11 +422,23 @@ def session_new(
 
     settings = _label_settings(max_error, confidence, audit)
     Session = open_store(db, create=False)
-    create_session(Session, dataset_id=dataset_id_by_name(Session, dataset), name=name, k=k, weighting=weighting,
-                   criterion=criterion, target_set=target_set)
+    create_session(
+        Session,
+        dataset_id=dataset_id_by_name(Session, dataset),
+        name=name,
+        k=k,
+        weighting=weighting,
+        criterion=criterion,
+        target_set=target_set,
+    )
     if settings is not None:
-        change_label_settings(Session, name, max_error=settings.max_error, confidence=settings.confidence,
-                              audit_share=settings.audit_share)
+        change_label_settings(
+            Session,
+            name,
+            max_error=settings.max_error,
+            confidence=settings.confidence,
+            audit_share=settings.audit_share,
+        )
     if overlap != 1:
         set_session_overlap(Session, name, overlap)
     out.print(f"Created session {name!r} on dataset {dataset!r}" + (f" (overlap {overlap})." if overlap != 1 else "."))
@@ -381,8 +455,10 @@ def session_assign(
 
     added = assign(open_store(db, create=False), name, users)
     already = [u for u in users if u not in added]
-    out.print(f"Assigned {', '.join(added) or 'nobody new'} to session {name!r}"
-              + (f" ({', '.join(already)} already were)." if already else "."))
+    out.print(
+        f"Assigned {', '.join(added) or 'nobody new'} to session {name!r}"
+        + (f" ({', '.join(already)} already were)." if already else ".")
+    )
 
 
 @session_app.command("overlap")
@@ -402,9 +478,9 @@ def session_overlap_command(
 def session_settings(
     name: str = typer.Argument(..., help="Session name."),
     db: str = DbOption,
-    max_error: Optional[float] = MaxErrorOption,
-    confidence: Optional[float] = ConfidenceOption,
-    audit: Optional[float] = AuditOption,
+    max_error: float | None = MaxErrorOption,
+    confidence: float | None = ConfidenceOption,
+    audit: float | None = AuditOption,
 ) -> None:
     """Show or change how far model labels must be trusted, and the share of audits.
 
@@ -421,10 +497,13 @@ def session_settings(
         settings = session_label_settings(Session, name)
     else:
         settings = change_label_settings(Session, name, max_error=max_error, confidence=confidence, audit_share=audit)
-    out.print(f"Session {name!r}: max error {settings.max_error:g}, confidence {settings.confidence:g}, "
-              f"audit share {settings.audit_share:g}; stating it needs at least "
-              f"{audits_needed(settings.max_error, settings.confidence)} audited answers (none wrong).",
-              markup=False, highlight=False)
+    out.print(
+        f"Session {name!r}: max error {settings.max_error:g}, confidence {settings.confidence:g}, "
+        f"audit share {settings.audit_share:g}; stating it needs at least "
+        f"{audits_needed(settings.max_error, settings.confidence)} audited answers (none wrong).",
+        markup=False,
+        highlight=False,
+    )
 
 
 @session_app.command("list")
@@ -434,7 +513,9 @@ def session_list(db: str = DbOption) -> None:
 
     table = Table("session", "dataset", "k", "weighting", "criterion", "targets", "created")
     for x in session_summaries(open_store(db, create=False), actor=None):  # the command line sees every session
-        table.add_row(x.name, x.dataset_name, str(x.k), x.weighting, x.criterion, x.target_set, f"{x.created_at:%Y-%m-%d %H:%M}")
+        table.add_row(
+            x.name, x.dataset_name, str(x.k), x.weighting, x.criterion, x.target_set, f"{x.created_at:%Y-%m-%d %H:%M}"
+        )
     out.print(table)
 
 
@@ -454,29 +535,56 @@ def session_status(
     people, pairs, shared = team_figures(bench, actor=None)
     labels = bench.labels()
     summary: dict[str, Any] = {
-        "session": name, **bench.summary(), "overlap": overlap_of(bench), **shared,
-        "labels": dict(labels.counts), "audited_answers": labels.n_audited,
-        "stated_error": labels.calibration.bound, "statement": labels.statement,
+        "session": name,
+        **bench.summary(),
+        "overlap": overlap_of(bench),
+        **shared,
+        "labels": dict(labels.counts),
+        "audited_answers": labels.n_audited,
+        "stated_error": labels.calibration.bound,
+        "statement": labels.statement,
         "next": bench.next_queries(top),
         "annotators": [
-            {"annotator": who, "answered": int(r.answered), "skipped": int(r.skipped), "resolved": int(r.resolved),
-             "events": int(r.events), "seconds_per_event": _number(r.seconds_per_event)}
+            {
+                "annotator": who,
+                "answered": int(r.answered),
+                "skipped": int(r.skipped),
+                "resolved": int(r.resolved),
+                "events": int(r.events),
+                "seconds_per_event": _number(r.seconds_per_event),
+            }
             for who, r in people.iterrows()
         ],
-        "pairs": [{**row, "raw_agreement": _number(row["raw_agreement"]), "cohen_kappa": _number(row["cohen_kappa"])}
-                  for row in pairs.to_dict("records")],
+        "pairs": [
+            {**row, "raw_agreement": _number(row["raw_agreement"]), "cohen_kappa": _number(row["cohen_kappa"])}
+            for row in pairs.to_dict("records")
+        ],
     }
     if as_json:
         out.print_json(json.dumps(summary))
         return
-    for key in ("instances", "events", "answered", "partial", "open", "conflicts", "none_of_these", "open_targets", "overlap"):
+    for key in (
+        "instances",
+        "events",
+        "answered",
+        "partial",
+        "open",
+        "conflicts",
+        "none_of_these",
+        "open_targets",
+        "overlap",
+    ):
         out.print(f"{key.replace('_', ' '):>18}: {summary[key]}")
     for source, count in summary["labels"].items():
         out.print(f"{source + ' labels':>18}: {count}")
     out.print(summary["statement"], markup=False, highlight=False)
     if labels.settings.audit_share == 0:
-        out.print(f"audits are off (audit share 0): no model label can be stated; "
-                  f"winnow session settings {name} --audit 0.05 turns them on", markup=False, highlight=False)
+        out.print(
+            f"audits are off (audit share 0): no model label can be stated; "
+            f"winnow session settings {name} --audit 0.05 turns them on",
+            markup=False,
+            highlight=False,
+        )
     if summary["items_shared"]:
         out.print(f"{'raw agreement':>18}: {summary['raw_agreement']:.3f} over {summary['items_shared']} shared items")
     table = Table("rank", "id", "score", "candidates")
@@ -487,15 +595,25 @@ def session_status(
         table = Table("annotator", "answered", "skipped", "resolved", "events", "s / event")
         for row in summary["annotators"]:
             speed = row["seconds_per_event"]
-            table.add_row(row["annotator"], str(row["answered"]), str(row["skipped"]), str(row["resolved"]),
-                          str(row["events"]), "-" if speed is None else f"{speed:.1f}")
+            table.add_row(
+                row["annotator"],
+                str(row["answered"]),
+                str(row["skipped"]),
+                str(row["resolved"]),
+                str(row["events"]),
+                "-" if speed is None else f"{speed:.1f}",
+            )
         out.print(table)
     if summary["pairs"]:
         table = Table("annotators", "shared items", "raw agreement", "Cohen's kappa")
         for row in summary["pairs"]:
             kappa = row["cohen_kappa"]
-            table.add_row(f"{row['annotator_a']} / {row['annotator_b']}", str(row["items"]),
-                          f"{row['raw_agreement']:.3f}", "undefined" if kappa is None else f"{kappa:.3f}")
+            table.add_row(
+                f"{row['annotator_a']} / {row['annotator_b']}",
+                str(row["items"]),
+                f"{row['raw_agreement']:.3f}",
+                "undefined" if kappa is None else f"{kappa:.3f}",
+            )
         out.print(table)
 
 
@@ -547,13 +665,15 @@ def user_list(db: str = DbOption) -> None:
 
     table = Table("user", "role", "active", "sessions", "created")
     for u in users(open_store(db, create=False)):
-        table.add_row(u.name, u.role, "yes" if u.active else "no", ", ".join(u.sessions), f"{u.created_at:%Y-%m-%d %H:%M}")
+        table.add_row(
+            u.name, u.role, "yes" if u.active else "no", ", ".join(u.sessions), f"{u.created_at:%Y-%m-%d %H:%M}"
+        )
     out.print(table)
 
 
 @user_app.command("audit")
 def user_audit(
-    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write it to a .csv, .json or .parquet file."),
+    output: Path | None = typer.Option(None, "-o", "--output", help="Write it to a .csv, .json or .parquet file."),
     db: str = DbOption,
 ) -> None:
     """Show the audit log: sign-ins and failed ones, account, assignment and session-setting changes.
@@ -574,9 +694,15 @@ def user_audit(
     shown = Table("id", "time", "kind", "user", "actor", "session", "detail")
     for row in table.itertuples(index=False):
         # Names and details are user content: escaped, never read as Rich markup.
-        shown.add_row(str(row.audit_id), f"{row.created_at:%Y-%m-%d %H:%M:%S}", row.kind, escape(row.user),
-                      escape(row.actor or "-"), "-" if pd.isna(row.session_id) else str(row.session_id),
-                      escape(row.detail or ""))
+        shown.add_row(
+            str(row.audit_id),
+            f"{row.created_at:%Y-%m-%d %H:%M:%S}",
+            row.kind,
+            escape(row.user),
+            escape(row.actor or "-"),
+            "-" if pd.isna(row.session_id) else str(row.session_id),
+            escape(row.detail or ""),
+        )
     out.print(shown)
 
 
@@ -590,8 +716,11 @@ def user_disable(name: str = typer.Argument(...), db: str = DbOption) -> None:
 
 
 @user_app.command("role")
-def user_role(name: str = typer.Argument(...), role: str = typer.Argument(..., help="admin, annotator or reviewer."),
-              db: str = DbOption) -> None:
+def user_role(
+    name: str = typer.Argument(...),
+    role: str = typer.Argument(..., help="admin, annotator or reviewer."),
+    db: str = DbOption,
+) -> None:
     """Change a user's role.  Example: winnow user role bob reviewer"""
     from app.service import change_role
 
@@ -619,18 +748,24 @@ def user_passwd(
 @app.command()
 def answer(
     session: str = typer.Argument(..., help="Session name."),
-    item: Optional[str] = typer.Argument(None, help="Item id (not needed for undo, nor with --from)."),
-    label: Optional[str] = typer.Argument(None, help="Label name for answer / other_label / resolve."),
+    item: str | None = typer.Argument(None, help="Item id (not needed for undo, nor with --from)."),
+    label: str | None = typer.Argument(None, help="Label name for answer / other_label / resolve."),
     kind: str = typer.Option("answer", help=f"One of {', '.join(EVENT_KINDS)}."),
-    annotator: str = typer.Option(os.environ.get("USER", "cli") or "cli",
-                                  help="Who answers; once the store has users, an active user assigned to the session."),
+    annotator: str = typer.Option(
+        os.environ.get("USER", "cli") or "cli",
+        help="Who answers; once the store has users, an active user assigned to the session.",
+    ),
     db: str = DbOption,
-    idempotency_key: Optional[str] = typer.Option(
-        None, "--idempotency-key", metavar="KEY",
+    idempotency_key: str | None = typer.Option(
+        None,
+        "--idempotency-key",
+        metavar="KEY",
         help="Any unique text; running the command again with the same KEY records nothing new.",
     ),
-    from_file: Optional[Path] = typer.Option(
-        None, "--from", metavar="FILE",
+    from_file: Path | None = typer.Option(
+        None,
+        "--from",
+        metavar="FILE",
         help="Record every answer of a .csv, .tsv or .jsonl file with columns id,label[,annotator], all or none.",
     ),
 ) -> None:
@@ -652,8 +787,15 @@ def answer(
     check_choice(kind, "--kind", EVENT_KINDS)
     if item is None and kind != "undo":
         raise UserError(f"--kind {kind} needs an ITEM id")
-    event_id = record_answer(open_store(db, create=False), session, annotator=annotator, kind=kind, item=item, label=label,
-                             idempotency_key=idempotency_key)
+    event_id = record_answer(
+        open_store(db, create=False),
+        session,
+        annotator=annotator,
+        kind=kind,
+        item=item,
+        label=label,
+        idempotency_key=idempotency_key,
+    )
     out.print(f"Recorded {kind} (event {event_id}).")
 
 
@@ -665,7 +807,7 @@ def export(
     session: str = typer.Argument(..., help="Session name."),
     output: Path = typer.Option(..., "-o", "--output", help=".csv, .tsv, .json, .jsonl or .parquet"),
     what: str = typer.Option("ranked", help="ranked (query list), labelled (dataset) or events (answer log)."),
-    fmt: Optional[str] = typer.Option(
+    fmt: str | None = typer.Option(
         None, "--format", help="csv, tsv, json, jsonl or parquet (default: from the output's extension)."
     ),
     db: str = DbOption,
@@ -705,7 +847,9 @@ def export(
 
 @app.command()
 def demo(
-    db: Optional[str] = typer.Option(None, "--db", help="Keep the demo session in this database (default: a temporary one)."),
+    db: str | None = typer.Option(
+        None, "--db", help="Keep the demo session in this database (default: a temporary one)."
+    ),
     top: int = typer.Option(10, help="How many queries to show."),
 ) -> None:
     """Rank the bundled sample digits and explain the first query.  Example: winnow demo"""
@@ -718,8 +862,10 @@ def demo(
         with progress("Importing the sample digits and ranking them"):
             bench = Workbench.open(Session, ensure_sample_session(Session))
         st = bench.state
-        out.print(f"[bold]{st.n_instances}[/] digits, {int(st.open_items.sum())} with several candidate labels, "
-                  f"{bench.n_open} targets whose k-NN decision is still open.")
+        out.print(
+            f"[bold]{st.n_instances}[/] digits, {int(st.open_items.sum())} with several candidate labels, "
+            f"{bench.n_open} targets whose k-NN decision is still open."
+        )
         table = Table("rank", "id", "score", "candidates", "true label")
         for i, row in enumerate(bench.next_queries(top), 1):
             table.add_row(str(i), row["id"], f"{row['score']:g}", "|".join(row["candidates"]), row["true_label"] or "?")
@@ -738,8 +884,10 @@ def demo(
                     out.print(f"    if {why.item_id} is {lab}: necessary becomes {nl or '{}'}")
         with progress("Running DST-PLL's reject option"):
             rejects = bench.rejects()
-        out.print(f"DST-PLL refuses, or the audits cannot yet back, {rejects.n_rejected} of {rejects.positions.size} "
-                  "open items; they go to the expert.")
+        out.print(
+            f"DST-PLL refuses, or the audits cannot yet back, {rejects.n_rejected} of {rejects.positions.size} "
+            "open items; they go to the expert."
+        )
         out.print(bench.labels().statement, markup=False, highlight=False)
 
 
@@ -779,13 +927,18 @@ def ui(
     sample: bool = typer.Option(False, "--sample", help="Create a 'demo' session on the bundled sample if missing."),
     headless: bool = typer.Option(False, help="Do not open a browser window."),
     address: str = typer.Option("localhost", help="Interface to serve on; 0.0.0.0 shares the app on the network."),
-    max_upload_mb: Optional[int] = typer.Option(
-        None, "--max-upload-mb", min=1,
+    max_upload_mb: int | None = typer.Option(
+        None,
+        "--max-upload-mb",
+        min=1,
         help="Largest upload in MB (default: $WINNOW_MAX_UPLOAD_MB, else 100).",
     ),
-    require_sign_in: bool = typer.Option(False, "--require-sign-in",
-                                         help="Sign-in even on localhost (e.g. behind a reverse proxy)."),
-    dev: bool = typer.Option(False, "--dev", help="Show full error details (tracebacks) in the browser: development only."),
+    require_sign_in: bool = typer.Option(
+        False, "--require-sign-in", help="Sign-in even on localhost (e.g. behind a reverse proxy)."
+    ),
+    dev: bool = typer.Option(
+        False, "--dev", help="Show full error details (tracebacks) in the browser: development only."
+    ),
 ) -> None:
     """Open the annotator's browser app on a database.  Example: winnow ui --db winnow.db
 
@@ -812,10 +965,26 @@ def ui(
     # The options that keep a shared server safe are set by app/ui/server.py itself, so they
     # hold whatever folder the server is started from.
     command = [
-        sys.executable, "-m", "streamlit", "run", str(UI_SERVER),
-        "--server.port", str(port), "--server.address", address, "--server.headless", "true",
-        "--server.maxUploadSize", str(upload_mb), "--browser.gatherUsageStats", "false",
-        "--", "--db", db, "--max-upload-mb", str(upload_mb),
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(UI_SERVER),
+        "--server.port",
+        str(port),
+        "--server.address",
+        address,
+        "--server.headless",
+        "true",
+        "--server.maxUploadSize",
+        str(upload_mb),
+        "--browser.gatherUsageStats",
+        "false",
+        "--",
+        "--db",
+        db,
+        "--max-upload-mb",
+        str(upload_mb),
         *(["--require-sign-in"] if require_sign_in else []),
         *(["--dev"] if dev else []),
     ]
@@ -930,8 +1099,10 @@ def _usage_message(exc: BaseException, argv: list[str]) -> str:
     option = getattr(exc, "option_name", None)
     if option and not option.startswith("--") and option[1:2].isalnum():
         token = next((a for a in argv if a.startswith(option)), option)
-        message += (f"; an id or label starting with '-' goes after '--', every option before it: "
-                    f"{command} [OPTIONS] -- ... {token}")
+        message += (
+            f"; an id or label starting with '-' goes after '--', every option before it: "
+            f"{command} [OPTIONS] -- ... {token}"
+        )
     return f"{message} (see '{command} --help')"
 
 

@@ -8,7 +8,7 @@ The command only reads the file, calls :func:`engine.simulate.simulate` and writ
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 import numpy as np
 import typer
@@ -70,7 +70,9 @@ def plot_learning_curves(
             curve = run.groupby("n_answers")[metric].agg(["mean", "std"]).fillna({"std": 0.0})
             x = curve.index.to_numpy(dtype=float)
             line = ax.plot(x, curve["mean"], marker="o", markersize=2.5, linewidth=1.4, label=name)[0]
-            ax.fill_between(x, curve["mean"] - curve["std"], curve["mean"] + curve["std"], color=line.get_color(), alpha=0.12)
+            ax.fill_between(
+                x, curve["mean"] - curve["std"], curve["mean"] + curve["std"], color=line.get_color(), alpha=0.12
+            )
         n_seeds = results["seed"].nunique()
         ax.set_xlabel("number of answers")
         ax.set_ylabel(ylabel or metric.replace("_", " "))
@@ -88,7 +90,9 @@ def plot_learning_curves(
 
 
 def simulate_command(
-    data: Path = typer.Argument(..., help="Dataset with candidate sets AND true labels (CSV/TSV, Parquet, .mat, .npz)."),
+    data: Path = typer.Argument(
+        ..., help="Dataset with candidate sets AND true labels (CSV/TSV, Parquet, .mat, .npz)."
+    ),
     strategies: str = typer.Option(
         DEFAULT_STRATEGIES, "--strategies", "-s", help=f"Comma-separated, from: {', '.join(STRATEGY_NAMES)}."
     ),
@@ -98,12 +102,24 @@ def simulate_command(
     test_fraction: float = typer.Option(0.25, help="Share of the rows held out as the test set."),
     k: int = typer.Option(10, "-k", help="Neighbours of PL-kNN, DST-PLL and the query scores."),
     epsilon: float = typer.Option(0.0, help="Probability that the simulated expert answers a wrong label."),
-    noise: str = typer.Option("candidate", help="Where wrong answers come from: 'candidate' (another label of the set) or 'any'."),
-    output: Path = typer.Option(Path("results.csv"), "-o", "--output", help="Result table: .csv, .tsv, .json or .parquet."),
-    plot: Optional[Path] = typer.Option(None, "--plot", help="Also save learning curves (mean ± std per strategy) to this .png."),
-    eval_k: Optional[int] = typer.Option(None, "--eval-k", help="Neighbours of the evaluation (PL-kNN, DST-PLL); default: -k."),
+    noise: str = typer.Option(
+        "candidate", help="Where wrong answers come from: 'candidate' (another label of the set) or 'any'."
+    ),
+    output: Path = typer.Option(
+        Path("results.csv"), "-o", "--output", help="Result table: .csv, .tsv, .json or .parquet."
+    ),
+    plot: Path | None = typer.Option(
+        None, "--plot", help="Also save learning curves (mean ± std per strategy) to this .png."
+    ),
+    eval_k: int | None = typer.Option(
+        None, "--eval-k", help="Neighbours of the evaluation (PL-kNN, DST-PLL); default: -k."
+    ),
     dst: bool = typer.Option(True, "--dst/--no-dst", help="Also score DST-PLL on the test set (--no-dst is faster)."),
-    initial_labels: int = typer.Option(0, "--initial-labels", help="Random training items given their true label before the start (not counted in the budget)."),
+    initial_labels: int = typer.Option(
+        0,
+        "--initial-labels",
+        help="Random training items given their true label before the start (not counted in the budget).",
+    ),
     n_jobs: int = typer.Option(1, "--n-jobs", help="Campaigns run in parallel processes."),
 ) -> None:
     """Simulate querying campaigns with a (noisy) expert and compare query strategies.
@@ -142,16 +158,25 @@ def simulate_command(
     truth = loaded.true_labels
     known = np.zeros(loaded.n_instances, dtype=bool) if truth is None else truth >= 0
     if not known.any():
-        raise InvalidInput(f"{data} has no true labels; simulate needs them to play the expert (add a true_label column)")
+        raise InvalidInput(
+            f"{data} has no true labels; simulate needs them to play the expert (add a true_label column)"
+        )
     X, Y, y = loaded.X, loaded.candidates, truth
     if not known.all():
-        _err.print(f"note: using the {int(known.sum())} of {loaded.n_instances} rows whose true label is known", highlight=False)
+        _err.print(
+            f"note: using the {int(known.sum())} of {loaded.n_instances} rows whose true label is known",
+            highlight=False,
+        )
         X, Y, y = X[known], Y[known], y[known]
 
     total = len(names) * seeds
     with Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=_err, transient=True,
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=_err,
+        transient=True,
     ) as bar:
         task = bar.add_task("simulating", total=total)
 
@@ -159,9 +184,22 @@ def simulate_command(
             bar.update(task, advance=1, description=f"{name} seed {seed}")
 
         results = simulate(
-            X, Y, y, strategies=names, seeds=seeds, test_fraction=test_fraction, budget=budget, batch=batch,
-            k=k, epsilon=epsilon, noise=noise, on_campaign_done=done, eval_k=eval_k, dst=dst,
-            initial_labels=initial_labels, n_jobs=n_jobs,
+            X,
+            Y,
+            y,
+            strategies=names,
+            seeds=seeds,
+            test_fraction=test_fraction,
+            budget=budget,
+            batch=batch,
+            k=k,
+            epsilon=epsilon,
+            noise=noise,
+            on_campaign_done=done,
+            eval_k=eval_k,
+            dst=dst,
+            initial_labels=initial_labels,
+            n_jobs=n_jobs,
         )
     path = write_table(results, output)
     _out.print(f"Wrote {len(results)} rows ({len(names)} strategies x {seeds} seeds) to {path}.")
@@ -175,13 +213,25 @@ def simulate_command(
     # The strategy's own time: median per step (selection + updates) next to its one-off set-up.
     step_time = results[results["step"] > 0].groupby("strategy")["seconds_per_step"].median()
     setup_time = results[results["step"] == 0].groupby("strategy")["setup_seconds"].median()
-    table = Table("strategy", "area (mean acc.)", "final acc.", "final reject", "open targets left", "answers",
-                  "s/step", "set-up s")
+    table = Table(
+        "strategy",
+        "area (mean acc.)",
+        "final acc.",
+        "final reject",
+        "open targets left",
+        "answers",
+        "s/step",
+        "set-up s",
+    )
     for name in area.sort_values("mean", ascending=False).index:
         table.add_row(
-            name, f"{area.loc[name, 'mean']:.3f} ± {np.nan_to_num(area.loc[name, 'std']):.3f}",
-            f"{final.loc[name, 'accuracy']:.3f}", f"{final.loc[name, 'reject_rate']:.3f}",
-            f"{final.loc[name, 'open_targets']:.0f}", f"{final.loc[name, 'n_answers']:.0f}",
-            f"{step_time.get(name, float('nan')):.4f}", f"{setup_time.get(name, float('nan')):.4f}",
+            name,
+            f"{area.loc[name, 'mean']:.3f} ± {np.nan_to_num(area.loc[name, 'std']):.3f}",
+            f"{final.loc[name, 'accuracy']:.3f}",
+            f"{final.loc[name, 'reject_rate']:.3f}",
+            f"{final.loc[name, 'open_targets']:.0f}",
+            f"{final.loc[name, 'n_answers']:.0f}",
+            f"{step_time.get(name, float('nan')):.4f}",
+            f"{setup_time.get(name, float('nan')):.4f}",
         )
     _out.print(table)

@@ -44,6 +44,8 @@ from dataclasses import dataclass  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
+from sklearn.datasets import load_digits  # noqa: E402
+from sklearn.metrics import roc_auc_score  # noqa: E402
 
 from app.io import read_dataset  # noqa: E402
 from engine.accept_scores import dst_margin, margin_then_posterior, posterior_scores  # noqa: E402
@@ -52,8 +54,6 @@ from engine.decision_change import DecisionChangeRanker  # noqa: E402
 from engine.dst import DstPllClassifier  # noqa: E402
 from engine.neighbors import knn_graph  # noqa: E402
 from engine.noise import crowd_candidates, weak_rule_candidates  # noqa: E402
-from sklearn.datasets import load_digits  # noqa: E402
-from sklearn.metrics import roc_auc_score  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 PLL_DIR = ROOT.parent / "shared" / "data" / "pll"
@@ -79,7 +79,11 @@ def load(name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         X, y = load_digits(return_X_y=True)
         rows = np.sort(np.random.default_rng(0).choice(X.shape[0], size=800, replace=False))
         X, y = X[rows].astype(float), y[rows]
-        Y = crowd_candidates(y, 10, n_annotators=3, seed=0) if "crowd" in name else weak_rule_candidates(X, y, 10, seed=0)
+        Y = (
+            crowd_candidates(y, 10, n_annotators=3, seed=0)
+            if "crowd" in name
+            else weak_rule_candidates(X, y, 10, seed=0)
+        )
         return X, Y, y
     loaded = read_dataset(PLL_DIR / f"{name}.mat")
     X = np.asarray(loaded.X, dtype=np.float64)
@@ -126,9 +130,21 @@ def evaluate(name: str, log) -> list[dict]:
     rows = []
     acc = partial[dst_accepted[partial]]
     dst_label = scores["DST margin"].labels
-    rows.append(dict(dataset=name, score="DST-PLL rule", budget=0, n_partial=partial.size,
-                     share=[acc.size / partial.size], error=[float((dst_label[acc] != truth[acc]).mean()) if acc.size else np.nan],
-                     covered=[], oracle=np.nan, target=TARGET, auc=np.nan, accuracy=np.nan))
+    rows.append(
+        dict(
+            dataset=name,
+            score="DST-PLL rule",
+            budget=0,
+            n_partial=partial.size,
+            share=[acc.size / partial.size],
+            error=[float((dst_label[acc] != truth[acc]).mean()) if acc.size else np.nan],
+            covered=[],
+            oracle=np.nan,
+            target=TARGET,
+            auc=np.nan,
+            accuracy=np.nan,
+        )
+    )
     for score_name, scored in scores.items():
         right = scored.labels[partial] == truth[partial]
         auc = float(roc_auc_score(right, scored.scores[partial])) if 0 < right.sum() < right.size else np.nan
@@ -139,8 +155,12 @@ def evaluate(name: str, log) -> list[dict]:
                 for seed in SEEDS:
                     rng = np.random.default_rng([2025, seed])
                     audited = rng.choice(partial, size=min(budget, partial.size), replace=False)
-                    result = calibrate_threshold(scored.scores[audited], scored.labels[audited] == truth[audited],
-                                                 target=target, confidence=CONFIDENCE)
+                    result = calibrate_threshold(
+                        scored.scores[audited],
+                        scored.labels[audited] == truth[audited],
+                        target=target,
+                        confidence=CONFIDENCE,
+                    )
                     if result.threshold is None:
                         shares.append(0.0)
                         continue
@@ -151,9 +171,21 @@ def evaluate(name: str, log) -> list[dict]:
                         err = float((scored.labels[kept] != truth[kept]).mean())
                         errors.append(err)
                         covered.append(err <= result.bound)
-                rows.append(dict(dataset=name, score=score_name, budget=budget, n_partial=partial.size, target=target,
-                                 share=shares, error=errors, covered=covered, oracle=oracle, auc=auc,
-                                 accuracy=float(right.mean())))
+                rows.append(
+                    dict(
+                        dataset=name,
+                        score=score_name,
+                        budget=budget,
+                        n_partial=partial.size,
+                        target=target,
+                        share=shares,
+                        error=errors,
+                        covered=covered,
+                        oracle=oracle,
+                        auc=auc,
+                        accuracy=float(right.mean()),
+                    )
+                )
     log(f"{name}: {X.shape[0]} items, {partial.size} partial, {time.perf_counter() - start:.1f} s")
     return rows
 
@@ -181,8 +213,10 @@ def table(rows: list[dict], target: float) -> list[str]:
         covered = f"{sum(r['covered'])}/{len(r['covered'])}" if r["budget"] else "no guarantee"
         oracle = "" if np.isnan(r["oracle"]) else f"{100 * r['oracle']:.1f}"
         budget = "—" if r["budget"] == 0 else str(r["budget"])
-        lines.append(f"| {r['dataset']} ({r['n_partial']} partial) | {r['score']} | {budget} | {fmt_share(r['share'])} | "
-                     f"{fmt_error(r['error'])} | {covered} | {oracle} |")
+        lines.append(
+            f"| {r['dataset']} ({r['n_partial']} partial) | {r['score']} | {budget} | {fmt_share(r['share'])} | "
+            f"{fmt_error(r['error'])} | {covered} | {oracle} |"
+        )
     return lines
 
 
@@ -215,7 +249,11 @@ def share_summary(rows: list[dict], target: float) -> tuple[list[str], dict]:
         for n in names:
             parts = []
             for b in BUDGETS[1:]:
-                r = next(r for r in rows if r["dataset"] == d and r["score"] == n and r["budget"] == b and r["target"] == target)
+                r = next(
+                    r
+                    for r in rows
+                    if r["dataset"] == d and r["score"] == n and r["budget"] == b and r["target"] == target
+                )
                 means[(d, n, b)] = float(np.mean(r["share"]))
                 parts.append(f"{100 * means[(d, n, b)]:.1f}")
             oracle = next(r for r in rows if r["dataset"] == d and r["score"] == n and r["target"] == target)["oracle"]
@@ -239,13 +277,23 @@ def main(argv=None) -> int:
             rows += evaluate(name, log)
         else:
             log(f"{name}: missing, skipped")
-    out = [f"## Calibrated at {TARGET:.0%} error, {CONFIDENCE:.0%} confidence", "", *table(rows, TARGET), "",
-           "## How well each score ranks right above wrong labels (all partial items)", "", *ranking_table(rows), ""]
+    out = [
+        f"## Calibrated at {TARGET:.0%} error, {CONFIDENCE:.0%} confidence",
+        "",
+        *table(rows, TARGET),
+        "",
+        "## How well each score ranks right above wrong labels (all partial items)",
+        "",
+        *ranking_table(rows),
+        "",
+    ]
     for target in (TARGET, *OTHER_TARGETS):
         summ, _ = share_summary(rows, target)
         out += [f"## Labelled share of partial items (%) at {target:.0%}: 100 / 200 audits (oracle)", "", *summ, ""]
-    out.append(f"{time.perf_counter() - start:.0f} s in all, one thread; {audits_needed(TARGET, CONFIDENCE)} "
-               f"error-free audits are the least that state {TARGET:.0%} at {CONFIDENCE:.0%}.")
+    out.append(
+        f"{time.perf_counter() - start:.0f} s in all, one thread; {audits_needed(TARGET, CONFIDENCE)} "
+        f"error-free audits are the least that state {TARGET:.0%} at {CONFIDENCE:.0%}."
+    )
     print("\n".join(out))
     if args.output:
         args.output.write_text("\n".join(["<!-- generated by benchmarks/accept_scores.py -->", "", *out, ""]))

@@ -38,7 +38,9 @@ def candidate_sets(n: int, seed: int = 0) -> np.ndarray:
         rng = np.random.default_rng([seed, number])
         rows = np.arange(start, min(n, start + CHUNK))
         cluster_label = np.random.default_rng([seed, 10**9 + 1]).integers(0, N_LABELS, size=n // CLUSTER + 1)
-        true = np.where(rng.random(rows.size) < 0.8, cluster_label[rows // CLUSTER], rng.integers(0, N_LABELS, size=rows.size))
+        true = np.where(
+            rng.random(rows.size) < 0.8, cluster_label[rows // CLUSTER], rng.integers(0, N_LABELS, size=rows.size)
+        )
         Y[rows] = partial_candidates(true, N_LABELS, partial_rate=0.3, rng=rng)
     return Y
 
@@ -70,8 +72,16 @@ def run_single(n: int) -> dict:
     t = time.perf_counter()
     scores = query_scores(idx, w, Y, criterion="apl")
     score = time.perf_counter() - t
-    return {"mode": "single process", "n": n, "generate_s": generate, "score_s": score,
-            "client_peak_mb": peak_mb(), "worker_peak_mb": [], "checksum": float(scores.sum()), "top": int(scores.argmax())}
+    return {
+        "mode": "single process",
+        "n": n,
+        "generate_s": generate,
+        "score_s": score,
+        "client_peak_mb": peak_mb(),
+        "worker_peak_mb": [],
+        "checksum": float(scores.sum()),
+        "top": int(scores.argmax()),
+    }
 
 
 def run_dask(n: int, workers: int) -> dict:
@@ -85,9 +95,19 @@ def run_dask(n: int, workers: int) -> dict:
         chunks = (client.submit(graph_chunk, n, s, min(n, s + CHUNK), pure=False) for s in range(0, n, CHUNK))
         scores = distributed_query_scores_from_chunks(chunks, Y, criterion="apl", client=client)
         score = time.perf_counter() - t
-        worker_peaks = sorted(v / 1024 for v in client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss).values())
-    return {"mode": f"Dask, {workers} workers", "n": n, "generate_s": generate, "score_s": score,
-            "client_peak_mb": peak_mb(), "worker_peak_mb": worker_peaks, "checksum": float(scores.sum()), "top": int(scores.argmax())}
+        worker_peaks = sorted(
+            v / 1024 for v in client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss).values()
+        )
+    return {
+        "mode": f"Dask, {workers} workers",
+        "n": n,
+        "generate_s": generate,
+        "score_s": score,
+        "client_peak_mb": peak_mb(),
+        "worker_peak_mb": worker_peaks,
+        "checksum": float(scores.sum()),
+        "top": int(scores.argmax()),
+    }
 
 
 def main() -> None:
@@ -103,18 +123,26 @@ def main() -> None:
     configs = [("single", 1_000_000)] + [("dask", n) for n in args.sizes]
     rows = []
     for mode, n in configs:
-        out = subprocess.run([sys.executable, "-m", "benchmarks.bench_dask", "--workers", str(args.workers), "--one", mode, str(n)],
-                             capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [sys.executable, "-m", "benchmarks.bench_dask", "--workers", str(args.workers), "--one", mode, str(n)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
         print(rows[-1], file=sys.stderr, flush=True)
     base = rows[0]
     per_target = base["score_s"] / base["n"]
-    print("| path | targets | Y built on client (s) | scoring wall time (s) | vs single process at 1M, per target | client peak RSS (MB) | worker peak RSS (MB) | Σ scores |")
+    print(
+        "| path | targets | Y built on client (s) | scoring wall time (s) | vs single process at 1M, per target | client peak RSS (MB) | worker peak RSS (MB) | Σ scores |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         ratio = (r["score_s"] / r["n"]) / per_target
         workers = ", ".join(f"{m:.0f}" for m in r["worker_peak_mb"]) or "–"
-        print(f"| {r['mode']} | {r['n']:,} | {r['generate_s']:.1f} | {r['score_s']:.1f} | {ratio:.2f}× | {r['client_peak_mb']:.0f} | {workers} | {r['checksum']:.0f} |")
+        print(
+            f"| {r['mode']} | {r['n']:,} | {r['generate_s']:.1f} | {r['score_s']:.1f} | {ratio:.2f}× | {r['client_peak_mb']:.0f} | {workers} | {r['checksum']:.0f} |"
+        )
 
 
 if __name__ == "__main__":

@@ -50,8 +50,10 @@ def measure(n: int, partial_rate: float, n_answers: int) -> list[dict]:
     idx, w, Y, truth = clustered_problem(n, k=10, n_labels=20, partial_rate=partial_rate, seed=0)
     answers = _answers(Y, truth, n_answers, seed=1)
     rows = []
-    for name, build in (("apl", lambda: IncrementalRanker(idx, w, Y, criterion="apl")),
-                        ("decision_change", lambda: DecisionChangeRanker(idx, w, Y, random_state=0))):
+    for name, build in (
+        ("apl", lambda: IncrementalRanker(idx, w, Y, criterion="apl")),
+        ("decision_change", lambda: DecisionChangeRanker(idx, w, Y, random_state=0)),
+    ):
         started = time.perf_counter()
         ranker = build()
         setup = time.perf_counter() - started
@@ -66,9 +68,18 @@ def measure(n: int, partial_rate: float, n_answers: int) -> list[dict]:
             for _ in range(5):
                 ranker.select(20)
             batch = (time.perf_counter() - started) / 5
-        rows.append({"n": n, "partial": partial_rate, "strategy": name, "setup_s": setup,
-                     "median_ms": 1e3 * np.median(updates), "p90_ms": 1e3 * np.quantile(updates, 0.9),
-                     "top10_ms": 1e3 * top10, "batch20_ms": 1e3 * batch})
+        rows.append(
+            {
+                "n": n,
+                "partial": partial_rate,
+                "strategy": name,
+                "setup_s": setup,
+                "median_ms": 1e3 * np.median(updates),
+                "p90_ms": 1e3 * np.quantile(updates, 0.9),
+                "top10_ms": 1e3 * top10,
+                "batch20_ms": 1e3 * batch,
+            }
+        )
     return rows
 
 
@@ -91,8 +102,10 @@ def main() -> None:
             apl = rows[0]["median_ms"]
             for r in rows:
                 batch = "–" if np.isnan(r["batch20_ms"]) else f"{r['batch20_ms']:.1f}"
-                lines.append(f"| {r['n']:,} | {r['partial']:.0%} | {r['strategy']} | {r['setup_s']:.2f} | {r['median_ms']:.2f} | "
-                             f"{r['p90_ms']:.2f} | {r['median_ms'] / apl:.2f} | {r['top10_ms']:.1f} | {batch} |")
+                lines.append(
+                    f"| {r['n']:,} | {r['partial']:.0%} | {r['strategy']} | {r['setup_s']:.2f} | {r['median_ms']:.2f} | "
+                    f"{r['p90_ms']:.2f} | {r['median_ms'] / apl:.2f} | {r['top10_ms']:.1f} | {batch} |"
+                )
             print("\n".join(lines[-2:]), flush=True)
     text = "\n".join(lines) + "\n"
     print(text)

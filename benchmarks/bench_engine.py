@@ -41,10 +41,23 @@ def bench_apl(n_targets: int, repeats: int) -> None:
         floor, _ = best_of(repeats, np.take, Y, idx, axis=0)
         bounds, _ = best_of(repeats, vote_bounds, idx, w, Y)  # includes the input validation
         apl, scores = best_of(repeats, query_scores, idx, w, Y, criterion="apl")
-        rows.append([note, n_targets, 10, 20, floor, bounds, apl, n_targets / apl, apl / floor, int((scores > 0).sum())])
+        rows.append(
+            [note, n_targets, 10, 20, floor, bounds, apl, n_targets / apl, apl / floor, int((scores > 0).sum())]
+        )
     table(
         "apl query scores (one core, after the kNN graph)",
-        ["data", "T", "K", "M", "take (T,K,M) s", "bounds s", "apl scores s", "targets/s", "ratio to take", "items scored > 0"],
+        [
+            "data",
+            "T",
+            "K",
+            "M",
+            "take (T,K,M) s",
+            "bounds s",
+            "apl scores s",
+            "targets/s",
+            "ratio to take",
+            "items scored > 0",
+        ],
         rows,
     )
 
@@ -77,9 +90,32 @@ def bench_incremental(n: int, n_answers: int) -> None:
     times = np.array(times) * 1000
     table(
         "incremental re-ranking after one answer (update + top-10)",
-        ["n", "K", "M", "answers", "build s", "median ms", "p95 ms", "max ms", "full recompute ms", "speed-up (median)"],
-        [[n, 10, 20, n_answers, t_init, float(np.median(times)), float(np.percentile(times, 95)), float(times.max()),
-          t_full * 1000, t_full * 1000 / float(np.median(times))]],
+        [
+            "n",
+            "K",
+            "M",
+            "answers",
+            "build s",
+            "median ms",
+            "p95 ms",
+            "max ms",
+            "full recompute ms",
+            "speed-up (median)",
+        ],
+        [
+            [
+                n,
+                10,
+                20,
+                n_answers,
+                t_init,
+                float(np.median(times)),
+                float(np.percentile(times, 95)),
+                float(times.max()),
+                t_full * 1000,
+                t_full * 1000 / float(np.median(times)),
+            ]
+        ],
     )
 
 

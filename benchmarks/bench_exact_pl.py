@@ -38,8 +38,16 @@ CPSAT_SUBSET = 2_000
 BRUTE_SUBSET = 4_000
 
 
-def skewed_problem(n_targets: int, *, k: int, n_labels: int, n_train: int = 20_000,
-                   partial_rate: float = 0.4, cluster_size: int = 50, seed: int = 0):
+def skewed_problem(
+    n_targets: int,
+    *,
+    k: int,
+    n_labels: int,
+    n_train: int = 20_000,
+    partial_rate: float = 0.4,
+    cluster_size: int = 50,
+    seed: int = 0,
+):
     """(idx, w, Y) of a clustered problem with Zipf-like label skew and partial rows."""
     rng = np.random.default_rng(seed)
     prior = 1.0 / np.arange(1, n_labels + 1)
@@ -79,8 +87,10 @@ def main() -> None:
     rng = np.random.default_rng(1)
     n_pairs = N_TARGETS * N_LABELS
     print(f"# exact PL: {N_TARGETS} targets, K={K}, M={N_LABELS}, {n_pairs} (target, label) pairs")
-    print(f"# partial rows: {(Y.sum(1) > 1).mean():.0%}, completions per target: median "
-          f"{int(np.median(np.prod(Y[idx].sum(2), axis=1)))}, max {int(np.prod(Y[idx].sum(2), axis=1).max())}")
+    print(
+        f"# partial rows: {(Y.sum(1) > 1).mean():.0%}, completions per target: median "
+        f"{int(np.median(np.prod(Y[idx].sum(2), axis=1)))}, max {int(np.prod(Y[idx].sum(2), axis=1).max())}"
+    )
 
     start = time.perf_counter()
     possible, stats = possible_labels(idx, w, Y, method="auto", return_stats=True)
@@ -109,16 +119,24 @@ def main() -> None:
     counts = {key: stats[key] for key in ("bounds", "greedy", "flow", "cpsat", "enumeration")}
     print("\n| method | seconds | vs staged | decided by |")
     print("|---|---|---|---|")
-    print(f"| staged (bounds → greedy → flow/CP-SAT) | {staged:.2f} | 1.0 | "
-          + ", ".join(f"{k} {v}" for k, v in counts.items())
-          + f"; solver {stats['solver_seconds']:.2f} s |")
-    print(f"| CP-SAT on every pair open after bounds (extrapolated from {pick.size} of {open_t.size} pairs, "
-          f"{cpsat_sample:.2f} s) | {cpsat_total:.1f} | {cpsat_total / staged:.1f} | bounds {n_pairs - open_t.size}, "
-          f"cpsat {open_t.size} |")
-    print(f"| brute-force enumeration (extrapolated from {BRUTE_SUBSET} targets, {brute_sample:.2f} s) | "
-          f"{brute_total:.1f} | {brute_total / staged:.1f} | all {n_pairs} |")
-    print(f"\n# possible labels per target: mean {possible.sum(1).mean():.2f}; ambiguous targets "
-          f"(NL ≠ PL): {(nl != possible).any(1).mean():.1%}; PL ≠ APL pairs: {int((apl & ~possible).sum())}")
+    print(
+        f"| staged (bounds → greedy → flow/CP-SAT) | {staged:.2f} | 1.0 | "
+        + ", ".join(f"{k} {v}" for k, v in counts.items())
+        + f"; solver {stats['solver_seconds']:.2f} s |"
+    )
+    print(
+        f"| CP-SAT on every pair open after bounds (extrapolated from {pick.size} of {open_t.size} pairs, "
+        f"{cpsat_sample:.2f} s) | {cpsat_total:.1f} | {cpsat_total / staged:.1f} | bounds {n_pairs - open_t.size}, "
+        f"cpsat {open_t.size} |"
+    )
+    print(
+        f"| brute-force enumeration (extrapolated from {BRUTE_SUBSET} targets, {brute_sample:.2f} s) | "
+        f"{brute_total:.1f} | {brute_total / staged:.1f} | all {n_pairs} |"
+    )
+    print(
+        f"\n# possible labels per target: mean {possible.sum(1).mean():.2f}; ambiguous targets "
+        f"(NL ≠ PL): {(nl != possible).any(1).mean():.1%}; PL ≠ APL pairs: {int((apl & ~possible).sum())}"
+    )
 
 
 if __name__ == "__main__":

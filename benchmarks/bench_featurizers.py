@@ -117,13 +117,24 @@ def _package_photos() -> dict[str, np.ndarray]:
 
     china, flower = load_sample_images().images
     return {
-        "china": china, "flower": flower, "chelsea": skimage.data.chelsea(), "coffee": skimage.data.coffee(),
-        "rocket": skimage.data.rocket(), "motorcycle": skimage.data.stereo_motorcycle()[0],
-        "astronaut": skimage.data.astronaut(), "ihc": skimage.data.immunohistochemistry(),
-        "retina": skimage.data.retina(), "hubble": skimage.data.hubble_deep_field(),
-        "brick": skimage.data.brick(), "grass": skimage.data.grass(), "gravel": skimage.data.gravel(),
-        "coins": skimage.data.coins(), "moon": skimage.data.moon(), "page": skimage.data.page(),
-        "text": skimage.data.text(), "cell": skimage.data.cell(),
+        "china": china,
+        "flower": flower,
+        "chelsea": skimage.data.chelsea(),
+        "coffee": skimage.data.coffee(),
+        "rocket": skimage.data.rocket(),
+        "motorcycle": skimage.data.stereo_motorcycle()[0],
+        "astronaut": skimage.data.astronaut(),
+        "ihc": skimage.data.immunohistochemistry(),
+        "retina": skimage.data.retina(),
+        "hubble": skimage.data.hubble_deep_field(),
+        "brick": skimage.data.brick(),
+        "grass": skimage.data.grass(),
+        "gravel": skimage.data.gravel(),
+        "coins": skimage.data.coins(),
+        "moon": skimage.data.moon(),
+        "page": skimage.data.page(),
+        "text": skimage.data.text(),
+        "cell": skimage.data.cell(),
     }
 
 
@@ -149,19 +160,21 @@ _HARD_REGIONS: dict[str, list[tuple[str, tuple[int, int, int, int]]]] = {
 _GREY_TEXTURES = ["brick", "grass", "gravel", "coins", "moon", "page", "text", "cell"]
 
 
-def _crop(image: np.ndarray, region: tuple[int, int, int, int], rng: np.random.Generator,
-          *, low: float, high: float) -> np.ndarray:
+def _crop(
+    image: np.ndarray, region: tuple[int, int, int, int], rng: np.random.Generator, *, low: float, high: float
+) -> np.ndarray:
     """A random square crop of ``region`` whose side is a fraction in [low, high] of the region's."""
     x0, y0, x1, y1 = region
     short = min(x1 - x0, y1 - y0)
     side = max(8, int(short * rng.uniform(low, high)))
     x = int(rng.integers(x0, x1 - side + 1))
     y = int(rng.integers(y0, y1 - side + 1))
-    return np.ascontiguousarray(image[y:y + side, x:x + side])
+    return np.ascontiguousarray(image[y : y + side, x : x + side])
 
 
-def hard_patches(photos: dict[str, np.ndarray], per_class: int = 30, side: int = 64,
-                 seed: int = 0) -> tuple[list[np.ndarray], np.ndarray]:
+def hard_patches(
+    photos: dict[str, np.ndarray], per_class: int = 30, side: int = 64, seed: int = 0
+) -> tuple[list[np.ndarray], np.ndarray]:
     rng = np.random.default_rng(seed)
     images, labels = [], []
     for label, regions in _HARD_REGIONS.items():
@@ -184,15 +197,17 @@ def hard_patches(photos: dict[str, np.ndarray], per_class: int = 30, side: int =
     return images, np.array(labels)
 
 
-def grey_textures(photos: dict[str, np.ndarray], per_class: int = 40, side: int = 48,
-                  seed: int = 1) -> tuple[list[np.ndarray], np.ndarray]:
+def grey_textures(
+    photos: dict[str, np.ndarray], per_class: int = 40, side: int = 48, seed: int = 1
+) -> tuple[list[np.ndarray], np.ndarray]:
     rng = np.random.default_rng(seed)
     images, labels = [], []
     for label in _GREY_TEXTURES:
         image = photos[label]
         for _ in range(per_class):
-            patch = np.rot90(_crop(image, (0, 0, image.shape[1], image.shape[0]), rng, low=0.3, high=0.9),
-                             int(rng.integers(4)))
+            patch = np.rot90(
+                _crop(image, (0, 0, image.shape[1], image.shape[0]), rng, low=0.3, high=0.9), int(rng.integers(4))
+            )
             pil = Image.fromarray(np.ascontiguousarray(patch)).resize((side, side), Image.Resampling.LANCZOS)
             pil = ImageEnhance.Brightness(pil).enhance(rng.uniform(0.8, 1.2))
             images.append(np.asarray(pil))
@@ -205,7 +220,9 @@ def digits_32() -> tuple[list[np.ndarray], np.ndarray]:
 
     digits = load_digits()
     images = [
-        np.asarray(Image.fromarray(np.rint(im * (255 / 16)).astype(np.uint8)).resize((32, 32), Image.Resampling.BILINEAR))
+        np.asarray(
+            Image.fromarray(np.rint(im * (255 / 16)).astype(np.uint8)).resize((32, 32), Image.Resampling.BILINEAR)
+        )
         for im in digits.images
     ]
     return images, digits.target
@@ -245,7 +262,8 @@ IMAGE_FEATURIZERS: dict[str, ImageFeaturizer] = {
     "thumbnail 4 + hog 2x2": ImageFeaturizer(["thumbnail", "hog"], thumbnail_side=4, hog_cells=2),
     "thumbnail 4 + histogram": ImageFeaturizer(["thumbnail", "histogram"], thumbnail_side=4),
     "thumbnail 8 + hog 32px 4x4 + histogram": ImageFeaturizer(
-        ["thumbnail", "hog", "histogram"], thumbnail_side=8, hog_side=32, hog_cells=4),
+        ["thumbnail", "hog", "histogram"], thumbnail_side=8, hog_side=32, hog_cells=4
+    ),
     "thumbnail 4 + hog 4x4 + histogram": ImageFeaturizer(["thumbnail", "hog", "histogram"], hog_cells=4),
     "default: thumbnail 4 + hog 2x2 + histogram": ImageFeaturizer(),
 }
@@ -257,15 +275,23 @@ IMAGE_FEATURIZERS: dict[str, ImageFeaturizer] = {
 def run(only: str | None = None) -> pd.DataFrame:
     rows = []
 
-    def measure(dataset: str, name: str, featurize: Callable[[], np.ndarray], y: np.ndarray,
-                baseline: float) -> None:
+    def measure(dataset: str, name: str, featurize: Callable[[], np.ndarray], y: np.ndarray, baseline: float) -> None:
         start = time.perf_counter()
         X = featurize()
         seconds = time.perf_counter() - start
         accuracy = loo_knn_accuracy(X, y)
-        rows.append({"dataset": dataset, "n": len(y), "classes": len(set(y)), "featurizer": name,
-                     "dimension": X.shape[1], "accuracy": accuracy, "seconds": seconds,
-                     "ratio": accuracy / baseline})
+        rows.append(
+            {
+                "dataset": dataset,
+                "n": len(y),
+                "classes": len(set(y)),
+                "featurizer": name,
+                "dimension": X.shape[1],
+                "accuracy": accuracy,
+                "seconds": seconds,
+                "ratio": accuracy / baseline,
+            }
+        )
         print(f"  {dataset:14s} {name:36s} d={X.shape[1]:5d} acc={accuracy:.3f} ({seconds:.2f} s)", flush=True)
 
     # Warm-up: the first call pays scikit-learn / scikit-image imports, not the featurizer.
@@ -278,46 +304,65 @@ def run(only: str | None = None) -> pd.DataFrame:
             sets[dataset] = (texts, y, {n: (lambda f=f, t=texts: f(t)) for n, f in text_featurizers().items()})
     if only in (None, "image"):
         for dataset, (images, y) in image_sets().items():
-            sets[dataset] = (images, y, {n: (lambda f=f, i=images: f.fit_transform(i))
-                                         for n, f in IMAGE_FEATURIZERS.items()})
+            sets[dataset] = (
+                images,
+                y,
+                {n: (lambda f=f, i=images: f.fit_transform(i)) for n, f in IMAGE_FEATURIZERS.items()},
+            )
     for dataset, (_, y, featurizers) in sets.items():
         random_X = rng.normal(size=(len(y), RANDOM_DIMENSION))
         baseline = loo_knn_accuracy(random_X, y)
-        rows.append({"dataset": dataset, "n": len(y), "classes": len(set(y)), "featurizer": "random (baseline)",
-                     "dimension": RANDOM_DIMENSION, "accuracy": baseline, "seconds": 0.0, "ratio": 1.0})
+        rows.append(
+            {
+                "dataset": dataset,
+                "n": len(y),
+                "classes": len(set(y)),
+                "featurizer": "random (baseline)",
+                "dimension": RANDOM_DIMENSION,
+                "accuracy": baseline,
+                "seconds": 0.0,
+                "ratio": 1.0,
+            }
+        )
         for name, featurize in featurizers.items():
             measure(dataset, name, featurize, y, baseline)
     return pd.DataFrame(rows)
 
 
 def markdown(table: pd.DataFrame) -> str:
-    lines = ["| dataset | n | classes | featurizer | dimension | 5-NN accuracy | seconds | × random |",
-             "|---|---:|---:|---|---:|---:|---:|---:|"]
+    lines = [
+        "| dataset | n | classes | featurizer | dimension | 5-NN accuracy | seconds | × random |",
+        "|---|---:|---:|---|---:|---:|---:|---:|",
+    ]
     for r in table.itertuples(index=False):
-        lines.append(f"| {r.dataset} | {r.n} | {r.classes} | {r.featurizer} | {r.dimension} | "
-                     f"{r.accuracy:.3f} | {r.seconds:.2f} | {r.ratio:.2f} |")
+        lines.append(
+            f"| {r.dataset} | {r.n} | {r.classes} | {r.featurizer} | {r.dimension} | "
+            f"{r.accuracy:.3f} | {r.seconds:.2f} | {r.ratio:.2f} |"
+        )
     return "\n".join(lines)
 
 
 def pivot(table: pd.DataFrame) -> str:
     """5-NN accuracy with one row per featurizer and one column per set (dimension in brackets)."""
     datasets = list(dict.fromkeys(table["dataset"]))
-    lines = ["| featurizer (dimension) | " + " | ".join(datasets) + " |",
-             "|---|" + "---:|" * len(datasets)]
+    lines = ["| featurizer (dimension) | " + " | ".join(datasets) + " |", "|---|" + "---:|" * len(datasets)]
     for name, part in table.groupby("featurizer", sort=False):
         accuracy = dict(zip(part["dataset"], part["accuracy"]))
         dimension = part["dimension"].iloc[0]
-        lines.append(f"| {name} ({dimension}) | " + " | ".join(
-            f"{accuracy[d]:.3f}" if d in accuracy else "" for d in datasets) + " |")
+        lines.append(
+            f"| {name} ({dimension}) | "
+            + " | ".join(f"{accuracy[d]:.3f}" if d in accuracy else "" for d in datasets)
+            + " |"
+        )
     return "\n".join(lines)
 
 
 def summary(table: pd.DataFrame) -> str:
     """Mean accuracy and ratio per featurizer over the image (or text) sets it ran on."""
-    lines = ["| featurizer | sets | mean 5-NN accuracy | mean × random | worst × random |",
-             "|---|---:|---:|---:|---:|"]
+    lines = ["| featurizer | sets | mean 5-NN accuracy | mean × random | worst × random |", "|---|---:|---:|---:|---:|"]
     grouped = table.groupby("featurizer", sort=False).agg(
-        sets=("dataset", "size"), accuracy=("accuracy", "mean"), ratio=("ratio", "mean"), worst=("ratio", "min"))
+        sets=("dataset", "size"), accuracy=("accuracy", "mean"), ratio=("ratio", "mean"), worst=("ratio", "min")
+    )
     for name, r in grouped.iterrows():
         lines.append(f"| {name} | {int(r.sets)} | {r.accuracy:.3f} | {r.ratio:.2f} | {r.worst:.2f} |")
     return "\n".join(lines)
@@ -334,7 +379,11 @@ def main() -> None:
     print()
     print(markdown(table))
     for kind in ("texts", None):
-        part = table[table["dataset"].str.startswith("texts")] if kind else table[~table["dataset"].str.startswith("texts")]
+        part = (
+            table[table["dataset"].str.startswith("texts")]
+            if kind
+            else table[~table["dataset"].str.startswith("texts")]
+        )
         if not part.empty:
             print()
             print(f"5-NN accuracy on the {'text' if kind else 'image'} sets:")

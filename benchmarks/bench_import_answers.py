@@ -53,8 +53,9 @@ def main() -> None:
         _write_csv(big, args.rows)
         Session = open_store(db)
         dataset_id, _ = import_file(Session, small, name="small")
-        create_session(Session, dataset_id=dataset_id, name="s", k=5, weighting="uniform", criterion="apl",
-                       target_set="all")
+        create_session(
+            Session, dataset_id=dataset_id, name="s", k=5, weighting="uniform", criterion="apl", target_set="all"
+        )
 
         started = multiprocessing.Event()
         importer = multiprocessing.Process(target=_import, args=(db, str(big), started))

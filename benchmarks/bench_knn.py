@@ -114,17 +114,26 @@ def pynndescent_rows(n: int, seed: int = 0) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000])
-    parser.add_argument("--exact-sample", type=int, default=None,
-                        help="exact neighbours for this many random targets only (sizes above it)")
+    parser.add_argument(
+        "--exact-sample",
+        type=int,
+        default=None,
+        help="exact neighbours for this many random targets only (sizes above it)",
+    )
     parser.add_argument("--pynndescent", action="store_true", help="also time pynndescent at the first size")
     args = parser.parse_args()
-    print("| n | HNSW build + query (s) | exact search (s) | exact targets | recall@10 | NL changed | APL changed | NL or APL changed | top-100 overlap (apl) |")
+    print(
+        "| n | HNSW build + query (s) | exact search (s) | exact targets | recall@10 | NL changed | APL changed | NL or APL changed | top-100 overlap (apl) |"
+    )
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for n in args.sizes:
         r = run(n, args.exact_sample if n > (args.exact_sample or n) else None)
         top = "n/a" if np.isnan(r["top100_overlap"]) else f"{r['top100_overlap']:.2f}"
-        print(f"| {r['n']:,} | {r['hnsw_s']:.1f} | {r['exact_s']:.1f} | {r['exact_targets']:,} "
-              f"| {r['recall@10']:.4f} | {r['nl_changed']:.4%} | {r['apl_changed']:.4%} | {r['nl_or_apl_changed']:.4%} | {top} |", flush=True)
+        print(
+            f"| {r['n']:,} | {r['hnsw_s']:.1f} | {r['exact_s']:.1f} | {r['exact_targets']:,} "
+            f"| {r['recall@10']:.4f} | {r['nl_changed']:.4%} | {r['apl_changed']:.4%} | {r['nl_or_apl_changed']:.4%} | {top} |",
+            flush=True,
+        )
     if args.pynndescent:
         print()
         print("| library | n | self-graph build incl. search (s) | recall@10 (2,000 sampled targets) |")

@@ -63,8 +63,17 @@ def run(size: int, answers: int, workdir: Path) -> dict[str, object]:
             t0 = time.perf_counter()
             bench.ranked_table()
             times["ranked table"].append(time.perf_counter() - t0)
-    return {"size": size, "answers": answers, "import": imported, "open": opened, "first labels": first_labels,
-            "times": times, "first": first.statement, "last": last.statement, "counts": last.counts}
+    return {
+        "size": size,
+        "answers": answers,
+        "import": imported,
+        "open": opened,
+        "first labels": first_labels,
+        "times": times,
+        "first": first.statement,
+        "last": last.statement,
+        "counts": last.counts,
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -75,10 +84,13 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="winnow-bench-labels-", dir=args.workdir) as folder:
         result = run(args.size, args.answers, Path(folder))
-    print(f"{result['size']:,} items, {result['answers']} answers (half the served items audits); "
-          f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores")
-    print(f"import {result['import']:.1f} s, open {result['open']:.1f} s, "
-          f"first labels() {result['first labels']:.2f} s")
+    print(
+        f"{result['size']:,} items, {result['answers']} answers (half the served items audits); "
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"
+    )
+    print(
+        f"import {result['import']:.1f} s, open {result['open']:.1f} s, first labels() {result['first labels']:.2f} s"
+    )
     print()
     print("| after each answer | median (s) | max (s) |")
     print("|---|---|---|")

@@ -151,22 +151,51 @@ def bench_size(n: int, workdir: Path, *, workers: int | None, answers: int) -> d
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     winnow = [sys.executable, "-m", "app.cli"]
     steps: dict[str, dict[str, object]] = {}
-    steps["import"] = run_step([*winnow, "import", str(data), "--db", str(db), "--session", "s",
-                                "--true-label-column", "true_label", "-k", str(K)], env=env)
+    steps["import"] = run_step(
+        [
+            *winnow,
+            "import",
+            str(data),
+            "--db",
+            str(db),
+            "--session",
+            "s",
+            "--true-label-column",
+            "true_label",
+            "-k",
+            str(K),
+        ],
+        env=env,
+    )
     print(f"  n={n:,} import {steps['import']['seconds']:.1f} s", flush=True)
     ranked = workdir / f"ranked_{n}.csv"
-    steps["rank, first build"] = run_step([*winnow, "rank", "--session", "s", "--db", str(db), "-o", str(ranked)], env=env)
+    steps["rank, first build"] = run_step(
+        [*winnow, "rank", "--session", "s", "--db", str(db), "-o", str(ranked)], env=env
+    )
     print(f"  n={n:,} rank (first build) {steps['rank, first build']['seconds']:.1f} s", flush=True)
     steps["rank, reopen"] = run_step([*winnow, "rank", "--session", "s", "--db", str(db), "-o", str(ranked)], env=env)
     print(f"  n={n:,} rank (reopen) {steps['rank, reopen']['seconds']:.1f} s", flush=True)
-    opened = run_step([sys.executable, "-m", "benchmarks.bench_scale_app", "--open-and-answer", str(db), "s",
-                       "--answers", str(answers)], env=env)
+    opened = run_step(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.bench_scale_app",
+            "--open-and-answer",
+            str(db),
+            "s",
+            "--answers",
+            str(answers),
+        ],
+        env=env,
+    )
     opened["detail"] = json.loads(opened.pop("stdout").splitlines()[-1])
     steps["open + answer"] = opened
     print(f"  n={n:,} open {opened['detail']['open_seconds']:.1f} s", flush=True)
     if workers:
         for label, extra in (("rank FILE", []), (f"rank FILE --workers {workers}", ["--workers", str(workers)])):
-            steps[label] = run_step([*winnow, "rank", str(data), "-k", str(K), "-o", str(workdir / "file_ranked.csv"), *extra], env=env)
+            steps[label] = run_step(
+                [*winnow, "rank", str(data), "-k", str(K), "-o", str(workdir / "file_ranked.csv"), *extra], env=env
+            )
             print(f"  n={n:,} {label} {steps[label]['seconds']:.1f} s", flush=True)
     for step in steps.values():
         step.pop("stdout", None)
@@ -182,11 +211,13 @@ def print_table(result: dict[str, object]) -> None:
         print(f"| {name} | {step['seconds']:.1f} | {step['peak_rss_mb']:.0f} |")
     d = result["steps"]["open + answer"]["detail"]
     stages = ", ".join(f"{k} {v:.2f} s" for k, v in d["stages"].items())
-    print(f"\nopen: {d['open_seconds']:.2f} s wall, {d['open_cpu_seconds']:.2f} s CPU (graph built here: {d['graph_built']}; stages: {stages}); "
-          f"first build had taken {d['stored_build_seconds']:.1f} s ({d['algorithm']}); "
-          f"RSS after open {d['rss_after_open_mb']:.0f} MB; "
-          f"work per answer median {d['answer_ms_median']:.0f} ms wall ({d['answer_cpu_ms_median']:.0f} ms CPU), "
-          f"max {d['answer_ms_max']:.0f} ms over {d['answers']}")
+    print(
+        f"\nopen: {d['open_seconds']:.2f} s wall, {d['open_cpu_seconds']:.2f} s CPU (graph built here: {d['graph_built']}; stages: {stages}); "
+        f"first build had taken {d['stored_build_seconds']:.1f} s ({d['algorithm']}); "
+        f"RSS after open {d['rss_after_open_mb']:.0f} MB; "
+        f"work per answer median {d['answer_ms_median']:.0f} ms wall ({d['answer_cpu_ms_median']:.0f} ms CPU), "
+        f"max {d['answer_ms_max']:.0f} ms over {d['answers']}"
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -121,8 +121,11 @@ def time_browser(db: str, answers: int) -> list[tuple[float, float]] | None:
         port = s.getsockname()[1]
     winnow = Path(sys.executable).with_name("winnow")
     process = subprocess.Popen(
-        [str(winnow), "ui", "--db", db, "--port", str(port), "--headless"], cwd=ROOT,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        [str(winnow), "ui", "--db", db, "--port", str(port), "--headless"],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     try:
         deadline = time.monotonic() + 120
@@ -138,9 +141,16 @@ def time_browser(db: str, answers: int) -> list[tuple[float, float]] | None:
         times = []
         with sync_playwright() as p:
             browser = p.chromium.launch(
-                executable_path=str(CHROMIUM), headless=True,
-                args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                      "--disable-component-update", "--disable-sync", "--no-first-run"],
+                executable_path=str(CHROMIUM),
+                headless=True,
+                args=[
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--disable-background-networking",
+                    "--disable-component-update",
+                    "--disable-sync",
+                    "--no-first-run",
+                ],
             )
             page = browser.new_page(viewport={"width": 1400, "height": 900})
             page.goto(f"http://127.0.0.1:{port}")
@@ -167,7 +177,8 @@ def time_browser(db: str, answers: int) -> list[tuple[float, float]] | None:
                 page.keyboard.press(key)
                 page.wait_for_function(
                     f"() => {{ const h = document.querySelector(\"h3[id^='item-']\"); return h && h.id !== '{item}'; }}",
-                    timeout=60_000, polling="raf",
+                    timeout=60_000,
+                    polling="raf",
                 )
                 shown = time.perf_counter() - t0
                 page.wait_for_function(idle, timeout=60_000, polling="raf")
@@ -203,8 +214,15 @@ def main() -> None:
             db = str(Path(folder) / f"{name}.db")
             Session = open_store(db)
             dataset_id, _ = import_file(Session, csv, name="synthetic", min_rows=11)
-            session_id = create_session(Session, dataset_id=dataset_id, name="bench", k=10, weighting="uniform",
-                                        criterion="apl", target_set="all")
+            session_id = create_session(
+                Session,
+                dataset_id=dataset_id,
+                name="bench",
+                k=10,
+                weighting="uniform",
+                criterion="apl",
+                target_set="all",
+            )
             if name == "workbench":
                 opened, record_times, page_times = time_workbench(db, session_id, args.answers)
                 rows.append(("Workbench.open (k-NN graph + ranker), once per tab", 1000 * opened, None, None))
@@ -219,8 +237,12 @@ def main() -> None:
                 if times is None:
                     rows.append(("Chromium: label key → next item drawn (no Chromium here)", float("nan"), None, None))
                 else:
-                    rows.append(("Chromium: label key → next item's heading on screen", *summary([t for t, _ in times])))
-                    rows.append(("Chromium: label key → whole page drawn, run finished", *summary([t for _, t in times])))
+                    rows.append(
+                        ("Chromium: label key → next item's heading on screen", *summary([t for t, _ in times]))
+                    )
+                    rows.append(
+                        ("Chromium: label key → whole page drawn, run finished", *summary([t for _, t in times]))
+                    )
 
     fmt = lambda v: "" if v is None else f"{v:,.0f}"  # noqa: E731
     lines = [

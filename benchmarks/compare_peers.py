@@ -109,12 +109,20 @@ class PeerStrategy(Strategy):
             clf = ParzenWindowClassifier(classes=classes, random_state=seed)
             # McPAL weights the gain by the density of the candidate: the kernel frequency
             # estimate over all items (labelled or not), as in the library's examples.
-            density = ParzenWindowClassifier(classes=classes, missing_label=-1).fit(X, np.zeros(len(X), int)).predict_freq(X)[:, 0]
-            return ProbabilisticAL(random_state=seed).query(X, y, clf, utility_weight=density, candidates=pool, batch_size=batch)
+            density = (
+                ParzenWindowClassifier(classes=classes, missing_label=-1)
+                .fit(X, np.zeros(len(X), int))
+                .predict_freq(X)[:, 0]
+            )
+            return ProbabilisticAL(random_state=seed).query(
+                X, y, clf, utility_weight=density, candidates=pool, batch_size=batch
+            )
         clf = SklearnClassifier(self._knn(n_known), classes=classes, random_state=seed)
         if self.kind == "skal_clue":
             return Clue(random_state=seed).query(X, y, clf, candidates=pool, batch_size=batch)
-        return UncertaintySampling(method="margin_sampling", random_state=seed).query(X, y, clf, candidates=pool, batch_size=batch)
+        return UncertaintySampling(method="margin_sampling", random_state=seed).query(
+            X, y, clf, candidates=pool, batch_size=batch
+        )
 
     def _modal(self, context, y, known, pool, batch):
         from modAL.batch import uncertainty_batch_sampling
@@ -123,8 +131,12 @@ class PeerStrategy(Strategy):
 
         X = context.X
         strategy = margin_sampling if self.kind == "modal_margin" else uncertainty_batch_sampling
-        learner = ActiveLearner(estimator=self._knn(known.size), query_strategy=strategy,
-                                X_training=X[known], y_training=y[known].astype(int))
+        learner = ActiveLearner(
+            estimator=self._knn(known.size),
+            query_strategy=strategy,
+            X_training=X[known],
+            y_training=y[known].astype(int),
+        )
         chosen, _ = learner.query(X[pool], n_instances=batch)
         return pool[np.asarray(chosen, dtype=np.intp)]
 
@@ -171,12 +183,27 @@ def all_settings():
 
         return weak_rule_candidates(X, y, m, **options)
 
-    out.append(Setting("digits · crowd of 3", "new", digits(crowd, n_annotators=3),
-                       "3 simulated annotators (accuracy 0.6–0.9, confusions on 2 labels), set = union of votes"))
-    out.append(Setting("digits · crowd of 5", "new", digits(crowd, n_annotators=5),
-                       "5 simulated annotators, set = union of votes"))
-    out.append(Setting("digits · weak rules", "new", digits(rules),
-                       "3 threshold rules per label (coverage 0.5), set = labels of the firing rules"))
+    out.append(
+        Setting(
+            "digits · crowd of 3",
+            "new",
+            digits(crowd, n_annotators=3),
+            "3 simulated annotators (accuracy 0.6–0.9, confusions on 2 labels), set = union of votes",
+        )
+    )
+    out.append(
+        Setting(
+            "digits · crowd of 5", "new", digits(crowd, n_annotators=5), "5 simulated annotators, set = union of votes"
+        )
+    )
+    out.append(
+        Setting(
+            "digits · weak rules",
+            "new",
+            digits(rules),
+            "3 threshold rules per label (coverage 0.5), set = labels of the firing rules",
+        )
+    )
     return out
 
 
@@ -198,8 +225,20 @@ def run(names: list[str] | None, strategies: list[str], seeds: int, n_jobs: int,
             continue
         X, Y, y = setting.load()
         started = time.perf_counter()
-        table = simulate(X, Y, y, strategies=objects, seeds=seeds, test_fraction=0.3, budget=200, batch=20, k=10,
-                         epsilon=setting.epsilon, dst=False, n_jobs=n_jobs)
+        table = simulate(
+            X,
+            Y,
+            y,
+            strategies=objects,
+            seeds=seeds,
+            test_fraction=0.3,
+            budget=200,
+            batch=20,
+            k=10,
+            epsilon=setting.epsilon,
+            dst=False,
+            n_jobs=n_jobs,
+        )
         table.insert(0, "setting", setting.name)
         table["setting_seconds"] = time.perf_counter() - started
         table["n"], table["M"] = X.shape[0], Y.shape[1]
@@ -234,8 +273,9 @@ def write_report(results: pd.DataFrame, path: Path, timing: str | None) -> None:
     stats, gains = _stats(results)
     # The real sets first, then the order the run wrote them in (FG-NET may come last).
     seen = list(dict.fromkeys(results["setting"]))
-    settings_order = [x for x in PEER_GOAL_SETTINGS[:3] + ("FG-NET",) if x in seen] + [x for x in seen if x not in
-                                                                                       PEER_GOAL_SETTINGS[:3] + ("FG-NET",)]
+    settings_order = [x for x in PEER_GOAL_SETTINGS[:3] + ("FG-NET",) if x in seen] + [
+        x for x in seen if x not in PEER_GOAL_SETTINGS[:3] + ("FG-NET",)
+    ]
     present = set(results["strategy"])
     order = [s for s in WINNOW + PEERS if s in present]
     seeds = results["seed"].nunique()
@@ -243,23 +283,35 @@ def write_report(results: pd.DataFrame, path: Path, timing: str | None) -> None:
     add = lines.append
     add("# Which strategy to use: decision_change beside winnow's strategies and the active-learning peers")
     add("")
-    add(f"Produced by `benchmarks/compare_peers.py` ({time.strftime('%Y-%m-%d')}, Python {platform.python_version()}); "
-        "every figure below comes from that run (`--report-from` rewrites this page from its CSV).")
+    add(
+        f"Produced by `benchmarks/compare_peers.py` ({time.strftime('%Y-%m-%d')}, Python {platform.python_version()}); "
+        "every figure below comes from that run (`--report-from` rewrites this page from its CSV)."
+    )
     add("")
     add("## Protocol")
     add("")
-    add(f"- {seeds} seeds; each seed a random 70/30 train/test split shared by every strategy; features min-max scaled "
-        "on the training part; k = 10 (uniform weights) for the query graph and the evaluation.")
+    add(
+        f"- {seeds} seeds; each seed a random 70/30 train/test split shared by every strategy; features min-max scaled "
+        "on the training part; k = 10 (uniform weights) for the query graph and the evaluation."
+    )
     add("- Budget 200 answers in batches of 20; perfect expert except `digits · uniform · high · ε=0.1`.")
-    add("- Evaluation fixed for every strategy: PL-kNN test accuracy from the current candidate sets. **AUC** = mean "
-        "accuracy over the campaign (area under accuracy vs answers / budget).")
-    add("- Peers see an item as labelled when its set is a single label; see the module docstring of "
-        "`benchmarks/compare_peers.py` for the adaptation. `default` is the strategy sessions use today (`apl`).")
-    add("- Real sets (lost, MSRCv2, BirdSong, FG-NET) in full (all rows); digits subsets of 800 rows as in "
+    add(
+        "- Evaluation fixed for every strategy: PL-kNN test accuracy from the current candidate sets. **AUC** = mean "
+        "accuracy over the campaign (area under accuracy vs answers / budget)."
+    )
+    add(
+        "- Peers see an item as labelled when its set is a single label; see the module docstring of "
+        "`benchmarks/compare_peers.py` for the adaptation. `default` is the strategy sessions use today (`apl`)."
+    )
+    add(
+        "- Real sets (lost, MSRCv2, BirdSong, FG-NET) in full (all rows); digits subsets of 800 rows as in "
         "`docs/results_campaigns.md`. The last three settings are the new generators of `engine.noise` "
-        "(`crowd_candidates`, `weak_rule_candidates`), not among the 17 of issue 15.")
-    add("- `skal_pal` (McPAL) was not run on FG-NET: with 78 labels one query asks scikit-activeml for a "
-        "7.3 GiB array (shape (4196322, 3, 78)), beyond the machine shared by two workers.")
+        "(`crowd_candidates`, `weak_rule_candidates`), not among the 17 of issue 15."
+    )
+    add(
+        "- `skal_pal` (McPAL) was not run on FG-NET: with 78 labels one query asks scikit-activeml for a "
+        "7.3 GiB array (shape (4196322, 3, 78)), beyond the machine shared by two workers."
+    )
     add("- DST-PLL evaluation is off here (`dst=False`): the comparison is on PL-kNN accuracy only.")
     add("")
     add("## AUC per setting (mean ± standard error over seeds; bold = best mean; † = within one SE of the best)")
@@ -282,12 +334,19 @@ def write_report(results: pd.DataFrame, path: Path, timing: str | None) -> None:
             best_count[s] += int(within)
             text = f"{m:.3f} ± {se:.3f}"
             cells.append(f"**{text}**" if s == best else (f"{text} †" if within else text))
-        if "decision_change" in means and not (means[best] - means["decision_change"] <= stats.loc[(setting, best), "se"]):
+        if "decision_change" in means and not (
+            means[best] - means["decision_change"] <= stats.loc[(setting, best), "se"]
+        ):
             shortfalls.append((setting, best, means[best] - means["decision_change"]))
         add(f"| {setting} | {int(sub['n'])} | {int(sub['M'])} | " + " | ".join(cells) + " |")
     add("")
-    add("Best or within one SE of the best (of " + str(len(settings_order)) + " settings): "
-        + ", ".join(f"{s} {best_count[s]}" for s in order) + ".")
+    add(
+        "Best or within one SE of the best (of "
+        + str(len(settings_order))
+        + " settings): "
+        + ", ".join(f"{s} {best_count[s]}" for s in order)
+        + "."
+    )
     add("")
     add("## Paired AUC gain over random (mean ± SE; * = beyond 2 SE)")
     add("")
@@ -311,8 +370,10 @@ def write_report(results: pd.DataFrame, path: Path, timing: str | None) -> None:
         add(f"| {setting} | " + " | ".join(cells) + " |")
     add("")
     for s in shown:
-        add(f"- **{s}**: significantly above random in {above[s]} settings; significantly below in "
-            f"{len(below[s])}{': ' + '; '.join(below[s]) if below[s] else ''}.")
+        add(
+            f"- **{s}**: significantly above random in {above[s]} settings; significantly below in "
+            f"{len(below[s])}{': ' + '; '.join(below[s]) if below[s] else ''}."
+        )
     add("")
     add("## The goals of issue 15 for decision_change")
     add("")
@@ -323,18 +384,24 @@ def write_report(results: pd.DataFrame, path: Path, timing: str | None) -> None:
         means = {s: stats.loc[(setting, s), "mean"] for s in order if (setting, s) in stats.index}
         best = max(means, key=means.get)
         within += int(means[best] - means.get("decision_change", -np.inf) <= stats.loc[(setting, best), "se"])
-    add(f"- Never significantly below random: {'met' if not dc_below else 'missed: ' + '; '.join(dc_below)} "
-        f"({len(core)} settings).")
-    add(f"- Best or within one SE of the best in ≥ 15 of 17: {within} of {len(core)} "
-        f"({'met' if within >= 15 else 'missed'}).")
+    add(
+        f"- Never significantly below random: {'met' if not dc_below else 'missed: ' + '; '.join(dc_below)} "
+        f"({len(core)} settings)."
+    )
+    add(
+        f"- Best or within one SE of the best in ≥ 15 of 17: {within} of {len(core)} "
+        f"({'met' if within >= 15 else 'missed'})."
+    )
     for setting in PEER_GOAL_SETTINGS:
         if setting not in settings_order:
             continue
         dc = stats.loc[(setting, "decision_change"), "mean"]
         peers = {p: stats.loc[(setting, p), "mean"] for p in PEERS if (setting, p) in stats.index}
         best_peer = max(peers, key=peers.get)
-        add(f"- Ahead of every peer on {setting}: {'yes' if dc > peers[best_peer] else 'no'} "
-            f"(decision_change {dc:.3f}, best peer {best_peer} {peers[best_peer]:.3f}, difference {dc - peers[best_peer]:+.3f}).")
+        add(
+            f"- Ahead of every peer on {setting}: {'yes' if dc > peers[best_peer] else 'no'} "
+            f"(decision_change {dc:.3f}, best peer {best_peer} {peers[best_peer]:.3f}, difference {dc - peers[best_peer]:+.3f})."
+        )
     add("")
     add("## Where decision_change falls short of the best (beyond one SE)")
     add("")
@@ -376,9 +443,13 @@ def main() -> None:
     parser.add_argument("--n-jobs", type=int, default=2)
     parser.add_argument("--settings", default="", help="'|'-separated setting names (default: all)")
     parser.add_argument("--strategies", default=",".join(WINNOW + PEERS))
-    parser.add_argument("--raw", type=Path, default=Path("/tmp/compare_peers.csv"), help="result rows, appended per setting")
+    parser.add_argument(
+        "--raw", type=Path, default=Path("/tmp/compare_peers.csv"), help="result rows, appended per setting"
+    )
     parser.add_argument("--report-from", type=Path, default=None, help="write the markdown from a --raw CSV")
-    parser.add_argument("--timing", type=Path, default=None, help="markdown table from bench_decision_change.py to append")
+    parser.add_argument(
+        "--timing", type=Path, default=None, help="markdown table from bench_decision_change.py to append"
+    )
     parser.add_argument("-o", "--output", type=Path, default=ROOT / "docs" / "results_strategy.md")
     args = parser.parse_args()
     if args.report_from is not None:

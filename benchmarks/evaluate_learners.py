@@ -38,10 +38,10 @@ import argparse
 import platform
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import sklearn
@@ -156,7 +156,9 @@ def split_and_scale(X: np.ndarray, split: int) -> tuple[np.ndarray, np.ndarray, 
     return (X[train] - low) / span, (X[test] - low) / span, train, test
 
 
-def make_candidates(protocol: str, X_train: np.ndarray, y_train: np.ndarray, n_labels: int, seed: list[int]) -> np.ndarray:
+def make_candidates(
+    protocol: str, X_train: np.ndarray, y_train: np.ndarray, n_labels: int, seed: list[int]
+) -> np.ndarray:
     rng = np.random.default_rng(seed)
     if protocol == "uniform":
         return uniform_candidates(y_train, n_labels, seed=rng)
@@ -173,7 +175,13 @@ def make_candidates(protocol: str, X_train: np.ndarray, y_train: np.ndarray, n_l
 
 
 def run_learners(
-    dataset: str, protocol: str, split: int, X_train: np.ndarray, Y_train: np.ndarray, X_test: np.ndarray, y_test: np.ndarray
+    dataset: str,
+    protocol: str,
+    split: int,
+    X_train: np.ndarray,
+    Y_train: np.ndarray,
+    X_test: np.ndarray,
+    y_test: np.ndarray,
 ) -> list[Run]:
     runs = []
     for name, make in LEARNERS.items():
@@ -194,7 +202,9 @@ def run_learners(
             extras["reject_rate"] = float(1.0 - accepted.mean())
             # Accuracy of the accepted predictions (and hence the risk) only from runs with more than
             # 10 accepted predictions, as in the authors' table script.
-            extras["accepted_accuracy"] = float(correct[accepted].mean()) if accepted.sum() >= MIN_ACCEPTED else float("nan")
+            extras["accepted_accuracy"] = (
+                float(correct[accepted].mean()) if accepted.sum() >= MIN_ACCEPTED else float("nan")
+            )
             extras["n_accepted"] = float(accepted.sum())
         elif name == "PL A-kNN":
             extras["mean_k"] = float(k_used.mean())
@@ -208,7 +218,9 @@ def evaluate_real(n_splits: int, max_rows: int | None, log) -> tuple[list[Run], 
         loaded = read_dataset(PLL_DIR / f"{name}.mat")
         rows = subsample(loaded.X.shape[0], max_rows, seed=d_idx)
         X, Y, y = loaded.X[rows], loaded.candidates[rows], loaded.true_labels[rows]
-        setting = SettingInfo(len(rows), 0, 0, X.shape[1], Y.shape[1], majority_share=float(np.bincount(y).max() / len(y)))
+        setting = SettingInfo(
+            len(rows), 0, 0, X.shape[1], Y.shape[1], majority_share=float(np.bincount(y).max() / len(y))
+        )
         for split in range(n_splits):
             X_train, X_test, train, test = split_and_scale(X, split)
             setting.n_train, setting.n_test = len(train), len(test)
@@ -228,7 +240,9 @@ def evaluate_bundled(n_splits: int, max_rows: int | None, log) -> tuple[list[Run
         X, y = X_all[rows].astype(np.float64), y_all[rows].astype(np.intp)
         n_labels = int(y_all.max()) + 1
         for p_idx, protocol in enumerate(PROTOCOLS):
-            setting = SettingInfo(len(rows), 0, 0, X.shape[1], n_labels, majority_share=float(np.bincount(y).max() / len(y)))
+            setting = SettingInfo(
+                len(rows), 0, 0, X.shape[1], n_labels, majority_share=float(np.bincount(y).max() / len(y))
+            )
             for split in range(n_splits):
                 X_train, X_test, train, test = split_and_scale(X, split)
                 setting.n_train, setting.n_test = len(train), len(test)
@@ -259,7 +273,9 @@ def evaluate_rknn(n_splits: int, max_rows: int | None) -> tuple[list[dict], int]
             robust = model.predict(X_test)
             seconds = time.perf_counter() - start
             plain = (model.noisy_posterior(X_test) >= 0.5).astype(np.intp)
-            clean = (RkNNClassifier(n_neighbors=k).fit(X_train, y[train]).noisy_posterior(X_test) >= 0.5).astype(np.intp)
+            clean = (RkNNClassifier(n_neighbors=k).fit(X_train, y[train]).noisy_posterior(X_test) >= 0.5).astype(
+                np.intp
+            )
             out.append(
                 {
                     "k": k,
@@ -323,7 +339,9 @@ def risks(run: Run, costs) -> list[float]:
 
 def git_head() -> str:
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
 
@@ -338,7 +356,7 @@ def report(runs: list[Run], info: dict, rknn: list[dict], n_rknn: int, args, wal
         "# Learner evaluation: accuracy, reject option, runtime",
         "",
         f"Produced by `benchmarks/evaluate_learners.py` with `{command}` (repository root, no network),",
-        f"on {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, git HEAD `{git_head()}`, Python {platform.python_version()},",
+        f"on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, git HEAD `{git_head()}`, Python {platform.python_version()},",
         f"numpy {np.__version__}, scikit-learn {sklearn.__version__}; {args.splits} splits; total wall time {wall / 60:.1f} min",
         "on a shared 2-core machine (other jobs were running, so the seconds below are indicative only);",
         "BLAS limited to one thread (`threadpoolctl`).",
@@ -383,7 +401,10 @@ def report(runs: list[Run], info: dict, rknn: list[dict], n_rknn: int, args, wal
                 f"{100 * np.mean(s.true_in_candidates):.1f}",
             ]
         )
-    out += table(["dataset", "candidates", "n used", "train / test", "d", "labels", "mean |S| (train)", "true label in S %"], rows)
+    out += table(
+        ["dataset", "candidates", "n used", "train / test", "d", "labels", "mean |S| (train)", "true label in S %"],
+        rows,
+    )
     out += [
         "",
         "No set was subsampled in the full run (BirdSong, the largest, has 4998 rows)."
@@ -397,7 +418,9 @@ def report(runs: list[Run], info: dict, rknn: list[dict], n_rknn: int, args, wal
     for key in settings:
         cells = [key[0], key[1]]
         for name in learners:
-            cells.append(mean_std([r.accuracy for r in select(runs, dataset=key[0], protocol=key[1], learner=name)], 100))
+            cells.append(
+                mean_std([r.accuracy for r in select(runs, dataset=key[0], protocol=key[1], learner=name)], 100)
+            )
         rows.append(cells)
     out += table(["dataset", "candidates"] + learners, rows)
 
@@ -430,7 +453,11 @@ def report(runs: list[Run], info: dict, rknn: list[dict], n_rknn: int, args, wal
     ]
     rows = []
     for key in settings:
-        cells = [key[0], key[1], mean_std([r.extras["mean_k"] for r in select(runs, dataset=key[0], protocol=key[1], learner="PL A-kNN")])]
+        cells = [
+            key[0],
+            key[1],
+            mean_std([r.extras["mean_k"] for r in select(runs, dataset=key[0], protocol=key[1], learner="PL A-kNN")]),
+        ]
         for name in learners:
             secs = [r.seconds for r in select(runs, dataset=key[0], protocol=key[1], learner=name)]
             cells.append(f"{np.mean(secs):.2f}")
@@ -449,9 +476,21 @@ def report(runs: list[Run], info: dict, rknn: list[dict], n_rknn: int, args, wal
     ]
     rows = []
     for key in settings:
-        cells = [key[0], key[1], mean_std([r.extras["top_label_share"] for r in select(runs, dataset=key[0], protocol=key[1], learner="PL-kNN")], 100)]
+        cells = [
+            key[0],
+            key[1],
+            mean_std(
+                [r.extras["top_label_share"] for r in select(runs, dataset=key[0], protocol=key[1], learner="PL-kNN")],
+                100,
+            ),
+        ]
         for name in online:
-            cells.append(mean_std([r.extras["top_label_share"] for r in select(runs, dataset=key[0], protocol=key[1], learner=name)], 100))
+            cells.append(
+                mean_std(
+                    [r.extras["top_label_share"] for r in select(runs, dataset=key[0], protocol=key[1], learner=name)],
+                    100,
+                )
+            )
         cells.append(f"{100 * info[key].majority_share:.1f}")
         rows.append(cells)
     out += table(["dataset", "candidates", "PL-kNN (reference)"] + online + ["largest true class"], rows)
@@ -486,9 +525,24 @@ def comparison(runs: list[Run], args) -> list[str]:
         real4 = [r.accuracy for r in select(runs, protocol="real", learner=name)]
         paper = PAPER_T1[name]
         rows.append([f"{name}, paper", paper[0], paper[1], paper[4] + " (4 sets)", "—"])
-        rows.append([f"{name}, ours", mean_std(cd, 100), mean_std(idp, 100), mean_std(real2, 100) + " (BirdSong, MSRCv2)", mean_std(real4, 100)])
+        rows.append(
+            [
+                f"{name}, ours",
+                mean_std(cd, 100),
+                mean_std(idp, 100),
+                mean_std(real2, 100) + " (BirdSong, MSRCv2)",
+                mean_std(real4, 100),
+            ]
+        )
     out += table(
-        ["learner", "class-dep. (paper: UCI; ours: digits, wine, iris)", "inst.-dep. (same)", "real-world", "our 4 real sets"], rows
+        [
+            "learner",
+            "class-dep. (paper: UCI; ours: digits, wine, iris)",
+            "inst.-dep. (same)",
+            "real-world",
+            "our 4 real sets",
+        ],
+        rows,
     )
     out += [
         "",
@@ -516,7 +570,10 @@ def comparison(runs: list[Run], args) -> list[str]:
         "",
     ]
     rows = [["DST-PLL, paper"] + list(PAPER_T2_DST)]
-    rows.append(["DST-PLL, ours"] + [mean_std([risks(r, PAPER_RISK_COSTS)[i] for r in valid], 1, 2) for i in range(len(PAPER_RISK_COSTS))])
+    rows.append(
+        ["DST-PLL, ours"]
+        + [mean_std([risks(r, PAPER_RISK_COSTS)[i] for r in valid], 1, 2) for i in range(len(PAPER_RISK_COSTS))]
+    )
     out += table(["λ (= c)"] + [str(c) for c in PAPER_RISK_COSTS], rows)
     out += [
         "",
@@ -542,7 +599,9 @@ def comparison(runs: list[Run], args) -> list[str]:
             [
                 f"ours, {key} only",
                 mean_std([r.extras["reject_rate"] for r in part], 100, 2),
-                mean_std([r.extras["accepted_accuracy"] for r in part if not np.isnan(r.extras["accepted_accuracy"])], 100, 2),
+                mean_std(
+                    [r.extras["accepted_accuracy"] for r in part if not np.isnan(r.extras["accepted_accuracy"])], 100, 2
+                ),
             ]
         )
     out += table(["", "fraction of rejects %", "non-rejected test accuracy %"], rows)
@@ -561,7 +620,7 @@ def rknn_section(rknn: list[dict], n_rows: int, args) -> list[str]:
         "## RkNN against plain k-NN under random binary flips (breast cancer)",
         "",
         f"scikit-learn's breast-cancer set (WDBC, {n_rows} × 30), positive class = malignant; training labels",
-        f"flipped with `engine.noise.binary_flips` (τ+ = P(observed 0 | true 1), τ− = P(observed 1 | true 0));",
+        "flipped with `engine.noise.binary_flips` (τ+ = P(observed 0 | true 1), τ− = P(observed 1 | true 0));",
         f"k ∈ {{{', '.join(map(str, RKNN_KS))}}}, k' = {RKNN_K_NOISE}. Plain k-NN is the same vote without the correction, `I[η̂ ≥ 1/2]` on the same",
         "neighbours; 'clean k-NN' votes with the true training labels. Accuracy in %, mean ± std over splits.",
         "Gao et al.'s figures (Table 2 accuracy, Table 4 mean estimates) are for the UCI 'cancer' set",
@@ -671,9 +730,15 @@ def notes() -> list[str]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--quick", action="store_true", help="smoke run: 2 splits, every set subsampled to 300 rows, prints only")
-    parser.add_argument("--max-rows", type=int, default=None, help="subsample every set to at most this many rows (seeded)")
-    parser.add_argument("--output", type=Path, default=None, help=f"markdown file to write (full run default: {OUTPUT})")
+    parser.add_argument(
+        "--quick", action="store_true", help="smoke run: 2 splits, every set subsampled to 300 rows, prints only"
+    )
+    parser.add_argument(
+        "--max-rows", type=int, default=None, help="subsample every set to at most this many rows (seeded)"
+    )
+    parser.add_argument(
+        "--output", type=Path, default=None, help=f"markdown file to write (full run default: {OUTPUT})"
+    )
     args = parser.parse_args(argv)
     args.splits = 2 if args.quick else N_SPLITS
     if args.quick and args.max_rows is None:

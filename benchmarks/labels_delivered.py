@@ -161,8 +161,11 @@ def _real_loader(name: str) -> Callable[[int], Pool]:
     def load(seed: int) -> Pool:
         if name not in cache:
             data = read_dataset(PLL_DIR / f"{name}.mat")
-            cache[name] = (np.asarray(data.X, dtype=np.float64), np.asarray(data.candidates, dtype=bool),
-                           np.asarray(data.true_labels))
+            cache[name] = (
+                np.asarray(data.X, dtype=np.float64),
+                np.asarray(data.candidates, dtype=bool),
+                np.asarray(data.true_labels),
+            )
         X, Y, y = cache[name]
         note = f"all {X.shape[0]} items"
         if X.shape[0] > CAP:
@@ -192,15 +195,18 @@ def data_sets(only: list[str] | None) -> list[tuple[str, Callable[[int], Pool]]]
     from benchmarks.compare_peers import all_settings
 
     out = [(name, _real_loader(name)) for name in REAL_SETS if (PLL_DIR / f"{name}.mat").is_file()]
-    out += [(s.name, _digits_loader(s)) for s in all_settings() if s.name.startswith("digits") and s.name not in LEFT_OUT]
+    out += [
+        (s.name, _digits_loader(s)) for s in all_settings() if s.name.startswith("digits") and s.name not in LEFT_OUT
+    ]
     return [(n, f) for n, f in out if not only or n in only]
 
 
 # --------------------------------------------------------------------------- the campaign
 
 
-def run_campaign(pool: Pool, idx: np.ndarray, w: np.ndarray, order: str, seed: int, audit_share: float,
-                 budgets: tuple[int, ...]) -> Iterator[Checkpoint]:
+def run_campaign(
+    pool: Pool, idx: np.ndarray, w: np.ndarray, order: str, seed: int, audit_share: float, budgets: tuple[int, ...]
+) -> Iterator[Checkpoint]:
     """Answer in ``order`` ("default" or "random") with audits; yield the state at each budget."""
     Y = pool.Y.copy()
     n = Y.shape[0]
@@ -246,8 +252,9 @@ class Scored:
     audit_scores: np.ndarray
 
 
-def score_checkpoint(pool: Pool, idx: np.ndarray, w: np.ndarray, cp: Checkpoint, open_rows: np.ndarray
-                     ) -> tuple[dict[str, Scored], np.ndarray, np.ndarray]:
+def score_checkpoint(
+    pool: Pool, idx: np.ndarray, w: np.ndarray, cp: Checkpoint, open_rows: np.ndarray
+) -> tuple[dict[str, Scored], np.ndarray, np.ndarray]:
     """DST-PLL margin and PL-kNN posterior for the open items and the audits; DST-PLL's accept flags.
 
     The audits are appended to the pool with their pre-answer candidate sets and their own
@@ -270,8 +277,11 @@ def score_checkpoint(pool: Pool, idx: np.ndarray, w: np.ndarray, cp: Checkpoint,
     def split(labels: np.ndarray, scores: np.ndarray) -> Scored:
         return Scored(labels[:m], scores[:m], labels[m:], scores[m:])
 
-    return ({"DST margin": split(dst_labels, margin), "PL-kNN posterior": split(knn_labels, knn_post)},
-            accepted[:m], accepted[m:])
+    return (
+        {"DST margin": split(dst_labels, margin), "PL-kNN posterior": split(knn_labels, knn_post)},
+        accepted[:m],
+        accepted[m:],
+    )
 
 
 def oracle_share(labels: np.ndarray, scores: np.ndarray, truth: np.ndarray, target: float) -> int:
@@ -292,8 +302,16 @@ def deliver(cp: Checkpoint, pool: Pool, idx: np.ndarray, w: np.ndarray, methods:
     scored, open_accepted, audit_accepted = score_checkpoint(pool, idx, w, cp, open_rows)
     truth_open, truth_audit = pool.truth[open_rows], pool.truth[cp.audited]
     n = pool.Y.shape[0]
-    base = dict(dataset=pool.name, n=n, budget=cp.budget, answers=cp.n_answers, audits=int(cp.audited.size),
-                expert=int(cp.answered.sum()), given=int(given.sum()), open=int(open_rows.size))
+    base = dict(
+        dataset=pool.name,
+        n=n,
+        budget=cp.budget,
+        answers=cp.n_answers,
+        audits=int(cp.audited.size),
+        expert=int(cp.answered.sum()),
+        given=int(given.sum()),
+        open=int(open_rows.size),
+    )
     out = []
     for method in methods:
         score = scored["PL-kNN posterior" if method == "PL-kNN posterior" else "DST margin"]
@@ -306,20 +324,38 @@ def deliver(cp: Checkpoint, pool: Pool, idx: np.ndarray, w: np.ndarray, methods:
                 stated = bound if bound <= target else np.nan
                 used, errors, more = int(wrong.size), int(wrong.sum()), np.nan
             else:
-                cal = calibrate_threshold(score.audit_scores, score.audit_labels == truth_audit,
-                                          target=target, confidence=CONFIDENCE)
-                keep = (score.open_scores >= cal.threshold) if cal.threshold is not None else np.zeros(open_rows.size, bool)
+                cal = calibrate_threshold(
+                    score.audit_scores, score.audit_labels == truth_audit, target=target, confidence=CONFIDENCE
+                )
+                keep = (
+                    (score.open_scores >= cal.threshold)
+                    if cal.threshold is not None
+                    else np.zeros(open_rows.size, bool)
+                )
                 stated = cal.bound if cal.bound is not None else np.nan
                 used, errors, more = cal.audits, cal.errors, cal.more_audits_needed
             oracle = np.nan if method == "DST-PLL rule" else oracle_share(labels, score.open_scores, truth_open, target)
             n_model = int(keep.sum())
             true_error = float((labels[keep] != truth_open[keep]).mean()) if n_model else np.nan
-            out.append(dict(base, method=method, target=target, model=n_model,
-                            undecided=int(open_rows.size - n_model), true_error=true_error, stated=stated, oracle=oracle,
-                            calibration_audits=used, calibration_errors=errors, more_audits_needed=more,
-                            rule_share=float(open_accepted.mean()) if open_rows.size else np.nan,
-                            rule_error=float((labels[open_accepted] != truth_open[open_accepted]).mean())
-                            if open_accepted.any() else np.nan))
+            out.append(
+                dict(
+                    base,
+                    method=method,
+                    target=target,
+                    model=n_model,
+                    undecided=int(open_rows.size - n_model),
+                    true_error=true_error,
+                    stated=stated,
+                    oracle=oracle,
+                    calibration_audits=used,
+                    calibration_errors=errors,
+                    more_audits_needed=more,
+                    rule_share=float(open_accepted.mean()) if open_rows.size else np.nan,
+                    rule_error=float((labels[open_accepted] != truth_open[open_accepted]).mean())
+                    if open_accepted.any()
+                    else np.nan,
+                )
+            )
     return out
 
 
@@ -332,17 +368,21 @@ def evaluate(name: str, load: Callable[[int], Pool], seeds: tuple[int, ...], log
         for audit_share, budgets in VARIANTS:
             start = time.perf_counter()
             new = []
-            for order, methods in (("default", ("winnow", "PL-kNN posterior", "DST-PLL rule")),
-                                   ("random", ("random querying",))):
+            for order, methods in (
+                ("default", ("winnow", "PL-kNN posterior", "DST-PLL rule")),
+                ("random", ("random querying",)),
+            ):
                 for cp in run_campaign(pool, idx, w, order, seed, audit_share, budgets):
                     new += [dict(r, seed=seed, audit_share=audit_share) for r in deliver(cp, pool, idx, w, methods)]
             rows += new
             seconds = time.perf_counter() - start
             last = [r for r in new if r["budget"] == BUDGETS[-1] and r["target"] == MAIN_TARGET]
             shares = "  ".join(f"{r['method']} {100 * r['model'] / r['n']:4.1f}" for r in last)
-            log(f"{name:32s} seed {seed} audit {audit_share:.0%}  n {pool.X.shape[0]:4d}  partial {partial:4d}  "
+            log(
+                f"{name:32s} seed {seed} audit {audit_share:.0%}  n {pool.X.shape[0]:4d}  partial {partial:4d}  "
                 f"answers {last[0]['answers']:3d}  audits {last[0]['audits']:3d}  model % at {MAIN_TARGET:.0%}: {shares}  "
-                f"{seconds:5.1f} s")
+                f"{seconds:5.1f} s"
+            )
     return rows
 
 
@@ -368,9 +408,9 @@ def labelled_share(df: pd.DataFrame) -> pd.Series:
 def source_table(df: pd.DataFrame, target: float) -> list[str]:
     """winnow's sources per data set and budget, and the other methods' model shares, at ``target``."""
     lines = [
-        f"| data set | answers (audits) | expert % | given % | winnow: model % | undecided % | true error of model labels, % "
-        f"(mean, max, runs) | stated bound | runs within bound | random querying: model % (true error %) | "
-        f"PL-kNN posterior: model % (true error %) | DST-PLL rule: model % (true error %) |",
+        "| data set | answers (audits) | expert % | given % | winnow: model % | undecided % | true error of model labels, % "
+        "(mean, max, runs) | stated bound | runs within bound | random querying: model % (true error %) | "
+        "PL-kNN posterior: model % (true error %) | DST-PLL rule: model % (true error %) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     sub = df[df["target"] == target]
@@ -387,7 +427,8 @@ def source_table(df: pd.DataFrame, target: float) -> list[str]:
         lines.append(
             f"| {name} | {_answers(win)} ({win['audits'].mean():.1f}) | {_pct(win['expert'] / n)} | {_pct(win['given'] / n)} | "
             f"{_pct(win['model'] / n)} | {_pct(win['undecided'] / n)} | {_err(win['true_error'])} | {stated} | "
-            f"{covered}/{len(delivered)} | " + " | ".join(cells) + " |")
+            f"{covered}/{len(delivered)} | " + " | ".join(cells) + " |"
+        )
     return lines
 
 
@@ -401,8 +442,10 @@ def goal_labelled(df: pd.DataFrame) -> tuple[list[str], dict]:
     sub = df[df["target"] == MAIN_TARGET].copy()
     sub["share"] = labelled_share(sub)
     means = sub.groupby(["dataset", "budget", "method"], sort=False)["share"].mean().unstack("method")
-    lines = ["| data set | budget | winnow labelled % | best alternative | its labelled % | winnow − best, points | goal |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| data set | budget | winnow labelled % | best alternative | its labelled % | winnow − best, points | goal |",
+        "|---|---|---|---|---|---|---|",
+    ]
     tally = {"more": 0, "tie": 0, "less": 0}
     for (name, budget), row in means.iterrows():
         others = row.drop("winnow")
@@ -410,15 +453,19 @@ def goal_labelled(df: pd.DataFrame) -> tuple[list[str], dict]:
         diff = row["winnow"] - others.max()
         verdict = "more" if diff > 1e-12 else ("tie" if abs(diff) <= 1e-12 else "less")
         tally[verdict] += 1
-        lines.append(f"| {name} | {budget} | {100 * row['winnow']:.1f} | {best} | {100 * others.max():.1f} | "
-                     f"{100 * diff:+.2f} | {'met' if verdict == 'more' else ('tie: not more' if verdict == 'tie' else 'missed')} |")
+        lines.append(
+            f"| {name} | {budget} | {100 * row['winnow']:.1f} | {best} | {100 * others.max():.1f} | "
+            f"{100 * diff:+.2f} | {'met' if verdict == 'more' else ('tie: not more' if verdict == 'tie' else 'missed')} |"
+        )
     return lines, tally
 
 
 def goal_coverage(df: pd.DataFrame) -> list[str]:
     """Goal 2: share of runs with model labels whose true error is within the stated bound."""
-    lines = ["| method | target | runs with model labels | within the stated bound | share | worst true error, % |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        "| method | target | runs with model labels | within the stated bound | share | worst true error, % |",
+        "|---|---|---|---|---|---|",
+    ]
     for method in METHODS:
         for target in TARGETS:
             g = df[(df["method"] == method) & (df["target"] == target) & (df["model"] > 0)]
@@ -432,8 +479,10 @@ def goal_coverage(df: pd.DataFrame) -> list[str]:
 def oracle_table(df: pd.DataFrame, target: float) -> list[str]:
     """Model labels a perfect calibration could keep (true error ≤ target), against what the audits let through."""
     scored = ("winnow", "random querying", "PL-kNN posterior")
-    lines = ["| data set | budget | " + " | ".join(f"{m}: kept % | {m}: oracle %" for m in scored) + " |",
-             "|---|---|" + "---|---|" * len(scored)]
+    lines = [
+        "| data set | budget | " + " | ".join(f"{m}: kept % | {m}: oracle %" for m in scored) + " |",
+        "|---|---|" + "---|---|" * len(scored),
+    ]
     sub = df[df["target"] == target]
     for (name, budget), g in sub.groupby(["dataset", "budget"], sort=False):
         cells = []
@@ -447,7 +496,10 @@ def oracle_table(df: pd.DataFrame, target: float) -> list[str]:
 def rule_table(df: pd.DataFrame) -> list[str]:
     """What DST-PLL's rule would deliver without any audit, and how wrong (winnow's order)."""
     sub = df[(df["method"] == "DST-PLL rule") & (df["target"] == MAIN_TARGET)]
-    lines = ["| data set | budget | share of open items the rule accepts, % | true error of those labels, % |", "|---|---|---|---|"]
+    lines = [
+        "| data set | budget | share of open items the rule accepts, % | true error of those labels, % |",
+        "|---|---|---|---|",
+    ]
     for (name, budget), g in sub.groupby(["dataset", "budget"], sort=False):
         lines.append(f"| {name} | {budget} | {_pct(g['rule_share'])} | {_pct(g['rule_error'])} |")
     return lines
@@ -473,8 +525,16 @@ def plot(df: pd.DataFrame, path: Path) -> None:
             v = g[g["audit_share"] == share]
             for method in METHODS:
                 m = v[v["method"] == method].groupby("budget")[["answers", "share"]].mean()
-                ax.plot(m["answers"], 100 * m["share"], style, color=colors[method], marker="o", ms=2.5,
-                        lw=1.8 if method == "winnow" else 1.0, label=f"{method}, {share:.0%} audits")
+                ax.plot(
+                    m["answers"],
+                    100 * m["share"],
+                    style,
+                    color=colors[method],
+                    marker="o",
+                    ms=2.5,
+                    lw=1.8 if method == "winnow" else 1.0,
+                    label=f"{method}, {share:.0%} audits",
+                )
         base = g[(g["audit_share"] == AUDIT_SHARE) & (g["method"] == "winnow")].copy()
         base["eg"] = (base["expert"] + base["given"]) / base["n"]
         eg = base.groupby("budget")[["answers", "eg"]].mean()
@@ -483,12 +543,15 @@ def plot(df: pd.DataFrame, path: Path) -> None:
         ax.set_xlabel("answers (audits included)", fontsize=8)
         ax.set_ylabel("labelled, % of items", fontsize=8)
         ax.tick_params(labelsize=7)
-    for ax in axes.ravel()[len(sets):]:
+    for ax in axes.ravel()[len(sets) :]:
         ax.axis("off")
     handles, labels = axes[0, 0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower right", fontsize=7, ncol=2)
-    fig.suptitle(f"Items carrying a label (expert + given + model) at a {MAIN_TARGET:.0%} target, {CONFIDENCE:.0%} "
-                 f"confidence; mean of the seeds (benchmarks/labels_delivered.py)", fontsize=10)
+    fig.suptitle(
+        f"Items carrying a label (expert + given + model) at a {MAIN_TARGET:.0%} target, {CONFIDENCE:.0%} "
+        f"confidence; mean of the seeds (benchmarks/labels_delivered.py)",
+        fontsize=10,
+    )
     fig.tight_layout(rect=(0, 0, 1, 0.97))
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -497,7 +560,10 @@ def plot(df: pd.DataFrame, path: Path) -> None:
 def method_table(df: pd.DataFrame) -> list[str]:
     """Per data set: model share and true error of every method at every target (one budget)."""
     head = " | ".join(f"{m}: {t:.0%}" for t in TARGETS for m in METHODS)
-    lines = ["| data set | answers (audits) | expert + given % | " + head + " |", "|---|---|---|" + "---|" * (len(TARGETS) * len(METHODS))]
+    lines = [
+        "| data set | answers (audits) | expert + given % | " + head + " |",
+        "|---|---|---|" + "---|" * (len(TARGETS) * len(METHODS)),
+    ]
     for name, g in df.groupby("dataset", sort=False):
         win = g[(g["method"] == "winnow") & (g["target"] == TARGETS[0])]
         cells = []
@@ -505,8 +571,10 @@ def method_table(df: pd.DataFrame) -> list[str]:
             for m in METHODS:
                 r = g[(g["method"] == m) & (g["target"] == t)]
                 cells.append(f"{_pct(r['model'] / r['n'])} ({_pct(r['true_error'])})")
-        lines.append(f"| {name} | {_answers(win)} ({win['audits'].mean():.1f}) | "
-                     f"{_pct((win['expert'] + win['given']) / win['n'])} | " + " | ".join(cells) + " |")
+        lines.append(
+            f"| {name} | {_answers(win)} ({win['audits'].mean():.1f}) | "
+            f"{_pct((win['expert'] + win['given']) / win['n'])} | " + " | ".join(cells) + " |"
+        )
     return lines
 
 
@@ -525,56 +593,115 @@ def report(df: pd.DataFrame, seconds: float, notes: dict[str, str]) -> list[str]
     for name, g in main.groupby("dataset", sort=False):
         first = g[(g["answers"] == 0) & (g["method"] == "winnow")]
         out.append(f"| {name} | {int(first['n'].mean())} | {int(first['open'].mean())} | {notes[name]} |")
-    out += ["", f"Audits needed before a target can be stated at {CONFIDENCE:.0%} (all right): "
-            + ", ".join(f"{t:.0%}: {audits_needed(t, CONFIDENCE)}" for t in TARGETS)
-            + f"; at a {AUDIT_SHARE:.0%} audit share that is about "
-            + ", ".join(f"{audits_needed(t, CONFIDENCE) / AUDIT_SHARE:.0f}" for t in TARGETS)
-            + f" answers, at {HIGH_AUDIT_SHARE:.0%} about "
-            + ", ".join(f"{audits_needed(t, CONFIDENCE) / HIGH_AUDIT_SHARE:.0f}" for t in TARGETS) + ".", ""]
-    out += [f"## Goal 1: at {MAIN_TARGET:.0%}, more of the data set labelled than every alternative ({AUDIT_SHARE:.0%} audits)",
-            "", f"Met (strictly more) in {tally['more']} of {sum(tally.values())} (data set, budget) pairs; "
-            f"tied in {tally['tie']}; fewer in {tally['less']}. Labelled = expert + given + model, mean of the seeds.",
-            "", *goal1, ""]
-    out += ["## Goal 2: true error of delivered model labels within the stated bound (≥ 90 % of runs)", "",
-            "A run is one (data set, seed, budget) with at least one model label; runs that deliver nothing state nothing.",
-            "", f"### {AUDIT_SHARE:.0%} audits, budgets {', '.join(map(str, BUDGETS))}", "", *goal_coverage(main), "",
-            f"### {AUDIT_SHARE:.0%} audits, {EXTRA_BUDGET} answers", "", *goal_coverage(extra), "",
-            f"### {HIGH_AUDIT_SHARE:.0%} audits, budgets {', '.join(map(str, BUDGETS))}", "", *goal_coverage(high), ""]
+    out += [
+        "",
+        f"Audits needed before a target can be stated at {CONFIDENCE:.0%} (all right): "
+        + ", ".join(f"{t:.0%}: {audits_needed(t, CONFIDENCE)}" for t in TARGETS)
+        + f"; at a {AUDIT_SHARE:.0%} audit share that is about "
+        + ", ".join(f"{audits_needed(t, CONFIDENCE) / AUDIT_SHARE:.0f}" for t in TARGETS)
+        + f" answers, at {HIGH_AUDIT_SHARE:.0%} about "
+        + ", ".join(f"{audits_needed(t, CONFIDENCE) / HIGH_AUDIT_SHARE:.0f}" for t in TARGETS)
+        + ".",
+        "",
+    ]
+    out += [
+        f"## Goal 1: at {MAIN_TARGET:.0%}, more of the data set labelled than every alternative ({AUDIT_SHARE:.0%} audits)",
+        "",
+        f"Met (strictly more) in {tally['more']} of {sum(tally.values())} (data set, budget) pairs; "
+        f"tied in {tally['tie']}; fewer in {tally['less']}. Labelled = expert + given + model, mean of the seeds.",
+        "",
+        *goal1,
+        "",
+    ]
+    out += [
+        "## Goal 2: true error of delivered model labels within the stated bound (≥ 90 % of runs)",
+        "",
+        "A run is one (data set, seed, budget) with at least one model label; runs that deliver nothing state nothing.",
+        "",
+        f"### {AUDIT_SHARE:.0%} audits, budgets {', '.join(map(str, BUDGETS))}",
+        "",
+        *goal_coverage(main),
+        "",
+        f"### {AUDIT_SHARE:.0%} audits, {EXTRA_BUDGET} answers",
+        "",
+        *goal_coverage(extra),
+        "",
+        f"### {HIGH_AUDIT_SHARE:.0%} audits, budgets {', '.join(map(str, BUDGETS))}",
+        "",
+        *goal_coverage(high),
+        "",
+    ]
     for target in TARGETS:
-        out += [f"## Labels by source at a {target:.0%} target ({CONFIDENCE:.0%} confidence, {AUDIT_SHARE:.0%} audits), "
-                f"mean of the seeds", "", "Shares are of all items of the data set. *answers* counts audits.", "",
-                *source_table(main, target), ""]
-    out += [f"## Beyond the issue's budgets: {EXTRA_BUDGET} answers (capped by the data), {AUDIT_SHARE:.0%} audits", "",
-            "Model labels, % of items (true error of those labels, %), per method and target; mean of the seeds.", "",
-            *method_table(extra), ""]
-    out += [f"## Sensitivity: {HIGH_AUDIT_SHARE:.0%} audits", "",
-            f"Goal 1 at {MAIN_TARGET:.0%} with {HIGH_AUDIT_SHARE:.0%} audits: met in {tally_high['more']} of "
-            f"{sum(tally_high.values())} (data set, budget) pairs; tied in {tally_high['tie']}; fewer in {tally_high['less']}.",
-            "", *goal1_high, ""]
+        out += [
+            f"## Labels by source at a {target:.0%} target ({CONFIDENCE:.0%} confidence, {AUDIT_SHARE:.0%} audits), "
+            f"mean of the seeds",
+            "",
+            "Shares are of all items of the data set. *answers* counts audits.",
+            "",
+            *source_table(main, target),
+            "",
+        ]
+    out += [
+        f"## Beyond the issue's budgets: {EXTRA_BUDGET} answers (capped by the data), {AUDIT_SHARE:.0%} audits",
+        "",
+        "Model labels, % of items (true error of those labels, %), per method and target; mean of the seeds.",
+        "",
+        *method_table(extra),
+        "",
+    ]
+    out += [
+        f"## Sensitivity: {HIGH_AUDIT_SHARE:.0%} audits",
+        "",
+        f"Goal 1 at {MAIN_TARGET:.0%} with {HIGH_AUDIT_SHARE:.0%} audits: met in {tally_high['more']} of "
+        f"{sum(tally_high.values())} (data set, budget) pairs; tied in {tally_high['tie']}; fewer in {tally_high['less']}.",
+        "",
+        *goal1_high,
+        "",
+    ]
     for target in (MAIN_TARGET, TARGETS[-1]):
-        out += [f"### Labels by source at {target:.0%}, {HIGH_AUDIT_SHARE:.0%} audits", "", *source_table(high, target), ""]
-    out += [f"## The score or the audits? What a perfect calibration could keep at {MAIN_TARGET:.0%} ({AUDIT_SHARE:.0%} audits)", "",
-            "*oracle*: the largest top share of the open items by accept score (ties together) whose true error is "
-            f"≤ {MAIN_TARGET:.0%}, as % of all items; *kept*: what the audits let through. Mean of the seeds.", "",
-            *oracle_table(main, MAIN_TARGET), ""]
-    out += [f"## DST-PLL's rule without audits (what it would deliver with no evidence), winnow's order, {AUDIT_SHARE:.0%} audits",
-            "", *rule_table(main), ""]
+        out += [
+            f"### Labels by source at {target:.0%}, {HIGH_AUDIT_SHARE:.0%} audits",
+            "",
+            *source_table(high, target),
+            "",
+        ]
+    out += [
+        f"## The score or the audits? What a perfect calibration could keep at {MAIN_TARGET:.0%} ({AUDIT_SHARE:.0%} audits)",
+        "",
+        "*oracle*: the largest top share of the open items by accept score (ties together) whose true error is "
+        f"≤ {MAIN_TARGET:.0%}, as % of all items; *kept*: what the audits let through. Mean of the seeds.",
+        "",
+        *oracle_table(main, MAIN_TARGET),
+        "",
+    ]
+    out += [
+        f"## DST-PLL's rule without audits (what it would deliver with no evidence), winnow's order, {AUDIT_SHARE:.0%} audits",
+        "",
+        *rule_table(main),
+        "",
+    ]
     out.append(f"{seconds:.0f} s in all, one thread.")
     return out
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--output", type=Path, default=None, help="write the Markdown report here (the text above "
-                        "the 'generated' marker of an existing file is kept)")
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=None,
+        help="write the Markdown report here (the text above the 'generated' marker of an existing file is kept)",
+    )
     parser.add_argument("--plot", type=Path, default=None, help="write the PNG plot here")
     parser.add_argument("--csv", type=Path, default=None, help="write every result row here")
     parser.add_argument("--sets", nargs="*", default=None, help="only these data sets (names as in the report)")
     parser.add_argument("--seeds", type=int, default=len(SEEDS), help="number of seeds (default 5)")
     args = parser.parse_args(argv)
     if not PLL_DIR.is_dir():
-        print(f"error: {PLL_DIR} is missing; the real PLL sets live in ../shared/data/pll beside the repository",
-              file=sys.stderr)
+        print(
+            f"error: {PLL_DIR} is missing; the real PLL sets live in ../shared/data/pll beside the repository",
+            file=sys.stderr,
+        )
         return 2
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     start = time.perf_counter()

@@ -11,8 +11,15 @@ from __future__ import annotations
 import numpy as np
 
 
-def partial_candidates(true_labels: np.ndarray, n_labels: int, *, partial_rate: float, rng: np.random.Generator,
-                       min_size: int = 2, max_size: int = 4) -> np.ndarray:
+def partial_candidates(
+    true_labels: np.ndarray,
+    n_labels: int,
+    *,
+    partial_rate: float,
+    rng: np.random.Generator,
+    min_size: int = 2,
+    max_size: int = 4,
+) -> np.ndarray:
     n = true_labels.shape[0]
     Y = np.zeros((n, n_labels), dtype=bool)
     Y[np.arange(n), true_labels] = True
@@ -28,8 +35,16 @@ def partial_candidates(true_labels: np.ndarray, n_labels: int, *, partial_rate: 
     return Y
 
 
-def clustered_problem(n: int, *, k: int = 10, n_labels: int = 20, partial_rate: float = 0.3,
-                      cluster_size: int = 50, seed: int = 0, weights: str = "uniform"):
+def clustered_problem(
+    n: int,
+    *,
+    k: int = 10,
+    n_labels: int = 20,
+    partial_rate: float = 0.3,
+    cluster_size: int = 50,
+    seed: int = 0,
+    weights: str = "uniform",
+):
     """(idx, w, Y, true_labels) with every instance a target, itself excluded."""
     rng = np.random.default_rng(seed)
     cluster = np.arange(n) // cluster_size

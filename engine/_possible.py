@@ -170,9 +170,7 @@ def possible_from_graph(
     chunk = max(1, CHUNK_CELLS // (n_labels * max(k, n_labels)))
     for start in range(0, n_targets, chunk):
         rows = slice(start, min(start + chunk, n_targets))
-        possible[rows] = _possible_chunk(
-            idx[rows], w[rows], sets, equal[rows], start, method, time_limit, stats
-        )
+        possible[rows] = _possible_chunk(idx[rows], w[rows], sets, equal[rows], start, method, time_limit, stats)
     stats["total_seconds"] = time.perf_counter() - started
     return possible, stats
 
@@ -242,8 +240,14 @@ def _equal_positive_weights(w: np.ndarray) -> np.ndarray:
 
 
 def _possible_chunk(
-    idx: np.ndarray, w: np.ndarray, sets: CandidateSets, equal: np.ndarray, offset: int, method: str,
-    time_limit: float, stats: dict[str, float],
+    idx: np.ndarray,
+    w: np.ndarray,
+    sets: CandidateSets,
+    equal: np.ndarray,
+    offset: int,
+    method: str,
+    time_limit: float,
+    stats: dict[str, float],
 ) -> np.ndarray:
     Y = sets.dense
     smin, smax = bounds(idx, w, sets)
@@ -341,8 +345,16 @@ def _greedy(
 
 
 def _exact_pair(
-    idx_row: np.ndarray, w_row: np.ndarray, Y: np.ndarray, label: int, s: float, solver: str, time_limit: float,
-    *, target: int, reduce: bool = True,
+    idx_row: np.ndarray,
+    w_row: np.ndarray,
+    Y: np.ndarray,
+    label: int,
+    s: float,
+    solver: str,
+    time_limit: float,
+    *,
+    target: int,
+    reduce: bool = True,
 ) -> tuple[np.ndarray | None, str]:
     """Decide one (target, label) pair exactly.
 
@@ -452,16 +464,24 @@ def _cpsat_assign(
         return _rivals_within(assign, w_row, s, sets.shape[1])
 
     relaxed = _cpsat_solve(
-        sets[jobs], np.floor(scaled).astype(np.int64), math.ceil(scaled_s * (1 + delta)) + 1,
-        time_limit, target, label,
+        sets[jobs],
+        np.floor(scaled).astype(np.int64),
+        math.ceil(scaled_s * (1 + delta)) + 1,
+        time_limit,
+        target,
+        label,
     )
     if relaxed is None:
         return None, "cpsat"
     if check(relaxed):
         return relaxed, "cpsat"
     restricted = _cpsat_solve(
-        sets[jobs], np.ceil(scaled).astype(np.int64), math.floor(scaled_s * (1 - delta)) - 1,
-        time_limit, target, label,
+        sets[jobs],
+        np.ceil(scaled).astype(np.int64),
+        math.floor(scaled_s * (1 - delta)) - 1,
+        time_limit,
+        target,
+        label,
     )
     if restricted is not None and check(restricted):
         return restricted, "cpsat"
@@ -582,4 +602,3 @@ def _complete(idx_row: np.ndarray, w_row: np.ndarray, Y: np.ndarray, label: int,
 def _wins(completion: np.ndarray, w_row: np.ndarray, label: int, n_labels: int) -> bool:
     totals = _rival_totals(completion, w_row, n_labels)
     return bool(totals[label] == totals.max())
-

@@ -51,7 +51,9 @@ def check_candidates(Y: Any, *, name: str = "Y", n_rows: int | None = None) -> n
     empty = ~arr.any(axis=1)
     if empty.any():
         row = _first_bad_row(empty)
-        raise InvalidInput(f"{name} row {row} is an empty candidate set; every instance needs at least one candidate label")
+        raise InvalidInput(
+            f"{name} row {row} is an empty candidate set; every instance needs at least one candidate label"
+        )
     return np.ascontiguousarray(arr)
 
 
@@ -93,7 +95,9 @@ def check_graph(idx: Any, n_instances: int, *, n_rows: int | None = None, name: 
     out_of_range = ((arr < 0) | (arr >= n_instances)).any(axis=1)
     if out_of_range.any():
         row = _first_bad_row(out_of_range)
-        raise InvalidInput(f"{name} row {row} refers to a training row outside 0..{n_instances - 1}: {arr[row].tolist()}")
+        raise InvalidInput(
+            f"{name} row {row} refers to a training row outside 0..{n_instances - 1}: {arr[row].tolist()}"
+        )
     return arr.astype(np.intp, copy=False)
 
 
@@ -218,13 +222,17 @@ def _same_choice(value: Any, choice: Any) -> bool:
 def check_is_fitted(estimator: Any, attribute: str) -> None:
     """Raise :class:`~engine.exceptions.NotFittedError` unless ``estimator`` has ``attribute`` (set by ``fit``)."""
     if not hasattr(estimator, attribute):
-        raise exceptions.NotFittedError(f"This {type(estimator).__name__} instance is not fitted yet; call fit before using it")
+        raise exceptions.NotFittedError(
+            f"This {type(estimator).__name__} instance is not fitted yet; call fit before using it"
+        )
 
 
 def check_n_features(estimator: Any, X: np.ndarray) -> None:
     """``X`` has as many columns as the data ``estimator`` was fitted on (``n_features_in_``)."""
     if X.shape[1] != estimator.n_features_in_:
-        raise InvalidInput(f"X has {X.shape[1]} features but {type(estimator).__name__} was fitted with {estimator.n_features_in_}")
+        raise InvalidInput(
+            f"X has {X.shape[1]} features but {type(estimator).__name__} was fitted with {estimator.n_features_in_}"
+        )
 
 
 def check_query(estimator: Any, X: Any, *, attribute: str) -> np.ndarray:

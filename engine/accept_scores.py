@@ -41,7 +41,9 @@ __all__ = ["dst_margin", "margin_then_posterior", "posterior_scores"]
 def _check_matrix(values: Any, name: str, *, shape: tuple[int, ...] | None = None) -> np.ndarray:
     arr = np.asarray(values)
     if arr.ndim != 2 or arr.shape[1] == 0:
-        raise InvalidInput(f"{name} must be a 2-D (n_items, n_labels) array with at least one label, got shape {arr.shape}")
+        raise InvalidInput(
+            f"{name} must be a 2-D (n_items, n_labels) array with at least one label, got shape {arr.shape}"
+        )
     if shape is not None and arr.shape != shape:
         raise InvalidInput(f"{name} has shape {arr.shape} but {shape} was expected")
     if arr.dtype == bool or arr.dtype.kind not in "iuf":
@@ -130,7 +132,11 @@ def posterior_scores(posterior: Any, candidates: Any = None) -> tuple[np.ndarray
     ([0], [0.75])
     """
     votes = _check_matrix(posterior, "posterior")
-    sets = np.ones(votes.shape, dtype=bool) if candidates is None else check_candidates(candidates, name="candidates", n_rows=votes.shape[0])
+    sets = (
+        np.ones(votes.shape, dtype=bool)
+        if candidates is None
+        else check_candidates(candidates, name="candidates", n_rows=votes.shape[0])
+    )
     if sets.shape != votes.shape:
         raise InvalidInput(f"candidates has shape {sets.shape} but posterior has shape {votes.shape}")
     mass = np.where(sets, votes, 0.0)

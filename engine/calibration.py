@@ -262,7 +262,9 @@ def _check_audits(scores: Any, correct: Any) -> tuple[np.ndarray, np.ndarray]:
         raise InvalidInput(f"correct must be a 1-D array of shape ({s.shape[0]},) like scores, got shape {c.shape}")
     if c.dtype != bool:
         if c.dtype.kind not in "iuf" or not np.isin(c, (0, 1)).all():
-            raise InvalidInput(f"correct must be boolean (or 0/1): whether each audited model label was right; got dtype {c.dtype}")
+            raise InvalidInput(
+                f"correct must be boolean (or 0/1): whether each audited model label was right; got dtype {c.dtype}"
+            )
         c = c.astype(bool)
     return s, c
 

@@ -83,4 +83,11 @@ DEFAULT_STRATEGY: str = "decision_change"
 NOISE_MODES: tuple[str, ...] = ("candidate", "any")
 
 #: Candidate-set generators of :mod:`engine.noise` (``engine.noise.CANDIDATE_GENERATORS``).
-CANDIDATE_PROTOCOLS: tuple[str, ...] = ("uniform", "class_dependent", "instance_dependent", "cluster", "crowd", "weak_rules")
+CANDIDATE_PROTOCOLS: tuple[str, ...] = (
+    "uniform",
+    "class_dependent",
+    "instance_dependent",
+    "cluster",
+    "crowd",
+    "weak_rules",
+)

@@ -116,8 +116,15 @@ def _decision(votes: np.ndarray) -> np.ndarray:
     return decision
 
 
-def _terms(idx: np.ndarray, w: np.ndarray, Y: np.ndarray, sizes: np.ndarray, votes: np.ndarray, post: np.ndarray,
-           rows: np.ndarray) -> np.ndarray:
+def _terms(
+    idx: np.ndarray,
+    w: np.ndarray,
+    Y: np.ndarray,
+    sizes: np.ndarray,
+    votes: np.ndarray,
+    post: np.ndarray,
+    rows: np.ndarray,
+) -> np.ndarray:
     """``c[t, j]`` for the target rows ``rows``: expected change of ``t``'s decision if ``idx[t, j]`` is answered.
 
     Returns a float array of shape (len(rows), k); 0 where the neighbour is precise or has
@@ -201,7 +208,9 @@ def _item_posteriors(items: np.ndarray, own: np.ndarray, votes: np.ndarray, w: n
     return _posterior(item_votes, item_w, Y[items])
 
 
-def decision_change_scores(idx: np.ndarray, w: np.ndarray, Y: np.ndarray, *, targets: np.ndarray | None = None) -> np.ndarray:
+def decision_change_scores(
+    idx: np.ndarray, w: np.ndarray, Y: np.ndarray, *, targets: np.ndarray | None = None
+) -> np.ndarray:
     """Expected number of k-NN decisions that answering each item changes (module docstring).
 
     Parameters
@@ -285,8 +294,15 @@ class DecisionChangeRanker:
         ``u_n``.
     """
 
-    def __init__(self, idx: np.ndarray, w: np.ndarray, Y: np.ndarray, *, targets: np.ndarray | None = None,
-                 random_state: int | np.random.Generator | None = 0) -> None:
+    def __init__(
+        self,
+        idx: np.ndarray,
+        w: np.ndarray,
+        Y: np.ndarray,
+        *,
+        targets: np.ndarray | None = None,
+        random_state: int | np.random.Generator | None = 0,
+    ) -> None:
         self.Y = check_candidates(Y).copy()
         self.idx, self.w = check_neighbors(idx, w, self.Y)
         self.targets = _check_targets(targets, self.idx.shape[0], self.Y.shape[0])
@@ -338,7 +354,9 @@ class DecisionChangeRanker:
         # Fresh sums in flat-position order: bit-identical to the full bincount.
         counts = self._ptr[items + 1] - self._ptr[items]
         positions = self._positions_of(items)
-        sums = np.bincount(np.repeat(np.arange(items.size), counts), weights=self.terms.ravel()[positions], minlength=items.size)
+        sums = np.bincount(
+            np.repeat(np.arange(items.size), counts), weights=self.terms.ravel()[positions], minlength=items.size
+        )
         fresh = self.own_change[items] + sums
         self.scores[items] = np.where(self.sizes[items] >= 2, fresh, 0.0)
 

@@ -95,9 +95,12 @@ def dask_client(address: str | None = None, *, n_workers: int | None = None) -> 
             yield client
         return
     workers = int(check_scalar(n_workers, "n_workers", kind=Integral, min_value=1))
-    with distributed.LocalCluster(
-        n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
-    ) as cluster, distributed.Client(cluster) as client:
+    with (
+        distributed.LocalCluster(
+            n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
         yield client
 
 
@@ -181,8 +184,11 @@ def distributed_query_scores(
     if criterion not in AMBIGUITY_CRITERIA:
         return query_scores(idx, w, Y, criterion=criterion, random_state=random_state, time_limit=time_limit)
     return distributed_query_scores_from_chunks(
-        (chunk for _, chunk in _array_chunks(idx, w, chunk_size)), Y,
-        criterion=criterion, time_limit=time_limit, client=client,
+        (chunk for _, chunk in _array_chunks(idx, w, chunk_size)),
+        Y,
+        criterion=criterion,
+        time_limit=time_limit,
+        client=client,
     )
 
 
@@ -236,7 +242,9 @@ def distributed_predict_with_reject(
     classifier.check_fitted()
     X = check_features(X, name="X")
     if X.shape[1] != classifier.n_features_in_:
-        raise InvalidInput(f"X has {X.shape[1]} features but the classifier was fitted with {classifier.n_features_in_}")
+        raise InvalidInput(
+            f"X has {X.shape[1]} features but the classifier was fitted with {classifier.n_features_in_}"
+        )
     check_scalar(chunk_size, "chunk_size", kind=Integral, min_value=1)
     rng = np.random.default_rng(classifier.random_state)
 
@@ -306,7 +314,9 @@ def _get_client(client: Any) -> Any:
     try:
         return distributed.get_client()
     except ValueError as exc:
-        raise InvalidInput("no Dask client: pass client=... or create one (see engine.distributed.dask_client)") from exc
+        raise InvalidInput(
+            "no Dask client: pass client=... or create one (see engine.distributed.dask_client)"
+        ) from exc
 
 
 def _run(

@@ -77,7 +77,9 @@ PRUNE_BELOW = 1e-10
 _ENUMERATION_MAX_ACTIVE = 16  # at most this many active neighbours: 2**m subsets may be enumerated
 _EXACT_MAX_ACTIVE = 33  # 2**-33 > PRUNE_BELOW: up to here no mass can be pruned
 _SUBSET_WORK_MAX = float(1 << 16)
-_MOEBIUS_MAX_LABELS = 48  # keys (row << M) | subset need spare bits for the row  # per-row bound on the Moebius kernel's subsets
+_MOEBIUS_MAX_LABELS = (
+    48  # keys (row << M) | subset need spare bits for the row  # per-row bound on the Moebius kernel's subsets
+)
 _CHUNK_WORDS = 1 << 20  # bound on rows * 2**m * words held at once by the enumeration
 
 if hasattr(np, "bitwise_count"):  # numpy >= 2.0
@@ -152,8 +154,17 @@ def _combine(own: np.ndarray, neighbour_sets: np.ndarray, *, path: str = "auto")
     # Work of the Moebius kernel: the non-empty subsets of every active set.
     subset_work = np.where(active, np.ldexp(1.0, meet.sum(axis=2)) - 1, 0.0).sum(axis=1)
     exact_counts = n_active <= _EXACT_MAX_ACTIVE  # every mass a multiple of 2**-m >= PRUNE_BELOW
-    moebius = exact_counts & (n_labels <= _MOEBIUS_MAX_LABELS) & (subset_work <= np.minimum(np.ldexp(1.0, n_active), _SUBSET_WORK_MAX))
-    moebius |= exact_counts & (n_labels <= _MOEBIUS_MAX_LABELS) & (n_active > _ENUMERATION_MAX_ACTIVE) & (subset_work <= _SUBSET_WORK_MAX)
+    moebius = (
+        exact_counts
+        & (n_labels <= _MOEBIUS_MAX_LABELS)
+        & (subset_work <= np.minimum(np.ldexp(1.0, n_active), _SUBSET_WORK_MAX))
+    )
+    moebius |= (
+        exact_counts
+        & (n_labels <= _MOEBIUS_MAX_LABELS)
+        & (n_active > _ENUMERATION_MAX_ACTIVE)
+        & (subset_work <= _SUBSET_WORK_MAX)
+    )
     enumerate_ = ~moebius & (n_active <= _ENUMERATION_MAX_ACTIVE)
     if path == "moebius":
         moebius, enumerate_ = exact_counts & (n_labels <= _MOEBIUS_MAX_LABELS), np.zeros(n_rows, dtype=bool)
@@ -461,9 +472,7 @@ def transductive_decisions(
     return labels, accepted, margin
 
 
-def predict_from_neighbors(
-    Y: Any, idx: Any, *, random_state: Any = None
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def predict_from_neighbors(Y: Any, idx: Any, *, random_state: Any = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """DST-PLL's prediction for new instances whose neighbours in the training set are given.
 
     Equal to :meth:`DstPllClassifier.predict_with_reject` when ``idx`` holds the
@@ -527,8 +536,10 @@ def _check_training_graph(neighbors: Any, n: int, k: int) -> np.ndarray:
     holds_self = np.flatnonzero((graph == np.arange(n)[:, None]).any(axis=1))
     if holds_self.size:
         row = int(holds_self[0])
-        raise InvalidInput(f"neighbors row {row} holds the row itself: {graph[row].tolist()}; "
-                           "a training instance is not its own neighbour")
+        raise InvalidInput(
+            f"neighbors row {row} holds the row itself: {graph[row].tolist()}; "
+            "a training instance is not its own neighbour"
+        )
     return graph
 
 
@@ -683,7 +694,9 @@ class DstPllClassifier(BaseEstimator):
         rows = _check_rows(rows, self.candidates_.shape[0])
         new = check_candidates(np.atleast_2d(candidates), name="candidates", n_rows=rows.size)
         if new.shape[1] != self.n_labels_:
-            raise InvalidInput(f"candidates has {new.shape[1]} label columns but the classifier was fitted with {self.n_labels_}")
+            raise InvalidInput(
+                f"candidates has {new.shape[1]} label columns but the classifier was fitted with {self.n_labels_}"
+            )
         Y = self.candidates_.copy()  # never write into the array the caller passed to fit
         Y[rows] = new
         self.candidates_ = Y

@@ -118,7 +118,9 @@ def neighbor_weights(dist: np.ndarray, weights: Weights) -> np.ndarray:
         bad = (~np.isfinite(w) | (w < 0)).any(axis=1)
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
-            raise InvalidInput(f"weights callable returned a negative or non-finite weight in row {row}: {w[row].tolist()}")
+            raise InvalidInput(
+                f"weights callable returned a negative or non-finite weight in row {row}: {w[row].tolist()}"
+            )
         return w
     if check_choice(weights, "weights", WEIGHTINGS) == "uniform":
         return np.ones_like(dist, dtype=np.float64)
@@ -230,7 +232,9 @@ def _exact_search(
     return _search_in_chunks(lambda q: _ties_by_row(model, X, q, n_neighbors, x_sq_max), queries, progress)
 
 
-def _ties_by_row(model: Any, X: np.ndarray, queries: np.ndarray, k: int, x_sq_max: float) -> tuple[np.ndarray, np.ndarray]:
+def _ties_by_row(
+    model: Any, X: np.ndarray, queries: np.ndarray, k: int, x_sq_max: float
+) -> tuple[np.ndarray, np.ndarray]:
     """The ``k`` training rows nearest to each query, the first ``k`` by (distance, row).
 
     scikit-learn decides which of several equidistant points to keep by the order its
@@ -265,7 +269,9 @@ def _ties_by_row(model: Any, X: np.ndarray, queries: np.ndarray, k: int, x_sq_ma
     return np.sqrt(sq), cand
 
 
-def _first_within(model: Any, X: np.ndarray, queries: np.ndarray, k: int, sq_radius: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _first_within(
+    model: Any, X: np.ndarray, queries: np.ndarray, k: int, sq_radius: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """The first ``k`` by (squared distance, row) of the training rows within ``sq_radius``
     of each query (at least ``k`` by construction); vectorised over the queries."""
     n = X.shape[0]

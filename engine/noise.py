@@ -99,7 +99,9 @@ def uniform_candidates(
     y, n_labels = check_labels(y, n_labels=n_labels)
     check_scalar(n_false, "n_false", kind=Integral, min_value=0)
     if n_false > n_labels - 1:
-        raise InvalidInput(f"n_false={n_false} exceeds the {n_labels - 1} false labels available with n_labels={n_labels}")
+        raise InvalidInput(
+            f"n_false={n_false} exceeds the {n_labels - 1} false labels available with n_labels={n_labels}"
+        )
     fraction = _check_probability(fraction, "fraction")
     rng = np.random.default_rng(seed)
     n = y.shape[0]
@@ -206,7 +208,7 @@ def _instance_flip_probabilities(proba: np.ndarray, y: np.ndarray, mean_rate: fl
     false_p[np.arange(n), y] = 0.0
     row_mean = false_p.sum(axis=1, keepdims=True) / max(n_labels - 1, 1)
     # A row whose classifier puts all mass on the true label spreads mean_rate uniformly.
-    flat = (row_mean[:, 0] <= 1e-12)
+    flat = row_mean[:, 0] <= 1e-12
     scaled = np.where(row_mean > 1e-12, mean_rate * false_p / np.where(row_mean > 1e-12, row_mean, 1.0), 0.0)
     if flat.any():
         scaled[flat] = mean_rate
@@ -416,7 +418,9 @@ def binary_flips(
     tau_pos = float(check_scalar(tau_pos, "tau_pos", kind=Real, min_value=0.0, max_value=1.0, include_max=False))
     tau_neg = float(check_scalar(tau_neg, "tau_neg", kind=Real, min_value=0.0, max_value=1.0, include_max=False))
     if tau_pos + tau_neg >= 1.0:
-        raise InvalidInput(f"tau_pos + tau_neg must be < 1 (otherwise the labels carry no signal), got {tau_pos} + {tau_neg}")
+        raise InvalidInput(
+            f"tau_pos + tau_neg must be < 1 (otherwise the labels carry no signal), got {tau_pos} + {tau_neg}"
+        )
     rng = np.random.default_rng(seed)
     flip_prob = np.where(y == 1, tau_pos, tau_neg)
     flip = rng.random(y.shape[0]) < flip_prob

@@ -63,6 +63,7 @@ __all__ = [
     "IncrementalRanker",
 ]
 
+
 def query_scores(
     idx: np.ndarray,
     w: np.ndarray,
@@ -364,7 +365,9 @@ class IncrementalRanker:
         check_choice(self.criterion, "criterion", AMBIGUITY_CRITERIA)
         n = int(self.Y.shape[0])
         self.reverse = ReverseIndex(self.idx, n)
-        self.flags = changed_pairs(self.idx, self.w, self.Y, criterion=self.criterion, time_limit=self.time_limit, validate=False)
+        self.flags = changed_pairs(
+            self.idx, self.w, self.Y, criterion=self.criterion, time_limit=self.time_limit, validate=False
+        )
         self.scores = np.bincount(self.idx[self.flags], minlength=n).astype(np.float64)
         self.necessary, self.approx_possible = _kernels.label_sets(self.idx, self.w, self.Y)
         if self.random_state is not None:

@@ -133,8 +133,9 @@ BASELINE_SCORES: dict[str, Callable[[np.ndarray, np.ndarray, np.ndarray, np.rand
 }
 
 
-def baseline_scores(idx: np.ndarray, w: np.ndarray, Y: np.ndarray, criterion: str,
-                    rng: np.random.Generator) -> np.ndarray:
+def baseline_scores(
+    idx: np.ndarray, w: np.ndarray, Y: np.ndarray, criterion: str, rng: np.random.Generator
+) -> np.ndarray:
     """Scores of a baseline criterion on trusted inputs; precise items score 0."""
     scores = BASELINE_SCORES[criterion](idx, w, Y, rng)
     return np.where(Y.sum(axis=1) >= 2, scores, 0.0)
@@ -163,8 +164,15 @@ class StaticRanker:
         The baseline's scores at the start; precise items 0.
     """
 
-    def __init__(self, idx: np.ndarray, w: np.ndarray, Y: np.ndarray, criterion: str = "participation", *,
-                 random_state: int | np.random.Generator | None = None) -> None:
+    def __init__(
+        self,
+        idx: np.ndarray,
+        w: np.ndarray,
+        Y: np.ndarray,
+        criterion: str = "participation",
+        *,
+        random_state: int | np.random.Generator | None = None,
+    ) -> None:
         self.Y = check_candidates(Y).copy()
         self.idx, self.w = check_neighbors(idx, w, self.Y)
         self.criterion = check_choice(criterion, "criterion", BASELINE_CRITERIA)
@@ -309,5 +317,3 @@ def _best_rows(rows: np.ndarray, scores: np.ndarray, tiebreak: np.ndarray | None
         cutoff = np.partition(values, rows.size - top)[rows.size - top]
         rows = rows[values >= cutoff]
     return _sorted_rows(rows, scores, tiebreak)[:top]
-
-

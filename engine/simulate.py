@@ -143,7 +143,15 @@ class NoisyOracle:
     seed : int, Generator or None
     """
 
-    def __init__(self, true_labels: np.ndarray, n_labels: int, *, epsilon: float = 0.0, noise: str = "candidate", seed: Any = None) -> None:
+    def __init__(
+        self,
+        true_labels: np.ndarray,
+        n_labels: int,
+        *,
+        epsilon: float = 0.0,
+        noise: str = "candidate",
+        seed: Any = None,
+    ) -> None:
         check_scalar(epsilon, "epsilon", kind=Real, min_value=0.0, max_value=1.0)
         check_choice(noise, "noise", NOISE_MODES)
         if n_labels < 2 and epsilon > 0:
@@ -324,8 +332,18 @@ def run_campaign(
 
     idx, w = knn_graph(X_train, k=k)
     test_idx, test_w = knn_graph(X_train, X_test, k=eval_k)
-    evaluator = _Evaluator(idx, w, test_idx, test_w, y_test, int(seed), dst=bool(dst), classifier=classifier,
-                           X_train=X_train, X_test=X_test)
+    evaluator = _Evaluator(
+        idx,
+        w,
+        test_idx,
+        test_w,
+        y_test,
+        int(seed),
+        dst=bool(dst),
+        classifier=classifier,
+        X_train=X_train,
+        X_test=X_test,
+    )
     view = Y.view()
     view.flags.writeable = False
     context = CampaignContext(X_train, view, idx, w)
@@ -358,7 +376,9 @@ def run_campaign(
         started = time.perf_counter()
         picks = np.asarray(strategy.select(context, size, rng), dtype=np.intp).ravel()
         if picks.size == 0 or picks.size > size or np.unique(picks).size != picks.size or not partial[picks].all():
-            raise InvalidInput(f"strategy {strategy.name!r} must pick 1..{size} distinct partial items; picked {picks.tolist()}")
+            raise InvalidInput(
+                f"strategy {strategy.name!r} must pick 1..{size} distinct partial items; picked {picks.tolist()}"
+            )
         elapsed = time.perf_counter() - started
         labels, wrong = oracle.answer(picks, Y[picks])
         for item, label in zip(picks, labels, strict=True):
@@ -389,14 +409,29 @@ def _minmax(X_train: np.ndarray, X_test: np.ndarray) -> tuple[np.ndarray, np.nda
 
 
 def _campaign_task(
-    X: np.ndarray, Y: np.ndarray, y: np.ndarray, test_fraction: float, scale: bool, seed: int,
-    spec: str | Strategy, options: dict[str, Any],
+    X: np.ndarray,
+    Y: np.ndarray,
+    y: np.ndarray,
+    test_fraction: float,
+    scale: bool,
+    seed: int,
+    spec: str | Strategy,
+    options: dict[str, Any],
 ) -> list[dict[str, Any]]:
     """One campaign of :func:`simulate` on seed ``seed``'s split (runs in a worker with n_jobs > 1)."""
     train, test = _split(X.shape[0], test_fraction, seed)
-    X_train, X_test = (_minmax(X[train], X[test]) if scale else (X[train], X[test]))
-    return run_campaign(X_train, Y[train], y[train], X_test, y[test], strategy=make_strategy(spec, fresh=True),
-                        seed=seed, item_ids=train, **options)
+    X_train, X_test = _minmax(X[train], X[test]) if scale else (X[train], X[test])
+    return run_campaign(
+        X_train,
+        Y[train],
+        y[train],
+        X_test,
+        y[test],
+        strategy=make_strategy(spec, fresh=True),
+        seed=seed,
+        item_ids=train,
+        **options,
+    )
 
 
 def simulate(
@@ -485,8 +520,17 @@ def simulate(
             f"test_fraction={test_fraction} leaves {n_test} test and {X.shape[0] - n_test} training rows; "
             f"need at least 1 test row and more than k={k} training rows"
         )
-    options = dict(budget=budget, batch=batch, k=k, epsilon=epsilon, noise=noise, eval_k=eval_k,
-                   classifier=classifier, dst=dst, initial_labels=initial_labels)
+    options = dict(
+        budget=budget,
+        batch=batch,
+        k=k,
+        epsilon=epsilon,
+        noise=noise,
+        eval_k=eval_k,
+        classifier=classifier,
+        dst=dst,
+        initial_labels=initial_labels,
+    )
     # A name goes to the worker as a name (its factory builds a new object there); an object
     # is deep-copied per campaign.
     tasks = [(X, Y, y, test_fraction, scale, seed, spec, options) for seed in seeds for spec in strategies]

@@ -228,7 +228,11 @@ class AmbiguityStrategy(RankerStrategy):
         else:
             targets = np.sort(rng.choice(n, size=self.n_targets, replace=False))
         return IncrementalRanker(
-            context.idx[targets], context.w[targets], context.candidates, self.criterion, time_limit=self.time_limit,
+            context.idx[targets],
+            context.w[targets],
+            context.candidates,
+            self.criterion,
+            time_limit=self.time_limit,
             random_state=rng,
         )
 
@@ -349,4 +353,3 @@ def make_strategy(strategy: str | Strategy, *, fresh: bool = False) -> Strategy:
     if isinstance(strategy, Strategy):
         return copy.deepcopy(strategy) if fresh else strategy
     return STRATEGIES[check_choice(strategy, "strategy", STRATEGY_NAMES)]()
-

@@ -167,7 +167,9 @@ def label_sets(idx: np.ndarray, w: np.ndarray, Y: np.ndarray) -> tuple[np.ndarra
     return _kernels.label_sets(idx, w, Y)
 
 
-def _check_label_set_pair(first: np.ndarray, second: np.ndarray, names: tuple[str, str]) -> tuple[np.ndarray, np.ndarray]:
+def _check_label_set_pair(
+    first: np.ndarray, second: np.ndarray, names: tuple[str, str]
+) -> tuple[np.ndarray, np.ndarray]:
     a, b = np.asarray(first, dtype=bool), np.asarray(second, dtype=bool)
     if a.ndim != 2 or a.shape != b.shape:
         raise InvalidInput(
@@ -292,7 +294,6 @@ def witness(
     return witness_for_row(idx_2d[0], w_2d[0], Y, int(label), time_limit=time_limit)
 
 
-
 def possible_by_cpsat_alone(
     idx_row: np.ndarray, w_row: np.ndarray, Y: np.ndarray, label: int, *, time_limit: float = 10.0
 ) -> bool:
@@ -304,7 +305,9 @@ def possible_by_cpsat_alone(
     Y = check_candidates(Y)
     idx_2d, w_2d = check_neighbors(np.atleast_2d(idx_row), np.atleast_2d(w_row), Y)
     if idx_2d.shape[0] != 1:
-        raise InvalidInput(f"possible_by_cpsat_alone decides one target: idx_row must be 1-D, got shape {np.shape(idx_row)}")
+        raise InvalidInput(
+            f"possible_by_cpsat_alone decides one target: idx_row must be 1-D, got shape {np.shape(idx_row)}"
+        )
     check_scalar(label, "label", kind=Integral, min_value=0, max_value=Y.shape[1] - 1)
     holders = Y[idx_2d[0], int(label)]
     smax = float(np.sum(w_2d[0] * holders))

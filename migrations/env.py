@@ -27,9 +27,7 @@ def _configure(connection: Connection) -> None:
 
 
 def _url() -> str:
-    return context.get_x_argument(as_dictionary=True).get("url") or config.get_main_option(
-        "sqlalchemy.url"
-    )
+    return context.get_x_argument(as_dictionary=True).get("url") or config.get_main_option("sqlalchemy.url")
 
 
 def run_migrations_offline() -> None:

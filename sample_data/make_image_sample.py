@@ -53,8 +53,16 @@ SURFACES: dict[str, list[tuple[str, tuple[int, int, int, int], tuple[int, int]]]
     "wood": [("coffee", (0, 0, 200, 120), (50, 100))],
 }
 _TEXTURES = {"brick", "grass", "gravel"}
-_PAIRS = [("brick", "gravel"), ("grass", "gravel"), ("grass", "leaves"), ("fur", "wood"), ("petals", "wood"),
-          ("leaves", "sky"), ("brick", "wood"), ("fur", "grass")]
+_PAIRS = [
+    ("brick", "gravel"),
+    ("grass", "gravel"),
+    ("grass", "leaves"),
+    ("fur", "wood"),
+    ("petals", "wood"),
+    ("leaves", "sky"),
+    ("brick", "wood"),
+    ("fur", "grass"),
+]
 CONFUSABLE: dict[str, tuple[str, ...]] = {
     label: tuple(sorted({b for a, b in _PAIRS if a == label} | {a for a, b in _PAIRS if b == label}))
     for label in SURFACES
@@ -68,20 +76,32 @@ def source_images() -> dict[str, np.ndarray]:
 
     china, flower = load_sample_images().images
     return {
-        "brick": skimage.data.brick(), "grass": skimage.data.grass(), "gravel": skimage.data.gravel(),
-        "chelsea": skimage.data.chelsea(), "coffee": skimage.data.coffee(), "rocket": skimage.data.rocket(),
-        "china": china, "flower": flower,
+        "brick": skimage.data.brick(),
+        "grass": skimage.data.grass(),
+        "gravel": skimage.data.gravel(),
+        "chelsea": skimage.data.chelsea(),
+        "coffee": skimage.data.coffee(),
+        "rocket": skimage.data.rocket(),
+        "china": china,
+        "flower": flower,
     }
 
 
-def crop(image: np.ndarray, region: tuple[int, int, int, int], sides: tuple[int, int], *, out_side: int,
-         turn: bool, rng: np.random.Generator) -> np.ndarray:
+def crop(
+    image: np.ndarray,
+    region: tuple[int, int, int, int],
+    sides: tuple[int, int],
+    *,
+    out_side: int,
+    turn: bool,
+    rng: np.random.Generator,
+) -> np.ndarray:
     """One random square crop of ``region`` of ``image``, jittered and shrunk to ``out_side``."""
     x0, y0, x1, y1 = region
     side = min(int(rng.integers(sides[0], sides[1] + 1)), x1 - x0, y1 - y0)
     x = int(rng.integers(x0, x1 - side + 1))
     y = int(rng.integers(y0, y1 - side + 1))
-    patch = image[y:y + side, x:x + side]
+    patch = image[y : y + side, x : x + side]
     if rng.random() < 0.5:
         patch = patch[:, ::-1]
     if turn:
@@ -98,8 +118,9 @@ def candidate_set(label: str, rng: np.random.Generator) -> list[str]:
         others = [other for other in SURFACES if other != label]
         weights = np.array([CONFUSABLE_WEIGHT if other in CONFUSABLE[label] else 1.0 for other in others])
         n_false = int(rng.choice(FALSE_LABEL_COUNTS))
-        labels += [others[int(j)] for j in rng.choice(len(others), size=n_false, replace=False,
-                                                        p=weights / weights.sum())]
+        labels += [
+            others[int(j)] for j in rng.choice(len(others), size=n_false, replace=False, p=weights / weights.sum())
+        ]
     order = list(SURFACES)
     return sorted(labels, key=order.index)
 
@@ -115,8 +136,14 @@ def build(seed: int = SEED) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
         name, region, sides = SURFACES[label][int(rng.integers(len(SURFACES[label])))]
         path = f"img_{i + 1:03d}.png"  # the name must not give the label away
         pictures[path] = crop(sources[name], region, sides, out_side=SIDE, turn=label in _TEXTURES, rng=rng)
-        rows.append({"id": f"p{i + 1:03d}", "path": path, "candidates": "|".join(candidate_set(label, rng)),
-                     "true_label": label})
+        rows.append(
+            {
+                "id": f"p{i + 1:03d}",
+                "path": path,
+                "candidates": "|".join(candidate_set(label, rng)),
+                "true_label": label,
+            }
+        )
     return pd.DataFrame(rows, columns=["id", "path", "candidates", "true_label"]), pictures
 
 

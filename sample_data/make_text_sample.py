@@ -41,66 +41,195 @@ OUT_PATH = Path(__file__).resolve().parent / "texts.csv"
 
 TOPICS: dict[str, dict[str, list[str]]] = {
     "sport": {
-        "who": ["the coach", "the striker", "the goalkeeper", "the captain", "the referee", "the young sprinter",
-                "the home team", "the visiting side", "the club", "the champion"],
+        "who": [
+            "the coach",
+            "the striker",
+            "the goalkeeper",
+            "the captain",
+            "the referee",
+            "the young sprinter",
+            "the home team",
+            "the visiting side",
+            "the club",
+            "the champion",
+        ],
         "did": ["won", "lost", "drew", "scored in", "dominated", "trained for", "qualified for", "was sent off in"],
-        "what": ["the final", "the derby", "the league match", "the cup tie", "the relay", "the semi-final",
-                 "the second half", "the penalty shootout", "the marathon", "the season opener"],
-        "how": ["after a late goal", "in front of a full stadium", "despite a muddy pitch", "with ten players",
-                "in extra time", "on the away ground"],
+        "what": [
+            "the final",
+            "the derby",
+            "the league match",
+            "the cup tie",
+            "the relay",
+            "the semi-final",
+            "the second half",
+            "the penalty shootout",
+            "the marathon",
+            "the season opener",
+        ],
+        "how": [
+            "after a late goal",
+            "in front of a full stadium",
+            "despite a muddy pitch",
+            "with ten players",
+            "in extra time",
+            "on the away ground",
+        ],
         "thing": ["tactics", "league table", "transfer window", "training camp", "lineup", "stadium"],
         "quality": ["decisive", "disappointing", "thrilling", "defensive", "physical"],
     },
     "cooking": {
-        "who": ["the chef", "the baker", "our food writer", "the pastry cook", "the home cook", "the kitchen team",
-                "the restaurant", "the cookery school"],
+        "who": [
+            "the chef",
+            "the baker",
+            "our food writer",
+            "the pastry cook",
+            "the home cook",
+            "the kitchen team",
+            "the restaurant",
+            "the cookery school",
+        ],
         "did": ["roasted", "baked", "simmered", "seasoned", "grilled", "whisked", "braised", "plated"],
-        "what": ["the lamb shoulder", "a sourdough loaf", "the tomato sauce", "a lemon tart", "the vegetables",
-                 "a mushroom risotto", "the chicken stock", "a chocolate cake", "the pastry dough", "a spicy curry"],
-        "how": ["with fresh herbs", "over a low flame", "in a cast iron pan", "with a pinch of salt",
-                "for two slow hours", "with garlic and butter"],
+        "what": [
+            "the lamb shoulder",
+            "a sourdough loaf",
+            "the tomato sauce",
+            "a lemon tart",
+            "the vegetables",
+            "a mushroom risotto",
+            "the chicken stock",
+            "a chocolate cake",
+            "the pastry dough",
+            "a spicy curry",
+        ],
+        "how": [
+            "with fresh herbs",
+            "over a low flame",
+            "in a cast iron pan",
+            "with a pinch of salt",
+            "for two slow hours",
+            "with garlic and butter",
+        ],
         "thing": ["recipe", "oven", "flavour", "ingredients", "kitchen", "menu"],
         "quality": ["crisp", "tender", "savoury", "creamy", "aromatic"],
     },
     "finance": {
-        "who": ["the central bank", "investors", "the analyst", "the fund manager", "the treasury", "shareholders",
-                "the lender", "the stock exchange", "traders"],
+        "who": [
+            "the central bank",
+            "investors",
+            "the analyst",
+            "the fund manager",
+            "the treasury",
+            "shareholders",
+            "the lender",
+            "the stock exchange",
+            "traders",
+        ],
         "did": ["raised", "cut", "sold", "bought", "reported", "hedged", "priced", "downgraded"],
-        "what": ["interest rates", "the quarterly earnings", "government bonds", "the share price", "the dividend",
-                 "the mortgage rate", "the bond yield", "the currency", "the annual budget", "the loan book"],
-        "how": ["as inflation eased", "after a weak quarter", "ahead of the results", "amid market volatility",
-                "on heavy trading volume", "before the markets closed"],
+        "what": [
+            "interest rates",
+            "the quarterly earnings",
+            "government bonds",
+            "the share price",
+            "the dividend",
+            "the mortgage rate",
+            "the bond yield",
+            "the currency",
+            "the annual budget",
+            "the loan book",
+        ],
+        "how": [
+            "as inflation eased",
+            "after a weak quarter",
+            "ahead of the results",
+            "amid market volatility",
+            "on heavy trading volume",
+            "before the markets closed",
+        ],
         "thing": ["portfolio", "inflation", "equity market", "balance sheet", "credit rating", "profit"],
         "quality": ["bearish", "bullish", "volatile", "profitable", "cautious"],
     },
     "health": {
-        "who": ["the doctor", "the nurse", "patients", "the hospital", "researchers", "the clinic",
-                "the surgeon", "health officials", "the physiotherapist"],
+        "who": [
+            "the doctor",
+            "the nurse",
+            "patients",
+            "the hospital",
+            "researchers",
+            "the clinic",
+            "the surgeon",
+            "health officials",
+            "the physiotherapist",
+        ],
         "did": ["treated", "diagnosed", "vaccinated", "monitored", "prescribed", "studied", "screened", "operated on"],
-        "what": ["the infection", "a knee injury", "high blood pressure", "the flu outbreak", "chronic back pain",
-                 "the diabetes cases", "a sleep disorder", "the allergy symptoms", "the heart condition",
-                 "a broken wrist"],
-        "how": ["with a new medicine", "after a long recovery", "during the clinical trial", "in the emergency ward",
-                "with regular exercise", "following a healthy diet"],
+        "what": [
+            "the infection",
+            "a knee injury",
+            "high blood pressure",
+            "the flu outbreak",
+            "chronic back pain",
+            "the diabetes cases",
+            "a sleep disorder",
+            "the allergy symptoms",
+            "the heart condition",
+            "a broken wrist",
+        ],
+        "how": [
+            "with a new medicine",
+            "after a long recovery",
+            "during the clinical trial",
+            "in the emergency ward",
+            "with regular exercise",
+            "following a healthy diet",
+        ],
         "thing": ["therapy", "symptoms", "vaccine", "nutrition", "recovery", "diagnosis"],
         "quality": ["chronic", "mild", "severe", "contagious", "healthy"],
     },
     "travel": {
-        "who": ["the tourists", "the airline", "the tour guide", "backpackers", "the hotel", "the pilot",
-                "the ferry company", "holidaymakers", "the travel agent"],
+        "who": [
+            "the tourists",
+            "the airline",
+            "the tour guide",
+            "backpackers",
+            "the hotel",
+            "the pilot",
+            "the ferry company",
+            "holidaymakers",
+            "the travel agent",
+        ],
         "did": ["booked", "visited", "explored", "cancelled", "delayed", "reached", "crossed", "recommended"],
-        "what": ["the island resort", "the mountain village", "a night train", "the old harbour", "the museum tour",
-                 "a budget flight", "the coastal road", "the national park", "a beach hostel", "the border crossing"],
-        "how": ["with a rented car", "during the peak season", "after a long flight", "on a rainy weekend",
-                "with a local guide", "by overnight ferry"],
+        "what": [
+            "the island resort",
+            "the mountain village",
+            "a night train",
+            "the old harbour",
+            "the museum tour",
+            "a budget flight",
+            "the coastal road",
+            "the national park",
+            "a beach hostel",
+            "the border crossing",
+        ],
+        "how": [
+            "with a rented car",
+            "during the peak season",
+            "after a long flight",
+            "on a rainy weekend",
+            "with a local guide",
+            "by overnight ferry",
+        ],
         "thing": ["itinerary", "passport", "luggage", "destination", "sightseeing", "journey"],
         "quality": ["scenic", "crowded", "remote", "relaxing", "affordable"],
     },
 }
 
 # Topics a reader easily mixes up, in both directions.
-_PAIRS = [("sport", "health"), ("cooking", "health"), ("finance", "travel"), ("cooking", "travel"),
-          ("finance", "sport")]
+_PAIRS = [
+    ("sport", "health"),
+    ("cooking", "health"),
+    ("finance", "travel"),
+    ("cooking", "travel"),
+    ("finance", "sport"),
+]
 CONFUSABLE: dict[str, tuple[str, ...]] = {
     topic: tuple(sorted({b for a, b in _PAIRS if a == topic} | {a for a, b in _PAIRS if b == topic}))
     for topic in TOPICS
@@ -126,8 +255,13 @@ def sentence(topic: str, rng: np.random.Generator) -> str:
     template = _pick(TEMPLATES, rng)
     words = {slot: _pick(vocab[slot], rng) for slot in ("who", "did", "what", "how", "thing", "quality")}
     text = template.format(
-        who=words["who"], Who=words["who"][0].upper() + words["who"][1:], did=words["did"], what=words["what"],
-        how=words["how"], How=words["how"][0].upper() + words["how"][1:], thing=words["thing"],
+        who=words["who"],
+        Who=words["who"][0].upper() + words["who"][1:],
+        did=words["did"],
+        what=words["what"],
+        how=words["how"],
+        How=words["how"][0].upper() + words["how"][1:],
+        thing=words["thing"],
         quality=words["quality"],
     )
     return text[0].upper() + text[1:]
@@ -138,10 +272,12 @@ def candidate_set(topic: str, mentioned: set[str], rng: np.random.Generator) -> 
     labels = [topic]
     if rng.random() < P_PARTIAL:
         others = [t for t in TOPICS if t != topic]
-        weights = np.array([
-            MENTIONED_WEIGHT if t in mentioned else CONFUSABLE_WEIGHT if t in CONFUSABLE[topic] else 1.0
-            for t in others
-        ])
+        weights = np.array(
+            [
+                MENTIONED_WEIGHT if t in mentioned else CONFUSABLE_WEIGHT if t in CONFUSABLE[topic] else 1.0
+                for t in others
+            ]
+        )
         n_false = int(rng.choice(FALSE_LABEL_COUNTS))
         false = rng.choice(len(others), size=n_false, replace=False, p=weights / weights.sum())
         labels += [others[int(j)] for j in false]
@@ -166,12 +302,14 @@ def build(n_docs: int = N_DOCS, *, off_topic: float = OFF_TOPIC, seed: int = SEE
             for _ in range(int(rng.integers(1, 3)))
         ]
         text = " ".join(sentence(t, rng) for t in about)
-        rows.append({
-            "id": f"t{i + 1:03d}",
-            "text": text,
-            "candidates": "|".join(candidate_set(topic, set(about) - {topic}, rng)),
-            "true_label": topic,
-        })
+        rows.append(
+            {
+                "id": f"t{i + 1:03d}",
+                "text": text,
+                "candidates": "|".join(candidate_set(topic, set(about) - {topic}, rng)),
+                "true_label": topic,
+            }
+        )
     return pd.DataFrame(rows, columns=["id", "text", "candidates", "true_label"])
 
 

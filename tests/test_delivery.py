@@ -49,8 +49,15 @@ def bench(tmp_path):
     Session = open_store(tmp_path / "w.db")
 
     def work(s):
-        ds = create_dataset(s, name="blobs", X=X, candidates=Y, label_names=LABELS,
-                            external_ids=[f"i{p:03d}" for p in range(len(Y))], true_labels=truth)
+        ds = create_dataset(
+            s,
+            name="blobs",
+            X=X,
+            candidates=Y,
+            label_names=LABELS,
+            external_ids=[f"i{p:03d}" for p in range(len(Y))],
+            true_labels=truth,
+        )
         return create_labelling_session(s, dataset_id=ds.id, name="s", k=5).id
 
     session_id = write_transaction(Session, work)
@@ -76,8 +83,10 @@ def test_before_any_answer_the_singletons_are_given_and_nothing_is_stated(bench)
     assert labels.counts == {"expert": 0, "given": int(singles.sum()), "model": 0, "undecided": int((~singles).sum())}
     assert list(labels.counts) == list(LABEL_SOURCES)
     assert labels.n_audited == 0 and labels.calibration.threshold is None
-    assert labels.statement == (f"model labels: not yet measured — {audits_needed(0.05, 0.9)} more audited answers "
-                                f"needed; undecided: {int((~singles).sum())}")
+    assert labels.statement == (
+        f"model labels: not yet measured — {audits_needed(0.05, 0.9)} more audited answers "
+        f"needed; undecided: {int((~singles).sum())}"
+    )
     table = labels.table
     assert list(table.columns[:6]) == ["id", "candidates", "n_candidates", "label", "label_source", "confidence"]
     np.testing.assert_array_equal(table["label_source"].to_numpy() == "given", singles)
@@ -98,9 +107,11 @@ def test_model_labels_appear_only_after_enough_audited_answers(bench):
     labels = bench.labels()
     assert labels.n_audited >= needed
     assert labels.counts["model"] > 0
-    assert re.fullmatch(rf"model labels: {labels.counts['model']}, error ≤ 5\.0% at 90% confidence "
-                        rf"\({labels.n_audited} audited answers\); undecided: {labels.counts['undecided']}",
-                        labels.statement)
+    assert re.fullmatch(
+        rf"model labels: {labels.counts['model']}, error ≤ 5\.0% at 90% confidence "
+        rf"\({labels.n_audited} audited answers\); undecided: {labels.counts['undecided']}",
+        labels.statement,
+    )
     table = labels.table
     model = table["label_source"] == "model"
     confidence = table.loc[model, "confidence"].to_numpy()
@@ -206,13 +217,24 @@ def test_settings_through_the_service(bench):
 
 
 def test_statement_strings():
-    cal = Calibration(threshold=0.4, bound=0.041, audits=38, errors=0, more_audits_needed=0, target=0.041,
-                      confidence=0.9, observed_error=0.0, clopper_pearson=0.05)
+    cal = Calibration(
+        threshold=0.4,
+        bound=0.041,
+        audits=38,
+        errors=0,
+        more_audits_needed=0,
+        target=0.041,
+        confidence=0.9,
+        observed_error=0.0,
+        clopper_pearson=0.05,
+    )
     assert label_statement({"model": 612, "undecided": 211}, cal, 38) == (
-        "model labels: 612, error ≤ 4.1% at 90% confidence (38 audited answers); undecided: 211")
+        "model labels: 612, error ≤ 4.1% at 90% confidence (38 audited answers); undecided: 211"
+    )
     none = calibrate_threshold(np.linspace(1, 0, 28), np.ones(28, dtype=bool), target=0.05)
     assert label_statement({"model": 0, "undecided": 823}, none, 28) == (
-        "model labels: not yet measured — 17 more audited answers needed; undecided: 823")
+        "model labels: not yet measured — 17 more audited answers needed; undecided: 823"
+    )
 
 
 def test_served_order_is_a_permutation_whose_prefixes_agree():

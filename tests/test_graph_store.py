@@ -12,8 +12,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.service import BuildRegistry, ProgressTracker, ProgressUpdate, Workbench, create_session, dataset_graph, graph_builds, graph_key
-from app.service import import_file
+from app.service import (
+    BuildRegistry,
+    ProgressTracker,
+    ProgressUpdate,
+    Workbench,
+    create_session,
+    dataset_graph,
+    graph_builds,
+    graph_key,
+    import_file,
+)
 from app.store import find_graph, graph_hashes, open_store, save_graph, write_transaction
 from engine.neighbors import knn_graph
 from tests.ui.conftest import small_csv_bytes
@@ -30,8 +39,9 @@ def store(tmp_path):
     Session = open_store(db)
     dataset_id, _ = import_file(Session, csv, name="small", min_rows=6)
     ids = {
-        weighting: create_session(Session, dataset_id=dataset_id, name=weighting, k=5, weighting=weighting,
-                                  criterion="apl", target_set="all")
+        weighting: create_session(
+            Session, dataset_id=dataset_id, name=weighting, k=5, weighting=weighting, criterion="apl", target_set="all"
+        )
         for weighting in ("uniform", "distance")
     }
     return db, Session, dataset_id, ids
@@ -62,8 +72,15 @@ def test_reopening_does_not_rebuild_and_sessions_on_one_dataset_share_a_graph(st
     assert graph_builds() == before + 1
     for _ in range(2):
         assert Workbench.open(Session, ids["uniform"]).graph.built is False
-    other = create_session(Session, dataset_id=dataset_id, name="uniform-pl", k=5, weighting="uniform",
-                           criterion="pl", target_set="unlabelled")
+    other = create_session(
+        Session,
+        dataset_id=dataset_id,
+        name="uniform-pl",
+        k=5,
+        weighting="uniform",
+        criterion="pl",
+        target_set="unlabelled",
+    )
     bench = Workbench.open(Session, other)
     assert bench.graph.built is False
     assert graph_builds() == before + 1
@@ -82,8 +99,9 @@ def test_a_second_process_loads_the_graph_instead_of_building_it(store):
         "print(json.dumps([graph_builds(), bench.graph.built]))\n"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-c", script, str(db)], env=env, cwd=ROOT, capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(db)], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "[0, false]"
 
@@ -97,9 +115,11 @@ def test_changed_features_miss_the_stored_graph_and_replace_it(store):
     X[0, 0] += 1e-9
     changed = graph_key(X, k=5, weighting="uniform", algorithm="exact")
     assert changed != key
-    for other in (graph_key(X, k=6, weighting="uniform", algorithm="exact"),
-                  graph_key(X, k=5, weighting="distance", algorithm="exact"),
-                  graph_key(X, k=5, weighting="uniform", algorithm="approx")):
+    for other in (
+        graph_key(X, k=6, weighting="uniform", algorithm="exact"),
+        graph_key(X, k=5, weighting="distance", algorithm="exact"),
+        graph_key(X, k=5, weighting="uniform", algorithm="approx"),
+    ):
         assert other not in (key, changed)
     before = graph_builds()
     result = dataset_graph(Session, dataset_id=dataset_id, X=X, k=5, weighting="uniform")
@@ -114,8 +134,17 @@ def test_saving_a_graph_twice_keeps_the_first(store):
     _, Session, dataset_id, _ = store
     idx = np.array([[1], [0]])
     w = np.array([[0.5], [2.0]])
-    save = lambda s: save_graph(s, dataset_id=dataset_id, content_hash="h" * 64, k=1, weighting="distance",  # noqa: E731
-                                algorithm="exact", idx=idx, w=w, build_seconds=0.1)
+    save = lambda s: save_graph(
+        s,
+        dataset_id=dataset_id,
+        content_hash="h" * 64,
+        k=1,
+        weighting="distance",  # noqa: E731
+        algorithm="exact",
+        idx=idx,
+        w=w,
+        build_seconds=0.1,
+    )
     assert write_transaction(Session, save) is True
     assert write_transaction(Session, save) is False
     with Session() as s:
@@ -129,9 +158,20 @@ def test_a_graph_of_the_wrong_shape_is_refused(store):
 
     _, Session, dataset_id, _ = store
     with pytest.raises(InvalidRecord, match=r"shape \(n_targets, k=2\)"):
-        write_transaction(Session, lambda s: save_graph(
-            s, dataset_id=dataset_id, content_hash="x" * 64, k=2, weighting="uniform", algorithm="exact",
-            idx=np.zeros((3, 1), dtype=int), w=np.ones((3, 1)), build_seconds=0.0))
+        write_transaction(
+            Session,
+            lambda s: save_graph(
+                s,
+                dataset_id=dataset_id,
+                content_hash="x" * 64,
+                k=2,
+                weighting="uniform",
+                algorithm="exact",
+                idx=np.zeros((3, 1), dtype=int),
+                w=np.ones((3, 1)),
+                build_seconds=0.0,
+            ),
+        )
 
 
 def test_progress_of_opening_a_session_reaches_100_percent_in_every_stage(store):
@@ -157,7 +197,11 @@ def test_import_reports_rows_read_and_stored(tmp_path):
     updates = []
     import_file(open_store(tmp_path / "i.db"), csv, name="rows", min_rows=6, progress=updates.append)
     assert [(u.stage, u.done, u.total) for u in updates] == [
-        ("read", 0, None), ("read", 40, 40), ("store", 0, 40), ("store", 40, 40)]
+        ("read", 0, None),
+        ("read", 40, 40),
+        ("store", 0, 40),
+        ("store", 40, 40),
+    ]
     assert "rows stored: 40 of 40 (100 %)" == updates[-1].describe()
 
 

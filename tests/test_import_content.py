@@ -27,8 +27,10 @@ def _counts(Session) -> tuple[int, int]:
     from sqlalchemy import text
 
     with Session() as s:
-        return (s.execute(text("SELECT count(*) FROM datasets")).scalar_one(),
-                s.execute(text("SELECT count(*) FROM instances")).scalar_one())
+        return (
+            s.execute(text("SELECT count(*) FROM datasets")).scalar_one(),
+            s.execute(text("SELECT count(*) FROM instances")).scalar_one(),
+        )
 
 
 def test_texts_import_and_new_items_get_bit_identical_features(tmp_path):
@@ -36,8 +38,9 @@ def test_texts_import_and_new_items_get_bit_identical_features(tmp_path):
     dataset_id, n = import_file(Session, SAMPLES / "texts.csv", name="texts")
     texts = pd.read_csv(SAMPLES / "texts.csv")["text"].tolist()
     assert n == len(texts)
-    session_id = create_session(Session, dataset_id=dataset_id, name="s", k=5, weighting="uniform", criterion="apl",
-                                target_set="all")
+    session_id = create_session(
+        Session, dataset_id=dataset_id, name="s", k=5, weighting="uniform", criterion="apl", target_set="all"
+    )
     bench = Workbench.open(Session, session_id)
     assert bench.item_content(7).text == texts[7]
     # New items (here: the same texts again, by name and by id) get the stored transform.
@@ -60,8 +63,9 @@ def test_image_folder_import_keeps_the_images_in_place(tmp_path):
     dataset_id, n = import_image_folder(Session, SAMPLES / "photos", SAMPLES / "photos_labels.csv")
     labels = pd.read_csv(SAMPLES / "photos_labels.csv")
     assert n == len(labels)
-    session_id = create_session(Session, dataset_id=dataset_id, name="p", k=5, weighting="uniform", criterion="apl",
-                                target_set="all")
+    session_id = create_session(
+        Session, dataset_id=dataset_id, name="p", k=5, weighting="uniform", criterion="apl", target_set="all"
+    )
     bench = Workbench.open(Session, session_id)
     content = bench.item_content(0)
     assert content.image_path == (SAMPLES / "photos" / labels["path"][0]).resolve()
@@ -84,8 +88,9 @@ def test_a_bad_row_writes_nothing(tmp_path):
 def test_exports_carry_content_the_flag_and_label_names(tmp_path):
     Session = open_store(tmp_path / "w.db")
     dataset_id, _ = import_file(Session, SAMPLES / "texts.csv", name="texts")
-    session_id = create_session(Session, dataset_id=dataset_id, name="s", k=5, weighting="uniform", criterion="apl",
-                                target_set="all")
+    session_id = create_session(
+        Session, dataset_id=dataset_id, name="s", k=5, weighting="uniform", criterion="apl", target_set="all"
+    )
     bench = Workbench.open(Session, session_id)
     first, second = (int(p) for p in bench.queue(top=2))
     label = bench.label_names[int(np.flatnonzero(bench.state.candidates[first])[0])]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import grimp
 
+
 def _module_graph() -> grimp.ImportGraph:
     # Imports under `if TYPE_CHECKING:` are annotations, not dependencies (as in the contracts).
     return grimp.build_graph("engine", "app", exclude_type_checking_imports=True)

@@ -84,7 +84,9 @@ def test_unsafe_or_ambiguous_archives_are_refused_and_leave_nothing(Session, tmp
 def test_a_bad_image_names_the_uploaded_file_and_row(Session, tmp_path):
     labels, images = photo_files()
     images[4] = (images[4][0], b"not an image")
-    with pytest.raises(InvalidInput, match=r"^labels.csv, row 5 \(spreadsheet row 6\), column 'path': .* is not an image"):
+    with pytest.raises(
+        InvalidInput, match=r"^labels.csv, row 5 \(spreadsheet row 6\), column 'path': .* is not an image"
+    ):
         start(Session, files=[("labels.csv", labels), *images])
     assert not any((tmp_path / "media").iterdir())
     with pytest.raises(InvalidInput, match="is not a data file, a zip archive, an image or an audio clip"):

@@ -24,8 +24,9 @@ def bench_factory(tmp_path):
     def make(criterion="apl", name="s", target_set="all"):
         # criterion=None: the session's default (create_session without a criterion).
         chosen = {} if criterion is None else {"criterion": criterion}
-        session_id = create_session(Session, dataset_id=dataset_id, name=name, k=5, weighting="uniform",
-                                    target_set=target_set, **chosen)
+        session_id = create_session(
+            Session, dataset_id=dataset_id, name=name, k=5, weighting="uniform", target_set=target_set, **chosen
+        )
         return Workbench.open(Session, session_id)
 
     return make
@@ -102,10 +103,13 @@ def test_default_session_ranks_by_decision_change_like_a_fresh_ranker(bench_fact
             bench.record(annotator, kind, position=position, label=label)
         kinds_seen.add(kind)
         candidates = np.asarray(bench.state.candidates)
-        fresh = DecisionChangeRanker(bench.idx, bench.w, candidates, targets=bench.targets, random_state=bench.session_id)
+        fresh = DecisionChangeRanker(
+            bench.idx, bench.w, candidates, targets=bench.targets, random_state=bench.session_id
+        )
         np.testing.assert_array_equal(bench.scores, fresh.scores)
         np.testing.assert_array_equal(
-            bench.ranked_queue(), ranking_order(fresh.scores, bench.state.open_items, deferred=np.asarray(bench.state.skipped))
+            bench.ranked_queue(),
+            ranking_order(fresh.scores, bench.state.open_items, deferred=np.asarray(bench.state.skipped)),
         )
         reopened = Workbench.open(bench.Session, bench.session_id)
         np.testing.assert_array_equal(reopened.scores, bench.scores)
@@ -123,7 +127,9 @@ def test_baselines_keep_nl_and_apl_equal_to_a_recomputation(bench_factory, crite
     for position in bench.queue(top=6)[::2]:
         label = int(np.flatnonzero(bench.state.candidates[position])[0])
         bench.record("ann", "answer", position=int(position), label=label)
-        for kept, recomputed in zip(bench.label_sets(), label_sets(bench.idx, bench.w, np.asarray(bench.state.candidates))):
+        for kept, recomputed in zip(
+            bench.label_sets(), label_sets(bench.idx, bench.w, np.asarray(bench.state.candidates))
+        ):
             np.testing.assert_array_equal(kept, recomputed)
         effects = bench.answer_effects(int(bench.queue(top=1)[0]))
         assert all(e.changed >= e.settled >= 0 for e in effects)
@@ -236,14 +242,22 @@ def _bench_with_content(tmp_path, **content):
     Y[::2, 1] = True
 
     def work(s):
-        dataset = create_dataset(s, name="d", X=rng.normal(size=(n, 2)), candidates=Y, label_names=["a", "b"],
-                                 external_ids=[f"i{j}" for j in range(n)], **content)
+        dataset = create_dataset(
+            s,
+            name="d",
+            X=rng.normal(size=(n, 2)),
+            candidates=Y,
+            label_names=["a", "b"],
+            external_ids=[f"i{j}" for j in range(n)],
+            **content,
+        )
         s.flush()
         return dataset.id
 
     dataset_id = write_transaction(Session, work)
-    session_id = create_session(Session, dataset_id=dataset_id, name="s", k=2, weighting="uniform",
-                                criterion="apl", target_set="all")
+    session_id = create_session(
+        Session, dataset_id=dataset_id, name="s", k=2, weighting="uniform", criterion="apl", target_set="all"
+    )
     return Workbench.open(Session, session_id)
 
 

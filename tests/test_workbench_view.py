@@ -22,8 +22,15 @@ def bench_factory(tmp_path):
     dataset_id, _ = import_file(Session, small, name="digits", min_rows=6)
 
     def make(criterion="apl", name="s", target_set="all"):
-        session_id = create_session(Session, dataset_id=dataset_id, name=name, k=5, weighting="uniform",
-                                    criterion=criterion, target_set=target_set)
+        session_id = create_session(
+            Session,
+            dataset_id=dataset_id,
+            name=name,
+            k=5,
+            weighting="uniform",
+            criterion=criterion,
+            target_set=target_set,
+        )
         return Workbench.open(Session, session_id)
 
     return make
@@ -69,7 +76,9 @@ def test_the_neighbours_are_the_items_k_nearest_with_their_current_sets(bench_fa
         assert position not in [n.position for n in neighbours]
         first = neighbours[0]
         assert first.item_id == bench.state.external_ids[first.position]
-        assert list(first.candidates) == [bench.label_names[m] for m in np.flatnonzero(bench.state.candidates[first.position])]
+        assert list(first.candidates) == [
+            bench.label_names[m] for m in np.flatnonzero(bench.state.candidates[first.position])
+        ]
 
 
 def test_the_explanation_carries_neighbours_and_effects(bench_factory):

@@ -337,7 +337,9 @@ class TextFeaturizer:
         except ValueError as exc:
             # Every text is wordless ("empty vocabulary"), or min_df / max_df pruned every term.
             self._check_words(texts, numbers, None)
-            raise InvalidInput(f"no term is left to build features from ({exc}); lower min_df or raise max_df") from None
+            raise InvalidInput(
+                f"no term is left to build features from ({exc}); lower min_df or raise max_df"
+            ) from None
         self._check_words(texts, numbers, counts)
         terms = np.empty(len(vectorizer.vocabulary_), dtype=object)
         for term, j in vectorizer.vocabulary_.items():
@@ -351,8 +353,9 @@ class TextFeaturizer:
         if dimension >= MIN_SVD_DIMENSION:
             from sklearn.decomposition import TruncatedSVD
 
-            svd = TruncatedSVD(n_components=dimension, algorithm="randomized", n_iter=7,
-                               random_state=params["random_state"])
+            svd = TruncatedSVD(
+                n_components=dimension, algorithm="randomized", n_iter=7, random_state=params["random_state"]
+            )
             svd.fit(tfidf)
             # float32 halves the recorded state; transform always uses these stored values, so
             # features before and after a round trip are identical.
@@ -418,8 +421,12 @@ class TextFeaturizer:
     def to_record(self) -> FeaturizerRecord:
         """The fitted featurizer as a :class:`FeaturizerRecord` (parameters + ``.npz`` state)."""
         self._check_fitted()
-        params = {**self._params(), "format": _STATE_FORMAT, "method": self.method_,
-                  "output_dimension": int(self.dimension_)}
+        params = {
+            **self._params(),
+            "format": _STATE_FORMAT,
+            "method": self.method_,
+            "output_dimension": int(self.dimension_),
+        }
         state = _npz_bytes(terms=self.vocabulary_, idf=self.idf_, components=self.components_)
         return FeaturizerRecord(name=self.name, params=params, state=state)
 
@@ -447,8 +454,13 @@ class TextFeaturizer:
             raise InvalidInput(f"record state of {cls.name!r} cannot be read: {exc}") from None
         n_terms = terms.shape[0]
         if (
-            terms.dtype.kind != "U" or terms.ndim != 1 or idf.dtype != np.float64 or idf.shape != (n_terms,)
-            or components.dtype != np.float32 or components.ndim != 2 or components.shape[1] != n_terms
+            terms.dtype.kind != "U"
+            or terms.ndim != 1
+            or idf.dtype != np.float64
+            or idf.shape != (n_terms,)
+            or components.dtype != np.float32
+            or components.ndim != 2
+            or components.shape[1] != n_terms
             or method not in ("svd", "tfidf")
             or (method == "svd") != (components.shape[0] > 0)
             or output_dimension != (components.shape[0] if method == "svd" else n_terms)
@@ -523,8 +535,14 @@ def _block(rgb: np.ndarray, block: str, side: int, hog_cells: int = 8) -> np.nda
 
         grey = _resized(rgb, side, grey=True)
         cell = side // hog_cells
-        return hog(grey, orientations=9, pixels_per_cell=(cell, cell), cells_per_block=(2, 2),
-                   block_norm="L2-Hys", feature_vector=True)
+        return hog(
+            grey,
+            orientations=9,
+            pixels_per_cell=(cell, cell),
+            cells_per_block=(2, 2),
+            block_norm="L2-Hys",
+            feature_vector=True,
+        )
     if block == "histogram":
         from skimage.color import rgb2hsv
 
@@ -604,9 +622,7 @@ class ImageFeaturizer:
         blocks = list(self.blocks)
         unknown = [b for b in blocks if b not in IMAGE_BLOCKS]
         if not blocks or unknown or len(set(blocks)) != len(blocks):
-            raise ValueError(
-                f"blocks must be distinct names from {', '.join(IMAGE_BLOCKS)}; got {self.blocks!r}"
-            )
+            raise ValueError(f"blocks must be distinct names from {', '.join(IMAGE_BLOCKS)}; got {self.blocks!r}")
         hog_cells = _check_int("hog_cells", self.hog_cells, 2)
         hog_side = _check_int("hog_side", self.hog_side, 2 * hog_cells)
         if hog_side % hog_cells:
@@ -659,8 +675,12 @@ class ImageFeaturizer:
         params = self._params()
         images = list(images)
         numbers = _row_numbers(rows, len(images))
-        sides = {"thumbnail": params["thumbnail_side"], "hog": params["hog_side"],
-                 "histogram": 32, "pixels": params["pixels_side"]}
+        sides = {
+            "thumbnail": params["thumbnail_side"],
+            "hog": params["hog_side"],
+            "histogram": 32,
+            "pixels": params["pixels_side"],
+        }
         out = np.empty((len(images), self.dimension_), dtype=np.float64)
         for i, (image, row) in enumerate(zip(images, numbers, strict=True)):
             rgb = _as_rgb_array(image, row, params["max_pixels"])
@@ -692,8 +712,10 @@ class ImageFeaturizer:
         except (TypeError, ValueError) as exc:
             raise InvalidInput(f"record parameters are not valid for {cls.name!r}: {exc}") from None
         if output_dimension != featurizer.dimension_:
-            raise InvalidInput(f"record of {cls.name!r} says dimension {output_dimension!r}, "
-                               f"its parameters give {featurizer.dimension_}")
+            raise InvalidInput(
+                f"record of {cls.name!r} says dimension {output_dimension!r}, "
+                f"its parameters give {featurizer.dimension_}"
+            )
         return featurizer
 
 
@@ -744,8 +766,9 @@ class _LocalModelEmbedder:
     _markers: ClassVar[tuple[str, ...]]
     _kind: ClassVar[str]
 
-    def __init__(self, model_dir: str | os.PathLike[str], *, batch_size: int = 32,
-                 max_pixels: int = MAX_IMAGE_PIXELS) -> None:
+    def __init__(
+        self, model_dir: str | os.PathLike[str], *, batch_size: int = 32, max_pixels: int = MAX_IMAGE_PIXELS
+    ) -> None:
         self.model_dir = model_dir
         self.batch_size = batch_size
         self.max_pixels = max_pixels
@@ -785,8 +808,12 @@ class _LocalModelEmbedder:
 
     def to_record(self) -> FeaturizerRecord:
         """Parameters only (the model stays in its directory)."""
-        params = {"format": _STATE_FORMAT, "model_dir": os.fspath(self.model_dir),
-                  "batch_size": int(self.batch_size), "max_pixels": int(self.max_pixels)}
+        params = {
+            "format": _STATE_FORMAT,
+            "model_dir": os.fspath(self.model_dir),
+            "batch_size": int(self.batch_size),
+            "max_pixels": int(self.max_pixels),
+        }
         return FeaturizerRecord(name=self.name, params=params)
 
     @classmethod
@@ -901,7 +928,9 @@ class ClipEmbedder(_LocalModelEmbedder):
         out = []
         for start in range(0, len(images), self.batch_size):
             batch = []
-            for image, row in zip(images[start:start + self.batch_size], numbers[start:start + self.batch_size], strict=True):
+            for image, row in zip(
+                images[start : start + self.batch_size], numbers[start : start + self.batch_size], strict=True
+            ):
                 if isinstance(image, (str, os.PathLike)):
                     try:
                         rgb = load_image(image, max_pixels=self.max_pixels, max_side=1024)
@@ -1056,7 +1085,8 @@ def _read_parquet(path: Path, max_bytes: int, id_column: str) -> tuple[list[str]
             raise DataFileError(path, f"column {name!r} has type {kind}; features must be numeric", column=name)
     if lists and (numeric or len(lists) > 1):
         raise DataFileError(
-            path, "mixes list columns with other feature columns; use numeric columns or one list column",
+            path,
+            "mixes list columns with other feature columns; use numeric columns or one list column",
             column=lists[0],
         )
     if not numeric and not lists:
@@ -1083,13 +1113,22 @@ def _read_parquet(path: Path, max_bytes: int, id_column: str) -> tuple[list[str]
         if lengths.size and (lengths != lengths[0]).any():
             row = int(np.flatnonzero(lengths != lengths[0])[0]) + 1
             raise DataFileError(
-                path, f"the embedding has {lengths[row - 1]} values, row 1 has {lengths[0]}",
-                row=row, column=name, has_header=False,
+                path,
+                f"the embedding has {lengths[row - 1]} values, row 1 has {lengths[0]}",
+                row=row,
+                column=name,
+                has_header=False,
             )
         flat = pc.list_flatten(values)
         if flat.null_count:
-            row = int(np.repeat(np.arange(len(lengths)), lengths)[np.flatnonzero(
-                flat.is_null().to_numpy(zero_copy_only=False))[0]]) + 1
+            row = (
+                int(
+                    np.repeat(np.arange(len(lengths)), lengths)[
+                        np.flatnonzero(flat.is_null().to_numpy(zero_copy_only=False))[0]
+                    ]
+                )
+                + 1
+            )
             raise DataFileError(path, "the embedding has a missing value", row=row, column=name, has_header=False)
         d = int(lengths[0]) if lengths.size else 0
         features = np.asarray(flat.to_numpy(zero_copy_only=False), dtype=np.float64).reshape(len(ids), d)
@@ -1111,8 +1150,11 @@ def _align(path: Path, file_ids: list[str], item_ids: list[str], id_column: str)
         first = position.setdefault(value, row)
         if first != row:
             raise DataFileError(
-                path, f"id {_quoted(value)} appears twice (rows {first + 1} and {row + 1})",
-                row=row + 1, column=id_column, has_header=False,
+                path,
+                f"id {_quoted(value)} appears twice (rows {first + 1} and {row + 1})",
+                row=row + 1,
+                column=id_column,
+                has_header=False,
             )
     missing = [value for value in item_ids if value not in position]
     if missing:
@@ -1125,8 +1167,11 @@ def _align(path: Path, file_ids: list[str], item_ids: list[str], id_column: str)
     if extra:
         row, value = extra[0]
         raise DataFileError(
-            path, f"{len(extra)} id(s) are not items of the dataset, e.g. {_quoted(value)}",
-            row=row + 1, column=id_column, has_header=False,
+            path,
+            f"{len(extra)} id(s) are not items of the dataset, e.g. {_quoted(value)}",
+            row=row + 1,
+            column=id_column,
+            has_header=False,
         )
     return np.fromiter((position[value] for value in item_ids), dtype=np.intp, count=len(item_ids))
 
@@ -1215,8 +1260,8 @@ def load_features_file(
 
     if features.ndim != 2:
         raise DataFileError(
-            path, f"the features are {features.ndim}-D of shape {features.shape}; a 2-D array "
-            "(items x dimensions) is needed"
+            path,
+            f"the features are {features.ndim}-D of shape {features.shape}; a 2-D array (items x dimensions) is needed",
         )
     if features.shape[1] == 0:
         raise DataFileError(path, "the features have 0 columns")
@@ -1224,13 +1269,13 @@ def load_features_file(
         raise DataFileError(path, f"has {len(file_ids)} ids but {features.shape[0]} feature rows")
     if file_ids is None and features.shape[0] != len(item_ids):
         raise DataFileError(
-            path, f"has {features.shape[0]} rows but the dataset has {len(item_ids)} items; "
-            "without ids, row i must be item i"
+            path,
+            f"has {features.shape[0]} rows but the dataset has {len(item_ids)} items; "
+            "without ids, row i must be item i",
         )
     if expected_dimension is not None and features.shape[1] != expected_dimension:
         raise DataFileError(
-            path, f"the features have {features.shape[1]} columns; this dataset's features have "
-            f"{expected_dimension}"
+            path, f"the features have {features.shape[1]} columns; this dataset's features have {expected_dimension}"
         )
     features = np.asarray(features, dtype=np.float64)
     finite = np.isfinite(features)
@@ -1238,8 +1283,11 @@ def load_features_file(
         row, col = (int(v) for v in np.argwhere(~finite)[0])
         column = feature_names[col] if feature_names is not None else f"feature {col}"
         raise DataFileError(
-            path, f"the value {float(features[row, col])} is not a finite number", row=row + 1,
-            column=column, has_header=False,
+            path,
+            f"the value {float(features[row, col])} is not a finite number",
+            row=row + 1,
+            column=column,
+            has_header=False,
         )
     if file_ids is not None:
         features = features[_align(path, file_ids, item_ids, column_of_ids)]

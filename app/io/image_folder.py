@@ -102,7 +102,9 @@ def _parse_candidates(cell: str) -> list[str]:
             values = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ValueError(f"{text!r} looks like a JSON list but is not one ({exc.msg})") from None
-        if not isinstance(values, list) or not all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in values):
+        if not isinstance(values, list) or not all(
+            isinstance(v, (str, int)) and not isinstance(v, bool) for v in values
+        ):
             raise ValueError(f"{text!r} must be a list of label names")
         pieces = [str(v).strip() for v in values]
     else:
@@ -199,8 +201,15 @@ def _read_labels_table(labels: Path):
         raise DataFileError(labels, "the labels file does not exist" if not labels.exists() else "is not a file")
     separator = "\t" if labels.suffix.lower() == ".tsv" else ","
     try:
-        table = pd.read_csv(labels, sep=separator, dtype=str, keep_default_na=False, na_filter=False,
-                            encoding="utf-8-sig", skipinitialspace=False)
+        table = pd.read_csv(
+            labels,
+            sep=separator,
+            dtype=str,
+            keep_default_na=False,
+            na_filter=False,
+            encoding="utf-8-sig",
+            skipinitialspace=False,
+        )
     except pd.errors.EmptyDataError:
         raise DataFileError(labels, "the labels file is empty") from None
     except UnicodeDecodeError:
@@ -218,7 +227,9 @@ def _read_with_csv(root: Path, labels: Path, unlisted: str, max_pixels: int) -> 
     columns = list(table.columns)
     path_column = next((c for c in _PATH_COLUMNS if c in columns), None)
     if path_column is None or "candidates" not in columns:
-        missing = [name for name, ok in (("path (or file)", path_column), ("candidates", "candidates" in columns)) if not ok]
+        missing = [
+            name for name, ok in (("path (or file)", path_column), ("candidates", "candidates" in columns)) if not ok
+        ]
         raise DataFileError(labels, f"needs the column(s) {', '.join(missing)}; found {', '.join(columns) or 'none'}")
     if table.empty:
         raise DataFileError(labels, "the labels file has a header but no rows")
@@ -238,19 +249,27 @@ def _read_with_csv(root: Path, labels: Path, unlisted: str, max_pixels: int) -> 
         except ContentError as exc:
             raise DataFileError(labels, exc.problem, row=row, column=path_column) from None
         if ref.kind != "file" or ref.path is None or ref.relative_path is None:
-            raise DataFileError(labels, "a link is not a file of the folder; give a path relative to the folder",
-                                row=row, column=path_column)
+            raise DataFileError(
+                labels,
+                "a link is not a file of the folder; give a path relative to the folder",
+                row=row,
+                column=path_column,
+            )
         _check_image_file(ref.path, max_pixels, labels, row, path_column)
         rel = ref.relative_path
         if rel in seen_paths:
-            raise DataFileError(labels, f"{rel!r} is already listed on row {seen_paths[rel]}", row=row, column=path_column)
+            raise DataFileError(
+                labels, f"{rel!r} is already listed on row {seen_paths[rel]}", row=row, column=path_column
+            )
         seen_paths[rel] = row
 
         item_id = cells["id"].strip() if has_ids else rel
         if not item_id:
             raise DataFileError(labels, "the id is empty", row=row, column="id")
         if item_id in seen_ids:
-            raise DataFileError(labels, f"id {item_id!r} is already used on row {seen_ids[item_id]}", row=row, column="id")
+            raise DataFileError(
+                labels, f"id {item_id!r} is already used on row {seen_ids[item_id]}", row=row, column="id"
+            )
         seen_ids[item_id] = row
 
         try:
@@ -258,12 +277,20 @@ def _read_with_csv(root: Path, labels: Path, unlisted: str, max_pixels: int) -> 
         except ValueError as exc:
             raise DataFileError(labels, str(exc), row=row, column="candidates") from None
         if not names:
-            raise DataFileError(labels, "the candidate set is empty; give at least one label, e.g. cat|dog",
-                                row=row, column="candidates")
+            raise DataFileError(
+                labels,
+                "the candidate set is empty; give at least one label, e.g. cat|dog",
+                row=row,
+                column="candidates",
+            )
         truth = cells["true_label"].strip() if has_true else ""
         if truth and truth not in names:
-            raise DataFileError(labels, f"true label {truth!r} is not among the candidates {'|'.join(names)}",
-                                row=row, column="true_label")
+            raise DataFileError(
+                labels,
+                f"true label {truth!r} is not among the candidates {'|'.join(names)}",
+                row=row,
+                column="true_label",
+            )
         ids.append(item_id)
         paths.append(rel)
         sets.append(tuple(names))
@@ -271,8 +298,15 @@ def _read_with_csv(root: Path, labels: Path, unlisted: str, max_pixels: int) -> 
 
     if unlisted == "error":
         extra = sorted(
-            (rel for rel in (p.resolve().relative_to(root).as_posix() for p in _scan_images(root)
-                             if p.resolve().is_relative_to(root)) if rel not in seen_paths),
+            (
+                rel
+                for rel in (
+                    p.resolve().relative_to(root).as_posix()
+                    for p in _scan_images(root)
+                    if p.resolve().is_relative_to(root)
+                )
+                if rel not in seen_paths
+            ),
             key=_natural_key,
         )
         if extra:
@@ -356,8 +390,17 @@ def read_image_dataset(
         feature_names = [f"{record.name}_{j}" for j in range(X.shape[1])]
     source = images.labels_file if images.labels_file is not None else images.root
     return LoadedDataset(
-        np.ascontiguousarray(X, dtype=np.float64), candidates, label_names, list(images.ids), true_labels,
-        feature_names, None, os.fspath(source),
-        media_paths=list(images.paths), media_kinds=["image"] * n, media_root=os.fspath(images.root),
-        featurizer=record, content_columns={"image": "path"},
+        np.ascontiguousarray(X, dtype=np.float64),
+        candidates,
+        label_names,
+        list(images.ids),
+        true_labels,
+        feature_names,
+        None,
+        os.fspath(source),
+        media_paths=list(images.paths),
+        media_kinds=["image"] * n,
+        media_root=os.fspath(images.root),
+        featurizer=record,
+        content_columns={"image": "path"},
     )

@@ -82,7 +82,9 @@ def max_upload_bytes() -> int:
     return _positive_from_environment(MAX_UPLOAD_VARIABLE, DEFAULT_MAX_UPLOAD_MB, suffixes=False) * 1_000_000
 
 
-def too_big(path: str | os.PathLike[str], what: str, nbytes: int, limit: int, *, column: str | None = None) -> DataFileError:
+def too_big(
+    path: str | os.PathLike[str], what: str, nbytes: int, limit: int, *, column: str | None = None
+) -> DataFileError:
     """The one-line error for ``what`` needing ``nbytes`` when at most ``limit`` are accepted."""
     return DataFileError(
         path,
@@ -133,7 +135,9 @@ def npy_header(handle: IO[bytes], path: str | os.PathLike[str], what: str) -> tu
     return tuple(int(s) for s in shape), dtype, handle.tell()
 
 
-def npz_member_shapes(path: str | os.PathLike[str], limit: int | None = None) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+def npz_member_shapes(
+    path: str | os.PathLike[str], limit: int | None = None
+) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
     """The shape and dtype of every array of an ``.npz`` archive, checked against the limit.
 
     Nothing is inflated but each member's ``.npy`` header: the sum of the members' declared
@@ -161,13 +165,17 @@ def npz_member_shapes(path: str | os.PathLike[str], limit: int | None = None) ->
                 with archive.open(info) as member:
                     shape, dtype, header = npy_header(member, path, f"array {name!r}")
             except (zipfile.BadZipFile, OSError, RuntimeError, NotImplementedError) as exc:
-                raise DataFileError(path, f"array {name!r} cannot be read ({exc})", column=name, has_header=False) from None
+                raise DataFileError(
+                    path, f"array {name!r} cannot be read ({exc})", column=name, has_header=False
+                ) from None
             nbytes = math.prod(shape) * dtype.itemsize
             if nbytes > limit or header + nbytes > info.file_size:
                 raise DataFileError(
-                    path, f"array {name!r} claims {nbytes:,} bytes but the archive holds "
+                    path,
+                    f"array {name!r} claims {nbytes:,} bytes but the archive holds "
                     f"{info.file_size:,} for it (limit {limit:,}, {MAX_DECOMPRESSED_VARIABLE})",
-                    column=name, has_header=False,
+                    column=name,
+                    has_header=False,
                 )
             shapes[name] = (shape, dtype)
     return shapes

@@ -84,8 +84,16 @@ AUDIO_MIME_TYPES: dict[str, str] = {
 """Audio formats :func:`check_audio` accepts and the MIME type each is served with."""
 
 _AUDIO_EXTENSIONS: dict[str, str] = {
-    ".wav": "wav", ".wave": "wav", ".mp3": "mp3", ".ogg": "ogg", ".oga": "ogg", ".opus": "ogg",
-    ".flac": "flac", ".m4a": "m4a", ".mp4": "m4a", ".aac": "m4a",
+    ".wav": "wav",
+    ".wave": "wav",
+    ".mp3": "mp3",
+    ".ogg": "ogg",
+    ".oga": "ogg",
+    ".opus": "ogg",
+    ".flac": "flac",
+    ".m4a": "m4a",
+    ".mp4": "m4a",
+    ".aac": "m4a",
 }
 # A URL scheme is at least two characters, so "C:/photos/a.png" (a Windows drive) is a path.
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]+):")
@@ -235,9 +243,7 @@ def resolve_media(
         # pandas gives NaN for an empty cell; say "empty" rather than quoting nan.
         if value is None or (isinstance(value, float) and value != value):
             raise ContentError("the cell is empty; give a file path or an http(s) URL", row=row, column=column)
-        raise ContentError(
-            f"{value!r} is not a file path or URL (got {type(value).__name__})", row=row, column=column
-        )
+        raise ContentError(f"{value!r} is not a file path or URL (got {type(value).__name__})", row=row, column=column)
     text = value.strip()
     if not text:
         raise ContentError("the cell is empty; give a file path or an http(s) URL", row=row, column=column)
@@ -253,8 +259,7 @@ def resolve_media(
 def _resolve_url(text: str, scheme: str, *, row: int | None, column: str | None) -> MediaRef:
     if scheme not in ("http", "https"):
         raise ContentError(
-            f"{_shown(text)} uses the scheme {scheme!r}; only http and https links or file paths "
-            "are accepted",
+            f"{_shown(text)} uses the scheme {scheme!r}; only http and https links or file paths are accepted",
             row=row,
             column=column,
         )
@@ -301,7 +306,9 @@ def _resolve_path(
         try:
             resolved_paths.append((root_resolved / attempt).resolve(strict=False))
         except (OSError, RuntimeError):  # RuntimeError: a symbolic-link loop on older Pythons
-            raise ContentError(f"{_shown(text)} cannot be resolved (symbolic-link loop?)", row=row, column=column) from None
+            raise ContentError(
+                f"{_shown(text)} cannot be resolved (symbolic-link loop?)", row=row, column=column
+            ) from None
     # The first candidate that exists, else the literal one (its error message is the clearest).
     resolved = next((p for p in resolved_paths if p.exists()), resolved_paths[0])
 
@@ -353,9 +360,7 @@ def _open_image(path: str | os.PathLike[str], max_pixels: int) -> PillowImage:
         # Pillow's own guard fires at twice Image.MAX_IMAGE_PIXELS, while reading the header.
         raise ContentError(f"{name} claims more pixels than the decompression-bomb limit allows") from None
     except UnidentifiedImageError:
-        raise ContentError(
-            f"{name} is not an image in a supported format ({', '.join(IMAGE_FORMATS)})"
-        ) from None
+        raise ContentError(f"{name} is not an image in a supported format ({', '.join(IMAGE_FORMATS)})") from None
     except FileNotFoundError:
         raise ContentError(f"{name} does not exist") from None
     except IsADirectoryError:
@@ -569,9 +574,7 @@ def check_audio(path: str | os.PathLike[str], *, max_bytes: int = MAX_AUDIO_BYTE
         raise ContentError(f"{name} is not a regular file")
     extension = p.suffix.lower()
     if extension not in _AUDIO_EXTENSIONS:
-        raise ContentError(
-            f"{name} does not have an audio extension; accepted: {', '.join(sorted(_AUDIO_EXTENSIONS))}"
-        )
+        raise ContentError(f"{name} does not have an audio extension; accepted: {', '.join(sorted(_AUDIO_EXTENSIONS))}")
     if info.st_size > max_bytes:
         raise ContentError(f"{name} is {info.st_size:,} bytes; at most {max_bytes:,} are accepted")
     try:

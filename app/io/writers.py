@@ -105,10 +105,24 @@ __all__ = [
 EXPORT_MODE = 0o600
 
 RANKED_COLUMNS: tuple[str, ...] = (
-    "rank", "id", "score", "candidates", "n_candidates", "open_targets_touched", "criterion", "params",
+    "rank",
+    "id",
+    "score",
+    "candidates",
+    "n_candidates",
+    "open_targets_touched",
+    "criterion",
+    "params",
 )
 LABELLED_COLUMNS: tuple[str, ...] = (
-    "id", "candidates", "n_candidates", "label", "resolved", "none_of_these", "answered_by", "answered_at",
+    "id",
+    "candidates",
+    "n_candidates",
+    "label",
+    "resolved",
+    "none_of_these",
+    "answered_by",
+    "answered_at",
     "true_label",
 )
 """Columns of :func:`labelled_dataset_table` before any content and feature columns
@@ -116,7 +130,9 @@ LABELLED_COLUMNS: tuple[str, ...] = (
 to :func:`app.io.read_dataset` to import an export that includes features (its ``text``
 column is then read as the items' text)."""
 EXPORT_ONLY_COLUMNS: tuple[str, ...] = (
-    *(c for c in LABELLED_COLUMNS if c not in ("id", "candidates", "true_label")), "label_source", "confidence"
+    *(c for c in LABELLED_COLUMNS if c not in ("id", "candidates", "true_label")),
+    "label_source",
+    "confidence",
 )
 """The columns of :data:`LABELLED_COLUMNS` (and the ``label_source`` and ``confidence`` a
 session's labelled export adds, :mod:`app.service.delivery`) that have no role when an export is
@@ -318,7 +334,10 @@ def labelled_dataset_table(
         "candidates": pd.Series([_join(names, row) for row in Y], dtype=object),
         "n_candidates": sizes.astype(np.int64),
         "label": pd.Series(
-            [names[int(np.argmax(row))] if s == 1 and not flag else None for row, s, flag in zip(Y, sizes, flagged, strict=True)],
+            [
+                names[int(np.argmax(row))] if s == 1 and not flag else None
+                for row, s, flag in zip(Y, sizes, flagged, strict=True)
+            ],
             dtype=object,
         ),
         "resolved": resolved_arr.astype(bool),
@@ -338,8 +357,11 @@ def labelled_dataset_table(
         X = np.asarray(features, dtype=np.float64)
         if X.ndim != 2 or X.shape[0] != n:
             raise InvalidInput(f"features must have shape ({n}, n_features), got {X.shape}")
-        fnames = _names(feature_names, "feature_names", X.shape[1]) if feature_names is not None \
+        fnames = (
+            _names(feature_names, "feature_names", X.shape[1])
+            if feature_names is not None
             else [f"feature_{j}" for j in range(X.shape[1])]
+        )
         clash = sorted(set(fnames) & set(table.columns))
         if clash:
             raise InvalidInput(f"feature_names clash with label columns: {clash}")
@@ -381,7 +403,9 @@ def write_table(df: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
     target = Path(path)
     ext = target.suffix.lower()
     if ext not in TABLE_EXTENSIONS:
-        raise DataFileError(target, f"cannot write {ext or '(no extension)'!r} files; use one of {', '.join(TABLE_EXTENSIONS)}")
+        raise DataFileError(
+            target, f"cannot write {ext or '(no extension)'!r} files; use one of {', '.join(TABLE_EXTENSIONS)}"
+        )
     if not target.parent.is_dir():
         raise DataFileError(target, f"cannot be written: folder {os.fspath(target.parent)!r} does not exist")
     try:
@@ -389,11 +413,15 @@ def write_table(df: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
             if ext in (".csv", ".tsv"):
                 neutralised = neutralise_formulas(df)
                 # CRLF (RFC 4180) also makes the csv module quote cells holding a lone "\r".
-                neutralised.to_csv(handle, index=False, sep="," if ext == ".csv" else "\t", lineterminator="\r\n",
-                                   encoding="utf-8")
+                neutralised.to_csv(
+                    handle, index=False, sep="," if ext == ".csv" else "\t", lineterminator="\r\n", encoding="utf-8"
+                )
             elif ext == ".json":
-                handle.write((json.dumps(_json_payload(df), ensure_ascii=False, allow_nan=False, indent=1) + "\n")
-                             .encode("utf-8"))
+                handle.write(
+                    (json.dumps(_json_payload(df), ensure_ascii=False, allow_nan=False, indent=1) + "\n").encode(
+                        "utf-8"
+                    )
+                )
             elif ext == ".jsonl":
                 for record in _json_records(df):
                     handle.write((json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8"))
@@ -577,7 +605,9 @@ def _vector(values: Any, name: str, n: int, *, kind: str) -> np.ndarray:
             row = int(np.flatnonzero(~np.isfinite(arr))[0])
             raise InvalidInput(f"{name} row {row} is {arr[row]}; scores must be finite")
         return arr
-    if arr.dtype.kind not in "iu" and not (arr.dtype.kind == "f" and np.isfinite(arr).all() and (arr == np.round(arr)).all()):
+    if arr.dtype.kind not in "iu" and not (
+        arr.dtype.kind == "f" and np.isfinite(arr).all() and (arr == np.round(arr)).all()
+    ):
         raise InvalidInput(f"{name} must hold integers, got dtype {arr.dtype}")
     return arr.astype(np.int64)
 

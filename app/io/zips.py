@@ -67,8 +67,12 @@ class _Planned:
     parts: tuple[str, ...]
 
 
-def unpack_zip(archive_file: str | os.PathLike[str] | BinaryIO, target: str | os.PathLike[str], shown: str,
-               limits: ZipLimits = ZipLimits()) -> list[Path]:
+def unpack_zip(
+    archive_file: str | os.PathLike[str] | BinaryIO,
+    target: str | os.PathLike[str],
+    shown: str,
+    limits: ZipLimits = ZipLimits(),
+) -> list[Path]:
     """Check an archive's members (see the module docstring), then unpack them into ``target``.
 
     Parameters
@@ -137,8 +141,10 @@ def _check_members(archive: zipfile.ZipFile, shown: str, limits: ZipLimits) -> l
         if member.flag_bits & 0x1:
             raise InvalidInput(f"{shown} holds {name!r}, which is encrypted; upload an archive without a password")
         if member.compress_type not in _READABLE_METHODS:
-            raise InvalidInput(f"{shown} holds {name!r}, compressed with a method winnow cannot read "
-                               f"(zip method {member.compress_type}); re-create the archive with deflate")
+            raise InvalidInput(
+                f"{shown} holds {name!r}, compressed with a method winnow cannot read "
+                f"(zip method {member.compress_type}); re-create the archive with deflate"
+            )
         if stat.S_ISLNK(member.external_attr >> 16):
             raise InvalidInput(f"{shown} holds {name!r}, a symbolic link; links are not accepted")
         folded = tuple(unicodedata.normalize("NFC", p).casefold() for p in parts)
@@ -151,8 +157,9 @@ def _check_members(archive: zipfile.ZipFile, shown: str, limits: ZipLimits) -> l
         for depth in range(1, len(folded)):
             other = files.get(folded[:depth])
             if other is not None:
-                raise InvalidInput(f"{shown} holds a file {other!r} and a folder of the same name ({name!r}); "
-                                   "rename one")
+                raise InvalidInput(
+                    f"{shown} holds a file {other!r} and a folder of the same name ({name!r}); rename one"
+                )
     for item in plan:
         _check_image_header(archive, item.info, shown)
     return plan
@@ -172,8 +179,10 @@ def _check_image_header(archive: zipfile.ZipFile, member: zipfile.ZipInfo, shown
     if extension == ".webp":
         ok = ok and head[8:12] == b"WEBP"
     if not ok:
-        raise InvalidInput(f"{shown} holds {member.filename!r}, which is not a {extension[1:].upper()} image "
-                           "(its first bytes say otherwise)")
+        raise InvalidInput(
+            f"{shown} holds {member.filename!r}, which is not a {extension[1:].upper()} image "
+            "(its first bytes say otherwise)"
+        )
 
 
 def _write(
@@ -197,6 +206,8 @@ def _write(
         except InvalidInput:
             raise
         except (zipfile.BadZipFile, RuntimeError, NotImplementedError, EOFError, ValueError) as exc:
-            raise InvalidInput(f"{shown} holds {item.info.filename!r}, which cannot be read ({_first_line(exc)})") from None
+            raise InvalidInput(
+                f"{shown} holds {item.info.filename!r}, which cannot be read ({_first_line(exc)})"
+            ) from None
         except OSError as exc:
             raise InvalidInput(f"{shown}: {item.info.filename!r} cannot be unpacked ({exc.strerror or exc})") from None

@@ -13,8 +13,7 @@ from collections.abc import Callable, Sequence
 
 from sqlalchemy.orm import Session
 
-from app.store import VERDICT_KINDS, EventRecord, SessionState, active_events, count_events, event_to_undo
-from app.store import record_event
+from app.store import VERDICT_KINDS, EventRecord, SessionState, active_events, count_events, event_to_undo, record_event
 from engine import check_choice
 from engine.exceptions import InvalidInput
 
@@ -84,7 +83,9 @@ def check_displayed(
     elif displayed == "rejects":
         # The Rejects page lists the open items and those flagged "none of these" (both are
         # undecided: app.service.delivery); conflicts it settles with a resolve instead.
-        offered = bool(state.open_items[position]) or bool(state.none_of_these[position] and not state.in_conflict[position])
+        offered = bool(state.open_items[position]) or bool(
+            state.none_of_these[position] and not state.in_conflict[position]
+        )
     else:
         offered = bool(state.in_conflict[position])
     if not offered:
@@ -113,10 +114,12 @@ def event_writer(
 
     def work(s: Session) -> int:
         if checked_events is not None and count_events(s, session_id) != checked_events:
-            raise StaleAnswer("Another answer arrived at the same moment; nothing was recorded. "
-                              "Look at the item again and answer.")
-        event = record_event(s, session_id=session_id, annotator=annotator, kind=kind, instance_position=position,
-                             label=label)
+            raise StaleAnswer(
+                "Another answer arrived at the same moment; nothing was recorded. Look at the item again and answer."
+            )
+        event = record_event(
+            s, session_id=session_id, annotator=annotator, kind=kind, instance_position=position, label=label
+        )
         s.flush()
         return int(event.id)
 

@@ -146,8 +146,11 @@ def served_order(
     if draws:
         drawn_items[np.fromiter(draws.values(), dtype=np.int64, count=len(draws))] = True
     # Draws waiting in a later audit slot: their items leave the ranked part.
-    waiting = {slot: pos for slot, pos in draws.items()
-               if slot >= base and slot < u.size and audit_slot[slot] and eligible[pos]}
+    waiting = {
+        slot: pos
+        for slot, pos in draws.items()
+        if slot >= base and slot < u.size and audit_slot[slot] and eligible[pos]
+    }
     held = np.zeros(n, dtype=bool)
     if waiting:
         held[list(waiting.values())] = True

@@ -111,7 +111,9 @@ def sign_in_with_password(Session: sessionmaker[Session], name: str, password: s
     return result.user
 
 
-def sign_in_with_identity(Session: sessionmaker[Session], claims: Mapping[str, Any], provider: str = "oidc") -> UserInfo:
+def sign_in_with_identity(
+    Session: sessionmaker[Session], claims: Mapping[str, Any], provider: str = "oidc"
+) -> UserInfo:
     """Sign in a person an OIDC provider authenticated (``st.user``'s claims).
 
     The winnow user is the first of :data:`OIDC_NAME_CLAIMS` the identity carries; it must be

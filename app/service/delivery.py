@@ -232,16 +232,20 @@ def decide_labels(
         From :func:`audited_answers`.
     settings : LabelSettings
     """
-    calibration = calibrate_threshold(audit_margin, audit_correct, target=settings.max_error,
-                                      confidence=settings.confidence)
+    calibration = calibrate_threshold(
+        audit_margin, audit_correct, target=settings.max_error, confidence=settings.confidence
+    )
     candidates = np.asarray(state.candidates)
     n = state.n_instances
     sizes = candidates.sum(axis=1)
     answered = np.fromiter((a is not None for a in state.answered_by), dtype=bool, count=n)
     flagged = np.asarray(state.none_of_these) | state.in_conflict
     open_items = np.asarray(state.open_items)
-    kept = open_items & (np.asarray(model_margin) >= calibration.threshold) if calibration.threshold is not None \
+    kept = (
+        open_items & (np.asarray(model_margin) >= calibration.threshold)
+        if calibration.threshold is not None
         else np.zeros(n, dtype=bool)
+    )
 
     source = np.full(n, LABEL_SOURCES.index("undecided"), dtype=np.int64)
     single = (sizes == 1) & ~flagged
@@ -265,10 +269,14 @@ def label_statement(counts: dict[str, int], calibration: Calibration, n_audited:
     """
     undecided = counts.get("undecided", 0)
     if calibration.threshold is None or calibration.bound is None:
-        return (f"model labels: not yet measured — {calibration.more_audits_needed} more audited answers needed; "
-                f"undecided: {undecided}")
-    return (f"model labels: {counts.get('model', 0)}, error ≤ {calibration.bound * 100:.1f}% at "
-            f"{calibration.confidence * 100:g}% confidence ({n_audited} audited answers); undecided: {undecided}")
+        return (
+            f"model labels: not yet measured — {calibration.more_audits_needed} more audited answers needed; "
+            f"undecided: {undecided}"
+        )
+    return (
+        f"model labels: {counts.get('model', 0)}, error ≤ {calibration.bound * 100:.1f}% at "
+        f"{calibration.confidence * 100:g}% confidence ({n_audited} audited answers); undecided: {undecided}"
+    )
 
 
 def delivered_table(base: pd.DataFrame, decision: LabelDecision, label_names: tuple[str, ...]) -> pd.DataFrame:
@@ -279,8 +287,11 @@ def delivered_table(base: pd.DataFrame, decision: LabelDecision, label_names: tu
     table = base.copy()
     table["label"] = pd.Series(label, dtype=object, index=table.index)
     at = table.columns.get_loc("label") + 1
-    table.insert(at, "label_source", pd.Series(np.asarray(LABEL_SOURCES, dtype=object)[decision.source],
-                                               dtype=object, index=table.index))
+    table.insert(
+        at,
+        "label_source",
+        pd.Series(np.asarray(LABEL_SOURCES, dtype=object)[decision.source], dtype=object, index=table.index),
+    )
     table.insert(at + 1, "confidence", decision.confidence)
     return table
 

@@ -78,6 +78,7 @@ class AnswerEffect:
         >>> AnswerEffect("cat", 0, settled=0, changed=0).outcome
         'no nearby item changes'
         """
+
         def items(n: int) -> str:
             return f"{n} nearby item" + ("" if n == 1 else "s")
 
@@ -183,7 +184,9 @@ def answer_effects(ranking: RankingState, state: SessionState, position: int) ->
         now_open = (after_necessary != after_possible).any(axis=1)
         changed = ((after_necessary != necessary) | (after_possible != possible)).any(axis=1)
         effects.append(
-            AnswerEffect(names[label], int(label), settled=int((was_open & ~now_open).sum()), changed=int(changed.sum()))
+            AnswerEffect(
+                names[label], int(label), settled=int((was_open & ~now_open).sum()), changed=int(changed.sum())
+            )
         )
     return effects
 

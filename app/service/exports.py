@@ -26,8 +26,16 @@ if TYPE_CHECKING:
     from app.service.workbench import Workbench
 
 __all__ = [
-    "EXPORT_KINDS", "EXPORT_FORMATS", "EXPORT_MIME", "EVENT_COLUMNS", "AUDIT_COLUMNS", "session_table", "events_table",
-    "audit_table", "export_bytes", "rank_file",
+    "EXPORT_KINDS",
+    "EXPORT_FORMATS",
+    "EXPORT_MIME",
+    "EVENT_COLUMNS",
+    "AUDIT_COLUMNS",
+    "session_table",
+    "events_table",
+    "audit_table",
+    "export_bytes",
+    "rank_file",
 ]
 
 #: What a session export can hold (``winnow export --what``).
@@ -65,8 +73,16 @@ def session_table(bench: Workbench, what: str, *, actor: str | None) -> pd.DataF
 
 #: Columns of the answer-log export, in order.
 EVENT_COLUMNS: tuple[str, ...] = (
-    "event_id", "created_at", "annotator", "kind", "position", "external_id", "label", "label_index",
-    "undoes_event_id", "undone_by_event_id",
+    "event_id",
+    "created_at",
+    "annotator",
+    "kind",
+    "position",
+    "external_id",
+    "label",
+    "label_index",
+    "undoes_event_id",
+    "undone_by_event_id",
 )
 
 
@@ -122,8 +138,10 @@ def events_table(Session: sessionmaker[Session], session_id: int, *, actor: str 
             "detail": pd.Series([a["detail"] for a in audit], dtype=object),
         }
     )
-    merged = pd.concat([table, rows], ignore_index=True) if not table.empty else rows.reindex(
-        columns=[*EVENT_COLUMNS, "audit_id", "actor", "detail"]
+    merged = (
+        pd.concat([table, rows], ignore_index=True)
+        if not table.empty
+        else rows.reindex(columns=[*EVENT_COLUMNS, "audit_id", "actor", "detail"])
     )
     return merged.sort_values("created_at", kind="stable").reset_index(drop=True)
 
@@ -211,8 +229,15 @@ def rank_file(
 
     check_choice(criterion, "criterion", CRITERIA)
     check_choice(weighting, "weighting", WEIGHTINGS)
-    allowed = {"text_column", "image_column", "audio_column", "link_column", "ignore_columns", "media_root",
-               "features_from"}
+    allowed = {
+        "text_column",
+        "image_column",
+        "audio_column",
+        "link_column",
+        "ignore_columns",
+        "media_root",
+        "features_from",
+    }
     unknown = sorted(set(content) - allowed)
     if unknown:
         raise TypeError(f"rank_file got unexpected keyword arguments {unknown}")
@@ -232,7 +257,12 @@ def rank_file(
             scores = query_scores(idx, w, Y, criterion=criterion, random_state=seed)
             is_open = open_targets(*label_sets(idx, w, Y))
     return ranked_query_table(
-        scores, Y, loaded.label_names, loaded.ids, open_neighbourhoods(idx, is_open, loaded.n_instances),
-        criterion=criterion, params={"k": k, "weighting": weighting, "source": str(path)},
+        scores,
+        Y,
+        loaded.label_names,
+        loaded.ids,
+        open_neighbourhoods(idx, is_open, loaded.n_instances),
+        criterion=criterion,
+        params={"k": k, "weighting": weighting, "source": str(path)},
         content={"text": loaded.texts, "media_path": loaded.media_paths, "link": loaded.links},
     )

@@ -135,8 +135,15 @@ def dataset_graph(
     write_transaction(
         Session,
         lambda s: save_graph(
-            s, dataset_id=dataset_id, content_hash=key, k=k, weighting=weighting, algorithm=algorithm,
-            idx=idx, w=w, build_seconds=seconds,
+            s,
+            dataset_id=dataset_id,
+            content_hash=key,
+            k=k,
+            weighting=weighting,
+            algorithm=algorithm,
+            idx=idx,
+            w=w,
+            build_seconds=seconds,
         ),
     )
     report("save", 1, 1)

@@ -22,7 +22,9 @@ if TYPE_CHECKING:
 __all__ = ["hotkeys_text", "parse_hotkeys_text", "set_session_keys"]
 
 
-def set_session_keys(bench: Workbench, mapping: Mapping[str, str | None] | None, *, actor: str | None) -> dict[str, str]:
+def set_session_keys(
+    bench: Workbench, mapping: Mapping[str, str | None] | None, *, actor: str | None
+) -> dict[str, str]:
     """Store a session's keyboard keys as ``actor`` (``None``: back to the default keys).
 
     The store refuses anyone but an admin in team mode (:mod:`app.store.policies.sessions`,

@@ -55,7 +55,9 @@ class ModelView:
         Y = np.array(candidates)
         model = self._model
         if model is None or model.n_neighbors != k:
-            model = self._model = DstPllClassifier(n_neighbors=k, random_state=0).fit(X, Y, neighbors=self._graph_of(k).idx)
+            model = self._model = DstPllClassifier(n_neighbors=k, random_state=0).fit(
+                X, Y, neighbors=self._graph_of(k).idx
+            )
         else:
             changed = np.flatnonzero((model.candidates_ != Y).any(axis=1))
             if changed.size:

@@ -29,7 +29,15 @@ __all__ = ["PROGRESS_COLUMNS", "replay_progress", "session_progress", "candidate
 #: Columns of :func:`replay_progress` (plus ``dst_accuracy`` and ``accepted_accuracy`` when
 #: true labels are known).
 PROGRESS_COLUMNS: tuple[str, ...] = (
-    "step", "event_id", "time", "kind", "answered", "open", "open_targets", "rejects", "expert_or_given",
+    "step",
+    "event_id",
+    "time",
+    "kind",
+    "answered",
+    "open",
+    "open_targets",
+    "rejects",
+    "expert_or_given",
 )
 
 

@@ -23,8 +23,9 @@ from engine.winners import label_sets, open_targets
 __all__ = ["RankingState", "make_ranker", "local_graph"]
 
 
-def make_ranker(config: SessionConfig, idx: np.ndarray, w: np.ndarray, candidates: np.ndarray,
-                targets: np.ndarray) -> Ranker:
+def make_ranker(
+    config: SessionConfig, idx: np.ndarray, w: np.ndarray, candidates: np.ndarray, targets: np.ndarray
+) -> Ranker:
     """The ranker of the session's criterion on its targets' neighbourhoods.
 
     The session id seeds the tie-breaking keys of ``"decision_change"`` and the ``"random"``
@@ -72,8 +73,9 @@ class RankingState:
     _sets: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
 
     @classmethod
-    def build(cls, config: SessionConfig, graph: GraphResult, original: np.ndarray,
-              candidates: np.ndarray) -> "RankingState":
+    def build(
+        cls, config: SessionConfig, graph: GraphResult, original: np.ndarray, candidates: np.ndarray
+    ) -> RankingState:
         """Targets from the session's ``target_set``, and its criterion's ranker on them."""
         n = original.shape[0]
         if config.target_set == "unlabelled":
@@ -133,4 +135,3 @@ class RankingState:
         """The target row of the item at ``position``, or ``None`` when it is not a target."""
         row = int(np.searchsorted(self.targets, position))
         return row if row < self.targets.size and self.targets[row] == position else None
-

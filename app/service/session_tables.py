@@ -22,8 +22,9 @@ def scoring_params(config: SessionConfig) -> dict[str, Any]:
     return {"k": config.k, "weighting": config.weighting, "target_set": config.target_set, "session": config.name}
 
 
-def ranked_table(state: SessionState, scores: np.ndarray, touched: np.ndarray,
-                 content: dict[str, tuple[str | None, ...]]) -> pd.DataFrame:
+def ranked_table(
+    state: SessionState, scores: np.ndarray, touched: np.ndarray, content: dict[str, tuple[str | None, ...]]
+) -> pd.DataFrame:
     """The ranked query list of the open items (conflicts and flagged items set aside),
     skipped items last: the order of :meth:`Workbench.queue`."""
     return ranked_query_table(
@@ -45,8 +46,10 @@ def in_served_order(table: pd.DataFrame, ranked: np.ndarray, served: np.ndarray)
     items, audits in their slots), ``rank`` numbered again from 1."""
     ranked, served = np.asarray(ranked, dtype=np.int64), np.asarray(served, dtype=np.int64)
     if ranked.size != len(table) or served.size != ranked.size:
-        raise ValueError(f"the ranked table has {len(table)} rows, the ranked queue {ranked.size} and the served "
-                         f"order {served.size} items: they must be the same items")
+        raise ValueError(
+            f"the ranked table has {len(table)} rows, the ranked queue {ranked.size} and the served "
+            f"order {served.size} items: they must be the same items"
+        )
     if ranked.size == 0 or np.array_equal(ranked, served):
         return table
     row_of = np.full(int(max(ranked.max(), served.max())) + 1, -1, dtype=np.int64)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.service.tasks import ProgressCallback, ProgressTracker
 from app.store import (
     READ_ACTIONS,
     SESSION_ACTIONS,
@@ -26,6 +27,8 @@ from app.store import (
     PermissionDenied,
     SessionConfig,
     SessionSpec,
+    authorize_session,
+    authorize_upload,
     check_dataset,
     check_dataset_name_free,
     check_name,
@@ -41,13 +44,10 @@ from app.store import (
     list_datasets,
     record_event,
     remove_abandoned_imports,
-    session_configs,
-    authorize_session,
-    authorize_upload,
     session_actions,
+    session_configs,
     write_transaction,
 )
-from app.service.tasks import ProgressCallback, ProgressTracker
 from engine import check_choice
 from engine.choices import DEFAULT_STRATEGY
 from engine.exceptions import InvalidInput
@@ -164,14 +164,22 @@ def import_file(
     report = ProgressTracker(progress)
     report("read", 0, None)
     if Path(path).is_dir():
-        column_options = {"text_column": text_column, "image_column": image_column, "audio_column": audio_column,
-                          "link_column": link_column, "media_root": media_root}
+        column_options = {
+            "text_column": text_column,
+            "image_column": image_column,
+            "audio_column": audio_column,
+            "link_column": link_column,
+            "media_root": media_root,
+        }
         given = [option for option, value in column_options.items() if value is not None]
         if given or tuple(ignore_columns):
-            raise InvalidInput(f"{', '.join(given or ['ignore_columns'])} apply to data files; a folder of images "
-                               "takes labels (its CSV) and features_from")
-        loaded = read_image_dataset(path, labels, unlisted=check_choice(unlisted, "unlisted", ("error", "ignore")),
-                                    features_from=features_from)
+            raise InvalidInput(
+                f"{', '.join(given or ['ignore_columns'])} apply to data files; a folder of images "
+                "takes labels (its CSV) and features_from"
+            )
+        loaded = read_image_dataset(
+            path, labels, unlisted=check_choice(unlisted, "unlisted", ("error", "ignore")), features_from=features_from
+        )
         if loaded.n_instances < min_rows:
             raise DataFileError(loaded.source, f"has {loaded.n_instances} images but at least {min_rows} are needed")
     else:
@@ -194,8 +202,9 @@ def import_file(
     n = loaded.n_instances
     report("read", n, n)
     report("store", 0, n)
-    dataset_id = store_dataset(Session, loaded, name=dataset_name, session=session,
-                               on_batch=lambda done, total: report("store", done, total))
+    dataset_id = store_dataset(
+        Session, loaded, name=dataset_name, session=session, on_batch=lambda done, total: report("store", done, total)
+    )
     return dataset_id, n
 
 
@@ -215,24 +224,26 @@ def store_dataset(
 
     record = loaded.featurizer
     try:
-        checked = check_dataset(DatasetSpec(
-            name=name,
-            X=loaded.X,
-            candidates=loaded.candidates,
-            label_names=loaded.label_names,
-            external_ids=loaded.ids,
-            true_labels=loaded.true_labels,
-            feature_names=loaded.feature_names,
-            layout=loaded.layout,
-            texts=loaded.texts,
-            media_paths=loaded.media_paths,
-            media_kinds=loaded.media_kinds,
-            links=loaded.links,
-            media_root=loaded.media_root,
-            featurizer=record.name if record is not None else None,
-            featurizer_params=record.params if record is not None else None,
-            featurizer_state=record.state if record is not None else None,
-        ))
+        checked = check_dataset(
+            DatasetSpec(
+                name=name,
+                X=loaded.X,
+                candidates=loaded.candidates,
+                label_names=loaded.label_names,
+                external_ids=loaded.ids,
+                true_labels=loaded.true_labels,
+                feature_names=loaded.feature_names,
+                layout=loaded.layout,
+                texts=loaded.texts,
+                media_paths=loaded.media_paths,
+                media_kinds=loaded.media_kinds,
+                links=loaded.links,
+                media_root=loaded.media_root,
+                featurizer=record.name if record is not None else None,
+                featurizer_params=record.params if record is not None else None,
+                featurizer_state=record.state if record is not None else None,
+            )
+        )
     except InvalidRecord as exc:
         raise DataFileError(loaded.source, str(exc)) from None
     return import_dataset(Session, checked, labelling=session, on_batch=on_batch).dataset_id
@@ -256,8 +267,15 @@ def import_image_folder(
     """
     if not Path(folder).is_dir():
         raise InvalidInput(f"{Path(folder).name!r} is not a folder of images")
-    return import_file(Session, folder, name=name or Path(folder).resolve().name, min_rows=min_rows, labels=labels,
-                       unlisted=unlisted, features_from=features_from)
+    return import_file(
+        Session,
+        folder,
+        name=name or Path(folder).resolve().name,
+        min_rows=min_rows,
+        labels=labels,
+        unlisted=unlisted,
+        features_from=features_from,
+    )
 
 
 def featurize_items(Session: sessionmaker[Session], dataset: int | str, items: Sequence[Any]) -> np.ndarray:
@@ -318,7 +336,13 @@ def create_session(
 
     def work(s: Session) -> int:
         labelling = create_labelling_session(
-            s, dataset_id=dataset_id, name=name, k=k, weighting=weighting, criterion=criterion, target_set=target_set,
+            s,
+            dataset_id=dataset_id,
+            name=name,
+            k=k,
+            weighting=weighting,
+            criterion=criterion,
+            target_set=target_set,
             actor=actor,
         )
         s.flush()
@@ -363,8 +387,10 @@ def creation_rights(Session: sessionmaker[Session], *, actor: str | None) -> fro
     and ``"upload"`` (a file), as :mod:`app.store.policies` decides (admins in team mode)."""
     rights = set()
     with Session() as s:
-        for right, check in (("create", lambda: authorize_session(s, actor, "create")),
-                             ("upload", lambda: authorize_upload(s, actor))):
+        for right, check in (
+            ("create", lambda: authorize_session(s, actor, "create")),
+            ("upload", lambda: authorize_upload(s, actor)),
+        ):
             try:
                 check()
             except PermissionDenied:
@@ -419,7 +445,12 @@ def record_answer(
     def work(s: Session) -> int:
         position = None if item is None else instance_position(s, session_id, item)
         event = record_event(
-            s, session_id=session_id, annotator=annotator, kind=kind, instance_position=position, label=label,
+            s,
+            session_id=session_id,
+            annotator=annotator,
+            kind=kind,
+            instance_position=position,
+            label=label,
             idempotency_key=idempotency_key,
         )
         s.flush()
@@ -428,9 +459,7 @@ def record_answer(
     return write_transaction(Session, work)
 
 
-def record_answers_file(
-    Session: sessionmaker[Session], session_name: str, path: str | Path, *, annotator: str
-) -> int:
+def record_answers_file(Session: sessionmaker[Session], session_name: str, path: str | Path, *, annotator: str) -> int:
     """Record every answer of a file (``id,label[,annotator]``) in one transaction; returns
     how many.
 
@@ -455,8 +484,14 @@ def record_answers_file(
         for row in rows:
             try:
                 position = instance_position(s, session_id, row.item)
-                record_event(s, session_id=session_id, annotator=row.annotator or annotator, kind="answer",
-                             instance_position=position, label=row.label)
+                record_event(
+                    s,
+                    session_id=session_id,
+                    annotator=row.annotator or annotator,
+                    kind="answer",
+                    instance_position=position,
+                    label=row.label,
+                )
                 s.flush()
             except InvalidInput as exc:
                 raise DataFileError(path, str(exc), row=row.row, has_header=has_header) from None
@@ -475,8 +510,13 @@ def ensure_sample_session(Session: sessionmaker[Session], name: str = "demo") ->
     spec = SessionSpec(name, k=10, weighting="uniform", criterion=DEFAULT_STRATEGY, target_set="all")
     if SAMPLE_DATASET in dataset_names(Session):
         return create_session(
-            Session, dataset_id=dataset_id_by_name(Session, SAMPLE_DATASET), name=spec.name, k=spec.k,
-            weighting=spec.weighting, criterion=spec.criterion, target_set=spec.target_set,
+            Session,
+            dataset_id=dataset_id_by_name(Session, SAMPLE_DATASET),
+            name=spec.name,
+            k=spec.k,
+            weighting=spec.weighting,
+            criterion=spec.criterion,
+            target_set=spec.target_set,
         )
     import_file(Session, SAMPLE_FILE, name=SAMPLE_DATASET, session=spec)
     return session_id_by_name(Session, name)

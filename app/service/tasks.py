@@ -116,7 +116,11 @@ class ProgressTracker:
         if stage != self._stage:
             self._stage, self._started = stage, time.monotonic()
         if self.callback is not None:
-            self.callback(ProgressUpdate(stage, int(done), None if total is None else int(total), time.monotonic() - self._started))
+            self.callback(
+                ProgressUpdate(
+                    stage, int(done), None if total is None else int(total), time.monotonic() - self._started
+                )
+            )
 
 
 @dataclass
@@ -167,7 +171,9 @@ class BuildRegistry:
         with self._lock:
             return self._jobs.get(key)
 
-    def start(self, key: Hashable, work: Callable[[ProgressCallback], T], *, group: Hashable | None = None) -> BuildJob[T]:
+    def start(
+        self, key: Hashable, work: Callable[[ProgressCallback], T], *, group: Hashable | None = None
+    ) -> BuildJob[T]:
         """The job of ``key``: the existing one unless it failed, else ``work`` in a new thread.
 
         ``work`` receives the job's progress callback and returns the job's result.

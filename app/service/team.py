@@ -184,8 +184,9 @@ def pair_agreement(events: Sequence[EventRecord], label_names: Sequence[str]) ->
             kappa = float("nan")
         else:
             kappa = float(cohen_kappa_score(first, second))
-        rows.append({"annotator_a": a, "annotator_b": b, "items": len(common), "raw_agreement": agree,
-                     "cohen_kappa": kappa})
+        rows.append(
+            {"annotator_a": a, "annotator_b": b, "items": len(common), "raw_agreement": agree, "cohen_kappa": kappa}
+        )
     return pd.DataFrame(rows, columns=["annotator_a", "annotator_b", "items", "raw_agreement", "cohen_kappa"])
 
 
@@ -203,9 +204,7 @@ def agreement(events: Sequence[EventRecord]) -> dict[str, float | int]:
     return {"items_shared": len(shared), "raw_agreement": float(np.mean(same)) if same else float("nan")}
 
 
-def team_figures(
-    bench: Workbench, *, actor: str | None
-) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, float | int]]:
+def team_figures(bench: Workbench, *, actor: str | None) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, float | int]]:
     """A session's :func:`annotator_progress`, :func:`pair_agreement` and :func:`agreement`,
     from its event log (what ``winnow session status`` and the Progress page show).
 

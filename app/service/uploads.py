@@ -35,7 +35,14 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.service.sessions import create_session, import_file, session_id_by_name
 from app.service.tasks import ProgressCallback
-from app.store import SessionSpec, authorize_session, authorize_upload, check_session_spec, list_datasets, session_configs
+from app.store import (
+    SessionSpec,
+    authorize_session,
+    authorize_upload,
+    check_session_spec,
+    list_datasets,
+    session_configs,
+)
 from engine.exceptions import InvalidInput
 
 __all__ = [
@@ -62,8 +69,25 @@ DATA_FILE_EXTENSIONS: tuple[str, ...] = (".csv", ".tsv", ".txt", ".parquet", ".m
 #: Extensions of an archive of data and media files.
 ARCHIVE_EXTENSIONS: tuple[str, ...] = (".zip",)
 #: Extensions of the images and audio clips an upload may hold.
-MEDIA_EXTENSIONS: tuple[str, ...] = (".png", ".jpg", ".jpeg", ".gif", ".bmp", ".tif", ".tiff", ".webp",
-                                     ".wav", ".wave", ".mp3", ".ogg", ".oga", ".opus", ".flac", ".m4a", ".aac")
+MEDIA_EXTENSIONS: tuple[str, ...] = (
+    ".png",
+    ".jpg",
+    ".jpeg",
+    ".gif",
+    ".bmp",
+    ".tif",
+    ".tiff",
+    ".webp",
+    ".wav",
+    ".wave",
+    ".mp3",
+    ".ogg",
+    ".oga",
+    ".opus",
+    ".flac",
+    ".m4a",
+    ".aac",
+)
 #: Extensions the upload form accepts (data files, a zip archive, images and audio clips).
 UPLOAD_EXTENSIONS: tuple[str, ...] = (*DATA_FILE_EXTENSIONS, *ARCHIVE_EXTENSIONS, *MEDIA_EXTENSIONS)
 
@@ -176,11 +200,20 @@ def import_upload(
     by_kind: dict[str, list[tuple[str, bytes]]] = {"table": [], "zip": [], "media": []}
     for file_name, content in files:
         extension = Path(file_name).suffix.lower()
-        kind = ("table" if extension in DATA_FILE_EXTENSIONS else "zip" if extension in ARCHIVE_EXTENSIONS
-                else "media" if extension in MEDIA_EXTENSIONS else None)
+        kind = (
+            "table"
+            if extension in DATA_FILE_EXTENSIONS
+            else "zip"
+            if extension in ARCHIVE_EXTENSIONS
+            else "media"
+            if extension in MEDIA_EXTENSIONS
+            else None
+        )
         if kind is None:
-            raise InvalidInput(f"{Path(file_name).name!r} is not a data file, a zip archive, an image or an audio clip "
-                               f"(accepted: {', '.join(UPLOAD_EXTENSIONS)})")
+            raise InvalidInput(
+                f"{Path(file_name).name!r} is not a data file, a zip archive, an image or an audio clip "
+                f"(accepted: {', '.join(UPLOAD_EXTENSIONS)})"
+            )
         by_kind[kind].append((file_name, content))
     if len(by_kind["table"]) > 1:
         raise InvalidInput(f"upload one data file at a time; got {', '.join(repr(n) for n, _ in by_kind['table'])}")
@@ -191,8 +224,9 @@ def import_upload(
             path = Path(folder) / safe_file_name(file_name)
             path.write_bytes(content)
             try:
-                dataset_id, _ = import_file(Session, path, name=name, min_rows=min_rows, progress=progress,
-                                            session=session, **options)
+                dataset_id, _ = import_file(
+                    Session, path, name=name, min_rows=min_rows, progress=progress, session=session, **options
+                )
             except DataFileError as exc:
                 # The reader names the temporary copy; show the name the user knows.
                 raise InvalidInput(str(exc).replace(str(path), file_name)) from None
@@ -207,8 +241,9 @@ def import_upload(
         for file_name, content in by_kind["media"]:
             destination = folder / safe_file_name(file_name)
             if destination.exists():  # "x y.png" and "x_y.png" are both stored as x_y.png
-                raise InvalidInput(f"{Path(file_name).name!r} would replace another uploaded file "
-                                   f"({destination.name!r}); rename one")
+                raise InvalidInput(
+                    f"{Path(file_name).name!r} would replace another uploaded file ({destination.name!r}); rename one"
+                )
             destination.write_bytes(content)
         tables = [(n, c) for n, c in by_kind["table"]]
         if tables:
@@ -219,23 +254,33 @@ def import_upload(
         else:
             found = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in DATA_FILE_EXTENSIONS)
             if len(found) > 1:
-                raise InvalidInput(f"the archive holds {len(found)} data files "
-                                   f"({', '.join(p.relative_to(folder).as_posix() for p in found[:3])}); keep one")
+                raise InvalidInput(
+                    f"the archive holds {len(found)} data files "
+                    f"({', '.join(p.relative_to(folder).as_posix() for p in found[:3])}); keep one"
+                )
             data = found[0] if found else None
             shown = data.relative_to(folder).as_posix() if data is not None else "the uploaded images"
         try:
             if data is None:
                 if options:
-                    raise InvalidInput("column choices apply to a data file; these images have none (one "
-                                       "sub-folder per label is expected)")
-                dataset_id, _ = import_file(Session, folder, name=name, min_rows=min_rows, progress=progress,
-                                            session=session)
+                    raise InvalidInput(
+                        "column choices apply to a data file; these images have none (one "
+                        "sub-folder per label is expected)"
+                    )
+                dataset_id, _ = import_file(
+                    Session, folder, name=name, min_rows=min_rows, progress=progress, session=session
+                )
             else:
-                dataset_id, _ = import_file(Session, data, name=name, min_rows=min_rows, progress=progress,
-                                            session=session, **options)
+                dataset_id, _ = import_file(
+                    Session, data, name=name, min_rows=min_rows, progress=progress, session=session, **options
+                )
         except DataFileError as exc:
-            raise InvalidInput(str(exc).replace(str(data if data is not None else folder), shown)
-                               .replace(str(folder.resolve()), "upload").replace(str(folder), "upload")) from None
+            raise InvalidInput(
+                str(exc)
+                .replace(str(data if data is not None else folder), shown)
+                .replace(str(folder.resolve()), "upload")
+                .replace(str(folder), "upload")
+            ) from None
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
@@ -316,14 +361,21 @@ def start_session(
                 "rename the file or create the session from the stored dataset"
             )
         # Dataset and session are published together: a bad upload leaves neither.
-        import_upload(Session, uploads, name=dataset_stem, min_rows=k + 1, columns=columns, progress=progress,
-                      session=spec)
+        import_upload(
+            Session, uploads, name=dataset_stem, min_rows=k + 1, columns=columns, progress=progress, session=spec
+        )
         return session_id_by_name(Session, spec.name)
     if dataset_name not in known_datasets:
         raise InvalidInput(f"no dataset called {dataset_name!r}; known datasets: {sorted(known_datasets)}")
     return create_session(
-        Session, dataset_id=known_datasets[dataset_name], name=spec.name, k=spec.k, weighting=spec.weighting,
-        criterion=spec.criterion, target_set=spec.target_set, actor=actor,
+        Session,
+        dataset_id=known_datasets[dataset_name],
+        name=spec.name,
+        k=spec.k,
+        weighting=spec.weighting,
+        criterion=spec.criterion,
+        target_set=spec.target_set,
+        actor=actor,
     )
 
 

@@ -38,19 +38,34 @@ import pandas as pd
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.service import answers, audits, delivery, explanations, session_tables
-from app.service.delivery import DeliveredLabels
 from app.service.answers import OFFERS, StaleAnswer
+from app.service.delivery import DeliveredLabels
 from app.service.explanations import AnswerEffect, Neighbour, QueryExplanation, TargetExplanation
 from app.service.graphs import GraphResult, dataset_graph
 from app.service.item_content import ContentReader, ItemContent
 from app.service.model_view import ModelView, RejectQueue
 from app.service.ranking_state import RankingState
 from app.service.tasks import ProgressCallback, ProgressTracker
-from app.store import ACTION_KEYS, EventRecord, LabelSettings, SessionConfig, SessionState, count_events
-from app.store import default_hotkeys
-from app.store import audit_draws, label_settings, save_audit_draws
-from app.store import derive_state, feature_matrix_stored, lease_holders, load_state
-from app.store import save_feature_matrix, session_events, set_session_hotkeys, write_transaction
+from app.store import (
+    ACTION_KEYS,
+    EventRecord,
+    LabelSettings,
+    SessionConfig,
+    SessionState,
+    audit_draws,
+    count_events,
+    default_hotkeys,
+    derive_state,
+    feature_matrix_stored,
+    label_settings,
+    lease_holders,
+    load_state,
+    save_audit_draws,
+    save_feature_matrix,
+    session_events,
+    set_session_hotkeys,
+    write_transaction,
+)
 from engine.ranking import Ranker
 
 __all__ = [
@@ -90,7 +105,9 @@ class Workbench:
     _labels: tuple[int, int, LabelSettings, DeliveredLabels] | None = field(init=False, default=None, repr=False)
 
     @classmethod
-    def open(cls, Session: sessionmaker[Session], session_id: int, *, progress: ProgressCallback | None = None) -> "Workbench":
+    def open(
+        cls, Session: sessionmaker[Session], session_id: int, *, progress: ProgressCallback | None = None
+    ) -> Workbench:
         """Read session ``session_id``, load (or build once) its neighbour graph, rank its items.
 
         ``progress`` is told about each stage: ``load`` (items read from the store),
@@ -168,7 +185,9 @@ class Workbench:
         graph = dataset_graph(
             self.Session, dataset_id=cfg.dataset_id, X=self.state.X, k=cfg.k, weighting=cfg.weighting, progress=report
         )
-        n_targets = n if cfg.target_set != "unlabelled" else int((self.state.original_candidates.sum(axis=1) >= 2).sum())
+        n_targets = (
+            n if cfg.target_set != "unlabelled" else int((self.state.original_candidates.sum(axis=1) >= 2).sum())
+        )
         report("score", 0, n_targets)
         self.ranking = RankingState.build(cfg, graph, self.state.original_candidates, np.array(self.state.candidates))
         report("score", n_targets, n_targets)
@@ -265,8 +284,13 @@ class Workbench:
             base = audits.served_base(st.answered_by)
             for _ in range(3):  # a draw another process stored first wins: serve its item
                 order = audits.served_order(
-                    self.ranked_queue(), eligible, self._draws, base=base, audit_share=self._settings.audit_share,
-                    session_id=self.session_id, top=top,
+                    self.ranked_queue(),
+                    eligible,
+                    self._draws,
+                    base=base,
+                    audit_share=self._settings.audit_share,
+                    session_id=self.session_id,
+                    top=top,
                 )
                 if not order.new_draws:
                     return order
@@ -434,12 +458,22 @@ class Workbench:
                     answers.check_undo(events, annotator, undoes)
                 else:
                     answers.check_displayed(
-                        events, self.state, annotator, kind, position, displayed,
-                        queue_head=self._queue_head, lease_holders=self._lease_holders,
+                        events,
+                        self.state,
+                        annotator,
+                        kind,
+                        position,
+                        displayed,
+                        queue_head=self._queue_head,
+                        lease_holders=self._lease_holders,
                     )
                 checked_events = self.state.n_events
             work = answers.event_writer(
-                self.session_id, annotator=annotator, kind=kind, position=position, label=label,
+                self.session_id,
+                annotator=annotator,
+                kind=kind,
+                position=position,
+                label=label,
                 checked_events=checked_events,
             )
             event_id = write_transaction(self.Session, work)
@@ -525,8 +559,9 @@ class Workbench:
             model = self._model.fitted(st.X, st.candidates, self.config.k)
             drawn = np.fromiter(self._draws.values(), dtype=np.int64, count=len(self._draws))
             _, audit_margin, audit_correct = delivery.audited_answers(st, drawn, self.graph.idx)
-            decision = delivery.decide_labels(st, model.disambiguate_, model.disambiguate_margin_, audit_margin,
-                                              audit_correct, self._settings)
+            decision = delivery.decide_labels(
+                st, model.disambiguate_, model.disambiguate_margin_, audit_margin, audit_correct, self._settings
+            )
             counts = decision.counts()
             base = session_tables.labelled_table(st, self._content.export_content())
             labels = DeliveredLabels(

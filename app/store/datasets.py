@@ -167,10 +167,17 @@ class CheckedDataset:
         """The :class:`Dataset` row of this dataset (not yet added to a session)."""
         n, d = self.X.shape
         return Dataset(
-            name=self.name, label_names=self.label_names, n_instances=n, n_features=d,
-            feature_names=self.feature_names, layout=self.layout, media_root=self.content.media_root,
-            featurizer=self.featurizer.name, featurizer_params=self.featurizer.params,
-            featurizer_state=self.featurizer.state, published=published,
+            name=self.name,
+            label_names=self.label_names,
+            n_instances=n,
+            n_features=d,
+            feature_names=self.feature_names,
+            layout=self.layout,
+            media_root=self.content.media_root,
+            featurizer=self.featurizer.name,
+            featurizer_params=self.featurizer.params,
+            featurizer_state=self.featurizer.state,
+            published=published,
         )
 
 
@@ -207,7 +214,9 @@ def check_dataset_name_free(session: Session, name: str) -> None:
     published, staged_by = taken
     if published:
         raise InvalidRecord(f"name: a dataset called {name!r} already exists")
-    raise InvalidRecord(f"name: a dataset called {name!r} is being imported (by {staged_by}); wait for it or choose another name")
+    raise InvalidRecord(
+        f"name: a dataset called {name!r} is being imported (by {staged_by}); wait for it or choose another name"
+    )
 
 
 def create_dataset(session: Session, spec: DatasetSpec | None = None, /, **fields: Any) -> Dataset:
@@ -268,9 +277,7 @@ class DatasetContent:
     @property
     def has_content(self) -> bool:
         """Whether any item has a text, a media file or a link."""
-        return any(
-            value is not None for column in (self.texts, self.media_paths, self.links) for value in column
-        )
+        return any(value is not None for column in (self.texts, self.media_paths, self.links) for value in column)
 
 
 @dataclass(frozen=True)
@@ -299,7 +306,9 @@ def dataset_featurizer(session: Session, dataset_id: int) -> StoredFeaturizer | 
     dataset = get_dataset_by_id(session, dataset_id)
     if dataset.featurizer is None:
         return None
-    return StoredFeaturizer(dataset.featurizer, dict(dataset.featurizer_params or {}), bytes(dataset.featurizer_state or b""))
+    return StoredFeaturizer(
+        dataset.featurizer, dict(dataset.featurizer_params or {}), bytes(dataset.featurizer_state or b"")
+    )
 
 
 def list_datasets(session: Session) -> list[Dataset]:
@@ -506,25 +515,31 @@ def _check_content(
     for position, (path, kind) in enumerate(zip(paths, kinds, strict=True)):
         where = describe_row(position, ids)
         if (path is None) != (kind is None):
-            raise InvalidRecord(f"media_paths/media_kinds: {where} has a media path without a kind or a kind "
-                                "without a path", row=position)
+            raise InvalidRecord(
+                f"media_paths/media_kinds: {where} has a media path without a kind or a kind without a path",
+                row=position,
+            )
         if path is None:
             continue
         if kind not in MEDIA_KINDS:
-            raise InvalidRecord(f"media_kinds: {where} is {kind!r}; expected one of {', '.join(MEDIA_KINDS)}",
-                                row=position)
+            raise InvalidRecord(
+                f"media_kinds: {where} is {kind!r}; expected one of {', '.join(MEDIA_KINDS)}", row=position
+            )
         pure = PurePosixPath(path)
         if not path.strip() or pure.is_absolute() or "\\" in path or ".." in pure.parts or len(path) > MEDIA_PATH_MAX:
             raise InvalidRecord(
                 f"media_paths: {where} is {path[:80]!r}; a media path is relative to the media root, "
-                f"'/'-separated, without '..', at most {MEDIA_PATH_MAX} characters", row=position,
+                f"'/'-separated, without '..', at most {MEDIA_PATH_MAX} characters",
+                row=position,
             )
     for position, link in enumerate(link_values):
-        if link is not None and (not link.startswith(("http://", "https://")) or len(link) > LINK_MAX
-                                 or any(ch.isspace() for ch in link)):
+        if link is not None and (
+            not link.startswith(("http://", "https://")) or len(link) > LINK_MAX or any(ch.isspace() for ch in link)
+        ):
             raise InvalidRecord(
                 f"links: {describe_row(position, ids)} is {link[:80]!r}; a link is an http(s) URL without "
-                f"spaces of at most {LINK_MAX} characters", row=position,
+                f"spaces of at most {LINK_MAX} characters",
+                row=position,
             )
     if media_root is not None:
         if not isinstance(media_root, str):
@@ -566,7 +581,9 @@ def _check_featurizer(name: Any, params: Any, state: Any) -> _FeaturizerRow:
     return _FeaturizerRow(name, plain, bytes(state))
 
 
-def write_instances(session: Session, dataset_id: int, checked: CheckedDataset, start: int = 0, stop: int | None = None) -> None:
+def write_instances(
+    session: Session, dataset_id: int, checked: CheckedDataset, start: int = 0, stop: int | None = None
+) -> None:
     """Insert the instances ``start .. stop - 1`` of a checked dataset, :data:`INSERT_CHUNK` rows
     per bulk INSERT.
 

@@ -127,9 +127,7 @@ def database_url(path_or_url: str | os.PathLike[str]) -> str:
     if isinstance(path_or_url, os.PathLike):
         path_or_url = os.fspath(path_or_url)
     if not isinstance(path_or_url, str):
-        raise TypeError(
-            f"path_or_url must be a str or a path, got {type(path_or_url).__name__}"
-        )
+        raise TypeError(f"path_or_url must be a str or a path, got {type(path_or_url).__name__}")
     text = path_or_url.strip()
     if not text:
         raise StoreUnavailable("path_or_url is empty: give a SQLite file path or a SQLAlchemy URL")
@@ -159,17 +157,15 @@ def _check_sqlite_folder(url: str) -> None:
         if not database.parent.is_dir():
             raise StoreUnavailable(f"{_shown(url)}: folder {str(database.parent)!r} does not exist")
         if database.is_dir():
-            raise StoreUnavailable(f"{_shown(url)} is a folder; give a SQLite file inside it, e.g. {str(database / 'winnow.db')!r}")
+            raise StoreUnavailable(
+                f"{_shown(url)} is a folder; give a SQLite file inside it, e.g. {str(database / 'winnow.db')!r}"
+            )
 
 
 def _is_file_sqlite(url: str) -> bool:
     parsed = make_url(url)
     database = parsed.database or ""
-    return (
-        parsed.get_backend_name() == "sqlite"
-        and database not in ("", ":memory:")
-        and "mode=memory" not in url
-    )
+    return parsed.get_backend_name() == "sqlite" and database not in ("", ":memory:") and "mode=memory" not in url
 
 
 def sqlite_synchronous(url: str) -> tuple[str, str]:
@@ -246,7 +242,9 @@ def make_engine(path_or_url: str | os.PathLike[str], **kwargs: Any) -> Engine:
     try:
         engine = create_engine(url, **kwargs)
     except NoSuchModuleError:
-        raise StoreUnavailable(f"{_shown(url)}: no SQLAlchemy dialect for this URL (use sqlite:// or postgresql+psycopg://)") from None
+        raise StoreUnavailable(
+            f"{_shown(url)}: no SQLAlchemy dialect for this URL (use sqlite:// or postgresql+psycopg://)"
+        ) from None
     except ImportError as exc:  # the URL's driver is not installed (e.g. psycopg without winnow[scale])
         raise StoreUnavailable(f"{_shown(url)}: its database driver is not installed ({exc.name or exc})") from None
     if engine.dialect.name == "sqlite":
@@ -314,12 +312,15 @@ def _known_revisions() -> frozenset[str]:
     """The revision ids of the migrations shipped with this winnow."""
     from alembic.script import ScriptDirectory
 
-    return frozenset(script.revision for script in ScriptDirectory.from_config(alembic_config("sqlite://")).walk_revisions())
+    return frozenset(
+        script.revision for script in ScriptDirectory.from_config(alembic_config("sqlite://")).walk_revisions()
+    )
 
 
 def _how_to_create(shown: str) -> str:
-    return (f"no winnow store at {shown} (create one with `winnow import FILE --db {shown}` "
-            f"or `winnow init --db {shown}`)")
+    return (
+        f"no winnow store at {shown} (create one with `winnow import FILE --db {shown}` or `winnow init --db {shown}`)"
+    )
 
 
 def _check_revision(shown: str, revision: str | None) -> None:
@@ -375,8 +376,9 @@ def _check_sqlite_file(url: str, *, create: bool) -> None:
         raise StoreUnavailable(f"{shown} cannot be read as a winnow store: {_first_line(exc)}") from None
     if "alembic_version" not in tables:
         if tables:
-            raise StoreUnavailable(f"{shown} is not a winnow store (a SQLite database without winnow's tables); "
-                                   "give another --db")
+            raise StoreUnavailable(
+                f"{shown} is not a winnow store (a SQLite database without winnow's tables); give another --db"
+            )
         if not create:
             raise StoreUnavailable(_how_to_create(shown) + "; the database is empty")
         return
@@ -481,7 +483,9 @@ def open_store(path_or_url: str | os.PathLike[str], *, create: bool = True) -> s
             engine.dispose()
             if is_locked_error(exc):
                 raise
-            raise StoreUnavailable(f"{_shown(url)} cannot be opened as a winnow store: {_first_line(exc.orig)}") from None
+            raise StoreUnavailable(
+                f"{_shown(url)} cannot be opened as a winnow store: {_first_line(exc.orig)}"
+            ) from None
         except BaseException:
             engine.dispose()
             raise

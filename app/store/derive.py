@@ -303,9 +303,7 @@ def readonly(array: np.ndarray) -> np.ndarray:
     return array
 
 
-def derive_item(
-    events: Iterable[EventRecord], original_candidates: np.ndarray
-) -> ItemState:
+def derive_item(events: Iterable[EventRecord], original_candidates: np.ndarray) -> ItemState:
     """Derive one item's state from all of its events (undos included).
 
     Parameters
@@ -337,9 +335,7 @@ def derive_item(
                 raise InvalidInput(f"event {e.id}: event {target.id} is already undone")
             undone.add(target.id)
         elif e.kind in LABELLED_KINDS and (e.label is None or not 0 <= e.label < original.size):
-            raise InvalidInput(
-                f"event {e.id}: label {e.label!r} is not a label index in [0, {original.size})"
-            )
+            raise InvalidInput(f"event {e.id}: label {e.label!r} is not a label index in [0, {original.size})")
 
     active = active_events(ordered)
     skipped = any(e.kind == "skip" for e in active)
@@ -385,9 +381,7 @@ def derive_item(
     )
 
 
-def derive_state(
-    events: Iterable[EventRecord], original_candidates: np.ndarray
-) -> DerivedState:
+def derive_state(events: Iterable[EventRecord], original_candidates: np.ndarray) -> DerivedState:
     """Derive the current state of every item from a session's events.
 
     Pure: no database, no clock. :func:`app.store.sessions.load_state` calls it; a replay
@@ -406,9 +400,7 @@ def derive_state(
     """
     original = np.asarray(original_candidates, dtype=bool)
     if original.ndim != 2:
-        raise InvalidInput(
-            f"original_candidates must be 2-D (n_instances, n_labels), got shape {original.shape}"
-        )
+        raise InvalidInput(f"original_candidates must be 2-D (n_instances, n_labels), got shape {original.shape}")
     n = original.shape[0]
     per_item: dict[int, list[EventRecord]] = {}
     n_events = 0

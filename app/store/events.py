@@ -340,6 +340,7 @@ def _check_same_request(
         differences.append(f"item {earlier_instance.external_id!r}, not {instance.external_id!r}")
     label_index = _label_index(label, names) if label is not None else None
     if label_index != earlier.label:
+
         def shown(j: int | None) -> str:
             return repr(names[j]) if j is not None else "no label"
 

@@ -159,7 +159,9 @@ def load_feature_matrix(session: Session, dataset_id: int, n_instances: int, n_f
     array of shape (n_instances, n_features), float64, or None
     """
     blocks = session.execute(
-        select(FeatureBlock.start, FeatureBlock.n_rows).where(FeatureBlock.dataset_id == dataset_id).order_by(FeatureBlock.start)
+        select(FeatureBlock.start, FeatureBlock.n_rows)
+        .where(FeatureBlock.dataset_id == dataset_id)
+        .order_by(FeatureBlock.start)
     ).all()
     starts = [start for start, _ in blocks]
     ends = [start + rows for start, rows in blocks]
@@ -172,15 +174,20 @@ def load_feature_matrix(session: Session, dataset_id: int, n_instances: int, n_f
         )
         if data is None:  # deleted since the blocks were listed: they no longer cover the matrix
             return None
-        X[start : start + rows] = decode_block(data, rows, n_features, where=f"feature block {start} of dataset {dataset_id}")
+        X[start : start + rows] = decode_block(
+            data, rows, n_features, where=f"feature block {start} of dataset {dataset_id}"
+        )
     return X
 
 
 def features_from_rows(session: Session, dataset_id: int, n_instances: int, n_features: int) -> np.ndarray:
     """The feature matrix read from the instances' rows (one ordered ``SELECT``)."""
-    rows = session.connection().execute(
-        select(Instance.features).where(Instance.dataset_id == dataset_id).order_by(Instance.position)
-    ).scalars().all()
+    rows = (
+        session.connection()
+        .execute(select(Instance.features).where(Instance.dataset_id == dataset_id).order_by(Instance.position))
+        .scalars()
+        .all()
+    )
     if len(rows) != n_instances:
         raise InvalidRecord(f"dataset {dataset_id} holds {len(rows)} instances, expected {n_instances}")
     return np.frombuffer(b"".join(rows), dtype="<f8").reshape(n_instances, n_features).astype(np.float64)

@@ -49,8 +49,12 @@ def find_graph(session: Session, content_hash: str) -> StoredGraph | None:
     """
     row = session.execute(
         select(
-            NeighbourGraph.idx, NeighbourGraph.w, NeighbourGraph.k, NeighbourGraph.n_targets,
-            NeighbourGraph.algorithm, NeighbourGraph.build_seconds,
+            NeighbourGraph.idx,
+            NeighbourGraph.w,
+            NeighbourGraph.k,
+            NeighbourGraph.n_targets,
+            NeighbourGraph.algorithm,
+            NeighbourGraph.build_seconds,
         ).where(NeighbourGraph.content_hash == content_hash)
     ).first()
     if row is None:
@@ -125,7 +129,11 @@ def graph_hashes(session: Session, dataset_id: int) -> list[str]:
     """Content hashes of the graphs stored for a dataset, oldest first."""
     dataset_id = check_int(dataset_id, "dataset_id")
     return list(
-        session.scalars(select(NeighbourGraph.content_hash).where(NeighbourGraph.dataset_id == dataset_id).order_by(NeighbourGraph.id))
+        session.scalars(
+            select(NeighbourGraph.content_hash)
+            .where(NeighbourGraph.dataset_id == dataset_id)
+            .order_by(NeighbourGraph.id)
+        )
     )
 
 

@@ -213,7 +213,8 @@ def set_session_hotkeys(
         detail = f"default keys: {detail}"
     with session.begin_nested():
         labelling.hotkeys = checked
-        record_audit(session, "hotkeys_changed", actor or "(command line)", actor=actor, session_id=labelling.id,
-                     detail=detail)
+        record_audit(
+            session, "hotkeys_changed", actor or "(command line)", actor=actor, session_id=labelling.id, detail=detail
+        )
         session.flush()
     return after

@@ -103,8 +103,9 @@ def _describe_change(before: LabelSettings, after: LabelSettings) -> str:
     return "; ".join(changes) or "no change"
 
 
-def set_label_settings(session: Session, *, session_id: int, settings: LabelSettings,
-                       actor: str | None = None) -> LabelSettings:
+def set_label_settings(
+    session: Session, *, session_id: int, settings: LabelSettings, actor: str | None = None
+) -> LabelSettings:
     """Store a session's label settings; recorded in the audit log with what changed.
 
     Parameters
@@ -141,13 +142,25 @@ def set_label_settings(session: Session, *, session_id: int, settings: LabelSett
     with session.begin_nested():
         row = session.get(SessionLabelSettings, labelling.id)
         if row is None:
-            session.add(SessionLabelSettings(session_id=labelling.id, max_error=settings.max_error,
-                                             confidence=settings.confidence, audit_share=settings.audit_share))
+            session.add(
+                SessionLabelSettings(
+                    session_id=labelling.id,
+                    max_error=settings.max_error,
+                    confidence=settings.confidence,
+                    audit_share=settings.audit_share,
+                )
+            )
         else:
             row.max_error, row.confidence = settings.max_error, settings.confidence
             row.audit_share = settings.audit_share
-        record_audit(session, "label_settings_changed", actor or "(command line)", actor=actor, session_id=labelling.id,
-                     detail=_describe_change(before, settings))
+        record_audit(
+            session,
+            "label_settings_changed",
+            actor or "(command line)",
+            actor=actor,
+            session_id=labelling.id,
+            detail=_describe_change(before, settings),
+        )
         session.flush()
     return settings
 
@@ -192,19 +205,23 @@ def save_audit_draws(session: Session, session_id: int, draws: Mapping[int, int]
             taken.add(pos)
     if not fresh:
         return existing
-    ids = dict(session.execute(
-        select(Instance.position, Instance.id).where(
-            Instance.dataset_id == labelling.dataset_id, Instance.position.in_(sorted(fresh.values()))
-        )
-    ).all())
+    ids = dict(
+        session.execute(
+            select(Instance.position, Instance.id).where(
+                Instance.dataset_id == labelling.dataset_id, Instance.position.in_(sorted(fresh.values()))
+            )
+        ).all()
+    )
     missing = sorted(set(fresh.values()) - set(ids))
     if missing:
         raise InvalidRecord(f"position {missing[0]} is not an item of session {labelling.name!r}'s dataset")
     now = utcnow()
     try:
         with session.begin_nested():
-            session.add_all(AuditDraw(session_id=labelling.id, instance_id=ids[pos], slot=slot, drawn_at=now)
-                            for slot, pos in fresh.items())
+            session.add_all(
+                AuditDraw(session_id=labelling.id, instance_id=ids[pos], slot=slot, drawn_at=now)
+                for slot, pos in fresh.items()
+            )
             session.flush()
     except IntegrityError:
         # Another process stored a draw for one of these slots or items since the read

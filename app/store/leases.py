@@ -158,8 +158,13 @@ def next_item(
         try:
             with session.begin_nested():
                 session.add(
-                    ItemLease(session_id=labelling.id, instance_id=instance_id, user_id=who.id, slot=slot,
-                              expires_at=now + ttl)
+                    ItemLease(
+                        session_id=labelling.id,
+                        instance_id=instance_id,
+                        user_id=who.id,
+                        slot=slot,
+                        expires_at=now + ttl,
+                    )
                 )
                 session.flush()
         except IntegrityError:  # another writer took this place first: try the next item

@@ -387,9 +387,7 @@ class AnswerEvent(Base):
     annotator_id: Mapped[int] = mapped_column(ForeignKey("annotators.id"))
     kind: Mapped[str] = mapped_column(String(20))
     label: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    undoes_event_id: Mapped[int | None] = mapped_column(
-        ForeignKey("answer_events.id"), nullable=True, unique=True
-    )
+    undoes_event_id: Mapped[int | None] = mapped_column(ForeignKey("answer_events.id"), nullable=True, unique=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     #: Set by a client that may retry: the store records one event per (session, key).
     idempotency_key: Mapped[str | None] = mapped_column(String(128), nullable=True)
@@ -406,8 +404,7 @@ class AnswerEvent(Base):
             name="label_presence",
         ),
         CheckConstraint(
-            "(kind = 'undo' AND undoes_event_id IS NOT NULL)"
-            " OR (kind <> 'undo' AND undoes_event_id IS NULL)",
+            "(kind = 'undo' AND undoes_event_id IS NOT NULL) OR (kind <> 'undo' AND undoes_event_id IS NULL)",
             name="undo_target",
         ),
         Index("ix_answer_events_session_annotator", "session_id", "annotator_id", "id"),
@@ -459,6 +456,8 @@ class NeighbourGraph(Base):
             f"NeighbourGraph(id={self.id!r}, dataset_id={self.dataset_id!r}, k={self.k!r}, "
             f"weighting={self.weighting!r}, algorithm={self.algorithm!r}, n_targets={self.n_targets!r})"
         )
+
+
 class User(Base):
     """An account of the team: a name (immutable, the same as its annotator's), a role, an
     active flag and an argon2 password hash (never the password itself)."""

@@ -68,7 +68,9 @@ class SessionSpec:
     target_set: str = "all"
 
 
-def check_session_spec(spec: SessionSpec, *, n_instances: int | None = None, dataset_name: str | None = None) -> SessionSpec:
+def check_session_spec(
+    spec: SessionSpec, *, n_instances: int | None = None, dataset_name: str | None = None
+) -> SessionSpec:
     """``spec`` with every option checked (names stripped), without touching the database.
 
     Parameters
@@ -179,7 +181,10 @@ def session_configs(session: Session, *, actor: str | None = None) -> list[Sessi
     query = select(LabellingSession, Dataset).join(Dataset, Dataset.id == LabellingSession.dataset_id)
     if visible is not None:
         query = query.where(LabellingSession.id.in_(sorted(visible)))
-    return [_session_config(labelling, dataset) for labelling, dataset in session.execute(query.order_by(LabellingSession.id))]
+    return [
+        _session_config(labelling, dataset)
+        for labelling, dataset in session.execute(query.order_by(LabellingSession.id))
+    ]
 
 
 def get_session_by_name(session: Session, name: str) -> LabellingSession:

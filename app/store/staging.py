@@ -177,8 +177,13 @@ def import_dataset(
 
 
 def _stage_and_publish(
-    session_factory: sessionmaker[Session], dataset_id: int, checked: CheckedDataset, labelling: SessionSpec | None,
-    batch_rows: int, pause: float, on_batch: Callable[[int, int], None] | None,
+    session_factory: sessionmaker[Session],
+    dataset_id: int,
+    checked: CheckedDataset,
+    labelling: SessionSpec | None,
+    batch_rows: int,
+    pause: float,
+    on_batch: Callable[[int, int], None] | None,
 ) -> ImportResult:
     try:
         n = checked.n_instances
@@ -225,9 +230,7 @@ def remove_abandoned_imports(session_factory: sessionmaker[Session]) -> list[str
 # The transactions of an import
 
 
-def _reserve(
-    s: Session, checked: CheckedDataset, labelling: SessionSpec | None, held: _HeldLocks
-) -> int:
+def _reserve(s: Session, checked: CheckedDataset, labelling: SessionSpec | None, held: _HeldLocks) -> int:
     check_dataset_name_free(s, checked.name)
     if labelling is not None:
         check_session_name_free(s, labelling.name)
@@ -269,8 +272,13 @@ def _publish(s: Session, dataset_id: int, checked: CheckedDataset, labelling: Se
         return None
     # Re-checked here: another process may have taken the name while the rows were staged.
     session = create_labelling_session(
-        s, dataset_id=dataset_id, name=labelling.name, k=labelling.k, weighting=labelling.weighting,
-        criterion=labelling.criterion, target_set=labelling.target_set,
+        s,
+        dataset_id=dataset_id,
+        name=labelling.name,
+        k=labelling.k,
+        weighting=labelling.weighting,
+        criterion=labelling.criterion,
+        target_set=labelling.target_set,
     )
     return session.id
 
@@ -318,7 +326,9 @@ def _engine_of(source: sessionmaker[Session] | Session) -> Engine:
     if isinstance(bind, Connection):
         bind = bind.engine
     if not isinstance(bind, Engine):
-        raise TypeError(f"the sessionmaker must be bound to an Engine (open_store makes one), got {type(bind).__name__}")
+        raise TypeError(
+            f"the sessionmaker must be bound to an Engine (open_store makes one), got {type(bind).__name__}"
+        )
     return bind
 
 
@@ -383,7 +393,9 @@ def _import_lock(engine: Engine, dataset_id: int) -> Iterator[None]:
     fd = _open_lock_file(path)
     try:
         if not _ofd_lock(fd, fcntl.F_WRLCK, dataset_id):
-            raise StoreUnavailable(f"dataset id {dataset_id} is locked by another import in {path}; run the import again")
+            raise StoreUnavailable(
+                f"dataset id {dataset_id} is locked by another import in {path}; run the import again"
+            )
         yield
     finally:
         os.close(fd)  # closing the only descriptor of an OFD lock releases it

@@ -201,9 +201,7 @@ def _check_password(password: Any) -> str:
         raise TypeError(f"password must be a str, got {type(password).__name__}")
     if not PASSWORD_MIN <= len(password) <= PASSWORD_MAX:
         # The password itself is never quoted, not even in an error.
-        raise InvalidRecord(
-            f"password must be {PASSWORD_MIN} to {PASSWORD_MAX} characters long, got {len(password)}"
-        )
+        raise InvalidRecord(f"password must be {PASSWORD_MIN} to {PASSWORD_MAX} characters long, got {len(password)}")
     return password
 
 
@@ -215,9 +213,7 @@ def _active_admins(session: Session) -> int:
 # Account changes (each flushed in a SAVEPOINT; the caller commits)
 
 
-def add_user(
-    session: Session, *, name: str, role: str, password: str | None, actor: str | None = None
-) -> UserInfo:
+def add_user(session: Session, *, name: str, role: str, password: str | None, actor: str | None = None) -> UserInfo:
     """Create an account; its annotator row (same name) is created too, or reused.
 
     Parameters
@@ -294,9 +290,7 @@ def set_password(session: Session, *, name: str, password: str, actor: str | Non
     log.info("password of %r changed by %s", user.name, actor or "the command line")
 
 
-def assign_users(
-    session: Session, *, session_id: int, names: Sequence[str], actor: str | None = None
-) -> list[str]:
+def assign_users(session: Session, *, session_id: int, names: Sequence[str], actor: str | None = None) -> list[str]:
     """Let ``names`` answer in a labelling session; returns the names newly assigned."""
     labelling = get_labelling_session(session, session_id)
     authorize_session(session, actor, "change_settings", labelling, what="session assign")
@@ -340,8 +334,14 @@ def set_overlap(session: Session, *, session_id: int, overlap: int, actor: str |
             session.add(SessionTeamSettings(session_id=labelling.id, overlap=overlap))
         else:
             settings.overlap = overlap
-        record_audit(session, "overlap_changed", actor or "(command line)", actor=actor, session_id=labelling.id,
-               detail=f"overlap {overlap}")
+        record_audit(
+            session,
+            "overlap_changed",
+            actor or "(command line)",
+            actor=actor,
+            session_id=labelling.id,
+            detail=f"overlap {overlap}",
+        )
         session.flush()
 
 

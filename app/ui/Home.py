@@ -110,7 +110,9 @@ def main() -> None:
     if tab.session_id is None:
         # Start on the most recently active session, so `winnow ui --sample` opens on a query;
         # a team member on the latest session assigned to them, if any.
-        tab.session_id = session_id_by_name(Session, assigned[-1]) if assigned else latest_session_id(Session, actor=tab.user)
+        tab.session_id = (
+            session_id_by_name(Session, assigned[-1]) if assigned else latest_session_id(Session, actor=tab.user)
+        )
     bench = open_or_explain(Session, tab)
 
     with st.sidebar:
@@ -128,8 +130,9 @@ def main() -> None:
         else:
             # Seeded through Session State rather than value=, so the field keeps what was typed.
             st.session_state.setdefault(ui.Keys.ANNOTATOR, tab.annotator)
-            st.text_input("Annotator", key=ui.Keys.ANNOTATOR, max_chars=200,
-                          help="Your answers are recorded under this name.")
+            st.text_input(
+                "Annotator", key=ui.Keys.ANNOTATOR, max_chars=200, help="Your answers are recorded under this name."
+            )
             ui.annotator(tab)
             # After Enter in the name field the focus goes back to the page, so keys answer again.
             components.keyboard()
@@ -151,7 +154,9 @@ def main() -> None:
         st.Page(PAGES / "sessions.py", title="Sessions", icon=":material/folder_open:", default=first == "sessions"),
     ]
     if ui.is_reviewer(tab):
-        pages.insert(2, st.Page(PAGES / "review.py", title="Review", icon=":material/gavel:", default=first == "review"))
+        pages.insert(
+            2, st.Page(PAGES / "review.py", title="Review", icon=":material/gavel:", default=first == "review")
+        )
     # The pages live in views/, not pages/: a pages/ folder would put Streamlit in its older
     # folder-navigation mode, which runs page files without this script.
     st.navigation(pages).run()

@@ -21,8 +21,10 @@ POLL_SECONDS = 0.5
 
 
 OPENING = "Opening the session"
-OPENING_NOTE = ("The neighbour graph is built once and saved; next time the session opens in seconds. "
-                "Other sessions and the Sessions page stay available meanwhile.")
+OPENING_NOTE = (
+    "The neighbour graph is built once and saved; next time the session opens in seconds. "
+    "Other sessions and the Sessions page stay available meanwhile."
+)
 
 
 def build_progress_text(job: BuildJob, what: str = OPENING) -> tuple[float, str]:

@@ -77,9 +77,19 @@ MAP_SPEC: dict = {
     "encoding": {
         "x": {"field": "pc1", "type": "quantitative", "title": "PCA 1"},
         "y": {"field": "pc2", "type": "quantitative", "title": "PCA 2"},
-        "color": {"field": "item", "type": "nominal", "title": None, "legend": {"orient": "bottom"},
-                  "scale": {"domain": _MAP_ITEMS, "range": ["#9fb3c8", "#d62728"]}},
-        "size": {"field": "item", "type": "nominal", "legend": None, "scale": {"domain": _MAP_ITEMS, "range": [10, 180]}},
+        "color": {
+            "field": "item",
+            "type": "nominal",
+            "title": None,
+            "legend": {"orient": "bottom"},
+            "scale": {"domain": _MAP_ITEMS, "range": ["#9fb3c8", "#d62728"]},
+        },
+        "size": {
+            "field": "item",
+            "type": "nominal",
+            "legend": None,
+            "scale": {"domain": _MAP_ITEMS, "range": [10, 180]},
+        },
         "order": {"field": "item", "type": "nominal"},
     },
 }
@@ -402,7 +412,9 @@ def progress_history(db: str, session_id: int, n_events: int, actor: str | None,
 
 
 @st.cache_data(show_spinner="Labelling the dataset…", max_entries=16)
-def delivered_labels(db: str, session_id: int, n_events: int, settings: LabelSettings, _bench: Workbench) -> DeliveredLabels:
+def delivered_labels(
+    db: str, session_id: int, n_events: int, settings: LabelSettings, _bench: Workbench
+) -> DeliveredLabels:
     """:meth:`Workbench.labels`, cached by ``(db, session, number of events, label settings)``:
     the settings change without an event (an admin sets a new target), and the labels follow."""
     return _bench.labels()
@@ -427,11 +439,20 @@ def labelled_curve(history: pd.DataFrame, labels: DeliveredLabels) -> pd.DataFra
         replayed: their calibration reads the audits as they are now.
     """
     replayed = history.drop_duplicates("answered", keep="last").sort_values("answered")
-    known = pd.DataFrame({"answered": replayed["answered"].astype(int), "items": replayed["expert_or_given"].astype(int),
-                          "labels": EXPERT_GIVEN})
-    now = pd.DataFrame({"answered": [int(history["answered"].iloc[-1])],
-                        "items": [sum(labels.counts[source] for source in ("expert", "given", "model"))],
-                        "labels": [WITH_MODEL]})
+    known = pd.DataFrame(
+        {
+            "answered": replayed["answered"].astype(int),
+            "items": replayed["expert_or_given"].astype(int),
+            "labels": EXPERT_GIVEN,
+        }
+    )
+    now = pd.DataFrame(
+        {
+            "answered": [int(history["answered"].iloc[-1])],
+            "items": [sum(labels.counts[source] for source in ("expert", "given", "model"))],
+            "labels": [WITH_MODEL],
+        }
+    )
     return pd.concat([known, now], ignore_index=True)
 
 
@@ -444,8 +465,13 @@ LABELLED_SPEC: dict = {
     "encoding": {
         "x": {"field": "answered", "type": "quantitative", "title": "answered items"},
         "y": {"field": "items", "type": "quantitative", "title": "labelled items"},
-        "color": {"field": "labels", "type": "nominal", "title": None, "legend": {"orient": "bottom"},
-                  "scale": {"domain": [EXPERT_GIVEN, WITH_MODEL], "range": ["#1f77b4", "#2ca02c"]}},
+        "color": {
+            "field": "labels",
+            "type": "nominal",
+            "title": None,
+            "legend": {"orient": "bottom"},
+            "scale": {"domain": [EXPERT_GIVEN, WITH_MODEL], "range": ["#1f77b4", "#2ca02c"]},
+        },
     },
 }
 
@@ -473,8 +499,15 @@ def reject_queue(db: str, session_id: int, n_events: int, _bench: Workbench) -> 
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def export_file(
-    db: str, session_id: int, n_events: int, what: str, fmt: str, actor: str | None, role: str | None,
-    _bench: Workbench, settings: LabelSettings | None = None,
+    db: str,
+    session_id: int,
+    n_events: int,
+    what: str,
+    fmt: str,
+    actor: str | None,
+    role: str | None,
+    _bench: Workbench,
+    settings: LabelSettings | None = None,
 ) -> bytes:
     """:func:`app.service.session_table` of ``what`` as a ``fmt`` file as ``actor`` (an
     admin's events file holds the session's audit rows, a reviewer's does not), cached like

@@ -109,6 +109,7 @@ def oidc_configured() -> bool:
     except FileNotFoundError:  # no secrets file at all (StreamlitSecretNotFoundError is one)
         return False
 
+
 # Paths anyone may fetch: the front end's static files, health checks, this sign-in form and
 # Streamlit's identity-provider routes. Everything else needs a signed-in user in team mode.
 _PUBLIC_PREFIXES = ("/static/", "/_winnow/", "/auth/", "/component/")
@@ -398,19 +399,24 @@ _FORM = """<form method="post" action="{action}">
 </form>{provider}"""
 
 
-def _page(request: Request, *, next_path: str, message: str = "", level: str = "error", name: str = "",
-          status: int = 200) -> Response:
+def _page(
+    request: Request, *, next_path: str, message: str = "", level: str = "error", name: str = "", status: int = 200
+) -> Response:
     csrf = request.cookies.get(CSRF_COOKIE) or secrets.token_urlsafe(24)
     shown = f'<p class="{level}" role="alert">{html.escape(message)}</p>' if message else ""
     form = _FORM.format(
-        action=html.escape(SIGN_IN_PATH), csrf=html.escape(csrf), next=html.escape(next_path),
+        action=html.escape(SIGN_IN_PATH),
+        csrf=html.escape(csrf),
+        next=html.escape(next_path),
         name=html.escape(name),
-        provider=(f'<a class="button" href="/?{OIDC_QUERY}">Sign in with your organisation\'s account</a>'
-                  if oidc_configured() else ""),
+        provider=(
+            f'<a class="button" href="/?{OIDC_QUERY}">Sign in with your organisation\'s account</a>'
+            if oidc_configured()
+            else ""
+        ),
     )
     response = HTMLResponse(_PAGE.format(message=shown, form=form), status_code=status)
-    response.set_cookie(CSRF_COOKIE, csrf, httponly=True, samesite="strict", secure=_https(request),
-                        path="/_winnow/")
+    response.set_cookie(CSRF_COOKIE, csrf, httponly=True, samesite="strict", secure=_https(request), path="/_winnow/")
     _no_store(response)
     return response
 
@@ -437,7 +443,9 @@ def sign_in_routes(settings: GateSettings) -> list[Route]:
     """The sign-in form and the sign-out endpoint, as Starlette routes for ``st.App``."""
 
     def team_mode() -> bool:
-        return settings.require_sign_in or sign_in_required(open_store(settings.db), config.get_option("server.address"))
+        return settings.require_sign_in or sign_in_required(
+            open_store(settings.db), config.get_option("server.address")
+        )
 
     async def sign_in_page(request: Request) -> Response:
         next_path = safe_next(request.query_params.get("next"))
@@ -452,15 +460,23 @@ def sign_in_routes(settings: GateSettings) -> list[Route]:
         csrf_cookie = request.cookies.get(CSRF_COOKIE) or ""
         csrf_field = str(form.get("csrf") or "")
         if not _same_origin(request) or not csrf_cookie or not secrets.compare_digest(csrf_cookie, csrf_field):
-            return _page(request, next_path=next_path, message="The form had expired; please sign in again.",
-                         status=400)
+            return _page(
+                request, next_path=next_path, message="The form had expired; please sign in again.", status=400
+            )
         try:
             user, token = await run_in_threadpool(open_sign_in, open_store(settings.db), name, password)
         except SignInRefused as exc:
             return _page(request, next_path=next_path, message=str(exc), name=name, status=401)
         response = RedirectResponse(next_path, 303)
-        response.set_cookie(SIGN_IN_COOKIE, token, max_age=int(SIGN_IN_LIFETIME.total_seconds()), httponly=True,
-                            samesite="lax", secure=_https(request), path="/")
+        response.set_cookie(
+            SIGN_IN_COOKIE,
+            token,
+            max_age=int(SIGN_IN_LIFETIME.total_seconds()),
+            httponly=True,
+            samesite="lax",
+            secure=_https(request),
+            path="/",
+        )
         response.delete_cookie(CSRF_COOKIE, path="/_winnow/")
         _no_store(response)
         return response
@@ -479,4 +495,3 @@ def sign_in_routes(settings: GateSettings) -> list[Route]:
         Route(SIGN_IN_PATH, sign_in_page, methods=["GET", "POST"]),
         Route(SIGN_OUT_PATH, sign_out_endpoint, methods=["POST"]),
     ]
-

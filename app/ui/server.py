@@ -30,8 +30,9 @@ def gate_settings(argv: list[str]) -> GateSettings:
     parser.add_argument("--dev", action="store_true")
     parser.add_argument("--max-upload-mb", type=int, default=100)
     known, _ = parser.parse_known_args([a for a in argv if a != "--"])
-    return GateSettings(db=known.db, require_sign_in=known.require_sign_in, dev=known.dev,
-                        max_upload_mb=known.max_upload_mb)
+    return GateSettings(
+        db=known.db, require_sign_in=known.require_sign_in, dev=known.dev, max_upload_mb=known.max_upload_mb
+    )
 
 
 settings = gate_settings(sys.argv[1:])

@@ -27,9 +27,9 @@ import streamlit as st
 
 from app.service import BuildJob, BuildRegistry, StaleAnswer, Workbench, session_dataset, session_label_settings
 from app.service.auth import account_signed_in, active_user, sign_in_with_identity
-from app.ui.gate import IDENTITY_KEY, oidc_configured
-from app.store import count_events as count_session_events
 from app.store import UserInfo, open_store
+from app.store import count_events as count_session_events
+from app.ui.gate import IDENTITY_KEY, oidc_configured
 from engine.exceptions import InvalidInput
 
 if TYPE_CHECKING:  # types only: the UI runs no SQL (import-linter checks it)
@@ -327,7 +327,9 @@ def sync_workbench(Session: sessionmaker[Session], state: TabState) -> Workbench
     session_id = state.session_id
     dataset_id, n_items = session_dataset(Session, session_id)
     key = (state.db, session_id, dataset_id, n_items)
-    job = builds().start(key, lambda report: Workbench.open(Session, session_id, progress=report), group=(state.db, session_id))
+    job = builds().start(
+        key, lambda report: Workbench.open(Session, session_id, progress=report), group=(state.db, session_id)
+    )
     if n_items < BACKGROUND_FROM_ITEMS:
         if job.running:
             with st.spinner("Building the neighbour graph and the query ranking…"):

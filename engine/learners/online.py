@@ -164,7 +164,9 @@ class _OnlinePartialLabelBase(BaseEstimator):
         else:
             check_n_features(self, X)
             if Y.shape[1] != self.n_labels_:
-                raise InvalidInput(f"Y has {Y.shape[1]} label columns but {type(self).__name__} was fitted with {self.n_labels_}")
+                raise InvalidInput(
+                    f"Y has {Y.shape[1]} label columns but {type(self).__name__} was fitted with {self.n_labels_}"
+                )
         self._update_stream(self._augment(X), Y)
         return self
 

@@ -80,7 +80,9 @@ class PlKnnClassifier(BaseEstimator):
             check_choice(self.weights, "weights", WEIGHTINGS)
         X, Y = check_training_data(X, Y)
         if self.n_neighbors > X.shape[0]:
-            raise InvalidInput(f"n_neighbors={self.n_neighbors} is larger than the number of training instances ({X.shape[0]})")
+            raise InvalidInput(
+                f"n_neighbors={self.n_neighbors} is larger than the number of training instances ({X.shape[0]})"
+            )
         self.X_ = X
         self.Y_ = Y
         self.n_labels_ = Y.shape[1]

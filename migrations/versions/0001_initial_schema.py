@@ -86,13 +86,9 @@ def upgrade() -> None:
             "true_label IS NULL OR true_label >= 0",
             name=op.f("ck_instances_true_label_nonnegative"),
         ),
-        sa.ForeignKeyConstraint(
-            ["dataset_id"], ["datasets.id"], name=op.f("fk_instances_dataset_id_datasets")
-        ),
+        sa.ForeignKeyConstraint(["dataset_id"], ["datasets.id"], name=op.f("fk_instances_dataset_id_datasets")),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_instances")),
-        sa.UniqueConstraint(
-            "dataset_id", "external_id", name=op.f("uq_instances_dataset_id_external_id")
-        ),
+        sa.UniqueConstraint("dataset_id", "external_id", name=op.f("uq_instances_dataset_id_external_id")),
         sa.UniqueConstraint("dataset_id", "position", name=op.f("uq_instances_dataset_id_position")),
     )
     op.create_table(
@@ -110,12 +106,8 @@ def upgrade() -> None:
             "criterion IN ('apl', 'pl', 'participation', 'most_partial', 'random')",
             name=op.f("ck_labelling_sessions_criterion"),
         ),
-        sa.CheckConstraint(
-            "target_set IN ('all', 'unlabelled')", name=op.f("ck_labelling_sessions_target_set")
-        ),
-        sa.CheckConstraint(
-            "weighting IN ('uniform', 'distance')", name=op.f("ck_labelling_sessions_weighting")
-        ),
+        sa.CheckConstraint("target_set IN ('all', 'unlabelled')", name=op.f("ck_labelling_sessions_target_set")),
+        sa.CheckConstraint("weighting IN ('uniform', 'distance')", name=op.f("ck_labelling_sessions_weighting")),
         sa.CheckConstraint("k >= 1", name=op.f("ck_labelling_sessions_k_positive")),
         sa.ForeignKeyConstraint(
             ["dataset_id"], ["datasets.id"], name=op.f("fk_labelling_sessions_dataset_id_datasets")
@@ -123,9 +115,7 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id", name=op.f("pk_labelling_sessions")),
         sa.UniqueConstraint("name", name=op.f("uq_labelling_sessions_name")),
     )
-    op.create_index(
-        op.f("ix_labelling_sessions_dataset_id"), "labelling_sessions", ["dataset_id"], unique=False
-    )
+    op.create_index(op.f("ix_labelling_sessions_dataset_id"), "labelling_sessions", ["dataset_id"], unique=False)
     op.create_table(
         "answer_events",
         sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
@@ -137,8 +127,7 @@ def upgrade() -> None:
         sa.Column("undoes_event_id", sa.Integer(), nullable=True),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.CheckConstraint(
-            "(kind = 'undo' AND undoes_event_id IS NOT NULL)"
-            " OR (kind <> 'undo' AND undoes_event_id IS NULL)",
+            "(kind = 'undo' AND undoes_event_id IS NOT NULL) OR (kind <> 'undo' AND undoes_event_id IS NULL)",
             name=op.f("ck_answer_events_undo_target"),
         ),
         sa.CheckConstraint(
@@ -150,9 +139,7 @@ def upgrade() -> None:
         sa.ForeignKeyConstraint(
             ["annotator_id"], ["annotators.id"], name=op.f("fk_answer_events_annotator_id_annotators")
         ),
-        sa.ForeignKeyConstraint(
-            ["instance_id"], ["instances.id"], name=op.f("fk_answer_events_instance_id_instances")
-        ),
+        sa.ForeignKeyConstraint(["instance_id"], ["instances.id"], name=op.f("fk_answer_events_instance_id_instances")),
         sa.ForeignKeyConstraint(
             ["session_id"],
             ["labelling_sessions.id"],
@@ -166,18 +153,14 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id", name=op.f("pk_answer_events")),
         sa.UniqueConstraint("undoes_event_id", name=op.f("uq_answer_events_undoes_event_id")),
     )
-    op.create_index(
-        op.f("ix_answer_events_instance_id"), "answer_events", ["instance_id"], unique=False
-    )
+    op.create_index(op.f("ix_answer_events_instance_id"), "answer_events", ["instance_id"], unique=False)
     op.create_index(
         "ix_answer_events_session_annotator",
         "answer_events",
         ["session_id", "annotator_id", "id"],
         unique=False,
     )
-    op.create_index(
-        "ix_answer_events_session_id_id", "answer_events", ["session_id", "id"], unique=False
-    )
+    op.create_index("ix_answer_events_session_id_id", "answer_events", ["session_id", "id"], unique=False)
 
     dialect = op.get_bind().dialect.name
     triggers = {"sqlite": _SQLITE_TRIGGERS, "postgresql": _POSTGRESQL_TRIGGERS}.get(dialect, ())

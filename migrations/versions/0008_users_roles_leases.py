@@ -23,7 +23,6 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-
 revision: str = "0008"
 down_revision: str | Sequence[str] | None = "0007"
 branch_labels: str | Sequence[str] | None = None
@@ -101,7 +100,8 @@ def upgrade() -> None:
         sa.Column("overlap", sa.Integer(), nullable=False),
         sa.CheckConstraint("overlap >= 1", name=op.f("ck_session_team_settings_overlap_positive")),
         sa.ForeignKeyConstraint(
-            ["session_id"], ["labelling_sessions.id"],
+            ["session_id"],
+            ["labelling_sessions.id"],
             name=op.f("fk_session_team_settings_session_id_labelling_sessions"),
         ),
         sa.PrimaryKeyConstraint("session_id", name=op.f("pk_session_team_settings")),
@@ -112,7 +112,8 @@ def upgrade() -> None:
         sa.Column("user_id", sa.Integer(), nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(
-            ["session_id"], ["labelling_sessions.id"],
+            ["session_id"],
+            ["labelling_sessions.id"],
             name=op.f("fk_session_assignments_session_id_labelling_sessions"),
         ),
         sa.ForeignKeyConstraint(["user_id"], ["users.id"], name=op.f("fk_session_assignments_user_id_users")),
@@ -150,7 +151,9 @@ def upgrade() -> None:
         ),
         sa.ForeignKeyConstraint(["user_id"], ["users.id"], name=op.f("fk_item_leases_user_id_users")),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_item_leases")),
-        sa.UniqueConstraint("session_id", "instance_id", "slot", name=op.f("uq_item_leases_session_id_instance_id_slot")),
+        sa.UniqueConstraint(
+            "session_id", "instance_id", "slot", name=op.f("uq_item_leases_session_id_instance_id_slot")
+        ),
         sa.UniqueConstraint("session_id", "user_id", name=op.f("uq_item_leases_session_id_user_id")),
     )
     dialect = op.get_bind().dialect.name

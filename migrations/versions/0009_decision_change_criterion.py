@@ -50,9 +50,11 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     bind = op.get_bind()
-    names = bind.execute(
-        sa.text(f"SELECT name FROM {_TABLE} WHERE criterion = 'decision_change' ORDER BY id")
-    ).scalars().all()
+    names = (
+        bind.execute(sa.text(f"SELECT name FROM {_TABLE} WHERE criterion = 'decision_change' ORDER BY id"))
+        .scalars()
+        .all()
+    )
     if names:
         raise RuntimeError(
             f"cannot downgrade below revision 0009: sessions {', '.join(repr(n) for n in names)} rank by"
@@ -74,10 +76,16 @@ def _replace_check(old: str, new: str) -> None:
         raise RuntimeError(f"{_TABLE} does not have the expected CHECK constraint {old!r}: {table_sql}")
     # Indexes and triggers go with the dropped table; automatic (unique) indexes have no text
     # and come back with the table.
-    extras = bind.execute(
-        sa.text("SELECT sql FROM sqlite_master WHERE tbl_name = :t AND type IN ('index', 'trigger') AND sql IS NOT NULL"),
-        {"t": _TABLE},
-    ).scalars().all()
+    extras = (
+        bind.execute(
+            sa.text(
+                "SELECT sql FROM sqlite_master WHERE tbl_name = :t AND type IN ('index', 'trigger') AND sql IS NOT NULL"
+            ),
+            {"t": _TABLE},
+        )
+        .scalars()
+        .all()
+    )
     # Raw SQL (exec_driver_sql): saved statement text is not parsed for ":name" parameters.
     run = bind.exec_driver_sql
     # Deferred until COMMIT, so the events orphaned between DROP and the re-insert are

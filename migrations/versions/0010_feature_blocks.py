@@ -56,13 +56,17 @@ def upgrade() -> None:
 def _fill(bind: sa.engine.Connection, dataset_id: int, n: int, d: int) -> None:
     step = max(1, _BLOCK_BYTES // (8 * d))
     for start in range(0, n, step):
-        rows = bind.execute(
-            sa.text(
-                "SELECT features FROM instances WHERE dataset_id = :d AND position >= :a AND position < :b"
-                " ORDER BY position"
-            ),
-            {"d": dataset_id, "a": start, "b": start + step},
-        ).scalars().all()
+        rows = (
+            bind.execute(
+                sa.text(
+                    "SELECT features FROM instances WHERE dataset_id = :d AND position >= :a AND position < :b"
+                    " ORDER BY position"
+                ),
+                {"d": dataset_id, "a": start, "b": start + step},
+            )
+            .scalars()
+            .all()
+        )
         if len(rows) != min(step, n - start) or any(len(row) != 8 * d for row in rows):
             # Positions with gaps or rows of another width: leave the dataset to its rows.
             bind.execute(sa.text("DELETE FROM feature_blocks WHERE dataset_id = :d"), {"d": dataset_id})

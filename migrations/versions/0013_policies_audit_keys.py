@@ -78,10 +78,16 @@ def _replace_check(old: str, new: str) -> None:
     if table_sql.count(old) != 1:
         raise RuntimeError(f"{_TABLE} does not have the expected CHECK constraint {old!r}: {table_sql}")
     # Indexes and triggers go with the dropped table (the append-only triggers among them).
-    extras = bind.execute(
-        sa.text("SELECT sql FROM sqlite_master WHERE tbl_name = :t AND type IN ('index', 'trigger') AND sql IS NOT NULL"),
-        {"t": _TABLE},
-    ).scalars().all()
+    extras = (
+        bind.execute(
+            sa.text(
+                "SELECT sql FROM sqlite_master WHERE tbl_name = :t AND type IN ('index', 'trigger') AND sql IS NOT NULL"
+            ),
+            {"t": _TABLE},
+        )
+        .scalars()
+        .all()
+    )
     # Raw SQL (exec_driver_sql): saved statement text is not parsed for ":name" parameters.
     run = bind.exec_driver_sql
     run(f"CREATE TEMPORARY TABLE {_KEPT} AS SELECT * FROM {_TABLE}")

@@ -54,12 +54,17 @@ def upgrade() -> None:
         sa.Column("confidence", sa.Float(), nullable=False),
         sa.Column("audit_share", sa.Float(), nullable=False),
         sa.CheckConstraint("max_error > 0 AND max_error < 0.5", name=op.f("ck_session_label_settings_max_error_range")),
-        sa.CheckConstraint("confidence >= 0.5 AND confidence < 1",
-                           name=op.f("ck_session_label_settings_confidence_range")),
-        sa.CheckConstraint("audit_share >= 0 AND audit_share <= 0.5",
-                           name=op.f("ck_session_label_settings_audit_share_range")),
-        sa.ForeignKeyConstraint(["session_id"], ["labelling_sessions.id"],
-                                name=op.f("fk_session_label_settings_session_id_labelling_sessions")),
+        sa.CheckConstraint(
+            "confidence >= 0.5 AND confidence < 1", name=op.f("ck_session_label_settings_confidence_range")
+        ),
+        sa.CheckConstraint(
+            "audit_share >= 0 AND audit_share <= 0.5", name=op.f("ck_session_label_settings_audit_share_range")
+        ),
+        sa.ForeignKeyConstraint(
+            ["session_id"],
+            ["labelling_sessions.id"],
+            name=op.f("fk_session_label_settings_session_id_labelling_sessions"),
+        ),
         sa.PrimaryKeyConstraint("session_id", name=op.f("pk_session_label_settings")),
     )
     op.create_table(
@@ -71,8 +76,9 @@ def upgrade() -> None:
         sa.Column("drawn_at", sa.DateTime(timezone=True), nullable=False),
         sa.CheckConstraint("slot >= 0", name=op.f("ck_audit_draws_slot_nonnegative")),
         sa.ForeignKeyConstraint(["instance_id"], ["instances.id"], name=op.f("fk_audit_draws_instance_id_instances")),
-        sa.ForeignKeyConstraint(["session_id"], ["labelling_sessions.id"],
-                                name=op.f("fk_audit_draws_session_id_labelling_sessions")),
+        sa.ForeignKeyConstraint(
+            ["session_id"], ["labelling_sessions.id"], name=op.f("fk_audit_draws_session_id_labelling_sessions")
+        ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_audit_draws")),
         sa.UniqueConstraint("session_id", "instance_id", name=op.f("uq_audit_draws_session_id_instance_id")),
         sa.UniqueConstraint("session_id", "slot", name=op.f("uq_audit_draws_session_id_slot")),
@@ -105,11 +111,16 @@ def _replace_check(old: str, new: str) -> None:
     if table_sql.count(old) != 1:
         raise RuntimeError(f"{_TABLE} does not have the expected CHECK constraint {old!r}: {table_sql}")
     # Indexes and triggers go with the dropped table (the append-only triggers among them).
-    extras = bind.execute(
-        sa.text("SELECT sql FROM sqlite_master "
-                "WHERE tbl_name = :t AND type IN ('index', 'trigger') AND sql IS NOT NULL"),
-        {"t": _TABLE},
-    ).scalars().all()
+    extras = (
+        bind.execute(
+            sa.text(
+                "SELECT sql FROM sqlite_master WHERE tbl_name = :t AND type IN ('index', 'trigger') AND sql IS NOT NULL"
+            ),
+            {"t": _TABLE},
+        )
+        .scalars()
+        .all()
+    )
     # Raw SQL (exec_driver_sql): saved statement text is not parsed for ":name" parameters.
     run = bind.exec_driver_sql
     run(f"CREATE TEMPORARY TABLE {_KEPT} AS SELECT * FROM {_TABLE}")

@@ -13,9 +13,13 @@ WINNOW = Path(sys.executable).parent / "winnow"
 def run_winnow(*args, cwd=None, check=True):
     """Run the installed `winnow` entry point in a subprocess, as a user would."""
     env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
-    result = subprocess.run([str(WINNOW), *map(str, args)], capture_output=True, text=True, cwd=cwd, env=env, timeout=300)
+    result = subprocess.run(
+        [str(WINNOW), *map(str, args)], capture_output=True, text=True, cwd=cwd, env=env, timeout=300
+    )
     if check and result.returncode != 0:
-        raise AssertionError(f"winnow {' '.join(map(str, args))} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+        raise AssertionError(
+            f"winnow {' '.join(map(str, args))} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
+        )
     return result
 
 

@@ -14,7 +14,16 @@ def count_rows(db, table):
 
 
 def test_help_everywhere_has_an_example(winnow):
-    for command in (["import"], ["rank"], ["session", "new"], ["session", "status"], ["answer"], ["export"], ["demo"], ["ui"]):
+    for command in (
+        ["import"],
+        ["rank"],
+        ["session", "new"],
+        ["session", "status"],
+        ["answer"],
+        ["export"],
+        ["demo"],
+        ["ui"],
+    ):
         result = winnow(*command, "--help")
         assert "Example" in result.stdout, command
 
@@ -23,7 +32,16 @@ def test_rank_straight_from_a_file_without_a_database(winnow, small_csv, tmp_pat
     out = tmp_path / "ranked.csv"
     winnow("rank", small_csv, "--criterion", "apl", "-k", "5", "-o", out, cwd=tmp_path)
     table = pd.read_csv(out)
-    assert list(table.columns) == ["rank", "id", "score", "candidates", "n_candidates", "open_targets_touched", "criterion", "params"]
+    assert list(table.columns) == [
+        "rank",
+        "id",
+        "score",
+        "candidates",
+        "n_candidates",
+        "open_targets_touched",
+        "criterion",
+        "params",
+    ]
     assert table["rank"].tolist() == list(range(1, len(table) + 1))
     assert table["score"].is_monotonic_decreasing
     assert (table["n_candidates"] >= 2).all() and (table["criterion"] == "apl").all()
@@ -133,14 +151,21 @@ def test_bad_files_give_one_line_and_write_nothing(winnow, tmp_path, content, me
         (["rank", "-o", "x.csv"], "either a FILE or --session"),
         (["rank", "missing.csv", "-o", "x.csv"], "missing.csv"),
         (["rank", str(SAMPLE), "-o", "x.csv", "--criterion", "entropy"], "--criterion must be one of"),
-        (["rank", str(SAMPLE), "-o", "x.csv", "-k", "5000"], "k=5000 must be smaller than the number of instances (800)"),
+        (
+            ["rank", str(SAMPLE), "-o", "x.csv", "-k", "5000"],
+            "k=5000 must be smaller than the number of instances (800)",
+        ),
         (["session", "status", "nope"], "nope"),
         (["answer", "nope", "x", "1", "--kind", "shout"], "--kind must be one of"),
     ],
 )
 def test_user_errors_exit_2_with_one_line(winnow, tmp_path, args, message):
     winnow("init", "--db", tmp_path / "w.db")
-    result = winnow(*args, "--db", tmp_path / "w.db", check=False) if args[0] != "rank" or "--session" in args else winnow(*args, cwd=tmp_path, check=False)
+    result = (
+        winnow(*args, "--db", tmp_path / "w.db", check=False)
+        if args[0] != "rank" or "--session" in args
+        else winnow(*args, cwd=tmp_path, check=False)
+    )
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr
     assert message in result.stderr and result.stderr.startswith("error: ")
@@ -169,8 +194,13 @@ def test_bad_session_options_name_the_valid_choices(winnow, small_csv, tmp_path)
     winnow("import", small_csv, "--db", db, "--name", "d")
     result = winnow("session", "new", "s", "--dataset", "d", "--db", db, "--criterion", "best", check=False)
     assert result.returncode == 2
-    assert result.stderr.strip() == "error: criterion must be one of apl, pl, participation, most_partial, random, decision_change; got 'best'"
-    result = winnow("import", small_csv, "--db", db, "--name", "d2", "--session", "s", "--weighting", "cosine", check=False)
+    assert (
+        result.stderr.strip()
+        == "error: criterion must be one of apl, pl, participation, most_partial, random, decision_change; got 'best'"
+    )
+    result = winnow(
+        "import", small_csv, "--db", db, "--name", "d2", "--session", "s", "--weighting", "cosine", check=False
+    )
     assert result.returncode == 2 and "--weighting must be one of uniform, distance; got 'cosine'" in result.stderr
     assert count_rows(db, "datasets") == 1  # the bad option was refused before the import
 

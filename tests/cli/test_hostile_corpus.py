@@ -19,9 +19,9 @@ import sqlite3
 import subprocess
 import threading
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -142,10 +142,15 @@ def _mat_bomb_at_default_limit(folder: Path, name: str) -> Path:
     rows, cols = 9 * 2**24 // 64, 64  # 1.125 GiB of float64
     data_bytes = rows * cols * 8
     name_bytes = name.encode() + b"\0" * (-len(name) % 8)
-    body = (struct.pack("<II", 6, 8) + struct.pack("<II", 6, 0)  # miUINT32 array flags: mxDOUBLE_CLASS
-            + struct.pack("<II", 5, 8) + struct.pack("<ii", rows, cols)  # miINT32 dimensions
-            + struct.pack("<II", 1, len(name)) + name_bytes  # miINT8 name
-            + struct.pack("<II", 9, data_bytes))  # miDOUBLE data, then the zeros
+    body = (
+        struct.pack("<II", 6, 8)
+        + struct.pack("<II", 6, 0)  # miUINT32 array flags: mxDOUBLE_CLASS
+        + struct.pack("<II", 5, 8)
+        + struct.pack("<ii", rows, cols)  # miINT32 dimensions
+        + struct.pack("<II", 1, len(name))
+        + name_bytes  # miINT8 name
+        + struct.pack("<II", 9, data_bytes)
+    )  # miDOUBLE data, then the zeros
     compressor = zlib.compressobj(9)
     chunks = [compressor.compress(struct.pack("<II", 14, len(body) + data_bytes) + body)]
     zeros = bytes(MiB)
@@ -192,7 +197,9 @@ def giant_header(folder: Path) -> Path:
     return path
 
 
-def rows_csv(name: str, ids: list[str], labels: list[str], encoding: str = "utf-8", newline: str = "\n") -> Callable[[Path], Path]:
+def rows_csv(
+    name: str, ids: list[str], labels: list[str], encoding: str = "utf-8", newline: str = "\n"
+) -> Callable[[Path], Path]:
     """A small CSV whose ids and labels are the given (possibly hostile) texts."""
 
     def make(folder: Path) -> Path:
@@ -212,7 +219,7 @@ def rows_csv(name: str, ids: list[str], labels: list[str], encoding: str = "utf-
 
 
 PLAIN_IDS = [f"r{i}" for i in range(6)]
-FORMULA_IDS = ["=HYPERLINK(\"http://x\",\"y\")", "+1+1", "-2+3", "@SUM(A1)", "=1/0", "\tx"]
+FORMULA_IDS = ['=HYPERLINK("http://x","y")', "+1+1", "-2+3", "@SUM(A1)", "=1/0", "\tx"]
 MARKUP_IDS = ["**bold**", "<script>alert(1)</script>", "[a](http://x)", "# title", "`code`", "<img src=x onerror=y>"]
 MARKUP_LABELS = ["<b>cat</b>", "**dog**", "# _bird_"]
 
@@ -221,20 +228,41 @@ CASES = [
     Case("npz lying header", npz_lying_header, "array 'X' claims 80,000,000,000 bytes"),
     Case("sparse mat bomb", sparse_mat_bomb, "the sparse 200000x100000 matrix made dense needs 160,000,000,000 bytes"),
     # Refused from its dimensions, before its data are inflated.
-    Case("compressed mat bomb", mat_compressed_bomb, "variable 'data' of size 131072x64 needs 67,108,864 bytes",
-         {"WINNOW_MAX_DECOMPRESSED_BYTES": "16M"}),
+    Case(
+        "compressed mat bomb",
+        mat_compressed_bomb,
+        "variable 'data' of size 131072x64 needs 67,108,864 bytes",
+        {"WINNOW_MAX_DECOMPRESSED_BYTES": "16M"},
+    ),
     # The default limit (1 GiB): memory must stay under PEAK_BOUND while the file is refused.
-    Case("compressed mat bomb, default limit", mat_data_bomb_default_limit,
-         "variable 'data' of size 2359296x64 needs 1,207,959,552 bytes"),
-    Case("compressed mat bomb in an unread variable, default limit", mat_unread_bomb_default_limit,
-         "inflates to more than 1,073,741,824 bytes"),
-    Case("parquet of many rows", parquet_many_rows, "the table needs 32,000,000 bytes",
-         {"WINNOW_MAX_DECOMPRESSED_BYTES": "16M"}),
+    Case(
+        "compressed mat bomb, default limit",
+        mat_data_bomb_default_limit,
+        "variable 'data' of size 2359296x64 needs 1,207,959,552 bytes",
+    ),
+    Case(
+        "compressed mat bomb in an unread variable, default limit",
+        mat_unread_bomb_default_limit,
+        "inflates to more than 1,073,741,824 bytes",
+    ),
+    Case(
+        "parquet of many rows",
+        parquet_many_rows,
+        "the table needs 32,000,000 bytes",
+        {"WINNOW_MAX_DECOMPRESSED_BYTES": "16M"},
+    ),
     Case("giant line", giant_line, "is not valid delimited text"),
     Case("giant header", giant_header, None),
-    Case("latin-1 text", rows_csv("latin1.csv", ["café", "naïve", "r2", "r3", "r4", "r5"], ["a", "b"], "latin-1"),
-         "is not UTF-8 text"),
-    Case("utf-16 with BOM", rows_csv("utf16.csv", ["café", "naïve", "日本", "r3", "r4", "r5"], ["a", "b"], "utf-16"), None),
+    Case(
+        "latin-1 text",
+        rows_csv("latin1.csv", ["café", "naïve", "r2", "r3", "r4", "r5"], ["a", "b"], "latin-1"),
+        "is not UTF-8 text",
+    ),
+    Case(
+        "utf-16 with BOM",
+        rows_csv("utf16.csv", ["café", "naïve", "日本", "r3", "r4", "r5"], ["a", "b"], "utf-16"),
+        None,
+    ),
     Case("utf-8 with BOM and CRLF", rows_csv("bom.csv", PLAIN_IDS, ["a", "b"], "utf-8-sig", "\r\n"), None),
     Case("formula cells", rows_csv("formulas.csv", FORMULA_IDS, ["=cmd('calc')!A0", "+b", "@c"]), None),
     Case("markdown and html names", rows_csv("markup.csv", MARKUP_IDS, MARKUP_LABELS), None),
@@ -243,8 +271,10 @@ CASES = [
 
 def counts(db: Path) -> dict[str, int]:
     with sqlite3.connect(db) as con:
-        return {t: con.execute(f"select count(*) from {t}").fetchone()[0]
-                for t in ("datasets", "instances", "labelling_sessions", "answer_events")}
+        return {
+            t: con.execute(f"select count(*) from {t}").fetchone()[0]
+            for t in ("datasets", "instances", "labelling_sessions", "answer_events")
+        }
 
 
 @pytest.fixture(scope="module")
@@ -253,7 +283,9 @@ def seeded_db(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("corpus-db")
     db = folder / "w.db"
     seed = rows_csv("seed.csv", PLAIN_IDS, ["a", "b"])(folder)
-    code, _, err, _ = run_measured(["import", str(seed), "--db", str(db), "--name", "seed", "--session", "s", "-k", "2"], {})
+    code, _, err, _ = run_measured(
+        ["import", str(seed), "--db", str(db), "--name", "seed", "--session", "s", "-k", "2"], {}
+    )
     assert code == 0, err
     return db
 
@@ -263,8 +295,9 @@ def test_hostile_file(case, seeded_db, tmp_path):
     path = case.make(tmp_path)
     assert path.stat().st_size < 8 * MiB or case.name.startswith("giant"), "the corpus stays small on disk"
     before = counts(seeded_db)
-    code, out, err, peak = run_measured(["import", str(path), "--db", str(seeded_db), "--name", case.name, "-k", "1"],
-                                        case.env)
+    code, out, err, peak = run_measured(
+        ["import", str(path), "--db", str(seeded_db), "--name", case.name, "-k", "1"], case.env
+    )
     assert "Traceback" not in err and "Traceback" not in out
     assert 0 < peak < PEAK_BOUND, f"peak memory {peak / MiB:.0f} MiB"
     if case.error is not None:
@@ -285,7 +318,9 @@ def test_names_come_back_exactly_as_written(seeded_db, tmp_path):
 
     path = rows_csv("names.csv", FORMULA_IDS[:3] + MARKUP_IDS[:3], MARKUP_LABELS)(tmp_path)
     db = tmp_path / "names.db"
-    code, _, err, _ = run_measured(["import", str(path), "--db", str(db), "--name", "names", "--session", "n", "-k", "2"], {})
+    code, _, err, _ = run_measured(
+        ["import", str(path), "--db", str(db), "--name", "names", "--session", "n", "-k", "2"], {}
+    )
     assert code == 0, err
     try:
         with open_store(db)() as s:

@@ -17,8 +17,27 @@ def digits_200(tmp_path):
 
 def test_simulate_writes_results_and_plot(winnow, digits_200, tmp_path):
     results, curves = tmp_path / "results.csv", tmp_path / "curves.png"
-    run = winnow("simulate", digits_200, "-s", "apl,random", "--budget", "20", "--batch", "10", "--seeds", "2",
-                 "-k", "5", "--epsilon", "0.1", "-o", results, "--plot", curves, cwd=tmp_path)
+    run = winnow(
+        "simulate",
+        digits_200,
+        "-s",
+        "apl,random",
+        "--budget",
+        "20",
+        "--batch",
+        "10",
+        "--seeds",
+        "2",
+        "-k",
+        "5",
+        "--epsilon",
+        "0.1",
+        "-o",
+        results,
+        "--plot",
+        curves,
+        cwd=tmp_path,
+    )
     table = pd.read_csv(results)
     assert list(table.columns[: len(RESULT_COLUMNS)]) == list(RESULT_COLUMNS)
     assert len(table) == 2 * 2 * 3  # strategies x seeds x (start + 2 batches)
@@ -87,10 +106,48 @@ def test_simulate_user_errors_exit_2_with_one_line(digits_200, tmp_path, capsys,
 
 def test_default_strategy_and_evaluation_options(winnow, digits_200, tmp_path):
     results = tmp_path / "results.csv"
-    winnow("simulate", digits_200, "-s", "default,decision_change", "--budget", "10", "--batch", "5", "--seeds", "2",
-           "-k", "5", "--eval-k", "7", "--no-dst", "--initial-labels", "20", "--n-jobs", "2", "-o", results, cwd=tmp_path)
-    run = winnow("simulate", digits_200, "-s", "default", "--budget", "5", "--batch", "5", "--seeds", "1", "-k", "5",
-                 "--no-dst", "-o", tmp_path / "one.csv", cwd=tmp_path)
+    winnow(
+        "simulate",
+        digits_200,
+        "-s",
+        "default,decision_change",
+        "--budget",
+        "10",
+        "--batch",
+        "5",
+        "--seeds",
+        "2",
+        "-k",
+        "5",
+        "--eval-k",
+        "7",
+        "--no-dst",
+        "--initial-labels",
+        "20",
+        "--n-jobs",
+        "2",
+        "-o",
+        results,
+        cwd=tmp_path,
+    )
+    run = winnow(
+        "simulate",
+        digits_200,
+        "-s",
+        "default",
+        "--budget",
+        "5",
+        "--batch",
+        "5",
+        "--seeds",
+        "1",
+        "-k",
+        "5",
+        "--no-dst",
+        "-o",
+        tmp_path / "one.csv",
+        cwd=tmp_path,
+    )
     assert "s/step" in run.stdout and "set-up s" in run.stdout
     table = pd.read_csv(results, keep_default_na=False, na_values=[""])
     assert set(table["strategy"]) == {"default", "decision_change"}

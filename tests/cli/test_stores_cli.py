@@ -36,24 +36,36 @@ def foreign_sqlite(path) -> None:
 @pytest.mark.parametrize(
     "args",
     [
-        ["session", "list"], ["session", "status", "s"], ["user", "list"], ["user", "disable", "bob"],
-        ["session", "new", "s", "--dataset", "d"], ["export", "s", "-o", "out.csv"], ["answer", "s", "--kind", "undo"],
-        ["rank", "--session", "s", "-o", "out.csv"], ["ui", "--port", "{port}", "--headless"],
+        ["session", "list"],
+        ["session", "status", "s"],
+        ["user", "list"],
+        ["user", "disable", "bob"],
+        ["session", "new", "s", "--dataset", "d"],
+        ["export", "s", "-o", "out.csv"],
+        ["answer", "s", "--kind", "undo"],
+        ["rank", "--session", "s", "-o", "out.csv"],
+        ["ui", "--port", "{port}", "--headless"],
     ],
 )
 def test_a_missing_store_is_not_created_by_a_command_that_only_uses_one(tmp_path, args):
     db = tmp_path / "mistyped.db"
     args = [a.format(port=free_port()) for a in args]
     line = one_line_error(run_winnow(*args, "--db", db, cwd=tmp_path, check=False))
-    assert line == (f"error: no winnow store at {db} (create one with `winnow import FILE --db {db}` "
-                    f"or `winnow init --db {db}`)")
+    assert line == (
+        f"error: no winnow store at {db} (create one with `winnow import FILE --db {db}` or `winnow init --db {db}`)"
+    )
     assert list(tmp_path.iterdir()) == []
 
 
 def test_user_add_needs_a_store_too(tmp_path):
     db = tmp_path / "team.db"
-    result = subprocess.run([str(WINNOW), "user", "add", "ada", "--role", "admin", "--password-stdin", "--db", str(db)],
-                            input="s3cret-pass-word\n", capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [str(WINNOW), "user", "add", "ada", "--role", "admin", "--password-stdin", "--db", str(db)],
+        input="s3cret-pass-word\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert "no winnow store at" in one_line_error(result)
     assert not db.exists()
 
@@ -96,8 +108,14 @@ def test_a_file_that_is_not_sqlite_is_refused_even_by_import(tmp_path, small_csv
 
 def _umask_000(args: list[str]) -> subprocess.CompletedProcess:
     """Run winnow under umask 000: what it creates gets exactly the mode it asks for."""
-    return subprocess.run([str(WINNOW), *map(str, args)], capture_output=True, text=True, timeout=300,
-                          preexec_fn=lambda: os.umask(0), env={**os.environ, "NO_COLOR": "1"})
+    return subprocess.run(
+        [str(WINNOW), *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=lambda: os.umask(0),
+        env={**os.environ, "NO_COLOR": "1"},
+    )
 
 
 def test_init_creates_a_0600_store_and_import_and_export_keep_files_0600(tmp_path, small_csv):
@@ -142,8 +160,9 @@ def test_a_busy_port_is_one_line_and_never_announces_a_server(tmp_path):
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        result = run_winnow("ui", "--port", port, "--address", "127.0.0.1", "--headless", "--db", tmp_path / "w.db",
-                            check=False)
+        result = run_winnow(
+            "ui", "--port", port, "--address", "127.0.0.1", "--headless", "--db", tmp_path / "w.db", check=False
+        )
     line = one_line_error(result)
     assert line.startswith(f"error: port {port} is in use")
     assert "winnow is running" not in result.stdout

@@ -58,9 +58,23 @@ def test_a_stop_signal_stops_the_server_child(tmp_path, signum):
     env = {**os.environ, "NO_COLOR": "1"}
     subprocess.run([str(WINNOW), "init", "--db", str(tmp_path / "w.db")], check=True, capture_output=True, env=env)
     parent = subprocess.Popen(
-        [str(WINNOW), "ui", "--db", str(tmp_path / "w.db"), "--port", str(port), "--headless",
-         "--address", "127.0.0.1", "--max-upload-mb", "7"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        [
+            str(WINNOW),
+            "ui",
+            "--db",
+            str(tmp_path / "w.db"),
+            "--port",
+            str(port),
+            "--headless",
+            "--address",
+            "127.0.0.1",
+            "--max-upload-mb",
+            "7",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
     )
     try:
         # A bounded wait for the server to come up (not a timing assertion: it only fails if

@@ -15,7 +15,10 @@ SECRET = "s3cret-pass-word"
 def add_user(db, name, role, password=SECRET):
     return subprocess.run(
         [str(WINNOW), "user", "add", name, "--role", role, "--password-stdin", "--db", str(db)],
-        input=password + "\n", capture_output=True, text=True, timeout=120,
+        input=password + "\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -30,7 +33,10 @@ def test_user_commands_and_answers_in_team_mode(winnow, small_csv, tmp_path):
         assert add_user(db, name, "annotator").returncode == 0
     assert add_user(db, "rev", "reviewer").returncode == 0
     bad = add_user(db, "eve", "boss")
-    assert bad.returncode == 2 and bad.stderr.strip() == "error: --role must be one of admin, annotator, reviewer; got 'boss'"
+    assert (
+        bad.returncode == 2
+        and bad.stderr.strip() == "error: --role must be one of admin, annotator, reviewer; got 'boss'"
+    )
     short = add_user(db, "eve", "annotator", password="short")
     assert short.returncode == 2 and "password must be 8 to 1024 characters long, got 5" in short.stderr
     assert "short" not in short.stderr.replace("password must", "")
@@ -55,11 +61,19 @@ def test_user_commands_and_answers_in_team_mode(winnow, small_csv, tmp_path):
     assert "ada" in listing and "reviewer" in listing and SECRET not in listing
     changed = subprocess.run(
         [str(WINNOW), "user", "passwd", "ann", "--password-stdin", "--db", str(db)],
-        input="another-long-secret\n", capture_output=True, text=True, timeout=120,
+        input="another-long-secret\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert changed.returncode == 0, changed.stderr
-    no_tty = subprocess.run([str(WINNOW), "user", "passwd", "ann", "--db", str(db)], stdin=subprocess.DEVNULL,
-                            capture_output=True, text=True, timeout=120)
+    no_tty = subprocess.run(
+        [str(WINNOW), "user", "passwd", "ann", "--db", str(db)],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert no_tty.returncode == 2 and "--password-stdin" in no_tty.stderr
 
     with sqlite3.connect(db) as conn:
@@ -84,8 +98,12 @@ def test_status_shows_per_annotator_progress_and_agreement(winnow, small_csv, tm
     db = tmp_path / "agree.db"
     winnow("import", small_csv, "--db", db, "--session", "s1")
     # d0000: both say "none of these"; d0001 (candidates {2}): ann "none of these", bob 2.
-    for who, item, kind, label in (("ann", "d0000", "none_of_these", None), ("bob", "d0000", "none_of_these", None),
-                                   ("ann", "d0001", "none_of_these", None), ("bob", "d0001", "answer", "2")):
+    for who, item, kind, label in (
+        ("ann", "d0000", "none_of_these", None),
+        ("bob", "d0000", "none_of_these", None),
+        ("ann", "d0001", "none_of_these", None),
+        ("bob", "d0001", "answer", "2"),
+    ):
         winnow("answer", "s1", item, *([label] if label else []), "--kind", kind, "--annotator", who, "--db", db)
     status = json.loads(winnow("session", "status", "s1", "--json", "--db", db).stdout)
     assert status["items_shared"] == 2 and status["raw_agreement"] == 0.5 and status["conflicts"] == 1

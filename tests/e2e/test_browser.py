@@ -39,8 +39,12 @@ CHROMIUM = Path(os.environ.get("WINNOW_CHROMIUM", "/usr/bin/chromium"))
 DOCS = ROOT / "docs"
 SAMPLES = ROOT / "sample_data"
 CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-    "--disable-sync", "--no-first-run",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
 ]
 ANNOTATOR = "e2e-annotator"
 #: A session name that a Markdown renderer would turn into an image fetched from this URL.
@@ -141,8 +145,12 @@ def sample_server(tmp_path: Path):
 def empty_server(tmp_path: Path):
     """``winnow ui`` on an empty store (made by ``winnow init``); yields (base url, database path)."""
     db = tmp_path / "e2e.db"
-    subprocess.run([str(Path(sys.executable).with_name("winnow")), "init", "--db", str(db)], check=True,
-                   capture_output=True, timeout=120)
+    subprocess.run(
+        [str(Path(sys.executable).with_name("winnow")), "init", "--db", str(db)],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     with serving(["--db", str(db)], tmp_path) as url:
         yield url, db
 
@@ -180,12 +188,15 @@ class QueryPage:
         settle(self.page)
         # Read in one step in the page: button by button, a rerun in between (the name just
         # typed, a fragment) could redraw the list under the test.
-        return [tuple(pair) for pair in self.page.eval_on_selector_all(
-            selector,
-            """buttons => buttons.map(b => [
+        return [
+            tuple(pair)
+            for pair in self.page.eval_on_selector_all(
+                selector,
+                """buttons => buttons.map(b => [
                  (b.querySelector("[data-testid='stMarkdownContainer']")?.innerText ?? "").trim(),
                  (b.querySelector("kbd")?.innerText ?? "").trim().toLowerCase()])""",
-        )]
+            )
+        ]
 
     def wait_for_next(self, item: str) -> None:
         from playwright.sync_api import expect
@@ -328,8 +339,10 @@ def test_import_texts_and_an_image_folder_through_the_form_and_answer_with_the_k
     answered = []
     photos = sorted((SAMPLES / "photos").glob("*.png"))
     for n, (name, data, media, shot) in enumerate(
-        [("texts", SAMPLES / "texts.csv", [], "screenshot_text.png"),
-         ("photos", SAMPLES / "photos_labels.csv", photos, "screenshot_image.png")],
+        [
+            ("texts", SAMPLES / "texts.csv", [], "screenshot_text.png"),
+            ("photos", SAMPLES / "photos_labels.csv", photos, "screenshot_image.png"),
+        ],
         start=1,
     ):
         create_session(page, query, name, data, media)
@@ -344,8 +357,10 @@ def test_import_texts_and_an_image_folder_through_the_form_and_answer_with_the_k
 
     assert [(kind, item, label, who) for _, kind, item, label, _, who in rows] == answered
     with sqlite3.connect(db) as connection:
-        content = dict(connection.execute(
-            "SELECT d.name, count(i.text) + count(i.media_path) FROM datasets d JOIN instances i ON i.dataset_id = d.id"
-            " GROUP BY d.name"
-        ).fetchall())
+        content = dict(
+            connection.execute(
+                "SELECT d.name, count(i.text) + count(i.media_path) FROM datasets d JOIN instances i ON i.dataset_id = d.id"
+                " GROUP BY d.name"
+            ).fetchall()
+        )
     assert content == {"texts": 300, "photos_labels": 96}

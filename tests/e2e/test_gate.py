@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import http.client
-import json
 import os
 import re
 import signal
@@ -55,8 +54,9 @@ class Server:
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
-    def request(self, method: str, path: str, *, body: bytes | None = None, headers: dict[str, str] | None = None
-                ) -> tuple[int, dict[str, list[str]], bytes]:
+    def request(
+        self, method: str, path: str, *, body: bytes | None = None, headers: dict[str, str] | None = None
+    ) -> tuple[int, dict[str, list[str]], bytes]:
         """One request, redirects not followed: (status, headers by lower-case name, body)."""
         connection = http.client.HTTPConnection(self.host, self.port, timeout=30)
         try:
@@ -75,10 +75,17 @@ class Server:
         csrf = _cookie(headers, "winnow_csrf")
         field = re.search(rb'name="csrf" value="([^"]+)"', page).group(1).decode()
         body = urlencode({"csrf": field, "name": name, "password": password, "next": next_path}).encode()
-        return self.request("POST", "/_winnow/sign-in", body=body, headers={
-            "Content-Type": "application/x-www-form-urlencoded", "Cookie": f"winnow_csrf={csrf}", "Origin": self.url,
-            "Host": f"{self.host}:{self.port}",
-        })
+        return self.request(
+            "POST",
+            "/_winnow/sign-in",
+            body=body,
+            headers={
+                "Content-Type": "application/x-www-form-urlencoded",
+                "Cookie": f"winnow_csrf={csrf}",
+                "Origin": self.url,
+                "Host": f"{self.host}:{self.port}",
+            },
+        )
 
     def cookie_of(self, name: str) -> str:
         status, headers, _ = self.sign_in(name)
@@ -111,7 +118,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     with log.open("wb") as out:
         process = subprocess.Popen(
             [str(WINNOW), "ui", "--db", str(db), "--port", str(port), "--headless", "--address", "127.0.0.1"],
-            cwd=folder, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            cwd=folder,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
             env={**os.environ, "WINNOW_UPLOAD_QUOTA_MB": str(QUOTA_MB)},
         )
         try:
@@ -126,8 +136,13 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
                 process.wait()
 
 
-def stream(server: Server, *, session_id: str | None = None, headers: dict[str, str] | None = None,
-           send: list[bytes] | None = None) -> list:
+def stream(
+    server: Server,
+    *,
+    session_id: str | None = None,
+    headers: dict[str, str] | None = None,
+    send: list[bytes] | None = None,
+) -> list:
     """Open ``/_stcore/stream`` as a raw websocket client (optionally naming a Streamlit session
     id, as the browser does when it reconnects), ask for a run, and return the ForwardMsgs until
     the run ends."""
@@ -137,8 +152,13 @@ def stream(server: Server, *, session_id: str | None = None, headers: dict[str, 
 
     protocols = ["streamlit", "xsrf", session_id] if session_id else ["streamlit"]
     messages = []
-    with connect(f"ws://{server.host}:{server.port}/_stcore/stream", subprotocols=protocols, origin=server.url,
-                 additional_headers=headers or {}, open_timeout=30) as ws:
+    with connect(
+        f"ws://{server.host}:{server.port}/_stcore/stream",
+        subprotocols=protocols,
+        origin=server.url,
+        additional_headers=headers or {},
+        open_timeout=30,
+    ) as ws:
         for data in send or []:
             ws.send(data)
         rerun = BackMsg()

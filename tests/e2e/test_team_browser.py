@@ -63,6 +63,7 @@ def test_two_annotators_a_conflict_and_a_reviewer(team_server):
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
         try:
+
             def open_page():
                 page = browser.new_context(viewport={"width": 1400, "height": 900}).new_page()
                 page.goto(url, wait_until="domcontentloaded")
@@ -123,6 +124,9 @@ def test_two_annotators_a_conflict_and_a_reviewer(team_server):
 
     log = rows(db)
     assert [(kind, who) for kind, _, _, who in log] == [
-        ("answer", "ann"), ("skip", "bob"), ("answer", "bob"), ("resolve", "rev")
+        ("answer", "ann"),
+        ("skip", "bob"),
+        ("answer", "bob"),
+        ("resolve", "rev"),
     ]
     assert log[0][1] == log[2][1] == log[3][1] == first_ann and log[1][1] == first_bob

@@ -41,7 +41,9 @@ def approx_possible_set(candidate_rows: np.ndarray, weights: np.ndarray) -> set[
     """APL straight from its definition with Smin/Smax summed naively."""
     n_labels = candidate_rows.shape[1]
     sizes = candidate_rows.sum(axis=1)
-    smin = [sum(float(w) for row, s, w in zip(candidate_rows, sizes, weights) if s == 1 and row[m]) for m in range(n_labels)]
+    smin = [
+        sum(float(w) for row, s, w in zip(candidate_rows, sizes, weights) if s == 1 and row[m]) for m in range(n_labels)
+    ]
     smax = [sum(float(w) for row, w in zip(candidate_rows, weights) if row[m]) for m in range(n_labels)]
     return {m for m in range(n_labels) if all(smax[m] >= smin[o] for o in range(n_labels) if o != m)}
 

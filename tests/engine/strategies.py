@@ -33,13 +33,23 @@ def vote_problems(draw, max_k: int = 7, max_labels: int = 5, max_targets: int = 
     if kind == "equal":
         w = np.full(shape, draw(st.sampled_from([1.0, 0.5, 3.0])))
     elif kind == "small_int":
-        w = np.array(draw(st.lists(st.integers(1, 3), min_size=n_targets * k, max_size=n_targets * k)), float).reshape(shape)
+        w = np.array(draw(st.lists(st.integers(1, 3), min_size=n_targets * k, max_size=n_targets * k)), float).reshape(
+            shape
+        )
     elif kind == "dyadic":
-        w = np.array(draw(st.lists(st.integers(1, 16), min_size=n_targets * k, max_size=n_targets * k)), float).reshape(shape) / 8
+        w = (
+            np.array(draw(st.lists(st.integers(1, 16), min_size=n_targets * k, max_size=n_targets * k)), float).reshape(
+                shape
+            )
+            / 8
+        )
     elif kind == "with_zeros":
-        w = np.array(draw(st.lists(st.integers(0, 2), min_size=n_targets * k, max_size=n_targets * k)), float).reshape(shape)
+        w = np.array(draw(st.lists(st.integers(0, 2), min_size=n_targets * k, max_size=n_targets * k)), float).reshape(
+            shape
+        )
     else:
         w = np.array(
-            draw(st.lists(st.floats(0.01, 10.0, allow_nan=False), min_size=n_targets * k, max_size=n_targets * k)), float
+            draw(st.lists(st.floats(0.01, 10.0, allow_nan=False), min_size=n_targets * k, max_size=n_targets * k)),
+            float,
         ).reshape(shape)
     return idx, w, Y

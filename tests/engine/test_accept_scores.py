@@ -46,8 +46,10 @@ def test_posterior_scores_on_the_answer_posterior_are_its_arg_max():
 
 
 def test_posterior_is_restricted_to_the_candidates_and_uniform_without_votes():
-    labels, scores = posterior_scores([[3.0, 1.0, 4.0], [0.0, 0.0, 5.0], [2.0, 2.0, 0.0]],
-                                      [[True, True, False], [True, True, False], [True, True, True]])
+    labels, scores = posterior_scores(
+        [[3.0, 1.0, 4.0], [0.0, 0.0, 5.0], [2.0, 2.0, 0.0]],
+        [[True, True, False], [True, True, False], [True, True, True]],
+    )
     assert labels.tolist() == [0, 0, 0]  # 3:1; no vote on {0, 1} -> uniform, lowest index; 2:2 tie -> lowest index
     assert scores.tolist() == [0.75, 0.5, 0.5]
     labels, scores = posterior_scores([[3.0, 1.0, 4.0]])
@@ -58,12 +60,19 @@ def test_worked_example_agreeing_neighbours_rank_above_split_ones():
     """Item 0 ({a, b}) has four neighbours {a}; item 1 ({a, b}) two {a} and two {b};
     item 2 ({a, b}) three {a} and one {b}. Every score orders 0 > 2 > 1."""
     Y = np.array([[1, 1], [1, 1], [1, 1], [1, 0], [1, 0], [1, 0], [1, 0], [0, 1], [0, 1]], dtype=bool)
-    idx = np.array([
-        [3, 4, 5, 6],
-        [3, 4, 7, 8],
-        [3, 4, 5, 7],
-        [4, 5, 6, 0], [3, 5, 6, 0], [3, 4, 6, 0], [3, 4, 5, 0], [8, 1, 2, 3], [7, 1, 2, 3],
-    ])
+    idx = np.array(
+        [
+            [3, 4, 5, 6],
+            [3, 4, 7, 8],
+            [3, 4, 5, 7],
+            [4, 5, 6, 0],
+            [3, 5, 6, 0],
+            [3, 4, 6, 0],
+            [3, 4, 5, 0],
+            [8, 1, 2, 3],
+            [7, 1, 2, 3],
+        ]
+    )
     w = np.ones(idx.shape)
     from engine.dst import transductive_decisions
 
@@ -79,7 +88,15 @@ def test_worked_example_agreeing_neighbours_rank_above_split_ones():
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from([-1.0, -0.25, 0.0, 2**-10, 0.5, 0.75, 1.0]), st.integers(0, 64).map(lambda i: i / 64)), min_size=1, max_size=40))
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([-1.0, -0.25, 0.0, 2**-10, 0.5, 0.75, 1.0]), st.integers(0, 64).map(lambda i: i / 64)
+        ),
+        min_size=1,
+        max_size=40,
+    )
+)
 def test_margin_then_posterior_keeps_the_margin_order_and_breaks_ties_by_posterior(pairs):
     margin = np.array([m for m, _ in pairs])
     post = np.array([p for _, p in pairs])

@@ -3,8 +3,7 @@ import builtins
 import numpy as np
 import pytest
 
-from engine import InvalidInput, knn_graph
-from engine import neighbors
+from engine import InvalidInput, knn_graph, neighbors
 
 pytest.importorskip("faiss")
 

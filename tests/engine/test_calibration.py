@@ -10,7 +10,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import binom
 
-from engine import InvalidInput
 from engine.calibration import Calibration, audits_needed, binomial_upper_bound, calibrate_threshold
 
 
@@ -35,8 +34,10 @@ def bisect_bound(k: int, n: int, alpha: float) -> float:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.integers(1, 300).flatmap(lambda n: st.tuples(st.integers(0, n - 1), st.just(n))),
-       st.sampled_from([0.5, 0.8, 0.9, 0.95, 0.99]))
+@given(
+    st.integers(1, 300).flatmap(lambda n: st.tuples(st.integers(0, n - 1), st.just(n))),
+    st.sampled_from([0.5, 0.8, 0.9, 0.95, 0.99]),
+)
 def test_bound_is_where_the_binomial_tail_reaches_alpha(counts, confidence):
     errors, n = counts
     alpha = 1.0 - confidence
@@ -110,9 +111,15 @@ def fixed_sequence_oracle(scores, correct, target, confidence):
 @st.composite
 def audit_sets(draw):
     n = draw(st.integers(0, 120))
-    scores = np.array(draw(st.lists(st.sampled_from([0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0]) | st.floats(-1, 1), min_size=n, max_size=n)))
+    scores = np.array(
+        draw(
+            st.lists(st.sampled_from([0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0]) | st.floats(-1, 1), min_size=n, max_size=n)
+        )
+    )
     # Mostly right labels, so that thresholds are found often.
-    correct = np.array(draw(st.lists(st.booleans() | st.just(True) | st.just(True), min_size=n, max_size=n)), dtype=bool)
+    correct = np.array(
+        draw(st.lists(st.booleans() | st.just(True) | st.just(True), min_size=n, max_size=n)), dtype=bool
+    )
     return scores, correct, draw(st.sampled_from([0.05, 0.1, 0.2])), draw(st.sampled_from([0.8, 0.9]))
 
 
@@ -177,8 +184,17 @@ def test_tied_scores_enter_together():
 
 def test_without_audits_says_how_many_are_needed():
     result = calibrate_threshold([], [], target=0.05, confidence=0.9)
-    assert result == Calibration(threshold=None, bound=None, audits=0, errors=0, more_audits_needed=45, target=0.05,
-                                 confidence=0.9, observed_error=None, clopper_pearson=1.0)
+    assert result == Calibration(
+        threshold=None,
+        bound=None,
+        audits=0,
+        errors=0,
+        more_audits_needed=45,
+        target=0.05,
+        confidence=0.9,
+        observed_error=None,
+        clopper_pearson=1.0,
+    )
     result = calibrate_threshold(np.ones(30), np.ones(30, bool), target=0.05)
     assert result.more_audits_needed == 15
     # Three errors among 100: 132 audits with three errors would state 5 %.

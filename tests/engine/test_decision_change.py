@@ -77,7 +77,9 @@ def test_hand_computed_score():
 @given(graph_problems())
 def test_scores_match_the_definition(problem):
     idx, w, Y, targets = problem
-    np.testing.assert_allclose(decision_change_scores(idx, w, Y, targets=targets), _brute_force(idx, w, Y, targets), atol=1e-12)
+    np.testing.assert_allclose(
+        decision_change_scores(idx, w, Y, targets=targets), _brute_force(idx, w, Y, targets), atol=1e-12
+    )
 
 
 @settings(max_examples=60, deadline=None)

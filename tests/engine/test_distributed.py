@@ -33,7 +33,9 @@ def client():
 
 @pytest.fixture(scope="module", params=["uniform", "random"])
 def problem(request):
-    idx, w, Y, _ = clustered_problem(800, k=7, n_labels=6, partial_rate=0.5, cluster_size=20, seed=3, weights=request.param)
+    idx, w, Y, _ = clustered_problem(
+        800, k=7, n_labels=6, partial_rate=0.5, cluster_size=20, seed=3, weights=request.param
+    )
     return idx, w, Y
 
 

@@ -147,7 +147,9 @@ def test_many_labels_use_several_words():
     for path in ("auto", "enumerate", "sequential"):
         evidence = _combine(own, neighbours, path=path)
         for i in range(30):
-            mass = ref.instance_mass(frozenset(range(n_labels)), [frozenset(np.flatnonzero(s).tolist()) for s in neighbours[i]])
+            mass = ref.instance_mass(
+                frozenset(range(n_labels)), [frozenset(np.flatnonzero(s).tolist()) for s in neighbours[i]]
+            )
             bel, pl = ref.belief_plausibility(mass, n_labels)
             np.testing.assert_allclose(evidence.belief[i], bel, rtol=0, atol=1e-12)
             np.testing.assert_allclose(evidence.plausibility[i], pl, rtol=0, atol=1e-12)
@@ -286,7 +288,9 @@ def test_init_stores_parameters_only_and_clones():
     assert clone(clf).get_params() == clf.get_params()
 
 
-@pytest.mark.parametrize("method", ["predict", "predict_with_reject", "belief_plausibility", "decision_margin", "mass_functions"])
+@pytest.mark.parametrize(
+    "method", ["predict", "predict_with_reject", "belief_plausibility", "decision_margin", "mass_functions"]
+)
 def test_not_fitted(method):
     with pytest.raises(NotFittedError, match="not fitted"):
         getattr(DstPllClassifier(), method)([[0.0]])
@@ -419,10 +423,19 @@ def test_predict_from_neighbors_and_given_draws_equal_predict_with_reject(seed):
     "call, match",
     [
         (lambda: transductive_decisions(Y4, np.array([[1], [0]])), r"idx has 2 rows but 4 were expected"),
-        (lambda: transductive_decisions(Y4, np.array([[1], [0], [3], [9]])), r"idx row 3 refers to a training row outside 0..3"),
-        (lambda: transductive_decisions(Y4, np.array([[1], [0], [3], [2]]), [4]), "rows must be training row indices in 0..3"),
+        (
+            lambda: transductive_decisions(Y4, np.array([[1], [0], [3], [9]])),
+            r"idx row 3 refers to a training row outside 0..3",
+        ),
+        (
+            lambda: transductive_decisions(Y4, np.array([[1], [0], [3], [2]]), [4]),
+            "rows must be training row indices in 0..3",
+        ),
         (lambda: predict_from_neighbors(Y4, np.array([0, 1])), "idx must be 2-D"),
-        (lambda: DstPllClassifier(n_neighbors=2).fit(X4, Y4).decide_with_draws(X4, np.zeros((4, 1))), r"draws must have shape \(4, 2\)"),
+        (
+            lambda: DstPllClassifier(n_neighbors=2).fit(X4, Y4).decide_with_draws(X4, np.zeros((4, 1))),
+            r"draws must have shape \(4, 2\)",
+        ),
     ],
 )
 def test_graph_decisions_reject_bad_input(call, match):
@@ -437,8 +450,14 @@ def test_fit_on_given_neighbours_equals_fit_with_the_search(seed):
     searched = DstPllClassifier(n_neighbors=4, random_state=0).fit(X, Y)
     with mock.patch.object(NearestNeighbors, "kneighbors", side_effect=AssertionError("fit searched neighbours")):
         given_graph = DstPllClassifier(n_neighbors=4, random_state=0).fit(X, Y, neighbors=searched.train_neighbors_)
-    for attribute in ("train_neighbors_", "disambiguate_", "disambiguate_accepted_", "disambiguate_margin_",
-                      "disambiguate_belief_", "disambiguate_plausibility_"):
+    for attribute in (
+        "train_neighbors_",
+        "disambiguate_",
+        "disambiguate_accepted_",
+        "disambiguate_margin_",
+        "disambiguate_belief_",
+        "disambiguate_plausibility_",
+    ):
         np.testing.assert_array_equal(getattr(given_graph, attribute), getattr(searched, attribute))
     np.testing.assert_array_equal(given_graph.predict(X[:3] + 0.01), searched.predict(X[:3] + 0.01))
 

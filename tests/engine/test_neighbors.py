@@ -1,9 +1,8 @@
 import numpy as np
 import pytest
-from sklearn.neighbors import NearestNeighbors
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sklearn.neighbors import NearestNeighbors
 
 from engine import InvalidInput, ReverseIndex, knn_graph
 
@@ -100,8 +99,11 @@ def _oracle_graph(X, targets, k, exclude_self):
     queries = Xi if targets is None else targets.astype(np.int64)
     idx, sq = [], []
     for t, q in enumerate(queries):
-        ranked = sorted((int(((Xi[j] - q) ** 2).sum()), j) for j in range(len(Xi))
-                        if not (targets is None and exclude_self and j == t))[:k]
+        ranked = sorted(
+            (int(((Xi[j] - q) ** 2).sum()), j)
+            for j in range(len(Xi))
+            if not (targets is None and exclude_self and j == t)
+        )[:k]
         sq.append([d for d, _ in ranked])
         idx.append([j for _, j in ranked])
     return np.array(idx, dtype=np.intp).reshape(-1, k), np.array(sq, dtype=float).reshape(-1, k)
@@ -160,8 +162,11 @@ def test_a_radius_search_that_finds_too_few_rows_falls_back_to_every_row(monkeyp
 
     # scikit-learn's rounding stays within the bound the search relies on; were it not to,
     # the rows of that query are all examined rather than trusted.
-    monkeypatch.setattr(NearestNeighbors, "radius_neighbors",
-                        lambda self, X, radius, return_distance: [np.zeros(0, dtype=np.intp)] * len(X))
+    monkeypatch.setattr(
+        NearestNeighbors,
+        "radius_neighbors",
+        lambda self, X, radius, return_distance: [np.zeros(0, dtype=np.intp)] * len(X),
+    )
     X = np.repeat(np.arange(6, dtype=float), 5)[:, None]  # six values, five copies each
     idx, _ = knn_graph(X, k=7, algorithm="exact")
     np.testing.assert_array_equal(idx, _oracle_graph(X, None, 7, True)[0])

@@ -175,7 +175,11 @@ def test_binary_flips_rates_and_seed():
         (lambda: class_dependent_candidates([0, 1], partner_prob=-0.1), InvalidInput, "partner_prob must be >= 0"),
         (lambda: instance_dependent_candidates(np.ones((3, 2)), [0, 1], 2), InvalidInput, "3 rows but y has 2"),
         (lambda: cluster_candidates(np.ones((3, 2)), [0, 1, 2], n_clusters=4), InvalidInput, "n_clusters=4 exceeds"),
-        (lambda: cluster_candidates(np.ones((3, 2)), [0, 1, 2], noise_rate=2.0), InvalidInput, "noise_rate must be <= 1"),
+        (
+            lambda: cluster_candidates(np.ones((3, 2)), [0, 1, 2], noise_rate=2.0),
+            InvalidInput,
+            "noise_rate must be <= 1",
+        ),
         (lambda: cluster_candidates([[np.inf, 0.0]], [0]), InvalidInput, "must be finite"),
         (lambda: binary_flips([0, 1], 0.6, 0.5), InvalidInput, "tau_pos \\+ tau_neg must be < 1"),
         (lambda: binary_flips([0, 2], 0.1, 0.1), InvalidInput, r"y\[1\] = 2 is not a known label in 0..1"),

@@ -73,7 +73,10 @@ def test_weak_rules_abstain_to_all_labels_and_are_seeded():
     [
         (lambda: crowd_candidates([0, 1, 2], 3, n_annotators=0), "n_annotators"),
         (lambda: crowd_candidates([0, 1, 2], 3, n_confusions=3), "n_confusions"),
-        (lambda: crowd_candidates([0, 1, 2], 3, accuracy=(0.9, 0.5)), r"accuracy must satisfy 0 <= low <= high <= 1; got \(0.9, 0.5\)"),
+        (
+            lambda: crowd_candidates([0, 1, 2], 3, accuracy=(0.9, 0.5)),
+            r"accuracy must satisfy 0 <= low <= high <= 1; got \(0.9, 0.5\)",
+        ),
         (lambda: crowd_candidates([0, 1, 2], 3, accuracy=0.5), "accuracy must be a pair"),
         (lambda: crowd_candidates([0, 0], 1), "n_labels >= 2"),
         (lambda: weak_rule_candidates(np.zeros((3, 2)), [0, 1], 2), "X has 3 rows but y has 2"),

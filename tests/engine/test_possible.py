@@ -144,8 +144,14 @@ def problems(draw, kinds=WEIGHT_KINDS):
     Y = np.zeros((n_rows, n_labels), dtype=bool)
     for i, row in enumerate(rows):
         Y[i, row] = True
-    idx = np.array(draw(st.lists(st.lists(st.integers(0, n_rows - 1), min_size=k, max_size=k),
-                                 min_size=n_targets, max_size=n_targets)), dtype=np.intp)
+    idx = np.array(
+        draw(
+            st.lists(
+                st.lists(st.integers(0, n_rows - 1), min_size=k, max_size=k), min_size=n_targets, max_size=n_targets
+            )
+        ),
+        dtype=np.intp,
+    )
     kind = draw(st.sampled_from(kinds))
     shape = (n_targets, k)
     if kind == "equal":
@@ -161,8 +167,10 @@ def problems(draw, kinds=WEIGHT_KINDS):
             values = st.floats(0.01, 1.0, allow_nan=False, allow_infinity=False)
         else:  # "zeros": integer weights with many zeros
             values = st.integers(0, 2).map(float)
-        w = np.array(draw(st.lists(st.lists(values, min_size=k, max_size=k),
-                                   min_size=n_targets, max_size=n_targets)), dtype=float)
+        w = np.array(
+            draw(st.lists(st.lists(values, min_size=k, max_size=k), min_size=n_targets, max_size=n_targets)),
+            dtype=float,
+        )
     return idx, w, Y
 
 

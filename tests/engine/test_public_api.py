@@ -8,8 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import engine
-from engine import InvalidInput, check_choice, open_neighbourhoods, ranking_order
-from engine import choices
+from engine import InvalidInput, check_choice, choices, open_neighbourhoods, ranking_order
 
 
 @st.composite
@@ -70,7 +69,10 @@ def test_ranking_order_puts_deferred_rows_last_whatever_their_score():
         (dict(scores=np.ones((2, 2)), askable=np.ones(2, bool)), r"scores must be 1-D"),
         (dict(scores=np.ones(3), askable=np.ones(2, bool)), r"askable must be a bool array of shape \(3,\)"),
         (dict(scores=np.ones(2), askable=np.array([1, 0])), r"askable must be a bool array"),
-        (dict(scores=np.ones(2), askable=np.ones(2, bool), deferred=np.ones(3, bool)), r"deferred must be a bool array"),
+        (
+            dict(scores=np.ones(2), askable=np.ones(2, bool), deferred=np.ones(3, bool)),
+            r"deferred must be a bool array",
+        ),
         (dict(scores=np.ones(2), askable=np.ones(2, bool), tiebreak=np.ones(3)), r"tiebreak must have shape \(2,\)"),
         (dict(scores=np.array([1.0, np.nan]), askable=np.ones(2, bool)), r"scores row 1 is NaN"),
         (dict(scores=np.ones(2), askable=np.ones(2, bool), top=-1), r"top must be >= 0"),
@@ -88,7 +90,10 @@ def test_ranking_order_ignores_nan_scores_of_rows_it_does_not_rank():
 
 def test_check_choice_has_one_message_format():
     assert check_choice("pl", "criterion", choices.CRITERIA) == "pl"
-    with pytest.raises(InvalidInput, match=r"^criterion must be one of apl, pl, participation, most_partial, random, decision_change; got 'x'$"):
+    with pytest.raises(
+        InvalidInput,
+        match=r"^criterion must be one of apl, pl, participation, most_partial, random, decision_change; got 'x'$",
+    ):
         check_choice("x", "criterion", choices.CRITERIA)
     with pytest.raises(InvalidInput, match=r"got \['apl'\]"):
         check_choice(["apl"], "criterion", choices.CRITERIA)  # unhashable
@@ -113,8 +118,17 @@ def test_every_engine_module_uses_the_single_sourced_names():
 
 
 def test_public_names_are_exported():
-    for name in ("label_sets", "open_targets", "ReverseIndex", "ranking_order", "check_candidates", "check_choice",
-                 "open_neighbourhoods", "transductive_decisions", "predict_from_neighbors"):
+    for name in (
+        "label_sets",
+        "open_targets",
+        "ReverseIndex",
+        "ranking_order",
+        "check_candidates",
+        "check_choice",
+        "open_neighbourhoods",
+        "transductive_decisions",
+        "predict_from_neighbors",
+    ):
         assert name in engine.__all__
         assert getattr(engine, name) is not None
 

@@ -76,7 +76,9 @@ def test_incremental_ranker_equals_full_recomputation(case):
         ranker.update(n, row)
         np.testing.assert_array_equal(ranker.scores, query_scores(idx, w, current, criterion="apl"))
         np.testing.assert_array_equal(ranker.flags, changed_pairs(idx, w, current, criterion="apl"))
-    assert ranker.n_open == int((oracle.all_label_sets(idx, w, current)[0] != oracle.all_label_sets(idx, w, current)[2]).any(axis=1).sum())
+    assert ranker.n_open == int(
+        (oracle.all_label_sets(idx, w, current)[0] != oracle.all_label_sets(idx, w, current)[2]).any(axis=1).sum()
+    )
 
 
 def test_ranking_orders_by_score_and_skips_excluded():
@@ -114,7 +116,9 @@ def test_pl_and_apl_differ_where_apl_over_approximates():
     Y = np.array([[1, 0, 0], [1, 0, 0], [0, 1, 1], [0, 1, 1], [0, 1, 1], [1, 1, 0]], dtype=bool)
     idx, w = np.array([[0, 1, 2, 3, 4, 5]]), np.ones((1, 6))
     for criterion in ("apl", "pl"):
-        np.testing.assert_array_equal(query_scores(idx, w, Y, criterion=criterion), oracle.query_scores(idx, w, Y, criterion))
+        np.testing.assert_array_equal(
+            query_scores(idx, w, Y, criterion=criterion), oracle.query_scores(idx, w, Y, criterion)
+        )
 
 
 def test_apl_scores_use_fresh_sums_not_float_subtraction():

@@ -24,7 +24,9 @@ def _problem(seed: int, n: int = 40, n_labels: int = 4, k: int = 5):
 RANKERS = {
     "apl": lambda idx, w, Y: IncrementalRanker(idx, w, Y, criterion="apl"),
     "decision_change": lambda idx, w, Y: DecisionChangeRanker(idx, w, Y, random_state=0),
-    **{name: (lambda idx, w, Y, name=name: StaticRanker(idx, w, Y, name, random_state=0)) for name in BASELINE_CRITERIA},
+    **{
+        name: (lambda idx, w, Y, name=name: StaticRanker(idx, w, Y, name, random_state=0)) for name in BASELINE_CRITERIA
+    },
 }
 
 

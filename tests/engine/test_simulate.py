@@ -54,7 +54,9 @@ def digits_problem():
 
 
 def test_perfect_oracle_answering_everything_reaches_fully_labelled_accuracy():
-    rows = run_campaign(X_LINE, Y_LINE, Y_LINE_TRUE, X_LINE_TEST, Y_LINE_TEST, strategy="random", budget=50, batch=8, k=3, seed=0)
+    rows = run_campaign(
+        X_LINE, Y_LINE, Y_LINE_TRUE, X_LINE_TEST, Y_LINE_TEST, strategy="random", budget=50, batch=8, k=3, seed=0
+    )
     assert len(rows) == 2  # the start and one batch with all 8 partial items; then nothing is left
     start, end = rows
     assert (start["n_answers"], start["n_partial"]) == (0, 8)
@@ -123,7 +125,9 @@ def test_same_seed_same_rows(digits_problem):
     Xtr, Ytr, ytr, Xte, yte = digits_problem
 
     def table(seed, strategy="random", budget=30):
-        rows = run_campaign(Xtr, Ytr, ytr, Xte, yte, strategy=strategy, budget=budget, batch=10, k=5, epsilon=0.2, seed=seed)
+        rows = run_campaign(
+            Xtr, Ytr, ytr, Xte, yte, strategy=strategy, budget=budget, batch=10, k=5, epsilon=0.2, seed=seed
+        )
         return pd.DataFrame(rows).drop(columns=TIMING)
 
     pd.testing.assert_frame_equal(table(4), table(4))
@@ -136,8 +140,17 @@ def test_simulate_shares_splits_and_returns_all_columns():
     X, y = X[:240], y[:240]
     Y = uniform_candidates(y, 10, fraction=0.7, seed=0)
     seen = []
-    df = simulate(X, Y, y, strategies=["apl", "margin"], seeds=[0, 1], budget=20, batch=10, k=5,
-                  on_campaign_done=lambda name, seed: seen.append((name, seed)))
+    df = simulate(
+        X,
+        Y,
+        y,
+        strategies=["apl", "margin"],
+        seeds=[0, 1],
+        budget=20,
+        batch=10,
+        k=5,
+        on_campaign_done=lambda name, seed: seen.append((name, seed)),
+    )
     assert seen == [("apl", 0), ("margin", 0), ("apl", 1), ("margin", 1)]
     assert list(df.columns[: len(RESULT_COLUMNS)]) == list(RESULT_COLUMNS)
     assert len(df) == 2 * 2 * 3
@@ -192,7 +205,9 @@ def test_a_new_strategy_is_a_small_class():
         def scores(self, context):
             return np.arange(context.candidates.shape[0], dtype=float)
 
-    rows = run_campaign(X_LINE, Y_LINE, Y_LINE_TRUE, X_LINE_TEST, Y_LINE_TEST, strategy=HighestRow(), budget=3, batch=2, k=3)
+    rows = run_campaign(
+        X_LINE, Y_LINE, Y_LINE_TRUE, X_LINE_TEST, Y_LINE_TEST, strategy=HighestRow(), budget=3, batch=2, k=3
+    )
     assert [r["strategy"] for r in rows] == ["highest_row"] * 3
     assert [r["n_answers"] for r in rows] == [0, 2, 3]
 
@@ -208,7 +223,9 @@ def test_vote_uncertainty_hand_computed():
     entropy = VoteUncertaintyStrategy("entropy").scores(context)
     assert lc[0] == pytest.approx(0.5) and lc[3] == pytest.approx(0.25)
     assert margin[0] == pytest.approx(1.0) and margin[3] == pytest.approx(0.5)
-    assert entropy[0] == pytest.approx(np.log(2)) and entropy[3] == pytest.approx(-(0.75 * np.log(0.75) + 0.25 * np.log(0.25)))
+    assert entropy[0] == pytest.approx(np.log(2)) and entropy[3] == pytest.approx(
+        -(0.75 * np.log(0.75) + 0.25 * np.log(0.25))
+    )
 
 
 def test_dst_margin_asks_rejected_items_first(digits_problem):
@@ -275,12 +292,14 @@ def test_campaign_counts_wrong_answers(digits_problem):
 
 
 def test_learning_curve_area_hand_computed():
-    df = pd.DataFrame({
-        "strategy": ["a", "a", "a", "b", "b"],
-        "seed": [0, 0, 0, 0, 0],
-        "n_answers": [0, 10, 20, 0, 10],
-        "accuracy": [0.5, 1.0, 1.0, 0.2, 0.6],
-    })
+    df = pd.DataFrame(
+        {
+            "strategy": ["a", "a", "a", "b", "b"],
+            "seed": [0, 0, 0, 0, 0],
+            "n_answers": [0, 10, 20, 0, 10],
+            "accuracy": [0.5, 1.0, 1.0, 0.2, 0.6],
+        }
+    )
     area = learning_curve_area(df).set_index("strategy")["area"]
     assert area["a"] == pytest.approx((0.75 * 10 + 1.0 * 10) / 20)
     assert area["b"] == pytest.approx((0.4 * 10 + 0.6 * 10) / 20)  # last value kept to the end
@@ -289,7 +308,10 @@ def test_learning_curve_area_hand_computed():
 @pytest.mark.parametrize(
     "change, match",
     [
-        ({"strategy": "smartest"}, "strategy must be one of apl, pl, participation, most_partial, random, least_confidence, margin, entropy, dst_margin, decision_change, default; got 'smartest'"),
+        (
+            {"strategy": "smartest"},
+            "strategy must be one of apl, pl, participation, most_partial, random, least_confidence, margin, entropy, dst_margin, decision_change, default; got 'smartest'",
+        ),
         ({"budget": 0}, "budget"),
         ({"batch": 0}, "batch"),
         ({"epsilon": 1.5}, "epsilon"),

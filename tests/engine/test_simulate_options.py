@@ -83,15 +83,19 @@ def test_cold_start_without_any_precise_item(digits):
     X, _, y = digits
     Y = np.ones((X.shape[0], 10), dtype=bool)
     for name in ("decision_change", "apl", "margin", "dst_margin", "random"):
-        rows = run_campaign(X[:180], Y[:180], y[:180], X[180:], y[180:], strategy=name, budget=20, batch=10, k=5, seed=0)
+        rows = run_campaign(
+            X[:180], Y[:180], y[:180], X[180:], y[180:], strategy=name, budget=20, batch=10, k=5, seed=0
+        )
         assert rows[0]["n_partial"] == 180 and rows[-1]["n_answers"] == 20
 
 
 def test_initial_labelled_set(digits):
     X, Y, y = digits
     Xtr, Ytr, ytr = X[:180], Y[:180], y[:180]
-    start = {n: run_campaign(Xtr, Ytr, ytr, X[180:], y[180:], strategy="random", budget=5, k=5, seed=2, initial_labels=n)[0]
-             for n in (0, 40)}
+    start = {
+        n: run_campaign(Xtr, Ytr, ytr, X[180:], y[180:], strategy="random", budget=5, k=5, seed=2, initial_labels=n)[0]
+        for n in (0, 40)
+    }
     partial = int((Ytr.sum(axis=1) >= 2).sum())
     assert start[0]["n_partial"] == partial
     assert partial - 40 <= start[40]["n_partial"] < partial  # 40 random items, some already precise
@@ -110,8 +114,19 @@ def test_evaluation_k_and_classifier_are_independent_of_the_query(digits):
     assert [r["picked"] for r in wide] == [r["picked"] for r in base]  # the query still uses k = 5
     expected = (PlKnnClassifier(n_neighbors=15, random_state=1).fit(Xtr, Ytr).predict(Xte) == yte).mean()
     assert wide[0]["accuracy"] == pytest.approx(expected)
-    other = run_campaign(Xtr, Ytr, ytr, Xte, yte, strategy="apl", budget=20, batch=10, k=5, seed=1,
-                         classifier=PlKnnClassifier(n_neighbors=3, random_state=0))
+    other = run_campaign(
+        Xtr,
+        Ytr,
+        ytr,
+        Xte,
+        yte,
+        strategy="apl",
+        budget=20,
+        batch=10,
+        k=5,
+        seed=1,
+        classifier=PlKnnClassifier(n_neighbors=3, random_state=0),
+    )
     expected = (PlKnnClassifier(n_neighbors=3, random_state=0).fit(Xtr, Ytr).predict(Xte) == yte).mean()
     assert other[0]["accuracy"] == pytest.approx(expected)
     assert [r["picked"] for r in other] == [r["picked"] for r in base]
@@ -122,7 +137,9 @@ def test_evaluation_k_and_classifier_are_independent_of_the_query(digits):
 def test_dst_evaluation_can_be_turned_off(digits):
     X, Y, y = digits
     on = run_campaign(X[:180], Y[:180], y[:180], X[180:], y[180:], strategy="margin", budget=10, batch=5, k=5, seed=0)
-    off = run_campaign(X[:180], Y[:180], y[:180], X[180:], y[180:], strategy="margin", budget=10, batch=5, k=5, seed=0, dst=False)
+    off = run_campaign(
+        X[:180], Y[:180], y[:180], X[180:], y[180:], strategy="margin", budget=10, batch=5, k=5, seed=0, dst=False
+    )
     for a, b in zip(on, off):
         assert np.isnan([b["dst_accuracy"], b["reject_rate"], b["accepted_accuracy"]]).all()
         assert (a["accuracy"], a["picked"]) == (b["accuracy"], b["picked"])

@@ -96,7 +96,10 @@ def test_label_sets_of_one_target_in_a_large_dataset():
 
 @pytest.mark.parametrize("fn", [open_targets, ambiguous_targets])
 def test_target_flags_need_two_arrays_of_one_shape(fn):
-    with pytest.raises(InvalidInput, match=r"must be bool arrays of the same shape \(n_targets, n_labels\); got shapes \(2, 2\) and \(2, 3\)"):
+    with pytest.raises(
+        InvalidInput,
+        match=r"must be bool arrays of the same shape \(n_targets, n_labels\); got shapes \(2, 2\) and \(2, 3\)",
+    ):
         fn(np.zeros((2, 2), bool), np.zeros((2, 3), bool))
 
 

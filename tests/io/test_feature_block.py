@@ -56,8 +56,16 @@ def test_blocks_read_every_cell_as_it_reads_alone(grid, block, tmp_path_factory)
 def test_a_header_of_many_columns_is_read_at_once(tmp_path):
     path = tmp_path / "wide.csv"
     width = 5_000
-    path.write_text("candidates," + ",".join(f"f{j}" for j in range(width)) + "\n"
-                    + "a|b," + ",".join(str(j) for j in range(width)) + "\n"
-                    + "b," + ",".join(str(-j) for j in range(width)) + "\n")
+    path.write_text(
+        "candidates,"
+        + ",".join(f"f{j}" for j in range(width))
+        + "\n"
+        + "a|b,"
+        + ",".join(str(j) for j in range(width))
+        + "\n"
+        + "b,"
+        + ",".join(str(-j) for j in range(width))
+        + "\n"
+    )
     X = read_dataset(path).X
     np.testing.assert_array_equal(X, [np.arange(width), -np.arange(width)])

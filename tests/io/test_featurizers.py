@@ -34,10 +34,22 @@ from engine.exceptions import InvalidInput, NotFittedError
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_data"
 
-PETS = ["the cat sleeps on the warm sofa", "a kitten chases the cat toy", "our cat purrs and sleeps",
-        "the dog barks at the postman", "a puppy chews the dog bone", "the dog fetches a stick"]
-MONEY = ["the bank raised interest rates", "investors sold bank shares", "bond yields and interest rates rose",
-         "the market fell as shares slid", "the central bank cut rates", "shares and bonds rallied on the market"]
+PETS = [
+    "the cat sleeps on the warm sofa",
+    "a kitten chases the cat toy",
+    "our cat purrs and sleeps",
+    "the dog barks at the postman",
+    "a puppy chews the dog bone",
+    "the dog fetches a stick",
+]
+MONEY = [
+    "the bank raised interest rates",
+    "investors sold bank shares",
+    "bond yields and interest rates rose",
+    "the market fell as shares slid",
+    "the central bank cut rates",
+    "shares and bonds rallied on the market",
+]
 CORPUS = PETS + MONEY
 
 
@@ -221,8 +233,9 @@ def test_default_image_features_shape_and_block_norms() -> None:
 
 
 def test_colour_and_shape_both_count() -> None:
-    X = ImageFeaturizer().transform([_flat((220, 20, 20)), _flat((210, 30, 25)), _flat((20, 20, 220)),
-                                     _stripes(True), _stripes(False)])
+    X = ImageFeaturizer().transform(
+        [_flat((220, 20, 20)), _flat((210, 30, 25)), _flat((20, 20, 220)), _stripes(True), _stripes(False)]
+    )
     distance = lambda i, j: float(np.linalg.norm(X[i] - X[j]))  # noqa: E731
     assert distance(0, 1) < distance(0, 2)  # red is nearer red than blue
     assert distance(3, 4) > 0.5  # stripes that turn differ in their gradients
@@ -234,7 +247,7 @@ def test_paths_of_any_mode_give_the_features_of_their_pixels(tmp_path: Path) -> 
     Image.fromarray(rgb).convert("RGBA").save(tmp_path / "rgba.png")
     Image.fromarray(rgb).convert("P").save(tmp_path / "palette.png")
     Image.fromarray(rgb).convert("L").save(tmp_path / "grey.png")
-    Image.fromarray((rgb[:, :, 0].astype(np.uint16) * 257)).save(tmp_path / "deep.png")
+    Image.fromarray(rgb[:, :, 0].astype(np.uint16) * 257).save(tmp_path / "deep.png")
     featurizer = ImageFeaturizer()
     X = featurizer.transform([tmp_path / n for n in ("rgb.png", "rgba.png", "palette.png", "grey.png", "deep.png")])
     assert np.isfinite(X).all()
@@ -274,9 +287,13 @@ def test_image_parameters_and_record() -> None:
 # ---------------------------------------------------------------------------- embedders
 
 
-@pytest.mark.parametrize(("cls", "marker"), [(SentenceEmbedder, "modules.json"), (ClipEmbedder, "open_clip_config.json")])
+@pytest.mark.parametrize(
+    ("cls", "marker"), [(SentenceEmbedder, "modules.json"), (ClipEmbedder, "open_clip_config.json")]
+)
 def test_embedder_without_model_directory_names_the_path(tmp_path: Path, cls: type, marker: str) -> None:
-    with pytest.raises(EmbedderUnavailable, match=r"model directory '.*nowhere' does not exist; winnow never downloads"):
+    with pytest.raises(
+        EmbedderUnavailable, match=r"model directory '.*nowhere' does not exist; winnow never downloads"
+    ):
         cls(tmp_path / "nowhere").fit()
     (tmp_path / "empty").mkdir()
     with pytest.raises(EmbedderUnavailable, match=f"is not a .* model directory \\(none of .*{marker}"):
@@ -285,11 +302,14 @@ def test_embedder_without_model_directory_names_the_path(tmp_path: Path, cls: ty
 
 @pytest.mark.parametrize(
     ("cls", "module", "marker", "package"),
-    [(SentenceEmbedder, "sentence_transformers", "modules.json", "sentence-transformers"),
-     (ClipEmbedder, "open_clip", "open_clip_config.json", "open_clip_torch")],
+    [
+        (SentenceEmbedder, "sentence_transformers", "modules.json", "sentence-transformers"),
+        (ClipEmbedder, "open_clip", "open_clip_config.json", "open_clip_torch"),
+    ],
 )
-def test_embedder_without_package_says_which_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                    cls: type, module: str, marker: str, package: str) -> None:
+def test_embedder_without_package_says_which_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cls: type, module: str, marker: str, package: str
+) -> None:
     (tmp_path / marker).write_text("{}")
     monkeypatch.setitem(sys.modules, module, None)  # makes `import module` fail like a missing package
     with pytest.raises(EmbedderUnavailable) as info:
@@ -356,10 +376,14 @@ def test_duplicated_ids_name_both_rows(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("arrays", "message"),
     [
-        ({"ids": np.array(IDS), "features": np.array([[1.0, np.nan]] * 4)},
-         r"row 1 \(1-based\), column 'feature 1': the value nan is not a finite number"),
-        ({"ids": np.array(IDS), "features": np.array([[1.0, 2.0]] * 3 + [[np.inf, 0.0]])},
-         r"row 4 \(1-based\), column 'feature 0': the value inf"),
+        (
+            {"ids": np.array(IDS), "features": np.array([[1.0, np.nan]] * 4)},
+            r"row 1 \(1-based\), column 'feature 1': the value nan is not a finite number",
+        ),
+        (
+            {"ids": np.array(IDS), "features": np.array([[1.0, 2.0]] * 3 + [[np.inf, 0.0]])},
+            r"row 4 \(1-based\), column 'feature 0': the value inf",
+        ),
         ({"ids": np.array(IDS), "features": np.array(["x"] * 4)}, "dtype <U1; features must be integers or floats"),
         ({"ids": np.array(IDS), "features": np.ones(4)}, "1-D of shape"),
         ({"ids": np.array(IDS), "features": np.ones((4, 2), dtype=bool)}, "dtype bool"),
@@ -396,7 +420,7 @@ def test_forged_sizes_are_refused_with_the_default_limit(tmp_path: Path) -> None
     np.savez(tmp_path / "f.npz", ids=np.array(IDS), features=F)
     data = bytearray((tmp_path / "f.npz").read_bytes())
     central = data.index(b"PK\x01\x02")  # first central-directory entry: uncompressed size at +24
-    data[central + 24:central + 28] = (0xFFFFFFF0).to_bytes(4, "little")
+    data[central + 24 : central + 28] = (0xFFFFFFF0).to_bytes(4, "little")
     (tmp_path / "forged.npz").write_bytes(bytes(data))
     with pytest.raises(DataFileError, match=f"at most {FEATURES_FILE_MAX_BYTES:,} are accepted"):
         load_features_file(tmp_path / "forged.npz", IDS)
@@ -435,7 +459,8 @@ def test_parquet_numeric_columns_and_list_column(tmp_path: Path) -> None:
     lists = pa.table({"item": [1, 2, 3, 4], "embedding": [list(row) for row in F]})
     pq.write_table(lists, tmp_path / "list.parquet")
     np.testing.assert_array_equal(
-        load_features_file(tmp_path / "list.parquet", ["1", "2", "3", "4"], id_column="item"), F)
+        load_features_file(tmp_path / "list.parquet", ["1", "2", "3", "4"], id_column="item"), F
+    )
 
 
 @pytest.mark.parametrize(
@@ -445,8 +470,10 @@ def test_parquet_numeric_columns_and_list_column(tmp_path: Path) -> None:
         (pa.table({"id": IDS, "x": ["a", "b", "c", "d"]}), "column 'x' has type string; features must be numeric"),
         (pa.table({"key": IDS, "x": [1.0] * 4}), "has no 'id' column; columns are key, x"),
         (pa.table({"id": IDS}), "has no feature column besides 'id'"),
-        (pa.table({"id": IDS, "e": [[1.0, 2.0], [1.0], [1.0, 2.0], [3.0, 4.0]]}),
-         r"row 2 \(1-based\), column 'e': the embedding has 1 values, row 1 has 2"),
+        (
+            pa.table({"id": IDS, "e": [[1.0, 2.0], [1.0], [1.0, 2.0], [3.0, 4.0]]}),
+            r"row 2 \(1-based\), column 'e': the embedding has 1 values, row 1 has 2",
+        ),
         (pa.table({"id": IDS, "e": [[1.0], [2.0], [3.0], [4.0]], "x": [1.0] * 4}), "mixes list columns"),
         (pa.table({"id": ["a", "b", "c", None], "x": [1.0] * 4}), r"row 4 \(1-based\), column 'id': the id is missing"),
         (pa.table({"id": IDS, "x": [1.0, 2.0, float("inf"), 0.0]}), r"row 3 \(1-based\), column 'x': the value inf"),

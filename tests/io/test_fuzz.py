@@ -86,7 +86,7 @@ def mutated(draw: st.DrawFn, seed: bytes) -> bytes:
         if op == "flip" and data:
             data[at] = draw(st.integers(0, 255))
         elif op == "delete" and data:
-            del data[at: at + draw(st.integers(1, 8))]
+            del data[at : at + draw(st.integers(1, 8))]
         elif op == "insert":
             data[at:at] = draw(st.binary(min_size=1, max_size=8))
         elif op == "truncate":
@@ -97,8 +97,30 @@ def mutated(draw: st.DrawFn, seed: bytes) -> bytes:
             lines.insert(i, lines[i])
             data = bytearray(b"\n".join(lines))
         else:
-            token = draw(st.sampled_from([b",", b"|", b'"', b"[", b"]", b"\n", b"\r", b"nan", b"inf", b"-",
-                                          b"=", b"'", b"\t", b";", b"[[[[[[[[", b"\xff", b"\x00", b"1e999"]))
+            token = draw(
+                st.sampled_from(
+                    [
+                        b",",
+                        b"|",
+                        b'"',
+                        b"[",
+                        b"]",
+                        b"\n",
+                        b"\r",
+                        b"nan",
+                        b"inf",
+                        b"-",
+                        b"=",
+                        b"'",
+                        b"\t",
+                        b";",
+                        b"[[[[[[[[",
+                        b"\xff",
+                        b"\x00",
+                        b"1e999",
+                    ]
+                )
+            )
             data[at:at] = token
     return bytes(data)
 
@@ -118,8 +140,10 @@ _cell = st.one_of(
 
 
 @SETTINGS
-@given(rows=st.lists(st.lists(_cell, min_size=1, max_size=5), min_size=0, max_size=6),
-       header=st.lists(st.sampled_from(["id", "candidates", "true_label", "f1", "f2", "", "x"]), min_size=1, max_size=5))
+@given(
+    rows=st.lists(st.lists(_cell, min_size=1, max_size=5), min_size=0, max_size=6),
+    header=st.lists(st.sampled_from(["id", "candidates", "true_label", "f1", "f2", "", "x"]), min_size=1, max_size=5),
+)
 def test_random_tables(header: list[str], rows: list[list[str]]) -> None:
     import csv
 

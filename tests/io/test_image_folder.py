@@ -36,20 +36,28 @@ def write_labels(tmp_path: Path, text: str, name: str = "labels.csv") -> Path:
 
 
 def test_folder_with_labels_csv(tmp_path: Path, folder: Path) -> None:
-    labels = write_labels(tmp_path, "id,path,candidates,true_label,notes\n"
-                                    "x1,a.png,cat|dog,cat,first\n"
-                                    "x2,b.jpg,dog,,\n"
-                                    'x3,night/c.png,"[""owl"", ""bat"", ""owl""]",bat,\n')
+    labels = write_labels(
+        tmp_path,
+        "id,path,candidates,true_label,notes\n"
+        "x1,a.png,cat|dog,cat,first\n"
+        "x2,b.jpg,dog,,\n"
+        'x3,night/c.png,"[""owl"", ""bat"", ""owl""]",bat,\n',
+    )
     result = read_image_folder(folder, labels)
     assert result == ImageFolder(
-        root=folder.resolve(), ids=("x1", "x2", "x3"), paths=("a.png", "b.jpg", "night/c.png"),
-        candidates=(("cat", "dog"), ("dog",), ("owl", "bat")), true_labels=("cat", None, "bat"), labels_file=labels,
+        root=folder.resolve(),
+        ids=("x1", "x2", "x3"),
+        paths=("a.png", "b.jpg", "night/c.png"),
+        candidates=(("cat", "dog"), ("dog",), ("owl", "bat")),
+        true_labels=("cat", None, "bat"),
+        labels_file=labels,
     )
 
 
 def test_file_column_and_default_ids(tmp_path: Path, folder: Path) -> None:
-    labels = write_labels(tmp_path, "file\tcandidates\na.png\tcat\nb.jpg\tdog | cat |\nnight/c.png\towl\n",
-                          name="labels.tsv")
+    labels = write_labels(
+        tmp_path, "file\tcandidates\na.png\tcat\nb.jpg\tdog | cat |\nnight/c.png\towl\n", name="labels.tsv"
+    )
     result = read_image_folder(folder, labels)
     assert result.ids == result.paths == ("a.png", "b.jpg", "night/c.png")
     assert result.candidates[1] == ("dog", "cat") and result.true_labels is None
@@ -83,7 +91,9 @@ def test_repeated_id_and_true_label_outside_the_set(tmp_path: Path, folder: Path
     with pytest.raises(DataFileError, match=r"row 2 .*column 'id': id 'k' is already used on row 1"):
         read_image_folder(folder, labels, unlisted="ignore")
     labels = write_labels(tmp_path, "path,candidates,true_label\na.png,cat|dog,owl\n")
-    with pytest.raises(DataFileError, match=r"row 1 .*column 'true_label': true label 'owl' is not among the candidates cat\|dog"):
+    with pytest.raises(
+        DataFileError, match=r"row 1 .*column 'true_label': true label 'owl' is not among the candidates cat\|dog"
+    ):
         read_image_folder(folder, labels, unlisted="ignore")
 
 

@@ -48,8 +48,12 @@ def root(tmp_path: Path) -> Path:
 
 def test_relative_path_resolves_inside_root(root: Path) -> None:
     ref = resolve_media("photos/cat.png", root, row=3, column="image")
-    assert ref == MediaRef(kind="file", value="photos/cat.png", path=(root / "photos" / "cat.png").resolve(),
-                           relative_path="photos/cat.png")
+    assert ref == MediaRef(
+        kind="file",
+        value="photos/cat.png",
+        path=(root / "photos" / "cat.png").resolve(),
+        relative_path="photos/cat.png",
+    )
 
 
 def test_surrounding_blanks_and_dot_segments_inside_root_are_fine(root: Path) -> None:

@@ -162,8 +162,15 @@ def test_mat_uint8_without_target(tmp_path: Path) -> None:
 
 def test_npz_round_trip(tmp_path: Path) -> None:
     path = tmp_path / "d.npz"
-    np.savez(path, X=X, candidates=Y, y=TRUE_IDX, label_names=np.array(NAMES), ids=np.array(IDS),
-             feature_names=np.array(["f1", "f2"]))
+    np.savez(
+        path,
+        X=X,
+        candidates=Y,
+        y=TRUE_IDX,
+        label_names=np.array(NAMES),
+        ids=np.array(IDS),
+        feature_names=np.array(["f1", "f2"]),
+    )
     check(read_dataset(path))
     np.savez(path, X=X.astype(np.float32), candidates=Y.astype(np.int8))
     ds = read_dataset(path)
@@ -248,7 +255,7 @@ def test_sort_label_names() -> None:
         (["a|b"], ValueError),
         ("[1, true]", ValueError),
         ("[1, 2", ValueError),
-        ('{"a": 1}', ["{\"a\": 1}"]),
+        ('{"a": 1}', ['{"a": 1}']),
     ],
 )
 def test_parse_candidate_cell(cell: object, expected: object) -> None:
@@ -273,29 +280,77 @@ def csv_with(row: str, at: int = 1) -> str:
 
 
 BAD_TEXT = [
-    ("empty-set", csv_with("b,,,3,4\n", 2), {}, r"d\.csv, row 2 \(spreadsheet row 3\), column 'candidates': empty candidate set"),
+    (
+        "empty-set",
+        csv_with("b,,,3,4\n", 2),
+        {},
+        r"d\.csv, row 2 \(spreadsheet row 3\), column 'candidates': empty candidate set",
+    ),
     ("empty-set-pipes", csv_with("b, | ,,3,4\n", 2), {}, r"row 2 .*empty candidate set"),
-    ("unknown-label", csv_with("b,dog|cow,,3,4\n", 2), {"label_names": ["bird", "cat", "dog"]},
-     r"row 2 .*column 'candidates': unknown label 'cow'"),
+    (
+        "unknown-label",
+        csv_with("b,dog|cow,,3,4\n", 2),
+        {"label_names": ["bird", "cat", "dog"]},
+        r"row 2 .*column 'candidates': unknown label 'cow'",
+    ),
     ("comma-sets", csv_with('b,"dog,cat",,3,4\n', 2), {"label_names": ["cat", "dog"]}, r"separate labels with '\|'"),
-    ("nan", csv_with("c,bird,bird,nan,6\n", 3), {}, r"row 3 \(spreadsheet row 4\), column 'f1': 'nan' is not a finite number"),
+    (
+        "nan",
+        csv_with("c,bird,bird,nan,6\n", 3),
+        {},
+        r"row 3 \(spreadsheet row 4\), column 'f1': 'nan' is not a finite number",
+    ),
     ("inf", csv_with("c,bird,bird,5,-inf\n", 3), {}, r"row 3 .*column 'f2': '-inf' is not a finite number"),
     ("missing-feature", csv_with("c,bird,bird,,6\n", 3), {}, r"row 3 .*column 'f1': is empty"),
-    ("non-numeric", csv_with("a,cat,cat,1,abc\n", 1), {}, r"row 1 \(spreadsheet row 2\), column 'f2': 'abc' is not a number"),
-    ("first-bad-in-reading-order", csv_with("b,dog,,3,x\n", 2).replace("c,bird,bird,5,6", "c,bird,bird,y,6"), {},
-     r"row 2 .*column 'f2'"),
+    (
+        "non-numeric",
+        csv_with("a,cat,cat,1,abc\n", 1),
+        {},
+        r"row 1 \(spreadsheet row 2\), column 'f2': 'abc' is not a number",
+    ),
+    (
+        "first-bad-in-reading-order",
+        csv_with("b,dog,,3,x\n", 2).replace("c,bird,bird,5,6", "c,bird,bird,y,6"),
+        {},
+        r"row 2 .*column 'f2'",
+    ),
     ("duplicate-id", csv_with("a,dog,,3,4\n", 2), {}, r"row 2 .*column 'id': duplicate id 'a' \(first used in row 1\)"),
     ("empty-id", csv_with(",dog,,3,4\n", 2), {}, r"row 2 .*column 'id': empty id"),
-    ("ragged-long", csv_with("b,dog,,3,4,5\n", 2), {}, r"row 2 \(spreadsheet row 3\): has 6 cells but the header has 5"),
+    (
+        "ragged-long",
+        csv_with("b,dog,,3,4,5\n", 2),
+        {},
+        r"row 2 \(spreadsheet row 3\): has 6 cells but the header has 5",
+    ),
     ("ragged-short", csv_with("b,dog,,3\n", 2), {}, r"row 2 .*has 4 cells"),
     ("unquoted-json", csv_with('b,["dog","cat"],,3,4\n', 2), {}, r"JSON list .* must be quoted"),
-    ("true-not-in-set", csv_with("a,cat|dog,bird,1,2\n", 1), {}, r"row 1 .*column 'true_label': true label 'bird' is not in the item's candidate set 'cat\|dog'"),
-    ("true-two-labels", csv_with("a,cat|dog,cat|dog,1,2\n", 1), {}, r"row 1 .*column 'true_label': .*not a single label"),
+    (
+        "true-not-in-set",
+        csv_with("a,cat|dog,bird,1,2\n", 1),
+        {},
+        r"row 1 .*column 'true_label': true label 'bird' is not in the item's candidate set 'cat\|dog'",
+    ),
+    (
+        "true-two-labels",
+        csv_with("a,cat|dog,cat|dog,1,2\n", 1),
+        {},
+        r"row 1 .*column 'true_label': .*not a single label",
+    ),
     ("bad-json", csv_with('a,"[""cat"",",cat,1,2\n', 1), {}, r"row 1 .*not a valid JSON list"),
     ("pipe-in-json-name", csv_with('a,"[""c|d""]",,1,2\n', 1), {}, r"contains '\|'"),
-    ("missing-candidates", HEADER.replace("candidates", "labels") + "".join(GOOD_ROWS), {}, r"has no 'candidates' column \(columns: id, labels"),
+    (
+        "missing-candidates",
+        HEADER.replace("candidates", "labels") + "".join(GOOD_ROWS),
+        {},
+        r"has no 'candidates' column \(columns: id, labels",
+    ),
     ("missing-id-column", HEADER + "".join(GOOD_ROWS), {"id_column": "key"}, r"has no 'key' column for id_column"),
-    ("semicolon-hint", HEADER.replace(",", ";") + "".join(r.replace(",", ";") for r in GOOD_ROWS), {}, r"pass delimiter=';'"),
+    (
+        "semicolon-hint",
+        HEADER.replace(",", ";") + "".join(r.replace(",", ";") for r in GOOD_ROWS),
+        {},
+        r"pass delimiter=';'",
+    ),
     ("no-rows", HEADER, {}, r"header but no data rows"),
     ("too-few-rows", HEADER + "".join(GOOD_ROWS), {"min_rows": 11}, r"has 3 data rows but at least 11 are needed"),
     ("no-features", "candidates,id\ncat,1\n", {}, r"no feature columns"),
@@ -347,29 +402,116 @@ def _write_npz(path: Path, **arrays: object) -> None:
 
 BAD_BINARY = [
     ("mat-missing-key", "d.mat", _write_mat, {"data": X}, r"has no variable 'partial_target'"),
-    ("mat-empty-set", "d.mat", _write_mat, {"data": X, "partial_target": np.array([[0, 1, 1, 1], [0, 1, 1, 1]])},
-     r"row 1 \(1-based\), column 'partial_target': empty candidate set"),
-    ("mat-shape", "d.mat", _write_mat, {"data": X, "partial_target": np.ones((3, 5))}, r"column 'partial_target': has shape \(3, 5\)"),
-    ("mat-not-01", "d.mat", _write_mat, {"data": X, "partial_target": np.full((2, 4), 2.0)}, r"row 1 .*entries must be 0 or 1"),
-    ("mat-nan", "d.mat", _write_mat, {"data": np.where(X > 6, np.nan, X), "partial_target": np.ones((2, 4))},
-     r"row 4 \(1-based\), column 'data': feature 0 \(0-based\) is nan"),
-    ("mat-true-outside", "d.mat", _write_mat,
-     {"data": X, "partial_target": np.array([[1, 1, 1, 1], [0, 1, 1, 1]]), "target": np.array([[0, 1, 1, 1], [1, 0, 0, 0]])},
-     r"row 1 .*column 'target': true label '2' is not in the item's candidate set '1'"),
-    ("mat-two-true", "d.mat", _write_mat,
-     {"data": X, "partial_target": np.ones((2, 4)), "target": np.ones((2, 4))}, r"row 1 .*has 2 true labels"),
+    (
+        "mat-empty-set",
+        "d.mat",
+        _write_mat,
+        {"data": X, "partial_target": np.array([[0, 1, 1, 1], [0, 1, 1, 1]])},
+        r"row 1 \(1-based\), column 'partial_target': empty candidate set",
+    ),
+    (
+        "mat-shape",
+        "d.mat",
+        _write_mat,
+        {"data": X, "partial_target": np.ones((3, 5))},
+        r"column 'partial_target': has shape \(3, 5\)",
+    ),
+    (
+        "mat-not-01",
+        "d.mat",
+        _write_mat,
+        {"data": X, "partial_target": np.full((2, 4), 2.0)},
+        r"row 1 .*entries must be 0 or 1",
+    ),
+    (
+        "mat-nan",
+        "d.mat",
+        _write_mat,
+        {"data": np.where(X > 6, np.nan, X), "partial_target": np.ones((2, 4))},
+        r"row 4 \(1-based\), column 'data': feature 0 \(0-based\) is nan",
+    ),
+    (
+        "mat-true-outside",
+        "d.mat",
+        _write_mat,
+        {
+            "data": X,
+            "partial_target": np.array([[1, 1, 1, 1], [0, 1, 1, 1]]),
+            "target": np.array([[0, 1, 1, 1], [1, 0, 0, 0]]),
+        },
+        r"row 1 .*column 'target': true label '2' is not in the item's candidate set '1'",
+    ),
+    (
+        "mat-two-true",
+        "d.mat",
+        _write_mat,
+        {"data": X, "partial_target": np.ones((2, 4)), "target": np.ones((2, 4))},
+        r"row 1 .*has 2 true labels",
+    ),
     ("npz-missing-X", "d.npz", _write_npz, {"candidates": Y}, r"has no array 'X'"),
-    ("npz-empty-set", "d.npz", _write_npz, {"X": X, "candidates": np.vstack([Y[:2], [False] * 3, Y[3:]])},
-     r"row 3 \(1-based\), column 'candidates': empty candidate set"),
-    ("npz-nan", "d.npz", _write_npz, {"X": np.where(X == 5.0, np.inf, X), "candidates": Y}, r"row 3 .*column 'X': feature 1"),
-    ("npz-y-range", "d.npz", _write_npz, {"X": X, "candidates": Y, "y": np.array([0, 1, 2, 7])}, r"row 4 .*column 'y': value 7"),
-    ("npz-y-outside", "d.npz", _write_npz, {"X": X, "candidates": Y, "y": np.array([0, 2, 0, 0])}, r"row 1 .*column 'y': true label '0'"),
-    ("npz-dup-ids", "d.npz", _write_npz, {"X": X, "candidates": Y, "ids": np.array(["a", "b", "a", "c"])}, r"row 3 .*column 'ids': duplicate id 'a'"),
-    ("npz-object", "d.npz", _write_npz, {"X": X, "candidates": Y, "label_names": np.array(["a", 1, None], dtype=object)},
-     r"column 'label_names': cannot be read: it is an object array"),
-    ("npz-names-length", "d.npz", _write_npz, {"X": X, "candidates": Y, "label_names": np.array(["a", "b"])}, r"column 'label_names': must be 3 strings"),
-    ("npz-layout", "d.npz", _write_npz, {"X": X, "candidates": Y, "layout": np.array("image:3x3")}, r"layout 'image:3x3' needs 9 features but there are 2"),
-    ("npz-X-strings", "d.npz", _write_npz, {"X": np.array([["a"]]), "candidates": Y}, r"column 'X': must be a 2-D numeric array"),
+    (
+        "npz-empty-set",
+        "d.npz",
+        _write_npz,
+        {"X": X, "candidates": np.vstack([Y[:2], [False] * 3, Y[3:]])},
+        r"row 3 \(1-based\), column 'candidates': empty candidate set",
+    ),
+    (
+        "npz-nan",
+        "d.npz",
+        _write_npz,
+        {"X": np.where(X == 5.0, np.inf, X), "candidates": Y},
+        r"row 3 .*column 'X': feature 1",
+    ),
+    (
+        "npz-y-range",
+        "d.npz",
+        _write_npz,
+        {"X": X, "candidates": Y, "y": np.array([0, 1, 2, 7])},
+        r"row 4 .*column 'y': value 7",
+    ),
+    (
+        "npz-y-outside",
+        "d.npz",
+        _write_npz,
+        {"X": X, "candidates": Y, "y": np.array([0, 2, 0, 0])},
+        r"row 1 .*column 'y': true label '0'",
+    ),
+    (
+        "npz-dup-ids",
+        "d.npz",
+        _write_npz,
+        {"X": X, "candidates": Y, "ids": np.array(["a", "b", "a", "c"])},
+        r"row 3 .*column 'ids': duplicate id 'a'",
+    ),
+    (
+        "npz-object",
+        "d.npz",
+        _write_npz,
+        {"X": X, "candidates": Y, "label_names": np.array(["a", 1, None], dtype=object)},
+        r"column 'label_names': cannot be read: it is an object array",
+    ),
+    (
+        "npz-names-length",
+        "d.npz",
+        _write_npz,
+        {"X": X, "candidates": Y, "label_names": np.array(["a", "b"])},
+        r"column 'label_names': must be 3 strings",
+    ),
+    (
+        "npz-layout",
+        "d.npz",
+        _write_npz,
+        {"X": X, "candidates": Y, "layout": np.array("image:3x3")},
+        r"layout 'image:3x3' needs 9 features but there are 2",
+    ),
+    (
+        "npz-X-strings",
+        "d.npz",
+        _write_npz,
+        {"X": np.array([["a"]]), "candidates": Y},
+        r"column 'X': must be a 2-D numeric array",
+    ),
 ]
 
 
@@ -390,7 +532,11 @@ def test_bad_array_files(tmp_path: Path, case: str, name: str, writer, arrays: d
         ("d.parquet", b"", r"is empty \(0 bytes\)"),
         ("d.parquet", b"id,candidates\n", r"is not a Parquet file"),
         ("d.parquet", b"PAR1garbagegarbagePAR1", r"is not a readable Parquet file"),
-        ("d.mat", b"MATLAB 5.0 MAT-file" + b" " * 97 + b"\x00" * 8 + b"\x00\x01IM" + b"\x01" * 40, r"is not a readable MAT-file"),
+        (
+            "d.mat",
+            b"MATLAB 5.0 MAT-file" + b" " * 97 + b"\x00" * 8 + b"\x00\x01IM" + b"\x01" * 40,
+            r"is not a readable MAT-file",
+        ),
         ("d.mat", b"hello world", r"is not a MATLAB 5/7 MAT-file"),
         ("d.mat", b"MATLAB 7.3 MAT-file" + b" " * 200, r"MATLAB v7\.3 \(HDF5\)"),
         ("d.npz", b"PK\x03\x04garbage", r"is not a readable \.npz archive"),
@@ -417,7 +563,9 @@ def test_missing_file_and_directory(tmp_path: Path) -> None:
 def test_bad_parquet_feature_type(tmp_path: Path) -> None:
     table = pa.table({"candidates": ["a", "b"], "when": pa.array([1, 2], type=pa.timestamp("s"))})
     pq.write_table(table, tmp_path / "d.parquet")
-    with pytest.raises(DataFileError, match=r"column 'when': holds timestamp.* values; feature columns must be numeric"):
+    with pytest.raises(
+        DataFileError, match=r"column 'when': holds timestamp.* values; feature columns must be numeric"
+    ):
         read_dataset(tmp_path / "d.parquet")
     table = pa.table({"candidates": ["a", "b"], "f": pa.array([1.0, None])})
     pq.write_table(table, tmp_path / "n.parquet")
@@ -468,8 +616,8 @@ def test_mat_sparse_with_out_of_range_index(tmp_path: Path) -> None:
     raw = bytearray(_mat_bytes(data=X, partial_target=sparse))
     # Row indices (ir) of partial_target are int32 values < 3; make the first one 1000.
     start = raw.index(b"partial_target") + 16
-    assert int.from_bytes(raw[start:start + 4], "little") == 5  # miINT32 tag of ir
-    raw[start + 8:start + 12] = (1000).to_bytes(4, "little")
+    assert int.from_bytes(raw[start : start + 4], "little") == 5  # miINT32 tag of ir
+    raw[start + 8 : start + 12] = (1000).to_bytes(4, "little")
     path = tmp_path / "d.mat"
     path.write_bytes(bytes(raw))
     with pytest.raises(DataFileError, match=r"partial_target"):
@@ -477,8 +625,9 @@ def test_mat_sparse_with_out_of_range_index(tmp_path: Path) -> None:
 
 
 def test_parquet_invalid_utf8(tmp_path: Path) -> None:
-    table = pa.table({"candidates": pa.array([b"a", b"\x80"], type=pa.binary()).cast(pa.string(), safe=False),
-                      "f": [1.0, 2.0]})
+    table = pa.table(
+        {"candidates": pa.array([b"a", b"\x80"], type=pa.binary()).cast(pa.string(), safe=False), "f": [1.0, 2.0]}
+    )
     path = tmp_path / "d.parquet"
     try:
         pq.write_table(table, path)

@@ -58,8 +58,9 @@ def test_ranked_table_columns_and_order() -> None:
 
 
 def test_ranked_table_all_precise_is_empty() -> None:
-    df = ranked_query_table(np.zeros(2), np.eye(2, dtype=bool), ["x", "y"], ["1", "2"], np.zeros(2, int),
-                            criterion="pl", params={})
+    df = ranked_query_table(
+        np.zeros(2), np.eye(2, dtype=bool), ["x", "y"], ["1", "2"], np.zeros(2, int), criterion="pl", params={}
+    )
     assert len(df) == 0 and tuple(df.columns) == RANKED_COLUMNS
 
 
@@ -77,8 +78,9 @@ def test_ranked_table_all_precise_is_empty() -> None:
     ],
 )
 def test_ranked_table_bad_arguments(change: dict, pattern: str) -> None:
-    kwargs = dict(scores=SCORES, candidates=Y, label_names=NAMES, ids=IDS, touched=TOUCHED, criterion="apl",
-                  params=PARAMS)
+    kwargs = dict(
+        scores=SCORES, candidates=Y, label_names=NAMES, ids=IDS, touched=TOUCHED, criterion="apl", params=PARAMS
+    )
     kwargs.update(change)
     with pytest.raises(InvalidInput, match=pattern):
         ranked_query_table(**kwargs)
@@ -93,7 +95,18 @@ def test_csv_neutralises_formulas_but_not_numbers(tmp_path: Path) -> None:
     )
     path = write_table(df, tmp_path / "t.csv")
     back = pd.read_csv(path, dtype=str, keep_default_na=False)
-    assert back["text"].tolist() == ["'=1+2", "'+A1", "'-2+3", "'@SUM(A1)", "'\tx", "'\rx", "-5", "+1.5e3", "plain", "a=b"]
+    assert back["text"].tolist() == [
+        "'=1+2",
+        "'+A1",
+        "'-2+3",
+        "'@SUM(A1)",
+        "'\tx",
+        "'\rx",
+        "-5",
+        "+1.5e3",
+        "plain",
+        "a=b",
+    ]
     assert back["number"].tolist()[:2] == ["-1.5", "-2.0"] and back["number"].iloc[-1] == "-10.0"
     assert df["text"].iloc[0] == "=1+2"  # the caller's frame is not modified
 
@@ -115,8 +128,14 @@ def test_ranked_json(tmp_path: Path) -> None:
     assert payload["params"] == {"k": 10, "weighting": "uniform"}
     rows = payload["rows"]
     assert [r["id"] for r in rows] == ["-5", "-c", "a", "@d"]
-    assert rows[1] == {"rank": 2, "id": "-c", "score": 5.0, "candidates": ["cat", "dog", "=cmd"],
-                       "n_candidates": 3, "open_targets_touched": 4}
+    assert rows[1] == {
+        "rank": 2,
+        "id": "-c",
+        "score": 5.0,
+        "candidates": ["cat", "dog", "=cmd"],
+        "n_candidates": 3,
+        "open_targets_touched": 4,
+    }
 
 
 def test_plain_dataframe_json_is_records(tmp_path: Path) -> None:
@@ -126,7 +145,7 @@ def test_plain_dataframe_json_is_records(tmp_path: Path) -> None:
 
 
 def labelled(**kwargs) -> pd.DataFrame:
-    when = dt.datetime(2024, 5, 1, 12, 30, tzinfo=dt.timezone.utc)
+    when = dt.datetime(2024, 5, 1, 12, 30, tzinfo=dt.UTC)
     return labelled_dataset_table(
         IDS,
         NAMES,
@@ -184,6 +203,14 @@ def test_ranked_table_include_leaves_out_set_aside_items():
     from app.io import ranked_query_table
 
     Y = np.array([[1, 1], [1, 1], [1, 0]], dtype=bool)
-    table = ranked_query_table([3.0, 5.0, 0.0], Y, ["a", "b"], ["x", "y", "z"], [0, 0, 0],
-                               criterion="apl", params={}, include=[True, False, True])
+    table = ranked_query_table(
+        [3.0, 5.0, 0.0],
+        Y,
+        ["a", "b"],
+        ["x", "y", "z"],
+        [0, 0, 0],
+        criterion="apl",
+        params={},
+        include=[True, False, True],
+    )
     assert table["id"].tolist() == ["x"]

@@ -46,7 +46,11 @@ def unpack(content: bytes, target: Path, limits: ZipLimits = ZipLimits()) -> lis
 
 def test_members_keep_their_names_and_never_overwrite_each_other(tmp_path):
     written = unpack(zipped({"set/x y.png": PNG + b"1", "set/x_y.png": PNG + b"2", "set/labels.csv": b"a\n"}), tmp_path)
-    assert sorted(p.relative_to(tmp_path).as_posix() for p in written) == ["set/labels.csv", "set/x y.png", "set/x_y.png"]
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in written) == [
+        "set/labels.csv",
+        "set/x y.png",
+        "set/x_y.png",
+    ]
     assert (tmp_path / "set" / "x y.png").read_bytes() == PNG + b"1"
     assert (tmp_path / "set" / "x_y.png").read_bytes() == PNG + b"2"
 
@@ -64,9 +68,14 @@ def test_unpacked_files_are_0600_whatever_the_umask(tmp_path):
     ("content", "message"),
     [
         (b"not a zip at all", r"^'up.zip' is not a valid zip archive \("),
-        (encrypted({"a.png": PNG}), r"^'up.zip' holds 'a.png', which is encrypted; upload an archive without a password$"),
-        (zipped({"a": b"x", "a/b.png": PNG}),
-         r"^'up.zip' holds a file 'a' and a folder of the same name \('a/b.png'\); rename one$"),
+        (
+            encrypted({"a.png": PNG}),
+            r"^'up.zip' holds 'a.png', which is encrypted; upload an archive without a password$",
+        ),
+        (
+            zipped({"a": b"x", "a/b.png": PNG}),
+            r"^'up.zip' holds a file 'a' and a folder of the same name \('a/b.png'\); rename one$",
+        ),
         (zipped({"d/A.png": PNG, "d/a.png": PNG}), r"^'up.zip' holds 'd/A.png' and 'd/a.png', which would be one file"),
         (zipped({"../evil.png": PNG}), "a path leading outside the archive"),
         (zipped({"/abs.png": PNG}), "a path leading outside the archive"),
@@ -76,8 +85,19 @@ def test_unpacked_files_are_0600_whatever_the_umask(tmp_path):
         (zipped({"fake.jpg": PNG}), r"'fake.jpg', which is not a JPG image"),
         (zipped({"fake.webp": b"RIFF\x00\x00\x00\x00WAVEfmt "}), r"'fake.webp', which is not a WEBP image"),
     ],
-    ids=["not a zip", "encrypted", "file and folder", "case", "dotdot", "absolute", "drive", "control", "png",
-         "jpg", "webp"],
+    ids=[
+        "not a zip",
+        "encrypted",
+        "file and folder",
+        "case",
+        "dotdot",
+        "absolute",
+        "drive",
+        "control",
+        "png",
+        "jpg",
+        "webp",
+    ],
 )
 def test_bad_archives_are_one_line_and_unpack_nothing(tmp_path, content, message):
     with pytest.raises(InvalidInput, match=message) as caught:

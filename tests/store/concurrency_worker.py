@@ -29,8 +29,7 @@ def record_answers(
     ``results``.
     """
     try:
-        from app.store import get_session_by_name, load_state, open_store, record_event
-        from app.store import write_transaction
+        from app.store import get_session_by_name, load_state, open_store, record_event, write_transaction
 
         barrier.wait(timeout=180)
         Session = open_store(url)
@@ -62,9 +61,7 @@ def record_answers(
                 answer(i % state.n_instances, SHARED_ANNOTATOR)
                 write_transaction(
                     Session,
-                    lambda s: record_event(
-                        s, session_id=session_id, annotator=SHARED_ANNOTATOR, kind="undo"
-                    ),
+                    lambda s: record_event(s, session_id=session_id, annotator=SHARED_ANNOTATOR, kind="undo"),
                 )
                 shared += 1
         results.put((annotator, "ok", ""))

@@ -38,8 +38,8 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.store import (
-    AnswerEvent,
     Annotator,
+    AnswerEvent,
     Dataset,
     Instance,
     LabellingSession,
@@ -146,20 +146,33 @@ class PostgresServer:
 
     def _run(self, *args: str) -> None:
         completed = subprocess.run(
-            [*self.run_as, *args], cwd=self.root, stdin=subprocess.DEVNULL,
-            capture_output=True, text=True, timeout=120,
+            [*self.run_as, *args],
+            cwd=self.root,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
         if completed.returncode != 0:
             log = self.log.read_text(errors="replace")[-2000:] if self.log.exists() else ""
             raise RuntimeError(
-                f"{' '.join(args)} failed ({completed.returncode}):\n{completed.stdout}"
-                f"{completed.stderr}\n{log}"
+                f"{' '.join(args)} failed ({completed.returncode}):\n{completed.stdout}{completed.stderr}\n{log}"
             )
 
     def start(self) -> None:
         self._run(
-            str(self.bindir / "initdb"), "-D", str(self.data), "-U", PG_USER, "-A", "trust",
-            "-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions",
+            str(self.bindir / "initdb"),
+            "-D",
+            str(self.data),
+            "-U",
+            PG_USER,
+            "-A",
+            "trust",
+            "-E",
+            "UTF8",
+            "--locale=C",
+            "--no-sync",
+            "--no-instructions",
         )
         # Throw-away data: no fsync. Loopback TCP only; the socket stays in our directory.
         options = (
@@ -171,8 +184,17 @@ class PostgresServer:
             self.port = _free_port()
             try:
                 self._run(
-                    str(self.bindir / "pg_ctl"), "-D", str(self.data), "-l", str(self.log),
-                    "-w", "-t", "60", "-o", f"-p {self.port} {options}", "start",
+                    str(self.bindir / "pg_ctl"),
+                    "-D",
+                    str(self.data),
+                    "-l",
+                    str(self.log),
+                    "-w",
+                    "-t",
+                    "60",
+                    "-o",
+                    f"-p {self.port} {options}",
+                    "start",
                 )
                 return
             except RuntimeError:
@@ -181,16 +203,12 @@ class PostgresServer:
 
     def stop(self) -> None:
         if (self.data / "postmaster.pid").exists():
-            self._run(
-                str(self.bindir / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop"
-            )
+            self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop")
 
     def _connect(self, database: str) -> Any:
         import psycopg
 
-        return psycopg.connect(
-            host="127.0.0.1", port=self.port, user=PG_USER, dbname=database, autocommit=True
-        )
+        return psycopg.connect(host="127.0.0.1", port=self.port, user=PG_USER, dbname=database, autocommit=True)
 
     def _admin(self) -> Any:
         if self._connection is None or self._connection.closed:
@@ -209,8 +227,7 @@ class PostgresServer:
         """Empty a database a test is done with, for the next test (or drop it)."""
         admin = self._admin()
         admin.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-            " WHERE datname = %s AND pid <> pg_backend_pid()",
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
             (name,),
         )
         try:
@@ -243,9 +260,7 @@ def start_postgres_server() -> PostgresServer:
     try:
         import psycopg  # noqa: F401
     except ImportError:
-        raise PostgresUnavailable(
-            "the psycopg driver is not installed (pip install 'psycopg[binary]')"
-        ) from None
+        raise PostgresUnavailable("the psycopg driver is not installed (pip install 'psycopg[binary]')") from None
     bindir = find_postgres_bindir()
     if bindir is None:
         raise PostgresUnavailable(

@@ -125,9 +125,12 @@ def test_annotator_names_are_immutable(small):
 
 def _audit_rows(small) -> list[tuple]:
     with small.Session() as s:
-        return [tuple(row) for row in s.connection().exec_driver_sql(
-            "SELECT id, kind, user_name, actor, detail FROM audit_events ORDER BY id"
-        )]
+        return [
+            tuple(row)
+            for row in s.connection().exec_driver_sql(
+                "SELECT id, kind, user_name, actor, detail FROM audit_events ORDER BY id"
+            )
+        ]
 
 
 def test_audit_events_cannot_be_replaced_updated_or_deleted(small):
@@ -136,8 +139,7 @@ def test_audit_events_cannot_be_replaced_updated_or_deleted(small):
     with small.Session() as s:
         for kind, user in (("sign_in", "ann"), ("sign_in_failed", "bob")):
             s.connection().exec_driver_sql(
-                "INSERT INTO audit_events (kind, user_name, created_at)"
-                f" VALUES ('{kind}', '{user}', CURRENT_TIMESTAMP)"
+                f"INSERT INTO audit_events (kind, user_name, created_at) VALUES ('{kind}', '{user}', CURRENT_TIMESTAMP)"
             )
         s.commit()
     before = _audit_rows(small)

@@ -52,8 +52,12 @@ def test_processes_open_a_new_store_and_record_answers_concurrently(store_url):
 
         def work(s):
             ds = create_dataset(
-                s, name="d", X=rng.normal(size=(n, 4)), candidates=Y,
-                label_names=[f"l{j}" for j in range(m)], external_ids=[f"e{i}" for i in range(n)],
+                s,
+                name="d",
+                X=rng.normal(size=(n, 4)),
+                candidates=Y,
+                label_names=[f"l{j}" for j in range(m)],
+                external_ids=[f"e{i}" for i in range(n)],
             )
             create_labelling_session(s, dataset_id=ds.id, name="shared")
 
@@ -93,8 +97,7 @@ def test_processes_open_a_new_store_and_record_answers_concurrently(store_url):
             ).all()
             assert per_annotator == sorted(
                 [(name, "answer", N_ANSWERS) for name in ANNOTATORS]
-                + [(SHARED_ANNOTATOR, "answer", n_shared_events // 2),
-                   (SHARED_ANNOTATOR, "undo", n_shared_events // 2)]
+                + [(SHARED_ANNOTATOR, "answer", n_shared_events // 2), (SHARED_ANNOTATOR, "undo", n_shared_events // 2)]
             )
             # Every shared answer was undone exactly once, and only by a later event.
             undone = conn.exec_driver_sql(
@@ -113,9 +116,7 @@ def test_a_writer_waits_for_the_open_write_transaction(small):
     from app.store import record_event
 
     def work(who, kind, **kwargs):
-        return lambda s: record_event(
-            s, session_id=small.session_id, annotator=who, kind=kind, **kwargs
-        )
+        return lambda s: record_event(s, session_id=small.session_id, annotator=who, kind=kind, **kwargs)
 
     first = write_transaction(small.Session, work("ann", "skip", instance_position=4))
     holding, release = threading.Event(), threading.Event()

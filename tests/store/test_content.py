@@ -21,8 +21,13 @@ N = len(CANDIDATES)
 def _create(Session, **content):
     def work(s):
         dataset = create_dataset(
-            s, name="content", X=np.arange(N, dtype=float)[:, None], candidates=CANDIDATES, label_names=LABELS,
-            external_ids=[f"e{i}" for i in range(N)], **content,
+            s,
+            name="content",
+            X=np.arange(N, dtype=float)[:, None],
+            candidates=CANDIDATES,
+            label_names=LABELS,
+            external_ids=[f"e{i}" for i in range(N)],
+            **content,
         )
         s.flush()
         return dataset.id
@@ -54,7 +59,9 @@ def test_content_and_featurizer_round_trip(store):
     assert content.links == (None, "https://example.org/1", None, None, "http://h/x?y=1")
     assert record is not None
     assert (record.name, record.params, record.state) == (
-        "tfidf-svd", {"dimension": 8, "blocks": ["a", "b"], "format": 1}, state
+        "tfidf-svd",
+        {"dimension": 8, "blocks": ["a", "b"], "format": 1},
+        state,
     )
 
 
@@ -70,16 +77,38 @@ def test_a_dataset_without_content_reads_all_none(store):
 @pytest.mark.parametrize(
     ("content", "match"),
     [
-        ({"media_paths": ["../etc/passwd"] + [None] * (N - 1), "media_kinds": ["image"] + [None] * (N - 1),
-          "media_root": "/r"}, "without '..'"),
-        ({"media_paths": ["/etc/passwd"] + [None] * (N - 1), "media_kinds": ["image"] + [None] * (N - 1),
-          "media_root": "/r"}, "relative to the media root"),
-        ({"media_paths": ["a.png"] + [None] * (N - 1), "media_kinds": [None] * N, "media_root": "/r"},
-         "without a kind"),
-        ({"media_paths": ["a.mp4"] + [None] * (N - 1), "media_kinds": ["video"] + [None] * (N - 1),
-          "media_root": "/r"}, "expected one of image, audio"),
-        ({"media_paths": ["a.png"] + [None] * (N - 1), "media_kinds": ["image"] + [None] * (N - 1)},
-         "media_root is needed"),
+        (
+            {
+                "media_paths": ["../etc/passwd"] + [None] * (N - 1),
+                "media_kinds": ["image"] + [None] * (N - 1),
+                "media_root": "/r",
+            },
+            "without '..'",
+        ),
+        (
+            {
+                "media_paths": ["/etc/passwd"] + [None] * (N - 1),
+                "media_kinds": ["image"] + [None] * (N - 1),
+                "media_root": "/r",
+            },
+            "relative to the media root",
+        ),
+        (
+            {"media_paths": ["a.png"] + [None] * (N - 1), "media_kinds": [None] * N, "media_root": "/r"},
+            "without a kind",
+        ),
+        (
+            {
+                "media_paths": ["a.mp4"] + [None] * (N - 1),
+                "media_kinds": ["video"] + [None] * (N - 1),
+                "media_root": "/r",
+            },
+            "expected one of image, audio",
+        ),
+        (
+            {"media_paths": ["a.png"] + [None] * (N - 1), "media_kinds": ["image"] + [None] * (N - 1)},
+            "media_root is needed",
+        ),
         ({"media_root": "relative/folder"}, "absolute"),
         ({"links": ["javascript:alert(1)"] + [None] * (N - 1)}, "http\\(s\\) URL"),
         ({"texts": ["a"]}, "texts has 1 entries"),

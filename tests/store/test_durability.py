@@ -45,7 +45,11 @@ def test_the_environment_chooses_the_level(db_path, monkeypatch):
 @pytest.mark.parametrize(
     ("url_option", "environment", "message"),
     [
-        ("?synchronous=always", None, r"the URL's synchronous option must be one of OFF, NORMAL, FULL, EXTRA .*'always'"),
+        (
+            "?synchronous=always",
+            None,
+            r"the URL's synchronous option must be one of OFF, NORMAL, FULL, EXTRA .*'always'",
+        ),
         ("", "sometimes", r"\$WINNOW_SQLITE_SYNCHRONOUS must be one of .*'sometimes'"),
     ],
 )

@@ -7,7 +7,7 @@ from __future__ import annotations
 import importlib.util
 import io
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +22,7 @@ from app.store import (
     check_dataset,
     create_dataset,
     feature_matrix_stored,
+    features,
     import_dataset,
     load_feature_matrix,
     load_state,
@@ -30,7 +31,6 @@ from app.store import (
     upgrade_database,
     write_transaction,
 )
-from app.store import features
 from app.store.datasets import write_instances
 from app.store.features import decode_block, encode_block, features_from_rows
 
@@ -42,16 +42,24 @@ ROOT = Path(__file__).resolve().parents[2]
 def _checked(n: int, d: int = 3, seed: int = 0, name: str = "blocks"):
     rng = np.random.default_rng(seed)
     return check_dataset(
-        name=name, X=rng.normal(size=(n, d)), candidates=CANDIDATES[np.arange(n) % len(CANDIDATES)],
-        label_names=LABELS, external_ids=[f"e{i}" for i in range(n)],
+        name=name,
+        X=rng.normal(size=(n, d)),
+        candidates=CANDIDATES[np.arange(n) % len(CANDIDATES)],
+        label_names=LABELS,
+        external_ids=[f"e{i}" for i in range(n)],
     )
 
 
 def _blocks(Session, dataset_id: int) -> list[tuple[int, int]]:
     with Session() as s:
-        return [tuple(r) for r in s.execute(
-            select(FeatureBlock.start, FeatureBlock.n_rows).where(FeatureBlock.dataset_id == dataset_id).order_by(FeatureBlock.start)
-        )]
+        return [
+            tuple(r)
+            for r in s.execute(
+                select(FeatureBlock.start, FeatureBlock.n_rows)
+                .where(FeatureBlock.dataset_id == dataset_id)
+                .order_by(FeatureBlock.start)
+            )
+        ]
 
 
 @pytest.fixture
@@ -62,9 +70,19 @@ def three_row_blocks(monkeypatch):
 
 def test_create_dataset_stores_blocks_equal_to_the_rows(store, three_row_blocks):
     checked = _checked(11)
-    dataset_id = write_transaction(store, lambda s: create_dataset(
-        s, name="blocks", X=checked.X, candidates=checked.candidates, label_names=LABELS,
-        external_ids=checked.external_ids).id)
+    dataset_id = write_transaction(
+        store,
+        lambda s: (
+            create_dataset(
+                s,
+                name="blocks",
+                X=checked.X,
+                candidates=checked.candidates,
+                label_names=LABELS,
+                external_ids=checked.external_ids,
+            ).id
+        ),
+    )
     assert _blocks(store, dataset_id) == [(0, 3), (3, 3), (6, 3), (9, 2)]
     with store() as s:
         from_blocks = load_feature_matrix(s, dataset_id, 11, 3)
@@ -112,8 +130,11 @@ def test_new_instances_drop_the_blocks_and_saving_covers_the_rows_again(small):
     with small.Session() as s:
         old = features_from_rows(s, small.dataset_id, n, 3)
     more = check_dataset(
-        name="toy", X=np.vstack([old, [[7.0, 8.0, 9.0]]]), candidates=CANDIDATES[np.arange(n + 1) % n],
-        label_names=LABELS, external_ids=[f"item-{i}" for i in range(n + 1)],
+        name="toy",
+        X=np.vstack([old, [[7.0, 8.0, 9.0]]]),
+        candidates=CANDIDATES[np.arange(n + 1) % n],
+        label_names=LABELS,
+        external_ids=[f"item-{i}" for i in range(n + 1)],
     )
 
     def add_item(s) -> None:
@@ -139,8 +160,10 @@ def test_blocks_that_do_not_cover_the_dataset_are_not_used(small):
     n = len(CANDIDATES)
     with small.Session() as s:
         assert load_feature_matrix(s, small.dataset_id, n + 1, 3) is None  # a row more than stored
-    write_transaction(small.Session, lambda s: s.execute(
-        update(FeatureBlock).where(FeatureBlock.dataset_id == small.dataset_id).values(start=1)))
+    write_transaction(
+        small.Session,
+        lambda s: s.execute(update(FeatureBlock).where(FeatureBlock.dataset_id == small.dataset_id).values(start=1)),
+    )
     with small.Session() as s:
         assert load_feature_matrix(s, small.dataset_id, n, 3) is None  # a gap at row 0
         assert load_state(s, small.session_id).X.shape == (n, 3)  # read from the rows
@@ -186,25 +209,45 @@ def _make_0007_store(url: str, datasets: dict[int, np.ndarray]) -> None:
 
     upgrade_database(url, "0007")
     engine = make_engine(url)
-    now = datetime(2026, 11, 23, tzinfo=timezone.utc)
+    now = datetime(2026, 11, 23, tzinfo=UTC)
     try:
         with engine.begin() as conn:
             for dataset_id, X in datasets.items():
-                conn.execute(text(
-                    "INSERT INTO datasets (id, name, created_at, label_names, n_instances, n_features, published)"
-                    " VALUES (:id, :name, :now, :labels, :n, :d, true)"
-                ), {"id": dataset_id, "name": f"d{dataset_id}", "now": now, "labels": json.dumps(LABELS),
-                    "n": X.shape[0], "d": X.shape[1]})
+                conn.execute(
+                    text(
+                        "INSERT INTO datasets (id, name, created_at, label_names, n_instances, n_features, published)"
+                        " VALUES (:id, :name, :now, :labels, :n, :d, true)"
+                    ),
+                    {
+                        "id": dataset_id,
+                        "name": f"d{dataset_id}",
+                        "now": now,
+                        "labels": json.dumps(LABELS),
+                        "n": X.shape[0],
+                        "d": X.shape[1],
+                    },
+                )
                 for position, row in enumerate(X):
-                    conn.execute(text(
-                        "INSERT INTO instances (dataset_id, position, external_id, features, candidate_mask)"
-                        " VALUES (:d, :p, :e, :f, :m)"
-                    ), {"d": dataset_id, "p": position, "e": f"e{position}", "f": row.astype("<f8").tobytes(),
-                        "m": encode_candidate_mask(CANDIDATES[position % len(CANDIDATES)])})
-            conn.execute(text(
-                "INSERT INTO labelling_sessions (id, name, dataset_id, k, weighting, criterion, target_set, created_at,"
-                " updated_at) VALUES (1, 's', :d, 2, 'uniform', 'apl', 'all', :now, :now)"
-            ), {"d": min(datasets), "now": now})
+                    conn.execute(
+                        text(
+                            "INSERT INTO instances (dataset_id, position, external_id, features, candidate_mask)"
+                            " VALUES (:d, :p, :e, :f, :m)"
+                        ),
+                        {
+                            "d": dataset_id,
+                            "p": position,
+                            "e": f"e{position}",
+                            "f": row.astype("<f8").tobytes(),
+                            "m": encode_candidate_mask(CANDIDATES[position % len(CANDIDATES)]),
+                        },
+                    )
+            conn.execute(
+                text(
+                    "INSERT INTO labelling_sessions (id, name, dataset_id, k, weighting, criterion, target_set, created_at,"
+                    " updated_at) VALUES (1, 's', :d, 2, 'uniform', 'apl', 'all', :now, :now)"
+                ),
+                {"d": min(datasets), "now": now},
+            )
     finally:
         engine.dispose()
 

@@ -38,8 +38,17 @@ def test_distance_weights_round_trip_and_new_features_replace_the_graph(small):
 
 def test_a_second_save_of_the_same_hash_is_a_no_op_and_bad_rows_are_refused(small):
     def save(idx):
-        return lambda s: save_graph(s, dataset_id=small.dataset_id, content_hash="a" * 64, k=1, weighting="uniform",
-                                    algorithm="exact", idx=idx, w=np.ones_like(idx, dtype=float), build_seconds=0.0)
+        return lambda s: save_graph(
+            s,
+            dataset_id=small.dataset_id,
+            content_hash="a" * 64,
+            k=1,
+            weighting="uniform",
+            algorithm="exact",
+            idx=idx,
+            w=np.ones_like(idx, dtype=float),
+            build_seconds=0.0,
+        )
 
     assert write_transaction(small.Session, save(np.array([[1], [0]])))
     assert not write_transaction(small.Session, save(np.array([[1], [0]])))

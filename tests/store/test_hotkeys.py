@@ -3,7 +3,7 @@ migration 0005 (``labelling_sessions.hotkeys``) on a store that already holds se
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from sqlalchemy import inspect, text
@@ -102,7 +102,7 @@ def test_0005_adds_the_hotkeys_column_and_keeps_an_older_store(store_url):
     """0005 follows 0009 (the head of main when it was written)."""
     upgrade_database(store_url, "0009")
     engine = make_engine(store_url)
-    now = datetime(2026, 11, 24, tzinfo=timezone.utc)
+    now = datetime(2026, 11, 24, tzinfo=UTC)
     try:
         with engine.begin() as conn:
             assert "hotkeys" not in {c["name"] for c in inspect(conn).get_columns("labelling_sessions")}

@@ -83,8 +83,11 @@ def test_a_key_reused_for_another_request_is_refused(small, change, message):
     request = {"kind": "answer", "instance_position": 0, "label": "dog", "idempotency_key": "req-7"}
     first = record(small, **request)
     before = row_counts(small.Session)
-    with pytest.raises(InvalidRecord, match=rf"idempotency_key 'req-7' was already used in session 'first'"
-                                            rf" for another request \(event {first.id}: .*{message}"):
+    with pytest.raises(
+        InvalidRecord,
+        match=rf"idempotency_key 'req-7' was already used in session 'first'"
+        rf" for another request \(event {first.id}: .*{message}",
+    ):
         record(small, **{**request, **change})
     assert row_counts(small.Session) == before
 

@@ -3,7 +3,7 @@ defaults, checks, admins only and audited; draws stored once per slot and per it
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from sqlalchemy import func, inspect, select, text
@@ -34,14 +34,18 @@ def test_defaults_until_set_then_what_was_set(small):
     with small.Session() as s:
         assert label_settings(s, small.session_id) == LabelSettings(0.05, 0.90, 0.05)
     chosen = LabelSettings(max_error=0.02, confidence=0.95, audit_share=0.1)
-    assert write_transaction(small.Session, lambda s: set_label_settings(s, session_id=small.session_id,
-                                                                         settings=chosen)) == chosen
+    assert (
+        write_transaction(small.Session, lambda s: set_label_settings(s, session_id=small.session_id, settings=chosen))
+        == chosen
+    )
     with small.Session() as s:
         assert label_settings(s, small.session_id) == chosen
         assert s.scalar(select(func.count()).select_from(SessionLabelSettings)) == 1
     # A second change updates the one row.
-    write_transaction(small.Session, lambda s: set_label_settings(
-        s, session_id=small.session_id, settings=LabelSettings(audit_share=0.0)))
+    write_transaction(
+        small.Session,
+        lambda s: set_label_settings(s, session_id=small.session_id, settings=LabelSettings(audit_share=0.0)),
+    )
     with small.Session() as s:
         assert label_settings(s, small.session_id) == LabelSettings(0.05, 0.90, 0.0)
         assert s.scalar(select(func.count()).select_from(SessionLabelSettings)) == 1
@@ -88,12 +92,15 @@ def test_only_an_admin_changes_label_settings_and_the_change_is_audited(small):
     tight = LabelSettings(max_error=0.01)
     for who in ("ann", "rev", "nobody"):
         with pytest.raises(PermissionDenied, match="session label settings"):
-            write_transaction(small.Session, lambda s, who=who: set_label_settings(
-                s, session_id=small.session_id, settings=tight, actor=who))
+            write_transaction(
+                small.Session,
+                lambda s, who=who: set_label_settings(s, session_id=small.session_id, settings=tight, actor=who),
+            )
     with small.Session() as s:
         assert label_settings(s, small.session_id) == LabelSettings()
-    write_transaction(small.Session, lambda s: set_label_settings(s, session_id=small.session_id, settings=tight,
-                                                                  actor="ada"))
+    write_transaction(
+        small.Session, lambda s: set_label_settings(s, session_id=small.session_id, settings=tight, actor="ada")
+    )
     with small.Session() as s:
         assert label_settings(s, small.session_id) == tight
         rows = [r for r in audit_log(s, session_id=small.session_id) if r["kind"] == "label_settings_changed"]
@@ -129,7 +136,7 @@ def test_0014_takes_label_settings_changes_and_keeps_the_audit_log_append_only(s
     upgrade_database(store_url, "0013")
     engine = make_engine(store_url)
     insert = text("INSERT INTO audit_events (kind, user_name, created_at) VALUES (:kind, 'ada', :now)")
-    now = datetime(2026, 11, 25, tzinfo=timezone.utc)
+    now = datetime(2026, 11, 25, tzinfo=UTC)
     try:
         with engine.begin() as conn:
             for kind in ("user_added", "hotkeys_changed"):
@@ -137,7 +144,9 @@ def test_0014_takes_label_settings_changes_and_keeps_the_audit_log_append_only(s
         upgrade_database(store_url, "0014")
         with engine.connect() as conn:
             assert conn.execute(text("SELECT id, kind FROM audit_events ORDER BY id")).all() == [
-                (1, "user_added"), (2, "hotkeys_changed")]
+                (1, "user_added"),
+                (2, "hotkeys_changed"),
+            ]
             assert {"session_label_settings", "audit_draws"} <= set(inspect(conn).get_table_names())
         with engine.begin() as conn:
             conn.execute(insert, {"kind": "label_settings_changed", "now": now})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import numpy as np
 import pytest
@@ -73,8 +73,7 @@ def _functions(conn) -> set[str]:
     if conn.dialect.name == "sqlite":
         return set()
     rows = conn.exec_driver_sql(
-        "SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
-        " WHERE n.nspname = 'public'"
+        "SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'public'"
     )
     return {name for (name,) in rows}
 
@@ -103,9 +102,7 @@ def test_upgrade_head_has_no_drift_and_downgrade_base_works(store_url, tmp_path,
         upgrade_database(store_url)  # and back up again
         with engine.connect() as conn:
             assert TABLES <= set(inspect(conn).get_table_names())
-            assert compare_metadata(
-                MigrationContext.configure(conn, opts={"compare_type": True}), Base.metadata
-            ) == []
+            assert compare_metadata(MigrationContext.configure(conn, opts={"compare_type": True}), Base.metadata) == []
     finally:
         engine.dispose()
 
@@ -153,7 +150,7 @@ def test_open_store_caches_one_engine_per_url(db_path):
 def test_check_constraints_and_foreign_keys_are_enforced(small):
     with small.Session() as s:
         conn = s.connection()
-        now = datetime.now(timezone.utc).isoformat()
+        now = datetime.now(UTC).isoformat()
         with pytest.raises(IntegrityError):  # unknown kind
             with conn.begin_nested():
                 conn.execute(
@@ -189,9 +186,7 @@ def test_answer_events_are_append_only(small):
 
     event = write_transaction(
         small.Session,
-        lambda s: record_event(
-            s, session_id=small.session_id, instance_position=0, annotator="a", kind="skip"
-        ),
+        lambda s: record_event(s, session_id=small.session_id, instance_position=0, annotator="a", kind="skip"),
     )
     with small.Session() as s:
         before = event_log(s, small.session_id)
@@ -245,8 +240,13 @@ def _write_rows_of_0001(conn, now: datetime) -> None:
                 "INSERT INTO instances (id, dataset_id, position, external_id, features,"
                 " candidate_mask) VALUES (:id, 1, :p, :e, :f, :m)"
             ),
-            {"id": position + 1, "p": position, "e": f"e{position}",
-             "f": np.float64(position).tobytes(), "m": encode_candidate_mask(row)},
+            {
+                "id": position + 1,
+                "p": position,
+                "e": f"e{position}",
+                "f": np.float64(position).tobytes(),
+                "m": encode_candidate_mask(row),
+            },
         )
     conn.execute(
         text(
@@ -271,7 +271,7 @@ def test_upgrading_a_store_step_by_step_keeps_its_data(store_url):
     upgrade_database(store_url, "0001")
     engine = make_engine(store_url)
     try:
-        now = datetime(2026, 11, 1, tzinfo=timezone.utc)
+        now = datetime(2026, 11, 1, tzinfo=UTC)
         with engine.begin() as conn:
             _write_rows_of_0001(conn, now)
             conn.execute(
@@ -317,7 +317,7 @@ def test_0004_adds_item_content_and_keeps_a_0003_store(store_url):
     upgrade_database(store_url, "0003")
     engine = make_engine(store_url)
     try:
-        now = datetime(2026, 11, 20, tzinfo=timezone.utc)
+        now = datetime(2026, 11, 20, tzinfo=UTC)
         with engine.begin() as conn:
             assert "text" not in {c["name"] for c in inspect(conn).get_columns("instances")}
             _write_rows_of_0001(conn, now)
@@ -362,7 +362,9 @@ def _schema_around_sessions(conn) -> dict:
     found = inspect(conn)
     return {
         "triggers": _triggers(conn),
-        "foreign_keys": {t: sorted(map(repr, found.get_foreign_keys(t))) for t in ("labelling_sessions", "answer_events")},
+        "foreign_keys": {
+            t: sorted(map(repr, found.get_foreign_keys(t))) for t in ("labelling_sessions", "answer_events")
+        },
         "indexes": {t: sorted(map(repr, found.get_indexes(t))) for t in ("labelling_sessions", "answer_events")},
         "unique": sorted(map(repr, found.get_unique_constraints("labelling_sessions"))),
         "columns": [c["name"] for c in found.get_columns("labelling_sessions")],
@@ -384,7 +386,7 @@ def test_0009_accepts_decision_change_and_keeps_triggers_keys_and_rows(store_url
         "INSERT INTO labelling_sessions (id, name, dataset_id, k, weighting, criterion, target_set,"
         " created_at, updated_at) VALUES (:id, :name, 1, 3, 'uniform', :criterion, 'all', :now, :now)"
     )
-    now = datetime(2026, 11, 2, tzinfo=timezone.utc)
+    now = datetime(2026, 11, 2, tzinfo=UTC)
     try:
         with engine.begin() as conn:
             _write_rows_of_0001(conn, now)
@@ -410,10 +412,13 @@ def test_0009_accepts_decision_change_and_keeps_triggers_keys_and_rows(store_url
         with pytest.raises(IntegrityError), engine.begin() as conn:
             conn.execute(insert_session, {"id": 3, "name": "bad", "criterion": "nope", "now": now})
         with pytest.raises(IntegrityError), engine.begin() as conn:  # the session foreign key holds
-            conn.execute(text(
-                "INSERT INTO answer_events (session_id, instance_id, annotator_id, kind, created_at)"
-                " VALUES (99, 1, 1, 'skip', :now)"
-            ), {"now": now})
+            conn.execute(
+                text(
+                    "INSERT INTO answer_events (session_id, instance_id, annotator_id, kind, created_at)"
+                    " VALUES (99, 1, 1, 'skip', :now)"
+                ),
+                {"now": now},
+            )
         with pytest.raises(DatabaseError), engine.begin() as conn:  # and the events stay append-only
             conn.execute(text("DELETE FROM answer_events"))
 
@@ -436,7 +441,7 @@ def test_0013_audits_key_changes_and_keeps_the_audit_log_append_only(store_url):
     upgrade_database(store_url, "0012")
     engine = make_engine(store_url)
     insert = text("INSERT INTO audit_events (kind, user_name, created_at) VALUES (:kind, 'ada', :now)")
-    now = datetime(2026, 11, 25, tzinfo=timezone.utc)
+    now = datetime(2026, 11, 25, tzinfo=UTC)
     try:
         with engine.begin() as conn:
             for kind in ("user_added", "sign_in"):
@@ -444,7 +449,9 @@ def test_0013_audits_key_changes_and_keeps_the_audit_log_append_only(store_url):
         upgrade_database(store_url, "0013")
         with engine.connect() as conn:
             assert conn.execute(text("SELECT id, kind FROM audit_events ORDER BY id")).all() == [
-                (1, "user_added"), (2, "sign_in")]
+                (1, "user_added"),
+                (2, "sign_in"),
+            ]
             assert "ix_audit_events_user_kind_created" in {i["name"] for i in inspect(conn).get_indexes("audit_events")}
             assert "store_secrets" in inspect(conn).get_table_names()
         with engine.begin() as conn:
@@ -457,8 +464,12 @@ def test_0013_audits_key_changes_and_keeps_the_audit_log_append_only(store_url):
             conn.execute(text("UPDATE audit_events SET user_name = 'eve'"))
         if engine.dialect.name == "sqlite":
             with pytest.raises(DatabaseError, match="append-only"), engine.begin() as conn:
-                conn.execute(text("REPLACE INTO audit_events (id, kind, user_name, created_at) "
-                                  "VALUES (1, 'sign_in', 'eve', :now)"), {"now": now})
+                conn.execute(
+                    text(
+                        "REPLACE INTO audit_events (id, kind, user_name, created_at) VALUES (1, 'sign_in', 'eve', :now)"
+                    ),
+                    {"now": now},
+                )
         with pytest.raises(RuntimeError, match="1 change\\(s\\) of answer keys"):
             downgrade_database(store_url, "0012")
     finally:

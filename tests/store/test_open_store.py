@@ -66,8 +66,11 @@ def test_someone_elses_database_is_refused_even_when_creating(store_url):
 
 
 def test_another_programs_alembic_revision_is_refused(store_url):
-    execute(store_url, "CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL)",
-            "INSERT INTO alembic_version VALUES ('ae1027a6acf')")
+    execute(
+        store_url,
+        "CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL)",
+        "INSERT INTO alembic_version VALUES ('ae1027a6acf')",
+    )
     with pytest.raises(StoreUnavailable, match=r"is not a winnow store this version knows .*'ae1027a6acf'"):
         open_store(store_url, create=True)
     assert tables(store_url) == {"alembic_version"}

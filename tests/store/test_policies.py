@@ -118,19 +118,24 @@ def _actions(small, bench: Workbench) -> dict[str, Callable[[str | None, int], b
         "export its labelled data": lambda who, n: session_table(bench, "labelled", actor=who),
         "export its events log": lambda who, n: events_table(Session, session_id, actor=who),
         "get the session's audit rows in that log": events_with_audit,
-        "answer or skip an item": lambda who, n: record_answer(Session, "first", annotator=who, kind="skip",
-                                                               item="item-1"),
-        "resolve a conflict": lambda who, n: record_answer(Session, "first", annotator=who, kind="resolve",
-                                                           item="item-0", label="cat"),
+        "answer or skip an item": lambda who, n: record_answer(
+            Session, "first", annotator=who, kind="skip", item="item-1"
+        ),
+        "resolve a conflict": lambda who, n: record_answer(
+            Session, "first", annotator=who, kind="resolve", item="item-0", label="cat"
+        ),
         "change its answer keys": lambda who, n: set_session_keys(bench, {"cat": "9"}, actor=who),
-        "change its settings (overlap, assignments)": lambda who, n: set_session_overlap(Session, "first", 2,
-                                                                                          actor=who),
-        "create a session": lambda who, n: create_session(Session, dataset_id=small.dataset_id, name=f"new{n}", k=2,
-                                                          weighting="uniform", target_set="all", actor=who),
+        "change its settings (overlap, assignments)": lambda who, n: set_session_overlap(
+            Session, "first", 2, actor=who
+        ),
+        "create a session": lambda who, n: create_session(
+            Session, dataset_id=small.dataset_id, name=f"new{n}", k=2, weighting="uniform", target_set="all", actor=who
+        ),
         "upload a file": lambda who, n: "upload" in creation_rights(Session, actor=who),
         "read the audit log": lambda who, n: audit_table(Session, actor=who),
-        "add, change or disable accounts": lambda who, n: create_user(Session, f"new{n}", role="annotator",
-                                                                       password=PASSWORD, actor=who),
+        "add, change or disable accounts": lambda who, n: create_user(
+            Session, f"new{n}", role="annotator", password=PASSWORD, actor=who
+        ),
     }
 
 
@@ -147,7 +152,7 @@ def _documented_table() -> dict[str, tuple[str, ...]]:
     header = "| action | " + " | ".join(ACTORS) + " |"
     start = lines.index(header)
     rows = {}
-    for line in lines[start + 2:]:
+    for line in lines[start + 2 :]:
         if not line.startswith("|"):
             break
         cells = [cell.strip() for cell in line.strip("|").split("|")]
@@ -191,11 +196,15 @@ def test_the_pages_ask_for_the_same_rights(team):
 
 
 def test_a_refusal_says_who_may(team):
-    with pytest.raises(PermissionDenied, match=r"open: 'cid' \(annotator\) is not assigned to session 'first'.*"
-                                               r"winnow session assign first cid"):
+    with pytest.raises(
+        PermissionDenied,
+        match=r"open: 'cid' \(annotator\) is not assigned to session 'first'.*"
+        r"winnow session assign first cid",
+    ):
         check_session_action(team.Session, team.session_id, "open", actor="cid")
-    with pytest.raises(PermissionDenied, match="export events: only a reviewer or an admin may do this, and 'ann' "
-                                               "has role 'annotator'"):
+    with pytest.raises(
+        PermissionDenied, match="export events: only a reviewer or an admin may do this, and 'ann' has role 'annotator'"
+    ):
         events_table(team.Session, team.session_id, actor="ann")
     with pytest.raises(PermissionDenied, match="audit log: only an active admin may do this, and 'rev' is not one"):
         audit_table(team.Session, actor="rev")
@@ -204,15 +213,17 @@ def test_a_refusal_says_who_may(team):
 def test_without_users_everyone_reads_everything(small):
     assert [x.name for x in session_summaries(small.Session, actor="anyone")] == ["first"]
     assert session_rights(small.Session, small.session_id, actor="anyone") == session_rights(
-        small.Session, small.session_id, actor=None)
+        small.Session, small.session_id, actor=None
+    )
     assert events_table(small.Session, small.session_id, actor="anyone").empty
 
 
 def test_the_events_export_holds_the_sessions_audit_rows_never_a_sign_in(team):
     bench = Workbench.open(team.Session, team.session_id)
     set_session_keys(bench, {"cat": "9"}, actor="ada")
-    other = create_session(team.Session, dataset_id=team.dataset_id, name="other", k=2, weighting="uniform",
-                           target_set="all", actor="ada")
+    other = create_session(
+        team.Session, dataset_id=team.dataset_id, name="other", k=2, weighting="uniform", target_set="all", actor="ada"
+    )
     run(team, lambda s: assign_users(s, session_id=other, names=["cid"], actor="ada"))
     for who in ("ada", None):
         table = events_table(team.Session, team.session_id, actor=who)
@@ -265,13 +276,18 @@ def test_a_typed_name_that_is_no_account_is_never_stored_or_logged(team, caplog,
     assert locked.user is None and "too many failed sign-ins" in locked.reason
     with team.Session() as s:
         tag = unknown_name_tag(s, typed)
-        dump = " ".join(str(row) for table in ("audit_events", "annotators", "users")
-                        for row in s.execute(text(f"SELECT * FROM {table}")).all())
+        dump = " ".join(
+            str(row)
+            for table in ("audit_events", "annotators", "users")
+            for row in s.execute(text(f"SELECT * FROM {table}")).all()
+        )
     assert re.fullmatch(r"\(unknown name #[0-9a-f]{4}\)", tag)
     assert typed not in dump and typed not in caplog.text
     assert "my secret password" not in dump and "my secret password" not in caplog.text
     assert dump.count(tag) == MAX_FAILED_SIGN_INS + 1 and f"failed sign-in for {tag!r}" in caplog.text
     # An account's own name is still recorded as itself, and its lock is its own.
-    assert run(team, lambda s: sign_in(s, name="ann", password="wrong", now=now)).reason == "wrong user name or password"
+    assert (
+        run(team, lambda s: sign_in(s, name="ann", password="wrong", now=now)).reason == "wrong user name or password"
+    )
     assert "failed sign-in for 'ann'" in caplog.text
     assert run(team, lambda s: sign_in(s, name="ann", password=PASSWORD, now=now)).user.name == "ann"

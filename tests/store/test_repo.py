@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timezone
+from datetime import UTC
 
 import numpy as np
 import pytest
@@ -102,9 +102,7 @@ def test_dataset_with_metadata_and_no_true_labels(store):
     def work(s):
         ds = create_dataset(
             s,
-            **dataset_kwargs(
-                X=np.ones((5, 4)), true_labels=None, feature_names=list("abcd"), layout="image:2x2"
-            ),
+            **dataset_kwargs(X=np.ones((5, 4)), true_labels=None, feature_names=list("abcd"), layout="image:2x2"),
         )
         return create_labelling_session(s, dataset_id=ds.id, name="s", k=4).id
 
@@ -214,7 +212,11 @@ def test_large_import_uses_several_chunks(store, monkeypatch):
 
     def work(s):
         ds = create_dataset(
-            s, name="d", X=X, candidates=Y, label_names=[f"l{j}" for j in range(m)],
+            s,
+            name="d",
+            X=X,
+            candidates=Y,
+            label_names=[f"l{j}" for j in range(m)],
             external_ids=np.array([f"e{i}" for i in range(n)]),
         )
         return create_labelling_session(s, dataset_id=ds.id, name="s").id
@@ -298,7 +300,7 @@ def test_answer_undo_and_log(small):
         ("undo", 0, None, None),
     ]
     assert log[0]["external_id"] == "item-0" and log[0]["annotator"] == "ann"
-    assert log[0]["created_at"].tzinfo == timezone.utc
+    assert log[0]["created_at"].tzinfo == UTC
 
 
 def test_undo_walks_back_this_annotators_own_history(small):
@@ -409,8 +411,7 @@ def test_sessions_do_not_see_each_others_events(small):
 # Property through the store: events recorded, then undone one by one, change nothing.
 
 VALID = {
-    position: (np.flatnonzero(row).tolist(), np.flatnonzero(~row).tolist())
-    for position, row in enumerate(CANDIDATES)
+    position: (np.flatnonzero(row).tolist(), np.flatnonzero(~row).tolist()) for position, row in enumerate(CANDIDATES)
 }
 
 
@@ -442,8 +443,9 @@ def test_recorded_then_undone_events_change_nothing(small, base, extra):
 
     def add(events):
         for position, annotator, kind, label in events:
-            record(small, session_id=session_id, instance_position=position, annotator=annotator,
-                   kind=kind, label=label)
+            record(
+                small, session_id=session_id, instance_position=position, annotator=annotator, kind=kind, label=label
+            )
 
     def state():
         with small.Session() as s:
@@ -466,8 +468,9 @@ def test_a_rejected_event_leaves_the_callers_transaction_clean(small):
     before = row_counts(small.Session)
     with small.Session.begin() as s:
         with pytest.raises(InvalidRecord):
-            record_event(s, session_id=small.session_id, instance_position=1,
-                         annotator="newcomer", kind="answer", label="cat")
+            record_event(
+                s, session_id=small.session_id, instance_position=1, annotator="newcomer", kind="answer", label="cat"
+            )
         with pytest.raises(InvalidRecord):
             record_event(s, session_id=small.session_id, annotator="newcomer", kind="undo")
     assert row_counts(small.Session) == before

@@ -44,7 +44,10 @@ def raw(name="big", n=N):
     Y = rng.random((n, 4)) < 0.4
     Y[np.arange(n), rng.integers(0, 4, n)] = True
     return dict(
-        name=name, X=rng.normal(size=(n, 3)), candidates=Y, label_names=["a", "b", "c", "d"],
+        name=name,
+        X=rng.normal(size=(n, 3)),
+        candidates=Y,
+        label_names=["a", "b", "c", "d"],
         external_ids=[f"r{i}" for i in range(n)],
     )
 
@@ -221,9 +224,12 @@ def test_an_import_is_abandoned_when_nobody_holds_its_lock_whatever_its_host_and
     try:
         assert staged.wait(timeout=120), outcome.get("error")
         # What a command in another PID namespace saw: a pid that is not running here.
-        write_transaction(small.Session, lambda s: s.execute(
-            Dataset.__table__.update().where(Dataset.name == "running").values(staged_by=f"{host}:{_dead_pid()}")
-        ))
+        write_transaction(
+            small.Session,
+            lambda s: s.execute(
+                Dataset.__table__.update().where(Dataset.name == "running").values(staged_by=f"{host}:{_dead_pid()}")
+            ),
+        )
         # Left by importers that died (staged after the import above started: an import's start
         # removes abandoned ones).
         _stage_by_hand(small.Session, "dead-here", f"{host}:{_dead_pid()}", utcnow())
@@ -270,7 +276,9 @@ def test_an_import_in_another_process_is_kept_while_it_runs_and_removed_once_kil
     """The lock dies with the process: kill -9 frees it, and the next import removes the rows."""
     before = row_counts(small.Session)
     child = subprocess.Popen(
-        [sys.executable, "-c", _IMPORTER, store_url], stdout=subprocess.PIPE, text=True,
+        [sys.executable, "-c", _IMPORTER, store_url],
+        stdout=subprocess.PIPE,
+        text=True,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
     )
     try:

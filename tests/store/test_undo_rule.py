@@ -49,8 +49,9 @@ def test_the_sql_path_undoes_the_event_the_rule_names(small, ops):
             expected = event_to_undo(log, annotator, on_item)
 
             def undo(s, annotator=annotator, on_item=on_item):
-                return record_event(s, session_id=session_id, annotator=annotator, kind="undo",
-                                    instance_position=on_item).undoes_event_id
+                return record_event(
+                    s, session_id=session_id, annotator=annotator, kind="undo", instance_position=on_item
+                ).undoes_event_id
 
             if expected is None:
                 try:

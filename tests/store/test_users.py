@@ -56,9 +56,14 @@ def team(small):
 
 
 def answer(small, who, position, label, kind="answer"):
-    return run(small, lambda s: record_event(
-        s, session_id=small.session_id, annotator=who, kind=kind, instance_position=position, label=label
-    ).id)
+    return run(
+        small,
+        lambda s: (
+            record_event(
+                s, session_id=small.session_id, annotator=who, kind=kind, instance_position=position, label=label
+            ).id
+        ),
+    )
 
 
 def test_without_users_every_write_is_allowed_as_before(small):
@@ -95,7 +100,9 @@ def test_undo_cancels_only_your_own_events(team):
     with pytest.raises(InvalidRecord, match="'bob' has no event left to undo"):
         answer(team, "bob", 0, None, kind="undo")
     bob_event = answer(team, "bob", 1, "dog")
-    undo = run(team, lambda s: record_event(s, session_id=team.session_id, annotator="bob", kind="undo").undoes_event_id)
+    undo = run(
+        team, lambda s: record_event(s, session_id=team.session_id, annotator="bob", kind="undo").undoes_event_id
+    )
     assert undo == bob_event != ann_event
 
 
@@ -141,8 +148,11 @@ def test_passwords_are_never_stored_or_logged_in_clear(team, caplog):
     run(team, lambda s: sign_in(s, name="bob", password="a wrong guess 123"))
     with team.Session() as s:
         hashes = s.scalars(select(User.password_hash)).all()
-        dump = " ".join(str(row) for table in ("users", "audit_events", "annotators")
-                        for row in s.execute(text(f"SELECT * FROM {table}")).all())
+        dump = " ".join(
+            str(row)
+            for table in ("users", "audit_events", "annotators")
+            for row in s.execute(text(f"SELECT * FROM {table}")).all()
+        )
     assert all(h.startswith("$argon2id$") for h in hashes)
     for secret in (PASSWORD, "bob's new secret", "a wrong guess 123"):
         assert secret not in dump
@@ -176,8 +186,12 @@ def test_the_audit_log_holds_sign_ins_and_account_changes(team):
     kinds = [(e["kind"], e["user"], e["actor"]) for e in log]
     assert ("user_added", "ada", None) in kinds and ("user_added", "ann", "ada") in kinds
     assert ("assigned", "bob", "ada") in kinds
-    assert kinds[-4:] == [("sign_in", "ann", None), ("sign_in_failed", "ann", None),
-                          ("role_changed", "ann", "ada"), ("user_disabled", "bob", "ada")]
+    assert kinds[-4:] == [
+        ("sign_in", "ann", None),
+        ("sign_in_failed", "ann", None),
+        ("role_changed", "ann", "ada"),
+        ("user_disabled", "bob", "ada"),
+    ]
     assert log[-2]["detail"] == "annotator -> reviewer"
     with pytest.raises(Exception, match="append-only"):
         with team.Session.begin() as s:
@@ -215,8 +229,12 @@ def test_an_expired_lease_frees_its_item(team):
     now = utcnow()
 
     def take(who, when):
-        return run(team, lambda s: next_item(s, session_id=team.session_id, user=who, preferred=[2, 4],
-                                              ttl=timedelta(minutes=1), now=when))
+        return run(
+            team,
+            lambda s: next_item(
+                s, session_id=team.session_id, user=who, preferred=[2, 4], ttl=timedelta(minutes=1), now=when
+            ),
+        )
 
     assert take("ann", now) == 2
     assert take("bob", now) == 4

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -20,7 +20,6 @@ from streamlit.testing.v1 import AppTest
 from app.service import create_session, import_file
 from app.store import event_log, list_sessions
 from app.store.db import close_stores, open_store
-from app.store.models import AnswerEvent, Dataset, LabellingSession
 
 ROOT = Path(__file__).resolve().parents[2]
 HOME = ROOT / "app" / "ui" / "Home.py"
@@ -84,7 +83,9 @@ def small_db(db: str, tmp_path: Path) -> str:
     csv.write_bytes(small_csv_bytes())
     Session = open_store(db)
     dataset_id, _ = import_file(Session, csv, name="small", min_rows=6)
-    create_session(Session, dataset_id=dataset_id, name="small", k=5, weighting="uniform", criterion="apl", target_set="all")
+    create_session(
+        Session, dataset_id=dataset_id, name="small", k=5, weighting="uniform", criterion="apl", target_set="all"
+    )
     return db
 
 
@@ -93,7 +94,9 @@ def digits_db(db: str) -> str:
     """A store with the bundled 800 8x8 digits as session ``demo`` (image layout)."""
     Session = open_store(db)
     dataset_id, _ = import_file(Session, SAMPLE, name="digits_partial", min_rows=11)
-    create_session(Session, dataset_id=dataset_id, name="demo", k=10, weighting="uniform", criterion="apl", target_set="all")
+    create_session(
+        Session, dataset_id=dataset_id, name="demo", k=10, weighting="uniform", criterion="apl", target_set="all"
+    )
     return db
 
 
@@ -102,7 +105,9 @@ def texts_db(db: str) -> str:
     """A store with the bundled 300 news snippets (text items) as session ``texts``."""
     Session = open_store(db)
     dataset_id, _ = import_file(Session, TEXTS, name="texts", min_rows=11)
-    create_session(Session, dataset_id=dataset_id, name="texts", k=10, weighting="uniform", criterion="apl", target_set="all")
+    create_session(
+        Session, dataset_id=dataset_id, name="texts", k=10, weighting="uniform", criterion="apl", target_set="all"
+    )
     return db
 
 
@@ -111,7 +116,9 @@ def photos_db(db: str) -> str:
     """A store with the bundled 96 photos (an image folder and its labels CSV) as ``photos``."""
     Session = open_store(db)
     dataset_id, _ = import_file(Session, PHOTOS, name="photos", labels=PHOTO_LABELS, min_rows=11)
-    create_session(Session, dataset_id=dataset_id, name="photos", k=10, weighting="uniform", criterion="apl", target_set="all")
+    create_session(
+        Session, dataset_id=dataset_id, name="photos", k=10, weighting="uniform", criterion="apl", target_set="all"
+    )
     return db
 
 
@@ -157,7 +164,7 @@ def plain(markdown: str) -> str:
 def position_on_screen(at: AppTest) -> int:
     """The position of the item the Query page asks about (its widget keys name it)."""
     prefix = "query_none_"
-    found = [int(b.key[len(prefix):]) for b in at.button if b.key and b.key.startswith(prefix)]
+    found = [int(b.key[len(prefix) :]) for b in at.button if b.key and b.key.startswith(prefix)]
     assert len(found) == 1, found
     return found[0]
 

@@ -32,8 +32,9 @@ def two_sessions(db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         csv = tmp_path / f"{name}.csv"
         csv.write_bytes(small_csv_bytes(n=60, seed=len(name)))
         dataset_id, _ = import_file(Session, csv, name=name, min_rows=6)
-        ids[name] = create_session(Session, dataset_id=dataset_id, name=name, k=5, weighting="uniform",
-                                   criterion="apl", target_set="all")
+        ids[name] = create_session(
+            Session, dataset_id=dataset_id, name=name, k=5, weighting="uniform", criterion="apl", target_set="all"
+        )
     gate = threading.Event()
     real = workbench_module.dataset_graph
 

@@ -23,8 +23,18 @@ def test_a_sign_in_only_ever_returns_to_a_path_of_this_server(target):
     assert chosen in (target, "/")
 
 
-@pytest.mark.parametrize("target", ["//evil.example/x", "/\\evil.example", "https://evil.example", "javascript:x",
-                                    "/_winnow/sign-out", "/ok\r\nSet-Cookie: x=1", ""])
+@pytest.mark.parametrize(
+    "target",
+    [
+        "//evil.example/x",
+        "/\\evil.example",
+        "https://evil.example",
+        "javascript:x",
+        "/_winnow/sign-out",
+        "/ok\r\nSet-Cookie: x=1",
+        "",
+    ],
+)
 def test_targets_elsewhere_go_home(target):
     assert safe_next(target) == "/"
 

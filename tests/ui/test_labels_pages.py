@@ -77,8 +77,10 @@ def test_progress_page_shows_the_labels_by_source_and_the_statement_as_the_servi
     bench: Workbench = at.session_state[STATE_KEY].workbench
     labels = bench.labels()
     metrics = {m.label: m.value for m in at.metric}
-    shown = {source: metrics[title] for source, title in
-             zip(SOURCES, ("Expert labels", "Given labels", "Model labels", "Undecided"))}
+    shown = {
+        source: metrics[title]
+        for source, title in zip(SOURCES, ("Expert labels", "Given labels", "Model labels", "Undecided"))
+    }
     assert shown == {source: str(labels.counts[source]) for source in SOURCES}
     assert sum(labels.counts.values()) == len(labels.table) == 90
     assert labels.counts["expert"] == 3
@@ -161,8 +163,10 @@ def setting_inputs(at) -> dict[str, object]:
 
 
 def cost_line(max_error: float, confidence: float) -> str:
-    return (f"A {max_error * 100:g}% target at {confidence * 100:g}% confidence needs at least "
-            f"{audits_needed(max_error, confidence)} error-free audited answers")
+    return (
+        f"A {max_error * 100:g}% target at {confidence * 100:g}% confidence needs at least "
+        f"{audits_needed(max_error, confidence)} error-free audited answers"
+    )
 
 
 def test_an_admin_changes_the_model_label_settings_and_sees_what_a_target_costs(app, team_db):

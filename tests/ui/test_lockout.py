@@ -72,8 +72,18 @@ def _store_broken_session(db: str) -> None:
     with open_store(db).begin() as s:
         dataset_id = s.query(Dataset.id).filter(Dataset.name == "forty").scalar()
         now = utcnow()
-        s.add(LabellingSession(name="k60", dataset_id=dataset_id, k=60, weighting="uniform", criterion="apl",
-                               target_set="all", created_at=now, updated_at=now))
+        s.add(
+            LabellingSession(
+                name="k60",
+                dataset_id=dataset_id,
+                k=60,
+                weighting="uniform",
+                criterion="apl",
+                target_set="all",
+                created_at=now,
+                updated_at=now,
+            )
+        )
 
 
 def test_a_session_that_cannot_be_opened_locks_nobody_out(app, db):

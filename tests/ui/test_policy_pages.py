@@ -30,8 +30,15 @@ def team_db(small_db):
     create_user(Session, "ada", role="admin", password=SECRET)
     for name, role in (("ann", "annotator"), ("cid", "annotator"), ("rev", "reviewer")):
         create_user(Session, name, role=role, password=SECRET)
-    create_session(Session, dataset_id=dataset_id_by_name(Session, "small"), name=HOSTILE, k=5, weighting="uniform",
-                   criterion="apl", target_set="all")
+    create_session(
+        Session,
+        dataset_id=dataset_id_by_name(Session, "small"),
+        name=HOSTILE,
+        k=5,
+        weighting="uniform",
+        criterion="apl",
+        target_set="all",
+    )
     assign(Session, "small", ["ann"])
     return small_db
 
@@ -83,17 +90,26 @@ def test_an_annotator_lists_and_opens_only_the_sessions_assigned_to_them(app, te
     assert "No session is assigned to you yet" in texts(cid)
 
 
-@pytest.mark.parametrize(("who", "kinds"), [("ann", {"ranked", "labelled"}),
-                                             ("rev", {"ranked", "labelled", "events"}),
-                                             ("ada", {"ranked", "labelled", "events"})])
+@pytest.mark.parametrize(
+    ("who", "kinds"),
+    [
+        ("ann", {"ranked", "labelled"}),
+        ("rev", {"ranked", "labelled", "events"}),
+        ("ada", {"ranked", "labelled", "events"}),
+    ],
+)
 def test_the_progress_page_offers_only_the_exports_the_role_may_take(app, team_db, who, kinds):
     at = signed_in(app(team_db), who)
     at.switch_page("views/progress.py").run()
     no_exception(at)
     assert at.metric  # the page is drawn
     buttons = [b.id for b in at.get("download_button")]
-    offered = {what for what in ("ranked", "labelled", "events") for fmt in ("csv", "json", "jsonl")
-               if any(Keys.export(what, fmt) in b for b in buttons)}
+    offered = {
+        what
+        for what in ("ranked", "labelled", "events")
+        for fmt in ("csv", "json", "jsonl")
+        if any(Keys.export(what, fmt) in b for b in buttons)
+    }
     assert offered == kinds and len(buttons) == 3 * len(kinds)
 
 

@@ -43,17 +43,27 @@ def replay(bench: Workbench) -> pd.DataFrame:
     with bench.Session() as s:
         events = session_events(s, bench.session_id)
     return replay_progress(
-        X=bench.state.X, original=np.asarray(bench.state.original_candidates), targets=bench.targets,
-        idx=bench.idx, w=bench.w, k=bench.config.k, events=events, true_labels=np.asarray(bench.state.true_labels),
+        X=bench.state.X,
+        original=np.asarray(bench.state.original_candidates),
+        targets=bench.targets,
+        idx=bench.idx,
+        w=bench.w,
+        k=bench.config.k,
+        events=events,
+        true_labels=np.asarray(bench.state.true_labels),
     )
 
 
 def dst_view(bench: Workbench) -> tuple[int, float]:
     """Rejects among open items and accuracy over accepted labels, from a fresh DST-PLL fit."""
-    model = DstPllClassifier(n_neighbors=bench.config.k, random_state=0).fit(bench.state.X, np.asarray(bench.state.candidates))
+    model = DstPllClassifier(n_neighbors=bench.config.k, random_state=0).fit(
+        bench.state.X, np.asarray(bench.state.candidates)
+    )
     truth = np.asarray(bench.state.true_labels)
     accepted = model.disambiguate_accepted_
-    return int((bench.state.open_items & ~accepted).sum()), float((model.disambiguate_[accepted] == truth[accepted]).mean())
+    return int((bench.state.open_items & ~accepted).sum()), float(
+        (model.disambiguate_[accepted] == truth[accepted]).mean()
+    )
 
 
 @pytest.mark.parametrize("target_set", ["all", "unlabelled"])
@@ -78,7 +88,9 @@ def test_replay_matches_fresh_computations_before_and_after(small_db, target_set
     # instead (issue 20), those checked in tests/test_delivery.py.
     assert last["rejects"] == rejects
     assert last["accepted_accuracy"] == pytest.approx(accuracy)
-    assert last["answered"] == sum(a is not None for a in fresh.state.answered_by) == 6  # 4 answers, none-of-these, conflict
+    assert (
+        last["answered"] == sum(a is not None for a in fresh.state.answered_by) == 6
+    )  # 4 answers, none-of-these, conflict
     assert last["open"] == int(fresh.state.open_items.sum())
     assert list(history["kind"][1:]) == [e["kind"] for e in event_log(Session(), 1)]
 
@@ -105,12 +117,17 @@ def test_progress_page_shows_the_replay_and_exports_the_same_files_as_the_cli(ap
     assert metrics["Open targets"] == str(bench.n_open)
     assert len(at.get("vega_lite_chart")) == 5  # labelled items, open targets/rejects, answers, accuracy, set sizes
 
-    tables = (("ranked", bench.ranked_table()), ("labelled", bench.labelled_table()),
-              ("events", events_table(bench.Session, bench.session_id, actor=None)))
+    tables = (
+        ("ranked", bench.ranked_table()),
+        ("labelled", bench.labelled_table()),
+        ("events", events_table(bench.Session, bench.session_id, actor=None)),
+    )
     for what, table in tables:
         for fmt in ("csv", "json", "jsonl"):
             assert at.get("download_button")  # the buttons exist with stable keys
-            assert any(b.proto.label == {"jsonl": "JSON Lines"}.get(fmt, fmt.upper()) for b in at.get("download_button"))
+            assert any(
+                b.proto.label == {"jsonl": "JSON Lines"}.get(fmt, fmt.upper()) for b in at.get("download_button")
+            )
             data = downloads[f"small-{what}.{fmt}"]
             assert data == export_bytes(table, fmt)
         frame = pd.read_csv(io.BytesIO(downloads[f"small-{what}.csv"]))

@@ -157,8 +157,13 @@ def test_a_stale_answer_is_refused_by_the_service_with_a_gentle_message(small_db
     with pytest.raises(StaleAnswer, match="someone settled it"):
         bench.record("alice", "skip", position=second, displayed="query")
     latest = bench.latest_event("alice")
-    bench.record("alice", "answer", position=int(bench.queue(top=1)[0]), label=int(np.flatnonzero(
-        bench.state.candidates[int(bench.queue(top=1)[0])])[0]), displayed="query")
+    bench.record(
+        "alice",
+        "answer",
+        position=int(bench.queue(top=1)[0]),
+        label=int(np.flatnonzero(bench.state.candidates[int(bench.queue(top=1)[0])])[0]),
+        displayed="query",
+    )
     with pytest.raises(StaleAnswer, match="nothing was undone"):
         bench.record("alice", "undo", undoes=latest)  # the page offered to undo an older event
     assert count_rows(small_db, AnswerEvent) == 3
@@ -196,7 +201,6 @@ def test_an_event_written_by_another_process_after_the_check_refuses_the_answer(
     """Between the page's check and the write, another process records an event: the write
     re-counts the log in its transaction and refuses, so nothing is judged on stale state."""
     from app.service import StaleAnswer
-
     from app.service import workbench as workbench_module
 
     Session = open_store(small_db)
@@ -225,7 +229,9 @@ def test_a_second_tab_sees_the_first_tabs_answers_once(app, small_db):
     tab_a.sidebar.text_input(key=Keys.ANNOTATOR).set_value("alice")
     for _ in range(2):
         shown = position_on_screen(tab_a)
-        tab_a.button(key=Keys.answer(shown, int(np.flatnonzero(bench_of(tab_a).state.candidates[shown])[0]))).click().run()
+        tab_a.button(
+            key=Keys.answer(shown, int(np.flatnonzero(bench_of(tab_a).state.candidates[shown])[0]))
+        ).click().run()
 
     tab_b.run()  # any rerun picks up the other tab's events
     no_exception(tab_b)
@@ -282,7 +288,9 @@ def test_digit_labels_are_answered_with_their_own_digit(app, db, tmp_path):
     table.to_csv(path, index=False)
     Session = open_store(db)
     dataset_id, _ = import_file(Session, path, name="tiny digits", min_rows=6)
-    create_session(Session, dataset_id=dataset_id, name="tiny", k=5, weighting="uniform", criterion="apl", target_set="all")
+    create_session(
+        Session, dataset_id=dataset_id, name="tiny", k=5, weighting="uniform", criterion="apl", target_set="all"
+    )
 
     at = app(db)
     shown = position_on_screen(at)
@@ -350,7 +358,9 @@ def test_decision_change_session_asks_explains_and_answers(app, default_db):
     why = bench.explain(top)
     assert why.n_targets_changed > 0 and why.example is not None
     details = [t.value for t in at.text]  # the jargon, in the details expander
-    assert any(f"change the decision of {why.n_targets_changed} target(s)" in t and "decision_change" in t for t in details)
+    assert any(
+        f"change the decision of {why.n_targets_changed} target(s)" in t and "decision_change" in t for t in details
+    )
     assert any(f"For example target {why.example.target_id}:" in t for t in details)
     assert metric(at, "Open targets") == bench.n_open
 
@@ -384,7 +394,9 @@ def test_audio_items_get_a_player_long_texts_scroll_and_links_open_elsewhere(app
     table.to_csv(tmp_path / "clips.csv", index=False)
     Session = open_store(db)
     dataset_id, _ = import_file(Session, tmp_path / "clips.csv", name="clips", min_rows=4)
-    create_session(Session, dataset_id=dataset_id, name="clips", k=3, weighting="uniform", criterion="apl", target_set="all")
+    create_session(
+        Session, dataset_id=dataset_id, name="clips", k=3, weighting="uniform", criterion="apl", target_set="all"
+    )
 
     at = app(db)
     shown = position_on_screen(at)

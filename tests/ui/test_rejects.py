@@ -8,7 +8,7 @@ from app.service import ACTION_KEYS, Workbench
 from app.store.db import open_store
 from app.ui.components import md
 from app.ui.state import STATE_KEY, Keys
-from tests.ui.conftest import events, no_exception, plain
+from tests.ui.conftest import events, no_exception
 
 
 def go_to_rejects(at):
@@ -20,7 +20,7 @@ def go_to_rejects(at):
 def listed(at) -> list[int]:
     """Positions of the rejected items on the page, in order (from their Leave buttons)."""
     prefix = "rejects_leave_"
-    return [int(b.key[len(prefix):]) for b in at.button if b.key and b.key.startswith(prefix)]
+    return [int(b.key[len(prefix) :]) for b in at.button if b.key and b.key.startswith(prefix)]
 
 
 def test_rejected_items_are_listed_by_margin_with_belief_and_plausibility(app, digits_db):

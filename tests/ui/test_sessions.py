@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.store.db import open_store
 from app.store import list_sessions
+from app.store.db import open_store
 from app.store.models import Dataset, Instance, LabellingSession
 from app.ui.state import STATE_KEY, Keys
 from tests.ui.conftest import count_rows, no_exception, plain, small_csv_bytes
@@ -33,7 +33,12 @@ def test_upload_creates_a_dataset_and_a_session_with_the_chosen_settings(app, db
     with open_store(db)() as s:
         (session,) = list_sessions(s)
         assert (session.name, session.k, session.weighting, session.criterion, session.target_set) == (
-            "week1", 7, "distance", "pl", "all")
+            "week1",
+            7,
+            "distance",
+            "pl",
+            "all",
+        )
         assert session.dataset.name == "birds"
     assert count_rows(db, Instance) == 60
     # The new session is open and the app moved to the Query page.
@@ -45,7 +50,11 @@ def test_upload_creates_a_dataset_and_a_session_with_the_chosen_settings(app, db
     "file_name, content, message",
     [
         ("broken.csv", b"id,f0\na,1\nb,2\n", "broken.csv"),
-        ("blank.csv", b"id,candidates,f0\n" + b"".join(f"r{i},a|b,{i}\n".encode() for i in range(12)).replace(b"r3,a|b", b"r3,"), "row 4"),
+        (
+            "blank.csv",
+            b"id,candidates,f0\n" + b"".join(f"r{i},a|b,{i}\n".encode() for i in range(12)).replace(b"r3,a|b", b"r3,"),
+            "row 4",
+        ),
         ("short.csv", b"id,candidates,f0\na,x|y,1\nb,x,2\n", "short.csv"),
     ],
 )

@@ -13,8 +13,11 @@ from tests.ui.conftest import no_exception
 
 # The page's widget keys (importing the page would run it).
 MEDIA_UPLOAD = "sessions_media_upload"
-COLUMN_KEYS = {"text_column": "sessions_text_column", "image_column": "sessions_image_column",
-               "audio_column": "sessions_audio_column"}
+COLUMN_KEYS = {
+    "text_column": "sessions_text_column",
+    "image_column": "sessions_image_column",
+    "audio_column": "sessions_audio_column",
+}
 IGNORE_COLUMNS = "sessions_ignore_columns"
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_data"

@@ -135,8 +135,9 @@ def test_two_annotators_get_different_items_then_a_reviewer_settles_their_confli
     no_exception(bob)
     assert shown_item(bob) == first_ann and position_on_screen(bob) == position
     ann_label = next(e["label_name"] for e in events(team_db) if e["annotator"] == "ann")
-    other = next(b for b in bob.button if b.key and b.key.startswith(f"query_answer_{position}_")
-                 and plain(b.label) != ann_label)
+    other = next(
+        b for b in bob.button if b.key and b.key.startswith(f"query_answer_{position}_") and plain(b.label) != ann_label
+    )
     other.click().run()
     no_exception(bob)
     assert [plain(w.value) for w in bob.warning][0].startswith("Conflict recorded:")
@@ -183,9 +184,12 @@ def test_oidc_sign_in_maps_the_identity_to_an_active_account(team_db):
         sign_in_with_identity(Session, {"sub": "1234"})
     with Session() as s:
         log = [(e["kind"], e["user"], e["detail"]) for e in audit_log(s) if e["kind"].startswith("sign_in")]
-    assert log == [("sign_in", "rev", "oidc"), ("sign_in", "ann", "oidc"),
-                   ("sign_in_failed", "nobody@example.org", "oidc: no such account"),
-                   ("sign_in_failed", "ann", "oidc: account disabled")]
+    assert log == [
+        ("sign_in", "rev", "oidc"),
+        ("sign_in", "ann", "oidc"),
+        ("sign_in_failed", "nobody@example.org", "oidc: no such account"),
+        ("sign_in_failed", "ann", "oidc: account disabled"),
+    ]
 
 
 def test_the_oidc_button_shows_only_with_an_auth_section(app, team_db):
@@ -203,10 +207,26 @@ def test_an_annotator_cannot_create_a_session_from_the_app(team_db):
 
     Session = open_store(team_db)
     with pytest.raises(InvalidInput, match="only an active admin may do this, and 'ann' is not one"):
-        start_session(Session, name="mine", k=5, weighting="uniform", criterion="apl", target_set="all",
-                      dataset_name="small", actor="ann")
-    assert start_session(Session, name="mine", k=5, weighting="uniform", criterion="apl", target_set="all",
-                         dataset_name="small", actor="ada")
+        start_session(
+            Session,
+            name="mine",
+            k=5,
+            weighting="uniform",
+            criterion="apl",
+            target_set="all",
+            dataset_name="small",
+            actor="ann",
+        )
+    assert start_session(
+        Session,
+        name="mine",
+        k=5,
+        weighting="uniform",
+        criterion="apl",
+        target_set="all",
+        dataset_name="small",
+        actor="ada",
+    )
 
 
 def test_an_answer_about_an_item_not_reserved_for_the_user_is_refused(app, team_db):

@@ -48,8 +48,15 @@ def hostile_db(db, tmp_path) -> str:
     table.to_csv(path, index=False)
     Session = open_store(db)
     dataset_id, _ = import_file(Session, path, name="hostile", min_rows=4, text_column="text")
-    create_session(Session, dataset_id=dataset_id, name=SESSION, k=3, weighting="uniform", criterion="most_partial",
-                   target_set="all")
+    create_session(
+        Session,
+        dataset_id=dataset_id,
+        name=SESSION,
+        k=3,
+        weighting="uniform",
+        criterion="most_partial",
+        target_set="all",
+    )
     return db
 
 

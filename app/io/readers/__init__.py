@@ -149,8 +149,11 @@ def read_dataset(
         raise InvalidInput(f"min_rows must be an integer >= 1, got {min_rows!r}")
     if delimiter is not None and (not isinstance(delimiter, str) or len(delimiter) != 1 or delimiter in "\r\n\"'"):
         raise InvalidInput(f"delimiter must be one character other than a quote or newline, got {delimiter!r}")
-    for name, value in (("candidates_column", candidates_column), ("id_column", id_column),
-                        ("true_label_column", true_label_column)):
+    for name, value in (
+        ("candidates_column", candidates_column),
+        ("id_column", id_column),
+        ("true_label_column", true_label_column),
+    ):
         if value is not None and (not isinstance(value, str) or not value.strip()):
             raise InvalidInput(f"{name} must be a non-empty column name, got {value!r}")
     names = check_label_names_argument(label_names)
@@ -158,8 +161,7 @@ def read_dataset(
         raise TypeError("ignore_columns must be a sequence of column names, not a single string")
     ignored = {str(c) for c in ignore_columns}
     content_columns: dict[str, str] = {}
-    for role, value in (("text", text_column), ("image", image_column), ("audio", audio_column),
-                        ("link", link_column)):
+    for role, value in (("text", text_column), ("image", image_column), ("audio", audio_column), ("link", link_column)):
         if value is None:
             continue
         if not isinstance(value, str) or not value.strip():
@@ -206,8 +208,10 @@ def read_dataset(
         dataset = dataset_from_table(file, table, roles, names, sources)
     else:
         if content_columns:
-            raise InvalidInput(f"{ext} files hold no content columns; {', '.join(content_columns)}_column applies "
-                               "to CSV, TSV, TXT and Parquet files")
+            raise InvalidInput(
+                f"{ext} files hold no content columns; {', '.join(content_columns)}_column applies "
+                "to CSV, TSV, TXT and Parquet files"
+            )
         dataset = read_mat(file, head, names) if ext == ".mat" else read_npz(file, head, names)
         if features_from is not None:
             X = load_features_file(features_from, dataset.ids)

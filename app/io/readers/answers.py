@@ -61,8 +61,10 @@ def read_answers(path: str | os.PathLike[str]) -> list[AnswerRow]:
     target = Path(path)
     ext = target.suffix.lower()
     if ext not in ANSWER_EXTENSIONS:
-        raise DataFileError(target, f"cannot read answers from {ext or '(no extension)'!r} files; "
-                                    f"use one of {', '.join(ANSWER_EXTENSIONS)}")
+        raise DataFileError(
+            target,
+            f"cannot read answers from {ext or '(no extension)'!r} files; use one of {', '.join(ANSWER_EXTENSIONS)}",
+        )
     if not target.is_file():
         raise DataFileError(target, "does not exist or is not a file")
     limit = max_upload_bytes()
@@ -81,11 +83,13 @@ def read_answers(path: str | os.PathLike[str]) -> list[AnswerRow]:
             try:
                 value = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise DataFileError(target, f"line {number} is not JSON: {exc.msg}", row=len(records) + 1,
-                                    has_header=False) from None
+                raise DataFileError(
+                    target, f"line {number} is not JSON: {exc.msg}", row=len(records) + 1, has_header=False
+                ) from None
             if not isinstance(value, dict):
-                raise DataFileError(target, f"line {number} is not a JSON object", row=len(records) + 1,
-                                    has_header=False)
+                raise DataFileError(
+                    target, f"line {number} is not a JSON object", row=len(records) + 1, has_header=False
+                )
             records.append((len(records) + 1, value))
         columns = set().union(*(r.keys() for _, r in records)) if records else set()
         for required in ("id", "label"):
@@ -97,8 +101,11 @@ def read_answers(path: str | os.PathLike[str]) -> list[AnswerRow]:
         columns = {c.strip() for c in (reader.fieldnames or [])}
         for required in ("id", "label"):
             if required not in columns:
-                raise DataFileError(target, f"has no {required!r} column (columns: {sorted(columns)}); "
-                                            "an answers file has id,label and optionally annotator")
+                raise DataFileError(
+                    target,
+                    f"has no {required!r} column (columns: {sorted(columns)}); "
+                    "an answers file has id,label and optionally annotator",
+                )
         for number, row in enumerate(reader, 1):
             records.append((number, {(k or "").strip(): v for k, v in row.items()}))
     if not records:
@@ -110,11 +117,17 @@ def read_answers(path: str | os.PathLike[str]) -> list[AnswerRow]:
         if item is None:
             raise DataFileError(target, "the id is blank", row=number, column="id", has_header=has_header)
         if label is None:
-            raise DataFileError(target, f"item {item!r} has no label", row=number, column="label",
-                                has_header=has_header)
+            raise DataFileError(
+                target, f"item {item!r} has no label", row=number, column="label", has_header=has_header
+            )
         if item in first_row:
-            raise DataFileError(target, f"item {item!r} is answered twice (first in row {first_row[item]})", row=number,
-                                column="id", has_header=has_header)
+            raise DataFileError(
+                target,
+                f"item {item!r} is answered twice (first in row {first_row[item]})",
+                row=number,
+                column="id",
+                has_header=has_header,
+            )
         first_row[item] = number
         annotator = _cell(record.get("annotator")) if "annotator" in columns else None
         answers.append(AnswerRow(number, item, label, annotator))

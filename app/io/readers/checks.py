@@ -127,8 +127,13 @@ def check_feature_matrix(file: Path, arr: np.ndarray, key: str) -> np.ndarray:
     bad = ~np.isfinite(X)
     if bad.any():
         i, j = (int(v) for v in np.argwhere(bad)[0])
-        raise DataFileError(file, f"feature {j} (0-based) is {X[i, j]}; features must be finite",
-                            row=i + 1, column=key, has_header=False)
+        raise DataFileError(
+            file,
+            f"feature {j} (0-based) is {X[i, j]}; features must be finite",
+            row=i + 1,
+            column=key,
+            has_header=False,
+        )
     return np.ascontiguousarray(X)
 
 
@@ -137,8 +142,13 @@ def check_zero_one(file: Path, arr: np.ndarray, key: str, *, allow_empty: bool =
         bad = ~np.isin(arr, (0, 1))
         if bad.any():
             i, j = (int(v) for v in np.argwhere(bad)[0])
-            raise DataFileError(file, f"entry for label {j} (0-based) is {arr[i, j]!r}; entries must be 0 or 1",
-                                row=i + 1, column=key, has_header=False)
+            raise DataFileError(
+                file,
+                f"entry for label {j} (0-based) is {arr[i, j]!r}; entries must be 0 or 1",
+                row=i + 1,
+                column=key,
+                has_header=False,
+            )
         arr = arr.astype(bool)
     if arr.shape[1] == 0:
         raise DataFileError(file, "has no label columns", column=key, has_header=False)
@@ -146,8 +156,13 @@ def check_zero_one(file: Path, arr: np.ndarray, key: str, *, allow_empty: bool =
         empty = ~arr.any(axis=1)
         if empty.any():
             i = int(np.flatnonzero(empty)[0])
-            raise DataFileError(file, "empty candidate set; every item needs at least one candidate label",
-                                row=i + 1, column=key, has_header=False)
+            raise DataFileError(
+                file,
+                "empty candidate set; every item needs at least one candidate label",
+                row=i + 1,
+                column=key,
+                has_header=False,
+            )
     return np.ascontiguousarray(arr)
 
 
@@ -169,8 +184,11 @@ def check_true_in_candidates(
     if i is not None:
         in_set = LABEL_SEPARATOR.join(names[j] for j in np.flatnonzero(candidates[i]).tolist())
         raise DataFileError(
-            file, f"true label {quote(names[true_labels[i]])} is not in the item's candidate set {quote(in_set)}",
-            row=rows[i] if rows is not None else i + 1, column=key, has_header=has_header,
+            file,
+            f"true label {quote(names[true_labels[i]])} is not in the item's candidate set {quote(in_set)}",
+            row=rows[i] if rows is not None else i + 1,
+            column=key,
+            has_header=has_header,
         )
 
 
@@ -201,26 +219,46 @@ def check_store_limits(
     """
     n_labels = len(dataset.label_names)
     if n_labels > MAX_LABELS:
-        raise DataFileError(file, f"has {n_labels} different labels; at most {MAX_LABELS} are supported",
-                            column=labels_column, has_header=has_header)
+        raise DataFileError(
+            file,
+            f"has {n_labels} different labels; at most {MAX_LABELS} are supported",
+            column=labels_column,
+            has_header=has_header,
+        )
     for j, name in enumerate(dataset.label_names):
         if len(name) > NAME_MAX:
             holders = np.flatnonzero(dataset.candidates[:, j])
             row = rows[int(holders[0])] if holders.size else None
-            raise DataFileError(file, f"label {quote(name)} is longer than {NAME_MAX} characters",
-                                row=row, column=labels_column, has_header=has_header)
+            raise DataFileError(
+                file,
+                f"label {quote(name)} is longer than {NAME_MAX} characters",
+                row=row,
+                column=labels_column,
+                has_header=has_header,
+            )
     if id_column is not None:
         for position, item_id in enumerate(dataset.ids):
             if len(item_id) > NAME_MAX:
-                raise DataFileError(file, f"id {quote(item_id)} is longer than {NAME_MAX} characters",
-                                    row=rows[position], column=id_column, has_header=has_header)
+                raise DataFileError(
+                    file,
+                    f"id {quote(item_id)} is longer than {NAME_MAX} characters",
+                    row=rows[position],
+                    column=id_column,
+                    has_header=has_header,
+                )
     for j, name in enumerate(dataset.feature_names):
         if len(name) > NAME_MAX:
             if feature_columns:
-                raise DataFileError(file, f"column name {quote(name)} (column {j + 1} of the features) is longer "
-                                          f"than {NAME_MAX} characters")
-            raise DataFileError(file, f"entry {j + 1} {quote(name)} is longer than {NAME_MAX} characters",
-                                column="feature_names", has_header=False)
+                raise DataFileError(
+                    file,
+                    f"column name {quote(name)} (column {j + 1} of the features) is longer than {NAME_MAX} characters",
+                )
+            raise DataFileError(
+                file,
+                f"entry {j + 1} {quote(name)} is longer than {NAME_MAX} characters",
+                column="feature_names",
+                has_header=False,
+            )
 
 
 def check_unique_ids(file: Path, ids: Sequence[str], rows: Sequence[int], column: str, *, has_header: bool) -> None:
@@ -231,17 +269,25 @@ def check_unique_ids(file: Path, ids: Sequence[str], rows: Sequence[int], column
         raise DataFileError(
             file,
             f"duplicate id {quote(ids[position])} (first used in row {rows[earlier]})",
-            row=rows[position], column=column, has_header=has_header,
+            row=rows[position],
+            column=column,
+            has_header=has_header,
         )
 
 
 def string_vector(file: Path, arr: np.ndarray, key: str, length: int) -> list[str]:
     flat = arr.reshape(-1) if arr.ndim == 2 and 1 in arr.shape else arr
     if flat.ndim != 1 or flat.shape[0] != length or flat.dtype.kind not in "USiu":
-        raise DataFileError(file, f"must be {length} strings or integers, got {arr.dtype} of shape {arr.shape}",
-                            column=key, has_header=False)
-    out = [item.decode("utf-8", "replace").strip() if isinstance(item, bytes) else str(item).strip()
-           for item in flat.tolist()]
+        raise DataFileError(
+            file,
+            f"must be {length} strings or integers, got {arr.dtype} of shape {arr.shape}",
+            column=key,
+            has_header=False,
+        )
+    out = [
+        item.decode("utf-8", "replace").strip() if isinstance(item, bytes) else str(item).strip()
+        for item in flat.tolist()
+    ]
     for i, item in enumerate(out):
         if not item:
             raise DataFileError(file, "is empty", row=i + 1, column=key, has_header=False)

@@ -136,8 +136,9 @@ def resolve_content_columns(
         if name not in header:
             raise DataFileError(file, f"has no {name!r} column for {role}_column (columns: {listing(list(header))})")
         if name in taken:
-            raise DataFileError(file, f"column {name!r} cannot be both the {role} column and the candidates, id or "
-                                      "true-label column")
+            raise DataFileError(
+                file, f"column {name!r} cannot be both the {role} column and the candidates, id or true-label column"
+            )
         roles[role] = name
     used = set(roles.values()) | taken | ignored
     folded = {h.casefold(): h for h in reversed(header)}  # the first spelling wins
@@ -164,8 +165,9 @@ def _text_cells(file: Path, values: list[Any], rows: Sequence[int], column: str,
     texts = []
     for value, row in zip(values, rows, strict=True):
         if is_missing(value) or (isinstance(value, str) and not value.strip()):
-            raise DataFileError(file, "the text is empty; every item needs its text", row=row, column=column,
-                                has_header=has_header)
+            raise DataFileError(
+                file, "the text is empty; every item needs its text", row=row, column=column, has_header=has_header
+            )
         if not isinstance(value, str):
             raise DataFileError(file, f"{value!r} is not text", row=row, column=column, has_header=has_header)
         if "\x00" in value:
@@ -174,8 +176,9 @@ def _text_cells(file: Path, values: list[Any], rows: Sequence[int], column: str,
     return texts
 
 
-def _link_cells(file: Path, values: list[Any], rows: Sequence[int], column: str, has_header: bool,
-                root: Path) -> list[str | None]:
+def _link_cells(
+    file: Path, values: list[Any], rows: Sequence[int], column: str, has_header: bool, root: Path
+) -> list[str | None]:
     links: list[str | None] = []
     for value, row in zip(values, rows, strict=True):
         if is_missing(value) or (isinstance(value, str) and not value.strip()):
@@ -186,14 +189,19 @@ def _link_cells(file: Path, values: list[Any], rows: Sequence[int], column: str,
         except ContentError as exc:
             raise DataFileError(file, exc.problem, row=row, column=column, has_header=has_header) from None
         if ref.kind != "url":
-            raise DataFileError(file, f"{str(value)[:80]!r} is not an http(s) link", row=row, column=column,
-                                has_header=has_header)
+            raise DataFileError(
+                file, f"{str(value)[:80]!r} is not an http(s) link", row=row, column=column, has_header=has_header
+            )
         links.append(ref.url)
     return links
 
 
 def read_contents(
-    file: Path, cells: dict[str, list[Any]], rows: Sequence[int], has_header: bool, sources: ContentSources,
+    file: Path,
+    cells: dict[str, list[Any]],
+    rows: Sequence[int],
+    has_header: bool,
+    sources: ContentSources,
     roles: dict[str, str],
 ) -> ItemContents:
     """Check the content cells of every item.
@@ -222,8 +230,7 @@ def read_contents(
     if ("image" in roles or "audio" in roles) and not root.is_dir():
         raise DataFileError(file, f"the media root {os.fspath(root)!r} is not a folder")
     texts = _text_cells(file, cells[roles["text"]], rows, roles["text"], has_header) if "text" in roles else None
-    links = (_link_cells(file, cells[roles["link"]], rows, roles["link"], has_header, root)
-             if "link" in roles else None)
+    links = _link_cells(file, cells[roles["link"]], rows, roles["link"], has_header, root) if "link" in roles else None
 
     media_paths: list[str | None] | None = None
     media_kinds: list[str | None] | None = None
@@ -250,8 +257,13 @@ def read_contents(
                 raise DataFileError(file, exc.problem, row=row, column=media_column, has_header=has_header) from None
             if ref.kind == "url":
                 if links[i] is not None and links[i] != ref.url:
-                    raise DataFileError(file, f"the {kind} is a link and the link column holds another one",
-                                        row=row, column=media_column, has_header=has_header)
+                    raise DataFileError(
+                        file,
+                        f"the {kind} is a link and the link column holds another one",
+                        row=row,
+                        column=media_column,
+                        has_header=has_header,
+                    )
                 links[i] = ref.url
                 media_paths.append(None)
                 media_kinds.append(None)
@@ -265,13 +277,22 @@ def read_contents(
         if links is not None and all(link is None for link in links) and "link" not in roles:
             links = None
     return ItemContents(
-        columns=dict(roles), texts=texts, media_paths=media_paths, media_kinds=media_kinds,
-        media_files=media_files, links=links, media_root=media_root,
+        columns=dict(roles),
+        texts=texts,
+        media_paths=media_paths,
+        media_kinds=media_kinds,
+        media_files=media_files,
+        links=links,
+        media_root=media_root,
     )
 
 
 def features_from_content(
-    file: Path, contents: ItemContents, ids: Sequence[str], rows: Sequence[int], has_header: bool,
+    file: Path,
+    contents: ItemContents,
+    ids: Sequence[str],
+    rows: Sequence[int],
+    has_header: bool,
     sources: ContentSources,
 ) -> tuple[np.ndarray, list[str], FeaturizerRecord | None]:
     """Features when the file has no numeric column: a features file, or a featurizer run on
@@ -291,15 +312,19 @@ def features_from_content(
         missing = [i for i, path in enumerate(contents.media_files or []) if path is None]
         if missing:
             raise DataFileError(
-                file, "this image is a link, which winnow does not download; give every item a local image, "
+                file,
+                "this image is a link, which winnow does not download; give every item a local image, "
                 "numeric feature columns or features_from (an embeddings file)",
-                row=rows[missing[0]], column=column, has_header=has_header,
+                row=rows[missing[0]],
+                column=column,
+                has_header=has_header,
             )
         items: list[Any] = list(contents.media_files or [])
         featurizer = featurizer if featurizer is not None else ImageFeaturizer(max_pixels=sources.max_pixels)
     elif contents.media_kinds is not None and "audio" in contents.media_kinds:
         raise DataFileError(
-            file, "audio items need their features: numeric feature columns in the file or features_from "
+            file,
+            "audio items need their features: numeric feature columns in the file or features_from "
             "(an embeddings file aligned by id); winnow computes none from sound",
             column=contents.columns.get("audio") or contents.columns.get("image"),
         )

@@ -33,6 +33,7 @@ from app.io.readers.labels import listing
 
 __all__ = ["read_mat"]
 
+
 def read_mat(file: Path, head: bytes, label_names: list[str] | None) -> LoadedDataset:
     import scipy.io
     import scipy.sparse
@@ -69,8 +70,9 @@ def read_mat(file: Path, head: bytes, label_names: list[str] | None) -> LoadedDa
             # Never densify beyond the limit: a few kB of non-zeros can describe a matrix of
             # gigabytes.
             rows, cols = value.shape
-            check_decompressed_size(file, f"the sparse {rows}x{cols} matrix made dense", rows * cols * 8, limit,
-                                    column=key)
+            check_decompressed_size(
+                file, f"the sparse {rows}x{cols} matrix made dense", rows * cols * 8, limit, column=key
+            )
         try:
             if scipy.sparse.issparse(value):
                 value.check_format(full_check=True)  # bad indices would be read out of bounds
@@ -80,7 +82,9 @@ def read_mat(file: Path, head: bytes, label_names: list[str] | None) -> LoadedDa
             raise DataFileError(file, f"cannot be read: {first_line(exc)}", column=key, has_header=False) from None
         if arr.dtype.kind not in "biuf" or arr.ndim != 2:
             raise DataFileError(
-                file, f"must be a 2-D numeric matrix, got {arr.dtype} of shape {arr.shape}", column=key,
+                file,
+                f"must be a 2-D numeric matrix, got {arr.dtype} of shape {arr.shape}",
+                column=key,
                 has_header=False,
             )
         return arr
@@ -92,7 +96,9 @@ def read_mat(file: Path, head: bytes, label_names: list[str] | None) -> LoadedDa
         partial = partial.T
     elif partial.shape[0] != n:
         raise DataFileError(
-            file, f"has shape {partial.shape} but 'data' has {n} rows; expected (q, {n})", column="partial_target",
+            file,
+            f"has shape {partial.shape} but 'data' has {n} rows; expected (q, {n})",
+            column="partial_target",
             has_header=False,
         )
     candidates = check_zero_one(file, partial, "partial_target")
@@ -103,7 +109,9 @@ def read_mat(file: Path, head: bytes, label_names: list[str] | None) -> LoadedDa
             target = target.T
         if target.shape != candidates.shape:
             raise DataFileError(
-                file, f"has shape {target.shape}, which does not match 'partial_target'", column="target",
+                file,
+                f"has shape {target.shape}, which does not match 'partial_target'",
+                column="target",
                 has_header=False,
             )
         target = check_zero_one(file, target, "target", allow_empty=True)
@@ -111,10 +119,18 @@ def read_mat(file: Path, head: bytes, label_names: list[str] | None) -> LoadedDa
     names = names_for_columns(file, label_names, [str(j) for j in range(1, q + 1)], q, "partial_target")
     true_labels = _true_labels_from_one_hot(file, target, candidates) if target is not None else None
     feature_names = [f"feature_{j}" for j in range(X.shape[1])]
-    dataset = LoadedDataset(X, candidates, names, [str(i) for i in range(n)], true_labels, feature_names, None,
-                            os.fspath(file))
-    check_store_limits(file, dataset, rows=range(1, n + 1), has_header=False, id_column=None,
-                       labels_column="partial_target", feature_columns=False)
+    dataset = LoadedDataset(
+        X, candidates, names, [str(i) for i in range(n)], true_labels, feature_names, None, os.fspath(file)
+    )
+    check_store_limits(
+        file,
+        dataset,
+        rows=range(1, n + 1),
+        has_header=False,
+        id_column=None,
+        labels_column="partial_target",
+        feature_columns=False,
+    )
     return dataset
 
 
@@ -150,7 +166,7 @@ class _Bytes:
         self._raw = raw
 
     def at(self, pos: int, n: int) -> bytes:
-        chunk = self._raw[pos:pos + n]
+        chunk = self._raw[pos : pos + n]
         if len(chunk) != n:
             raise _CorruptMat(f"truncated element at byte {pos}")
         return chunk
@@ -183,7 +199,7 @@ class _Inflating:
         if self._inflater.unconsumed_tail:
             data = self._inflater.unconsumed_tail
         else:
-            data = self._compressed[self._read:self._read + _INFLATE_STEP]
+            data = self._compressed[self._read : self._read + _INFLATE_STEP]
             self._read += len(data)
             if not data:
                 return False
@@ -194,7 +210,8 @@ class _Inflating:
         self.size += len(out)
         if self.size > self._limit:
             raise DataFileError(
-                self._file, f"the compressed element at byte {self._offset} inflates to more than {self._limit:,} bytes "
+                self._file,
+                f"the compressed element at byte {self._offset} inflates to more than {self._limit:,} bytes "
                 f"(raise the limit with {MAX_DECOMPRESSED_VARIABLE})",
             )
         self._window += out
@@ -205,7 +222,7 @@ class _Inflating:
             raise _CorruptMat(f"compressed element at byte {self._offset}: elements overlap")
         while self._base + len(self._window) < pos + n and self._step():
             pass
-        del self._window[:pos - self._base]
+        del self._window[: pos - self._base]
         self._base = pos
         if len(self._window) < n:
             raise _CorruptMat(f"truncated element in the compressed element at byte {self._offset}")
@@ -282,8 +299,9 @@ def _check_mat5_structure(file: Path, raw: bytes, *, wanted: Sequence[str], limi
         if mx_class in _MX_NUMERIC:
             needed[0] += count * 8 * parts  # read back as float64 by check_feature_matrix
             if needed[0] > limit:
-                raise too_big(file, f"variable {name!r} of size {'x'.join(map(str, dims))}", needed[0], limit,
-                              column=name)
+                raise too_big(
+                    file, f"variable {name!r} of size {'x'.join(map(str, dims))}", needed[0], limit, column=name
+                )
         for _ in range(parts):
             mdtype, nbytes, data, pos = tag(buf, pos, end)
             size = _MI_NUMERIC.get(mdtype)
@@ -308,7 +326,7 @@ def _check_mat5_structure(file: Path, raw: bytes, *, wanted: Sequence[str], limi
             break  # trailing padding
         mdtype, nbytes, data, pos_next = tag(whole, pos, end)
         if mdtype == _MI_COMPRESSED:
-            inner = _Inflating(file, memoryview(raw)[data:data + nbytes], pos, limit)
+            inner = _Inflating(file, memoryview(raw)[data : data + nbytes], pos, limit)
             # The inner element's declared end is checked against what it inflates to, at the end
             # (inflating stops at the limit): a variable too big is named by its size first.
             inner_type, inner_bytes, inner_data, _ = tag(inner, 0, 1 << 64)
@@ -329,8 +347,13 @@ def _true_labels_from_one_hot(file: Path, target: np.ndarray, candidates: np.nda
     counts = target.sum(axis=1)
     if (counts > 1).any():
         i = int(np.flatnonzero(counts > 1)[0])
-        raise DataFileError(file, f"has {int(counts[i])} true labels for one item; 'target' must be one-hot",
-                            row=i + 1, column="target", has_header=False)
+        raise DataFileError(
+            file,
+            f"has {int(counts[i])} true labels for one item; 'target' must be one-hot",
+            row=i + 1,
+            column="target",
+            has_header=False,
+        )
     true_labels = np.where(counts == 1, target.argmax(axis=1), -1).astype(np.int64)
     names = [str(j) for j in range(1, candidates.shape[1] + 1)]
     check_true_in_candidates(file, true_labels, candidates, names, "target")

@@ -28,9 +28,12 @@ from app.io.readers.labels import listing
 
 __all__ = ["read_npz"]
 
+
 def read_npz(file: Path, head: bytes, label_names: list[str] | None) -> LoadedDataset:
     if head.startswith(b"\x93NUMPY"):
-        raise DataFileError(file, "is a single .npy array, not an .npz archive; save with numpy.savez(path, X=..., candidates=...)")
+        raise DataFileError(
+            file, "is a single .npy array, not an .npz archive; save with numpy.savez(path, X=..., candidates=...)"
+        )
     if not head.startswith(b"PK"):
         reject_binary_magic(file, head, expected="npz")
         raise DataFileError(file, "is not an .npz archive (not a zip file)")
@@ -71,14 +74,18 @@ def read_npz(file: Path, head: bytes, label_names: list[str] | None) -> LoadedDa
         raw_features, raw_layout = get("feature_names"), get("layout")
 
     if raw_X.dtype.kind not in "biuf" or raw_X.ndim != 2:
-        raise DataFileError(file, f"must be a 2-D numeric array, got {raw_X.dtype} of shape {raw_X.shape}",
-                            column="X", has_header=False)
+        raise DataFileError(
+            file, f"must be a 2-D numeric array, got {raw_X.dtype} of shape {raw_X.shape}", column="X", has_header=False
+        )
     X = check_feature_matrix(file, raw_X, "X")
     n, d = X.shape
     if raw_candidates.dtype.kind not in "biuf" or raw_candidates.ndim != 2 or raw_candidates.shape[0] != n:
         raise DataFileError(
-            file, f"must be a bool array of shape ({n}, n_labels), got {raw_candidates.dtype} of shape "
-            f"{raw_candidates.shape}", column="candidates", has_header=False,
+            file,
+            f"must be a bool array of shape ({n}, n_labels), got {raw_candidates.dtype} of shape "
+            f"{raw_candidates.shape}",
+            column="candidates",
+            has_header=False,
         )
     candidates = check_zero_one(file, raw_candidates, "candidates")
     M = candidates.shape[1]
@@ -91,13 +98,22 @@ def read_npz(file: Path, head: bytes, label_names: list[str] | None) -> LoadedDa
     if raw_y is not None:
         y = raw_y.reshape(-1) if raw_y.ndim == 2 and 1 in raw_y.shape else raw_y
         if y.ndim != 1 or y.shape[0] != n or y.dtype.kind not in "iuf":
-            raise DataFileError(file, f"must be {n} integer label indices, got {y.dtype} of shape {raw_y.shape}",
-                                column="y", has_header=False)
+            raise DataFileError(
+                file,
+                f"must be {n} integer label indices, got {y.dtype} of shape {raw_y.shape}",
+                column="y",
+                has_header=False,
+            )
         bad = ~np.isfinite(y.astype(np.float64)) | (y != np.round(y)) | (y < -1) | (y >= M)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            raise DataFileError(file, f"value {y[i].item()!r} is not a label index in -1..{M - 1} (-1 = unknown)",
-                                row=i + 1, column="y", has_header=False)
+            raise DataFileError(
+                file,
+                f"value {y[i].item()!r} is not a label index in -1..{M - 1} (-1 = unknown)",
+                row=i + 1,
+                column="y",
+                has_header=False,
+            )
         true_labels = y.astype(np.int64)
         check_true_in_candidates(file, true_labels, candidates, names, "y")
 
@@ -106,8 +122,11 @@ def read_npz(file: Path, head: bytes, label_names: list[str] | None) -> LoadedDa
         check_unique_ids(file, ids, range(1, n + 1), "ids", has_header=False)
     else:
         ids = [str(i) for i in range(n)]
-    feature_names = (string_vector(file, raw_features, "feature_names", d) if raw_features is not None
-                     else [f"feature_{j}" for j in range(d)])
+    feature_names = (
+        string_vector(file, raw_features, "feature_names", d)
+        if raw_features is not None
+        else [f"feature_{j}" for j in range(d)]
+    )
     declared = None
     if raw_layout is not None:
         if raw_layout.size != 1 or raw_layout.dtype.kind not in "US":
@@ -116,7 +135,13 @@ def read_npz(file: Path, head: bytes, label_names: list[str] | None) -> LoadedDa
         declared = item.decode("utf-8", "replace") if isinstance(item, bytes) else str(item)
     layout = detect_layout(file, feature_names, declared)
     dataset = LoadedDataset(X, candidates, names, ids, true_labels, feature_names, layout, os.fspath(file))
-    check_store_limits(file, dataset, rows=range(1, n + 1), has_header=False,
-                       id_column="ids" if raw_ids is not None else None,
-                       labels_column="label_names" if raw_names is not None else "candidates", feature_columns=False)
+    check_store_limits(
+        file,
+        dataset,
+        rows=range(1, n + 1),
+        has_header=False,
+        id_column="ids" if raw_ids is not None else None,
+        labels_column="label_names" if raw_names is not None else "candidates",
+        feature_columns=False,
+    )
     return dataset

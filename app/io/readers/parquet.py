@@ -13,6 +13,7 @@ from app.io.readers.table import Table, check_header
 
 __all__ = ["read_parquet"]
 
+
 def read_parquet(file: Path, head: bytes) -> Table:
     import pyarrow.parquet as pq
 

@@ -41,6 +41,7 @@ from engine.exceptions import InvalidInput
 
 __all__ = ["Roles", "Table", "check_header", "cells", "dataset_from_table"]
 
+
 @dataclass
 class Roles:
     candidates: str
@@ -92,7 +93,12 @@ def _float_column(file: Path, table: Table, name: str) -> np.ndarray:
         import pyarrow as pa
 
         kind = column.type
-        if pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind) or pa.types.is_decimal(kind):
+        if (
+            pa.types.is_integer(kind)
+            or pa.types.is_floating(kind)
+            or pa.types.is_boolean(kind)
+            or pa.types.is_decimal(kind)
+        ):
             raw_cells = None
             try:
                 values = column.cast(pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64)
@@ -118,9 +124,11 @@ def _float_column(file: Path, table: Table, name: str) -> np.ndarray:
         if not finite:
             problem = f"{quote(cell)} is not a finite number; features must be finite"
         else:
-            problem = (f"{quote(cell)} is not a number; every column other than id, candidates, true_label "
-                       "and the content columns (text, image, audio, link) is a numeric feature: name the "
-                       "column's role (text_column=...) or skip it (ignore_columns)")
+            problem = (
+                f"{quote(cell)} is not a number; every column other than id, candidates, true_label "
+                "and the content columns (text, image, audio, link) is a numeric feature: name the "
+                "column's role (text_column=...) or skip it (ignore_columns)"
+            )
     raise DataFileError(file, problem, row=table.rows[position], column=name, has_header=table.has_header)
 
 
@@ -139,9 +147,9 @@ def _feature_matrix(file: Path, table: Table, names: list[str]) -> np.ndarray:
         # bound keeps the extra list of cell references small.
         width = max(1, CONVERSION_BLOCK_CELLS // max(n, 1))
         for start in range(0, len(names), width):
-            block = names[start:start + width]
+            block = names[start : start + width]
             flat = pd.Series([cell for name in block for cell in table.columns[name]], dtype=object)
-            X[:, start:start + len(block)] = (
+            X[:, start : start + len(block)] = (
                 pd.to_numeric(flat, errors="coerce").to_numpy(dtype=np.float64).reshape(len(block), n).T
             )
         bad = ~np.isfinite(X)
@@ -197,8 +205,9 @@ def dataset_from_table(
     content_roles = resolve_content_columns(file, header, sources.columns, set(used), roles.ignored)
     used += list(content_roles.values())
     # A features file replaces the numeric columns: none is read as a feature then.
-    feature_names = ([] if sources.features_from is not None
-                     else [n for n in header if n not in used and n not in roles.ignored])
+    feature_names = (
+        [] if sources.features_from is not None else [n for n in header if n not in used and n not in roles.ignored]
+    )
     n = len(table.rows)
     if n == 0:
         raise DataFileError(file, "has a header but no data rows")
@@ -222,7 +231,9 @@ def dataset_from_table(
             raise DataFileError(
                 file,
                 "empty candidate set; every item needs at least one candidate label (write e.g. cat|dog)",
-                row=row, column=roles.candidates, has_header=has_header,
+                row=row,
+                column=roles.candidates,
+                has_header=has_header,
             )
         sets.append(names)
     if label_names is None:
@@ -239,7 +250,9 @@ def dataset_from_table(
                 raise DataFileError(
                     file,
                     f"unknown label {quote(name)}; the labels are {listing(label_space)}{hint}",
-                    row=table.rows[position], column=roles.candidates, has_header=has_header,
+                    row=table.rows[position],
+                    column=roles.candidates,
+                    has_header=has_header,
                 )
             candidates[position, j] = True
 
@@ -265,11 +278,14 @@ def dataset_from_table(
                     file,
                     f"true label {quote(parsed[0])} is not in the item's candidate set "
                     f"{quote(LABEL_SEPARATOR.join(sets[position]))}",
-                    row=row, column=true_name, has_header=has_header,
+                    row=row,
+                    column=true_name,
+                    has_header=has_header,
                 )
             true_labels[position] = j
-        check_true_in_candidates(file, true_labels, candidates, label_space, true_name, rows=table.rows,
-                                 has_header=has_header)
+        check_true_in_candidates(
+            file, true_labels, candidates, label_space, true_name, rows=table.rows, has_header=has_header
+        )
 
     # Ids.
     if id_name is None:
@@ -279,19 +295,26 @@ def dataset_from_table(
         for position, cell in enumerate(cells(table.columns[id_name])):
             row = table.rows[position]
             if is_missing(cell) or (isinstance(cell, str) and not cell.strip()):
-                raise DataFileError(file, "empty id; every item needs a unique id", row=row, column=id_name,
-                                    has_header=has_header)
+                raise DataFileError(
+                    file, "empty id; every item needs a unique id", row=row, column=id_name, has_header=has_header
+                )
             if isinstance(cell, (list, tuple, dict, bytes)):
-                raise DataFileError(file, f"{quote(cell)} is not an id", row=row, column=id_name,
-                                    has_header=has_header)
-            ids.append(label_from_scalar(cell) if isinstance(cell, (float, np.floating)) and float(cell).is_integer()
-                       else str(cell).strip())
+                raise DataFileError(file, f"{quote(cell)} is not an id", row=row, column=id_name, has_header=has_header)
+            ids.append(
+                label_from_scalar(cell)
+                if isinstance(cell, (float, np.floating)) and float(cell).is_integer()
+                else str(cell).strip()
+            )
         check_unique_ids(file, ids, table.rows, id_name, has_header=has_header)
 
     # Content: checked before any feature is computed (a missing image is named, not featurized).
     contents = read_contents(
-        file, {name: cells(table.columns[name]) for name in content_roles.values()}, table.rows, has_header,
-        sources, content_roles,
+        file,
+        {name: cells(table.columns[name]) for name in content_roles.values()},
+        table.rows,
+        has_header,
+        sources,
+        content_roles,
     )
 
     X = _feature_matrix(file, table, feature_names)
@@ -302,12 +325,31 @@ def dataset_from_table(
         X, feature_names, record = features_from_content(file, contents, ids, table.rows, has_header, sources)
         layout = None
     dataset = LoadedDataset(
-        X, candidates, list(label_space), ids, true_labels, feature_names, layout, os.fspath(file),
-        texts=contents.texts, media_paths=contents.media_paths, media_kinds=contents.media_kinds,
-        links=contents.links, media_root=contents.media_root, featurizer=record, content_columns=contents.columns,
+        X,
+        candidates,
+        list(label_space),
+        ids,
+        true_labels,
+        feature_names,
+        layout,
+        os.fspath(file),
+        texts=contents.texts,
+        media_paths=contents.media_paths,
+        media_kinds=contents.media_kinds,
+        links=contents.links,
+        media_root=contents.media_root,
+        featurizer=record,
+        content_columns=contents.columns,
     )
-    check_store_limits(file, dataset, rows=table.rows, has_header=has_header, id_column=id_name,
-                       labels_column=roles.candidates, feature_columns=record is None)
+    check_store_limits(
+        file,
+        dataset,
+        rows=table.rows,
+        has_header=has_header,
+        id_column=id_name,
+        labels_column=roles.candidates,
+        feature_columns=record is None,
+    )
     return dataset
 
 

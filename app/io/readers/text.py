@@ -14,6 +14,7 @@ from app.io.writers import FORMULA_PREFIXES
 
 __all__ = ["read_text"]
 
+
 def read_text(file: Path, head: bytes, ext: str, delimiter: str | None) -> Table:
     reject_binary_magic(file, head, expected="text")
     raw = file.read_bytes()
@@ -59,12 +60,12 @@ def read_text(file: Path, head: bytes, ext: str, delimiter: str | None) -> Table
             data_row += 1
             if not any(cell.strip() for cell in record):
                 continue  # blank row: skipped, but it still counts in the row numbers
-            if len(record) > len(header) and not any(c.strip() for c in record[len(header):]):
+            if len(record) > len(header) and not any(c.strip() for c in record[len(header) :]):
                 record = record[: len(header)]  # trailing empty cells a spreadsheet left behind
             if len(record) != len(header):
                 hint = ""
                 if len(record) > len(header) and any(c.lstrip().startswith("[") for c in record):
-                    hint = "; a JSON list containing the delimiter must be quoted, e.g. \"[\"\"cat\"\", \"\"dog\"\"]\""
+                    hint = '; a JSON list containing the delimiter must be quoted, e.g. "[""cat"", ""dog""]"'
                 raise DataFileError(
                     file,
                     f"has {len(record)} cells but the header has {len(header)} columns{hint}",
@@ -84,7 +85,11 @@ def read_text(file: Path, head: bytes, ext: str, delimiter: str | None) -> Table
             if sep != delimiter and sep in header[0]:
                 hint = f" (the header looks {label}-separated; pass delimiter={sep!r} or use the matching extension)"
                 break
-    columns = {name: list(cells) for name, cells in zip(header, zip(*rows, strict=True), strict=True)} if rows else {n: [] for n in header}
+    columns = (
+        {name: list(cells) for name, cells in zip(header, zip(*rows, strict=True), strict=True)}
+        if rows
+        else {n: [] for n in header}
+    )
     return Table(header, columns, row_numbers, has_header=True, single_column_hint=hint)
 
 

@@ -183,9 +183,11 @@ def authorize_session(
         return who
     require_account(who, f"{what}: {who.name!r}")
     if not rule.allows(who, _is_assigned(session, who, labelling)):
-        raise PermissionDenied(rule.refusal.format(
-            what=what, name=who.name, role=who.role, session=labelling.name if labelling is not None else ""
-        ))
+        raise PermissionDenied(
+            rule.refusal.format(
+                what=what, name=who.name, role=who.role, session=labelling.name if labelling is not None else ""
+            )
+        )
     return who
 
 
@@ -235,8 +237,11 @@ def check_event_permission(session: Session, labelling: LabellingSession, annota
     who = resolve_actor(session, annotator)
     if who.unrestricted:
         return
-    require_account(who, f"annotator {annotator!r}",
-                    hint="; once users exist every answer is given by a signed-in user (winnow user list)")
+    require_account(
+        who,
+        f"annotator {annotator!r}",
+        hint="; once users exist every answer is given by a signed-in user (winnow user list)",
+    )
     rule = SESSION_ACTIONS[action]
     if not rule.allows(who, _is_assigned(session, who, labelling)):
         raise PermissionDenied(rule.refusal.format(what=kind, name=who.name, role=who.role, session=labelling.name))

@@ -52,8 +52,11 @@ def record(kind: str, position: int | None = None, label: int | None = None, und
     if kind != "undo" and conflict is not None:
         # Not a green "Recorded": the answer disagrees with someone else's.
         others = [who for who in conflict.annotators if who != ui.annotator(tab)]
-        tab.notice = ("warning", f"Conflict recorded: {said} (event {event_id}), but {', '.join(others)} "
-                      "answered differently. A reviewer will settle it. Press U to undo.")
+        tab.notice = (
+            "warning",
+            f"Conflict recorded: {said} (event {event_id}), but {', '.join(others)} "
+            "answered differently. A reviewer will settle it. Press U to undo.",
+        )
         return
     tab.notice = ("ok", f"Recorded: {said} (event {event_id}). Press U to undo.")
 
@@ -78,8 +81,11 @@ counts = bench.summary()
 cols = st.columns(4)
 cols[0].metric("Answered items", counts["answered"])
 cols[1].metric("Open items", counts["open"])
-cols[2].metric("Open targets", counts["open_targets"],
-               help="Targets whose necessary labels (NL) and approximate possible labels (APL) differ.")
+cols[2].metric(
+    "Open targets",
+    counts["open_targets"],
+    help="Targets whose necessary labels (NL) and approximate possible labels (APL) differ.",
+)
 cols[3].metric("Conflicts", counts["conflicts"], help="Settle them on the Rejects page.")
 
 components.show_notice(tab)
@@ -98,8 +104,13 @@ else:
     queue = bench.queue(top=1)
 if queue.size == 0:
     st.success("Nothing left to ask: every item is settled, set aside or being answered by someone else.")
-    st.button("Undo my last answer", key=ui.Keys.undo(last_event), shortcut=KEY["undo"],
-              on_click=record, args=("undo", None, None, last_event))
+    st.button(
+        "Undo my last answer",
+        key=ui.Keys.undo(last_event),
+        shortcut=KEY["undo"],
+        on_click=record,
+        args=("undo", None, None, last_event),
+    )
     st.stop()
 
 position = int(queue[0])
@@ -123,28 +134,65 @@ with right:
     for label in candidates:
         key = hotkeys.get(names[label])
         st.button(
-            md(names[label]), key=ui.Keys.answer(position, int(label)), type="primary",
-            width="stretch", shortcut=key, on_click=record, args=("answer", position, int(label)),
+            md(names[label]),
+            key=ui.Keys.answer(position, int(label)),
+            type="primary",
+            width="stretch",
+            shortcut=key,
+            on_click=record,
+            args=("answer", position, int(label)),
             help=None if key else "This label has no key (set one on the Sessions page).",
         )
-    st.button("None of these", key=ui.Keys.none_of_these(position),
-              shortcut=KEY["none_of_these"], width="stretch", on_click=record, args=("none_of_these", position))
+    st.button(
+        "None of these",
+        key=ui.Keys.none_of_these(position),
+        shortcut=KEY["none_of_these"],
+        width="stretch",
+        on_click=record,
+        args=("none_of_these", position),
+    )
     row = st.columns(2)
-    row[0].button("Skip", key=ui.Keys.skip(position), shortcut=KEY["skip"], width="stretch",
-                  on_click=record, args=("skip", position))
-    row[1].button("Undo", key=ui.Keys.undo(last_event), shortcut=KEY["undo"],
-                  width="stretch", on_click=record, args=("undo", None, None, last_event),
-                  disabled=last_event is None)
+    row[0].button(
+        "Skip",
+        key=ui.Keys.skip(position),
+        shortcut=KEY["skip"],
+        width="stretch",
+        on_click=record,
+        args=("skip", position),
+    )
+    row[1].button(
+        "Undo",
+        key=ui.Keys.undo(last_event),
+        shortcut=KEY["undo"],
+        width="stretch",
+        on_click=record,
+        args=("undo", None, None, last_event),
+        disabled=last_event is None,
+    )
     outside = [names[m] for m in range(len(names)) if not shown_set[m]]
     if outside:
-        st.button("Another label…", key=ui.Keys.other(position),
-                  shortcut=KEY["other_label"], width="stretch", on_click=open_other, args=(position,))
+        st.button(
+            "Another label…",
+            key=ui.Keys.other(position),
+            shortcut=KEY["other_label"],
+            width="stretch",
+            on_click=open_other,
+            args=(position,),
+        )
         if tab.other_label_for == position:
             # Options are drawn as plain text (not Markdown); typing filters them, Enter records.
-            st.selectbox("Label outside the set (type to search, Enter to record)", outside, index=None,
-                         key=ui.Keys.other_label(position), on_change=record_other, args=(position,),
-                         placeholder="Type a label…")
-            components.keyboard(focus=f".st-key-{ui.Keys.other_label(position)} input", key=f"keyboard_focus_{position}")
+            st.selectbox(
+                "Label outside the set (type to search, Enter to record)",
+                outside,
+                index=None,
+                key=ui.Keys.other_label(position),
+                on_change=record_other,
+                args=(position,),
+                placeholder="Type a label…",
+            )
+            components.keyboard(
+                focus=f".st-key-{ui.Keys.other_label(position)} input", key=f"keyboard_focus_{position}"
+            )
 
 st.subheader("Why this item")
 why = bench.explain(position)
@@ -160,23 +208,32 @@ if why.neighbours:
                 components.show_thumbnail(bench, neighbour.position)
 
 with st.expander("Details: scores and label sets"):
-    st.text(f"Query score {why.score:g} (criterion {bench.config.criterion}, k = {bench.config.k}); "
-            f"an answer can change the decision of {why.n_targets_changed} target(s).")
+    st.text(
+        f"Query score {why.score:g} (criterion {bench.config.criterion}, k = {bench.config.k}); "
+        f"an answer can change the decision of {why.n_targets_changed} target(s)."
+    )
     ex = why.example
     if ex is not None:
         fmt = lambda labels: "{" + ", ".join(labels) + "}"  # noqa: E731
-        st.text(f"For example target {ex.target_id}: necessary labels NL = {fmt(ex.necessary)}, "
-                f"possible labels PL = {fmt(ex.possible)}.")
+        st.text(
+            f"For example target {ex.target_id}: necessary labels NL = {fmt(ex.necessary)}, "
+            f"possible labels PL = {fmt(ex.possible)}."
+        )
         if ex.witness_label is not None:
             st.text(f"{ex.witness_label} can win when the neighbours vote:")
             st.dataframe(
-                {"neighbour": [w[0] for w in ex.witness], "votes": [w[1] for w in ex.witness],
-                 "its candidates": [", ".join(w[2].split("|")) for w in ex.witness]},
+                {
+                    "neighbour": [w[0] for w in ex.witness],
+                    "votes": [w[1] for w in ex.witness],
+                    "its candidates": [", ".join(w[2].split("|")) for w in ex.witness],
+                },
                 hide_index=True,
             )
         st.dataframe(
-            {"if the answer is": list(ex.necessary_after),
-             f"NL of {ex.target_id} becomes": [fmt(nl) for nl in ex.necessary_after.values()]},
+            {
+                "if the answer is": list(ex.necessary_after),
+                f"NL of {ex.target_id} becomes": [fmt(nl) for nl in ex.necessary_after.values()],
+            },
             hide_index=True,
         )
     elif not bench.reads_votes:

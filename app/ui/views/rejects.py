@@ -63,8 +63,10 @@ for conflict in state.conflicts:
         with text:
             disputed = ", ".join(names[m] for m in conflict.labels)
             extra = " and “none of these”" if conflict.none_of_these else ""
-            st.text(f"Item {state.external_ids[position]}: {', '.join(conflict.annotators)} disagree: {disputed}{extra}.\n"
-                    f"Original set: {components.label_set(bench, state.original_candidates[position])}.")
+            st.text(
+                f"Item {state.external_ids[position]}: {', '.join(conflict.annotators)} disagree: {disputed}{extra}.\n"
+                f"Original set: {components.label_set(bench, state.original_candidates[position])}."
+            )
             choices = list(conflict.labels) or list(np.flatnonzero(state.original_candidates[position]))
             if not ui.is_reviewer(tab):  # the store would refuse an annotator's resolve
                 st.caption("A reviewer settles it on the Review page.")
@@ -72,16 +74,22 @@ for conflict in state.conflicts:
             buttons = st.columns(min(len(choices), 6) or 1)
             for i, label in enumerate(choices):
                 buttons[i % len(buttons)].button(
-                    f"Resolve as {md(names[label])}", key=ui.Keys.resolve(position, int(label)),
-                    on_click=record, args=("resolve", position, int(label)),
+                    f"Resolve as {md(names[label])}",
+                    key=ui.Keys.resolve(position, int(label)),
+                    on_click=record,
+                    args=("resolve", position, int(label)),
                 )
 
 # ------------------------------------------------------------------------------ rejects
 queue = components.reject_queue(tab.db, bench.session_id, state.n_events, bench)
 rejected = ~queue.accepted
-st.subheader(f"Undecided items: no label the model stands behind ({queue.n_rejected} of {queue.positions.size} open items)")
-st.caption("Confirm the label you see, or leave the item. The first item answers to the keyboard: "
-           f"its labels' keys confirm, {LEAVE_KEY.upper()} leaves it. Hardest first.")
+st.subheader(
+    f"Undecided items: no label the model stands behind ({queue.n_rejected} of {queue.positions.size} open items)"
+)
+st.caption(
+    "Confirm the label you see, or leave the item. The first item answers to the keyboard: "
+    f"its labels' keys confirm, {LEAVE_KEY.upper()} leaves it. Hardest first."
+)
 shown_max = st.number_input("Show", min_value=1, max_value=200, value=10, step=5, key=ui.Keys.REJECTS_SHOWN)
 rows = [i for i in np.flatnonzero(rejected) if int(queue.positions[i]) not in tab.left_alone][: int(shown_max)]
 if not rows:
@@ -102,14 +110,25 @@ for n, i in enumerate(rows):
                 key = hotkeys.get(names[label]) if first else None
                 # Every label looks the same: the model's guess is not pre-selected.
                 buttons[j % len(buttons)].button(
-                    md(names[label]), key=ui.Keys.confirm(position, int(label)),
-                    shortcut=key, width="stretch", on_click=record, args=("answer", position, int(label)),
+                    md(names[label]),
+                    key=ui.Keys.confirm(position, int(label)),
+                    shortcut=key,
+                    width="stretch",
+                    on_click=record,
+                    args=("answer", position, int(label)),
                 )
-            st.button("Leave it", key=ui.Keys.leave(position),
-                      shortcut=LEAVE_KEY if first else None, on_click=leave, args=(position,))
+            st.button(
+                "Leave it",
+                key=ui.Keys.leave(position),
+                shortcut=LEAVE_KEY if first else None,
+                on_click=leave,
+                args=(position,),
+            )
             with st.expander("What the model thinks"):
-                st.text(f"DST-PLL's best guess: {names[int(queue.labels[i])]} (margin {queue.margin[i]:.3f}; its "
-                        "label is kept only where the audited answers back the session's error target).")
+                st.text(
+                    f"DST-PLL's best guess: {names[int(queue.labels[i])]} (margin {queue.margin[i]:.3f}; its "
+                    "label is kept only where the audited answers back the session's error target)."
+                )
                 bars = pd.DataFrame(
                     {"belief": queue.belief[i], "plausibility": queue.plausibility[i]},
                     index=pd.Index(names, name="label"),

@@ -26,8 +26,10 @@ def resolve(position: int, label: int) -> None:
     event_id = ui.record(tab, "resolve", position=position, label=label, displayed="conflicts")
     if event_id is not None:
         bench = tab.workbench
-        tab.notice = ("ok", f"Resolved {bench.state.external_ids[position]} as {bench.label_names[label]} "
-                            f"(event {event_id}).")
+        tab.notice = (
+            "ok",
+            f"Resolved {bench.state.external_ids[position]} as {bench.label_names[label]} (event {event_id}).",
+        )
 
 
 def resolve_other(position: int) -> None:
@@ -65,7 +67,10 @@ with middle:
     st.markdown("**Who answered what**")
     st.dataframe(
         pd.DataFrame(
-            [{"annotator": v.annotator, "answer": v.label, "when": v.at, "event": v.event_id} for v in conflict.verdicts]
+            [
+                {"annotator": v.annotator, "answer": v.label, "when": v.at, "event": v.event_id}
+                for v in conflict.verdicts
+            ]
         ),
         hide_index=True,
         width="stretch",
@@ -74,23 +79,35 @@ with middle:
     for label in conflict.labels:
         key = hotkeys.get(names[label])
         st.button(
-            md(names[label]), key=ui.Keys.resolve(position, int(label)), type="primary", width="stretch",
-            shortcut=key, on_click=resolve, args=(position, int(label)),
+            md(names[label]),
+            key=ui.Keys.resolve(position, int(label)),
+            type="primary",
+            width="stretch",
+            shortcut=key,
+            on_click=resolve,
+            args=(position, int(label)),
             help=None if key else "This label has no key (set one on the Sessions page).",
         )
     others = [names[m] for m in range(len(names)) if m not in conflict.labels]
     if others:
         with st.expander("Another label"):
             st.selectbox("Label", others, index=None, key=ui.Keys.review_other(position))
-            st.button("Resolve with this label", key=ui.Keys.review_other_submit(position), on_click=resolve_other,
-                      args=(position,))
+            st.button(
+                "Resolve with this label",
+                key=ui.Keys.review_other_submit(position),
+                on_click=resolve_other,
+                args=(position,),
+            )
 with right:
     view = bench.dst_view([position])
     verdict = "accepts" if view.accepted[0] else "would not commit to"
     st.markdown(f"**DST-PLL** {verdict} **{md(names[int(view.labels[0])])}** (margin {view.margin[0]:.3f})")
     st.bar_chart(
-        pd.DataFrame({"belief": view.belief[0], "plausibility": view.plausibility[0]}, index=pd.Index(names, name="label")),
-        stack=False, height=200,
+        pd.DataFrame(
+            {"belief": view.belief[0], "plausibility": view.plausibility[0]}, index=pd.Index(names, name="label")
+        ),
+        stack=False,
+        height=200,
     )
     neighbours = bench.neighbours(position)
     if neighbours:
@@ -112,8 +129,11 @@ if len(details) > 1:
     st.dataframe(
         pd.DataFrame(
             [
-                {"item": d.item_id, "answers": ", ".join(f"{v.annotator}: {v.label}" for v in d.verdicts),
-                 "labels": ", ".join(names[m] for m in d.labels)}
+                {
+                    "item": d.item_id,
+                    "answers": ", ".join(f"{v.annotator}: {v.label}" for v in d.verdicts),
+                    "labels": ", ".join(names[m] for m in d.labels),
+                }
                 for d in details[1:]
             ]
         ),

@@ -56,8 +56,11 @@ UPLOAD, STORED = "Upload a file", "A dataset already in the database"
 AUTOMATIC = "(found by name)"
 # Widget keys of the upload's content choices (the other keys live in ui.Keys).
 MEDIA_UPLOAD = "sessions_media_upload"
-COLUMN_KEYS = {"text_column": "sessions_text_column", "image_column": "sessions_image_column",
-               "audio_column": "sessions_audio_column"}
+COLUMN_KEYS = {
+    "text_column": "sessions_text_column",
+    "image_column": "sessions_image_column",
+    "audio_column": "sessions_audio_column",
+}
 IGNORE_COLUMNS = "sessions_ignore_columns"
 CRITERION_HELP = {
     "decision_change": "decision_change — expected k-NN decisions an answer changes (default)",
@@ -105,8 +108,9 @@ def create_from_form() -> None:
         columns=columns if source == UPLOAD else None,
         actor=tab.user,  # team mode: only an admin creates sessions (checked before importing)
     )
-    job = ui.builds().start(("create", tab.db, uuid.uuid4().hex),
-                            lambda report: start_session(Session, **options, progress=report))
+    job = ui.builds().start(
+        ("create", tab.db, uuid.uuid4().hex), lambda report: start_session(Session, **options, progress=report)
+    )
     tab.creating = job
     uploaded_bytes = sum(len(content) for _, content in ([upload] if upload else []) + files)
     if uploaded_bytes < ui.BACKGROUND_FROM_BYTES:
@@ -151,13 +155,27 @@ def save_hotkeys(field: str, reset: bool) -> None:
 #: The model-label settings, in the order shown: (field of LabelSettings, title, help, lowest and
 #: highest percent the field takes). The store validates again; these only bound the widgets.
 LABEL_SETTINGS = (
-    ("max_error", "Largest model-label error (%)",
-     ("Model labels are given only where the audited answers show, at the confidence below, that at most this "
-      "share of them is wrong."), 0.1, 49.9),
+    (
+        "max_error",
+        "Largest model-label error (%)",
+        (
+            "Model labels are given only where the audited answers show, at the confidence below, that at most this "
+            "share of them is wrong."
+        ),
+        0.1,
+        49.9,
+    ),
     ("confidence", "Confidence (%)", "How sure the stated bound on the error must be.", 50.0, 99.9),
-    ("audit_share", "Audit share (%)",
-     ("Share of the items served to annotators that are drawn at random among those the model would label. "
-      "They are asked like any other item; their answers measure the model's error."), 0.0, 50.0),
+    (
+        "audit_share",
+        "Audit share (%)",
+        (
+            "Share of the items served to annotators that are drawn at random among those the model would label. "
+            "They are asked like any other item; their answers measure the model's error."
+        ),
+        0.0,
+        50.0,
+    ),
 )
 
 
@@ -167,17 +185,24 @@ def percent(share: float) -> str:
 
 
 def settings_text(max_error: float, confidence: float, audit_share: float) -> str:
-    return (f"largest model-label error {percent(max_error)} at {percent(confidence)} confidence; "
-            f"audit share {percent(audit_share)}")
+    return (
+        f"largest model-label error {percent(max_error)} at {percent(confidence)} confidence; "
+        f"audit share {percent(audit_share)}"
+    )
 
 
 def target_cost(max_error: float, confidence: float, audit_share: float) -> str:
     """What a target costs, in plain words: the error-free audited answers its bound needs."""
     needed = audits_needed(max_error, confidence)
-    text = (f"A {percent(max_error)} target at {percent(confidence)} confidence needs at least {needed} "
-            "error-free audited answers (each wrong one needs more)")
+    text = (
+        f"A {percent(max_error)} target at {percent(confidence)} confidence needs at least {needed} "
+        "error-free audited answers (each wrong one needs more)"
+    )
     if audit_share > 0:
-        return text + f": about {round(needed / audit_share)} answers in all with an audit share of {percent(audit_share)}."
+        return (
+            text
+            + f": about {round(needed / audit_share)} answers in all with an audit share of {percent(audit_share)}."
+        )
     return text + ": with an audit share of 0% no audit is served, so no model label is given."
 
 
@@ -186,8 +211,12 @@ def save_label_settings(session_id: int, session_name: str) -> None:
     percentages, as the signed-in user (the store refuses anyone but an admin, and audits)."""
     entered = {name: st.session_state.get(ui.Keys.label_setting(session_id, name)) for name, *_ in LABEL_SETTINGS}
     try:
-        change_label_settings(Session, session_name, actor=tab.user,
-                              **{name: float(value) / 100 for name, value in entered.items() if value is not None})
+        change_label_settings(
+            Session,
+            session_name,
+            actor=tab.user,
+            **{name: float(value) / 100 for name, value in entered.items() if value is not None},
+        )
         saved = session_label_settings(Session, session_name)
     except InvalidInput as exc:
         tab.label_settings_notice = ("error", str(exc))
@@ -202,8 +231,16 @@ finish_create()
 st.title("Sessions")
 
 sessions = [
-    {"id": x.session_id, "session": x.name, "dataset": x.dataset_name, "k": x.k, "weighting": x.weighting,
-     "criterion": x.criterion, "targets": x.target_set, "last activity": x.updated_at}
+    {
+        "id": x.session_id,
+        "session": x.name,
+        "dataset": x.dataset_name,
+        "k": x.k,
+        "weighting": x.weighting,
+        "criterion": x.criterion,
+        "targets": x.target_set,
+        "last activity": x.updated_at,
+    }
     for x in session_summaries(Session, actor=tab.user)
 ]
 may = creation_rights(Session, actor=tab.user)
@@ -215,11 +252,22 @@ if sessions:
     ids = list(by_id)
     current = ids.index(tab.session_id) if tab.session_id in by_id else 0
     choice = st.selectbox(
-        "Session", ids, index=current, key=ui.Keys.OPEN_SESSION,
-        format_func=lambda i: f"{by_id[i]['session']} (dataset {by_id[i]['dataset']}, {by_id[i]['criterion']}, k={by_id[i]['k']})",
+        "Session",
+        ids,
+        index=current,
+        key=ui.Keys.OPEN_SESSION,
+        format_func=lambda i: (
+            f"{by_id[i]['session']} (dataset {by_id[i]['dataset']}, {by_id[i]['criterion']}, k={by_id[i]['k']})"
+        ),
     )
-    st.button("Open", key=ui.Keys.OPEN_BUTTON, type="primary", on_click=open_session, args=(choice,),
-              disabled=choice == tab.session_id and tab.workbench is not None)
+    st.button(
+        "Open",
+        key=ui.Keys.OPEN_BUTTON,
+        type="primary",
+        on_click=open_session,
+        args=(choice,),
+        disabled=choice == tab.session_id and tab.workbench is not None,
+    )
     st.dataframe(pd.DataFrame(sessions).drop(columns="id"), hide_index=True)
 elif "create" in may:
     st.info("No sessions yet: create one below.")
@@ -235,43 +283,74 @@ if "create" in may and sources:
     dataset_name = None
     if source == UPLOAD:
         uploaded = st.file_uploader(
-            "Partially labelled data", type=[e.lstrip(".") for e in (*SUPPORTED_EXTENSIONS, ".zip")], key=ui.Keys.UPLOAD,
+            "Partially labelled data",
+            type=[e.lstrip(".") for e in (*SUPPORTED_EXTENSIONS, ".zip")],
+            key=ui.Keys.UPLOAD,
             help="CSV/TSV with a 'candidates' column like 'cat|dog' (optional 'id' and 'true_label'; items may be a "
-                 "'text', an 'image' or 'path', an 'audio' column), Parquet, .npz, the .mat files of the PLL "
-                 "benchmarks, or a .zip of images (with its labels CSV, or one sub-folder per label).",
+            "'text', an 'image' or 'path', an 'audio' column), Parquet, .npz, the .mat files of the PLL "
+            "benchmarks, or a .zip of images (with its labels CSV, or one sub-folder per label).",
         )
         st.file_uploader(
-            "Images or audio clips of the items (optional)", key=MEDIA_UPLOAD, accept_multiple_files=True,
+            "Images or audio clips of the items (optional)",
+            key=MEDIA_UPLOAD,
+            accept_multiple_files=True,
             type=[e.lstrip(".") for e in UPLOAD_EXTENSIONS if e not in SUPPORTED_EXTENSIONS],
             help="The files the data file names in its image/path or audio column (by file name), or a .zip of them. "
-                 "Without a data file: one sub-folder per label inside the .zip.",
+            "Without a data file: one sub-folder per label inside the .zip.",
         )
         header = upload_columns(uploaded.name, uploaded.getvalue()) if uploaded is not None else []
         if header:
             with st.expander("Columns: what each item shows"):
                 choice_cols = st.columns(3)
                 for col, (option, key) in zip(choice_cols, COLUMN_KEYS.items()):
-                    col.selectbox(option.replace("_column", "").capitalize(), [AUTOMATIC, *header], key=key,
-                                  help=f"The column with each item's {option.replace('_column', '')}; "
-                                       "found by name when left as is.")
-                st.multiselect("Ignore columns", header, key=IGNORE_COLUMNS,
-                               help="Columns that are neither features nor content (notes, ...).")
+                    col.selectbox(
+                        option.replace("_column", "").capitalize(),
+                        [AUTOMATIC, *header],
+                        key=key,
+                        help=f"The column with each item's {option.replace('_column', '')}; "
+                        "found by name when left as is.",
+                    )
+                st.multiselect(
+                    "Ignore columns",
+                    header,
+                    key=IGNORE_COLUMNS,
+                    help="Columns that are neither features nor content (notes, ...).",
+                )
     else:
         dataset_name = st.selectbox("Dataset", list(datasets), key=ui.Keys.DATASET)
 
     default_name = Path(uploaded.name).stem if uploaded is not None else (dataset_name or "")
     cols = st.columns(5)
-    cols[0].text_input("Session name", key=ui.Keys.NEW_NAME, max_chars=200, placeholder=default_name or "e.g. week1",
-                       help="Empty: named after the file or the dataset.")
+    cols[0].text_input(
+        "Session name",
+        key=ui.Keys.NEW_NAME,
+        max_chars=200,
+        placeholder=default_name or "e.g. week1",
+        help="Empty: named after the file or the dataset.",
+    )
     cols[1].number_input("k (neighbours)", min_value=1, max_value=200, value=10, step=1, key=ui.Keys.K)
     cols[2].selectbox("Weighting", WEIGHTINGS, key=ui.Keys.WEIGHTING)
-    cols[3].selectbox("Query criterion", CRITERIA, index=CRITERIA.index(DEFAULT_STRATEGY), key=ui.Keys.CRITERION,
-                      format_func=CRITERION_HELP.get)
-    cols[4].selectbox("Targets", TARGET_SETS, key=ui.Keys.TARGET_SET,
-                      help="all instances, or only those whose original set is partial")
+    cols[3].selectbox(
+        "Query criterion",
+        CRITERIA,
+        index=CRITERIA.index(DEFAULT_STRATEGY),
+        key=ui.Keys.CRITERION,
+        format_func=CRITERION_HELP.get,
+    )
+    cols[4].selectbox(
+        "Targets",
+        TARGET_SETS,
+        key=ui.Keys.TARGET_SET,
+        help="all instances, or only those whose original set is partial",
+    )
 
-    st.button("Create session", key=ui.Keys.CREATE, type="primary", on_click=create_from_form,
-              disabled=tab.creating is not None)
+    st.button(
+        "Create session",
+        key=ui.Keys.CREATE,
+        type="primary",
+        on_click=create_from_form,
+        disabled=tab.creating is not None,
+    )
     if tab.creating is not None:
         show_build_progress(tab.creating, "Importing the file", None)
 components.show_notice(tab)
@@ -284,15 +363,16 @@ if tab.workbench is not None and "open" in rights:
     bench = tab.workbench
     st.subheader("Keyboard keys of the open session")
     if "change_keys" in rights:
-        st.caption("One line per label, `key = label`: a letter or a digit, no key twice; leave the key out for a "
-                   "label without one. N, S, U, A and L belong to none of these, skip, undo, another label and "
-                   "leave; C and R to Streamlit. Other tabs use the new keys once they open the session again.")
+        st.caption(
+            "One line per label, `key = label`: a letter or a digit, no key twice; leave the key out for a "
+            "label without one. N, S, U, A and L belong to none of these, skip, undo, another label and "
+            "leave; C and R to Streamlit. Other tabs use the new keys once they open the session again."
+        )
         field = ui.Keys.hotkeys(bench.session_id)
         st.session_state.setdefault(field, hotkeys_text(bench.hotkeys, bench.label_names))
         st.text_area("Keys", key=field, height=min(40 + 24 * len(bench.label_names), 320))
         row = st.columns([1, 1, 4])
-        row[0].button("Save keys", key=ui.Keys.HOTKEYS_SAVE, type="primary", on_click=save_hotkeys,
-                      args=(field, False))
+        row[0].button("Save keys", key=ui.Keys.HOTKEYS_SAVE, type="primary", on_click=save_hotkeys, args=(field, False))
         row[1].button("Default keys", key=ui.Keys.HOTKEYS_RESET, on_click=save_hotkeys, args=(field, True))
     else:
         st.caption("An admin sets the keys of a session.")
@@ -305,17 +385,25 @@ if tab.workbench is not None and "open" in rights:
     st.subheader("Model labels of the open session")
     saved = session_label_settings(Session, bench.config.name)
     if "change_settings" in rights:
-        st.caption("DST-PLL labels an item only where the audited answers back the error target below; the rest "
-                   "stays undecided for a person. Changing the settings changes the labels at once.")
+        st.caption(
+            "DST-PLL labels an item only where the audited answers back the error target below; the rest "
+            "stays undecided for a person. Changing the settings changes the labels at once."
+        )
         setting_columns = st.columns(len(LABEL_SETTINGS))
         for column, (name, title, meaning, low, high) in zip(setting_columns, LABEL_SETTINGS):
             field = ui.Keys.label_setting(bench.session_id, name)
             st.session_state.setdefault(field, round(getattr(saved, name) * 100, 4))
             column.number_input(title, min_value=low, max_value=high, step=0.5, format="%.1f", key=field, help=meaning)
-        shown = [float(st.session_state[ui.Keys.label_setting(bench.session_id, name)]) / 100
-                 for name, *_ in LABEL_SETTINGS]
-        st.button("Save model-label settings", key=ui.Keys.LABEL_SETTINGS_SAVE, type="primary",
-                  on_click=save_label_settings, args=(bench.session_id, bench.config.name))
+        shown = [
+            float(st.session_state[ui.Keys.label_setting(bench.session_id, name)]) / 100 for name, *_ in LABEL_SETTINGS
+        ]
+        st.button(
+            "Save model-label settings",
+            key=ui.Keys.LABEL_SETTINGS_SAVE,
+            type="primary",
+            on_click=save_label_settings,
+            args=(bench.session_id, bench.config.name),
+        )
     else:
         st.caption("An admin sets these.")
         shown = [saved.max_error, saved.confidence, saved.audit_share]

@@ -36,8 +36,9 @@ if not has_users(Session):
 here = st.context.url or "/"
 path = "/" + here.split("://", 1)[-1].split("/", 1)[-1] if "://" in here else here
 st.link_button("Sign in", f"{SIGN_IN_PATH}?next={quote(safe_next(path))}", type="primary")
-st.caption("Opens the sign-in form; your browser keeps the proof of who you are in a cookie that "
-           "page scripts cannot read.")
+st.caption(
+    "Opens the sign-in form; your browser keeps the proof of who you are in a cookie that page scripts cannot read."
+)
 
 if ui.oidc_configured():
     st.divider()

@@ -52,18 +52,21 @@ run: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/winnow demo
 
-# The layering contracts (pyproject.toml [tool.importlinter]) and the doctests are part of
-# the build: a broken contract or an example that no longer runs fails `make test`. The
+# Lint, format, types, the layering contracts (pyproject.toml [tool.ruff], [tool.mypy],
+# [tool.importlinter]) and the doctests are part of the build: a lint finding, an unformatted
+# file, a type error, a broken contract or an example that no longer runs fails `make test`. The
 # Streamlit pages (app/ui) are never collected as doctest modules: importing one draws it.
 DOCTEST_PATHS := engine app/dataset_rules.py app/io app/store app/service
 
+CHECKS = $(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/mypy engine app && $(BIN)/lint-imports
+
 test: $(STAMP) browser postgres
-	$(BIN)/lint-imports
+	$(CHECKS)
 	$(BIN)/python -m pytest -q -p no:cacheprovider --doctest-modules $(DOCTEST_PATHS)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(JOBS) --dist loadfile
 
 test-fast: $(STAMP)
-	$(BIN)/lint-imports
+	$(CHECKS)
 	$(BIN)/python -m pytest -q -p no:cacheprovider --doctest-modules $(DOCTEST_PATHS)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(JOBS) --dist loadfile -m "not e2e"
 

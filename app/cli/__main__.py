@@ -1,0 +1,5 @@
+"""``python -m app.cli``: the ``winnow`` command without the installed entry point."""
+
+from app.cli import main
+
+main()

@@ -1,0 +1,367 @@
+"""Commands on datasets and answers: import, init, rank, answer, export and the demo.
+
+Each parses its options and prints; the service layer (imported when the command runs, so that
+``winnow --help`` stays instant) does the work.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from app.cli.console import UserError, out, progress, progress_bar
+from app.cli.options import (
+    AudioColumnOption,
+    AuditOption,
+    ConfidenceOption,
+    DbOption,
+    FeaturesFromOption,
+    IgnoreColumnsOption,
+    ImageColumnOption,
+    LinkColumnOption,
+    MaxErrorOption,
+    MediaRootOption,
+    TextColumnOption,
+    content_options,
+    label_settings,
+)
+from app.store import SessionSpec, open_store
+from app.store.models import EVENT_KINDS
+from engine import check_choice
+from engine.choices import CRITERIA, DEFAULT_STRATEGY, WEIGHTINGS
+
+
+def import_command(
+    file: Path = typer.Argument(
+        ..., help="CSV/TSV, Parquet, .mat (PLL benchmark) or .npz file, or a folder of images (with --labels)."
+    ),
+    db: str = DbOption,
+    name: str | None = typer.Option(None, help="Dataset name (default: the file name)."),
+    candidates_column: str = typer.Option("candidates", help="Column with candidate sets like 'cat|dog'."),
+    id_column: str | None = typer.Option(None, help="Id column (default: 'id' when present)."),
+    true_label_column: str | None = typer.Option(None, help="True-label column, for simulations."),
+    text_column: str | None = TextColumnOption,
+    image_column: str | None = ImageColumnOption,
+    audio_column: str | None = AudioColumnOption,
+    link_column: str | None = LinkColumnOption,
+    ignore_columns: list[str] | None = IgnoreColumnsOption,
+    features_from: Path | None = FeaturesFromOption,
+    media_root: Path | None = MediaRootOption,
+    labels: Path | None = typer.Option(
+        None, "--labels", help="For a folder of images: CSV with path,candidates[,id,true_label] per image."
+    ),
+    ignore_unlisted: bool = typer.Option(
+        False, "--ignore-unlisted", help="For a folder with --labels: leave out images the CSV does not list."
+    ),
+    session: str | None = typer.Option(None, help="Also create a labelling session with this name."),
+    k: int = typer.Option(10, "-k", help="Neighbours of the session's k-NN vote."),
+    weighting: str = typer.Option("uniform", help=f"One of {', '.join(WEIGHTINGS)}."),
+    criterion: str = typer.Option(DEFAULT_STRATEGY, help=f"Query criterion: {', '.join(CRITERIA)}."),
+    max_error: float | None = MaxErrorOption,
+    confidence: float | None = ConfidenceOption,
+    audit: float | None = AuditOption,
+) -> None:
+    """Import a partially labelled file, or a folder of images, into a database: all rows (and the
+    session) or nothing.
+
+    Items may carry content: a text, an image or an audio clip (and a link). Without numeric
+    feature columns, texts get TF-IDF + SVD features and images built-in image features; audio
+    needs numeric columns or --features-from.
+
+    Examples: winnow import sample_data/digits_partial.csv --db winnow.db --session first;
+    winnow import sample_data/texts.csv; winnow import sample_data/photos --labels sample_data/photos_labels.csv
+    """
+    from app.service import change_label_settings, import_file
+
+    spec = None
+    settings = label_settings(max_error, confidence, audit)
+    if settings is not None and session is None:
+        raise UserError("--max-error, --confidence and --audit are settings of a session: give --session NAME too")
+    if session is not None:  # every option is checked before anything is read or written
+        check_choice(weighting, "--weighting", WEIGHTINGS)
+        check_choice(criterion, "--criterion", CRITERIA)
+        if k < 1:
+            raise UserError(f"-k must be >= 1, got {k}")
+        spec = SessionSpec(session, k=k, weighting=weighting, criterion=criterion, target_set="all")
+    options = content_options(
+        text_column, image_column, audio_column, link_column, ignore_columns, features_from, media_root
+    )
+    is_folder = file.is_dir()
+    if labels is not None and not is_folder:
+        raise UserError(f"--labels goes with a folder of images; {file} is not a folder")
+    if ignore_unlisted and labels is None:
+        raise UserError("--ignore-unlisted goes with a folder of images and --labels")
+    if is_folder:
+        extra = [f"--{key.replace('_', '-')}" for key in options if key != "features_from"]
+        if extra:
+            raise UserError(
+                f"options for a data file ({', '.join(extra)}) do not apply to a folder of images; "
+                "it takes --labels and --features-from"
+            )
+    Session = open_store(db, create=True)  # importing is what makes a store
+    dataset_name = name or (file.resolve().name if is_folder else file.stem)
+    with progress_bar(f"import {file.name}") as report:
+        if is_folder:
+            dataset_id, n = import_file(
+                Session,
+                file,
+                name=dataset_name,
+                min_rows=max(k, 0) + 1,
+                labels=labels,
+                unlisted="ignore" if ignore_unlisted else "error",
+                progress=report,
+                session=spec,
+                **options,  # type: ignore[arg-type]
+            )
+        else:
+            dataset_id, n = import_file(
+                Session,
+                file,
+                name=dataset_name,
+                candidates_column=candidates_column,
+                id_column=id_column,
+                true_label_column=true_label_column,
+                min_rows=max(k, 0) + 1,
+                progress=report,
+                session=spec,
+                **options,  # type: ignore[arg-type]
+            )
+    out.print(f"Imported {n} instances from {file} as dataset {dataset_name!r} (id {dataset_id}).")
+    if spec is not None:
+        if settings is not None:
+            change_label_settings(
+                Session,
+                spec.name,
+                max_error=settings.max_error,
+                confidence=settings.confidence,
+                audit_share=settings.audit_share,
+            )
+        out.print(f"Created session {spec.name!r}.")
+
+
+def init(db: str = DbOption) -> None:
+    """Create an empty store (or upgrade an existing one); other commands than import need one.
+
+    Example: winnow init --db team.db   (then winnow user add ada --role admin --db team.db)
+    """
+    open_store(db, create=True)
+    out.print(f"{db} is a winnow store, its schema up to date.", markup=False, highlight=False)
+
+
+def rank(
+    file: Path | None = typer.Argument(None, help="Rank straight from a file, without a database."),
+    session: str | None = typer.Option(None, help="Rank a stored session instead (its current answers count)."),
+    db: str = DbOption,
+    criterion: str = typer.Option(DEFAULT_STRATEGY, help=f"One of {', '.join(CRITERIA)} (file mode)."),
+    k: int = typer.Option(10, "-k", help="Neighbours (file mode)."),
+    weighting: str = typer.Option("uniform", help=f"One of {', '.join(WEIGHTINGS)} (file mode)."),
+    seed: int = typer.Option(0, help="Seed of the 'random' criterion."),
+    text_column: str | None = TextColumnOption,
+    image_column: str | None = ImageColumnOption,
+    audio_column: str | None = AudioColumnOption,
+    link_column: str | None = LinkColumnOption,
+    ignore_columns: list[str] | None = IgnoreColumnsOption,
+    features_from: Path | None = FeaturesFromOption,
+    media_root: Path | None = MediaRootOption,
+    output: Path = typer.Option(..., "-o", "--output", help="ranked.csv or ranked.json"),
+    top: int | None = typer.Option(None, help="Keep only the best N rows."),
+    dask: str | None = typer.Option(
+        None,
+        "--dask",
+        metavar="SCHEDULER_ADDRESS",
+        help="Score on a running Dask scheduler (file mode; needs winnow[scale]).",
+    ),
+    workers: int | None = typer.Option(
+        None, "--workers", min=1, help="Score on a local Dask cluster of N worker processes (file mode)."
+    ),
+) -> None:
+    """Write the ranked query list: which partial items to settle first.
+
+    Example: winnow rank sample_data/digits_partial.csv --criterion apl -k 10 -o ranked.csv
+    (add --workers 4 or --dask tcp://host:8786 to score over Dask); a file of texts works as
+    it is: winnow rank sample_data/texts.csv -o ranked.csv
+    """
+    if (file is None) == (session is None):
+        raise UserError("give either a FILE or --session NAME")
+    options = content_options(
+        text_column, image_column, audio_column, link_column, ignore_columns, features_from, media_root
+    )
+    if session is not None and options:
+        raise UserError(
+            f"options for a FILE ({', '.join('--' + key.replace('_', '-') for key in options)}) do not "
+            "apply to --session: a stored session already has its features"
+        )
+    if dask is not None and (workers is not None or session is not None):
+        raise UserError("--dask goes with a FILE and without --workers")
+    if workers is not None and session is not None:
+        raise UserError("--workers goes with a FILE, not with --session")
+    from app.io import write_table
+    from app.service import Workbench, rank_file, session_id_by_name
+
+    if file is not None:
+        check_choice(criterion, "--criterion", CRITERIA)
+        check_choice(weighting, "--weighting", WEIGHTINGS)
+        table = rank_file(
+            file,
+            criterion=criterion,
+            k=k,
+            weighting=weighting,
+            seed=seed,
+            dask=dask,
+            workers=workers,
+            progress=progress,
+            **options,
+        )
+    elif session is not None:  # exactly one of FILE and --session, checked above
+        Session = open_store(db, create=False)
+        with progress_bar(f"session {session}") as report:
+            table = Workbench.open(Session, session_id_by_name(Session, session), progress=report).ranked_table()
+    if top is not None:
+        table = table.head(top)
+    path = write_table(table, output)
+    out.print(f"Wrote {len(table)} ranked items to {path}.")
+
+
+def answer(
+    session: str = typer.Argument(..., help="Session name."),
+    item: str | None = typer.Argument(None, help="Item id (not needed for undo, nor with --from)."),
+    label: str | None = typer.Argument(None, help="Label name for answer / other_label / resolve."),
+    kind: str = typer.Option("answer", help=f"One of {', '.join(EVENT_KINDS)}."),
+    annotator: str = typer.Option(
+        os.environ.get("USER", "cli") or "cli",
+        help="Who answers; once the store has users, an active user assigned to the session.",
+    ),
+    db: str = DbOption,
+    idempotency_key: str | None = typer.Option(
+        None,
+        "--idempotency-key",
+        metavar="KEY",
+        help="Any unique text; running the command again with the same KEY records nothing new.",
+    ),
+    from_file: Path | None = typer.Option(
+        None,
+        "--from",
+        metavar="FILE",
+        help="Record every answer of a .csv, .tsv or .jsonl file with columns id,label[,annotator], all or none.",
+    ),
+) -> None:
+    """Record one answer (for scripts and pipelines), or a file of answers with --from.
+
+    Examples: winnow answer week1 d0042 8 --annotator alice --idempotency-key req-0042;
+    winnow answer week1 --from answers.csv (an expert who labelled the ranked export offline)
+    """
+    from app.service import record_answer, record_answers_file
+
+    if from_file is not None:
+        if item is not None or label is not None:
+            raise UserError("--from FILE takes the answers from the file: give no ITEM or LABEL")
+        if kind != "answer" or idempotency_key is not None:
+            raise UserError("--from FILE records answers only: --kind and --idempotency-key do not apply")
+        n = record_answers_file(open_store(db, create=False), session, from_file, annotator=annotator)
+        out.print(f"Recorded {n} answers from {from_file}.", markup=False, highlight=False)
+        return
+    check_choice(kind, "--kind", EVENT_KINDS)
+    if item is None and kind != "undo":
+        raise UserError(f"--kind {kind} needs an ITEM id")
+    event_id = record_answer(
+        open_store(db, create=False),
+        session,
+        annotator=annotator,
+        kind=kind,
+        item=item,
+        label=label,
+        idempotency_key=idempotency_key,
+    )
+    out.print(f"Recorded {kind} (event {event_id}).")
+
+
+# ---------------------------------------------------------------------------- export
+
+
+def export(
+    session: str = typer.Argument(..., help="Session name."),
+    output: Path = typer.Option(..., "-o", "--output", help=".csv, .tsv, .json, .jsonl or .parquet"),
+    what: str = typer.Option("ranked", help="ranked (query list), labelled (dataset) or events (answer log)."),
+    fmt: str | None = typer.Option(
+        None, "--format", help="csv, tsv, json, jsonl or parquet (default: from the output's extension)."
+    ),
+    db: str = DbOption,
+) -> None:
+    """Export a session's ranked query list, labelled dataset or answer log.
+
+    The labelled dataset has every item's final label, its label_source (expert, given, model,
+    undecided) and, for model labels, a confidence in [0, 1] (DST-PLL's margin mapped to [0, 1]:
+    it orders model labels, it is not a probability). JSON writes {"table", "metadata", "label_names",
+    "rows"}: the metadata holds the target error, the confidence, the stated error bound, the number of
+    audited answers and the counts per source; Parquet carries the same as key-value metadata
+    ("winnow"); JSON Lines (.jsonl) carries the rows only.
+
+    Example: winnow export week1 --what labelled -o labelled.jsonl
+    """
+    from app.io import TABLE_EXTENSIONS, write_table
+    from app.service import EXPORT_KINDS, Workbench, events_table, session_id_by_name, session_table
+
+    check_choice(what, "--what", EXPORT_KINDS)
+    if fmt is not None:
+        check_choice(fmt, "--format", [e.lstrip(".") for e in TABLE_EXTENSIONS])
+        if output.suffix.lower() != f".{fmt}":
+            output = output.with_name(output.name + f".{fmt}")
+    Session = open_store(db, create=False)
+    session_id = session_id_by_name(Session, session)
+    if what == "events":  # the log alone needs no neighbour graph
+        table = events_table(Session, session_id, actor=None)
+    else:
+        with progress_bar(f"session {session}") as report:
+            table = session_table(Workbench.open(Session, session_id, progress=report), what, actor=None)
+    path = write_table(table, output)
+    out.print(f"Wrote {len(table)} rows to {path}.")
+
+
+def demo(
+    db: str | None = typer.Option(
+        None, "--db", help="Keep the demo session in this database (default: a temporary one)."
+    ),
+    top: int = typer.Option(10, help="How many queries to show."),
+) -> None:
+    """Rank the bundled sample digits and explain the first query.  Example: winnow demo"""
+    from app.service import Workbench, ensure_sample_session
+
+    with contextlib.ExitStack() as stack:
+        if db is None:
+            db = str(Path(stack.enter_context(tempfile.TemporaryDirectory())) / "demo.db")
+        Session = open_store(db, create=True)  # the demo imports the sample into it
+        with progress("Importing the sample digits and ranking them"):
+            bench = Workbench.open(Session, ensure_sample_session(Session))
+        st = bench.state
+        out.print(
+            f"[bold]{st.n_instances}[/] digits, {int(st.open_items.sum())} with several candidate labels, "
+            f"{bench.n_open} targets whose k-NN decision is still open."
+        )
+        table = Table("rank", "id", "score", "candidates", "true label")
+        for i, row in enumerate(bench.next_queries(top), 1):
+            table.add_row(str(i), row["id"], f"{row['score']:g}", "|".join(row["candidates"]), row["true_label"] or "?")
+        out.print(table)
+        first = bench.queue(top=1)
+        if first.size:
+            why = bench.explain(int(first[0]))
+            out.print(f"Asking about {why.item_id} can change the decision of {why.n_targets_changed} targets.")
+            if why.example:
+                ex = why.example
+                out.print(f"  e.g. target {ex.target_id}: necessary {ex.necessary or '{}'}, possible {ex.possible}")
+                if ex.witness_label is not None:
+                    reading = ", ".join(f"{nid}→{lab}" for nid, lab, _ in ex.witness)
+                    out.print(f"    {ex.witness_label} is possible: the neighbours could read {reading}")
+                for lab, nl in ex.necessary_after.items():
+                    out.print(f"    if {why.item_id} is {lab}: necessary becomes {nl or '{}'}")
+        with progress("Running DST-PLL's reject option"):
+            rejects = bench.rejects()
+        out.print(
+            f"DST-PLL refuses, or the audits cannot yet back, {rejects.n_rejected} of {rejects.positions.size} "
+            "open items; they go to the expert."
+        )
+        out.print(bench.labels().statement, markup=False, highlight=False)

@@ -1,0 +1,119 @@
+"""The ``winnow`` typer app with every command registered, and :func:`main`, its entry point.
+
+:func:`main` turns every user error into one line on stderr and exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from app.cli.console import UserError, err, out
+from app.cli.data import answer, demo, export, import_command, init, rank
+from app.cli.server import ui
+from app.cli.session import session_app
+from app.cli.user import user_app
+from app.cli_simulate import simulate_command
+from engine.exceptions import SolverError, WinnowError
+
+# The file readers, the workbench and the engine pull in pandas, scikit-learn and OR-Tools
+# (seconds of imports): commands import the service layer when they run, so `--help` stays
+# instant.
+
+app = typer.Typer(
+    name="winnow",
+    help="Rank which partially labelled items an expert should settle first, and label them.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(session_app, name="session")
+app.add_typer(user_app, name="user")
+
+app.command("import")(import_command)
+app.command()(init)
+app.command()(rank)
+app.command()(answer)
+app.command()(export)
+app.command()(demo)
+app.command()(ui)
+app.command("simulate")(simulate_command)
+
+
+def click_exception_classes(name: str) -> tuple[type[BaseException], ...]:
+    """Every class called ``name`` that a click the CLI may run on defines.
+
+    typer 0.29 and later parse the command line with their own copy of click
+    (``typer._click``); older typers use the standalone ``click`` package. Which one raises is
+    found here, at run time, by looking in both: a version check would break again with the
+    next typer that moves them.
+    """
+    import importlib
+
+    found: list[type[BaseException]] = []
+    for module_name in ("typer._click.exceptions", "click.exceptions", "typer.exceptions", "typer"):
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        cls = getattr(module, name, None)
+        if isinstance(cls, type) and issubclass(cls, BaseException) and cls not in found:
+            found.append(cls)
+    return tuple(found)
+
+
+def _fail(message: str, status: int) -> None:
+    """Print ``error: <message>`` as one line on stderr and exit with ``status``."""
+    one_line = " ".join(message.split())
+    err.print(f"error: {one_line}", markup=False, highlight=False, soft_wrap=True)
+    sys.exit(status)
+
+
+def _usage_message(exc: BaseException, argv: list[str]) -> str:
+    """A click usage error in one line, with the ``--help`` to read and, for an unknown
+    option that is really an item id starting with ``-``, how to pass it."""
+    message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+    ctx = getattr(exc, "ctx", None)
+    command = getattr(ctx, "command_path", None) or "winnow"
+    option = getattr(exc, "option_name", None)
+    if option and not option.startswith("--") and option[1:2].isalnum():
+        token = next((a for a in argv if a.startswith(option)), option)
+        message += (
+            f"; an id or label starting with '-' goes after '--', every option before it: "
+            f"{command} [OPTIONS] -- ... {token}"
+        )
+    return f"{message} (see '{command} --help')"
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the CLI; user errors become one line on stderr and exit status 2."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    no_args_is_help = click_exception_classes("NoArgsIsHelpError")
+    usage_errors = click_exception_classes("ClickException")
+    exits = click_exception_classes("Exit")
+    # click turns Ctrl+C into Abort.
+    interrupts: tuple[type[BaseException], ...] = (KeyboardInterrupt, *click_exception_classes("Abort"))
+    try:
+        result = app(args=args, standalone_mode=False)
+    except no_args_is_help as exc:  # `winnow` or `winnow session` alone: the help, as --help
+        ctx = getattr(exc, "ctx", None)
+        out.print(ctx.get_help() if ctx is not None else str(exc), markup=False, highlight=False)
+        sys.exit(0)
+    except exits as exc:
+        sys.exit(getattr(exc, "exit_code", 0))
+    except SolverError as exc:
+        _fail(str(exc), 1)
+    except (UserError, WinnowError) as exc:
+        _fail(str(exc), 2)
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError) as exc:
+        _fail(f"{exc.strerror}: {exc.filename}", 2)
+    except OSError as exc:  # disk full, I/O error: not the user's typing, still no traceback
+        _fail(f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""), 1)
+    except usage_errors as exc:
+        _fail(_usage_message(exc, args), getattr(exc, "exit_code", 2) or 2)
+    except interrupts:
+        err.print("interrupted")
+        sys.exit(130)
+    # Outside standalone mode click returns a command's exit status instead of exiting.
+    sys.exit(result if isinstance(result, int) and not isinstance(result, bool) else 0)

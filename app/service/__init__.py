@@ -1,6 +1,6 @@
 """winnow's service layer: a labelling session at work, for the CLI and the browser app.
 
-``app/cli.py`` and the pages in ``app/ui/`` call these functions and add no logic of their
+``app/cli/`` and the pages in ``app/ui/`` call these functions and add no logic of their
 own; this layer reads and writes through :mod:`app.store`, reads files through :mod:`app.io`
 and computes with public :mod:`engine` names only.
 

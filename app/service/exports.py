@@ -65,8 +65,8 @@ def session_table(bench: Workbench, what: str, *, actor: str | None) -> pd.DataF
     """
     check_choice(what, "what", EXPORT_KINDS)
     if what == "events":
-        return events_table(bench.Session, bench.session_id, actor=actor)
-    with bench.Session() as s:
+        return events_table(bench.session_factory, bench.session_id, actor=actor)
+    with bench.session_factory() as s:
         authorize_session(s, actor, f"export_{what}", bench.session_id, what=f"export {what}")
     return bench.ranked_table() if what == "ranked" else bench.labelled_table()
 
@@ -86,7 +86,7 @@ EVENT_COLUMNS: tuple[str, ...] = (
 )
 
 
-def events_table(Session: sessionmaker[Session], session_id: int, *, actor: str | None) -> pd.DataFrame:
+def events_table(session_factory: sessionmaker[Session], session_id: int, *, actor: str | None) -> pd.DataFrame:
     """Every event of a session, oldest first (:func:`app.store.event_log` as a table).
 
     ``label`` is the label's *name* (``"3"``, never ``3.0``; empty for a skip, an undo or
@@ -106,7 +106,7 @@ def events_table(Session: sessionmaker[Session], session_id: int, *, actor: str 
     app.store.PermissionDenied
         ``actor`` may not export the session's events.
     """
-    with Session() as s:
+    with session_factory() as s:
         authorize_session(s, actor, "export_events", session_id, what="export events")
         log = event_log(s, session_id)
         with_audit = "export_audit" in session_actions(s, actor, session_id)
@@ -150,7 +150,7 @@ def events_table(Session: sessionmaker[Session], session_id: int, *, actor: str 
 AUDIT_COLUMNS: tuple[str, ...] = ("audit_id", "created_at", "kind", "user", "actor", "session_id", "detail")
 
 
-def audit_table(Session: sessionmaker[Session], *, actor: str | None) -> pd.DataFrame:
+def audit_table(session_factory: sessionmaker[Session], *, actor: str | None) -> pd.DataFrame:
     """The whole audit log, oldest first (``winnow user audit``): sign-ins and failed ones
     (an unknown name only as its tag), account changes, assignments, overlap and answer-key
     changes.
@@ -162,7 +162,7 @@ def audit_table(Session: sessionmaker[Session], *, actor: str | None) -> pd.Data
     app.store.PermissionDenied
         ``actor`` may not read the audit log.
     """
-    with Session() as s:
+    with session_factory() as s:
         rows = audit_log(s, actor=actor)
     return pd.DataFrame(
         {

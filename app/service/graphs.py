@@ -88,7 +88,7 @@ def graph_key(X: np.ndarray, *, k: int, weighting: str, algorithm: str) -> str:
 
 
 def dataset_graph(
-    Session: sessionmaker[Session],
+    session_factory: sessionmaker[Session],
     *,
     dataset_id: int,
     X: np.ndarray,
@@ -100,7 +100,7 @@ def dataset_graph(
 
     Parameters
     ----------
-    Session : sessionmaker
+    session_factory : sessionmaker
         From :func:`app.store.open_store`.
     dataset_id : int
     X : array of shape (n_instances, n_features)
@@ -118,7 +118,7 @@ def dataset_graph(
     report("hash", 0, n)
     key = graph_key(X, k=k, weighting=weighting, algorithm=algorithm)
     report("hash", n, n)
-    with Session() as s:
+    with session_factory() as s:
         stored = find_graph(s, key)
     if stored is not None:
         log.info("loaded neighbour graph %s of dataset %d (%d x %d)", key[:12], dataset_id, n, k)
@@ -133,7 +133,7 @@ def dataset_graph(
     seconds = time.perf_counter() - started
     report("save", 0, 1)
     write_transaction(
-        Session,
+        session_factory,
         lambda s: save_graph(
             s,
             dataset_id=dataset_id,
@@ -152,11 +152,11 @@ def dataset_graph(
     return GraphResult(key, idx, w, algorithm, True, seconds)
 
 
-def session_dataset(Session: sessionmaker[Session], session_id: int) -> tuple[int, int]:
+def session_dataset(session_factory: sessionmaker[Session], session_id: int) -> tuple[int, int]:
     """``(dataset id, number of items)`` of a session's dataset (one cheap read).
 
     The app keys its shared in-memory copy of a session's arrays by this, so items added
     to the dataset make the next rerun load afresh.
     """
-    with Session() as s:
+    with session_factory() as s:
         return session_dataset_size(s, session_id)

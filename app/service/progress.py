@@ -156,7 +156,7 @@ def session_progress(bench: Workbench, n_events: int | None = None, *, actor: st
     ``actor`` must be allowed the session's ``progress`` (:mod:`app.store.policies.sessions`:
     an annotator only on a session assigned to them); ``None`` is the command line.
     """
-    with bench.Session() as s:
+    with bench.session_factory() as s:
         authorize_session(s, actor, "progress", bench.session_id)
         events = session_events(s, bench.session_id)
     state = bench.state

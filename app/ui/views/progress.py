@@ -140,7 +140,7 @@ EXPORTS = (
     ("labelled", "Labelled data"),
     ("events", "Events log (every answer, skip and undo)"),
 )
-rights = session_rights(bench.Session, bench.session_id, actor=tab.user)  # every run: never cached
+rights = session_rights(bench.session_factory, bench.session_id, actor=tab.user)  # every run: never cached
 for what, title in EXPORTS:
     if f"export_{what}" not in rights:
         continue

@@ -77,7 +77,7 @@ def run(n: int, exact_sample: int | None, seed: int = 0) -> dict:
     row["exact_targets"] = len(rows)
 
     a = approx_idx[rows]
-    row["recall@10"] = np.mean([len(set(p) & set(q)) for p, q in zip(a, exact_idx)]) / K
+    row["recall@10"] = np.mean([len(set(p) & set(q)) for p, q in zip(a, exact_idx, strict=True)]) / K
     ones = np.ones(a.shape)
     nl_a, apl_a = label_sets(a, ones, Y)
     nl_e, apl_e = label_sets(exact_idx, ones, Y)
@@ -106,7 +106,7 @@ def pynndescent_rows(n: int, seed: int = 0) -> list[str]:
         t = time.perf_counter()
         graph_idx, _ = pynndescent.NNDescent(X, n_neighbors=30, random_state=seed).neighbor_graph
         build = time.perf_counter() - t
-        found = [len(set(g[g != q][:K]) & set(e)) for g, e, q in zip(graph_idx[sample], idx, sample)]
+        found = [len(set(g[g != q][:K]) & set(e)) for g, e, q in zip(graph_idx[sample], idx, sample, strict=True)]
         out.append(f"| pynndescent, {attempt} | {n:,} | {build:.1f} | {np.mean(found) / K:.4f} |")
     return out
 

@@ -516,10 +516,10 @@ def plot(df: pd.DataFrame, path: Path) -> None:
     cols = 4
     rows = int(np.ceil(len(sets) / cols))
     fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 3 * rows), squeeze=False)
-    colors = dict(zip(METHODS, ("C0", "C1", "C2", "C3")))
+    colors = dict(zip(METHODS, ("C0", "C1", "C2", "C3"), strict=True))
     sub = df[df["target"] == MAIN_TARGET].copy()
     sub["share"] = labelled_share(sub)
-    for ax, name in zip(axes.ravel(), sets):
+    for ax, name in zip(axes.ravel(), sets, strict=False):
         g = sub[sub["dataset"] == name]
         for share, style in ((AUDIT_SHARE, "-"), (HIGH_AUDIT_SHARE, "--")):
             v = g[g["audit_share"] == share]

@@ -261,7 +261,7 @@ def _grid_plot(results: pd.DataFrame, names: list[str], path: Path, metric: str,
     rows = int(np.ceil(len(names) / cols))
     fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.6 * rows), squeeze=False)
     colours = {}
-    for ax, name in zip(axes.ravel(), names):
+    for ax, name in zip(axes.ravel(), names, strict=False):
         table = results[results.setting == name]
         for strategy, run in table.groupby("strategy", sort=False):
             curve = run.groupby("n_answers")[metric].agg(["mean", "std"]).fillna({"std": 0.0})

@@ -115,7 +115,7 @@ def test_default_session_ranks_by_decision_change_like_a_fresh_ranker(bench_fact
         np.testing.assert_array_equal(reopened.scores, bench.scores)
         assert reopened.n_open == bench.n_open
         # NL and APL are patched after each event on the targets that hold a changed item.
-        for kept, recomputed in zip(bench.label_sets(), label_sets(bench.idx, bench.w, candidates)):
+        for kept, recomputed in zip(bench.label_sets(), label_sets(bench.idx, bench.w, candidates), strict=True):
             np.testing.assert_array_equal(kept, recomputed)
     assert kinds_seen == {"answer", "skip", "undo", "none_of_these"}
 
@@ -128,7 +128,7 @@ def test_baselines_keep_nl_and_apl_equal_to_a_recomputation(bench_factory, crite
         label = int(np.flatnonzero(bench.state.candidates[position])[0])
         bench.record("ann", "answer", position=int(position), label=label)
         for kept, recomputed in zip(
-            bench.label_sets(), label_sets(bench.idx, bench.w, np.asarray(bench.state.candidates))
+            bench.label_sets(), label_sets(bench.idx, bench.w, np.asarray(bench.state.candidates)), strict=True
         ):
             np.testing.assert_array_equal(kept, recomputed)
         effects = bench.answer_effects(int(bench.queue(top=1)[0]))

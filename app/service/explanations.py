@@ -153,7 +153,7 @@ def neighbours(ranking: RankingState, state: SessionState, position: int) -> lis
             candidates=tuple(names[m] for m in np.flatnonzero(Y[int(n)])),
             weight=float(weight),
         )
-        for n, weight in zip(idx_row, w_row)
+        for n, weight in zip(idx_row, w_row, strict=True)
     ]
 
 
@@ -209,7 +209,7 @@ def _explain_target(ranking: RankingState, state: SessionState, row: int, positi
         witness_label = names[label]
         completion = [
             (state.external_ids[n], names[c], "|".join(names[m] for m in np.flatnonzero(Y[j])))
-            for j, (n, c) in enumerate(zip(idx_row, chosen))
+            for j, (n, c) in enumerate(zip(idx_row, chosen, strict=True))
         ]
     after = {}
     slots = np.flatnonzero(idx_row == position)

@@ -179,7 +179,7 @@ def pair_agreement(events: Sequence[EventRecord], label_names: Sequence[str]) ->
             continue
         first = [answers[a][p] for p in common]
         second = [answers[b][p] for p in common]
-        agree = float(np.mean([x == y for x, y in zip(first, second)]))
+        agree = float(np.mean([x == y for x, y in zip(first, second, strict=True)]))
         if len(set(first) | set(second)) < 2:
             kappa = float("nan")
         else:

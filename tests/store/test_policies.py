@@ -168,7 +168,7 @@ def test_the_permission_table_is_what_the_store_enforces(team):
     for n, (name, action) in enumerate(actions.items()):
         found[name] = tuple(
             "–" if expected == "–" else _outcome(action, who, 10 * n + i)
-            for i, (who, expected) in enumerate(zip(ACTORS.values(), EXPECTED[name]))
+            for i, (who, expected) in enumerate(zip(ACTORS.values(), EXPECTED[name], strict=True))
         )
     assert found == EXPECTED
 

@@ -69,7 +69,7 @@ SOURCES = (
     ("undecided", "Undecided", "Items without a label: the Rejects page lists exactly these."),
 )
 by_source = st.columns(len(SOURCES))
-for column, (source, title, meaning) in zip(by_source, SOURCES):
+for column, (source, title, meaning) in zip(by_source, SOURCES, strict=True):
     column.metric(title, labels.counts[source], help=meaning)
 st.text(labels.statement)
 st.markdown("**Labelled items against answered items**")
@@ -146,7 +146,7 @@ for what, title in EXPORTS:
         continue
     row = st.columns([2, 1, 1, 1])
     row[0].markdown(f"**{title}**")
-    for column, fmt in zip(row[1:], FORMATS):
+    for column, fmt in zip(row[1:], FORMATS, strict=True):
         column.download_button(
             FORMAT_TITLES[fmt],
             data=components.export_file(

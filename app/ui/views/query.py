@@ -203,7 +203,7 @@ if why.neighbours:
     per_row = 5
     for start in range(0, len(why.neighbours), per_row):
         row = st.columns(per_row)
-        for column, neighbour in zip(row, why.neighbours[start : start + per_row]):
+        for column, neighbour in zip(row, why.neighbours[start : start + per_row], strict=False):
             with column:
                 components.show_thumbnail(bench, neighbour.position)
 

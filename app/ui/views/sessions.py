@@ -302,7 +302,7 @@ if "create" in may and sources:
         if header:
             with st.expander("Columns: what each item shows"):
                 choice_cols = st.columns(3)
-                for col, (option, key) in zip(choice_cols, COLUMN_KEYS.items()):
+                for col, (option, key) in zip(choice_cols, COLUMN_KEYS.items(), strict=True):
                     col.selectbox(
                         option.replace("_column", "").capitalize(),
                         [AUTOMATIC, *header],
@@ -394,7 +394,7 @@ if tab.workbench is not None and "open" in rights:
             "stays undecided for a person. Changing the settings changes the labels at once."
         )
         setting_columns = st.columns(len(LABEL_SETTINGS))
-        for column, (name, title, meaning, low, high) in zip(setting_columns, LABEL_SETTINGS):
+        for column, (name, title, meaning, low, high) in zip(setting_columns, LABEL_SETTINGS, strict=True):
             field = ui.Keys.label_setting(bench.session_id, name)
             st.session_state.setdefault(field, round(getattr(saved, name) * 100, 4))
             column.number_input(title, min_value=low, max_value=high, step=0.5, format="%.1f", key=field, help=meaning)

@@ -414,7 +414,7 @@ def source_table(df: pd.DataFrame, target: float) -> list[str]:
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     sub = df[df["target"] == target]
-    for (name, budget), g in sub.groupby(["dataset", "budget"], sort=False):
+    for (name, _budget), g in sub.groupby(["dataset", "budget"], sort=False):
         win = g[g["method"] == "winnow"]
         n = win["n"]
         delivered = win[win["model"] > 0]

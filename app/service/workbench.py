@@ -301,7 +301,7 @@ class Workbench:
                     return order
                 wanted = order.new_draws
                 self._draws = write_transaction(
-                    self.session_factory, lambda s: save_audit_draws(s, self.session_id, wanted)
+                    self.session_factory, lambda s, wanted=wanted: save_audit_draws(s, self.session_id, wanted)
                 )
                 if all(self._draws.get(slot) == pos for slot, pos in wanted.items()):
                     return order

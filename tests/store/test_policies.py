@@ -269,7 +269,7 @@ def test_a_typed_name_that_is_no_account_is_never_stored_or_logged(team, caplog,
     monkeypatch.setattr(store_users, "_verify", spy)
     now = utcnow()
     for i in range(MAX_FAILED_SIGN_INS):
-        result = run(team, lambda s: sign_in(s, name=typed, password=f"guess {i}", now=now))
+        result = run(team, lambda s, i=i: sign_in(s, name=typed, password=f"guess {i}", now=now))
         assert result.user is None and result.reason == "wrong user name or password"
     assert len(checked) == MAX_FAILED_SIGN_INS
     locked = run(team, lambda s: sign_in(s, name=typed, password="guess", now=now + timedelta(seconds=1)))

@@ -123,7 +123,8 @@ def main() -> None:
     parser.add_argument("--pynndescent", action="store_true", help="also time pynndescent at the first size")
     args = parser.parse_args()
     print(
-        "| n | HNSW build + query (s) | exact search (s) | exact targets | recall@10 | NL changed | APL changed | NL or APL changed | top-100 overlap (apl) |"
+        "| n | HNSW build + query (s) | exact search (s) | exact targets | recall@10 | NL changed | APL changed | NL "
+        "or APL changed | top-100 overlap (apl) |"
     )
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for n in args.sizes:
@@ -131,7 +132,8 @@ def main() -> None:
         top = "n/a" if np.isnan(r["top100_overlap"]) else f"{r['top100_overlap']:.2f}"
         print(
             f"| {r['n']:,} | {r['hnsw_s']:.1f} | {r['exact_s']:.1f} | {r['exact_targets']:,} "
-            f"| {r['recall@10']:.4f} | {r['nl_changed']:.4%} | {r['apl_changed']:.4%} | {r['nl_or_apl_changed']:.4%} | {top} |",
+            f"| {r['recall@10']:.4f} | {r['nl_changed']:.4%} | {r['apl_changed']:.4%} | {r['nl_or_apl_changed']:.4%} | "
+            f"{top} |",
             flush=True,
         )
     if args.pynndescent:

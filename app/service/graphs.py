@@ -73,9 +73,10 @@ def graph_key(X: np.ndarray, *, k: int, weighting: str, algorithm: str) -> str:
     Examples
     --------
     >>> X = np.zeros((3, 2))
-    >>> graph_key(X, k=1, weighting="uniform", algorithm="exact") == graph_key(X.copy(), k=1, weighting="uniform", algorithm="exact")
+    >>> key = graph_key(X, k=1, weighting="uniform", algorithm="exact")
+    >>> key == graph_key(X.copy(), k=1, weighting="uniform", algorithm="exact")
     True
-    >>> graph_key(X, k=1, weighting="uniform", algorithm="exact") == graph_key(X, k=2, weighting="uniform", algorithm="exact")
+    >>> key == graph_key(X, k=2, weighting="uniform", algorithm="exact")
     False
     """
     X = np.ascontiguousarray(X, dtype="<f8")

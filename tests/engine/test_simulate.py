@@ -310,7 +310,8 @@ def test_learning_curve_area_hand_computed():
     [
         (
             {"strategy": "smartest"},
-            "strategy must be one of apl, pl, participation, most_partial, random, least_confidence, margin, entropy, dst_margin, decision_change, default; got 'smartest'",
+            "strategy must be one of apl, pl, participation, most_partial, random, least_confidence, margin, entropy, "
+            "dst_margin, decision_change, default; got 'smartest'",
         ),
         ({"budget": 0}, "budget"),
         ({"batch": 0}, "batch"),

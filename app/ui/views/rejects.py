@@ -4,10 +4,10 @@ back at the session's error target), and the conflicts between annotators.
 DST-PLL runs on the current candidate sets (cached per session state) and on the session's
 persisted neighbour graph (:meth:`Workbench.rejects`: the page searches no neighbours); the
 undecided items (those whose model label is not kept) are listed by margin, smallest first,
-each shown as itself (text, image, audio) with its candidate labels. The expert confirms a label (an ``answer`` event) or
-leaves the item. The first item listed answers to the keyboard: its labels' keys confirm, L
-leaves it. The model's guess is not pre-selected (it would anchor the expert): it waits, with
-belief and plausibility, in a collapsed expander. Conflicting verdicts are settled with a
+each shown as itself (text, image, audio) with its candidate labels. The expert confirms a
+label (an ``answer`` event) or leaves the item. The first item listed answers to the keyboard:
+its labels' keys confirm, L leaves it. The model's guess is not pre-selected (it would anchor
+the expert): it waits, with belief and plausibility, in a collapsed expander. Conflicting verdicts are settled with a
 ``resolve`` event.
 """
 

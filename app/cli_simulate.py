@@ -160,7 +160,7 @@ def simulate_command(
     loaded = read_dataset(data, min_rows=k + 2)
     truth = loaded.true_labels
     known = np.zeros(loaded.n_instances, dtype=bool) if truth is None else truth >= 0
-    if not known.any():
+    if truth is None or not known.any():
         raise InvalidInput(
             f"{data} has no true labels; simulate needs them to play the expert (add a true_label column)"
         )

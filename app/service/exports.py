@@ -24,6 +24,8 @@ from engine.choices import DEFAULT_STRATEGY
 
 if TYPE_CHECKING:
     from app.service.workbench import Workbench
+    from engine.choices import Criterion
+    from engine.neighbors import Weights
 
 __all__ = [
     "EXPORT_KINDS",
@@ -227,8 +229,9 @@ def rank_file(
     from engine.query import CRITERIA, open_neighbourhoods, query_scores
     from engine.winners import label_sets, open_targets
 
-    check_choice(criterion, "criterion", CRITERIA)
-    check_choice(weighting, "weighting", WEIGHTINGS)
+    # check_choice returns the value unchanged, now known to be one of the names.
+    chosen_criterion: Criterion = check_choice(criterion, "criterion", CRITERIA)
+    weights: Weights = check_choice(weighting, "weighting", WEIGHTINGS)
     allowed = {
         "text_column",
         "image_column",
@@ -244,17 +247,17 @@ def rank_file(
     with progress(f"Reading {Path(path).name}"):
         loaded = read_dataset(path, **content)  # knn_graph says it when k is too large for the file
     with progress(f"Building the {k}-NN graph of {loaded.n_instances} instances"):
-        idx, w = knn_graph(loaded.X, k=k, weights=weighting)
+        idx, w = knn_graph(loaded.X, k=k, weights=weights)
     Y = loaded.candidates
     if dask is not None or workers is not None:
         from engine.distributed import dask_client, distributed_label_sets, distributed_query_scores
 
         with progress(f"Scoring with criterion {criterion} over Dask"), dask_client(dask, n_workers=workers) as client:
-            scores = distributed_query_scores(idx, w, Y, criterion=criterion, random_state=seed, client=client)
+            scores = distributed_query_scores(idx, w, Y, criterion=chosen_criterion, random_state=seed, client=client)
             is_open = open_targets(*distributed_label_sets(idx, w, Y, client=client))
     else:
         with progress(f"Scoring with criterion {criterion}"):
-            scores = query_scores(idx, w, Y, criterion=criterion, random_state=seed)
+            scores = query_scores(idx, w, Y, criterion=chosen_criterion, random_state=seed)
             is_open = open_targets(*label_sets(idx, w, Y))
     return ranked_query_table(
         scores,

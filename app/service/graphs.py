@@ -20,13 +20,23 @@ import threading
 import time
 from dataclasses import dataclass
 from importlib.util import find_spec
+from typing import Literal
 
 import numpy as np
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.service.tasks import ProgressTracker
 from app.store import find_graph, save_graph, session_dataset_size, write_transaction
-from engine.neighbors import APPROX_THRESHOLD, HNSW_EF_CONSTRUCTION, HNSW_EF_SEARCH, HNSW_LINKS, knn_graph
+from engine import check_choice
+from engine.choices import WEIGHTINGS
+from engine.neighbors import (
+    APPROX_THRESHOLD,
+    HNSW_EF_CONSTRUCTION,
+    HNSW_EF_SEARCH,
+    HNSW_LINKS,
+    Weights,
+    knn_graph,
+)
 
 __all__ = ["GraphResult", "graph_key", "graph_algorithm", "dataset_graph", "graph_builds", "session_dataset"]
 
@@ -59,7 +69,7 @@ class GraphResult:
     build_seconds: float
 
 
-def graph_algorithm(n_instances: int) -> str:
+def graph_algorithm(n_instances: int) -> Literal["exact", "approx"]:
     """The search :func:`engine.neighbors.knn_graph` runs with ``algorithm="auto"``."""
     return "approx" if n_instances >= APPROX_THRESHOLD and find_spec("faiss") is not None else "exact"
 
@@ -84,7 +94,7 @@ def graph_key(X: np.ndarray, *, k: int, weighting: str, algorithm: str) -> str:
     if algorithm == "approx":
         params += f";hnsw={HNSW_LINKS},{HNSW_EF_CONSTRUCTION},{HNSW_EF_SEARCH}"
     digest = hashlib.sha256(params.encode())
-    digest.update(memoryview(X).cast("B"))
+    digest.update(X.data.cast("B"))
     return digest.hexdigest()
 
 
@@ -130,7 +140,8 @@ def dataset_graph(
         _builds += 1
     log.info("building neighbour graph %s of dataset %d (%d x %d, %s)", key[:12], dataset_id, n, k, algorithm)
     started = time.perf_counter()
-    idx, w = knn_graph(X, k=k, weights=weighting, exclude_self=True, algorithm=algorithm, progress=report)
+    weights: Weights = check_choice(weighting, "weighting", WEIGHTINGS)
+    idx, w = knn_graph(X, k=k, weights=weights, exclude_self=True, algorithm=algorithm, progress=report)
     seconds = time.perf_counter() - started
     report("save", 0, 1)
     write_transaction(

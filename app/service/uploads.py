@@ -220,8 +220,8 @@ def import_upload(
 
     if not by_kind["zip"] and not by_kind["media"]:
         file_name, content = by_kind["table"][0]
-        with tempfile.TemporaryDirectory(prefix="winnow-upload-") as folder:
-            path = Path(folder) / safe_file_name(file_name)
+        with tempfile.TemporaryDirectory(prefix="winnow-upload-") as tmp_dir:
+            path = Path(tmp_dir) / safe_file_name(file_name)
             path.write_bytes(content)
             try:
                 dataset_id, _ = import_file(
@@ -246,6 +246,7 @@ def import_upload(
                 )
             destination.write_bytes(content)
         tables = [(n, c) for n, c in by_kind["table"]]
+        data: Path | None  # None: a folder of images, one sub-folder per label
         if tables:
             file_name, content = tables[0]
             data = folder / safe_file_name(file_name)

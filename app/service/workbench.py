@@ -29,6 +29,7 @@ process, for all tabs): :meth:`Workbench.refresh` and :meth:`Workbench.record` h
 
 from __future__ import annotations
 
+import functools
 import threading
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -300,8 +301,9 @@ class Workbench:
                 if not order.new_draws:
                     return order
                 wanted = order.new_draws
+                # partial binds this pass's draws now (a lambda would read the loop variable).
                 self._draws = write_transaction(
-                    self.session_factory, lambda s, wanted=wanted: save_audit_draws(s, self.session_id, wanted)
+                    self.session_factory, functools.partial(save_audit_draws, session_id=self.session_id, draws=wanted)
                 )
                 if all(self._draws.get(slot) == pos for slot, pos in wanted.items()):
                     return order

@@ -271,8 +271,16 @@ def signed_in_account(session_factory: sessionmaker[Session], state: TabState) -
     return None
 
 
-def record(state: TabState, kind: str, **event: object) -> int | None:
-    """Write one event as this tab's annotator (``event``: as :meth:`Workbench.record`).
+def record(
+    state: TabState,
+    kind: str,
+    *,
+    position: int | None = None,
+    label: int | str | None = None,
+    displayed: str | None = None,
+    undoes: int | None = None,
+) -> int | None:
+    """Write one event as this tab's annotator (the keywords as in :meth:`Workbench.record`).
 
     Returns the event id; or ``None`` when nothing was written, and the tab's notice then says
     why (a stale press is information, anything else refused is an error).
@@ -284,7 +292,9 @@ def record(state: TabState, kind: str, **event: object) -> int | None:
         state.notice = ("error", "Nothing was recorded: this account was signed out or disabled. Sign in again.")
         return None
     try:
-        return state.workbench.record(annotator(state), kind, **event)
+        return state.workbench.record(
+            annotator(state), kind, position=position, label=label, displayed=displayed, undoes=undoes
+        )
     except StaleAnswer as exc:
         state.notice = ("info", str(exc))
     except InvalidInput as exc:
@@ -343,6 +353,7 @@ def sync_workbench(session_factory: sessionmaker[Session], state: TabState) -> W
         state.workbench = None
         raise job.error
     bench = job.result
+    assert bench is not None, "a build finished without an error holds its workbench"
     if bench is not state.workbench:
         state.workbench = bench
         state.left_alone = set()

@@ -130,6 +130,7 @@ def finish_create() -> None:
         return
     if job.error is not None:
         raise job.error
+    assert job.result is not None, "an import finished without an error holds its session id"
     open_session(job.result)
     tab.next_page = "views/query.py"
 
@@ -335,7 +336,7 @@ if "create" in may and sources:
         CRITERIA,
         index=CRITERIA.index(DEFAULT_STRATEGY),
         key=ui.Keys.CRITERION,
-        format_func=CRITERION_HELP.get,
+        format_func=CRITERION_HELP.__getitem__,  # every criterion has its line
     )
     cols[4].selectbox(
         "Targets",

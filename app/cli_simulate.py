@@ -124,9 +124,12 @@ def simulate_command(
 ) -> None:
     """Simulate querying campaigns with a (noisy) expert and compare query strategies.
 
-    The true labels in DATA play the expert: each step a strategy picks BATCH partial items, the expert answers, and PL-kNN / DST-PLL are scored on a held-out test set. 'default' names the strategy labelling sessions use by default; the table's 'picked' column lists the rows each step asked.
+    The true labels in DATA play the expert: each step a strategy picks BATCH partial items, the expert
+    answers, and PL-kNN / DST-PLL are scored on a held-out test set. 'default' names the strategy labelling
+    sessions use by default; the table's 'picked' column lists the rows each step asked.
 
-    Example: winnow simulate sample_data/digits_partial.csv -s apl,random,margin --budget 200 --batch 20 --seeds 5 -o results.csv --plot curves.png
+    Example: winnow simulate sample_data/digits_partial.csv -s apl,random,margin --budget 200 --batch 20
+    --seeds 5 -o results.csv --plot curves.png
     """
     names = parse_strategies(strategies)
     if budget < 1:
@@ -157,7 +160,7 @@ def simulate_command(
     loaded = read_dataset(data, min_rows=k + 2)
     truth = loaded.true_labels
     known = np.zeros(loaded.n_instances, dtype=bool) if truth is None else truth >= 0
-    if not known.any():
+    if truth is None or not known.any():
         raise InvalidInput(
             f"{data} has no true labels; simulate needs them to play the expert (add a true_label column)"
         )

@@ -134,14 +134,16 @@ def main() -> None:
     base = rows[0]
     per_target = base["score_s"] / base["n"]
     print(
-        "| path | targets | Y built on client (s) | scoring wall time (s) | vs single process at 1M, per target | client peak RSS (MB) | worker peak RSS (MB) | Σ scores |"
+        "| path | targets | Y built on client (s) | scoring wall time (s) | vs single process at 1M, per target | "
+        "client peak RSS (MB) | worker peak RSS (MB) | Σ scores |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         ratio = (r["score_s"] / r["n"]) / per_target
         workers = ", ".join(f"{m:.0f}" for m in r["worker_peak_mb"]) or "–"
         print(
-            f"| {r['mode']} | {r['n']:,} | {r['generate_s']:.1f} | {r['score_s']:.1f} | {ratio:.2f}× | {r['client_peak_mb']:.0f} | {workers} | {r['checksum']:.0f} |"
+            f"| {r['mode']} | {r['n']:,} | {r['generate_s']:.1f} | {r['score_s']:.1f} | {ratio:.2f}× | "
+            f"{r['client_peak_mb']:.0f} | {workers} | {r['checksum']:.0f} |"
         )
 
 

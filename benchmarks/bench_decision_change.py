@@ -90,10 +90,12 @@ def main() -> None:
     parser.add_argument("-o", "--output", type=Path, default=None, help="also write the table to this markdown file")
     args = parser.parse_args()
     lines = [
-        f"Per-answer update of the incremental rankers ({time.strftime('%Y-%m-%d')}, Python {platform.python_version()}, "
+        f"Per-answer update of the incremental rankers ({time.strftime('%Y-%m-%d')}, Python "
+        f"{platform.python_version()}, "
         f"shared 2-core machine; `benchmarks/bench_decision_change.py`, {args.answers} answers per row, same process):",
         "",
-        "| n | partial | strategy | set-up s | update median ms | update p90 ms | ratio to apl (median) | top-10 ms | greedy batch of 20 ms |",
+        "| n | partial | strategy | set-up s | update median ms | update p90 ms | ratio to apl (median) | top-10 ms | "
+        "greedy batch of 20 ms |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for n in (int(s) for s in args.sizes.split(",")):
@@ -103,7 +105,8 @@ def main() -> None:
             for r in rows:
                 batch = "–" if np.isnan(r["batch20_ms"]) else f"{r['batch20_ms']:.1f}"
                 lines.append(
-                    f"| {r['n']:,} | {r['partial']:.0%} | {r['strategy']} | {r['setup_s']:.2f} | {r['median_ms']:.2f} | "
+                    f"| {r['n']:,} | {r['partial']:.0%} | {r['strategy']} | {r['setup_s']:.2f} | "
+                    f"{r['median_ms']:.2f} | "
                     f"{r['p90_ms']:.2f} | {r['median_ms'] / apl:.2f} | {r['top10_ms']:.1f} | {batch} |"
                 )
             print("\n".join(lines[-2:]), flush=True)

@@ -347,7 +347,7 @@ def pivot(table: pd.DataFrame) -> str:
     datasets = list(dict.fromkeys(table["dataset"]))
     lines = ["| featurizer (dimension) | " + " | ".join(datasets) + " |", "|---|" + "---:|" * len(datasets)]
     for name, part in table.groupby("featurizer", sort=False):
-        accuracy = dict(zip(part["dataset"], part["accuracy"]))
+        accuracy = dict(zip(part["dataset"], part["accuracy"], strict=True))
         dimension = part["dimension"].iloc[0]
         lines.append(
             f"| {name} ({dimension}) | "

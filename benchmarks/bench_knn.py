@@ -77,7 +77,7 @@ def run(n: int, exact_sample: int | None, seed: int = 0) -> dict:
     row["exact_targets"] = len(rows)
 
     a = approx_idx[rows]
-    row["recall@10"] = np.mean([len(set(p) & set(q)) for p, q in zip(a, exact_idx)]) / K
+    row["recall@10"] = np.mean([len(set(p) & set(q)) for p, q in zip(a, exact_idx, strict=True)]) / K
     ones = np.ones(a.shape)
     nl_a, apl_a = label_sets(a, ones, Y)
     nl_e, apl_e = label_sets(exact_idx, ones, Y)
@@ -106,7 +106,7 @@ def pynndescent_rows(n: int, seed: int = 0) -> list[str]:
         t = time.perf_counter()
         graph_idx, _ = pynndescent.NNDescent(X, n_neighbors=30, random_state=seed).neighbor_graph
         build = time.perf_counter() - t
-        found = [len(set(g[g != q][:K]) & set(e)) for g, e, q in zip(graph_idx[sample], idx, sample)]
+        found = [len(set(g[g != q][:K]) & set(e)) for g, e, q in zip(graph_idx[sample], idx, sample, strict=True)]
         out.append(f"| pynndescent, {attempt} | {n:,} | {build:.1f} | {np.mean(found) / K:.4f} |")
     return out
 
@@ -123,7 +123,8 @@ def main() -> None:
     parser.add_argument("--pynndescent", action="store_true", help="also time pynndescent at the first size")
     args = parser.parse_args()
     print(
-        "| n | HNSW build + query (s) | exact search (s) | exact targets | recall@10 | NL changed | APL changed | NL or APL changed | top-100 overlap (apl) |"
+        "| n | HNSW build + query (s) | exact search (s) | exact targets | recall@10 | NL changed | APL changed | NL "
+        "or APL changed | top-100 overlap (apl) |"
     )
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for n in args.sizes:
@@ -131,7 +132,8 @@ def main() -> None:
         top = "n/a" if np.isnan(r["top100_overlap"]) else f"{r['top100_overlap']:.2f}"
         print(
             f"| {r['n']:,} | {r['hnsw_s']:.1f} | {r['exact_s']:.1f} | {r['exact_targets']:,} "
-            f"| {r['recall@10']:.4f} | {r['nl_changed']:.4%} | {r['apl_changed']:.4%} | {r['nl_or_apl_changed']:.4%} | {top} |",
+            f"| {r['recall@10']:.4f} | {r['nl_changed']:.4%} | {r['apl_changed']:.4%} | {r['nl_or_apl_changed']:.4%} | "
+            f"{top} |",
             flush=True,
         )
     if args.pynndescent:

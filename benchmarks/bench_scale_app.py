@@ -212,7 +212,8 @@ def print_table(result: dict[str, object]) -> None:
     d = result["steps"]["open + answer"]["detail"]
     stages = ", ".join(f"{k} {v:.2f} s" for k, v in d["stages"].items())
     print(
-        f"\nopen: {d['open_seconds']:.2f} s wall, {d['open_cpu_seconds']:.2f} s CPU (graph built here: {d['graph_built']}; stages: {stages}); "
+        f"\nopen: {d['open_seconds']:.2f} s wall, {d['open_cpu_seconds']:.2f} s CPU (graph built here: "
+        f"{d['graph_built']}; stages: {stages}); "
         f"first build had taken {d['stored_build_seconds']:.1f} s ({d['algorithm']}); "
         f"RSS after open {d['rss_after_open_mb']:.0f} MB; "
         f"work per answer median {d['answer_ms_median']:.0f} ms wall ({d['answer_cpu_ms_median']:.0f} ms CPU), "

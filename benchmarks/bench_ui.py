@@ -176,7 +176,8 @@ def time_browser(db: str, answers: int) -> list[tuple[float, float]] | None:
                 t0 = time.perf_counter()
                 page.keyboard.press(key)
                 page.wait_for_function(
-                    f"() => {{ const h = document.querySelector(\"h3[id^='item-']\"); return h && h.id !== '{item}'; }}",
+                    "() => {"
+                    f" const h = document.querySelector(\"h3[id^='item-']\"); return h && h.id !== '{item}'; }}",
                     timeout=60_000,
                     polling="raf",
                 )

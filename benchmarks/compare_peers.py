@@ -400,7 +400,8 @@ def write_report(results: pd.DataFrame, path: Path, timing: str | None) -> None:
         best_peer = max(peers, key=peers.get)
         add(
             f"- Ahead of every peer on {setting}: {'yes' if dc > peers[best_peer] else 'no'} "
-            f"(decision_change {dc:.3f}, best peer {best_peer} {peers[best_peer]:.3f}, difference {dc - peers[best_peer]:+.3f})."
+            f"(decision_change {dc:.3f}, best peer {best_peer} {peers[best_peer]:.3f}, difference "
+            f"{dc - peers[best_peer]:+.3f})."
         )
     add("")
     add("## Where decision_change falls short of the best (beyond one SE)")

@@ -357,7 +357,8 @@ def report(runs: list[Run], info: dict, rknn: list[dict], n_rknn: int, args, wal
         "",
         f"Produced by `benchmarks/evaluate_learners.py` with `{command}` (repository root, no network),",
         f"on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, git HEAD `{git_head()}`, Python {platform.python_version()},",
-        f"numpy {np.__version__}, scikit-learn {sklearn.__version__}; {args.splits} splits; total wall time {wall / 60:.1f} min",
+        f"numpy {np.__version__}, scikit-learn {sklearn.__version__}; {args.splits} splits; total wall time "
+        f"{wall / 60:.1f} min",
         "on a shared 2-core machine (other jobs were running, so the seconds below are indicative only);",
         "BLAS limited to one thread (`threadpoolctl`).",
         "Do not edit by hand: rerun the command.",
@@ -621,7 +622,8 @@ def rknn_section(rknn: list[dict], n_rows: int, args) -> list[str]:
         "",
         f"scikit-learn's breast-cancer set (WDBC, {n_rows} × 30), positive class = malignant; training labels",
         "flipped with `engine.noise.binary_flips` (τ+ = P(observed 0 | true 1), τ− = P(observed 1 | true 0));",
-        f"k ∈ {{{', '.join(map(str, RKNN_KS))}}}, k' = {RKNN_K_NOISE}. Plain k-NN is the same vote without the correction, `I[η̂ ≥ 1/2]` on the same",
+        f"k ∈ {{{', '.join(map(str, RKNN_KS))}}}, k' = {RKNN_K_NOISE}. Plain k-NN is the same vote without the "
+        "correction, `I[η̂ ≥ 1/2]` on the same",
         "neighbours; 'clean k-NN' votes with the true training labels. Accuracy in %, mean ± std over splits.",
         "Gao et al.'s figures (Table 2 accuracy, Table 4 mean estimates) are for the UCI 'cancer' set",
         "(683 × 10, the original Wisconsin data, features in [−1, 1], 10 × 4-fold CV) — a different",

@@ -285,7 +285,10 @@ def score_checkpoint(
 
 
 def oracle_share(labels: np.ndarray, scores: np.ndarray, truth: np.ndarray, target: float) -> int:
-    """Most open items a perfect calibration could keep with this score: top by score (ties together), true error ≤ target."""
+    """Most open items a perfect calibration could keep with this score.
+
+    That is the top items by score (ties together) whose true error is at most ``target``.
+    """
     if labels.size == 0:
         return 0
     order = np.argsort(-scores, kind="stable")
@@ -380,7 +383,8 @@ def evaluate(name: str, load: Callable[[int], Pool], seeds: tuple[int, ...], log
             shares = "  ".join(f"{r['method']} {100 * r['model'] / r['n']:4.1f}" for r in last)
             log(
                 f"{name:32s} seed {seed} audit {audit_share:.0%}  n {pool.X.shape[0]:4d}  partial {partial:4d}  "
-                f"answers {last[0]['answers']:3d}  audits {last[0]['audits']:3d}  model % at {MAIN_TARGET:.0%}: {shares}  "
+                f"answers {last[0]['answers']:3d}  audits {last[0]['audits']:3d}  model % at {MAIN_TARGET:.0%}: "
+                f"{shares}  "
                 f"{seconds:5.1f} s"
             )
     return rows
@@ -408,13 +412,14 @@ def labelled_share(df: pd.DataFrame) -> pd.Series:
 def source_table(df: pd.DataFrame, target: float) -> list[str]:
     """winnow's sources per data set and budget, and the other methods' model shares, at ``target``."""
     lines = [
-        "| data set | answers (audits) | expert % | given % | winnow: model % | undecided % | true error of model labels, % "
+        "| data set | answers (audits) | expert % | given % | winnow: model % | undecided % | true error of model "
+        "labels, % "
         "(mean, max, runs) | stated bound | runs within bound | random querying: model % (true error %) | "
         "PL-kNN posterior: model % (true error %) | DST-PLL rule: model % (true error %) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     sub = df[df["target"] == target]
-    for (name, budget), g in sub.groupby(["dataset", "budget"], sort=False):
+    for (name, _budget), g in sub.groupby(["dataset", "budget"], sort=False):
         win = g[g["method"] == "winnow"]
         n = win["n"]
         delivered = win[win["model"] > 0]
@@ -425,7 +430,8 @@ def source_table(df: pd.DataFrame, target: float) -> list[str]:
             m = g[g["method"] == method]
             cells.append(f"{_pct(m['model'] / m['n'])} ({_pct(m['true_error'])})")
         lines.append(
-            f"| {name} | {_answers(win)} ({win['audits'].mean():.1f}) | {_pct(win['expert'] / n)} | {_pct(win['given'] / n)} | "
+            f"| {name} | {_answers(win)} ({win['audits'].mean():.1f}) | {_pct(win['expert'] / n)} | "
+            f"{_pct(win['given'] / n)} | "
             f"{_pct(win['model'] / n)} | {_pct(win['undecided'] / n)} | {_err(win['true_error'])} | {stated} | "
             f"{covered}/{len(delivered)} | " + " | ".join(cells) + " |"
         )
@@ -455,7 +461,8 @@ def goal_labelled(df: pd.DataFrame) -> tuple[list[str], dict]:
         tally[verdict] += 1
         lines.append(
             f"| {name} | {budget} | {100 * row['winnow']:.1f} | {best} | {100 * others.max():.1f} | "
-            f"{100 * diff:+.2f} | {'met' if verdict == 'more' else ('tie: not more' if verdict == 'tie' else 'missed')} |"
+            f"{100 * diff:+.2f} | "
+            f"{'met' if verdict == 'more' else ('tie: not more' if verdict == 'tie' else 'missed')} |"
         )
     return lines, tally
 
@@ -516,10 +523,10 @@ def plot(df: pd.DataFrame, path: Path) -> None:
     cols = 4
     rows = int(np.ceil(len(sets) / cols))
     fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 3 * rows), squeeze=False)
-    colors = dict(zip(METHODS, ("C0", "C1", "C2", "C3")))
+    colors = dict(zip(METHODS, ("C0", "C1", "C2", "C3"), strict=True))
     sub = df[df["target"] == MAIN_TARGET].copy()
     sub["share"] = labelled_share(sub)
-    for ax, name in zip(axes.ravel(), sets):
+    for ax, name in zip(axes.ravel(), sets, strict=False):
         g = sub[sub["dataset"] == name]
         for share, style in ((AUDIT_SHARE, "-"), (HIGH_AUDIT_SHARE, "--")):
             v = g[g["audit_share"] == share]
@@ -605,7 +612,8 @@ def report(df: pd.DataFrame, seconds: float, notes: dict[str, str]) -> list[str]
         "",
     ]
     out += [
-        f"## Goal 1: at {MAIN_TARGET:.0%}, more of the data set labelled than every alternative ({AUDIT_SHARE:.0%} audits)",
+        f"## Goal 1: at {MAIN_TARGET:.0%}, more of the data set labelled than every alternative ({AUDIT_SHARE:.0%} "
+        "audits)",
         "",
         f"Met (strictly more) in {tally['more']} of {sum(tally.values())} (data set, budget) pairs; "
         f"tied in {tally['tie']}; fewer in {tally['less']}. Labelled = expert + given + model, mean of the seeds.",
@@ -653,7 +661,8 @@ def report(df: pd.DataFrame, seconds: float, notes: dict[str, str]) -> list[str]
         f"## Sensitivity: {HIGH_AUDIT_SHARE:.0%} audits",
         "",
         f"Goal 1 at {MAIN_TARGET:.0%} with {HIGH_AUDIT_SHARE:.0%} audits: met in {tally_high['more']} of "
-        f"{sum(tally_high.values())} (data set, budget) pairs; tied in {tally_high['tie']}; fewer in {tally_high['less']}.",
+        f"{sum(tally_high.values())} (data set, budget) pairs; tied in {tally_high['tie']}; fewer in "
+        f"{tally_high['less']}.",
         "",
         *goal1_high,
         "",
@@ -666,7 +675,8 @@ def report(df: pd.DataFrame, seconds: float, notes: dict[str, str]) -> list[str]
             "",
         ]
     out += [
-        f"## The score or the audits? What a perfect calibration could keep at {MAIN_TARGET:.0%} ({AUDIT_SHARE:.0%} audits)",
+        f"## The score or the audits? What a perfect calibration could keep at {MAIN_TARGET:.0%} ({AUDIT_SHARE:.0%} "
+        "audits)",
         "",
         "*oracle*: the largest top share of the open items by accept score (ties together) whose true error is "
         f"≤ {MAIN_TARGET:.0%}, as % of all items; *kept*: what the audits let through. Mean of the seeds.",
@@ -675,7 +685,8 @@ def report(df: pd.DataFrame, seconds: float, notes: dict[str, str]) -> list[str]
         "",
     ]
     out += [
-        f"## DST-PLL's rule without audits (what it would deliver with no evidence), winnow's order, {AUDIT_SHARE:.0%} audits",
+        f"## DST-PLL's rule without audits (what it would deliver with no evidence), winnow's order, {AUDIT_SHARE:.0%} "
+        "audits",
         "",
         *rule_table(main),
         "",

@@ -261,7 +261,7 @@ def _grid_plot(results: pd.DataFrame, names: list[str], path: Path, metric: str,
     rows = int(np.ceil(len(names) / cols))
     fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.6 * rows), squeeze=False)
     colours = {}
-    for ax, name in zip(axes.ravel(), names):
+    for ax, name in zip(axes.ravel(), names, strict=False):
         table = results[results.setting == name]
         for strategy, run in table.groupby("strategy", sort=False):
             curve = run.groupby("n_answers")[metric].agg(["mean", "std"]).fillna({"std": 0.0})
@@ -347,7 +347,8 @@ def write_report(
         f"{args.k} (uniform weights) for PL-kNN, DST-PLL and the query scores."
     )
     add(
-        f"- Budget {args.budget} answers, batch {args.batch}: metrics after every batch. The expert answers the true label "
+        f"- Budget {args.budget} answers, batch {args.batch}: metrics after every batch. The expert answers the true "
+        "label "
         "(one setting with ε = 0.1: a wrong label from the candidate set with probability 0.1)."
     )
     add(
@@ -398,7 +399,8 @@ def write_report(
         return f"{means['apl'] - means.drop('apl').max():+.3f}"
 
     add(
-        f"- **apl beats random significantly** (paired AUC gain > 2 SE) in {len(apl_sig_win)} of {len(settings_order)} settings"
+        f"- **apl beats random significantly** (paired AUC gain > 2 SE) in {len(apl_sig_win)} of {len(settings_order)} "
+        "settings"
         + (": " + "; ".join(f"{s} ({g.loc[(s, 'apl'), 'mean']:+.3f})" for s in apl_sig_win) if apl_sig_win else "")
         + "."
     )
@@ -471,7 +473,8 @@ def write_report(
     equal_sizes = [r.setting for r in info.itertuples() if r.equal_partial_sizes]
     if equal_sizes:
         add(
-            f"- `most_partial` equals `random` wherever every partial set has the same size ({', '.join(equal_sizes)}): "
+            "- `most_partial` equals `random` wherever every partial set has the same size "
+            f"({', '.join(equal_sizes)}): "
             "all scores tie and the seeded tie-break is the same random order."
         )
     always_reject = [s for s in settings_order if first.loc[s, "reject_rate"] >= 0.95]
@@ -493,7 +496,8 @@ def write_report(
         add("|---|---|---|---|---|---|")
         for r in batch_table.itertuples():
             add(
-                f"| {r.setting} | {r.batch} | {r.apl_auc:.3f} | {r.random_auc:.3f} | {r.apl_final:.3f} | {r.random_final:.3f} |"
+                f"| {r.setting} | {r.batch} | {r.apl_auc:.3f} | {r.random_auc:.3f} | {r.apl_final:.3f} | "
+                f"{r.random_final:.3f} |"
             )
         add("")
         one = batch_table[batch_table.batch == 1]
@@ -565,9 +569,8 @@ def write_report(
             for x in order
         ]
         add(
-            f"| {s} | {f0['accuracy']:.3f} | {f0['dst_accuracy']:.3f} / {f0['reject_rate']:.2f} | {f0['open_targets']:.0f} | "
-            + " | ".join(cells)
-            + " |"
+            f"| {s} | {f0['accuracy']:.3f} | {f0['dst_accuracy']:.3f} / {f0['reject_rate']:.2f} | "
+            f"{f0['open_targets']:.0f} | " + " | ".join(cells) + " |"
         )
     add("")
     add("DST-PLL at the end of the budget (accuracy / reject rate / accuracy on accepted):")
@@ -576,7 +579,8 @@ def write_report(
     add("|---|" + "---|" * len(order))
     for s in settings_order:
         cells = [
-            f"{end.loc[(s, x), 'dst_accuracy']:.3f} / {end.loc[(s, x), 'reject_rate']:.2f} / {end.loc[(s, x), 'accepted_accuracy']:.3f}"
+            f"{end.loc[(s, x), 'dst_accuracy']:.3f} / {end.loc[(s, x), 'reject_rate']:.2f} / "
+            f"{end.loc[(s, x), 'accepted_accuracy']:.3f}"
             if (s, x) in end.index
             else "–"
             for x in order

@@ -46,7 +46,7 @@ def bench(tmp_path):
     """A session on the synthetic set; half of the served items are audits (the fastest way to
     reach the 45 audits a 5 % target needs)."""
     X, Y, truth = synthetic()
-    Session = open_store(tmp_path / "w.db")
+    session_factory = open_store(tmp_path / "w.db")
 
     def work(s):
         ds = create_dataset(
@@ -60,9 +60,9 @@ def bench(tmp_path):
         )
         return create_labelling_session(s, dataset_id=ds.id, name="s", k=5).id
 
-    session_id = write_transaction(Session, work)
-    change_label_settings(Session, "s", audit_share=0.5)
-    return Workbench.open(Session, session_id)
+    session_id = write_transaction(session_factory, work)
+    change_label_settings(session_factory, "s", audit_share=0.5)
+    return Workbench.open(session_factory, session_id)
 
 
 def answer_served(bench: Workbench, n: int) -> None:
@@ -128,7 +128,7 @@ def test_model_labels_appear_only_after_enough_audited_answers(bench):
 
 
 def test_answers_to_ranked_items_are_not_audits(bench):
-    change_label_settings(bench.Session, "s", audit_share=0.0)
+    change_label_settings(bench.session_factory, "s", audit_share=0.0)
     bench.refresh()
     answer_served(bench, 20)
     labels = bench.labels()
@@ -159,7 +159,7 @@ def test_every_view_serves_the_same_audits_in_the_same_slots(bench):
     assert sorted(served.tolist()) == sorted(bench.ranked_queue().tolist())  # the same items, reordered
     audits = np.array([bench.is_audit(p) for p in served])
     assert 0 < audits.sum() < served.size
-    other = Workbench.open(bench.Session, bench.session_id)  # another process: the stored draws
+    other = Workbench.open(bench.session_factory, bench.session_id)  # another process: the stored draws
     np.testing.assert_array_equal(other.queue(), served)
     ids = np.asarray(bench.state.external_ids)
     ranked = bench.ranked_table()
@@ -176,7 +176,7 @@ def test_every_view_serves_the_same_audits_in_the_same_slots(bench):
 
 
 def test_without_audits_the_queue_is_the_ranking(bench):
-    change_label_settings(bench.Session, "s", audit_share=0.0)
+    change_label_settings(bench.session_factory, "s", audit_share=0.0)
     bench.refresh()
     np.testing.assert_array_equal(bench.queue(), bench.ranked_queue())
 
@@ -209,8 +209,8 @@ def test_an_audited_answer_does_not_vote_for_itself(bench):
 
 
 def test_settings_through_the_service(bench):
-    assert session_label_settings(bench.Session, "s") == LabelSettings(audit_share=0.5)
-    assert change_label_settings(bench.Session, "s", max_error=0.1) == LabelSettings(0.1, 0.9, 0.5)
+    assert session_label_settings(bench.session_factory, "s") == LabelSettings(audit_share=0.5)
+    assert change_label_settings(bench.session_factory, "s", max_error=0.1) == LabelSettings(0.1, 0.9, 0.5)
     bench.refresh()
     assert bench.label_settings.max_error == 0.1
     assert f"{audits_needed(0.1, 0.9)} more audited answers" in bench.labels().statement

@@ -134,17 +134,20 @@ def test_saving_a_graph_twice_keeps_the_first(store):
     _, Session, dataset_id, _ = store
     idx = np.array([[1], [0]])
     w = np.array([[0.5], [2.0]])
-    save = lambda s: save_graph(
-        s,
-        dataset_id=dataset_id,
-        content_hash="h" * 64,
-        k=1,
-        weighting="distance",  # noqa: E731
-        algorithm="exact",
-        idx=idx,
-        w=w,
-        build_seconds=0.1,
-    )
+
+    def save(s):
+        return save_graph(
+            s,
+            dataset_id=dataset_id,
+            content_hash="h" * 64,
+            k=1,
+            weighting="distance",
+            algorithm="exact",
+            idx=idx,
+            w=w,
+            build_seconds=0.1,
+        )
+
     assert write_transaction(Session, save) is True
     assert write_transaction(Session, save) is False
     with Session() as s:

@@ -18,23 +18,23 @@ def bench_factory(tmp_path):
     lines = SAMPLE.read_text().splitlines()
     small = tmp_path / "small.csv"
     small.write_text("\n".join(lines[:151]) + "\n")
-    Session = open_store(tmp_path / "w.db")
-    dataset_id, _ = import_file(Session, small, name="digits", min_rows=6)
+    session_factory = open_store(tmp_path / "w.db")
+    dataset_id, _ = import_file(session_factory, small, name="digits", min_rows=6)
 
     def make(criterion="apl", name="s", target_set="all"):
         # criterion=None: the session's default (create_session without a criterion).
         chosen = {} if criterion is None else {"criterion": criterion}
         session_id = create_session(
-            Session, dataset_id=dataset_id, name=name, k=5, weighting="uniform", target_set=target_set, **chosen
+            session_factory, dataset_id=dataset_id, name=name, k=5, weighting="uniform", target_set=target_set, **chosen
         )
-        return Workbench.open(Session, session_id)
+        return Workbench.open(session_factory, session_id)
 
     return make
 
 
 def test_random_answers_skips_and_undos_keep_ranking_equal_to_recomputation(bench_factory):
     bench = bench_factory()
-    other_tab = Workbench.open(bench.Session, bench.session_id)
+    other_tab = Workbench.open(bench.session_factory, bench.session_id)
     rng = np.random.default_rng(0)
     for step in range(25):
         annotator = ["ann", "bob"][step % 2]
@@ -51,7 +51,7 @@ def test_random_answers_skips_and_undos_keep_ranking_equal_to_recomputation(benc
             candidates = np.flatnonzero(bench.state.candidates[position])
             label = bench.label_names[int(rng.choice(candidates))] if kind == "answer" else None
             bench.record(annotator, kind, position=position, label=label)
-        fresh = Workbench.open(bench.Session, bench.session_id)
+        fresh = Workbench.open(bench.session_factory, bench.session_id)
         np.testing.assert_array_equal(bench.state.candidates, fresh.state.candidates)
         np.testing.assert_array_equal(bench.scores, fresh.scores)
         np.testing.assert_array_equal(
@@ -111,11 +111,11 @@ def test_default_session_ranks_by_decision_change_like_a_fresh_ranker(bench_fact
             bench.ranked_queue(),
             ranking_order(fresh.scores, bench.state.open_items, deferred=np.asarray(bench.state.skipped)),
         )
-        reopened = Workbench.open(bench.Session, bench.session_id)
+        reopened = Workbench.open(bench.session_factory, bench.session_id)
         np.testing.assert_array_equal(reopened.scores, bench.scores)
         assert reopened.n_open == bench.n_open
         # NL and APL are patched after each event on the targets that hold a changed item.
-        for kept, recomputed in zip(bench.label_sets(), label_sets(bench.idx, bench.w, candidates)):
+        for kept, recomputed in zip(bench.label_sets(), label_sets(bench.idx, bench.w, candidates), strict=True):
             np.testing.assert_array_equal(kept, recomputed)
     assert kinds_seen == {"answer", "skip", "undo", "none_of_these"}
 
@@ -128,7 +128,7 @@ def test_baselines_keep_nl_and_apl_equal_to_a_recomputation(bench_factory, crite
         label = int(np.flatnonzero(bench.state.candidates[position])[0])
         bench.record("ann", "answer", position=int(position), label=label)
         for kept, recomputed in zip(
-            bench.label_sets(), label_sets(bench.idx, bench.w, np.asarray(bench.state.candidates))
+            bench.label_sets(), label_sets(bench.idx, bench.w, np.asarray(bench.state.candidates)), strict=True
         ):
             np.testing.assert_array_equal(kept, recomputed)
         effects = bench.answer_effects(int(bench.queue(top=1)[0]))
@@ -223,7 +223,7 @@ def test_reject_queue_after_answers_equals_a_fresh_fit(bench_factory):
         label = bench.label_names[int(np.flatnonzero(bench.state.candidates[position])[-1])]
         bench.record("ann", "answer", position=int(position), label=label)
     patched = bench.rejects()
-    fresh = Workbench.open(bench.Session, bench.session_id).rejects()
+    fresh = Workbench.open(bench.session_factory, bench.session_id).rejects()
     np.testing.assert_array_equal(patched.positions, fresh.positions)
     np.testing.assert_allclose(patched.margin, fresh.margin, atol=1e-12)
     np.testing.assert_array_equal(patched.accepted, fresh.accepted)
@@ -234,7 +234,7 @@ def test_reject_queue_after_answers_equals_a_fresh_fit(bench_factory):
 def _bench_with_content(tmp_path, **content):
     from app.store import create_dataset, write_transaction
 
-    Session = open_store(tmp_path / "content.db")
+    session_factory = open_store(tmp_path / "content.db")
     rng = np.random.default_rng(0)
     n = 6
     Y = np.zeros((n, 2), dtype=bool)
@@ -254,11 +254,11 @@ def _bench_with_content(tmp_path, **content):
         s.flush()
         return dataset.id
 
-    dataset_id = write_transaction(Session, work)
+    dataset_id = write_transaction(session_factory, work)
     session_id = create_session(
-        Session, dataset_id=dataset_id, name="s", k=2, weighting="uniform", criterion="apl", target_set="all"
+        session_factory, dataset_id=dataset_id, name="s", k=2, weighting="uniform", criterion="apl", target_set="all"
     )
-    return Workbench.open(Session, session_id)
+    return Workbench.open(session_factory, session_id)
 
 
 def test_item_content_resolves_media_under_the_root(tmp_path):

@@ -18,12 +18,12 @@ def bench_factory(tmp_path):
     lines = SAMPLE.read_text().splitlines()
     small = tmp_path / "small.csv"
     small.write_text("\n".join(lines[:151]) + "\n")
-    Session = open_store(tmp_path / "w.db")
-    dataset_id, _ = import_file(Session, small, name="digits", min_rows=6)
+    session_factory = open_store(tmp_path / "w.db")
+    dataset_id, _ = import_file(session_factory, small, name="digits", min_rows=6)
 
     def make(criterion="apl", name="s", target_set="all"):
         session_id = create_session(
-            Session,
+            session_factory,
             dataset_id=dataset_id,
             name=name,
             k=5,
@@ -31,7 +31,7 @@ def bench_factory(tmp_path):
             criterion=criterion,
             target_set=target_set,
         )
-        return Workbench.open(Session, session_id)
+        return Workbench.open(session_factory, session_id)
 
     return make
 
@@ -54,7 +54,7 @@ def test_each_answers_effect_is_what_recording_it_does(bench_factory, criterion)
         assert [e.label_index for e in effects] == list(labels)
         nl, apl, was_open = open_and_sets(bench)
         for n, effect in enumerate(effects):
-            trial = Workbench.open(bench.Session, bench.session_id)
+            trial = Workbench.open(bench.session_factory, bench.session_id)
             trial.record(f"trial{n}", "answer", position=position, label=effect.label_index)
             after_nl, after_apl, now_open = open_and_sets(trial)
             assert effect.settled == int((was_open & ~now_open).sum())
@@ -111,7 +111,7 @@ def test_a_session_uses_the_default_keys_until_it_sets_its_own(bench_factory):
     assert bench.hotkeys == default_hotkeys(labels) == {d: d for d in labels}
     assert bench.set_hotkeys({"0": "q", "1": "w"}) == {"0": "q", "1": "w"}
     assert bench.hotkeys == {"0": "q", "1": "w"}
-    assert Workbench.open(bench.Session, bench.session_id).hotkeys == {"0": "q", "1": "w"}
+    assert Workbench.open(bench.session_factory, bench.session_id).hotkeys == {"0": "q", "1": "w"}
     with pytest.raises(InvalidRecord, match="key 'u' of '2' is the key of the action 'undo'"):
         bench.set_hotkeys({"2": "u"})
     assert bench.hotkeys == {"0": "q", "1": "w"}

@@ -86,18 +86,18 @@ def is_local_address(address: str | None) -> bool:
     return (address or "").strip().strip("[]").lower() in LOCAL_ADDRESSES
 
 
-def has_users(Session: sessionmaker[Session]) -> bool:
+def has_users(session_factory: sessionmaker[Session]) -> bool:
     """True once the store has any account."""
-    with Session() as s:
+    with session_factory() as s:
         return users_exist(s)
 
 
-def sign_in_required(Session: sessionmaker[Session], address: str | None) -> bool:
+def sign_in_required(session_factory: sessionmaker[Session], address: str | None) -> bool:
     """Team mode: the store has users, or the server listens beyond this machine."""
-    return not is_local_address(address) or has_users(Session)
+    return not is_local_address(address) or has_users(session_factory)
 
 
-def sign_in_with_password(Session: sessionmaker[Session], name: str, password: str) -> UserInfo:
+def sign_in_with_password(session_factory: sessionmaker[Session], name: str, password: str) -> UserInfo:
     """Check a name and password (the attempt is audited and counts for the rate limit).
 
     Raises
@@ -105,14 +105,14 @@ def sign_in_with_password(Session: sessionmaker[Session], name: str, password: s
     SignInRefused
         Wrong name or password, disabled account, or too many recent failures.
     """
-    result = write_transaction(Session, lambda s: sign_in(s, name=name, password=password))
+    result = write_transaction(session_factory, lambda s: sign_in(s, name=name, password=password))
     if result.user is None:
         raise SignInRefused(result.reason or "sign-in refused")
     return result.user
 
 
 def sign_in_with_identity(
-    Session: sessionmaker[Session], claims: Mapping[str, Any], provider: str = "oidc"
+    session_factory: sessionmaker[Session], claims: Mapping[str, Any], provider: str = "oidc"
 ) -> UserInfo:
     """Sign in a person an OIDC provider authenticated (``st.user``'s claims).
 
@@ -122,13 +122,13 @@ def sign_in_with_identity(
     name = next((str(claims[c]) for c in OIDC_NAME_CLAIMS if claims.get(c)), None)
     if name is None:
         raise SignInRefused(f"the identity provider sent none of the claims {list(OIDC_NAME_CLAIMS)}")
-    result = write_transaction(Session, lambda s: sign_in_external(s, name=name, provider=provider))
+    result = write_transaction(session_factory, lambda s: sign_in_external(s, name=name, provider=provider))
     if result.user is None:
         raise SignInRefused(result.reason or "sign-in refused")
     return result.user
 
 
-def open_sign_in(Session: sessionmaker[Session], name: str, password: str) -> tuple[UserInfo, str]:
+def open_sign_in(session_factory: sessionmaker[Session], name: str, password: str) -> tuple[UserInfo, str]:
     """Check a name and password and start a signed-in session: the account and the token
     for the browser's ``HttpOnly`` cookie. One transaction: the attempt is audited either way.
 
@@ -144,18 +144,18 @@ def open_sign_in(Session: sessionmaker[Session], name: str, password: str) -> tu
             return None, result.reason or "sign-in refused"
         return result.user, start_sign_in_session(s, user_name=result.user.name)
 
-    user, token_or_reason = write_transaction(Session, work)
+    user, token_or_reason = write_transaction(session_factory, work)
     if user is None:
         raise SignInRefused(token_or_reason)
     return user, token_or_reason
 
 
 def open_sign_in_with_identity(
-    Session: sessionmaker[Session], claims: Mapping[str, Any], provider: str = "oidc"
+    session_factory: sessionmaker[Session], claims: Mapping[str, Any], provider: str = "oidc"
 ) -> tuple[UserInfo, str]:
     """:func:`sign_in_with_identity`, then a signed-in session as :func:`open_sign_in`."""
-    user = sign_in_with_identity(Session, claims, provider)
-    token = write_transaction(Session, lambda s: start_sign_in_session(s, user_name=user.name))
+    user = sign_in_with_identity(session_factory, claims, provider)
+    token = write_transaction(session_factory, lambda s: start_sign_in_session(s, user_name=user.name))
     return user, token
 
 
@@ -164,25 +164,25 @@ def sign_in_handle(token: str) -> str:
     return token_hash(token)
 
 
-def account_signed_in(Session: sessionmaker[Session], handle: str | None) -> UserInfo | None:
+def account_signed_in(session_factory: sessionmaker[Session], handle: str | None) -> UserInfo | None:
     """The active account behind a signed-in session's handle (:func:`sign_in_handle`), or
     ``None`` when it is unknown, expired, signed out or its user disabled. Checked on every
     request and every page run."""
     if not handle:
         return None
-    with Session() as s:
+    with session_factory() as s:
         return signed_in_user(s, handle)
 
 
-def sign_out(Session: sessionmaker[Session], handle: str | None) -> bool:
+def sign_out(session_factory: sessionmaker[Session], handle: str | None) -> bool:
     """End a signed-in session: the browser's cookie proves nothing any more."""
-    return write_transaction(Session, lambda s: end_sign_in_session(s, handle))
+    return write_transaction(session_factory, lambda s: end_sign_in_session(s, handle))
 
 
-def may_upload(Session: sessionmaker[Session], user_name: str) -> bool:
+def may_upload(session_factory: sessionmaker[Session], user_name: str) -> bool:
     """Whether the upload policy lets this signed-in user send files (the sign-in gate asks
     before a byte of the upload is read)."""
-    with Session() as s:
+    with session_factory() as s:
         try:
             authorize_upload(s, user_name)
         except InvalidInput:
@@ -190,9 +190,9 @@ def may_upload(Session: sessionmaker[Session], user_name: str) -> bool:
     return True
 
 
-def may_read_server_metrics(Session: sessionmaker[Session], user_name: str) -> bool:
+def may_read_server_metrics(session_factory: sessionmaker[Session], user_name: str) -> bool:
     """Whether this signed-in user may read the server's metrics: those who may read the audit log."""
-    with Session() as s:
+    with session_factory() as s:
         try:
             authorize_audit(s, user_name, what="server metrics")
         except InvalidInput:
@@ -200,10 +200,10 @@ def may_read_server_metrics(Session: sessionmaker[Session], user_name: str) -> b
     return True
 
 
-def active_user(Session: sessionmaker[Session], name: str) -> UserInfo | None:
+def active_user(session_factory: sessionmaker[Session], name: str) -> UserInfo | None:
     """The account ``name`` if it still exists and is active (checked on every page run, so a
     disabled user is signed out at their next click)."""
-    with Session() as s:
+    with session_factory() as s:
         try:
             user = get_user(s, name)
         except InvalidInput:
@@ -212,47 +212,51 @@ def active_user(Session: sessionmaker[Session], name: str) -> UserInfo | None:
 
 
 def create_user(
-    Session: sessionmaker[Session], name: str, *, role: str, password: str | None, actor: str | None = None
+    session_factory: sessionmaker[Session], name: str, *, role: str, password: str | None, actor: str | None = None
 ) -> UserInfo:
     """``winnow user add``: a new account (``actor=None``: the command line)."""
-    return write_transaction(Session, lambda s: add_user(s, name=name, role=role, password=password, actor=actor))
+    return write_transaction(
+        session_factory, lambda s: add_user(s, name=name, role=role, password=password, actor=actor)
+    )
 
 
-def users(Session: sessionmaker[Session]) -> list[UserInfo]:
+def users(session_factory: sessionmaker[Session]) -> list[UserInfo]:
     """Every account, oldest first."""
-    with Session() as s:
+    with session_factory() as s:
         return list_users(s)
 
 
-def change_role(Session: sessionmaker[Session], name: str, role: str, *, actor: str | None = None) -> UserInfo:
-    return write_transaction(Session, lambda s: set_role(s, name=name, role=role, actor=actor))
+def change_role(session_factory: sessionmaker[Session], name: str, role: str, *, actor: str | None = None) -> UserInfo:
+    return write_transaction(session_factory, lambda s: set_role(s, name=name, role=role, actor=actor))
 
 
-def disable_user(Session: sessionmaker[Session], name: str, *, actor: str | None = None) -> UserInfo:
-    return write_transaction(Session, lambda s: set_active(s, name=name, active=False, actor=actor))
+def disable_user(session_factory: sessionmaker[Session], name: str, *, actor: str | None = None) -> UserInfo:
+    return write_transaction(session_factory, lambda s: set_active(s, name=name, active=False, actor=actor))
 
 
-def change_password(Session: sessionmaker[Session], name: str, password: str, *, actor: str | None = None) -> None:
-    write_transaction(Session, lambda s: set_password(s, name=name, password=password, actor=actor))
+def change_password(
+    session_factory: sessionmaker[Session], name: str, password: str, *, actor: str | None = None
+) -> None:
+    write_transaction(session_factory, lambda s: set_password(s, name=name, password=password, actor=actor))
 
 
 def assign(
-    Session: sessionmaker[Session], session_name: str, names: Sequence[str], *, actor: str | None = None
+    session_factory: sessionmaker[Session], session_name: str, names: Sequence[str], *, actor: str | None = None
 ) -> list[str]:
     """``winnow session assign``: returns the names newly assigned."""
 
     def work(s: Session) -> list[str]:
         return assign_users(s, session_id=get_session_by_name(s, session_name).id, names=list(names), actor=actor)
 
-    return write_transaction(Session, work)
+    return write_transaction(session_factory, work)
 
 
 def set_session_overlap(
-    Session: sessionmaker[Session], session_name: str, overlap: int, *, actor: str | None = None
+    session_factory: sessionmaker[Session], session_name: str, overlap: int, *, actor: str | None = None
 ) -> None:
     """How many annotators must answer each item of a session."""
 
     def work(s: Session) -> None:
         set_overlap(s, session_id=get_session_by_name(s, session_name).id, overlap=overlap, actor=actor)
 
-    write_transaction(Session, work)
+    write_transaction(session_factory, work)

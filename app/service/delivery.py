@@ -137,14 +137,14 @@ class LabelDecision:
 # ---------------------------------------------------------------------------------- settings
 
 
-def session_label_settings(Session: sessionmaker[Session], session_name: str) -> LabelSettings:
+def session_label_settings(session_factory: sessionmaker[Session], session_name: str) -> LabelSettings:
     """The label settings of the session called ``session_name``."""
-    with Session() as s:
+    with session_factory() as s:
         return label_settings(s, get_session_by_name(s, session_name).id)
 
 
 def change_label_settings(
-    Session: sessionmaker[Session],
+    session_factory: sessionmaker[Session],
     session_name: str,
     *,
     max_error: float | None = None,
@@ -166,7 +166,7 @@ def change_label_settings(
         settings = replace(label_settings(s, session_id), **changes)
         return set_label_settings(s, session_id=session_id, settings=settings, actor=actor)
 
-    return write_transaction(Session, work)
+    return write_transaction(session_factory, work)
 
 
 # ---------------------------------------------------------------------------------- labels

@@ -153,7 +153,7 @@ def neighbours(ranking: RankingState, state: SessionState, position: int) -> lis
             candidates=tuple(names[m] for m in np.flatnonzero(Y[int(n)])),
             weight=float(weight),
         )
-        for n, weight in zip(idx_row, w_row)
+        for n, weight in zip(idx_row, w_row, strict=True)
     ]
 
 
@@ -206,19 +206,21 @@ def _explain_target(ranking: RankingState, state: SessionState, row: int, positi
     if open_labels.size:
         label = int(open_labels[0])
         chosen = witness(local, w_row, Y, label)
+        # PL holds the label and NL does not: it can win, so a winning completion exists.
+        assert chosen is not None, f"no witness for possible label {label}"
         witness_label = names[label]
         completion = [
             (state.external_ids[n], names[c], "|".join(names[m] for m in np.flatnonzero(Y[j])))
-            for j, (n, c) in enumerate(zip(idx_row, chosen))
+            for j, (n, c) in enumerate(zip(idx_row, chosen, strict=True))
         ]
     after = {}
     slots = np.flatnonzero(idx_row == position)
-    for label in np.flatnonzero(candidates[position]):
+    for answer in np.flatnonzero(candidates[position]):
         answered = Y.copy()
         answered[slots] = False
-        answered[slots, label] = True
+        answered[slots, answer] = True
         nl_after = _necessary_of_target(local, w_row, answered)
-        after[names[label]] = [names[m] for m in np.flatnonzero(nl_after)]
+        after[names[answer]] = [names[m] for m in np.flatnonzero(nl_after)]
     return TargetExplanation(
         target=int(ranking.targets[row]),
         target_id=state.external_ids[int(ranking.targets[row])],

@@ -24,6 +24,8 @@ from engine.choices import DEFAULT_STRATEGY
 
 if TYPE_CHECKING:
     from app.service.workbench import Workbench
+    from engine.choices import Criterion
+    from engine.neighbors import Weights
 
 __all__ = [
     "EXPORT_KINDS",
@@ -65,8 +67,8 @@ def session_table(bench: Workbench, what: str, *, actor: str | None) -> pd.DataF
     """
     check_choice(what, "what", EXPORT_KINDS)
     if what == "events":
-        return events_table(bench.Session, bench.session_id, actor=actor)
-    with bench.Session() as s:
+        return events_table(bench.session_factory, bench.session_id, actor=actor)
+    with bench.session_factory() as s:
         authorize_session(s, actor, f"export_{what}", bench.session_id, what=f"export {what}")
     return bench.ranked_table() if what == "ranked" else bench.labelled_table()
 
@@ -86,7 +88,7 @@ EVENT_COLUMNS: tuple[str, ...] = (
 )
 
 
-def events_table(Session: sessionmaker[Session], session_id: int, *, actor: str | None) -> pd.DataFrame:
+def events_table(session_factory: sessionmaker[Session], session_id: int, *, actor: str | None) -> pd.DataFrame:
     """Every event of a session, oldest first (:func:`app.store.event_log` as a table).
 
     ``label`` is the label's *name* (``"3"``, never ``3.0``; empty for a skip, an undo or
@@ -106,7 +108,7 @@ def events_table(Session: sessionmaker[Session], session_id: int, *, actor: str 
     app.store.PermissionDenied
         ``actor`` may not export the session's events.
     """
-    with Session() as s:
+    with session_factory() as s:
         authorize_session(s, actor, "export_events", session_id, what="export events")
         log = event_log(s, session_id)
         with_audit = "export_audit" in session_actions(s, actor, session_id)
@@ -150,7 +152,7 @@ def events_table(Session: sessionmaker[Session], session_id: int, *, actor: str 
 AUDIT_COLUMNS: tuple[str, ...] = ("audit_id", "created_at", "kind", "user", "actor", "session_id", "detail")
 
 
-def audit_table(Session: sessionmaker[Session], *, actor: str | None) -> pd.DataFrame:
+def audit_table(session_factory: sessionmaker[Session], *, actor: str | None) -> pd.DataFrame:
     """The whole audit log, oldest first (``winnow user audit``): sign-ins and failed ones
     (an unknown name only as its tag), account changes, assignments, overlap and answer-key
     changes.
@@ -162,7 +164,7 @@ def audit_table(Session: sessionmaker[Session], *, actor: str | None) -> pd.Data
     app.store.PermissionDenied
         ``actor`` may not read the audit log.
     """
-    with Session() as s:
+    with session_factory() as s:
         rows = audit_log(s, actor=actor)
     return pd.DataFrame(
         {
@@ -227,8 +229,9 @@ def rank_file(
     from engine.query import CRITERIA, open_neighbourhoods, query_scores
     from engine.winners import label_sets, open_targets
 
-    check_choice(criterion, "criterion", CRITERIA)
-    check_choice(weighting, "weighting", WEIGHTINGS)
+    # check_choice returns the value unchanged, now known to be one of the names.
+    chosen_criterion: Criterion = check_choice(criterion, "criterion", CRITERIA)
+    weights: Weights = check_choice(weighting, "weighting", WEIGHTINGS)
     allowed = {
         "text_column",
         "image_column",
@@ -244,17 +247,17 @@ def rank_file(
     with progress(f"Reading {Path(path).name}"):
         loaded = read_dataset(path, **content)  # knn_graph says it when k is too large for the file
     with progress(f"Building the {k}-NN graph of {loaded.n_instances} instances"):
-        idx, w = knn_graph(loaded.X, k=k, weights=weighting)
+        idx, w = knn_graph(loaded.X, k=k, weights=weights)
     Y = loaded.candidates
     if dask is not None or workers is not None:
         from engine.distributed import dask_client, distributed_label_sets, distributed_query_scores
 
         with progress(f"Scoring with criterion {criterion} over Dask"), dask_client(dask, n_workers=workers) as client:
-            scores = distributed_query_scores(idx, w, Y, criterion=criterion, random_state=seed, client=client)
+            scores = distributed_query_scores(idx, w, Y, criterion=chosen_criterion, random_state=seed, client=client)
             is_open = open_targets(*distributed_label_sets(idx, w, Y, client=client))
     else:
         with progress(f"Scoring with criterion {criterion}"):
-            scores = query_scores(idx, w, Y, criterion=criterion, random_state=seed)
+            scores = query_scores(idx, w, Y, criterion=chosen_criterion, random_state=seed)
             is_open = open_targets(*label_sets(idx, w, Y))
     return ranked_query_table(
         scores,

@@ -20,13 +20,23 @@ import threading
 import time
 from dataclasses import dataclass
 from importlib.util import find_spec
+from typing import Literal
 
 import numpy as np
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.service.tasks import ProgressTracker
 from app.store import find_graph, save_graph, session_dataset_size, write_transaction
-from engine.neighbors import APPROX_THRESHOLD, HNSW_EF_CONSTRUCTION, HNSW_EF_SEARCH, HNSW_LINKS, knn_graph
+from engine import check_choice
+from engine.choices import WEIGHTINGS
+from engine.neighbors import (
+    APPROX_THRESHOLD,
+    HNSW_EF_CONSTRUCTION,
+    HNSW_EF_SEARCH,
+    HNSW_LINKS,
+    Weights,
+    knn_graph,
+)
 
 __all__ = ["GraphResult", "graph_key", "graph_algorithm", "dataset_graph", "graph_builds", "session_dataset"]
 
@@ -59,7 +69,7 @@ class GraphResult:
     build_seconds: float
 
 
-def graph_algorithm(n_instances: int) -> str:
+def graph_algorithm(n_instances: int) -> Literal["exact", "approx"]:
     """The search :func:`engine.neighbors.knn_graph` runs with ``algorithm="auto"``."""
     return "approx" if n_instances >= APPROX_THRESHOLD and find_spec("faiss") is not None else "exact"
 
@@ -73,9 +83,10 @@ def graph_key(X: np.ndarray, *, k: int, weighting: str, algorithm: str) -> str:
     Examples
     --------
     >>> X = np.zeros((3, 2))
-    >>> graph_key(X, k=1, weighting="uniform", algorithm="exact") == graph_key(X.copy(), k=1, weighting="uniform", algorithm="exact")
+    >>> key = graph_key(X, k=1, weighting="uniform", algorithm="exact")
+    >>> key == graph_key(X.copy(), k=1, weighting="uniform", algorithm="exact")
     True
-    >>> graph_key(X, k=1, weighting="uniform", algorithm="exact") == graph_key(X, k=2, weighting="uniform", algorithm="exact")
+    >>> key == graph_key(X, k=2, weighting="uniform", algorithm="exact")
     False
     """
     X = np.ascontiguousarray(X, dtype="<f8")
@@ -83,12 +94,12 @@ def graph_key(X: np.ndarray, *, k: int, weighting: str, algorithm: str) -> str:
     if algorithm == "approx":
         params += f";hnsw={HNSW_LINKS},{HNSW_EF_CONSTRUCTION},{HNSW_EF_SEARCH}"
     digest = hashlib.sha256(params.encode())
-    digest.update(memoryview(X).cast("B"))
+    digest.update(X.data.cast("B"))
     return digest.hexdigest()
 
 
 def dataset_graph(
-    Session: sessionmaker[Session],
+    session_factory: sessionmaker[Session],
     *,
     dataset_id: int,
     X: np.ndarray,
@@ -100,7 +111,7 @@ def dataset_graph(
 
     Parameters
     ----------
-    Session : sessionmaker
+    session_factory : sessionmaker
         From :func:`app.store.open_store`.
     dataset_id : int
     X : array of shape (n_instances, n_features)
@@ -118,7 +129,7 @@ def dataset_graph(
     report("hash", 0, n)
     key = graph_key(X, k=k, weighting=weighting, algorithm=algorithm)
     report("hash", n, n)
-    with Session() as s:
+    with session_factory() as s:
         stored = find_graph(s, key)
     if stored is not None:
         log.info("loaded neighbour graph %s of dataset %d (%d x %d)", key[:12], dataset_id, n, k)
@@ -129,11 +140,12 @@ def dataset_graph(
         _builds += 1
     log.info("building neighbour graph %s of dataset %d (%d x %d, %s)", key[:12], dataset_id, n, k, algorithm)
     started = time.perf_counter()
-    idx, w = knn_graph(X, k=k, weights=weighting, exclude_self=True, algorithm=algorithm, progress=report)
+    weights: Weights = check_choice(weighting, "weighting", WEIGHTINGS)
+    idx, w = knn_graph(X, k=k, weights=weights, exclude_self=True, algorithm=algorithm, progress=report)
     seconds = time.perf_counter() - started
     report("save", 0, 1)
     write_transaction(
-        Session,
+        session_factory,
         lambda s: save_graph(
             s,
             dataset_id=dataset_id,
@@ -152,11 +164,11 @@ def dataset_graph(
     return GraphResult(key, idx, w, algorithm, True, seconds)
 
 
-def session_dataset(Session: sessionmaker[Session], session_id: int) -> tuple[int, int]:
+def session_dataset(session_factory: sessionmaker[Session], session_id: int) -> tuple[int, int]:
     """``(dataset id, number of items)`` of a session's dataset (one cheap read).
 
     The app keys its shared in-memory copy of a session's arrays by this, so items added
     to the dataset make the next rerun load afresh.
     """
-    with Session() as s:
+    with session_factory() as s:
         return session_dataset_size(s, session_id)

@@ -41,7 +41,7 @@ def set_session_keys(
     """
     with bench.lock:
         stored = write_transaction(
-            bench.Session, lambda s: set_session_hotkeys(s, bench.session_id, mapping, actor=actor)
+            bench.session_factory, lambda s: set_session_hotkeys(s, bench.session_id, mapping, actor=actor)
         )
         config = replace(bench.config, hotkeys=None if mapping is None else dict(stored))
         bench.state = replace(bench.state, config=config)

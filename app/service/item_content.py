@@ -49,15 +49,15 @@ class ContentReader:
 
     Parameters
     ----------
-    Session : sessionmaker
+    session_factory : sessionmaker
         The store.
     dataset_id : int
     dataset_name : str
         For the messages.
     """
 
-    def __init__(self, Session: sessionmaker[Session], dataset_id: int, dataset_name: str) -> None:
-        self.Session = Session
+    def __init__(self, session_factory: sessionmaker[Session], dataset_id: int, dataset_name: str) -> None:
+        self.session_factory = session_factory
         self.dataset_id = dataset_id
         self.dataset_name = dataset_name
         self._content: DatasetContent | None = None
@@ -66,7 +66,7 @@ class ContentReader:
     def dataset_content(self) -> DatasetContent:
         """Every item's content as stored (media paths relative to the media root)."""
         if self._content is None:
-            with self.Session() as s:
+            with self.session_factory() as s:
                 self._content = dataset_content(s, self.dataset_id)
             if self._content.media_root is not None:
                 self._media_root = Path(self._content.media_root).resolve()

@@ -124,7 +124,7 @@ def replay_progress(
             "rejects": int((open_items & ~accepted).sum()),
             "expert_or_given": int(((Y.sum(axis=1) == 1) & ~set_aside).sum()),
         }
-        if known is not None:
+        if known is not None and true_labels is not None:  # the second test is for the type checker
             right = labels[known] == true_labels[known]
             row["dst_accuracy"] = float(right.mean())
             kept = accepted[known]
@@ -156,7 +156,7 @@ def session_progress(bench: Workbench, n_events: int | None = None, *, actor: st
     ``actor`` must be allowed the session's ``progress`` (:mod:`app.store.policies.sessions`:
     an annotator only on a session assigned to them); ``None`` is the command line.
     """
-    with bench.Session() as s:
+    with bench.session_factory() as s:
         authorize_session(s, actor, "progress", bench.session_id)
         events = session_events(s, bench.session_id)
     state = bench.state

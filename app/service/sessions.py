@@ -84,7 +84,7 @@ SAMPLE_DATASET = "digits_partial"
 
 
 def import_file(
-    Session: sessionmaker[Session],
+    session_factory: sessionmaker[Session],
     path: str | Path,
     *,
     name: str | None,
@@ -115,7 +115,7 @@ def import_file(
 
     Parameters
     ----------
-    Session : sessionmaker
+    session_factory : sessionmaker
         From :func:`app.store.open_store`.
     path : str or Path
         Any file :func:`app.io.read_dataset` reads, or a folder of images
@@ -156,8 +156,8 @@ def import_file(
     if session is not None:
         session = check_session_spec(session)
         min_rows = max(min_rows, session.k + 1)
-    remove_abandoned_imports(Session)  # an import whose process died holds no name
-    with Session() as s:  # cheap, and spares reading a large file for nothing
+    remove_abandoned_imports(session_factory)  # an import whose process died holds no name
+    with session_factory() as s:  # cheap, and spares reading a large file for nothing
         check_dataset_name_free(s, dataset_name)
         if session is not None:
             check_session_name_free(s, session.name)
@@ -203,13 +203,17 @@ def import_file(
     report("read", n, n)
     report("store", 0, n)
     dataset_id = store_dataset(
-        Session, loaded, name=dataset_name, session=session, on_batch=lambda done, total: report("store", done, total)
+        session_factory,
+        loaded,
+        name=dataset_name,
+        session=session,
+        on_batch=lambda done, total: report("store", done, total),
     )
     return dataset_id, n
 
 
 def store_dataset(
-    Session: sessionmaker[Session],
+    session_factory: sessionmaker[Session],
     loaded: LoadedDataset,
     *,
     name: str,
@@ -246,11 +250,11 @@ def store_dataset(
         )
     except InvalidRecord as exc:
         raise DataFileError(loaded.source, str(exc)) from None
-    return import_dataset(Session, checked, labelling=session, on_batch=on_batch).dataset_id
+    return import_dataset(session_factory, checked, labelling=session, on_batch=on_batch).dataset_id
 
 
 def import_image_folder(
-    Session: sessionmaker[Session],
+    session_factory: sessionmaker[Session],
     folder: str | Path,
     labels: str | Path | None = None,
     *,
@@ -268,7 +272,7 @@ def import_image_folder(
     if not Path(folder).is_dir():
         raise InvalidInput(f"{Path(folder).name!r} is not a folder of images")
     return import_file(
-        Session,
+        session_factory,
         folder,
         name=name or Path(folder).resolve().name,
         min_rows=min_rows,
@@ -278,7 +282,7 @@ def import_image_folder(
     )
 
 
-def featurize_items(Session: sessionmaker[Session], dataset: int | str, items: Sequence[Any]) -> np.ndarray:
+def featurize_items(session_factory: sessionmaker[Session], dataset: int | str, items: Sequence[Any]) -> np.ndarray:
     """Features of new items with the featurizer recorded on ``dataset`` at its import.
 
     The same transform, fitted once on the dataset's items: a text featurized here gets the
@@ -303,7 +307,7 @@ def featurize_items(Session: sessionmaker[Session], dataset: int | str, items: S
     """
     from app.io.featurizers import FeaturizerRecord, featurizer_from_record
 
-    with Session() as s:
+    with session_factory() as s:
         found = get_dataset_by_name(s, dataset) if isinstance(dataset, str) else get_dataset_by_id(s, dataset)
         stored = dataset_featurizer(s, found.id)
         dataset_name = found.name
@@ -317,7 +321,7 @@ def featurize_items(Session: sessionmaker[Session], dataset: int | str, items: S
 
 
 def create_session(
-    Session: sessionmaker[Session],
+    session_factory: sessionmaker[Session],
     *,
     dataset_id: int,
     name: str,
@@ -348,45 +352,45 @@ def create_session(
         s.flush()
         return labelling.id
 
-    return write_transaction(Session, work)
+    return write_transaction(session_factory, work)
 
 
-def session_id_by_name(Session: sessionmaker[Session], name: str) -> int:
+def session_id_by_name(session_factory: sessionmaker[Session], name: str) -> int:
     """The id of the labelling session called ``name`` (:class:`~app.store.RecordNotFound`)."""
-    with Session() as s:
+    with session_factory() as s:
         return get_session_by_name(s, name).id
 
 
-def dataset_id_by_name(Session: sessionmaker[Session], name: str) -> int:
+def dataset_id_by_name(session_factory: sessionmaker[Session], name: str) -> int:
     """The id of the dataset called ``name`` (:class:`~app.store.RecordNotFound`)."""
-    with Session() as s:
+    with session_factory() as s:
         return get_dataset_by_name(s, name).id
 
 
-def session_summaries(Session: sessionmaker[Session], *, actor: str | None) -> list[SessionConfig]:
+def session_summaries(session_factory: sessionmaker[Session], *, actor: str | None) -> list[SessionConfig]:
     """The labelling sessions ``actor`` may list (configuration and dataset name), oldest first.
 
     ``actor`` is the signed-in user (an annotator sees only the sessions assigned to them:
     :mod:`app.store.policies.sessions`); ``None`` is the command line or single-user mode,
     which see every session.
     """
-    with Session() as s:
+    with session_factory() as s:
         return session_configs(s, actor=actor)
 
 
-def session_rights(Session: sessionmaker[Session], session_id: int, *, actor: str | None) -> frozenset[str]:
+def session_rights(session_factory: sessionmaker[Session], session_id: int, *, actor: str | None) -> frozenset[str]:
     """What ``actor`` may do with a session: keys of :data:`SESSION_ACTIONS` (``"open"``,
     ``"export_events"``, ``"change_keys"``, ...). The pages draw only what this allows; the
     store checks each read and write again."""
-    with Session() as s:
+    with session_factory() as s:
         return session_actions(s, actor, session_id)
 
 
-def creation_rights(Session: sessionmaker[Session], *, actor: str | None) -> frozenset[str]:
+def creation_rights(session_factory: sessionmaker[Session], *, actor: str | None) -> frozenset[str]:
     """What ``actor`` may bring into the store: ``"create"`` (a session on a stored dataset)
     and ``"upload"`` (a file), as :mod:`app.store.policies` decides (admins in team mode)."""
     rights = set()
-    with Session() as s:
+    with session_factory() as s:
         for right, check in (
             ("create", lambda: authorize_session(s, actor, "create")),
             ("upload", lambda: authorize_upload(s, actor)),
@@ -399,7 +403,9 @@ def creation_rights(Session: sessionmaker[Session], *, actor: str | None) -> fro
     return frozenset(rights)
 
 
-def check_session_action(Session: sessionmaker[Session], session_id: int, action: str, *, actor: str | None) -> None:
+def check_session_action(
+    session_factory: sessionmaker[Session], session_id: int, action: str, *, actor: str | None
+) -> None:
     """Refuse ``action`` (a key of :data:`SESSION_ACTIONS`) on a session unless ``actor`` may.
 
     Raises
@@ -407,25 +413,25 @@ def check_session_action(Session: sessionmaker[Session], session_id: int, action
     app.store.PermissionDenied
         An :class:`~engine.exceptions.InvalidInput` whose message says who may.
     """
-    with Session() as s:
+    with session_factory() as s:
         authorize_session(s, actor, action, session_id)
 
 
-def dataset_names(Session: sessionmaker[Session]) -> list[str]:
+def dataset_names(session_factory: sessionmaker[Session]) -> list[str]:
     """The names of the stored datasets, oldest first."""
-    with Session() as s:
+    with session_factory() as s:
         return [d.name for d in list_datasets(s)]
 
 
-def latest_session_id(Session: sessionmaker[Session], *, actor: str | None = None) -> int | None:
+def latest_session_id(session_factory: sessionmaker[Session], *, actor: str | None = None) -> int | None:
     """The session with the most recent activity among those ``actor`` may list (the one the
     browser app opens first; ``None``: every session)."""
-    sessions = session_summaries(Session, actor=actor)
+    sessions = session_summaries(session_factory, actor=actor)
     return max(sessions, key=lambda x: (x.updated_at, x.session_id)).session_id if sessions else None
 
 
 def record_answer(
-    Session: sessionmaker[Session],
+    session_factory: sessionmaker[Session],
     session_name: str,
     *,
     annotator: str,
@@ -440,7 +446,7 @@ def record_answer(
     retried with the same ``idempotency_key`` is recorded once: the retry returns the id of the
     event the first one recorded (see :func:`app.store.record_event`).
     """
-    session_id = session_id_by_name(Session, session_name)
+    session_id = session_id_by_name(session_factory, session_name)
 
     def work(s: Session) -> int:
         position = None if item is None else instance_position(s, session_id, item)
@@ -456,10 +462,12 @@ def record_answer(
         s.flush()
         return event.id
 
-    return write_transaction(Session, work)
+    return write_transaction(session_factory, work)
 
 
-def record_answers_file(Session: sessionmaker[Session], session_name: str, path: str | Path, *, annotator: str) -> int:
+def record_answers_file(
+    session_factory: sessionmaker[Session], session_name: str, path: str | Path, *, annotator: str
+) -> int:
     """Record every answer of a file (``id,label[,annotator]``) in one transaction; returns
     how many.
 
@@ -478,7 +486,7 @@ def record_answers_file(Session: sessionmaker[Session], session_name: str, path:
 
     rows = read_answers(path)
     has_header = Path(path).suffix.lower() != ".jsonl"
-    session_id = session_id_by_name(Session, session_name)
+    session_id = session_id_by_name(session_factory, session_name)
 
     def work(s: Session) -> int:
         for row in rows:
@@ -497,26 +505,26 @@ def record_answers_file(Session: sessionmaker[Session], session_name: str, path:
                 raise DataFileError(path, str(exc), row=row.row, has_header=has_header) from None
         return len(rows)
 
-    return write_transaction(Session, work)
+    return write_transaction(session_factory, work)
 
 
-def ensure_sample_session(Session: sessionmaker[Session], name: str = "demo") -> int:
+def ensure_sample_session(session_factory: sessionmaker[Session], name: str = "demo") -> int:
     """The session ``name`` on the bundled sample digits, imported and created if missing."""
     if not SAMPLE_FILE.exists():
         raise InvalidInput(f"the bundled sample {SAMPLE_FILE.name} is missing; run python sample_data/make_sample.py")
-    existing = [x.session_id for x in session_summaries(Session, actor=None) if x.name == name]
+    existing = [x.session_id for x in session_summaries(session_factory, actor=None) if x.name == name]
     if existing:
         return existing[0]
     spec = SessionSpec(name, k=10, weighting="uniform", criterion=DEFAULT_STRATEGY, target_set="all")
-    if SAMPLE_DATASET in dataset_names(Session):
+    if SAMPLE_DATASET in dataset_names(session_factory):
         return create_session(
-            Session,
-            dataset_id=dataset_id_by_name(Session, SAMPLE_DATASET),
+            session_factory,
+            dataset_id=dataset_id_by_name(session_factory, SAMPLE_DATASET),
             name=spec.name,
             k=spec.k,
             weighting=spec.weighting,
             criterion=spec.criterion,
             target_set=spec.target_set,
         )
-    import_file(Session, SAMPLE_FILE, name=SAMPLE_DATASET, session=spec)
-    return session_id_by_name(Session, name)
+    import_file(session_factory, SAMPLE_FILE, name=SAMPLE_DATASET, session=spec)
+    return session_id_by_name(session_factory, name)

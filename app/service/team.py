@@ -65,13 +65,13 @@ def reserve_next_item(bench: Workbench, user: str) -> int | None:
     in the order of the query ranking; ``None`` when nothing is left for them."""
     preferred = [int(p) for p in bench.queue()]
     return write_transaction(
-        bench.Session, lambda s: next_item(s, session_id=bench.session_id, user=user, preferred=preferred)
+        bench.session_factory, lambda s: next_item(s, session_id=bench.session_id, user=user, preferred=preferred)
     )
 
 
 def overlap_of(bench: Workbench) -> int:
     """The session's overlap: how many annotators answer each item."""
-    with bench.Session() as s:
+    with bench.session_factory() as s:
         return session_overlap(s, bench.session_id)
 
 
@@ -105,7 +105,7 @@ def conflict_details(bench: Workbench, *, actor: str | None) -> list[ConflictDet
     For those who settle conflicts: ``actor`` must be allowed to ``resolve`` in the session (a
     reviewer or an admin; ``None`` is the command line).
     """
-    with bench.Session() as s:
+    with bench.session_factory() as s:
         authorize_session(s, actor, "resolve", bench.session_id, what="conflicts")
         events = session_events(s, bench.session_id)
     current = _current_verdicts(events, since_resolve=True)
@@ -179,7 +179,7 @@ def pair_agreement(events: Sequence[EventRecord], label_names: Sequence[str]) ->
             continue
         first = [answers[a][p] for p in common]
         second = [answers[b][p] for p in common]
-        agree = float(np.mean([x == y for x, y in zip(first, second)]))
+        agree = float(np.mean([x == y for x, y in zip(first, second, strict=True)]))
         if len(set(first) | set(second)) < 2:
             kappa = float("nan")
         else:
@@ -210,7 +210,7 @@ def team_figures(bench: Workbench, *, actor: str | None) -> tuple[pd.DataFrame, 
 
     ``actor`` must be allowed the session's ``progress`` (``None``: the command line).
     """
-    with bench.Session() as s:
+    with bench.session_factory() as s:
         authorize_session(s, actor, "progress", bench.session_id)
         events = session_events(s, bench.session_id)
     return annotator_progress(events), pair_agreement(events, bench.label_names), agreement(events)

@@ -105,13 +105,13 @@ def safe_file_name(name: str) -> str:
     return cleaned or "file"
 
 
-def media_folder(Session: sessionmaker[Session]) -> Path:
+def media_folder(session_factory: sessionmaker[Session]) -> Path:
     """Where uploaded media are kept: ``$WINNOW_MEDIA_DIR``, else ``<store>-media`` beside a
     SQLite file, else ``~/.local/share/winnow/media``."""
     configured = os.environ.get("WINNOW_MEDIA_DIR", "").strip()
     if configured:
         return Path(configured).expanduser().resolve()
-    bind = Session.kw.get("bind")
+    bind = session_factory.kw.get("bind")
     url = getattr(bind, "url", None)
     database = getattr(url, "database", None)
     if url is not None and url.get_backend_name() == "sqlite" and database and database != ":memory:":
@@ -152,7 +152,7 @@ def _extract_zip(content: bytes, target: Path, shown: str) -> None:
 
 
 def import_upload(
-    Session: sessionmaker[Session],
+    session_factory: sessionmaker[Session],
     files: Sequence[tuple[str, bytes]],
     *,
     name: str,
@@ -220,19 +220,19 @@ def import_upload(
 
     if not by_kind["zip"] and not by_kind["media"]:
         file_name, content = by_kind["table"][0]
-        with tempfile.TemporaryDirectory(prefix="winnow-upload-") as folder:
-            path = Path(folder) / safe_file_name(file_name)
+        with tempfile.TemporaryDirectory(prefix="winnow-upload-") as tmp_dir:
+            path = Path(tmp_dir) / safe_file_name(file_name)
             path.write_bytes(content)
             try:
                 dataset_id, _ = import_file(
-                    Session, path, name=name, min_rows=min_rows, progress=progress, session=session, **options
+                    session_factory, path, name=name, min_rows=min_rows, progress=progress, session=session, **options
                 )
             except DataFileError as exc:
                 # The reader names the temporary copy; show the name the user knows.
                 raise InvalidInput(str(exc).replace(str(path), file_name)) from None
         return dataset_id
 
-    root = Path(media_dir) if media_dir is not None else media_folder(Session)
+    root = Path(media_dir) if media_dir is not None else media_folder(session_factory)
     folder = root / f"{safe_file_name(name)}-{secrets.token_hex(4)}"
     folder.mkdir(parents=True)
     try:
@@ -246,6 +246,7 @@ def import_upload(
                 )
             destination.write_bytes(content)
         tables = [(n, c) for n, c in by_kind["table"]]
+        data: Path | None  # None: a folder of images, one sub-folder per label
         if tables:
             file_name, content = tables[0]
             data = folder / safe_file_name(file_name)
@@ -268,11 +269,11 @@ def import_upload(
                         "sub-folder per label is expected)"
                     )
                 dataset_id, _ = import_file(
-                    Session, folder, name=name, min_rows=min_rows, progress=progress, session=session
+                    session_factory, folder, name=name, min_rows=min_rows, progress=progress, session=session
                 )
             else:
                 dataset_id, _ = import_file(
-                    Session, data, name=name, min_rows=min_rows, progress=progress, session=session, **options
+                    session_factory, data, name=name, min_rows=min_rows, progress=progress, session=session, **options
                 )
         except DataFileError as exc:
             raise InvalidInput(
@@ -288,7 +289,7 @@ def import_upload(
 
 
 def start_session(
-    Session: sessionmaker[Session],
+    session_factory: sessionmaker[Session],
     *,
     name: str,
     k: int,
@@ -334,7 +335,7 @@ def start_session(
     from app.io import check_upload_size  # pandas and pyarrow: only when an upload comes
 
     uploads = ([upload] if upload is not None else []) + list(files)
-    with Session() as s:
+    with session_factory() as s:
         if uploads:
             authorize_upload(s, actor)
         authorize_session(s, actor, "create", what="create a session")
@@ -349,7 +350,7 @@ def start_session(
     if not name:
         raise InvalidInput("give the session a name")
     spec = check_session_spec(SessionSpec(name, k, weighting, criterion, target_set))
-    with Session() as s:
+    with session_factory() as s:
         known_sessions = {x.name for x in session_configs(s)}
         known_datasets = {d.name: d.id for d in list_datasets(s)}
     if name in known_sessions:
@@ -362,13 +363,19 @@ def start_session(
             )
         # Dataset and session are published together: a bad upload leaves neither.
         import_upload(
-            Session, uploads, name=dataset_stem, min_rows=k + 1, columns=columns, progress=progress, session=spec
+            session_factory,
+            uploads,
+            name=dataset_stem,
+            min_rows=k + 1,
+            columns=columns,
+            progress=progress,
+            session=spec,
         )
-        return session_id_by_name(Session, spec.name)
+        return session_id_by_name(session_factory, spec.name)
     if dataset_name not in known_datasets:
         raise InvalidInput(f"no dataset called {dataset_name!r}; known datasets: {sorted(known_datasets)}")
     return create_session(
-        Session,
+        session_factory,
         dataset_id=known_datasets[dataset_name],
         name=spec.name,
         k=spec.k,

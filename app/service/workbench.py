@@ -29,6 +29,7 @@ process, for all tabs): :meth:`Workbench.refresh` and :meth:`Workbench.record` h
 
 from __future__ import annotations
 
+import functools
 import threading
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -87,7 +88,7 @@ __all__ = [
 class Workbench:
     """Load with :meth:`open`; everything a page or command needs hangs off it."""
 
-    Session: sessionmaker[Session]
+    session_factory: sessionmaker[Session]
     session_id: int
     state: SessionState = field(init=False)
     #: The targets, their neighbourhoods and the ranker (:mod:`app.service.ranking_state`).
@@ -106,14 +107,14 @@ class Workbench:
 
     @classmethod
     def open(
-        cls, Session: sessionmaker[Session], session_id: int, *, progress: ProgressCallback | None = None
+        cls, session_factory: sessionmaker[Session], session_id: int, *, progress: ProgressCallback | None = None
     ) -> Workbench:
         """Read session ``session_id``, load (or build once) its neighbour graph, rank its items.
 
         ``progress`` is told about each stage: ``load`` (items read from the store),
         ``hash``, then ``index``/``search``/``save`` when the graph is built, and ``score``.
         """
-        bench = cls(Session, session_id)
+        bench = cls(session_factory, session_id)
         bench._build(ProgressTracker(progress))
         return bench
 
@@ -167,7 +168,7 @@ class Workbench:
 
     def _build(self, report: ProgressTracker) -> None:
         report("load", 0, None)
-        with self.Session() as s:
+        with self.session_factory() as s:
             self.state = load_state(s, self.session_id)
             blocks_missing = not feature_matrix_stored(s, self.state.config.dataset_id)
             self._settings = label_settings(s, self.session_id)
@@ -178,12 +179,17 @@ class Workbench:
             # Read from the rows this time (a dataset that got new items, or one published by
             # an older winnow): store the matrix in blocks for the next open, as a graph is
             # stored after its first build. Refused by the store if items came in meanwhile.
-            write_transaction(self.Session, lambda s: save_feature_matrix(s, cfg.dataset_id, self.state.X))
+            write_transaction(self.session_factory, lambda s: save_feature_matrix(s, cfg.dataset_id, self.state.X))
         report("load", n, n)
         # The graph is built on all instances (each left out of its own neighbourhood);
         # "unlabelled" keeps as targets only the items whose original set is partial.
         graph = dataset_graph(
-            self.Session, dataset_id=cfg.dataset_id, X=self.state.X, k=cfg.k, weighting=cfg.weighting, progress=report
+            self.session_factory,
+            dataset_id=cfg.dataset_id,
+            X=self.state.X,
+            k=cfg.k,
+            weighting=cfg.weighting,
+            progress=report,
         )
         n_targets = (
             n if cfg.target_set != "unlabelled" else int((self.state.original_candidates.sum(axis=1) >= 2).sum())
@@ -192,7 +198,7 @@ class Workbench:
         self.ranking = RankingState.build(cfg, graph, self.state.original_candidates, np.array(self.state.candidates))
         report("score", n_targets, n_targets)
         self._model = ModelView(self._graph_of)
-        self._content = ContentReader(self.Session, cfg.dataset_id, cfg.dataset_name)
+        self._content = ContentReader(self.session_factory, cfg.dataset_id, cfg.dataset_name)
 
     # ------------------------------------------------------------------ reading
 
@@ -233,7 +239,7 @@ class Workbench:
             return self._refresh()
 
     def _refresh(self) -> np.ndarray:
-        with self.Session() as s:
+        with self.session_factory() as s:
             events = session_events(s, self.session_id)
             self._settings = label_settings(s, self.session_id)
             self._draws = audit_draws(s, self.session_id)
@@ -295,7 +301,10 @@ class Workbench:
                 if not order.new_draws:
                     return order
                 wanted = order.new_draws
-                self._draws = write_transaction(self.Session, lambda s: save_audit_draws(s, self.session_id, wanted))
+                # partial binds this pass's draws now (a lambda would read the loop variable).
+                self._draws = write_transaction(
+                    self.session_factory, functools.partial(save_audit_draws, session_id=self.session_id, draws=wanted)
+                )
                 if all(self._draws.get(slot) == pos for slot, pos in wanted.items()):
                     return order
             return order
@@ -401,7 +410,9 @@ class Workbench:
         (any weighting: only the neighbours are used)."""
         if k == self.config.k:
             return self.graph
-        return dataset_graph(self.Session, dataset_id=self.config.dataset_id, X=self.state.X, k=k, weighting="uniform")
+        return dataset_graph(
+            self.session_factory, dataset_id=self.config.dataset_id, X=self.state.X, k=k, weighting="uniform"
+        )
 
     # ------------------------------------------------------------------ writing
 
@@ -476,7 +487,7 @@ class Workbench:
                 label=label,
                 checked_events=checked_events,
             )
-            event_id = write_transaction(self.Session, work)
+            event_id = write_transaction(self.session_factory, work)
             self._refresh()
         return event_id
 
@@ -487,7 +498,7 @@ class Workbench:
         key twice, none of the action keys); returns the mapping now in force. Other tabs
         that have the session open see the new keys when they open it again.
         """
-        stored = write_transaction(self.Session, lambda s: set_session_hotkeys(s, self.session_id, mapping))
+        stored = write_transaction(self.session_factory, lambda s: set_session_hotkeys(s, self.session_id, mapping))
         config = replace(self.config, hotkeys=None if mapping is None else dict(stored))
         self.state = replace(self.state, config=config)
         return stored
@@ -504,14 +515,14 @@ class Workbench:
     def _catch_up(self) -> None:
         """Refresh when another tab or process recorded events since the state was derived
         (one ``COUNT``; the events are read again only then)."""
-        with self.Session() as s:
+        with self.session_factory() as s:
             stored = count_events(s, self.session_id)
         if stored != self.state.n_events:
             self.refresh()
 
     def _current_events(self) -> list[EventRecord]:
         if self._events is None or len(self._events) != self.state.n_events:
-            with self.Session() as s:
+            with self.session_factory() as s:
                 self._events = session_events(s, self.session_id)
         return self._events
 
@@ -520,7 +531,7 @@ class Workbench:
         return int(top[0]) if top.size else None
 
     def _lease_holders(self) -> dict[int, list[str]]:
-        with self.Session() as s:
+        with self.session_factory() as s:
             return lease_holders(s, self.session_id)
 
     # ------------------------------------------------------------------ exports

@@ -52,7 +52,7 @@ def require_sign_in_argument(argv: list[str]) -> bool:
     return "--require-sign-in" in argv
 
 
-def open_or_explain(Session: sessionmaker[Session], tab: ui.TabState) -> Workbench | None:
+def open_or_explain(session_factory: sessionmaker[Session], tab: ui.TabState) -> Workbench | None:
     """The tab's session, opened; or, when it cannot be opened, ``None`` and one line saying why.
 
     A session that fails to load (a store written by an older winnow, a dataset edited by hand)
@@ -63,7 +63,7 @@ def open_or_explain(Session: sessionmaker[Session], tab: ui.TabState) -> Workben
     if tab.session_id is not None and tab.session_id == tab.failed_session_id:
         tab.session_id = None
     try:
-        return ui.sync_workbench(Session, tab)
+        return ui.sync_workbench(session_factory, tab)
     except InvalidInput as exc:
         reason = str(exc)
     except Exception:  # noqa: BLE001 - anything else: logged for the operator, never shown
@@ -80,16 +80,16 @@ def main() -> None:
 
     components.style()
     tab = ui.tab_state(database_argument(sys.argv[1:]))
-    Session = ui.store(tab.db)
+    session_factory = ui.store(tab.db)
 
     # Team mode (users exist, or the server is reachable beyond this machine): nothing but the
     # sign-in page until this browser proves who it is. The proof is checked on every run, so a
     # tab resumed by another connection (Streamlit resumes a session for anyone who names its
     # id) is signed in only if that connection carries the proof too, and a disabled user is
     # signed out at their next click.
-    if require_sign_in_argument(sys.argv[1:]) or sign_in_required(Session, st.get_option("server.address")):
+    if require_sign_in_argument(sys.argv[1:]) or sign_in_required(session_factory, st.get_option("server.address")):
         try:
-            account = ui.signed_in_account(Session, tab)
+            account = ui.signed_in_account(session_factory, tab)
         except SignInRefused as exc:
             account = None
             tab.notice = ("error", str(exc))
@@ -111,9 +111,11 @@ def main() -> None:
         # Start on the most recently active session, so `winnow ui --sample` opens on a query;
         # a team member on the latest session assigned to them, if any.
         tab.session_id = (
-            session_id_by_name(Session, assigned[-1]) if assigned else latest_session_id(Session, actor=tab.user)
+            session_id_by_name(session_factory, assigned[-1])
+            if assigned
+            else latest_session_id(session_factory, actor=tab.user)
         )
-    bench = open_or_explain(Session, tab)
+    bench = open_or_explain(session_factory, tab)
 
     with st.sidebar:
         if bench is not None:

@@ -113,7 +113,7 @@ def workbench_or_stop(bench: Workbench | None) -> Workbench:
         st.page_link("views/sessions.py", label="Create or open a session", icon=":material/folder_open:")
         st.stop()
     try:  # asked on every run, never cached: an assignment or a role can change at any time
-        check_session_action(bench.Session, bench.session_id, "open", actor=current().user)
+        check_session_action(bench.session_factory, bench.session_id, "open", actor=current().user)
     except InvalidInput as exc:
         st.error(md(f"This session is not open to you: {exc}"))
         st.page_link("views/sessions.py", label="Open a session assigned to you", icon=":material/folder_open:")
@@ -225,7 +225,7 @@ def keyboard(*, focus: str | None = None, key: str = "keyboard") -> None:
 
 def dataset_key(bench: Workbench) -> str:
     """The store's URL: with the dataset id it names a dataset for the caches below."""
-    return bench.Session.kw["bind"].url.render_as_string(hide_password=True)
+    return bench.session_factory.kw["bind"].url.render_as_string(hide_password=True)
 
 
 def item_image(features: np.ndarray, shape: tuple[int, int], *, lo: float, hi: float, pixels: int = 200) -> np.ndarray:

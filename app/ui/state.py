@@ -248,7 +248,7 @@ def annotator(state: TabState) -> str:
     return state.annotator
 
 
-def signed_in_account(Session: sessionmaker[Session], state: TabState) -> UserInfo | None:
+def signed_in_account(session_factory: sessionmaker[Session], state: TabState) -> UserInfo | None:
     """Who this browser proves to be on this run, or ``None``.
 
     The proof is the sign-in gate's header (``st.user[IDENTITY_KEY]``: a valid cookie on this
@@ -259,20 +259,28 @@ def signed_in_account(Session: sessionmaker[Session], state: TabState) -> UserIn
     handle = st.user.get(IDENTITY_KEY)
     if isinstance(handle, str) and handle:
         state.sign_in_handle = handle
-        return account_signed_in(Session, handle)
+        return account_signed_in(session_factory, handle)
     if oidc_signed_in():
         claims = st.user.to_dict()
         if state.oidc_user is None:
-            user = sign_in_with_identity(Session, claims)  # audited once per tab
+            user = sign_in_with_identity(session_factory, claims)  # audited once per tab
             state.oidc_user = user.name
             return user
-        return active_user(Session, state.oidc_user)
+        return active_user(session_factory, state.oidc_user)
     state.sign_in_handle = None
     return None
 
 
-def record(state: TabState, kind: str, **event: object) -> int | None:
-    """Write one event as this tab's annotator (``event``: as :meth:`Workbench.record`).
+def record(
+    state: TabState,
+    kind: str,
+    *,
+    position: int | None = None,
+    label: int | str | None = None,
+    displayed: str | None = None,
+    undoes: int | None = None,
+) -> int | None:
+    """Write one event as this tab's annotator (the keywords as in :meth:`Workbench.record`).
 
     Returns the event id; or ``None`` when nothing was written, and the tab's notice then says
     why (a stale press is information, anything else refused is an error).
@@ -284,7 +292,9 @@ def record(state: TabState, kind: str, **event: object) -> int | None:
         state.notice = ("error", "Nothing was recorded: this account was signed out or disabled. Sign in again.")
         return None
     try:
-        return state.workbench.record(annotator(state), kind, **event)
+        return state.workbench.record(
+            annotator(state), kind, position=position, label=label, displayed=displayed, undoes=undoes
+        )
     except StaleAnswer as exc:
         state.notice = ("info", str(exc))
     except InvalidInput as exc:
@@ -303,13 +313,13 @@ def oidc_signed_in() -> bool:
     return oidc_configured() and bool(st.user.get("is_logged_in", False))
 
 
-def count_events(Session: sessionmaker[Session], session_id: int) -> int:
+def count_events(session_factory: sessionmaker[Session], session_id: int) -> int:
     """Number of events of a session (append-only, so it changes whenever anything is recorded)."""
-    with Session() as s:
+    with session_factory() as s:
         return count_session_events(s, session_id)
 
 
-def sync_workbench(Session: sessionmaker[Session], state: TabState) -> Workbench | None:
+def sync_workbench(session_factory: sessionmaker[Session], state: TabState) -> Workbench | None:
     """Open the tab's session, or bring it up to date with answers given elsewhere.
 
     The session's workbench comes from the process's :func:`builds` (started there, or
@@ -325,10 +335,10 @@ def sync_workbench(Session: sessionmaker[Session], state: TabState) -> Workbench
         state.workbench = state.building = None
         return None
     session_id = state.session_id
-    dataset_id, n_items = session_dataset(Session, session_id)
+    dataset_id, n_items = session_dataset(session_factory, session_id)
     key = (state.db, session_id, dataset_id, n_items)
     job = builds().start(
-        key, lambda report: Workbench.open(Session, session_id, progress=report), group=(state.db, session_id)
+        key, lambda report: Workbench.open(session_factory, session_id, progress=report), group=(state.db, session_id)
     )
     if n_items < BACKGROUND_FROM_ITEMS:
         if job.running:
@@ -343,16 +353,17 @@ def sync_workbench(Session: sessionmaker[Session], state: TabState) -> Workbench
         state.workbench = None
         raise job.error
     bench = job.result
+    assert bench is not None, "a build finished without an error holds its workbench"
     if bench is not state.workbench:
         state.workbench = bench
         state.left_alone = set()
-    elif count_events(Session, session_id) != bench.state.n_events or settings_changed(Session, bench):
+    elif count_events(session_factory, session_id) != bench.state.n_events or settings_changed(session_factory, bench):
         bench.refresh()
     return bench
 
 
-def settings_changed(Session: sessionmaker[Session], bench: Workbench) -> bool:
+def settings_changed(session_factory: sessionmaker[Session], bench: Workbench) -> bool:
     """Did the session's label settings change since the workbench read them? An admin's change
     writes no event, yet the audit share decides which served slots are audits and the target
     which model labels are kept: every page must serve and count with the new settings."""
-    return session_label_settings(Session, bench.config.name) != bench.label_settings
+    return session_label_settings(session_factory, bench.config.name) != bench.label_settings

@@ -359,7 +359,8 @@ def test_import_texts_and_an_image_folder_through_the_form_and_answer_with_the_k
     with sqlite3.connect(db) as connection:
         content = dict(
             connection.execute(
-                "SELECT d.name, count(i.text) + count(i.media_path) FROM datasets d JOIN instances i ON i.dataset_id = d.id"
+                "SELECT d.name, count(i.text) + count(i.media_path) FROM datasets d"
+                " JOIN instances i ON i.dataset_id = d.id"
                 " GROUP BY d.name"
             ).fetchall()
         )

@@ -46,7 +46,8 @@ def team_server(tmp_path: Path):
 def rows(db: Path) -> list[tuple]:
     with sqlite3.connect(db) as connection:
         return connection.execute(
-            "SELECT e.kind, i.external_id, e.label, a.name FROM answer_events e JOIN instances i ON i.id = e.instance_id"
+            "SELECT e.kind, i.external_id, e.label, a.name FROM answer_events e"
+            " JOIN instances i ON i.id = e.instance_id"
             " JOIN annotators a ON a.id = e.annotator_id ORDER BY e.id"
         ).fetchall()
 

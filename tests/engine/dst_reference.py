@@ -100,11 +100,11 @@ def run(X_train, Y, X_test=None, *, n_neighbors: int = 10, random_state=None) ->
     rng = np.random.default_rng(random_state)
     draws = rng.random((idx.shape[0], 2))
     out = {key: [] for key in ("labels", "guess", "margin", "bel", "pl", "masses", "options")}
-    for i, (own, row) in enumerate(zip(owns, idx)):
+    for i, (own, row) in enumerate(zip(owns, idx, strict=True)):
         mass = instance_mass(own, [frozenset(np.flatnonzero(Y[j]).tolist()) for j in row])
         bel, pl = belief_plausibility(mass, n_labels)
         label, guess, margin, options = decide(mass, n_labels, draws[i])
-        for key, value in zip(out, (label, guess, margin, bel, pl, mass, options)):
+        for key, value in zip(out, (label, guess, margin, bel, pl, mass, options), strict=True):
             out[key].append(value)
     result = {key: np.array(out[key]) for key in ("labels", "guess", "margin", "bel", "pl")}
     result["accepted"] = (result["margin"] > 0) & ~result["guess"]

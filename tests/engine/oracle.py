@@ -19,7 +19,7 @@ def completions(candidate_rows: np.ndarray):
 
 def winners(completion, weights, n_labels: int) -> set[int]:
     totals = [0.0] * n_labels
-    for label, weight in zip(completion, weights):
+    for label, weight in zip(completion, weights, strict=True):
         totals[label] += float(weight)
     best = max(totals)
     return {label for label in range(n_labels) if totals[label] == best}
@@ -42,9 +42,10 @@ def approx_possible_set(candidate_rows: np.ndarray, weights: np.ndarray) -> set[
     n_labels = candidate_rows.shape[1]
     sizes = candidate_rows.sum(axis=1)
     smin = [
-        sum(float(w) for row, s, w in zip(candidate_rows, sizes, weights) if s == 1 and row[m]) for m in range(n_labels)
+        sum(float(w) for row, s, w in zip(candidate_rows, sizes, weights, strict=True) if s == 1 and row[m])
+        for m in range(n_labels)
     ]
-    smax = [sum(float(w) for row, w in zip(candidate_rows, weights) if row[m]) for m in range(n_labels)]
+    smax = [sum(float(w) for row, w in zip(candidate_rows, weights, strict=True) if row[m]) for m in range(n_labels)]
     return {m for m in range(n_labels) if all(smax[m] >= smin[o] for o in range(n_labels) if o != m)}
 
 

@@ -21,7 +21,7 @@ def test_approx_self_graph_excludes_self_and_matches_exact_on_small_data():
     assert idx.shape == w.shape == (600, 5)
     assert not (idx == np.arange(600)[:, None]).any()
     assert all(len(set(row)) == 5 for row in idx)
-    recall = np.mean([len(set(a) & set(b)) / 5 for a, b in zip(idx, ref)])
+    recall = np.mean([len(set(a) & set(b)) / 5 for a, b in zip(idx, ref, strict=True)])
     assert recall > 0.95
 
 

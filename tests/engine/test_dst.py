@@ -187,7 +187,7 @@ def test_fit_time_disambiguation_equals_reference(problem):
     np.testing.assert_array_equal(clf.disambiguate_, expected["labels"])
     np.testing.assert_array_equal(clf.disambiguate_accepted_, expected["accepted"])
     np.testing.assert_array_equal(clf.disambiguate_guess_, expected["guess"])
-    for fast, slow in zip(clf.mass_functions(), expected["masses"]):
+    for fast, slow in zip(clf.mass_functions(), expected["masses"], strict=True):
         assert_masses_equal(fast, slow)
     # Every kernel gives the same beliefs on the training rows.
     idx = clf.nn_.kneighbors(return_distance=False)
@@ -215,7 +215,7 @@ def test_new_instances_equal_reference(problem):
     np.testing.assert_array_equal(guess, expected["guess"])
     np.testing.assert_array_equal(clf.predict(X_new), expected["labels"])
     np.testing.assert_allclose(clf.decision_margin(X_new), expected["margin"], rtol=0, atol=1e-12)
-    for fast, slow in zip(clf.mass_functions(X_new), expected["masses"]):
+    for fast, slow in zip(clf.mass_functions(X_new), expected["masses"], strict=True):
         assert_masses_equal(fast, slow)
     for i, options in enumerate(expected["options"]):  # a guess comes from the tie it names
         assert any(labels[i] in option for option in options)
@@ -245,7 +245,7 @@ def completion_scores(mass, n_labels):
     focal = list(mass.items())
     for choice in itertools.product(*[sorted(f) for f, _ in focal]):
         scores = [0.0] * n_labels
-        for (_, value), label in zip(focal, choice):
+        for (_, value), label in zip(focal, choice, strict=True):
             scores[label] += value
         yield scores
 

@@ -34,7 +34,9 @@ def _assert_witness(idx_row, w_row, Y, label, completion) -> None:
     assert completion is not None, f"label {label} is possible but witness returned None"
     completion = np.asarray(completion)
     assert completion.shape == (idx_row.shape[0],)
-    assert all(Y[row, lab] for row, lab in zip(idx_row, completion)), "a neighbour got a label outside its set"
+    assert all(Y[row, lab] for row, lab in zip(idx_row, completion, strict=True)), (
+        "a neighbour got a label outside its set"
+    )
     assert label in oracle.winners(completion.tolist(), w_row, Y.shape[1])
 
 

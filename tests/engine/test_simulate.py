@@ -111,10 +111,10 @@ def test_candidate_sets_only_shrink_and_answers_count_by_batch(digits_problem, e
     assert [r["n_partial"] for r in rows] == [rows[0]["n_partial"] - r["n_answers"] for r in rows]
     if epsilon == 0:
         # A perfect oracle answers inside the set: every new set is a subset of the old one.
-        for before, after in zip(recorder.seen, recorder.seen[1:]):
+        for before, after in zip(recorder.seen[:-1], recorder.seen[1:], strict=True):
             assert not (after & ~before).any()
         assert all(r["n_wrong_answers"] == 0 for r in rows)
-    for before, after, picks in zip(recorder.seen, recorder.seen[1:], recorder.picks):
+    for before, after, picks in zip(recorder.seen[:-1], recorder.seen[1:], recorder.picks[:-1], strict=True):
         assert (after.sum(axis=1)[picks] == 1).all()  # answered items are precise
         unchanged = np.setdiff1d(np.arange(len(Ytr)), picks)
         np.testing.assert_array_equal(after[unchanged], before[unchanged])
@@ -310,7 +310,8 @@ def test_learning_curve_area_hand_computed():
     [
         (
             {"strategy": "smartest"},
-            "strategy must be one of apl, pl, participation, most_partial, random, least_confidence, margin, entropy, dst_margin, decision_change, default; got 'smartest'",
+            "strategy must be one of apl, pl, participation, most_partial, random, least_confidence, margin, entropy, "
+            "dst_margin, decision_change, default; got 'smartest'",
         ),
         ({"budget": 0}, "budget"),
         ({"batch": 0}, "batch"),

@@ -140,7 +140,7 @@ def test_dst_evaluation_can_be_turned_off(digits):
     off = run_campaign(
         X[:180], Y[:180], y[:180], X[180:], y[180:], strategy="margin", budget=10, batch=5, k=5, seed=0, dst=False
     )
-    for a, b in zip(on, off):
+    for a, b in zip(on, off, strict=True):
         assert np.isnan([b["dst_accuracy"], b["reject_rate"], b["accepted_accuracy"]]).all()
         assert (a["accuracy"], a["picked"]) == (b["accuracy"], b["picked"])
         assert not np.isnan(a["dst_accuracy"])

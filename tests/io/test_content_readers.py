@@ -34,9 +34,9 @@ def write_csv(path: Path, rows: list[dict[str, object]]) -> Path:
 
 
 def texts_csv(tmp_path: Path, **extra: list[object]) -> Path:
-    rows = [{"id": f"t{i}", "text": t, "candidates": c} for i, (t, c) in enumerate(zip(TEXTS, SETS))]
+    rows = [{"id": f"t{i}", "text": t, "candidates": c} for i, (t, c) in enumerate(zip(TEXTS, SETS, strict=True))]
     for column, values in extra.items():
-        for row, value in zip(rows, values):
+        for row, value in zip(rows, values, strict=True):
             row[column] = value
     return write_csv(tmp_path / "texts.csv", rows)
 
@@ -74,9 +74,9 @@ def images_csv(tmp_path: Path, paths: list[str] | None = None, **extra: list[obj
     for i, colour in enumerate(colours):
         png(tmp_path / "photos" / f"p{i}.png", colour)
     paths = paths if paths is not None else [f"photos/p{i}.png" for i in range(6)]
-    rows = [{"id": f"p{i}", "path": p, "candidates": c} for i, (p, c) in enumerate(zip(paths, SETS))]
+    rows = [{"id": f"p{i}", "path": p, "candidates": c} for i, (p, c) in enumerate(zip(paths, SETS, strict=True))]
     for column, values in extra.items():
-        for row, value in zip(rows, values):
+        for row, value in zip(rows, values, strict=True):
             row[column] = value
     return write_csv(tmp_path / "images.csv", rows)
 
@@ -100,13 +100,13 @@ def test_a_csv_with_only_id_text_candidates_gets_text_features(tmp_path):
 
 
 def test_text_column_by_name_without_case_or_named_by_the_caller(tmp_path):
-    rows = [{"ID": f"t{i}", "Body": t, "candidates": c} for i, (t, c) in enumerate(zip(TEXTS, SETS))]
+    rows = [{"ID": f"t{i}", "Body": t, "candidates": c} for i, (t, c) in enumerate(zip(TEXTS, SETS, strict=True))]
     path = write_csv(tmp_path / "named.csv", rows)
     with pytest.raises(DataFileError, match=r"column 'Body': 'The striker.* is not a number.*text_column=\.\.\."):
         read_dataset(path, id_column="ID")
     ds = read_dataset(path, id_column="ID", text_column="Body")
     assert ds.texts == TEXTS and ds.content_columns == {"text": "Body"}
-    upper = write_csv(tmp_path / "upper.csv", [{"Text": t, "candidates": c} for t, c in zip(TEXTS, SETS)])
+    upper = write_csv(tmp_path / "upper.csv", [{"Text": t, "candidates": c} for t, c in zip(TEXTS, SETS, strict=True)])
     assert read_dataset(upper).content_columns == {"text": "Text"}
 
 
@@ -240,7 +240,7 @@ def test_a_symbolic_link_out_of_the_media_root_is_refused(tmp_path):
     ],
 )
 def test_bad_texts_name_row_and_column(tmp_path, texts, match):
-    rows = [{"text": t, "candidates": c} for t, c in zip(texts, SETS)]
+    rows = [{"text": t, "candidates": c} for t, c in zip(texts, SETS, strict=True)]
     with pytest.raises(DataFileError, match=match):
         read_dataset(write_csv(tmp_path / "t.csv", rows))
 

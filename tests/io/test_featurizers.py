@@ -193,7 +193,9 @@ def test_text_sample_is_reproducible_and_well_formed() -> None:
     assert len(table) == 300 and table["id"].is_unique
     assert sorted(table["true_label"].unique()) == sorted(generator.TOPICS)
     sets = table["candidates"].str.split("|")
-    assert all(t in s and len(set(s)) == len(s) and 1 <= len(s) <= 3 for t, s in zip(table["true_label"], sets))
+    assert all(
+        t in s and len(set(s)) == len(s) and 1 <= len(s) <= 3 for t, s in zip(table["true_label"], sets, strict=True)
+    )
     assert 0.5 < (sets.str.len() > 1).mean() < 0.7
     assert (table["text"].str.len() > 20).all()
 

@@ -151,7 +151,7 @@ def test_image_sample_reads_and_is_well_formed() -> None:
     sample = read_image_folder(SAMPLE / "photos", SAMPLE / "photos_labels.csv")
     assert len(sample.ids) == 96 and len(set(sample.ids)) == 96
     assert sample.true_labels is not None
-    assert all(t in s for t, s in zip(sample.true_labels, sample.candidates))
+    assert all(t in s for t, s in zip(sample.true_labels, sample.candidates, strict=True))
     partial = np.mean([len(s) > 1 for s in sample.candidates])
     assert 0.45 < partial < 0.75
     modes = set()

@@ -99,7 +99,7 @@ def test_custom_column_names(tmp_path: Path) -> None:
 
 def test_utf8_bom_blank_lines_and_trailing_delimiters(tmp_path: Path) -> None:
     text = "id,candidates,true_label,f1,f2\r\n"
-    for i, s, t, x in zip(IDS, SETS, TRUE, X):
+    for i, s, t, x in zip(IDS, SETS, TRUE, X, strict=True):
         text += f"{i},{'|'.join(s)},{t or ''},{x[0]},{x[1]},\r\n"
     text += "\r\n,,,,\r\n"
     path = tmp_path / "d.csv"

@@ -40,7 +40,10 @@ def encrypted(entries: dict[str, bytes]) -> bytes:
     return bytes(data)
 
 
-def unpack(content: bytes, target: Path, limits: ZipLimits = ZipLimits()) -> list[Path]:
+DEFAULT_LIMITS = ZipLimits()
+
+
+def unpack(content: bytes, target: Path, limits: ZipLimits = DEFAULT_LIMITS) -> list[Path]:
     return unpack_zip(io.BytesIO(content), target, "'up.zip'", limits)
 
 

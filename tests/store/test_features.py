@@ -243,8 +243,8 @@ def _make_0007_store(url: str, datasets: dict[int, np.ndarray]) -> None:
                     )
             conn.execute(
                 text(
-                    "INSERT INTO labelling_sessions (id, name, dataset_id, k, weighting, criterion, target_set, created_at,"
-                    " updated_at) VALUES (1, 's', :d, 2, 'uniform', 'apl', 'all', :now, :now)"
+                    "INSERT INTO labelling_sessions (id, name, dataset_id, k, weighting, criterion, target_set,"
+                    " created_at, updated_at) VALUES (1, 's', :d, 2, 'uniform', 'apl', 'all', :now, :now)"
                 ),
                 {"d": min(datasets), "now": now},
             )

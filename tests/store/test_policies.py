@@ -168,7 +168,7 @@ def test_the_permission_table_is_what_the_store_enforces(team):
     for n, (name, action) in enumerate(actions.items()):
         found[name] = tuple(
             "–" if expected == "–" else _outcome(action, who, 10 * n + i)
-            for i, (who, expected) in enumerate(zip(ACTORS.values(), EXPECTED[name]))
+            for i, (who, expected) in enumerate(zip(ACTORS.values(), EXPECTED[name], strict=True))
         )
     assert found == EXPECTED
 
@@ -269,7 +269,7 @@ def test_a_typed_name_that_is_no_account_is_never_stored_or_logged(team, caplog,
     monkeypatch.setattr(store_users, "_verify", spy)
     now = utcnow()
     for i in range(MAX_FAILED_SIGN_INS):
-        result = run(team, lambda s: sign_in(s, name=typed, password=f"guess {i}", now=now))
+        result = run(team, lambda s, i=i: sign_in(s, name=typed, password=f"guess {i}", now=now))
         assert result.user is None and result.reason == "wrong user name or password"
     assert len(checked) == MAX_FAILED_SIGN_INS
     locked = run(team, lambda s: sign_in(s, name=typed, password="guess", now=now + timedelta(seconds=1)))

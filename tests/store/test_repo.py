@@ -423,11 +423,13 @@ def recorded_events(draw, max_size=6):
         inside, outside = VALID[position]
         kinds = ["answer", "none_of_these", "skip", "resolve"] + (["other_label"] if outside else [])
         kind = draw(st.sampled_from(kinds))
-        label = {
-            "answer": lambda: draw(st.sampled_from(inside)),
-            "other_label": lambda: draw(st.sampled_from(outside or [0])),
-            "resolve": lambda: draw(st.integers(0, len(LABELS) - 1)),
-        }.get(kind, lambda: None)()
+        label = None
+        if kind == "answer":
+            label = draw(st.sampled_from(inside))
+        elif kind == "other_label":
+            label = draw(st.sampled_from(outside or [0]))
+        elif kind == "resolve":
+            label = draw(st.integers(0, len(LABELS) - 1))
         events.append((position, draw(st.sampled_from(["ann", "bob"])), kind, label))
     return events
 

@@ -164,7 +164,7 @@ def test_passwords_are_never_stored_or_logged_in_clear(team, caplog):
 def test_failed_sign_ins_are_rate_limited_per_name_in_the_database(team):
     now = utcnow()
     for i in range(MAX_FAILED_SIGN_INS):
-        result = run(team, lambda s: sign_in(s, name="bob", password=f"guess number {i}", now=now))
+        result = run(team, lambda s, i=i: sign_in(s, name="bob", password=f"guess number {i}", now=now))
         assert result.user is None and result.reason == "wrong user name or password"
     locked = run(team, lambda s: sign_in(s, name="bob", password=PASSWORD, now=now + timedelta(seconds=1)))
     assert locked.user is None and "too many failed sign-ins" in locked.reason

@@ -79,7 +79,7 @@ def test_progress_page_shows_the_labels_by_source_and_the_statement_as_the_servi
     metrics = {m.label: m.value for m in at.metric}
     shown = {
         source: metrics[title]
-        for source, title in zip(SOURCES, ("Expert labels", "Given labels", "Model labels", "Undecided"))
+        for source, title in zip(SOURCES, ("Expert labels", "Given labels", "Model labels", "Undecided"), strict=True)
     }
     assert shown == {source: str(labels.counts[source]) for source in SOURCES}
     assert sum(labels.counts.values()) == len(labels.table) == 90

@@ -40,7 +40,7 @@ def answer_a_few(bench: Workbench) -> None:
 
 
 def replay(bench: Workbench) -> pd.DataFrame:
-    with bench.Session() as s:
+    with bench.session_factory() as s:
         events = session_events(s, bench.session_id)
     return replay_progress(
         X=bench.state.X,
@@ -68,11 +68,11 @@ def dst_view(bench: Workbench) -> tuple[int, float]:
 
 @pytest.mark.parametrize("target_set", ["all", "unlabelled"])
 def test_replay_matches_fresh_computations_before_and_after(small_db, target_set):
-    Session = open_store(small_db)
-    with Session.begin() as s:
+    session_factory = open_store(small_db)
+    with session_factory.begin() as s:
         labelling = list_sessions(s)[0]
         labelling.target_set = target_set
-    bench = Workbench.open(Session, 1)
+    bench = Workbench.open(session_factory, 1)
     before_open, (before_rejects, before_accuracy) = bench.n_open, dst_view(bench)
     answer_a_few(bench)
     history = replay(bench)
@@ -81,7 +81,7 @@ def test_replay_matches_fresh_computations_before_and_after(small_db, target_set
     first, last = history.iloc[0], history.iloc[-1]
     assert (first["answered"], first["open_targets"], first["rejects"]) == (0, before_open, before_rejects)
     assert first["accepted_accuracy"] == pytest.approx(before_accuracy)
-    fresh = Workbench.open(Session, 1)
+    fresh = Workbench.open(session_factory, 1)
     rejects, accuracy = dst_view(fresh)
     assert last["open_targets"] == fresh.n_open
     # DST-PLL's own rejects (the replay's column); the Rejects page lists the undecided items
@@ -92,7 +92,7 @@ def test_replay_matches_fresh_computations_before_and_after(small_db, target_set
         last["answered"] == sum(a is not None for a in fresh.state.answered_by) == 6
     )  # 4 answers, none-of-these, conflict
     assert last["open"] == int(fresh.state.open_items.sum())
-    assert list(history["kind"][1:]) == [e["kind"] for e in event_log(Session(), 1)]
+    assert list(history["kind"][1:]) == [e["kind"] for e in event_log(session_factory(), 1)]
 
 
 def test_progress_page_shows_the_replay_and_exports_the_same_files_as_the_cli(app, small_db, monkeypatch):
@@ -120,7 +120,7 @@ def test_progress_page_shows_the_replay_and_exports_the_same_files_as_the_cli(ap
     tables = (
         ("ranked", bench.ranked_table()),
         ("labelled", bench.labelled_table()),
-        ("events", events_table(bench.Session, bench.session_id, actor=None)),
+        ("events", events_table(bench.session_factory, bench.session_id, actor=None)),
     )
     for what, table in tables:
         for fmt in ("csv", "json", "jsonl"):

@@ -69,7 +69,7 @@ SOURCES = (
     ("undecided", "Undecided", "Items without a label: the Rejects page lists exactly these."),
 )
 by_source = st.columns(len(SOURCES))
-for column, (source, title, meaning) in zip(by_source, SOURCES):
+for column, (source, title, meaning) in zip(by_source, SOURCES, strict=True):
     column.metric(title, labels.counts[source], help=meaning)
 st.text(labels.statement)
 st.markdown("**Labelled items against answered items**")
@@ -140,13 +140,13 @@ EXPORTS = (
     ("labelled", "Labelled data"),
     ("events", "Events log (every answer, skip and undo)"),
 )
-rights = session_rights(bench.Session, bench.session_id, actor=tab.user)  # every run: never cached
+rights = session_rights(bench.session_factory, bench.session_id, actor=tab.user)  # every run: never cached
 for what, title in EXPORTS:
     if f"export_{what}" not in rights:
         continue
     row = st.columns([2, 1, 1, 1])
     row[0].markdown(f"**{title}**")
-    for column, fmt in zip(row[1:], FORMATS):
+    for column, fmt in zip(row[1:], FORMATS, strict=True):
         column.download_button(
             FORMAT_TITLES[fmt],
             data=components.export_file(

@@ -202,8 +202,8 @@ if why.neighbours:
     st.markdown(f"**Its {len(why.neighbours)} nearest items** and their candidate labels decide its own label:")
     per_row = 5
     for start in range(0, len(why.neighbours), per_row):
-        row = st.columns(per_row)
-        for column, neighbour in zip(row, why.neighbours[start : start + per_row]):
+        neighbour_columns = st.columns(per_row)
+        for column, neighbour in zip(neighbour_columns, why.neighbours[start : start + per_row], strict=False):
             with column:
                 components.show_thumbnail(bench, neighbour.position)
 

@@ -4,10 +4,10 @@ back at the session's error target), and the conflicts between annotators.
 DST-PLL runs on the current candidate sets (cached per session state) and on the session's
 persisted neighbour graph (:meth:`Workbench.rejects`: the page searches no neighbours); the
 undecided items (those whose model label is not kept) are listed by margin, smallest first,
-each shown as itself (text, image, audio) with its candidate labels. The expert confirms a label (an ``answer`` event) or
-leaves the item. The first item listed answers to the keyboard: its labels' keys confirm, L
-leaves it. The model's guess is not pre-selected (it would anchor the expert): it waits, with
-belief and plausibility, in a collapsed expander. Conflicting verdicts are settled with a
+each shown as itself (text, image, audio) with its candidate labels. The expert confirms a
+label (an ``answer`` event) or leaves the item. The first item listed answers to the keyboard:
+its labels' keys confirm, L leaves it. The model's guess is not pre-selected (it would anchor
+the expert): it waits, with belief and plausibility, in a collapsed expander. Conflicting verdicts are settled with a
 ``resolve`` event.
 """
 
@@ -31,10 +31,11 @@ def record(kind: str, position: int, label: int) -> None:
     """Button callback: confirm a rejected prediction (or settle a conflict) with ``label``."""
     displayed = "conflicts" if kind == "resolve" else "rejects"
     event_id = ui.record(tab, kind, position=position, label=label, displayed=displayed)
-    if event_id is not None:
+    bench = tab.workbench
+    if event_id is not None and bench is not None:  # an event was written: the session is open
         verb = "Resolved" if kind == "resolve" else "Confirmed"
-        item = tab.workbench.state.external_ids[position]
-        tab.notice = ("ok", f"{verb} {item} as {tab.workbench.label_names[label]} (event {event_id}).")
+        item = bench.state.external_ids[position]
+        tab.notice = ("ok", f"{verb} {item} as {bench.label_names[label]} (event {event_id}).")
 
 
 def leave(position: int) -> None:
@@ -91,7 +92,7 @@ st.caption(
     f"its labels' keys confirm, {LEAVE_KEY.upper()} leaves it. Hardest first."
 )
 shown_max = st.number_input("Show", min_value=1, max_value=200, value=10, step=5, key=ui.Keys.REJECTS_SHOWN)
-rows = [i for i in np.flatnonzero(rejected) if int(queue.positions[i]) not in tab.left_alone][: int(shown_max)]
+rows = [int(i) for i in np.flatnonzero(rejected) if int(queue.positions[i]) not in tab.left_alone][: int(shown_max)]
 if not rows:
     st.success("Nothing to review: the model labels every open item you have not left alone.")
 for n, i in enumerate(rows):
@@ -106,7 +107,7 @@ for n, i in enumerate(rows):
             st.text(f"Item {state.external_ids[position]}")
             st.caption("Which label is it?")
             buttons = st.columns(min(len(candidates), 4))
-            for j, label in enumerate(candidates):
+            for j, label in enumerate(candidates.tolist()):
                 key = hotkeys.get(names[label]) if first else None
                 # Every label looks the same: the model's guess is not pre-selected.
                 buttons[j % len(buttons)].button(

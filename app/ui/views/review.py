@@ -24,8 +24,8 @@ def resolve(position: int, label: int) -> None:
     # displayed="conflicts": a key press that arrives after another reviewer settled the item
     # (or after this page moved on) is refused, nothing written.
     event_id = ui.record(tab, "resolve", position=position, label=label, displayed="conflicts")
-    if event_id is not None:
-        bench = tab.workbench
+    bench = tab.workbench
+    if event_id is not None and bench is not None:  # an event was written: the session is open
         tab.notice = (
             "ok",
             f"Resolved {bench.state.external_ids[position]} as {bench.label_names[label]} (event {event_id}).",

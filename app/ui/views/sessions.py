@@ -50,7 +50,7 @@ from engine.choices import DEFAULT_STRATEGY
 from engine.exceptions import InvalidInput
 
 tab = ui.current()
-Session = ui.store(tab.db)
+session_factory = ui.store(tab.db)
 
 UPLOAD, STORED = "Upload a file", "A dataset already in the database"
 AUTOMATIC = "(found by name)"
@@ -109,7 +109,7 @@ def create_from_form() -> None:
         actor=tab.user,  # team mode: only an admin creates sessions (checked before importing)
     )
     job = ui.builds().start(
-        ("create", tab.db, uuid.uuid4().hex), lambda report: start_session(Session, **options, progress=report)
+        ("create", tab.db, uuid.uuid4().hex), lambda report: start_session(session_factory, **options, progress=report)
     )
     tab.creating = job
     uploaded_bytes = sum(len(content) for _, content in ([upload] if upload else []) + files)
@@ -130,6 +130,7 @@ def finish_create() -> None:
         return
     if job.error is not None:
         raise job.error
+    assert job.result is not None, "an import finished without an error holds its session id"
     open_session(job.result)
     tab.next_page = "views/query.py"
 
@@ -212,12 +213,12 @@ def save_label_settings(session_id: int, session_name: str) -> None:
     entered = {name: st.session_state.get(ui.Keys.label_setting(session_id, name)) for name, *_ in LABEL_SETTINGS}
     try:
         change_label_settings(
-            Session,
+            session_factory,
             session_name,
             actor=tab.user,
             **{name: float(value) / 100 for name, value in entered.items() if value is not None},
         )
-        saved = session_label_settings(Session, session_name)
+        saved = session_label_settings(session_factory, session_name)
     except InvalidInput as exc:
         tab.label_settings_notice = ("error", str(exc))
         return
@@ -241,10 +242,10 @@ sessions = [
         "targets": x.target_set,
         "last activity": x.updated_at,
     }
-    for x in session_summaries(Session, actor=tab.user)
+    for x in session_summaries(session_factory, actor=tab.user)
 ]
-may = creation_rights(Session, actor=tab.user)
-datasets = dataset_names(Session) if "create" in may else []
+may = creation_rights(session_factory, actor=tab.user)
+datasets = dataset_names(session_factory) if "create" in may else []
 
 st.subheader("Open a session")
 if sessions:
@@ -302,7 +303,7 @@ if "create" in may and sources:
         if header:
             with st.expander("Columns: what each item shows"):
                 choice_cols = st.columns(3)
-                for col, (option, key) in zip(choice_cols, COLUMN_KEYS.items()):
+                for col, (option, key) in zip(choice_cols, COLUMN_KEYS.items(), strict=True):
                     col.selectbox(
                         option.replace("_column", "").capitalize(),
                         [AUTOMATIC, *header],
@@ -335,7 +336,7 @@ if "create" in may and sources:
         CRITERIA,
         index=CRITERIA.index(DEFAULT_STRATEGY),
         key=ui.Keys.CRITERION,
-        format_func=CRITERION_HELP.get,
+        format_func=CRITERION_HELP.__getitem__,  # every criterion has its line
     )
     cols[4].selectbox(
         "Targets",
@@ -358,7 +359,11 @@ if tab.next_page:
     target, tab.next_page = tab.next_page, None
     st.switch_page(target)
 
-rights = session_rights(Session, tab.workbench.session_id, actor=tab.user) if tab.workbench is not None else frozenset()
+rights = (
+    session_rights(session_factory, tab.workbench.session_id, actor=tab.user)
+    if tab.workbench is not None
+    else frozenset()
+)
 if tab.workbench is not None and "open" in rights:
     bench = tab.workbench
     st.subheader("Keyboard keys of the open session")
@@ -383,14 +388,14 @@ if tab.workbench is not None and "open" in rights:
         (st.error if level == "error" else st.success)(components.md(text))
 
     st.subheader("Model labels of the open session")
-    saved = session_label_settings(Session, bench.config.name)
+    saved = session_label_settings(session_factory, bench.config.name)
     if "change_settings" in rights:
         st.caption(
             "DST-PLL labels an item only where the audited answers back the error target below; the rest "
             "stays undecided for a person. Changing the settings changes the labels at once."
         )
         setting_columns = st.columns(len(LABEL_SETTINGS))
-        for column, (name, title, meaning, low, high) in zip(setting_columns, LABEL_SETTINGS):
+        for column, (name, title, meaning, low, high) in zip(setting_columns, LABEL_SETTINGS, strict=True):
             field = ui.Keys.label_setting(bench.session_id, name)
             st.session_state.setdefault(field, round(getattr(saved, name) * 100, 4))
             column.number_input(title, min_value=low, max_value=high, step=0.5, format="%.1f", key=field, help=meaning)

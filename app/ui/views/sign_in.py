@@ -21,13 +21,13 @@ from app.ui import state as ui
 from app.ui.gate import SIGN_IN_PATH, safe_next
 
 tab = ui.current()
-Session = ui.store(tab.db)
+session_factory = ui.store(tab.db)
 
 st.title("Sign in to winnow")
 # The message may quote a name: components.show_notice shows it as text, not Markdown.
 components.show_notice(tab)
 
-if not has_users(Session):
+if not has_users(session_factory):
     st.warning("This server is shared beyond this machine, so everyone signs in, but the store has no user yet.")
     st.code("winnow user add NAME --role admin", language="bash")
     st.stop()

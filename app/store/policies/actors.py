@@ -16,7 +16,7 @@ from app.store.checks import check_name
 from app.store.errors import PermissionDenied
 from app.store.records import find_user, users_exist
 
-__all__ = ["Actor", "OPERATOR", "REVIEW_ROLES", "resolve_actor", "require_account"]
+__all__ = ["Actor", "OPERATOR", "REVIEW_ROLES", "resolve_actor", "require_account", "require_admin_actor"]
 
 #: Roles that read every session and settle conflicts.
 REVIEW_ROLES: tuple[str, ...] = ("reviewer", "admin")
@@ -91,3 +91,20 @@ def require_account(actor: Actor, subject: str, *, hint: str = "") -> None:
         raise PermissionDenied(f"{subject} is not a user of this store{hint}")
     if not actor.active:
         raise PermissionDenied(f"{subject} is disabled")
+
+
+def require_admin_actor(session: Session, actor: str | None, what: str) -> Actor:
+    """Refuse anyone but an active admin (``None``, the command line, may; so may anyone in
+    single-user mode): the rule of every admin-only resource.
+
+    Raises
+    ------
+    PermissionDenied
+    """
+    who = resolve_actor(session, actor)
+    if who.unrestricted:
+        return who
+    require_account(who, f"{what}: {who.name!r}")
+    if who.role != "admin":
+        raise PermissionDenied(f"{what}: only an active admin may do this, and {who.name!r} is not one")
+    return who

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
-from app.store.errors import PermissionDenied
-from app.store.policies.actors import Actor, require_account, resolve_actor
+from app.store.policies.actors import Actor, require_admin_actor
 
 __all__ = ["authorize_audit"]
 
@@ -24,10 +23,4 @@ def authorize_audit(session: Session, actor: str | None, *, what: str = "audit l
     ------
     PermissionDenied
     """
-    who = resolve_actor(session, actor)
-    if who.unrestricted:
-        return who
-    require_account(who, f"{what}: {who.name!r}")
-    if who.role != "admin":
-        raise PermissionDenied(f"{what}: only an active admin may do this, and {who.name!r} is not one")
-    return who
+    return require_admin_actor(session, actor, what)

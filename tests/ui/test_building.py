@@ -114,16 +114,17 @@ def test_a_second_tab_joins_the_running_build_and_shares_its_workbench(app, db, 
 
 
 def test_a_large_upload_is_imported_in_the_background_with_progress(app, db, monkeypatch):
-    import app.service.sessions as sessions_module
+    # The Sessions page's form imports through app.service.uploads (start_session, import_upload).
+    import app.service.uploads as uploads_module
 
     gate = threading.Event()
-    real = sessions_module.import_file
+    real = uploads_module.import_file
 
     def gated(*args, **kwargs):
         gate.wait(60)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(sessions_module, "import_file", gated)
+    monkeypatch.setattr(uploads_module, "import_file", gated)
     monkeypatch.setattr(ui_state, "BACKGROUND_FROM_BYTES", 0)
     at = app(db)
     at.switch_page("views/sessions.py").run()

@@ -207,6 +207,11 @@ class SignInGate:
         path = _app_path(scope)
         if scope["type"] == "websocket" and path == _STREAM_PATH and not self.settings.dev:
             receive = _without_cache_clearing(receive)
+        if scope["type"] == "http" and (path in _PUBLIC_PATHS or path.startswith(_PUBLIC_PREFIXES)):
+            # The front end's files and the health checks: a page load fetches dozens, and none
+            # needs to know who asks (no store query on this path).
+            await self.app(scope, receive, send)
+            return
         if not await run_in_threadpool(self.team_mode):
             await self.app(scope, receive, send)
             return
@@ -222,9 +227,7 @@ class SignInGate:
             # websocket Streamlit checks it itself and Home.py maps it to an account.
             user = await run_in_threadpool(self.provider_account, cookies)
 
-        if path in _PUBLIC_PATHS or path.startswith(_PUBLIC_PREFIXES):
-            await self.app(scope, receive, send)
-        elif scope["type"] == "websocket":
+        if scope["type"] == "websocket":
             # Without a cookie the tab gets a fresh, signed-out session: the sign-in page.
             await self.app(scope, receive, send)
         elif path.startswith(_UPLOAD_PREFIX):

@@ -13,7 +13,6 @@ from .auth import (
     set_session_overlap,
     sign_in_required,
     sign_in_with_identity,
-    sign_in_with_password,
     users,
 )
 from .delivery import (
@@ -143,7 +142,6 @@ __all__ = [
     "is_local_address",
     "sign_in_required",
     "has_users",
-    "sign_in_with_password",
     "sign_in_with_identity",
     "active_user",
     "create_user",

@@ -45,10 +45,8 @@ __all__ = [
     "is_local_address",
     "sign_in_required",
     "has_users",
-    "sign_in_with_password",
     "sign_in_with_identity",
     "open_sign_in",
-    "open_sign_in_with_identity",
     "account_signed_in",
     "sign_out",
     "sign_in_handle",
@@ -97,20 +95,6 @@ def sign_in_required(session_factory: sessionmaker[Session], address: str | None
     return not is_local_address(address) or has_users(session_factory)
 
 
-def sign_in_with_password(session_factory: sessionmaker[Session], name: str, password: str) -> UserInfo:
-    """Check a name and password (the attempt is audited and counts for the rate limit).
-
-    Raises
-    ------
-    SignInRefused
-        Wrong name or password, disabled account, or too many recent failures.
-    """
-    result = write_transaction(session_factory, lambda s: sign_in(s, name=name, password=password))
-    if result.user is None:
-        raise SignInRefused(result.reason or "sign-in refused")
-    return result.user
-
-
 def sign_in_with_identity(
     session_factory: sessionmaker[Session], claims: Mapping[str, Any], provider: str = "oidc"
 ) -> UserInfo:
@@ -135,7 +119,7 @@ def open_sign_in(session_factory: sessionmaker[Session], name: str, password: st
     Raises
     ------
     SignInRefused
-        As :func:`sign_in_with_password`.
+        Wrong name or password, disabled account, or too many recent failures.
     """
 
     def work(s: Session) -> tuple[UserInfo | None, str]:
@@ -148,15 +132,6 @@ def open_sign_in(session_factory: sessionmaker[Session], name: str, password: st
     if user is None:
         raise SignInRefused(token_or_reason)
     return user, token_or_reason
-
-
-def open_sign_in_with_identity(
-    session_factory: sessionmaker[Session], claims: Mapping[str, Any], provider: str = "oidc"
-) -> tuple[UserInfo, str]:
-    """:func:`sign_in_with_identity`, then a signed-in session as :func:`open_sign_in`."""
-    user = sign_in_with_identity(session_factory, claims, provider)
-    token = write_transaction(session_factory, lambda s: start_sign_in_session(s, user_name=user.name))
-    return user, token
 
 
 def sign_in_handle(token: str) -> str:

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import json
 
-from app.service import SignInRefused, sign_in_with_password
+from app.service import SignInRefused
+from app.service.auth import open_sign_in
 from app.store import close_stores, open_store
 from tests.cli.test_users_cli import SECRET, add_user
 
@@ -24,10 +25,10 @@ def test_the_events_export_holds_no_sign_in_rows(winnow, small_csv, tmp_path):
     winnow("answer", "s1", "d0000", "--kind", "skip", "--annotator", "ann", "--db", db)
     Session = open_store(str(db))
     try:
-        assert sign_in_with_password(Session, "ann", SECRET).name == "ann"
+        assert open_sign_in(Session, "ann", SECRET)[0].name == "ann"
         for name in ("ann", TYPED):
             try:
-                sign_in_with_password(Session, name, "not the password")
+                open_sign_in(Session, name, "not the password")
             except SignInRefused as exc:
                 assert str(exc) == "wrong user name or password"
             else:

@@ -32,12 +32,13 @@ from app.store import (
 from engine.votes import check_vote_thresholds
 
 if TYPE_CHECKING:
-    from app.io import LoadedDataset
+    from app.io import LoadedDataset, MatchedVotes
 
 __all__ = [
     "VOTE_COLUMNS",
     "VoteSummary",
     "read_items_with_votes",
+    "vote_spec",
     "vote_summary",
     "votes_table",
     "vote_column",
@@ -123,14 +124,24 @@ def read_items_with_votes(
     votes = read_votes(votes_path)
     items = read_dataset(path, default_labels=vote_label_names(votes), **read_options)
     loaded, matched = apply_votes(items, votes, min_votes=min_votes, min_share=min_share)
-    spec = VoteSpec(
+    return loaded, vote_spec(matched)
+
+
+def vote_spec(matched: MatchedVotes, source: str | None = None) -> VoteSpec:
+    """The store's record of votes matched to their items (:func:`app.io.match_votes` or
+    :func:`app.io.apply_votes`); ``source`` defaults to the votes file's name.
+
+    Any source of votes (a votes table, a Label Studio export) goes to the store this way:
+    ``store_dataset(session_factory, loaded, name=..., votes=vote_spec(matched))``.
+    """
+    votes = matched.votes
+    return VoteSpec(
         positions=matched.positions,
         annotators=votes.annotators,
         labels=matched.label_indices,
         times=votes.times,
-        source=Path(votes.source).name,
+        source=source if source is not None else Path(votes.source).name,
     )
-    return loaded, spec
 
 
 def vote_summary(

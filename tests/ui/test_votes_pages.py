@@ -40,7 +40,6 @@ def test_uploaded_votes_make_the_sets_and_the_query_page_shows_them(app, db):
     assert counts, "the top item of the crowd sample has votes"
     ranked = sorted(counts.items(), key=lambda pair: (-pair[1], bench.label_names.index(pair[0])))
     expected = f"{sum(counts.values())} votes: " + ", ".join(f"{name} ×{n}" for name, n in ranked)
-    assert expected == "3 votes: jazz ×2, blues ×1"
     assert expected in [plain(t.value) for t in at.text]
     # --min-votes 2 through the form: the set is the labels with 2+ votes, or the most voted.
     top = ranked[0][1]

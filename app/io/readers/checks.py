@@ -42,7 +42,7 @@ __all__ = [
     "first_line",
 ]
 
-SUPPORTED_EXTENSIONS: tuple[str, ...] = (".csv", ".tsv", ".txt", ".parquet", ".mat", ".npz")
+SUPPORTED_EXTENSIONS: tuple[str, ...] = (".csv", ".tsv", ".txt", ".parquet", ".mat", ".npz", ".json")
 """File extensions :func:`read_dataset` understands (compared case-insensitively)."""
 
 

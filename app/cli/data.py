@@ -288,7 +288,18 @@ def export(
     output: Path = typer.Option(..., "-o", "--output", help=".csv, .tsv, .json, .jsonl or .parquet"),
     what: str = typer.Option("ranked", help="ranked (query list), labelled (dataset) or events (answer log)."),
     fmt: str | None = typer.Option(
-        None, "--format", help="csv, tsv, json, jsonl or parquet (default: from the output's extension)."
+        None,
+        "--format",
+        help="csv, tsv, json, jsonl or parquet (default: from the output's extension), or label-studio "
+        "(--what labelled: tasks Label Studio imports, and their labelling config beside them).",
+    ),
+    from_name: str | None = typer.Option(
+        None, "--from-name", help="--format label-studio: name of the <Choices> control (default: label)."
+    ),
+    to_name: str | None = typer.Option(
+        None,
+        "--to-name",
+        help="--format label-studio: name of the object the choices label (default: text, image or audio).",
     ),
     db: str = DbOption,
 ) -> None:
@@ -299,20 +310,54 @@ def export(
     it orders model labels, it is not a probability). JSON writes {"table", "metadata", "label_names",
     "rows"}: the metadata holds the target error, the confidence, the stated error bound, the number of
     audited answers and the counts per source; Parquet carries the same as key-value metadata
-    ("winnow"); JSON Lines (.jsonl) carries the rows only.
+    ("winnow"); JSON Lines (.jsonl) carries the rows only. --format label-studio writes the labelled
+    dataset as Label Studio tasks (the expert's answers as annotations, model labels as predictions
+    with score and model_version) and TASKS.label_config.xml, the labelling config to paste into the
+    project (docs/label_studio.md).
 
-    Example: winnow export week1 --what labelled -o labelled.jsonl
+    Examples: winnow export week1 --what labelled -o labelled.jsonl;
+    winnow export week1 --what labelled --format label-studio -o tasks.json
     """
     from app.io import TABLE_EXTENSIONS, write_table
-    from app.service import EXPORT_KINDS, Workbench, events_table, session_id_by_name, session_table
+    from app.service import (
+        EXPORT_KINDS,
+        LABEL_STUDIO_FORMAT,
+        Workbench,
+        events_table,
+        export_label_studio,
+        session_id_by_name,
+        session_table,
+    )
 
     check_choice(what, "--what", EXPORT_KINDS)
     if fmt is not None:
-        check_choice(fmt, "--format", [e.lstrip(".") for e in TABLE_EXTENSIONS])
-        if output.suffix.lower() != f".{fmt}":
-            output = output.with_name(output.name + f".{fmt}")
+        check_choice(fmt, "--format", [*(e.lstrip(".") for e in TABLE_EXTENSIONS), LABEL_STUDIO_FORMAT])
+    if fmt == LABEL_STUDIO_FORMAT:
+        if what != "labelled":
+            raise UserError(f"--format {LABEL_STUDIO_FORMAT} writes the labelled dataset: give --what labelled")
+        if output.suffix.lower() != ".json":
+            output = output.with_name(output.name + ".json")
+    elif from_name is not None or to_name is not None:
+        raise UserError(f"--from-name and --to-name go with --format {LABEL_STUDIO_FORMAT}")
+    elif fmt is not None and output.suffix.lower() != f".{fmt}":
+        output = output.with_name(output.name + f".{fmt}")
+    for option, value in (("--from-name", from_name), ("--to-name", to_name)):
+        if value is not None and not value.strip():
+            raise UserError(f"{option} must not be empty")
     Session = open_store(db, create=False)
     session_id = session_id_by_name(Session, session)
+    if fmt == LABEL_STUDIO_FORMAT:
+        with progress_bar(f"session {session}") as report:
+            bench = Workbench.open(Session, session_id, progress=report)
+        files = export_label_studio(bench, output, actor=None, from_name=from_name, to_name=to_name)
+        out.print(
+            f"Wrote {files.n_tasks} Label Studio tasks ({files.n_annotations} expert answers as annotations, "
+            f"{files.n_predictions} model labels as predictions) to {files.tasks}; "
+            f"labelling config: {files.config}.",
+            markup=False,
+            highlight=False,
+        )
+        return
     if what == "events":  # the log alone needs no neighbour graph
         table = events_table(Session, session_id, actor=None)
     else:

@@ -24,6 +24,7 @@ Modules
 ``features``  each dataset's feature matrix in a few blocks, read when a session opens
 ``sign_ins``  signed-in browser sessions: the account behind a cookie (team mode)
 ``labels``    a session's label settings (target error, confidence, audit share) and audit draws
+``votes``     crowd votes, written with their dataset's instances, read per item or per dataset
 """
 
 from app.store.checks import check_name
@@ -103,6 +104,7 @@ from app.store.models import (
     Instance,
     LabellingSession,
     NeighbourGraph,
+    Vote,
 )
 from app.store.policies import (
     READ_ACTIONS,
@@ -143,6 +145,16 @@ from app.store.users import (
     sign_in_external,
     unknown_name_tag,
     users_exist,
+)
+from app.store.votes import (
+    CheckedVotes,
+    StoredVote,
+    VoteSpec,
+    check_votes,
+    dataset_has_votes,
+    dataset_vote_counts,
+    dataset_votes,
+    votes_of_item,
 )
 
 __all__ = [
@@ -283,4 +295,14 @@ __all__ = [
     "save_feature_matrix",
     "load_feature_matrix",
     "feature_matrix_stored",
+    # crowd votes
+    "Vote",
+    "VoteSpec",
+    "CheckedVotes",
+    "StoredVote",
+    "check_votes",
+    "votes_of_item",
+    "dataset_votes",
+    "dataset_vote_counts",
+    "dataset_has_votes",
 ]

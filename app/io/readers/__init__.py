@@ -91,6 +91,7 @@ def read_dataset(
     features_from: str | os.PathLike[str] | None = None,
     featurizer: Any = None,
     max_pixels: int = MAX_IMAGE_PIXELS,
+    default_labels: Sequence[str] | None = None,
 ) -> LoadedDataset:
     """Read and validate a partially labelled dataset.
 
@@ -136,6 +137,10 @@ def read_dataset(
         ``features_from``.
     max_pixels : int, default :data:`~app.io.media.MAX_IMAGE_PIXELS`
         Largest image accepted (width x height, read from the header before decoding).
+    default_labels : sequence of str, optional
+        For a text or Parquet file without a candidates column: every item gets all these
+        labels (a caller that makes the sets from votes narrows them afterwards). ``None``
+        (the default) refuses a file without a candidates column.
 
     Returns
     -------
@@ -207,7 +212,8 @@ def read_dataset(
     if size == 0:
         raise DataFileError(file, "is empty (0 bytes)")
 
-    roles = Roles(candidates_column, id_column, true_label_column, ignored)
+    defaults = check_label_names_argument(default_labels)
+    roles = Roles(candidates_column, id_column, true_label_column, ignored, defaults)
     if ext in (".csv", ".tsv", ".txt"):
         table = read_text(file, head, ext, delimiter)
         dataset = dataset_from_table(file, table, roles, names, sources)

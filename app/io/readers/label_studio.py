@@ -68,6 +68,7 @@ import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -79,13 +80,13 @@ from app.io.limits import check_decompressed_size, max_decompressed_bytes
 from app.io.readers.checks import LoadedDataset, check_store_limits, check_unique_ids
 from app.io.readers.content import ContentSources, features_from_content, read_contents, resolve_content_columns
 from app.io.readers.labels import LABEL_SEPARATOR, listing, quote, sort_label_names
+from app.io.readers.votes import MatchedVotes, Votes, apply_votes
 
 __all__ = [
     "JSON_EXPANSION",
     "LOCAL_FILES_PREFIX",
     "UPLOAD_PREFIX",
     "LabelStudioExport",
-    "LabelStudioVote",
     "is_label_studio_export",
     "read_label_studio",
     "media_reference",
@@ -103,47 +104,23 @@ _MEDIA_ROLES = ("image", "audio", "link")
 
 
 @dataclass(frozen=True)
-class LabelStudioVote:
-    """One annotator's choice for one task.
-
-    Attributes
-    ----------
-    item : int
-        Position of the task's item in :attr:`LabelStudioExport.dataset` (0-based).
-    annotator : str
-        ``completed_by`` as a stable text (see the module docstring).
-    label : str
-        The chosen label.
-    time : str or None
-        The annotation's ``created_at`` as written in the file.
-    row : int
-        1-based position of the task in the file.
-    """
-
-    item: int
-    annotator: str
-    label: str
-    time: str | None
-    row: int
-
-
-@dataclass(frozen=True)
 class LabelStudioExport:
     """A Label Studio export read by :func:`read_label_studio`.
 
     Attributes
     ----------
     dataset : LoadedDataset
-        The items (ids, content, features) and their candidate sets.
-    votes : list of LabelStudioVote
-        Every vote, in file order.
+        The items (ids, content, features) and their candidate sets, made from the votes.
+    votes : MatchedVotes
+        Every vote (:class:`app.io.readers.votes.Votes`: task id, annotator, label, time, and
+        the task's position as its row), in file order, matched to its item and label.
     from_name, to_name : str
         The classification control and the object it labels, as the annotations name them
         (a writer reuses them so the tasks fit the same labelling config).
     """
 
     dataset: LoadedDataset
-    votes: list[LabelStudioVote]
+    votes: MatchedVotes
     from_name: str
     to_name: str
 
@@ -239,6 +216,8 @@ def read_label_studio(
     *,
     label_names: Sequence[str] | None = None,
     sources: ContentSources | None = None,
+    min_votes: int | None = None,
+    min_share: float | None = None,
 ) -> LabelStudioExport:
     """Read a Label Studio JSON export (see the module docstring).
 
@@ -252,6 +231,9 @@ def read_label_studio(
     sources : ContentSources, optional
         Which ``data`` keys hold content (``columns``), the media root, a features file or a
         featurizer, as for :func:`app.io.read_dataset`.
+    min_votes, min_share : optional
+        Keep the labels with at least this many votes / this share of the task's votes
+        (:func:`engine.votes.candidate_sets_from_votes`); default: every label voted for.
 
     Returns
     -------
@@ -276,7 +258,8 @@ def read_label_studio(
     rows = list(range(1, len(tasks) + 1))
     ids: list[str] = []
     data_cells: dict[str, list[Any]] = {}
-    raw_votes: list[tuple[int, str, str, str | None, int]] = []
+    raw_votes: list[tuple[int, str, str, datetime | None, int]] = []
+    voters: dict[tuple[int, str], str] = {}
     control: tuple[str, str, str] | None = None  # from_name, to_name, where first seen
     for position, task in enumerate(tasks):
         row = position + 1
@@ -321,8 +304,16 @@ def read_label_studio(
                     row=row,
                     has_header=False,
                 )
-            created = annotation.get("created_at")
-            time = created.strip() if isinstance(created, str) and created.strip() else None
+            earlier = voters.setdefault((position, who), where)
+            if earlier != where:
+                raise DataFileError(
+                    file,
+                    f"{name}: {where} is a second annotation by {quote(who)} (the first is {earlier}); "
+                    "keep one vote per annotator and task",
+                    row=row,
+                    has_header=False,
+                )
+            time = _created_at(file, annotation.get("created_at"), f"{name}: {where}.created_at", row)
             for r, item in enumerate(result):
                 label, from_name, to_name = _single_choice(file, item, f"{where}.result[{r}]", name, row)
                 if control is None:
@@ -349,12 +340,9 @@ def read_label_studio(
         cells.extend([None] * (n - len(cells)))
 
     label_space = list(label_names) if label_names is not None else sort_label_names(v[2] for v in raw_votes)
-    index = {label: j for j, label in enumerate(label_space)}
-    candidates = np.zeros((n, len(label_space)), dtype=bool)
-    voted = np.zeros(n, dtype=bool)
+    known = set(label_space)
     for position, _, label, _, row in raw_votes:
-        j = index.get(label)
-        if j is None:
+        if label not in known:
             raise DataFileError(
                 file,
                 f"{_task_name(tasks[position], row)}: unknown label {quote(label)}; the labels are "
@@ -362,13 +350,34 @@ def read_label_studio(
                 row=row,
                 has_header=False,
             )
-        candidates[position, j] = True
-        voted[position] = True
-    candidates[~voted] = True  # nobody ruled a label out
+    every_label = np.ones((n, len(label_space)), dtype=bool)  # nobody ruled a label out yet
+    dataset = _with_content(file, tasks, ids, rows, data_cells, every_label, label_space, sources)
+    votes = Votes(
+        [ids[v[0]] for v in raw_votes],
+        [v[1] for v in raw_votes],
+        [v[2] for v in raw_votes],
+        [v[3] for v in raw_votes],
+        [v[4] for v in raw_votes],
+        os.fspath(file),
+        has_header=False,
+    )
+    dataset, matched = apply_votes(dataset, votes, min_votes=min_votes, min_share=min_share)
+    return LabelStudioExport(dataset, matched, control[0], control[1])
 
-    dataset = _with_content(file, tasks, ids, rows, data_cells, candidates, label_space, sources)
-    votes = [LabelStudioVote(p, who, label, time, row) for p, who, label, time, row in raw_votes]
-    return LabelStudioExport(dataset, votes, control[0], control[1])
+
+def _created_at(file: Path, value: Any, where: str, row: int) -> datetime | None:
+    """An annotation's ``created_at`` as a UTC time (``None`` when absent)."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            time = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
+        except ValueError:
+            time = None
+        if time is not None:
+            return time.replace(tzinfo=UTC) if time.tzinfo is None else time.astimezone(UTC)
+    raise DataFileError(file, f"{where} {quote(value)} is not an ISO 8601 date and time", row=row, has_header=False)
 
 
 def _item_id(file: Path, task: dict[str, Any], data: dict[str, Any], position: int, name: str) -> str:

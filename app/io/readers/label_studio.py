@@ -35,7 +35,8 @@ content
 votes
     Every annotation's single-choice ``choices`` result is one vote: the item, the annotator
     (``completed_by``: an integer user id is kept as its decimal text, an object by its
-    ``email``, else its ``id``), the label and the annotation's ``created_at``. An annotation
+    ``email``, else its ``id``; without ``completed_by``, the ``meta.winnow.answered_by`` of a
+    task winnow exported), the label and the annotation's ``created_at``. An annotation
     without any result (opened, never answered) and a cancelled one (``was_cancelled: true``,
     "skipped" in Label Studio) cast no vote. Pre-1.0 exports' ``completions`` are read as
     annotations; ``predictions`` are not votes and are ignored.
@@ -185,6 +186,13 @@ def _annotator(value: Any) -> str | None:
     return None
 
 
+def _exported_by(task: dict[str, Any]) -> str | None:
+    """Who answered a task of winnow's own export (``meta.winnow.answered_by``), if anyone."""
+    meta = task.get("meta")
+    record = meta.get("winnow") if isinstance(meta, dict) else None
+    return _annotator(record.get("answered_by")) if isinstance(record, dict) else None
+
+
 def _task_name(task: Any, row: int) -> str:
     task_id = task.get("id") if isinstance(task, dict) else None
     if isinstance(task_id, (int, str)) and not isinstance(task_id, bool) and str(task_id).strip():
@@ -296,6 +304,8 @@ def read_label_studio(
             if not isinstance(result, list):
                 raise DataFileError(file, f"{name}: {where}.result is not a list", row=row, has_header=False)
             who = _annotator(annotation.get("completed_by"))
+            if who is None and "completed_by" not in annotation:
+                who = _exported_by(task)  # winnow's own export names its expert in meta
             if who is None:
                 raise DataFileError(
                     file,

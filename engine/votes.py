@@ -47,7 +47,7 @@ import numpy as np
 
 from engine.exceptions import InvalidInput
 
-__all__ = ["vote_counts", "candidate_sets_from_votes"]
+__all__ = ["check_vote_thresholds", "vote_counts", "candidate_sets_from_votes"]
 
 
 def _check_index_array(values: object, name: str, bound: int, bound_name: str) -> np.ndarray:
@@ -68,6 +68,26 @@ def _check_count(value: object, name: str, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, Integral) or int(value) < minimum:
         raise InvalidInput(f"{name} must be an integer >= {minimum}, got {value!r}")
     return int(value)
+
+
+def check_vote_thresholds(min_votes: object = None, min_share: object = None) -> tuple[int | None, float | None]:
+    """``(min_votes, min_share)`` checked: an integer >= 1 and a number in ``(0, 1]``, or ``None``.
+
+    >>> check_vote_thresholds(2, None)
+    (2, None)
+
+    Raises
+    ------
+    InvalidInput
+        A threshold out of range or of the wrong type; the message names it.
+    """
+    votes = None if min_votes is None else _check_count(min_votes, "min_votes", 1)
+    share = None
+    if min_share is not None:
+        if isinstance(min_share, bool) or not isinstance(min_share, Real) or not 0 < float(min_share) <= 1:
+            raise InvalidInput(f"min_share must be a number in (0, 1], got {min_share!r}")
+        share = float(min_share)
+    return votes, share
 
 
 def vote_counts(items: object, labels: object, *, n_items: int, n_labels: int) -> np.ndarray:
@@ -138,12 +158,7 @@ def candidate_sets_from_votes(
     InvalidInput
         A bad threshold or bad index arrays (:func:`vote_counts`).
     """
-    if min_votes is not None:
-        min_votes = _check_count(min_votes, "min_votes", 1)
-    if min_share is not None:
-        if isinstance(min_share, bool) or not isinstance(min_share, Real) or not 0 < float(min_share) <= 1:
-            raise InvalidInput(f"min_share must be a number in (0, 1], got {min_share!r}")
-        min_share = float(min_share)
+    min_votes, min_share = check_vote_thresholds(min_votes, min_share)
     counts = vote_counts(items, labels, n_items=n_items, n_labels=n_labels)
     total = counts.sum(axis=1, keepdims=True)
     keep = counts > 0

@@ -14,7 +14,8 @@ Modules
 ``uploads``    files uploaded in the browser (data file, media, zip archive) as a dataset, and
                the Sessions page's "Create session"
 ``progress``   replay a session's events and measure it after each one
-``exports``    the ranked list, labelled data and answer log as tables and files
+``exports``    the ranked list, labelled data, answer log and votes as tables and files
+``votes``      crowd votes: items read with their votes, an item's vote summary, the votes export
 ``hotkeys``    a session's keyboard keys as editable text, and changing them (admins)
 ``delivery``   the labelled dataset handed back: final labels, their sources, the stated error;
                a session's label settings

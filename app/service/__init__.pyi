@@ -75,6 +75,7 @@ from .team import (
     team_figures,
 )
 from .uploads import UPLOAD_EXTENSIONS, import_upload, media_folder, safe_file_name, start_session, upload_columns
+from .votes import VOTE_COLUMNS, VoteSummary, read_items_with_votes, vote_column, vote_summary, votes_table
 from .workbench import (
     ACTION_KEYS,
     OFFERS,
@@ -124,6 +125,12 @@ __all__ = [
     "media_folder",
     "import_upload",
     "upload_columns",
+    "VOTE_COLUMNS",
+    "VoteSummary",
+    "read_items_with_votes",
+    "vote_summary",
+    "votes_table",
+    "vote_column",
     "UPLOAD_EXTENSIONS",
     "GraphResult",
     "graph_key",

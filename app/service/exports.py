@@ -1,4 +1,5 @@
-"""What winnow exports: the ranked query list, the labelled dataset and the answer log.
+"""What winnow exports: the ranked query list, the labelled dataset, the answer log and the
+crowd votes a dataset was made from.
 
 ``winnow export``, ``winnow rank`` and the Progress page's download buttons build their tables
 here and write them with :func:`app.io.write_table`, so a file from the browser and one from
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.service.votes import vote_column, votes_table
 from app.store import audit_log, authorize_session, dataset_content, event_log, session_actions
 from engine import check_choice
 from engine.choices import DEFAULT_STRATEGY
@@ -46,7 +48,7 @@ __all__ = [
 ]
 
 #: What a session export can hold (``winnow export --what``).
-EXPORT_KINDS: tuple[str, ...] = ("ranked", "labelled", "events")
+EXPORT_KINDS: tuple[str, ...] = ("ranked", "labelled", "events", "votes")
 #: Download formats of the browser app (the CLI also writes ``.tsv`` and ``.parquet``).
 EXPORT_MIME: dict[str, str] = {"csv": "text/csv", "json": "application/json", "jsonl": "application/jsonl"}
 EXPORT_FORMATS: tuple[str, ...] = tuple(EXPORT_MIME)
@@ -60,7 +62,9 @@ def _quiet(description: str) -> AbstractContextManager[object]:
 
 
 def session_table(bench: Workbench, what: str, *, actor: str | None) -> pd.DataFrame:
-    """The ``ranked`` query list, the ``labelled`` dataset or the ``events`` log of a session.
+    """The ``ranked`` query list, the ``labelled`` dataset, the ``events`` log or the crowd
+    ``votes`` of a session (:func:`app.service.votes.votes_table`). The labelled dataset of a
+    dataset made from votes gets a last ``votes`` column (``"jazz:2|blues:1"``).
 
     ``actor`` must be allowed the export (``export_ranked``, ``export_labelled`` or
     ``export_events`` of :mod:`app.store.policies.sessions`); ``None`` is the command line.
@@ -73,9 +77,20 @@ def session_table(bench: Workbench, what: str, *, actor: str | None) -> pd.DataF
     check_choice(what, "what", EXPORT_KINDS)
     if what == "events":
         return events_table(bench.session_factory, bench.session_id, actor=actor)
+    if what == "votes":
+        return votes_table(bench.session_factory, bench.session_id, actor=actor)
     with bench.session_factory() as s:
         authorize_session(s, actor, f"export_{what}", bench.session_id, what=f"export {what}")
-    return bench.ranked_table() if what == "ranked" else bench.labelled_table()
+    if what == "ranked":
+        return bench.ranked_table()
+    table = bench.labelled_table()
+    # A dataset made from crowd votes: each item's votes as "jazz:2|blues:1", after the
+    # existing columns (which stay as they are).
+    votes = vote_column(bench.session_factory, bench.config.dataset_id)
+    if votes is not None:
+        table = table.copy()  # keeps the table's metadata (attrs)
+        table["votes"] = votes  # the rows are the items in position order
+    return table
 
 
 #: Columns of the answer-log export, in order.

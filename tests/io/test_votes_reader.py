@@ -151,3 +151,22 @@ def test_a_vote_for_an_unknown_item_names_its_row(tmp_path):
 def test_items_without_candidates_need_default_labels(tmp_path):
     with pytest.raises(DataFileError, match="has no 'candidates' column"):
         read_dataset(_items(tmp_path))
+
+
+def test_the_crowd_sample_is_made_by_its_script_and_reads_with_its_votes():
+    import importlib.util
+    from pathlib import Path
+
+    sample = Path(__file__).resolve().parents[2] / "sample_data"
+    spec = importlib.util.spec_from_file_location("make_crowd_sample", sample / "make_crowd_sample.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    items_table, votes_table = module.build()
+    assert items_table.to_csv(index=False, lineterminator="\n") == (sample / "crowd_items.csv").read_text()
+    assert votes_table.to_csv(index=False, lineterminator="\n") == (sample / "crowd_votes.csv").read_text()
+    votes = read_votes(sample / "crowd_votes.csv")
+    items = read_dataset(sample / "crowd_items.csv", default_labels=vote_label_names(votes))
+    assert items.content_columns == {"text": "text"} and items.X.shape == (80, 4)
+    made, matched = apply_votes(items, votes)
+    assert made.label_names == ["blues", "jazz", "pop", "rock"]
+    assert np.unique(matched.positions).size == 76 and made.candidates[76:].all()  # the last 4 have no vote

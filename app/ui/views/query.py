@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from app.service import ACTION_KEYS, reserve_next_item
+from app.service import ACTION_KEYS, reserve_next_item, vote_summary
 from app.ui import components
 from app.ui import state as ui
 from app.ui.components import md
@@ -126,6 +126,9 @@ left, right = st.columns([3, 2], gap="large")
 with left:
     st.subheader(f"Item {md(item_id)}")
     components.show_item(bench, position, size="large")
+    votes = vote_summary(bench.session_factory, bench.config.dataset_id, position, bench.label_names)
+    if votes.n_votes:  # a dataset made from crowd votes: what the crowd said (text: names are user content)
+        st.text(votes.text)
     if state.skipped[position]:
         st.caption("Everything left has been skipped at least once; skipped items come last.")
 

@@ -38,7 +38,9 @@ from engine.choices import CRITERIA, DEFAULT_STRATEGY, WEIGHTINGS
 
 def import_command(
     file: Path = typer.Argument(
-        ..., help="CSV/TSV, Parquet, .mat (PLL benchmark) or .npz file, or a folder of images (with --labels)."
+        ...,
+        help="CSV/TSV, Parquet, .mat (PLL benchmark) or .npz file, a Label Studio export (.json), or a folder "
+        "of images (with --labels).",
     ),
     db: str = DbOption,
     name: str | None = typer.Option(None, help="Dataset name (default: the file name)."),
@@ -90,6 +92,10 @@ def import_command(
     where no label reaches them keeps its most voted labels); items without a vote get every
     label. The votes are stored and shown to the expert.
 
+    A Label Studio JSON export (project.json) is read as items and votes: each task's data (text,
+    image, audio) and the annotators' single choices (--min-votes / --min-share apply to them);
+    see docs/label_studio.md.
+
     Examples: winnow import sample_data/digits_partial.csv --db winnow.db --session first;
     winnow import sample_data/texts.csv; winnow import sample_data/photos --labels sample_data/photos_labels.csv;
     winnow import sample_data/crowd_items.csv --votes sample_data/crowd_votes.csv --min-votes 2
@@ -110,11 +116,16 @@ def import_command(
         text_column, image_column, audio_column, link_column, ignore_columns, features_from, media_root
     )
     is_folder = file.is_dir()
-    if votes is None and (min_votes is not None or min_share is not None):
+    label_studio = file.suffix.lower() == ".json"  # a Label Studio export: its annotations are the votes
+    if votes is None and (min_votes is not None or min_share is not None) and not label_studio:
         raise UserError("--min-votes and --min-share read the votes: give --votes FILE too")
+    if votes is not None and label_studio:
+        raise UserError(f"{file.name} is a Label Studio export: its annotations are the votes; drop --votes")
     if votes is not None and is_folder:
         raise UserError(f"--votes goes with a data file of items; {file} is a folder")
-    vote_options = {} if votes is None else {"votes": votes, "min_votes": min_votes, "min_share": min_share}
+    vote_options: dict[str, object] = {"min_votes": min_votes, "min_share": min_share} if label_studio else {}
+    if votes is not None:
+        vote_options = {"votes": votes, "min_votes": min_votes, "min_share": min_share}
     if labels is not None and not is_folder:
         raise UserError(f"--labels goes with a folder of images; {file} is not a folder")
     if ignore_unlisted and labels is None:

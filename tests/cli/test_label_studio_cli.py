@@ -15,7 +15,7 @@ from sqlalchemy import func, select
 
 from app.io.label_studio_tasks import LABEL_STUDIO_TASKS_SCHEMA
 from app.io.readers.label_studio import read_label_studio
-from app.store import list_datasets, open_store
+from app.store import dataset_votes, list_datasets, open_store
 from app.store.models import Vote
 from tests.cli.test_usage_errors import one_line_error
 from tests.io.label_studio_exports import FIRST_ID, GENRES, choice, text_tasks, truth, write_tasks
@@ -73,6 +73,20 @@ def test_the_tasks_fit_label_studio_and_carry_the_expert_and_the_model(round_tri
     assert [line.strip() for line in config.splitlines() if "<Choice " in line] == [
         f'<Choice value="{g}"/>' for g in GENRES
     ]
+
+
+def test_the_annotators_votes_are_stored_with_the_items(round_trip):
+    source, out, _, stdout = round_trip
+    expected = read_label_studio(source).votes.votes
+    with open_store(out.parent / "w.db", create=False)() as s:
+        (dataset,) = list_datasets(s)
+        stored = dataset_votes(s, dataset.id)
+    # Stored by item position (the tasks are in id order), each with who voted and when.
+    assert [(v.external_id, v.annotator, GENRES[v.label]) for v in stored] == list(
+        zip(expected.item_ids, expected.annotators, expected.labels, strict=True)
+    )
+    assert {v.source for v in stored} == {"project.json"} and all(v.voted_at is not None for v in stored)
+    assert len(stored) == 29  # the cancelled and the empty annotation cast none
 
 
 def test_the_tasks_read_back_with_the_same_ids_content_and_answers(round_trip):

@@ -68,7 +68,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -111,7 +111,8 @@ class LabelStudioExport:
     Attributes
     ----------
     dataset : LoadedDataset
-        The items (ids, content, features) and their candidate sets, made from the votes.
+        The items (ids, content, features) and their candidate sets, made from the votes
+        (which it carries as :attr:`~app.io.readers.checks.LoadedDataset.votes`).
     votes : MatchedVotes
         Every vote (:class:`app.io.readers.votes.Votes`: task id, annotator, label, time, and
         the task's position as its row), in file order, matched to its item and label.
@@ -371,7 +372,7 @@ def read_label_studio(
         os.fspath(file),
         has_header=False,
     )
-    dataset, matched = apply_votes(dataset, votes, min_votes=min_votes, min_share=min_share)
+    dataset, matched = apply_votes(replace(dataset, votes=votes), votes, min_votes=min_votes, min_share=min_share)
     return LabelStudioExport(dataset, matched, control[0], control[1])
 
 

@@ -31,7 +31,8 @@
     probability) and ``model_version`` ``winnow-<version>-dstpll-<session>``.
 
     Items with a ``given`` label (a single candidate nobody answered) and ``undecided`` items
-    get neither: their label (if any), label source and candidates are in ``meta.winnow``.
+    get neither: their label (if any), label source and candidates are in ``meta.winnow``
+    (with the item's crowd votes, ``"jazz:2|blues:1"``, when the dataset has some).
 ``tasks.label_config.xml``
     The labelling config the tasks fit (:func:`labelling_config`): one object tag per
     content key (``<Text name="text" value="$text"/>``, ``<Image .../>``, ``<Audio .../>``,
@@ -165,6 +166,7 @@ LABEL_STUDIO_TASKS_SCHEMA: dict[str, Any] = {
                             "candidates": {"type": "array", "items": {"type": "string"}},
                             "answered_by": {"type": ["string", "null"]},
                             "answered_at": {"type": ["string", "null"]},
+                            "votes": {"type": "string"},
                         },
                     }
                 },
@@ -214,6 +216,7 @@ def label_studio_tasks(
     table: pd.DataFrame,
     *,
     media_kinds: Sequence[str | None] | None = None,
+    votes: Sequence[str] | None = None,
     model_version: str,
     from_name: str = DEFAULT_FROM_NAME,
     to_name: str | None = None,
@@ -228,6 +231,9 @@ def label_studio_tasks(
         ``answered_at`` and the content columns it has (``text``, ``media_path``, ``link``).
     media_kinds : sequence of (str or None), optional
         ``"image"`` or ``"audio"`` for each row with a ``media_path`` (default: image).
+    votes : sequence of str, optional
+        Each item's crowd votes as ``"jazz:2|blues:1"`` (:func:`app.service.votes.vote_column`),
+        kept in ``meta.winnow.votes``.
     model_version : str
         The predictions' ``model_version``.
     from_name : str, default "label"
@@ -257,6 +263,8 @@ def label_studio_tasks(
     kinds = list(media_kinds) if media_kinds is not None else [None] * n
     if len(kinds) != n:
         raise InvalidInput(f"media_kinds has {len(kinds)} entries but the table has {n} rows")
+    if votes is not None and len(votes) != n:
+        raise InvalidInput(f"votes has {len(votes)} entries but the table has {n} rows")
 
     def column(name: str) -> list[Any]:
         return list(table[name]) if name in table.columns else [None] * n
@@ -279,7 +287,7 @@ def label_studio_tasks(
         return [{"from_name": from_name, "to_name": target, "type": "choices", "value": {"choices": [label]}}]
 
     tasks = []
-    for row, data in zip(table.itertuples(index=False), datas, strict=True):
+    for position, (row, data) in enumerate(zip(table.itertuples(index=False), datas, strict=True)):
         record = row._asdict()
         label = record["label"] if _present(record["label"]) else None
         source = str(record["label_source"])
@@ -300,6 +308,8 @@ def label_studio_tasks(
             "answered_by": str(record["answered_by"]) if _present(record["answered_by"]) else None,
             "answered_at": str(record["answered_at"]) if _present(record["answered_at"]) else None,
         }
+        if votes is not None:
+            meta["votes"] = str(votes[position])
         tasks.append({"data": data, "annotations": annotations, "predictions": predictions, "meta": {"winnow": meta}})
     return tasks, target
 

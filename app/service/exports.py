@@ -274,6 +274,7 @@ def export_label_studio(
     tasks, target = label_studio_tasks(
         table,
         media_kinds=content.media_kinds,
+        votes=vote_column(bench.session_factory, bench.config.dataset_id),
         model_version=prediction_model_version(bench.config.name),
         from_name=control,
         to_name=to_name,

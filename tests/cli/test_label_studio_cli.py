@@ -67,6 +67,8 @@ def test_the_tasks_fit_label_studio_and_carry_the_expert_and_the_model(round_tri
     assert all(0.0 <= p["score"] <= 1.0 and p["model_version"] == "winnow-0.1.0-dstpll-s" for p in predictions)
     assert all(p["result"][0]["from_name"] == "genre" and p["result"][0]["to_name"] == "text" for p in predictions)
     assert {t["meta"]["winnow"]["answered_by"] for t in tasks if t["annotations"]} == {"ada"}
+    # The crowd's votes travel in meta: task 100 had two votes for blues and one for jazz.
+    assert [t["meta"]["winnow"]["votes"] for t in tasks[:3]] == ["blues:2|jazz:1", "jazz:2", ""]
     assert f"({len(answers)} expert answers as annotations, {len(predictions)} model labels as predictions)" in stdout
     config = (out / "tasks.label_config.xml").read_text()
     assert '<Text name="text" value="$text"/>' in config and '<Choices name="genre" toName="text"' in config

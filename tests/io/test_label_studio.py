@@ -182,6 +182,7 @@ def test_bad_tasks_are_refused_with_the_task_and_field(tmp_path, edit, message):
         ('{"data": {}}', "is not a Label Studio export: its top level must be a list of tasks"),
         ("[]", "holds no tasks"),
         ('[{"id": 1, "data": {"text": "a"}}]', "has no annotation with a single choice"),
+        pytest.param("[" * 100_000, "nests JSON too deeply", id="deeply-nested"),
         ('[{"id": 1,', r"is not valid JSON \(line 1, column 11: Expecting property name"),
     ],
 )
@@ -229,7 +230,10 @@ def delivered() -> pd.DataFrame:
 
 def test_tasks_carry_answers_as_annotations_and_model_labels_as_predictions():
     tasks, to_name = label_studio_tasks(
-        delivered(), media_kinds=[None, None, "image", None], model_version="winnow-0.1.0-dstpll-s"
+        delivered(),
+        media_kinds=[None, None, "image", None],
+        votes=["jazz:2", "jazz:1|rock:1", "", "rock:1"],
+        model_version="winnow-0.1.0-dstpll-s",
     )
     jsonschema.validate(tasks, LABEL_STUDIO_TASKS_SCHEMA)
     assert to_name == "image"
@@ -252,6 +256,7 @@ def test_tasks_carry_answers_as_annotations_and_model_labels_as_predictions():
     assert tasks[2]["meta"]["winnow"]["label_source"] == "given" and tasks[2]["meta"]["winnow"]["label"] == "rock"
     assert tasks[3]["meta"]["winnow"]["candidates"] == ["blues", "jazz", "rock"]
     assert tasks[0]["meta"]["winnow"]["answered_by"] == "ada"
+    assert [t["meta"]["winnow"]["votes"] for t in tasks] == ["jazz:2", "jazz:1|rock:1", "", "rock:1"]
 
 
 def test_the_schema_refuses_what_label_studio_would_misread():

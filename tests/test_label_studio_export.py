@@ -9,7 +9,7 @@ import jsonschema
 import pandas as pd
 import pytest
 
-from app.io.label_studio_tasks import LABEL_STUDIO_TASKS_SCHEMA, label_studio_tasks
+from app.io.label_studio_tasks import LABEL_STUDIO_TASKS_SCHEMA, label_studio_tasks, labelling_config
 from app.io.readers.content import ContentSources
 from app.io.readers.label_studio import read_label_studio
 from app.service import (
@@ -84,3 +84,14 @@ def test_items_without_content_cannot_become_tasks():
     )
     with pytest.raises(InvalidInput, match="the items have no content"):
         label_studio_tasks(table, model_version="m")
+
+
+def test_a_label_studio_export_takes_no_votes_file(tmp_path):
+    source = write_tasks(tmp_path / "p.json", [])
+    with pytest.raises(InvalidInput, match=r"'p\.json' is a Label Studio export: its annotations are the votes"):
+        import_file(open_store(tmp_path / "w.db"), source, name="p", votes=tmp_path / "votes.csv")
+
+
+def test_a_link_is_shown_as_text_in_the_config():
+    config = labelling_config(["a"], data_keys=["link"], to_name="link")
+    assert '<Text name="link" value="$link"/>' in config and "HyperText" not in config

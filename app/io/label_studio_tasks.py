@@ -36,7 +36,7 @@
 ``tasks.label_config.xml``
     The labelling config the tasks fit (:func:`labelling_config`): one object tag per
     content key (``<Text name="text" value="$text"/>``, ``<Image .../>``, ``<Audio .../>``,
-    ``<HyperText>`` for a link shown as text) and ``<Choices name="label" toName="text"
+    ``<Text name="link" .../>`` for a link, shown as text) and ``<Choices name="label" toName="text"
     choice="single">`` with one ``<Choice>`` per label of the dataset. Paste it into the Label
     Studio project's Settings > Labeling Interface > Code before importing the tasks.
 
@@ -328,7 +328,8 @@ def labelling_config(
       </Choices>
     </View>
     """
-    tags = {"text": "Text", "image": "Image", "audio": "Audio", "link": "HyperText"}
+    # A link is shown with <Text> (as text), never <HyperText>, which renders its value as HTML.
+    tags = {"text": "Text", "image": "Image", "audio": "Audio", "link": "Text"}
     lines = ["<View>"]
     for key in ("image", "audio", "text", "link"):
         if key in data_keys:

@@ -75,7 +75,15 @@ from .team import (
     team_figures,
 )
 from .uploads import UPLOAD_EXTENSIONS, import_upload, media_folder, safe_file_name, start_session, upload_columns
-from .votes import VOTE_COLUMNS, VoteSummary, read_items_with_votes, vote_column, vote_summary, votes_table
+from .votes import (
+    VOTE_COLUMNS,
+    VoteSummary,
+    read_items_with_votes,
+    vote_column,
+    vote_spec,
+    vote_summary,
+    votes_table,
+)
 from .workbench import (
     ACTION_KEYS,
     OFFERS,
@@ -128,6 +136,7 @@ __all__ = [
     "VOTE_COLUMNS",
     "VoteSummary",
     "read_items_with_votes",
+    "vote_spec",
     "vote_summary",
     "votes_table",
     "vote_column",

@@ -33,13 +33,14 @@ from engine.exceptions import InvalidInput
 from engine.votes import check_vote_thresholds
 
 if TYPE_CHECKING:
-    from app.io import LoadedDataset
+    from app.io import LoadedDataset, MatchedVotes
 
 __all__ = [
     "VOTE_COLUMNS",
     "VoteSummary",
     "read_items_with_votes",
     "votes_brought_by",
+    "vote_spec",
     "vote_summary",
     "votes_table",
     "vote_column",
@@ -125,14 +126,24 @@ def read_items_with_votes(
     votes = read_votes(votes_path)
     items = read_dataset(path, default_labels=vote_label_names(votes), **read_options)
     loaded, matched = apply_votes(items, votes, min_votes=min_votes, min_share=min_share)
-    spec = VoteSpec(
+    return loaded, vote_spec(matched)
+
+
+def vote_spec(matched: MatchedVotes, source: str | None = None) -> VoteSpec:
+    """The store's record of votes matched to their items (:func:`app.io.match_votes` or
+    :func:`app.io.apply_votes`); ``source`` defaults to the votes file's name.
+
+    Any source of votes (a votes table, a Label Studio export) goes to the store this way:
+    ``store_dataset(session_factory, loaded, name=..., votes=vote_spec(matched))``.
+    """
+    votes = matched.votes
+    return VoteSpec(
         positions=matched.positions,
         annotators=votes.annotators,
         labels=matched.label_indices,
         times=votes.times,
-        source=Path(votes.source).name,
+        source=source if source is not None else Path(votes.source).name,
     )
-    return loaded, spec
 
 
 def votes_brought_by(
@@ -153,14 +164,7 @@ def votes_brought_by(
     min_votes, min_share = check_vote_thresholds(min_votes, min_share)
     votes = loaded.votes
     loaded, matched = apply_votes(loaded, votes, min_votes=min_votes, min_share=min_share)
-    spec = VoteSpec(
-        positions=matched.positions,
-        annotators=votes.annotators,
-        labels=matched.label_indices,
-        times=votes.times,
-        source=Path(votes.source).name,
-    )
-    return loaded, spec
+    return loaded, vote_spec(matched)
 
 
 def vote_summary(

@@ -113,10 +113,6 @@ def test_label_studio_format_goes_with_the_labelled_dataset_only(round_trip, win
         )
     )
     assert line == "error: --format label-studio writes the labelled dataset: give --what labelled"
-    line = one_line_error(
-        winnow("export", "s", "--what", "labelled", "--from-name", "x", "-o", out / "l.csv", "--db", db, check=False)
-    )
-    assert line == "error: --from-name and --to-name go with --format label-studio"
     assert sorted(p.name for p in out.iterdir()) == ["tasks.json", "tasks.label_config.xml"]
 
 

@@ -193,6 +193,14 @@ def test_files_that_are_not_usable_exports_are_refused(tmp_path, content, messag
         read_label_studio(path)
 
 
+def test_a_json_min_export_is_told_apart(tmp_path):
+    path = write_tasks(tmp_path / "min.json", [{"id": 1, "text": "a song", "genre": "jazz", "annotator": 1}])
+    with pytest.raises(
+        DataFileError, match=r"task 1 has no 'data'.*\(a JSON-MIN export\? export the project as JSON\)"
+    ):
+        read_label_studio(path)
+
+
 def test_an_unknown_label_is_refused_against_declared_labels(text_export):
     with pytest.raises(DataFileError, match=r"task 100: unknown label 'blues'; the labels are jazz, rock"):
         read_label_studio(text_export, label_names=["jazz", "rock"])

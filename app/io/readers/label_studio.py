@@ -278,8 +278,13 @@ def read_label_studio(
         data = task.get("data")
         if not isinstance(data, dict):
             problem = "has no 'data'" if data is None else f"'data' is {type(data).__name__}, not an object"
+            # JSON-MIN, Label Studio's other JSON export, flattens data and choices into one object.
+            hint = " (a JSON-MIN export? export the project as JSON)" if "annotations" not in task else ""
             raise DataFileError(
-                file, f"{name} {problem}; every task needs its data (text or media)", row=row, has_header=False
+                file,
+                f"{name} {problem}; every task needs its data (text or media){hint}",
+                row=row,
+                has_header=False,
             )
         ids.append(_item_id(file, task, data, position, name))
         for key in data:

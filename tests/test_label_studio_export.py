@@ -4,6 +4,7 @@ tasks imported, answered on the workbench, written back as tasks and read again.
 from __future__ import annotations
 
 import json
+import re
 
 import jsonschema
 import pandas as pd
@@ -55,6 +56,7 @@ def test_image_tasks_go_back_as_local_files_with_the_answers(exported):
     } == answered
     assert files.n_annotations == len(answered) == 2 and files.n_tasks == 12
     assert all(p["model_version"] == prediction_model_version("s") for t in tasks for p in t["predictions"])
+    assert re.fullmatch(r"winnow-\d+\.\d+\.\d+\S*-dstpll-s", prediction_model_version("s"))
     config = files.config.read_text()
     assert '<Image name="image" value="$image"/>' in config and 'toName="img"' in config
 

@@ -15,6 +15,7 @@ from sqlalchemy import func, select
 
 from app.io.label_studio_tasks import LABEL_STUDIO_TASKS_SCHEMA
 from app.io.readers.label_studio import read_label_studio
+from app.service import prediction_model_version
 from app.store import dataset_votes, list_datasets, open_store
 from app.store.models import Vote
 from tests.cli.test_usage_errors import one_line_error
@@ -64,7 +65,7 @@ def test_the_tasks_fit_label_studio_and_carry_the_expert_and_the_model(round_tri
     assert annotated == answers
     predictions = [p for t in tasks for p in t["predictions"]]
     assert predictions, "the audited answers back the 45% target: some model labels are kept"
-    assert all(0.0 <= p["score"] <= 1.0 and p["model_version"] == "winnow-0.1.0-dstpll-s" for p in predictions)
+    assert all(0.0 <= p["score"] <= 1.0 and p["model_version"] == prediction_model_version("s") for p in predictions)
     assert all(p["result"][0]["from_name"] == "genre" and p["result"][0]["to_name"] == "text" for p in predictions)
     assert {t["meta"]["winnow"]["answered_by"] for t in tasks if t["annotations"]} == {"ada"}
     # The crowd's votes travel in meta: task 100 had two votes for blues and one for jazz.

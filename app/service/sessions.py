@@ -19,7 +19,7 @@ import numpy as np
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.service.tasks import ProgressCallback, ProgressTracker
-from app.service.votes import read_items_with_votes
+from app.service.votes import read_items_with_votes, votes_brought_by
 from app.store import (
     READ_ACTIONS,
     SESSION_ACTIONS,
@@ -147,8 +147,9 @@ def import_file(
         A file of crowd votes (:func:`app.io.read_votes`): the candidate sets are made from it
         and the votes stored with the items (:func:`app.service.votes.read_items_with_votes`).
     min_votes, min_share : optional
-        With ``votes``: keep the labels with at least this many votes / this share of the
-        item's votes (:mod:`engine.votes`).
+        With ``votes`` or a Label Studio export (``.json``, whose annotations are the votes):
+        keep the labels with at least this many votes / this share of the item's votes
+        (:mod:`engine.votes`).
 
     Returns
     -------
@@ -165,9 +166,14 @@ def import_file(
     from app.io import DataFileError, read_dataset, read_image_dataset  # pandas and pyarrow: only when read
 
     dataset_name = check_name(name or Path(path).stem, "name")
-    if votes is None and (min_votes is not None or min_share is not None):
+    brings_votes = Path(path).suffix.lower() == ".json"  # a Label Studio export: its annotations
+    if votes is None and (min_votes is not None or min_share is not None) and not brings_votes:
         raise InvalidInput("min_votes and min_share apply to votes: give a votes file too")
-    if votes is not None:
+    if votes is not None and brings_votes:
+        raise InvalidInput(
+            f"{Path(path).name!r} is a Label Studio export: its annotations are the votes; give no votes file"
+        )
+    if votes is not None or brings_votes:
         check_vote_thresholds(min_votes, min_share)
         if Path(path).is_dir():
             raise InvalidInput(f"votes go with a data file of items; {Path(path).name!r} is a folder")
@@ -219,6 +225,8 @@ def import_file(
         )
         if votes is None:
             loaded = read_dataset(path, **read_options)
+            if loaded.votes is not None:
+                loaded, vote_spec = votes_brought_by(loaded, min_votes=min_votes, min_share=min_share)
         else:
             loaded, vote_spec = read_items_with_votes(
                 path, votes, min_votes=min_votes, min_share=min_share, read_options=read_options

@@ -8,7 +8,8 @@ dataset's media root; the folder is removed again when the import fails.
 
 What is accepted
 ----------------
-* one data file (``.csv``, ``.tsv``, ``.txt``, ``.parquet``, ``.mat``, ``.npz``); its media
+* one data file (``.csv``, ``.tsv``, ``.txt``, ``.parquet``, ``.mat``, ``.npz``, or a Label Studio
+  export ``.json``); its media
   paths and http(s) links are checked as in ``winnow import``;
 * a data file and image / audio files: the files are stored flat (their base names), so the
   data file names them by file name (``cat.png``);
@@ -69,7 +70,7 @@ MAX_ZIP_BYTES = 2 << 30
 MAX_ZIP_MEMBERS = 50_000
 
 #: Extensions of the data files an upload may hold (the readers of ``winnow import``).
-DATA_FILE_EXTENSIONS: tuple[str, ...] = (".csv", ".tsv", ".txt", ".parquet", ".mat", ".npz")
+DATA_FILE_EXTENSIONS: tuple[str, ...] = (".csv", ".tsv", ".txt", ".parquet", ".mat", ".npz", ".json")
 #: Extensions of an archive of data and media files.
 ARCHIVE_EXTENSIONS: tuple[str, ...] = (".zip",)
 #: Extensions of the images and audio clips an upload may hold.

@@ -29,6 +29,7 @@ from app.store import (
     session_dataset_size,
     votes_of_item,
 )
+from engine.exceptions import InvalidInput
 from engine.votes import check_vote_thresholds
 
 if TYPE_CHECKING:
@@ -38,6 +39,7 @@ __all__ = [
     "VOTE_COLUMNS",
     "VoteSummary",
     "read_items_with_votes",
+    "votes_brought_by",
     "vote_spec",
     "vote_summary",
     "votes_table",
@@ -142,6 +144,27 @@ def vote_spec(matched: MatchedVotes, source: str | None = None) -> VoteSpec:
         times=votes.times,
         source=source if source is not None else Path(votes.source).name,
     )
+
+
+def votes_brought_by(
+    loaded: LoadedDataset, *, min_votes: int | None = None, min_share: float | None = None
+) -> tuple[LoadedDataset, VoteSpec]:
+    """The candidate sets and stored votes of a file that brings its own votes (a Label Studio
+    export: :attr:`app.io.LoadedDataset.votes`), read with the same rule as a votes file.
+
+    Raises
+    ------
+    InvalidInput
+        ``loaded`` brings no votes, or a bad threshold.
+    """
+    from app.io import apply_votes
+
+    if loaded.votes is None:
+        raise InvalidInput(f"{Path(loaded.source).name!r} brings no votes")
+    min_votes, min_share = check_vote_thresholds(min_votes, min_share)
+    votes = loaded.votes
+    loaded, matched = apply_votes(loaded, votes, min_votes=min_votes, min_share=min_share)
+    return loaded, vote_spec(matched)
 
 
 def vote_summary(

@@ -204,7 +204,7 @@ def _conflict_sequential(own: np.ndarray, sets: np.ndarray) -> float:
     total = 1 << sets.shape[0]
     empty = focal.get(0, 0)
     outside = sum(count for key, count in focal.items() if key and not key & own_mask)
-    return outside / (total - empty)
+    return float(outside / (total - empty))
 
 
 def _conflict_scores(idx: np.ndarray, w: np.ndarray, Y: np.ndarray, own: np.ndarray) -> np.ndarray:
@@ -323,7 +323,9 @@ def suspect_threshold(trusted_scores: Any, *, false_alarm: float = DEFAULT_FALSE
     >>> suspect_threshold([0.1, 0.2], false_alarm=0.05)
     inf
     """
-    check_scalar(false_alarm, "false_alarm", kind=Real, min_value=0.0, max_value=1.0, include_min=False, include_max=False)
+    check_scalar(
+        false_alarm, "false_alarm", kind=Real, min_value=0.0, max_value=1.0, include_min=False, include_max=False
+    )
     scores = np.asarray(trusted_scores, dtype=np.float64).ravel()
     if not np.isfinite(scores).all():
         raise InvalidInput("trusted_scores must be finite numbers")

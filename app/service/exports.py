@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.service import session_tables
+from app.service.suspects import workbench_suspects
 from app.store import audit_log, authorize_session, event_log, session_actions
 from engine import check_choice
 from engine.choices import DEFAULT_STRATEGY
@@ -70,7 +72,9 @@ def session_table(bench: Workbench, what: str, *, actor: str | None) -> pd.DataF
         return events_table(bench.session_factory, bench.session_id, actor=actor)
     with bench.session_factory() as s:
         authorize_session(s, actor, f"export_{what}", bench.session_id, what=f"export {what}")
-    return bench.ranked_table() if what == "ranked" else bench.labelled_table()
+    if what == "ranked":
+        return bench.ranked_table()
+    return session_tables.with_suspect_column(bench.labelled_table(), bench.state, workbench_suspects(bench).flags)
 
 
 #: Columns of the answer-log export, in order.

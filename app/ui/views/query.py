@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from app.service import ACTION_KEYS, reserve_next_item
+from app.service import ACTION_KEYS, reserve_next_item, workbench_suspects
 from app.ui import components
 from app.ui import state as ui
 from app.ui.components import md
@@ -71,6 +71,28 @@ def record_other(position: int) -> None:
 
 def open_other(position: int) -> None:
     tab.other_label_for = position
+
+
+def offer_suspect_labels(position: int, shown_set: np.ndarray) -> None:
+    """When the item on screen is suspect (its neighbours' evidence contradicts every label of
+    its set, :mod:`app.service.suspects`), say so and offer the labels they suggest as
+    "another label" buttons, each recording an ``other_label`` event."""
+    if tab.workbench is None:
+        return
+    suspect = workbench_suspects(tab.workbench).item(position)
+    if suspect is None:
+        return
+    st.text(suspect.text())  # label names are user content: text, never Markdown
+    for suggestion in suspect.suggestions:
+        if shown_set[suggestion.label]:
+            continue  # team mode shows the original set, which may hold it
+        st.button(
+            f"another label: {md(suggestion.name)}",
+            key=ui.Keys.suggest(position, suggestion.label),
+            width="stretch",
+            on_click=record,
+            args=("other_label", position, suggestion.label),
+        )
 
 
 st.title("Query")
@@ -193,6 +215,7 @@ with right:
             components.keyboard(
                 focus=f".st-key-{ui.Keys.other_label(position)} input", key=f"keyboard_focus_{position}"
             )
+    offer_suspect_labels(position, shown_set)
 
 st.subheader("Why this item")
 why = bench.explain(position)

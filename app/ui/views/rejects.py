@@ -101,29 +101,6 @@ for conflict in state.conflicts:
                     args=("resolve", position, int(label)),
                 )
 
-# ------------------------------------------------------------------------------ suspects
-SUSPECTS_SHOWN = 10
-suspects = workbench_suspects(bench)
-st.subheader(f"Sets that may miss the true label ({len(suspects.items)})")
-st.caption(suspects.summary())
-for suspect in suspects.items[:SUSPECTS_SHOWN]:
-    position = suspect.position
-    with st.container(border=True):
-        picture, text = st.columns([1, 3])
-        with picture:
-            components.show_item(bench, position, size="small")
-        with text:
-            st.text(f"Item {suspect.external_id}: set {{{', '.join(suspect.candidates)}}}\n{suspect.text()}")
-            for suggestion in suspect.suggestions:
-                st.button(
-                    f"another label: {md(suggestion.name)}",
-                    key=ui.Keys.suspect_other(position, suggestion.label),
-                    on_click=record_suggestion,
-                    args=(position, suggestion.label),
-                )
-if len(suspects.items) > SUSPECTS_SHOWN:
-    st.caption(f"The {SUSPECTS_SHOWN} most suspect of {len(suspects.items)} are shown; answering one shows the next.")
-
 # ------------------------------------------------------------------------------ rejects
 queue = components.reject_queue(tab.db, bench.session_id, state.n_events, bench)
 rejected = ~queue.accepted
@@ -180,3 +157,26 @@ for n, i in enumerate(rows):
                 st.bar_chart(bars, stack=False, height=200)
 if tab.left_alone:
     st.caption(f"{len(tab.left_alone)} item(s) left alone in this tab.")
+
+# ------------------------------------------------------------------------------ suspects
+SUSPECTS_SHOWN = 10
+suspects = workbench_suspects(bench)
+st.subheader(f"Sets that may miss the true label ({len(suspects.items)})")
+st.caption(suspects.summary())
+for suspect in suspects.items[:SUSPECTS_SHOWN]:
+    position = suspect.position
+    with st.container(border=True):
+        picture, text = st.columns([1, 3])
+        with picture:
+            components.show_item(bench, position, size="small")
+        with text:
+            st.text(f"Item {suspect.external_id}: set {{{', '.join(suspect.candidates)}}}\n{suspect.text()}")
+            for suggestion in suspect.suggestions:
+                st.button(
+                    f"another label: {md(suggestion.name)}",
+                    key=ui.Keys.suspect_other(position, suggestion.label),
+                    on_click=record_suggestion,
+                    args=(position, suggestion.label),
+                )
+if len(suspects.items) > SUSPECTS_SHOWN:
+    st.caption(f"The {SUSPECTS_SHOWN} most suspect of {len(suspects.items)} are shown; answering one shows the next.")

@@ -9,6 +9,7 @@ import pytest
 
 from app.service import StaleAnswer, Workbench, check_suggestion_offered, session_table, workbench_suspects
 from app.store import create_dataset, create_labelling_session, open_store, write_transaction
+from engine import suspect_scores
 
 LABELS = ["ant", "bee", "cat"]
 N_PER_CLASS = 60
@@ -91,6 +92,10 @@ def test_an_answer_settles_a_suspect_item_and_the_button_check_goes_stale(bench)
     bench.record("ann", "other_label", position=position, label=truth)
     after = workbench_suspects(bench)
     assert after.item(position) is None and not after.flags[position]
+    # Only the items the answer can change were scored again: the same scores as a full pass.
+    full = suspect_scores(bench.graph.idx, bench.graph.w, np.asarray(bench.state.candidates))
+    np.testing.assert_array_equal(after.scores, full)
+    assert after.scores[position] == 0.0  # its neighbours (all ants) hold its new set
     with pytest.raises(StaleAnswer, match="no longer suspect"):
         check_suggestion_offered(after, position, truth, answered=False)
     # "none of these" does not settle: the item stays suspect (the suggestions say where the truth is).

@@ -42,7 +42,8 @@ import numpy as np
 from app.service.answers import StaleAnswer
 from app.service.graphs import GraphResult
 from app.store import SessionState
-from engine import SuspectSets, suspect_sets
+from engine import outside_suggestions, suspect_scores, suspect_threshold
+from engine.neighbors import ReverseIndex
 from engine.suspect import DEFAULT_FALSE_ALARM
 
 if TYPE_CHECKING:
@@ -104,6 +105,8 @@ class SessionSuspects:
         Most suspect first (ties: dataset order).
     flags : bool array of shape (n_instances,)
         Which items are suspect (the labelled export's ``suspect`` column).
+    scores : float array of shape (n_instances,)
+        Dempster's conflict of every item's current set with its neighbours' evidence.
     threshold : float
         Scores above it are suspect (``inf``: too few trusted sets to calibrate).
     false_alarm : float
@@ -116,6 +119,7 @@ class SessionSuspects:
 
     items: tuple[SuspectItem, ...]
     flags: np.ndarray
+    scores: np.ndarray
     threshold: float
     false_alarm: float
     n_trusted: int
@@ -154,9 +158,11 @@ def _trusted(state: SessionState, settled: np.ndarray, false_alarm: float) -> tu
     return expert | given, "single given labels and expert answers"
 
 
-# The last result per (session, graph), valid while the session's state is the same object
-# (a refresh derives a new one): the Query page asks on every rerun.
-_CACHE: OrderedDict[tuple[int, str, float], tuple[SessionState, SessionSuspects]] = OrderedDict()
+# The last scores and result per (session, graph), valid while the session's state is the
+# same object (a refresh derives a new one): the Query page asks on every rerun. After an
+# answer only the items whose set or whose neighbours' sets changed are scored again.
+_CACHE: OrderedDict[tuple[int, str], tuple[SessionState, np.ndarray, dict[float, SessionSuspects]]] = OrderedDict()
+_REVERSE: OrderedDict[str, ReverseIndex] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
 _CACHE_SIZE = 16
 
@@ -178,16 +184,27 @@ def session_suspects(
     Returns
     -------
     SessionSuspects
+
+    Notes
+    -----
+    The scores of a session are kept (per process, for the last 16 sessions and graphs); for
+    a new state of the same session only the items whose set changed and those that have
+    such an item among their neighbours are scored again (:class:`engine.neighbors.ReverseIndex`),
+    so an answer costs ``O(affected · 2**k)`` instead of a pass over the dataset.
     """
-    key = (state.config.session_id, graph.key, float(false_alarm))
+    key = (state.config.session_id, graph.key)
     with _CACHE_LOCK:
         hit = _CACHE.get(key)
-        if hit is not None and hit[0] is state:
-            _CACHE.move_to_end(key)
-            return hit[1]
-    result = _compute(graph, state, false_alarm)
+    if hit is not None and hit[0] is state and float(false_alarm) in hit[2]:
+        return hit[2][float(false_alarm)]
+    if hit is not None and hit[0] is state:
+        scores = hit[1]
+    else:
+        scores = _scores(graph, state, None if hit is None else hit[:2])
+    result = _result(graph, state, scores, float(false_alarm))
     with _CACHE_LOCK:
-        _CACHE[key] = (state, result)
+        results = hit[2] if hit is not None and hit[0] is state else {}
+        _CACHE[key] = (state, scores, {**results, float(false_alarm): result})
         _CACHE.move_to_end(key)
         while len(_CACHE) > _CACHE_SIZE:
             _CACHE.popitem(last=False)
@@ -202,38 +219,63 @@ def workbench_suspects(bench: Workbench, *, false_alarm: float = DEFAULT_FALSE_A
     return session_suspects(graph, state, false_alarm=false_alarm)
 
 
-def _compute(graph: GraphResult, state: SessionState, false_alarm: float) -> SessionSuspects:
+def _reverse_index(graph: GraphResult) -> ReverseIndex:
+    with _CACHE_LOCK:
+        index = _REVERSE.get(graph.key)
+    if index is None:
+        index = ReverseIndex(graph.idx, graph.idx.shape[0])
+        with _CACHE_LOCK:
+            _REVERSE[graph.key] = index
+            while len(_REVERSE) > _CACHE_SIZE:
+                _REVERSE.popitem(last=False)
+    return index
+
+
+def _scores(graph: GraphResult, state: SessionState, previous: tuple[SessionState, np.ndarray] | None) -> np.ndarray:
+    """Dempster's conflict of every item; with the ``previous`` state and its scores, only the
+    items an answer can have changed are scored again."""
     candidates = np.asarray(state.candidates)
-    n = candidates.shape[0]
+    if candidates.shape[0] == 0:
+        return np.zeros(0)
+    if previous is None or np.asarray(previous[0].candidates).shape != candidates.shape:
+        return suspect_scores(graph.idx, graph.w, candidates)
+    changed = np.flatnonzero((np.asarray(previous[0].candidates) != candidates).any(axis=1))
+    scores = previous[1].copy()
+    if changed.size:
+        rows = np.union1d(changed, _reverse_index(graph).rows_holding_any(changed))
+        scores[rows] = suspect_scores(graph.idx[rows], graph.w[rows], candidates, own=candidates[rows])
+    return scores
+
+
+def _result(graph: GraphResult, state: SessionState, scores: np.ndarray, false_alarm: float) -> SessionSuspects:
+    candidates = np.asarray(state.candidates)
     settled = settled_items(state)
     trusted, calibrated_on = _trusted(state, settled, false_alarm)
-    if n == 0:
-        return SessionSuspects((), np.zeros(0, dtype=bool), math.inf, false_alarm, 0, calibrated_on)
-    found = suspect_sets(graph.idx, graph.w, candidates, trusted=trusted, false_alarm=false_alarm)
-    flags = found.suspect & ~settled
+    threshold = suspect_threshold(scores[trusted], false_alarm=false_alarm)
+    flags = (scores > threshold) & (scores > 0) & ~settled
     order = np.flatnonzero(flags)
-    order = order[np.argsort(-found.scores[order], kind="stable")]
-    items = tuple(_item(found, state, int(p)) for p in order)
-    return SessionSuspects(items, flags, found.threshold, false_alarm, found.n_trusted, calibrated_on)
-
-
-def _item(found: SuspectSets, state: SessionState, position: int) -> SuspectItem:
-    names = state.label_names
-    k = int(found.n_neighbors[position])
-    suggestions = tuple(
-        Suggestion(int(label), names[int(label)], int(holders), k, float(share))
-        for label, holders, share in zip(
-            found.suggestions[position], found.holders[position], found.support[position], strict=True
+    order = order[np.argsort(-scores[order], kind="stable")]
+    items: tuple[SuspectItem, ...] = ()
+    if order.size:
+        idx, w = graph.idx[order], graph.w[order]
+        labels, support, holders = outside_suggestions(idx, w, candidates, own=candidates[order])
+        n_neighbours = (w > 0).sum(axis=1)
+        names = state.label_names
+        items = tuple(
+            SuspectItem(
+                position=int(p),
+                external_id=state.external_ids[p],
+                score=float(scores[p]),
+                candidates=tuple(names[m] for m in np.flatnonzero(candidates[p])),
+                suggestions=tuple(
+                    Suggestion(int(label), names[int(label)], int(held), int(n_neighbours[i]), float(share))
+                    for label, held, share in zip(labels[i], holders[i], support[i], strict=True)
+                    if label >= 0
+                ),
+            )
+            for i, p in enumerate(order.tolist())
         )
-        if label >= 0
-    )
-    return SuspectItem(
-        position=position,
-        external_id=state.external_ids[position],
-        score=float(found.scores[position]),
-        candidates=tuple(names[m] for m in np.flatnonzero(state.candidates[position])),
-        suggestions=suggestions,
-    )
+    return SessionSuspects(items, flags, scores, threshold, false_alarm, int(trusted.sum()), calibrated_on)
 
 
 def check_suggestion_offered(suspects: SessionSuspects, position: int, label: int, *, answered: bool) -> None:

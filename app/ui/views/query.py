@@ -6,6 +6,10 @@ patches the ranking incrementally; the rerun that follows then draws the next it
 widget key names the item on screen and every callback passes that item as ``displayed``, so
 a key press that arrives after the page moved on answers nothing (the service refuses it with
 a gentle message instead of answering an item nobody saw).
+
+When the item on screen is suspect (its neighbours' evidence contradicts every candidate,
+:mod:`app.service.suspects`), the page says which labels they suggest and offers each as an
+"another label" button.
 """
 
 from __future__ import annotations

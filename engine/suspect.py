@@ -94,7 +94,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from numbers import Real
+from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
@@ -358,7 +358,7 @@ def outside_suggestions(
     holders : int array of shape (n_targets, n_suggestions)
         Number of neighbours of positive weight holding each suggestion.
     """
-    check_scalar(n_suggestions, "n_suggestions", kind=int, min_value=1)
+    check_scalar(n_suggestions, "n_suggestions", kind=Integral, min_value=1)
     idx, w, Y, own = _check_inputs(idx, w, Y, own)
     return _suggestions(idx, w, Y, own, int(n_suggestions))
 

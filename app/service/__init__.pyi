@@ -62,6 +62,14 @@ from .sessions import (
     session_summaries,
     store_dataset,
 )
+from .suspects import (
+    SessionSuspects,
+    Suggestion,
+    SuspectItem,
+    check_suggestion_offered,
+    session_suspects,
+    workbench_suspects,
+)
 from .tasks import STAGE_NAMES, BuildJob, BuildRegistry, ProgressCallback, ProgressTracker, ProgressUpdate
 from .team import (
     ConflictDetail,
@@ -98,6 +106,12 @@ from .workbench import (
 )
 
 __all__ = [
+    "SessionSuspects",
+    "Suggestion",
+    "SuspectItem",
+    "check_suggestion_offered",
+    "session_suspects",
+    "workbench_suspects",
     "Workbench",
     "QueryExplanation",
     "TargetExplanation",

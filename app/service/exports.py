@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.service import session_tables
+from app.service.suspects import workbench_suspects
 from app.service.votes import vote_column, votes_table
 from app.store import audit_log, authorize_session, dataset_content, event_log, session_actions
 from engine import check_choice
@@ -83,7 +85,7 @@ def session_table(bench: Workbench, what: str, *, actor: str | None) -> pd.DataF
         authorize_session(s, actor, f"export_{what}", bench.session_id, what=f"export {what}")
     if what == "ranked":
         return bench.ranked_table()
-    table = bench.labelled_table()
+    table = session_tables.with_suspect_column(bench.labelled_table(), bench.state, workbench_suspects(bench).flags)
     # A dataset made from crowd votes: each item's votes as "jazz:2|blues:1", after the
     # existing columns (which stay as they are).
     votes = vote_column(bench.session_factory, bench.config.dataset_id)

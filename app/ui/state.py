@@ -123,6 +123,16 @@ class Keys:
         return f"query_undo_{event_id if event_id is not None else 'none'}"
 
     @staticmethod
+    def suggest(position: int, label: int) -> str:
+        """An "another label: <suggestion>" button of a suspect item on the Query page."""
+        return f"query_suggest_{position}_{label}"
+
+    @staticmethod
+    def suspect_other(position: int, label: int) -> str:
+        """The same button beside a suspect item on the Rejects page."""
+        return f"rejects_suspect_{position}_{label}"
+
+    @staticmethod
     def review_other(position: int) -> str:
         """The Review page's choice of a label outside the conflict's labels."""
         return f"review_other_label_{position}"

@@ -205,12 +205,12 @@ def _vote_counts(votes: np.ndarray, n_labels: int) -> np.ndarray:
 
 def _lowest_first(score: np.ndarray, allowed: np.ndarray, size: int, rng: np.random.Generator) -> np.ndarray:
     """The ``size`` allowed items of lowest ``score``, ties broken by seeded random keys."""
-    keys = rng.random(score.shape[0])
+    keys = rng.random(score.shape)
     order = np.lexsort((keys, score))
     return order[allowed[order]][:size]
 
 
-def winnow_labels(cs: CrowdSet, budgets: Sequence[int], *, first: Sequence[int] = ()) -> Curve:
+def winnow_labels(cs: CrowdSet, budgets: Sequence[int], *, first: Sequence[int] | np.ndarray = ()) -> Curve:
     """Votes → union sets → the session's query order → DST-PLL's labels (see the module doc).
 
     ``first`` lists items served, in that order, before the criterion's order (the
@@ -295,7 +295,7 @@ def _batched(
 
 def dawid_skene_labels(cs: CrowdSet, budgets: Sequence[int]) -> Curve:
     """Dawid–Skene (crowd-kit); the expert is one more annotator, asked lowest posterior first."""
-    from crowdkit.aggregation import DawidSkene
+    from crowdkit.aggregation import DawidSkene  # type: ignore[import-not-found]  # benchmark-only peer
 
     n, m = cs.votes.shape
     crowd = pd.DataFrame({"task": np.repeat(np.arange(n), m), "worker": np.tile(np.arange(m), n)})
@@ -326,7 +326,7 @@ def _out_of_fold_proba(X: np.ndarray, labels: np.ndarray, n_labels: int, seed: i
 
 def crowdlab_labels(cs: CrowdSet, budgets: Sequence[int]) -> Curve:
     """CROWDLAB (cleanlab) with a k-NN's out-of-fold probabilities; asked lowest quality first."""
-    from cleanlab.multiannotator import get_label_quality_multiannotator
+    from cleanlab.multiannotator import get_label_quality_multiannotator  # type: ignore[import-not-found]
 
     majority = majority_labels(cs, [0])[0][0]
     n = cs.y.shape[0]

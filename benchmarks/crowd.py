@@ -73,6 +73,7 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 import argparse  # noqa: E402 - after the thread limits, which must precede numpy
 import importlib  # noqa: E402
 import importlib.metadata  # noqa: E402
+import json  # noqa: E402
 import platform  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -579,6 +580,82 @@ def verdict(rows: pd.DataFrame, ours: str = "winnow") -> tuple[bool, list[str]]:
     return losses.empty, lines
 
 
+SHORT_NAMES = {"majority vote": "MV", "Dawid–Skene": "DS", "CROWDLAB": "CL"}
+"""Peer → the abbreviation of the verdict matrix."""
+
+
+def verdict_matrix(rows: pd.DataFrame, ours: str = "winnow") -> list[str]:
+    """Markdown table: per setting and budget, the peers ``ours`` is not ahead of (points behind)."""
+    table = comparisons(rows, ours)
+    budgets = sorted(rows["budget"].unique())
+    lines = [
+        "| setting | " + " | ".join(f"{b} answers" for b in budgets) + " |",
+        "|---|" + "---|" * len(budgets),
+    ]
+    for (dataset, crowd), part in table.groupby(["dataset", "crowd"], sort=False):
+        cells = []
+        for budget in budgets:
+            behind = part[(part["budget"] == budget) & (part["mean"] < TIE)]
+            if behind.empty:
+                cells.append("ahead")
+                continue
+            cells.append(
+                ", ".join(
+                    f"{SHORT_NAMES.get(r.peer, r.peer)} "
+                    + ("tie" if abs(r["mean"]) < TIE else f"−{100 * -r['mean']:.1f}")
+                    for _, r in behind.sort_values("mean").iterrows()
+                )
+            )
+        lines.append(f"| {dataset} · {crowd} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def error_sources(datasets: Sequence[str], crowds: Sequence[Crowd], seeds: Sequence[int]) -> pd.DataFrame:
+    """Where winnow's wrong labels come from before any answer, per (dataset, crowd, seed).
+
+    A diagnosis after the fact (it reads the truth, and nothing is chosen from it): shares of
+    the items whose winnow label is wrong (``errors``) because the union of the votes misses
+    the truth (``truth_missing``: no label inside the set can be right), or although the
+    truth is in the set and a strict majority of the votes named it (``majority_right``:
+    what the union of the votes forgets), or otherwise (``other``).
+    """
+    out = []
+    for dataset in datasets:
+        X, y = DATASETS[dataset]()
+        for crowd in crowds:
+            for seed in seeds:
+                cs = make_crowd_set(X, y, crowd, int(seed))
+                labels = winnow_labels(cs, [0])[0][0]
+                counts = _vote_counts(cs.votes, cs.n_labels)
+                wrong = labels != y
+                missing = ~cs.candidates[np.arange(y.shape[0]), y]
+                majority_right = (counts[np.arange(y.shape[0]), y] > cs.votes.shape[1] / 2) & ~missing & wrong
+                out.append(
+                    {
+                        "dataset": dataset,
+                        "crowd": crowd.name,
+                        "seed": int(seed),
+                        "errors": float(wrong.mean()),
+                        "truth_missing": float((wrong & missing).mean()),
+                        "majority_right": float(majority_right.mean()),
+                        "other": float((wrong & ~missing & ~majority_right).mean()),
+                    }
+                )
+    return pd.DataFrame(out)
+
+
+def error_table(sources: pd.DataFrame) -> list[str]:
+    """Markdown table of :func:`error_sources`: % of the items, mean ± sd over the seeds."""
+    lines = [
+        "| setting | winnow wrong | truth not in the set | a strict majority named the truth | other |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for (dataset, crowd), part in sources.groupby(["dataset", "crowd"], sort=False):
+        cells = [_mean_sd(part[c]) for c in ("errors", "truth_missing", "majority_right", "other")]
+        lines.append(f"| {dataset} · {crowd} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def versions() -> dict[str, str]:
     """Versions of the packages the numbers depend on (missing ones named so)."""
     out = {"python": platform.python_version()}
@@ -622,9 +699,20 @@ METHOD_NOTES: list[str] = [
 """The method section of the report (the module docstring has the details)."""
 
 
-def report(rows: pd.DataFrame, skipped: dict[str, str], meta: dict[str, str]) -> list[str]:
-    """The markdown of docs/results_crowd.md: verdict, one table per setting, method notes."""
-    order = [m.name for m in methods()]
+def report(
+    rows: pd.DataFrame,
+    skipped: dict[str, str],
+    meta: dict[str, str],
+    *,
+    sources: pd.DataFrame | None = None,
+    notes: Sequence[str] = (),
+) -> list[str]:
+    """The markdown of docs/results_crowd.md: verdict, one table per setting, method notes.
+
+    ``sources`` (:func:`error_sources`) adds the table of winnow's error causes; ``notes``
+    are markdown lines placed after the verdict (a reading of the numbers).
+    """
+    order = list(dict.fromkeys(["winnow", "winnow + suspect", *(m.name for m in methods()), *rows["method"]]))
     lines = ["# Crowd-made sets: winnow beside majority vote, Dawid–Skene and CROWDLAB", ""]
     lines += [
         "Generated by `python -m benchmarks.crowd` (issue 22). Accuracy (%) of the **final labels of all items**, "
@@ -636,15 +724,23 @@ def report(rows: pd.DataFrame, skipped: dict[str, str], meta: dict[str, str]) ->
     for message in skipped.values():
         lines += [f"**{message}**", ""]
     lines += ["## Verdict", ""]
-    for ours in [name for name in order if name.startswith("winnow") and name in set(rows["method"])]:
+    ours_names = [name for name in order if name.startswith("winnow") and name in set(rows["method"])]
+    details: list[str] = []
+    for ours in ours_names:
         ok, where = verdict(rows, ours)
         lines.append(f"{ours} better than every peer at every budget: **{'yes' if ok else 'no'}**.")
         lines.append("")
         if where:
-            lines.append(f"Where not ({ours}'s mean accuracy not above the peer's; differences paired over seeds):")
+            lines.append(
+                f"Where not: the peers {ours} is not ahead of, and by how many points of mean accuracy "
+                f"({', '.join(f'{v} = {k}' for k, v in SHORT_NAMES.items())}; *ahead*: ahead of every peer):"
+            )
             lines.append("")
-            lines += [f"- {line}" for line in where]
+            lines += verdict_matrix(rows, ours)
             lines.append("")
+            details += [f"### {ours}", ""] + [f"- {line}" for line in where] + [""]
+    if notes:
+        lines += notes
     lines += ["## Results", ""]
     for (dataset, crowd), part in rows.groupby(["dataset", "crowd"], sort=False):
         first = part.iloc[0]
@@ -658,7 +754,22 @@ def report(rows: pd.DataFrame, skipped: dict[str, str], meta: dict[str, str]) ->
         lines.append("")
         lines += setting_table(part, order)
         lines.append("")
+    if sources is not None and not sources.empty:
+        lines += [
+            "## Where winnow's errors come from (0 answers)",
+            "",
+            "Share of the items (%, mean ± sd over the seeds) whose winnow label is wrong before any answer, by "
+            "cause: the union of the votes misses the truth (no label inside the set can be right), or the truth "
+            "is in the set and a strict majority of the votes named it (what the union forgets), or otherwise. "
+            "A diagnosis read from the truth after the run (`error_sources`); nothing was chosen from it.",
+            "",
+        ]
+        lines += error_table(sources)
+        lines.append("")
     lines += METHOD_NOTES
+    if details:
+        lines += ["## Paired differences where winnow is not ahead", ""]
+        lines += details
     lines += ["## Run", ""]
     lines += [f"- {key}: {value}" for key, value in meta.items()]
     lines.append("")
@@ -672,7 +783,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--budgets", nargs="*", type=int, default=list(BUDGETS))
     parser.add_argument("--jobs", type=int, default=1, help="worker processes (default %(default)s)")
     parser.add_argument("--output", type=Path, help="write the markdown report here")
-    parser.add_argument("--raw", type=Path, help="write every row as CSV here")
+    parser.add_argument("--raw", type=Path, help="write every row as CSV here (and the run's facts beside it as JSON)")
+    parser.add_argument(
+        "--from-raw", type=Path, help="rebuild the report from a --raw CSV (and its JSON) without running"
+    )
+    parser.add_argument("--notes", type=Path, help="markdown placed after the verdict (a reading of the numbers)")
     args = parser.parse_args(argv)
     if args.seeds < 1 or args.jobs < 1:
         parser.error("--seeds and --jobs must be at least 1")
@@ -683,24 +798,38 @@ def main(argv: Sequence[str] | None = None) -> int:
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
-    load_before = os.getloadavg()
-    started = time.perf_counter()
-    rows, skipped = run(args.datasets, CROWDS, range(args.seeds), args.budgets, n_jobs=args.jobs, log=log)
-    seconds = time.perf_counter() - started
-    load_after = os.getloadavg()
-    meta = {
-        "seeds": f"{args.seeds} (0..{args.seeds - 1})",
-        "wall time": f"{seconds:.0f} s with {args.jobs} worker process(es), one thread each",
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, shared; load average (1 min) "
-        f"{load_before[0]:.1f} before, {load_after[0]:.1f} after",
-        "method time per curve (s, mean over settings and seeds)": ", ".join(
-            f"{name} {t:.2f}" for name, t in rows.groupby("method", sort=False)["seconds"].mean().items()
-        ),
-        **{f"version of {k}": v for k, v in versions().items()},
-    }
-    text = "\n".join(report(rows, skipped, meta))
-    if args.raw:
-        rows.to_csv(args.raw, index=False)
+    if args.from_raw is not None:
+        if not args.from_raw.is_file():
+            parser.error(f"--from-raw: no file {args.from_raw}")
+        rows = pd.read_csv(args.from_raw)
+        facts_path = args.from_raw.with_suffix(".json")
+        facts = json.loads(facts_path.read_text()) if facts_path.is_file() else {}
+        skipped, meta = facts.get("skipped", {}), facts.get("meta", {})
+        meta["report"] = f"rebuilt from the rows of that run ({args.from_raw.name})"
+    else:
+        load_before = os.getloadavg()
+        started = time.perf_counter()
+        rows, skipped = run(args.datasets, CROWDS, range(args.seeds), args.budgets, n_jobs=args.jobs, log=log)
+        seconds = time.perf_counter() - started
+        load_after = os.getloadavg()
+        meta = {
+            "seeds": f"{args.seeds} (0..{args.seeds - 1})",
+            "wall time": f"{seconds:.0f} s with {args.jobs} worker process(es), one thread each",
+            "machine": f"{platform.machine()}, {os.cpu_count()} cores, shared; load average (1 min) "
+            f"{load_before[0]:.1f} before, {load_after[0]:.1f} after",
+            "method time per curve (s of wall time, mean over settings and seeds)": ", ".join(
+                f"{name} {t:.2f}" for name, t in rows.groupby("method", sort=False)["seconds"].mean().items()
+            ),
+            **{f"version of {k}": v for k, v in versions().items()},
+        }
+        if args.raw:
+            rows.to_csv(args.raw, index=False)
+            args.raw.with_suffix(".json").write_text(json.dumps({"meta": meta, "skipped": skipped}, indent=1))
+    settings = rows.drop_duplicates(["dataset", "crowd"])
+    crowds = [c for c in CROWDS if c.name in set(settings["crowd"])]
+    sources = error_sources(list(dict.fromkeys(settings["dataset"])), crowds, sorted(rows["seed"].unique()))
+    notes = args.notes.read_text().splitlines() + [""] if args.notes else []
+    text = "\n".join(report(rows, skipped, meta, sources=sources, notes=notes))
     if args.output:
         args.output.write_text(text)
     else:

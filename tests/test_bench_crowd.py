@@ -57,6 +57,26 @@ def test_main_writes_the_report(without_peers, tmp_path):
     assert text.count("| majority vote |") == len(crowd.CROWDS)
     assert "version of crowd-kit" in text and "load average" in text
     assert raw.read_text().startswith("dataset,crowd,seed,method,budget,n_answers,accuracy")
+    assert "## Where winnow's errors come from (0 answers)" in text
+
+    # The report rebuilt from the rows (and the run's facts beside them) says the same.
+    notes = tmp_path / "notes.md"
+    notes.write_text("A reading of the numbers.")
+    again = tmp_path / "again.md"
+    assert crowd.main(["--from-raw", str(raw), "--notes", str(notes), "--output", str(again)]) == 0
+    rebuilt = again.read_text()
+    assert rebuilt.startswith(text.split("## Run")[0].replace("## Results", "A reading of the numbers.\n\n## Results"))
+    assert "- report: rebuilt from the rows of that run (rows.csv)" in rebuilt
+    assert "load average" in rebuilt
+
+
+def test_error_sources_add_up_to_the_errors(iris_crowd_set):
+    sources = crowd.error_sources(["iris"], crowd.CROWDS[1:], [0])
+    row = sources.iloc[0]
+    assert row["errors"] == pytest.approx(row["truth_missing"] + row["majority_right"] + row["other"])
+    labels = crowd.winnow_labels(iris_crowd_set, [0])[0][0]
+    assert row["errors"] == pytest.approx((labels != iris_crowd_set.y).mean())
+    assert row["truth_missing"] > 0  # the weak crowd's sets miss the truth somewhere
 
 
 def test_majority_vote_is_seeded_and_asks_lowest_agreement_first(iris_crowd_set):

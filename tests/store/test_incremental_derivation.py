@@ -84,7 +84,7 @@ def assert_same_state(actual, expected) -> None:
     assert actual.n_events == expected.n_events
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(deliveries())
 def test_incremental_derivation_equals_the_full_derivation_after_every_chunk(delivery):
     original, _, chunks = delivery

@@ -22,6 +22,7 @@ Usage: python -m benchmarks.bench_record [--n 20000] [--logs 20000 100000] [--an
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import platform
 import statistics
@@ -61,7 +62,8 @@ def fill_log(Session, session_id: int, dataset_id: int, n_events: int, original:
         answers = rng.random(n_events) < 0.2
         now = utcnow()
         rows = []
-        for p, answer, a in zip(positions.tolist(), answers.tolist(), rng.integers(len(who), size=n_events).tolist()):
+        annotators = rng.integers(len(who), size=n_events)
+        for p, answer, a in zip(positions.tolist(), answers.tolist(), annotators.tolist(), strict=True):
             label = int(rng.choice(np.flatnonzero(original[p]))) if answer else None
             rows.append(
                 {
@@ -116,7 +118,8 @@ def bench_log(Session, dataset_id: int, n_log: int, answers: int) -> dict[str, o
         # This workbench's own answer from the Query page.
         shown = int(bench.queue(top=1)[0])
         label = int(np.flatnonzero(bench.state.candidates[shown])[0])
-        record.append(timed(lambda: bench.record("alice", "answer", position=shown, label=label, displayed="query"))[0])
+        answer = functools.partial(bench.record, "alice", "answer", position=shown, label=label, displayed="query")
+        record.append(timed(answer)[0])
     with Session() as s:
         n_annotators = len(s.scalars(select(Annotator.id)).all())
     return {
@@ -146,7 +149,9 @@ def main(argv: list[str] | None = None) -> None:
         f"# {args.n} items x 16 features, 10 labels, k = 10, apl; SQLite; {args.answers} answers per row; "
         f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}"
     )
-    print("| events in log | open (s) | full refresh ms: median p90 | catch-up ms: median p90 | record ms: median p90 |")
+    print(
+        "| events in log | open (s) | full refresh ms: median p90 | catch-up ms: median p90 | record ms: median p90 |"
+    )
     print("|---|---|---|---|---|")
     for r in results:
         print(

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
 
-from app.store import VERDICT_KINDS, EventRecord, SessionState, active_events, event_to_undo, events_after, record_event
+from app.store import VERDICT_KINDS, EventRecord, SessionState, active_events, events_after, record_event
 from engine import check_choice
 from engine.exceptions import InvalidInput
 
@@ -29,7 +29,6 @@ __all__ = [
     "OFFERS",
     "StaleAnswer",
     "CheckedItem",
-    "latest_event",
     "has_verdict",
     "check_undo",
     "check_displayed",
@@ -69,12 +68,6 @@ class CheckedItem:
     undoes: int | None = None
 
 
-def latest_event(events: Sequence[EventRecord], annotator: str) -> int | None:
-    """The id of ``annotator``'s latest event that an undo would cancel, or ``None``."""
-    event = event_to_undo(events, annotator)
-    return None if event is None else event.id
-
-
 def has_verdict(events: Sequence[EventRecord], annotator: str, position: int) -> bool:
     """Whether ``annotator`` has an active verdict (answer, other label, none of these) on the
     item at ``position``."""
@@ -85,7 +78,7 @@ def has_verdict(events: Sequence[EventRecord], annotator: str, position: int) ->
 
 def check_undo(latest: int | None, undoes: int | None) -> None:
     """Refuse an undo from a page when ``undoes`` is no longer the annotator's latest event
-    (``latest``, :func:`latest_event`)."""
+    (``latest``, the id of :func:`app.store.event_to_undo`'s event, or ``None``)."""
     if undoes is not None and latest != undoes:
         raise StaleAnswer("Your latest answer is no longer the one the page offered to undo; nothing was undone.")
 

@@ -151,8 +151,10 @@ class Workbench:
     #: again by :meth:`refresh`; both replaced whole, never changed in place.
     _settings: LabelSettings = field(init=False, repr=False)
     _draws: dict[int, int] = field(init=False, default_factory=dict, repr=False)
-    #: Items drawn as the first of the queue -> the largest event id the queue was made from.
+    #: Items drawn as the first of the queue -> the largest event id the queue was made from
+    #: the last time (oldest first, at most :data:`SERVED_REMEMBERED`), and its lock.
     _served_heads: OrderedDict[int, int] = field(init=False, default_factory=OrderedDict, repr=False)
+    _heads_lock: threading.Lock = field(init=False, default_factory=threading.Lock, repr=False)
     #: The last :meth:`labels`, with the number of events and draws it was computed from.
     _labels: tuple[int, int, LabelSettings, DeliveredLabels] | None = field(init=False, default=None, repr=False)
 
@@ -317,7 +319,8 @@ class Workbench:
             draws = audit_draws(s, self.session_id)
         self._settings = settings
         with self._draws_lock:
-            self._draws = {**draws, **self._draws}
+            # The store's draws win; one stored by this workbench after the read is kept.
+            self._draws = {**self._draws, **draws}
         return self._catch_up()
 
     def _catch_up(self) -> np.ndarray:
@@ -417,14 +420,15 @@ class Workbench:
     def _remember_served(self, position: int, last_event_id: int) -> None:
         """Remember that the first of the queue, made from the events up to ``last_event_id``,
         was ``position`` (see :meth:`record`, ``displayed="query"``)."""
-        heads = self._served_heads
-        # The earliest moment it was served counts: an event after it changes the item.
-        heads.setdefault(position, last_event_id)
-        while len(heads) > SERVED_REMEMBERED:
-            try:
+        # The latest moment counts: an item served again after someone skipped it is on screen
+        # as it is now. A quick second press about an item just answered or skipped finds an
+        # event after the moment it was served (the page drew the next item meanwhile).
+        with self._heads_lock:
+            heads = self._served_heads
+            heads[position] = max(last_event_id, heads.get(position, 0))
+            heads.move_to_end(position)
+            while len(heads) > SERVED_REMEMBERED:
                 heads.popitem(last=False)
-            except KeyError:  # emptied by another thread meanwhile
-                break
 
     def label_sets(self) -> tuple[np.ndarray, np.ndarray]:
         """``NL`` and ``APL`` of every target under the current candidate sets.

@@ -476,8 +476,8 @@ class IncrementalDerivation:
     original_candidates : array of shape (n_instances, n_labels), bool
         The dataset's original candidate sets.
 
-    Cost
-    ----
+    Notes
+    -----
     An :meth:`add` of ``e`` events about ``p`` items costs ``O(e log e + Σ item histories)``
     plus one copy of the state's arrays (``O(n_instances · n_labels)`` bytes, a memory copy),
     whatever the length of the log.

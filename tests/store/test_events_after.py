@@ -23,9 +23,11 @@ from app.store.models import utcnow
 def record(small, session_id, annotator, kind, position, label=None):
     return write_transaction(
         small.Session,
-        lambda s: record_event(
-            s, session_id=session_id, annotator=annotator, kind=kind, instance_position=position, label=label
-        ).id,
+        lambda s: (
+            record_event(
+                s, session_id=session_id, annotator=annotator, kind=kind, instance_position=position, label=label
+            ).id
+        ),
     )
 
 

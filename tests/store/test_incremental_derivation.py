@@ -22,7 +22,10 @@ def random_log(draw: st.DrawFn) -> tuple[np.ndarray, list[EventRecord]]:
     """A valid log: undos cancel the annotator's latest active event (the undo rule), ids
     increase with gaps (other sessions' events take ids too)."""
     original = np.array(
-        draw(st.lists(st.lists(st.booleans(), min_size=N_LABELS, max_size=N_LABELS), min_size=N_ITEMS, max_size=N_ITEMS))
+        draw(
+            st.lists(st.lists(st.booleans(), min_size=N_LABELS, max_size=N_LABELS), min_size=N_ITEMS, max_size=N_ITEMS)
+        ),
+        dtype=bool,
     )
     original[np.arange(N_ITEMS), 0] = True  # every set holds a label
     steps = draw(
@@ -112,7 +115,11 @@ def test_a_late_event_with_a_lower_id_is_taken_in_and_repeats_count_once():
     incremental.add([EventRecord(1, 0, "ann", "answer", 0), EventRecord(3, 1, "bob", "answer", 2)])
     changed = incremental.add([EventRecord(3, 1, "bob", "answer", 2), EventRecord(2, 0, "bob", "answer", 1)])
     assert changed.tolist() == [0]
-    log = [EventRecord(1, 0, "ann", "answer", 0), EventRecord(2, 0, "bob", "answer", 1), EventRecord(3, 1, "bob", "answer", 2)]
+    log = [
+        EventRecord(1, 0, "ann", "answer", 0),
+        EventRecord(2, 0, "bob", "answer", 1),
+        EventRecord(3, 1, "bob", "answer", 2),
+    ]
     assert_same_state(incremental.derived, derive_state(log, original))
     assert incremental.derived.conflicts[0].labels == (0, 1)  # ann and bob disagree on item 0
     assert incremental.n_events == 3

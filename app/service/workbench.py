@@ -43,6 +43,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -61,6 +62,8 @@ from app.service.ranking_state import RankingState, RankingView
 from app.service.tasks import ProgressCallback, ProgressTracker
 from app.store import (
     ACTION_KEYS,
+    DerivedState,
+    EventRecord,
     IncrementalDerivation,
     LabelSettings,
     SessionConfig,
@@ -238,16 +241,19 @@ class Workbench:
 
     def _build(self, report: ProgressTracker) -> None:
         report("load", 0, None)
+
+        def derive(events: Sequence[EventRecord], original: np.ndarray) -> DerivedState:
+            # The log is read and derived once, here; from now on only the events after the
+            # last one seen are read (_catch_up).
+            self._log = IncrementalDerivation(original)
+            self._log.add(events)
+            return self._log.derived
+
         with self.session_factory() as s:
-            loaded = load_state(s, self.session_id)
+            loaded = load_state(s, self.session_id, derive=derive)
             blocks_missing = not feature_matrix_stored(s, loaded.config.dataset_id)
             self._settings = label_settings(s, self.session_id)
             self._draws = audit_draws(s, self.session_id)
-            # The log from scratch: the state the workbench serves is the log's, and from now
-            # on only the events after the last one seen are read.
-            self._log = IncrementalDerivation(loaded.original_candidates)
-            self._log.add(events_after(s, self.session_id, 0))
-        loaded = replace(loaded, derived=self._log.derived)
         cfg = loaded.config
         n = loaded.n_instances
         if blocks_missing and n:

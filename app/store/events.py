@@ -211,8 +211,7 @@ def events_after(session: Session, session_id: int, after_id: int, *, position: 
     """
     after_id = check_int(after_id, "after_id")
     labelling = get_labelling_session(session, session_id)
-    query = _events_of(
-        labelling.id,
+    columns: tuple[Any, ...] = (
         AnswerEvent.id,
         Instance.position,
         Annotator.name,
@@ -220,9 +219,29 @@ def events_after(session: Session, session_id: int, after_id: int, *, position: 
         AnswerEvent.label,
         AnswerEvent.undoes_event_id,
         AnswerEvent.created_at,
-    ).where(AnswerEvent.id > after_id)
-    if position is not None:
-        query = query.where(Instance.position == check_int(position, "position"))
+    )
+    query: Select[Any]
+    if position is None:
+        query = _events_of(labelling.id, *columns).where(AnswerEvent.id > after_id)
+    else:
+        instance_id = (
+            select(Instance.id)
+            .where(Instance.dataset_id == labelling.dataset_id, Instance.position == check_int(position, "position"))
+            .scalar_subquery()
+        )
+        # "+ 0" keeps SQLite's planner off the (session_id, id) index, which would scan the
+        # whole session; the instance's own index holds the item's few events.
+        query = (
+            select(*columns)
+            .join(Instance, Instance.id == AnswerEvent.instance_id)
+            .join(Annotator, Annotator.id == AnswerEvent.annotator_id)
+            .where(
+                AnswerEvent.instance_id == instance_id,
+                (AnswerEvent.session_id + 0) == labelling.id,
+                AnswerEvent.id > after_id,
+            )
+            .order_by(AnswerEvent.id)
+        )
     return [EventRecord(*row) for row in session.execute(query)]
 
 

@@ -558,7 +558,7 @@ class Workbench:
         displayed: str | None = None,
         undoes: int | None = None,
     ) -> int:
-        """Append one event in its own transaction, then refresh; returns the event id.
+        """Append one event in its own transaction, then catch up with the log; returns the event id.
 
         Parameters
         ----------

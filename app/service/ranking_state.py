@@ -155,12 +155,9 @@ class RankingState:
 
     @property
     def scores(self) -> np.ndarray:
-        """Query score of every instance (float array of shape (n_instances,))."""
+        """Query score of every instance (float array of shape (n_instances,)), the ranker's own
+        array, patched in place by :meth:`apply` (readers use a :meth:`view`)."""
         return self.ranker.scores
-
-    def queue(self, open_items: np.ndarray, skipped: np.ndarray, top: int | None = None) -> np.ndarray:
-        """Open items by score, skipped ones last (:func:`engine.ranking.ranking_order`)."""
-        return ranking_order(self.scores, open_items, deferred=skipped, top=top)
 
     def label_sets(self, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``NL`` and ``APL`` of every target: the ranker's own when it keeps them, otherwise
@@ -169,8 +166,9 @@ class RankingState:
         if kept is not None:
             return kept
         if self._sets is None:
-            self._sets = tuple(readonly(a) for a in label_sets(self.idx, self.w, candidates))  # type: ignore[assignment]
-        return self._sets  # type: ignore[return-value]
+            necessary, possible = label_sets(self.idx, self.w, candidates)
+            self._sets = readonly(necessary), readonly(possible)
+        return self._sets
 
     def view(self, candidates: np.ndarray) -> RankingView:
         """Read-only copies of the scores and label sets as they are now, for readers.
@@ -184,14 +182,6 @@ class RankingState:
         else:
             necessary, possible = self.label_sets(candidates)
         return RankingView(readonly(np.array(self.ranker.scores)), necessary, possible, self.idx)
-
-    def n_open(self, candidates: np.ndarray) -> int:
-        """Open targets: their necessary and approximately possible labels differ (NL ≠ APL)."""
-        return int(open_targets(*self.label_sets(candidates)).sum())
-
-    def touched(self, candidates: np.ndarray) -> np.ndarray:
-        """For every instance: how many open targets have it among their neighbours."""
-        return open_neighbourhoods(self.idx, open_targets(*self.label_sets(candidates)), candidates.shape[0])
 
     def row_of(self, position: int) -> int | None:
         """The target row of the item at ``position``, or ``None`` when it is not a target."""

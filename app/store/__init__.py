@@ -59,6 +59,7 @@ from app.store.derive import (
     Conflict,
     DerivedState,
     EventRecord,
+    IncrementalDerivation,
     ItemState,
     SessionConfig,
     SessionState,
@@ -67,12 +68,14 @@ from app.store.derive import (
     derive_state,
     derived_fields,
     event_to_undo,
+    readonly,
 )
 from app.store.errors import InvalidRecord, PermissionDenied, RecordNotFound, StoreUnavailable
 from app.store.events import (
     IDEMPOTENCY_KEY_MAX,
     count_events,
     event_log,
+    events_after,
     instance_position,
     record_event,
     session_events,
@@ -201,6 +204,8 @@ __all__ = [
     "derive_item",
     "derive_state",
     "derived_fields",
+    "IncrementalDerivation",
+    "readonly",
     # writes and reads
     "check_name",
     "CheckedDataset",
@@ -231,6 +236,7 @@ __all__ = [
     "load_state",
     "event_log",
     "session_events",
+    "events_after",
     "count_events",
     "instance_position",
     # keyboard keys

@@ -337,8 +337,8 @@ def sync_workbench(session_factory: sessionmaker[Session], state: TabState) -> W
     or more is left building: this returns ``None`` with ``state.building`` set, and the
     page shows its progress. Once open, a ``COUNT`` of the session's events decides whether
     anything changed since the workbench last looked; only then does
-    :meth:`Workbench.refresh` re-derive the state (from the whole event log, under the
-    workbench's lock, so answers from other tabs are never counted twice); so does a change of
+    :meth:`Workbench.refresh` catch up (it reads only the events after the last one it saw,
+    each counted once, while the tab's readers keep the previous snapshot); so does a change of
     the session's label settings (:func:`settings_changed`).
     """
     if state.session_id is None:

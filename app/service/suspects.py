@@ -212,11 +212,9 @@ def session_suspects(
 
 
 def workbench_suspects(bench: Workbench, *, false_alarm: float = DEFAULT_FALSE_ALARM) -> SessionSuspects:
-    """:func:`session_suspects` of a workbench's graph and current state, read under its lock
-    (another tab's answer replaces the state meanwhile)."""
-    with bench.lock:
-        graph, state = bench.graph, bench.state
-    return session_suspects(graph, state, false_alarm=false_alarm)
+    """:func:`session_suspects` of a workbench's graph and its current snapshot's state (read
+    once: another tab's answer replaces the snapshot, never the state read here)."""
+    return session_suspects(bench.graph, bench.state, false_alarm=false_alarm)
 
 
 def _reverse_index(graph: GraphResult) -> ReverseIndex:

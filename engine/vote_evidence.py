@@ -21,13 +21,14 @@ labels): the likelihood ratio of "the truth is ``v``" against "the truth is ``x 
 
 so an annotator no better than chance (``p_a <= 1 / L``) carries no evidence.
 
-**The neighbours** (the evidential k-NN of Denœux 1995, with soft neighbour labels): the
-weighted mean ``q`` of the neighbours' own soft labels (an answered neighbour: its answer;
-otherwise the normalised contour of its votes alone, i.e. the plausibility transform of
-Cobb & Shenoy 2006) is a Bayesian mass discounted by the k-NN's reliability ``r_nn``:
-``m({x}) = r_nn q(x)``, ``m(Θ) = 1 - r_nn``, contour ``pl(x) = 1 - r_nn + r_nn q(x)``.
-``r_nn`` comes from the k-NN's estimated accuracy by the same formula as for a vote, so a
-one-hot ``q`` weighs like a vote of a source that accurate.
+**The neighbours** are one more source, treated like an annotator: the k-NN votes the
+label of highest weighted mean ``q`` of its neighbours' soft labels (an answered neighbour:
+its answer; otherwise the normalised contour of its votes alone, i.e. the plausibility
+transform of Cobb & Shenoy 2006; the item's own votes never enter its ``q``). That vote is a
+simple support function discounted by the k-NN's learnt accuracy with the same formula
+(Denœux 1995 combines neighbours as discounted simple supports; here the neighbourhood
+votes as one source, since neighbours share their evidence and are not independent). A tie
+in ``q`` supports the set of the tied labels; an item without neighbour weight gets none.
 
 **Accuracies** are *learnt from agreement*: a source's accuracy is its agreement with the
 **expert's answer** on the items answered, and elsewhere with the **strict majority of the
@@ -43,12 +44,17 @@ Under Dempster's rule the contour function of the combination is proportional to
 product of the sources' contour functions (Shafer 1976; Cobb & Shenoy 2006, Theorem 3.1),
 so the combined plausibility of label ``x`` is, up to a constant,
 
-    ``log pl(x) = Σ_votes [v ≠ x] log(1 - r_a) + log(1 - r_nn + r_nn q(x))``
+    ``log pl(x) = Σ_votes [v ≠ x] log(1 - r_a) + [x not a top label of q] log(1 - r_nn)``
 
 and the final label is the label of highest plausibility (the decision of the plausibility
 transform, Cobb & Shenoy 2006); ties go to the smallest label index. An answered item's
-final label is its answer. With reliable votes and no informative neighbours the rule is the
-one-coin weighted majority vote; the counts enter through the sum.
+final label is its answer. Without neighbours the rule is the one-coin weighted majority
+vote; the counts enter through the sum, and a label nobody voted for wins when the k-NN
+names it and outweighs the votes.
+
+The accuracies are then re-estimated against the combined labels (answers stay the truth)
+and the combination repeated, as Dawid & Skene's EM re-estimates against its posterior,
+until the labels no longer change (at most ``n_rounds`` rounds).
 
 References
 ----------
@@ -266,6 +272,18 @@ def _normalised(log_pl: np.ndarray) -> np.ndarray:
     return pl / pl.sum(axis=1, keepdims=True)
 
 
+def _neighbour_log_contour(q: np.ndarray, informed: np.ndarray, discount: float) -> np.ndarray:
+    """``log pl`` of the k-NN's vote: a simple support on the label(s) of highest ``q``.
+
+    A tie among several top labels supports their set (contour 1 on each); an item without
+    neighbour weight gets no evidence (contour 1 everywhere).
+    """
+    top = q >= q.max(axis=1, keepdims=True) - 1e-12
+    out = np.where(top, 0.0, np.log(discount) if discount > 0 else -np.inf)
+    out[~informed] = 0.0
+    return out
+
+
 @dataclass(frozen=True)
 class VoteEvidence:
     """What :func:`combine_votes_and_neighbours` found.
@@ -303,6 +321,7 @@ def combine_votes_and_neighbours(
     n_labels: int,
     n_annotators: int,
     answers: Any = None,
+    n_rounds: int = 10,
 ) -> VoteEvidence:
     """Final labels from the votes and the neighbours, combined by Dempster's rule.
 
@@ -321,6 +340,9 @@ def combine_votes_and_neighbours(
     answers : int array of shape (n_items,), optional
         The expert's answers, ``-1`` where none. They are the truth: an answered item's
         final label, a one-hot neighbour label, and the reference for the accuracies.
+    n_rounds : int, default=10
+        At most this many rounds of re-estimating the accuracies against the combined
+        labels (stops when the labels no longer change); 1 keeps the first estimate.
 
     Returns
     -------
@@ -340,43 +362,50 @@ def combine_votes_and_neighbours(
     neighbours = np.asarray(idx)
     weights = np.asarray(w, dtype=np.float64)
     if neighbours.ndim != 2 or neighbours.shape[0] != n_items or weights.shape != neighbours.shape:
-        raise InvalidInput(
-            f"idx and w must both have shape ({n_items}, k), got {neighbours.shape} and {weights.shape}"
-        )
+        raise InvalidInput(f"idx and w must both have shape ({n_items}, k), got {neighbours.shape} and {weights.shape}")
     if neighbours.size and (neighbours.min() < 0 or neighbours.max() >= n_items):
         raise InvalidInput(f"idx must hold items in [0, {n_items})")
     if (~np.isfinite(weights) | (weights < 0)).any():
         raise InvalidInput("w must hold finite non-negative weights")
 
+    annotator_idx = np.asarray(annotators, dtype=np.int64)
+    answered = answer != NO_ANSWER
+    # Round 0: accuracies from agreement with the answers / the other votes' strict majority.
     accuracy = agreement_accuracies(
         items, annotators, labels, n_items=n_items, n_labels=n_labels, n_annotators=n_annotators, answers=answer
     )
-    discount = discount_from_accuracy(accuracy, n_labels)[np.asarray(annotators, dtype=np.int64)]
-    vote_log = vote_log_contour(items, labels, discount, n_items=n_items, n_labels=n_labels)
-    answered = answer != NO_ANSWER
-    soft = _normalised(vote_log)
-    soft[answered] = 0.0
-    soft[answered, answer[answered]] = 1.0
-
-    # The neighbours' soft vote q (Denœux 1995 with soft neighbour labels).
-    mass = weights.sum(axis=1)
-    q = np.einsum("ik,ikl->il", weights, soft[neighbours]) / np.where(mass > 0, mass, 1.0)[:, None]
-    informed = mass > 0
-    # The k-NN's accuracy: agreement of its top label with the answers, else the votes' strict majority.
     reference = _strict_majority(counts)
     reference[answered] = answer[answered]
-    compared = (reference != NO_ANSWER) & informed
-    agree = compared & (q.argmax(axis=1) == reference)
-    nn_accuracy = (float(agree.sum()) + 1.0) / (float(compared.sum()) + 2.0)
-    r_nn = 1.0 - float(discount_from_accuracy(nn_accuracy, n_labels))
-    with np.errstate(divide="ignore"):
-        nn_log = np.log(1.0 - r_nn + r_nn * q)
-    nn_log[~informed] = 0.0
-
-    combined = _normalised(vote_log + nn_log)
-    combined[answered] = 0.0
-    combined[answered, answer[answered]] = 1.0
-    final = combined.argmax(axis=1)
+    mass = weights.sum(axis=1)
+    informed = mass > 0
+    final = np.full(n_items, NO_ANSWER, dtype=np.int64)
+    for _ in range(n_rounds):
+        discount = discount_from_accuracy(accuracy, n_labels)[annotator_idx]
+        vote_log = vote_log_contour(items, labels, discount, n_items=n_items, n_labels=n_labels)
+        soft = _normalised(vote_log)
+        soft[answered] = 0.0
+        soft[answered, answer[answered]] = 1.0
+        # The neighbours' soft vote q (Denœux 1995 with soft neighbour labels): from their
+        # votes alone, so that no item's evidence comes back to it through its neighbours.
+        q = np.einsum("ik,ikl->il", weights, soft[neighbours]) / np.where(informed, mass, 1.0)[:, None]
+        compared = (reference != NO_ANSWER) & informed
+        agree = compared & (q.argmax(axis=1) == reference)
+        nn_accuracy = (float(agree.sum()) + 1.0) / (float(compared.sum()) + 2.0)
+        nn_log = _neighbour_log_contour(q, informed, float(discount_from_accuracy(nn_accuracy, n_labels)))
+        combined = _normalised(vote_log + nn_log)
+        combined[answered] = 0.0
+        combined[answered, answer[answered]] = 1.0
+        new_final = combined.argmax(axis=1)
+        if np.array_equal(new_final, final):
+            break
+        final = new_final
+        # Next round (EM-like, as Dawid & Skene 1979 re-estimate against their posterior):
+        # every source's accuracy is its agreement with the combined labels (answers stay the truth).
+        reference = final.copy()
+        hits = reference[np.asarray(items, dtype=np.int64)] == np.asarray(labels, dtype=np.int64)
+        accuracy = (np.bincount(annotator_idx[hits], minlength=n_annotators) + 1.0) / (
+            np.bincount(annotator_idx, minlength=n_annotators) + 2.0
+        )
     return VoteEvidence(
         labels=final.astype(np.intp),
         plausibility=combined,

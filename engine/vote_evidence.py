@@ -266,10 +266,17 @@ def vote_log_contour(
 
 
 def _normalised(log_pl: np.ndarray) -> np.ndarray:
-    """The plausibility transform: contour / its sum per row (Cobb & Shenoy 2006)."""
-    shifted = log_pl - log_pl.max(axis=1, keepdims=True)
-    pl = np.exp(shifted)
-    return pl / pl.sum(axis=1, keepdims=True)
+    """The plausibility transform: contour / its sum per row (Cobb & Shenoy 2006).
+
+    A row whose every label is ruled out (total conflict between perfectly reliable sources)
+    says nothing: uniform.
+    """
+    top = log_pl.max(axis=1, keepdims=True)
+    conflict = ~np.isfinite(top[:, 0])
+    pl = np.exp(log_pl - np.where(np.isfinite(top), top, 0.0))
+    pl[conflict] = 1.0
+    out: np.ndarray = pl / pl.sum(axis=1, keepdims=True)
+    return out
 
 
 def _neighbour_log_contour(q: np.ndarray, informed: np.ndarray, discount: float) -> np.ndarray:

@@ -125,5 +125,5 @@ def test_with_votes_uses_the_counts_and_keeps_the_answers(iris_crowd_set):
     # Where two of three votes name a label and the third another, the union forgets which:
     # the combined labels follow the counts on most such items.
     counts = np.array([np.bincount(v, minlength=cs.n_labels) for v in cs.votes])
-    two_one = np.flatnonzero((counts.max(axis=1) == 2))
+    two_one = np.flatnonzero(counts.max(axis=1) == 2)
     assert (asked_free[two_one] == counts[two_one].argmax(axis=1)).mean() > 0.5

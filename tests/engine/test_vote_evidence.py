@@ -176,3 +176,58 @@ def test_unanimous_votes_and_agreeing_neighbours_give_that_label(n_labels, n_ann
     w = np.array([[1.0 if truth[idx[i, 0]] == truth[i] else 0.0] for i in range(n)])
     result = combine(votes, idx, w, n_labels)
     assert (result.labels == truth).all()
+
+
+def dempster(masses: list[dict[frozenset, float]]) -> dict[frozenset, float]:
+    """Dempster's rule by enumeration: the oracle of the contour-product shortcut."""
+    combined = masses[0]
+    for other in masses[1:]:
+        joint: dict[frozenset, float] = {}
+        for a, ma in combined.items():
+            for b, mb in other.items():
+                joint[a & b] = joint.get(a & b, 0.0) + ma * mb
+        conflict = joint.pop(frozenset(), 0.0)
+        combined = {s: m / (1.0 - conflict) for s, m in joint.items()}
+    return combined
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(2, 4),
+    st.lists(st.tuples(st.integers(0, 3), st.floats(0.05, 1.0)), min_size=1, max_size=4),
+)
+def test_the_contour_of_the_votes_is_dempsters_rule_by_enumeration(n_labels, votes):
+    votes = [(v % n_labels, d) for v, d in votes]
+    frame = frozenset(range(n_labels))
+    supports = [{frozenset([v]): 1.0 - d, frame: d} if d < 1 else {frame: 1.0} for v, d in votes]
+    combined = dempster(supports)
+    pl = np.array([sum(m for s, m in combined.items() if x in s) for x in range(n_labels)])
+    log_pl = vote_log_contour(
+        np.zeros(len(votes), dtype=np.int64),
+        np.array([v for v, _ in votes]),
+        np.array([d for _, d in votes]),
+        n_items=1,
+        n_labels=n_labels,
+    )[0]
+    np.testing.assert_allclose(np.exp(log_pl) / np.exp(log_pl).sum(), pl / pl.sum(), rtol=1e-9)
+
+
+@settings(max_examples=30, deadline=None)
+@given(crowd_problems(), st.randoms(use_true_random=False))
+def test_invariant_to_the_order_of_neighbours_and_the_names_of_annotators(problem, random):
+    votes, answers, n_labels, k = problem
+    n, m = votes.shape
+    idx, w = ring(n, k)
+    w = w * np.array([random.choice([0.5, 1.0, 2.0]) for _ in range(n * k)]).reshape(n, k)
+    result = combine(votes, idx, w, n_labels, answers=answers)
+    columns = np.array(random.sample(range(k), k))
+    annotators = np.array(random.sample(range(m), m))
+    shuffled = combine(votes[:, annotators], idx[:, columns], w[:, columns], n_labels, answers=answers)
+    np.testing.assert_allclose(shuffled.plausibility, result.plausibility, atol=1e-12)
+    np.testing.assert_array_equal(shuffled.labels, result.labels)
+    np.testing.assert_allclose(shuffled.annotator_accuracy, result.annotator_accuracy[annotators])
+
+
+def test_non_integer_votes_are_a_type_error():
+    with pytest.raises(TypeError, match="labels must hold integers"):
+        combine(np.array([[0.5, 1.0]]), np.zeros((1, 1), dtype=np.intp), np.zeros((1, 1)), n_labels=2)

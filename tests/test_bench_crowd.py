@@ -101,3 +101,29 @@ def test_winnow_serves_the_first_queue_even_a_set_that_misses_the_truth(iris_cro
     after, used = crowd.winnow_labels(cs, [1], first=[item])[1]
     assert before[item] != cs.y[item]  # DST-PLL labels inside the set
     assert after[item] == cs.y[item] and used == 1
+
+
+def test_fill_spends_the_whole_budget_lowest_agreement_first(iris_crowd_set):
+    cs = iris_crowd_set
+    n = cs.y.size
+    stops = crowd.winnow_labels(cs, [n])[n][1]
+    assert stops < n  # without fill a session stops when no open item is left
+    labels, used = crowd.winnow_labels(cs, [n], fill=True)[n]
+    assert used == n and (labels == cs.y).all()
+    # The first item asked beyond the open ones is one of the least agreed single-label items.
+    order = crowd.fill_order(cs)
+    agreement = np.array([np.bincount(v).max() / v.size for v in cs.votes])
+    assert (np.diff(agreement[order]) >= 0).all()
+
+
+def test_with_votes_uses_the_counts_and_keeps_the_answers(iris_crowd_set):
+    cs = iris_crowd_set
+    n = cs.y.size
+    labels, used = crowd.winnow_labels(cs, [n], fill=True, with_votes=True)[n]
+    assert used == n and (labels == cs.y).all()  # every item answered: every answer kept
+    asked_free = crowd.winnow_labels(cs, [0], with_votes=True)[0][0]
+    # Where two of three votes name a label and the third another, the union forgets which:
+    # the combined labels follow the counts on most such items.
+    counts = np.array([np.bincount(v, minlength=cs.n_labels) for v in cs.votes])
+    two_one = np.flatnonzero(counts.max(axis=1) == 2)
+    assert (asked_free[two_one] == counts[two_one].argmax(axis=1)).mean() > 0.5

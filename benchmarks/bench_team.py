@@ -1,0 +1,826 @@
+"""A team at full speed (issue 21): N annotators in N Chromium contexts on one or two ``winnow ui``.
+
+Builds a synthetic partially labelled dataset (default 20,000 x 32 features, 10 labels, from
+:func:`benchmarks.bench_ui.synthetic_csv`), imports it as session ``bench`` into a store made by
+the code under test (``winnow import``, ``winnow user add``, ``winnow session assign``: a team
+store, overlap 1), then for every number of annotators N in ``--annotators``:
+
+1. copies the store (a fresh SQLite file, or ``CREATE DATABASE ... TEMPLATE`` on a throw-away
+   PostgreSQL server started as ``tests/store/conftest.py`` does), so every run starts from the
+   same session, and starts ``--servers`` ``winnow ui`` processes on it;
+2. opens N browser contexts of Debian's Chromium (Playwright), each a different annotator,
+   signed in through the gate's HTML form at ``/_winnow/sign-in`` on its own server (context i
+   talks to server i mod S: sticky by context), and waits until every one shows its first item;
+3. for ``--seconds``, each context presses the key of the first answer button as soon as the
+   next item can be answered (``--pace full``) or once every ``--pace`` seconds at most. The page
+   itself timestamps the key press (a ``keydown`` listener) and the moment a new item's heading
+   appears (a ``MutationObserver``), so the latency does not include Playwright's round trips;
+4. stops the servers and checks the store: every press its context saw recorded ("Recorded:
+   ITEM is LABEL (event E)") is exactly one answer event of that annotator about that item with
+   that label, there is no other event, and no item is answered twice (overlap 1). PASS / FAIL.
+
+Figures per run: answers per second (all contexts together, recorded answers over the measured
+window), per annotator the median and p90 of key press -> next item's heading on screen
+(the table gives the median over annotators of each, and the worst annotator's), server CPU
+seconds per answer (user + system of every ``winnow ui`` process tree during the window; on
+PostgreSQL also the database server's processes, in their own column) and the largest peak RSS
+(``VmHWM``) of a server process.
+
+``--baseline REF`` also runs every configuration on the code of a git ref (checked out with
+``git worktree add --detach`` in a temporary folder, its own store made by its own CLI, served
+with ``PYTHONPATH`` pointing to it), interleaved with the runs of this tree, and prints the
+ratios. ``--write-docs`` replaces the section "Team at full speed (bench_team.py)" of
+``docs/benchmarks.md`` with the table.
+
+Usage::
+
+    python -m benchmarks.bench_team --annotators 1,4,8,16 --pace full --seconds 60 --baseline db48021
+    python -m benchmarks.bench_team --backend postgresql --servers 2 --annotators 16 --pace 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = Path(os.environ.get("WINNOW_CHROMIUM", "/usr/bin/chromium"))
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    # Sixteen contexts in one browser: none of them may be throttled as a background page.
+    "--disable-background-timer-throttling",
+    "--disable-renderer-backgrounding",
+    "--disable-backgrounding-occluded-windows",
+]
+PASSWORD = "bench team password"
+SESSION = "bench"
+DOCS_SECTION = "## Team at full speed (bench_team.py)"
+#: How long a press may wait for the next item before it counts as lost (seconds).
+PRESS_TIMEOUT = 120.0
+
+#: Installed in every page before Streamlit's scripts: timestamps (epoch milliseconds, the
+#: page's clock) of the last key press, of the moment a new item's heading appeared and of the
+#: moment its answer buttons did, the notice shown above the item, and waiters resolved from the
+#: observer (no polling: a press is followed by one promise that the next mutation settles).
+OBSERVER = """
+(() => {
+  const now = () => performance.timeOrigin + performance.now();
+  const S = window.__bench = {keyAt: 0, item: null, itemAt: 0, notice: "", alert: "", alertAt: 0,
+                              answer: null, answerAt: 0, key: null, label: null, waiters: []};
+  document.addEventListener("keydown", () => { S.keyAt = now(); }, true);
+  const alerts = () => [...document.querySelectorAll("[data-testid='stAlert']")]
+      .map(a => a.innerText.trim()).filter(t => t).join("\\n");
+  const check = () => {
+    const t = now();
+    const h = document.querySelector("h3[id^='item-']");
+    const item = h ? h.innerText.replace(/^Item\\s*/, "").trim() : null;
+    if (item !== S.item) { S.item = item; S.itemAt = t; S.notice = alerts(); }
+    const text = alerts();
+    if (text !== S.alert) { S.alert = text; S.alertAt = t; }
+    const box = document.querySelector("[class*='st-key-query_answer_']");
+    const cls = box ? [...box.classList].find(c => c.startsWith("st-key-query_answer_")) : null;
+    const kbd = box ? box.querySelector("kbd") : null;
+    const answer = cls && kbd ? cls : null;
+    if (answer !== S.answer) {
+      S.answer = answer; S.answerAt = t;
+      S.key = kbd ? kbd.innerText.trim().toLowerCase() : null;
+      const name = box ? box.querySelector("[data-testid='stMarkdownContainer']") : null;
+      S.label = name ? name.innerText.trim() : null;
+    }
+    S.waiters = S.waiters.filter(w => !w());
+  };
+  const start = () => new MutationObserver(check).observe(document.documentElement,
+      {subtree: true, childList: true, characterData: true, attributes: true, attributeFilter: ["class", "id"]});
+  if (document.documentElement) start(); else document.addEventListener("DOMContentLoaded", start);
+})();
+"""
+
+#: Resolves once the next item can be answered (a new heading and answer buttons of a new
+#: item), or the press was answered by a notice that is not "Recorded" (refused: the same item
+#: stays), or after the timeout.
+WAIT_NEXT = """
+([item, answer, pressedAt, timeoutMs]) => new Promise(resolve => {
+  const S = window.__bench;
+  const done = () => {
+    if (S.item !== null && S.item !== item && S.answer !== null && S.answer !== answer) {
+      resolve({outcome: "next", item: S.item, itemAt: S.itemAt, answer: S.answer, answerAt: S.answerAt,
+               key: S.key, label: S.label, notice: S.notice, keyAt: S.keyAt});
+      return true;
+    }
+    if (S.alertAt > pressedAt && S.alert && !S.alert.includes("Recorded")) {
+      resolve({outcome: "refused", item: S.item, notice: S.alert, keyAt: S.keyAt, itemAt: S.alertAt,
+               answer: S.answer, answerAt: S.answerAt, key: S.key, label: S.label});
+      return true;
+    }
+    return false;
+  };
+  if (!done()) {
+    S.waiters.push(done);
+    setTimeout(() => resolve({outcome: "timeout", item: S.item, notice: S.alert, keyAt: S.keyAt,
+                              answer: S.answer, key: S.key, label: S.label}), timeoutMs);
+  }
+})
+"""
+
+RECORDED = re.compile(r"Recorded: (?P<item>.+?) is (?P<label>.+?) \(event (?P<event>\d+)\)")
+
+
+# --------------------------------------------------------------------------------------------
+# The code under test and its stores
+
+
+@dataclass
+class Code:
+    """A tree of winnow's code: this one, or a git ref checked out for the baseline."""
+
+    name: str
+    root: Path
+    commit: str
+
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "PYTHONPATH": str(self.root), "PYTHONDONTWRITEBYTECODE": "1"}
+
+    def winnow(self, *args: str, stdin: str | None = None) -> str:
+        """Run the winnow CLI of this tree; its output, or RuntimeError with its stderr."""
+        winnow = Path(sys.executable).with_name("winnow")
+        done = subprocess.run(
+            [str(winnow), *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            cwd=self.root,
+            env=self.env(),
+            timeout=900,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"winnow {' '.join(args[:2])} ({self.name}) failed: {done.stderr.strip()}")
+        return done.stdout
+
+
+def git(*args: str, cwd: Path = ROOT) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True).stdout.strip()
+
+
+@contextlib.contextmanager
+def checked_out(ref: str) -> Iterator[Code]:
+    """``ref`` checked out in a temporary worktree (removed afterwards)."""
+    commit = git("rev-parse", "--verify", f"{ref}^{{commit}}")
+    folder = Path(tempfile.mkdtemp(prefix=f"winnow-bench-{commit[:7]}-"))
+    folder.rmdir()  # git worktree add makes it
+    git("worktree", "add", "--detach", str(folder), commit)
+    try:
+        yield Code(f"baseline {ref}", folder, commit)
+    finally:
+        git("worktree", "remove", "--force", str(folder))
+
+
+class Backend:
+    """Where the stores live: template stores made once per code tree, copied for every run."""
+
+    url_of_template: dict[str, str]
+
+    def template(self, key: str) -> str:
+        raise NotImplementedError
+
+    def copy(self, key: str, run: str) -> str:
+        raise NotImplementedError
+
+    def drop(self, url: str) -> None:
+        raise NotImplementedError
+
+    def processes(self) -> list[int]:
+        """Database server process ids whose CPU counts apart (none for SQLite)."""
+        return []
+
+    def close(self) -> None:
+        pass
+
+
+class SqliteBackend(Backend):
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def template(self, key: str) -> str:
+        return str(self.folder / f"template-{key}.db")
+
+    def copy(self, key: str, run: str) -> str:
+        target = self.folder / f"run-{run}.db"
+        # The CLI that made the template has exited: the file is complete (no -wal left over).
+        shutil.copyfile(self.template(key), target)
+        return str(target)
+
+    def drop(self, url: str) -> None:
+        for suffix in ("", "-wal", "-shm"):
+            Path(url + suffix).unlink(missing_ok=True)
+
+
+class PostgresBackend(Backend):
+    def __init__(self) -> None:
+        # The test suite's throw-away server: a cluster in a temporary folder on 127.0.0.1,
+        # fsync off, stopped and removed by close().
+        from tests.store.conftest import start_postgres_server
+
+        self.server = start_postgres_server()
+
+    def _admin(self, statement: str) -> None:
+        import psycopg
+
+        with psycopg.connect(
+            host="127.0.0.1", port=self.server.port, user="postgres", dbname="postgres", autocommit=True
+        ) as connection:
+            connection.execute(statement)
+
+    def template(self, key: str) -> str:
+        name = f"template_{key}"
+        self._admin(f'CREATE DATABASE "{name}" TEMPLATE template0')
+        return self.server.url(name)
+
+    def copy(self, key: str, run: str) -> str:
+        name = f"run_{run}"
+        self._admin(f'CREATE DATABASE "{name}" TEMPLATE "template_{key}"')
+        return self.server.url(name)
+
+    def drop(self, url: str) -> None:
+        self._admin(f'DROP DATABASE IF EXISTS "{url.rsplit("/", 1)[1]}" WITH (FORCE)')
+
+    def processes(self) -> list[int]:
+        pid = int((self.server.data / "postmaster.pid").read_text().split()[0])
+        return [pid]
+
+    def close(self) -> None:
+        self.server.shutdown()
+
+
+def make_template(code: Code, backend: Backend, key: str, csv: Path, annotators: int, criterion: str | None) -> None:
+    """A team store: the dataset as session ``bench``, an admin, ``annotators`` annotators."""
+    db = backend.template(key)
+    extra = ["--criterion", criterion] if criterion else []
+    code.winnow("import", str(csv), "--db", db, "--session", SESSION, "--true-label-column", "true_label", *extra)
+    code.winnow("user", "add", "admin", "--role", "admin", "--password-stdin", "--db", db, stdin=PASSWORD + "\n")
+    names = [annotator_name(i) for i in range(annotators)]
+    for name in names:
+        code.winnow("user", "add", name, "--role", "annotator", "--password-stdin", "--db", db, stdin=PASSWORD + "\n")
+    code.winnow("session", "assign", SESSION, *names, "--db", db)
+    # Opening the session once builds and stores its neighbour graph, which every run reuses.
+    code.winnow("session", "status", SESSION, "--db", db)
+
+
+def annotator_name(i: int) -> str:
+    return f"ann{i + 1:02d}"
+
+
+# --------------------------------------------------------------------------------------------
+# Servers
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Server:
+    process: subprocess.Popen
+    url: str
+    log: Path
+
+    def tree(self) -> list:
+        import psutil
+
+        try:
+            root = psutil.Process(self.process.pid)
+            return [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return []
+
+
+def start_server(code: Code, db: str, folder: Path, index: int) -> Server:
+    port = free_port()
+    log = folder / f"server-{index}.log"
+    winnow = Path(sys.executable).with_name("winnow")
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [str(winnow), "ui", "--db", db, "--port", str(port), "--headless", "--address", "127.0.0.1"],
+            cwd=code.root,
+            env=code.env(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # `winnow ui` runs Streamlit as a child: both must go
+        )
+    return Server(process, f"http://127.0.0.1:{port}", log)
+
+
+def wait_healthy(server: Server, timeout: float = 180.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            raise RuntimeError(f"winnow ui exited ({server.process.returncode}); see {server.log}")
+        try:
+            with urllib.request.urlopen(server.url + "/_stcore/health", timeout=2):
+                return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            time.sleep(0.3)
+    raise TimeoutError(f"{server.url} did not become healthy in {timeout:.0f} s")
+
+
+def stop_server(server: Server) -> None:
+    if server.process.poll() is None:
+        os.killpg(server.process.pid, signal.SIGTERM)
+        try:
+            server.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.process.pid, signal.SIGKILL)
+            server.process.wait()
+
+
+def cpu_seconds(processes: list) -> float:
+    """User + system seconds of the given psutil processes (those that ended count nothing)."""
+    import psutil
+
+    total = 0.0
+    for p in processes:
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+            t = p.cpu_times()
+            total += t.user + t.system
+    return total
+
+
+def postgres_tree(pids: list[int]) -> list:
+    import psutil
+
+    found = []
+    for pid in pids:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            root = psutil.Process(pid)
+            found += [root, *root.children(recursive=True)]
+    return found
+
+
+def peak_rss_mb(processes: list) -> float:
+    """The largest ``VmHWM`` (peak resident set) among the processes, in MB."""
+    peak = 0
+    for p in processes:
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{p.pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    peak = max(peak, int(line.split()[1]))
+    return peak / 1024
+
+
+# --------------------------------------------------------------------------------------------
+# Annotators
+
+
+@dataclass
+class Press:
+    item: str  # the item on screen when the key was pressed
+    key: str
+    label: str  # the label of the button whose key was pressed
+    pressed_at: float  # epoch ms, the page's clock (keydown)
+    outcome: str  # "next" (the next item came), "refused" (a notice, same item), "timeout"
+    drawn_at: float | None = None  # epoch ms: the next item's heading on screen
+    notice: str = ""
+    event_id: int | None = None  # from "Recorded: ... (event E)"
+    recorded_item: str | None = None
+    recorded_label: str | None = None
+
+
+@dataclass
+class Annotator:
+    name: str
+    server: int
+    presses: list[Press] = field(default_factory=list)
+    error: str | None = None
+
+    def latencies(self) -> list[float]:
+        """Key press -> next item's heading, seconds, for the presses that brought one."""
+        return [(p.drawn_at - p.pressed_at) / 1000 for p in self.presses if p.outcome == "next" and p.drawn_at]
+
+    def recorded(self) -> list[Press]:
+        return [p for p in self.presses if p.event_id is not None]
+
+
+def parse_notice(press: Press) -> None:
+    found = RECORDED.search(press.notice)
+    if found:
+        press.event_id = int(found["event"])
+        press.recorded_item = found["item"].replace("\\", "")
+        press.recorded_label = found["label"].replace("\\", "")
+
+
+async def sign_in(page, base: str, name: str) -> dict:
+    """The gate's form, as a person fills it; returns the state once the first item is answerable."""
+    await page.goto(base + "/", wait_until="domcontentloaded", timeout=120_000)
+    await page.locator("#name").fill(name, timeout=120_000)
+    await page.locator("#password").fill(PASSWORD)
+    await page.locator("#password").press("Enter")
+    first = await page.evaluate(WAIT_NEXT, [None, None, 1e18, 600_000])
+    if first["outcome"] != "next":
+        raise RuntimeError(f"{name} saw no first item ({first['outcome']}): {first.get('notice')!r}")
+    return first
+
+
+async def annotate(page, who: Annotator, state: dict, start_at: float, stop_at: float, pace: float | None) -> None:
+    """Press the first answer key whenever an item can be answered, until ``stop_at`` (epoch s)."""
+    await asyncio.sleep(max(0.0, start_at - time.time()))
+    last_press = 0.0
+    while time.time() < stop_at:
+        if pace is not None:
+            wait = last_press + pace - time.time()
+            if wait > 0:
+                await asyncio.sleep(wait)
+                if time.time() >= stop_at:
+                    break
+        last_press = time.time()
+        press = Press(item=state["item"], key=state["key"], label=state["label"], pressed_at=0.0, outcome="")
+        pressed_ms = await page.evaluate("() => performance.timeOrigin + performance.now()")
+        await page.keyboard.press(state["key"])
+        result = await page.evaluate(WAIT_NEXT, [state["item"], state["answer"], pressed_ms, PRESS_TIMEOUT * 1000])
+        press.pressed_at = result["keyAt"] or pressed_ms
+        press.outcome = result["outcome"]
+        press.notice = result.get("notice") or ""
+        parse_notice(press)
+        who.presses.append(press)
+        if result["outcome"] == "next":
+            press.drawn_at = result["itemAt"]
+            state = result
+        elif result["outcome"] == "timeout":
+            who.error = f"no next item {PRESS_TIMEOUT:.0f} s after a press on {press.item}: {press.notice!r}"
+            return
+        elif "Nothing left" in press.notice:
+            return
+        else:
+            state = {**state, **{k: result[k] for k in ("answer", "key", "label") if result.get(k)}}
+
+
+@dataclass
+class Run:
+    code: str
+    backend: str
+    servers: int
+    n: int
+    pace: str
+    seconds: float = 0.0
+    annotators: list[Annotator] = field(default_factory=list)
+    cpu: float = 0.0
+    db_cpu: float | None = None
+    peak_rss_mb: float = 0.0
+    open_seconds: float = 0.0
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def answers(self) -> int:
+        return sum(len(a.recorded()) for a in self.annotators)
+
+    @property
+    def refused(self) -> int:
+        return sum(p.outcome != "next" for a in self.annotators for p in a.presses)
+
+    def latency(self) -> tuple[float, float, float, float]:
+        """(median over annotators of their median, worst median, median of their p90, worst p90)."""
+        medians, p90s = [], []
+        for a in self.annotators:
+            times = sorted(a.latencies())
+            if times:
+                medians.append(statistics.median(times))
+                p90s.append(times[min(len(times) - 1, round(0.9 * (len(times) - 1)))])
+        if not medians:
+            return (float("nan"),) * 4
+        return statistics.median(medians), max(medians), statistics.median(p90s), max(p90s)
+
+
+async def drive(
+    servers: list[Server], n: int, seconds: float, pace: float | None, run: Run, window_opens: Callable[[], None]
+) -> tuple[float, float]:
+    """Sign N contexts in, call ``window_opens``, let them annotate for ``seconds``; returns the
+    measured window (start, end) in epoch seconds: it ends when every context's last press has
+    brought its next item."""
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as p:
+        browser = await p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        try:
+            pages, states = [], []
+            opened = time.time()
+            for i in range(n):
+                run.annotators.append(Annotator(annotator_name(i), i % len(servers)))
+                context = await browser.new_context(viewport={"width": 1400, "height": 900})
+                await context.add_init_script(OBSERVER)
+                pages.append(await context.new_page())
+            states = await asyncio.gather(
+                *(sign_in(page, servers[a.server].url, a.name) for page, a in zip(pages, run.annotators, strict=True))
+            )
+            run.open_seconds = time.time() - opened
+            window_opens()
+            start = time.time() + 0.5
+            stop = start + seconds
+            await asyncio.gather(
+                *(
+                    # At a human pace the contexts start spread over one period, as people do.
+                    annotate(page, a, state, start + (i * pace / n if pace else 0.0), stop, pace)
+                    for i, (page, a, state) in enumerate(zip(pages, run.annotators, states, strict=True))
+                )
+            )
+            end = time.time()
+        finally:
+            await browser.close()
+    return start, end
+
+
+def check_store(db: str, run: Run) -> None:
+    """The store against what every context saw recorded; problems go to ``run.problems``."""
+    from sqlalchemy import create_engine, text
+
+    url = db if "://" in db else f"sqlite:///{db}"
+    engine = create_engine(url)
+    try:
+        with engine.connect() as connection:
+            rows = connection.execute(
+                text(
+                    "SELECT e.id, e.kind, i.external_id, e.label, a.name, d.label_names FROM answer_events e"
+                    " JOIN instances i ON i.id = e.instance_id JOIN annotators a ON a.id = e.annotator_id"
+                    " JOIN datasets d ON d.id = i.dataset_id ORDER BY e.id"
+                )
+            ).all()
+    finally:
+        engine.dispose()
+    events = {}
+    for event_id, kind, item, label, who, names in rows:
+        names = json.loads(names) if isinstance(names, str) else names
+        events[event_id] = (kind, item, None if label is None else names[label], who)
+    seen = {}
+    for a in run.annotators:
+        if a.error:
+            run.problems.append(f"{a.name}: {a.error}")
+        for p in a.recorded():
+            if p.event_id in seen:
+                run.problems.append(f"event {p.event_id} reported recorded twice ({a.name}, {seen[p.event_id]})")
+            seen[p.event_id] = a.name
+            stored = events.get(p.event_id)
+            expected = ("answer", p.item, p.label, a.name)
+            if stored is None:
+                run.problems.append(f"{a.name}: event {p.event_id} ({p.item} is {p.label}) is not in the store")
+            elif stored != expected or (p.recorded_item, p.recorded_label) != (p.item, p.label):
+                run.problems.append(f"{a.name}: pressed {expected}, notice {p.notice!r}, store {stored}")
+    for event_id, (kind, item, label, who) in events.items():
+        if event_id not in seen:
+            run.problems.append(f"event {event_id} ({kind} {item} {label} by {who}) was never shown as recorded")
+    by_item: dict[str, list[str]] = {}
+    for kind, item, _, who in events.values():
+        if kind == "answer":
+            by_item.setdefault(item, []).append(who)
+    for item, whom in by_item.items():
+        if len(whom) > 1:
+            run.problems.append(f"{item} answered {len(whom)} times (overlap 1): {', '.join(whom)}")
+
+
+def measure(
+    code: Code, backend: Backend, key: str, n: int, servers: int, seconds: float, pace: float | None, folder: Path
+) -> Run:
+    """One run: a fresh copy of the store, ``servers`` servers on it, ``n`` annotators."""
+    label = "full" if pace is None else f"{pace:g} s"
+    run = Run(code.name, type(backend).__name__.removesuffix("Backend").lower(), servers, n, label)
+    db = backend.copy(key, f"{key}_{n}_{time.monotonic_ns() % 10**9}")
+    started = [start_server(code, db, folder, i) for i in range(servers)]
+    trees: list = []
+    db_tree: list = []
+    before: dict[str, float] = {}
+
+    def window_opens() -> None:
+        # Every context shows its first item: the session is open in every server; from here
+        # on the servers' CPU is the answers' (and the pages' runs that draw the next items).
+        trees.extend(p for s in started for p in s.tree())
+        db_tree.extend(postgres_tree(backend.processes()))
+        before["cpu"], before["db"] = cpu_seconds(trees), cpu_seconds(db_tree)
+
+    try:
+        for server in started:
+            wait_healthy(server)
+        start, end = asyncio.run(drive(started, n, seconds, pace, run, window_opens))
+        run.cpu = cpu_seconds(trees) - before["cpu"]
+        if db_tree:
+            run.db_cpu = cpu_seconds(db_tree) - before["db"]
+        run.seconds = end - start
+        run.peak_rss_mb = peak_rss_mb(trees)
+    finally:
+        for server in started:
+            stop_server(server)
+    check_store(db, run)
+    backend.drop(db)
+    return run
+
+
+# --------------------------------------------------------------------------------------------
+# Report
+
+
+def versions() -> str:
+    import playwright
+    import streamlit
+
+    chromium = subprocess.run([str(CHROMIUM), "--version"], capture_output=True, text=True).stdout.strip()
+    return (
+        f"Python {platform.python_version()}, Streamlit {streamlit.__version__}, "
+        f"Playwright {getattr(playwright, '__version__', '?')}, {chromium or 'Chromium ?'}"
+    )
+
+
+def table(runs: list[Run]) -> list[str]:
+    with_db = any(r.db_cpu is not None for r in runs)
+    head = (
+        "| code | annotators | pace | answers | answers/s | key → next item, median | worst median | p90 | worst p90"
+        " | presses not followed by a next item | server CPU s/answer"
+        + (" | PostgreSQL CPU s/answer" if with_db else "")
+        + " | peak RSS MB | sign-in → first items s | check |"
+    )
+    lines = [head, "|" + "---|" * head.count(" | ") + "---|"]
+    for r in runs:
+        median, worst_median, p90, worst_p90 = r.latency()
+        per = lambda cpu: f"{cpu / r.answers:.3f}" if r.answers else "–"  # noqa: E731
+        lines.append(
+            f"| {r.code} | {r.n} | {r.pace} | {r.answers} | {r.answers / r.seconds:.2f} | {median:.2f} s"
+            f" | {worst_median:.2f} s | {p90:.2f} s | {worst_p90:.2f} s | {r.refused} | {per(r.cpu)}"
+            + (f" | {per(r.db_cpu) if r.db_cpu is not None else '–'}" if with_db else "")
+            + f" | {r.peak_rss_mb:,.0f} | {r.open_seconds:.1f} | {'PASS' if not r.problems else 'FAIL'} |"
+        )
+    return lines
+
+
+def ratios(runs: list[Run], this: str, baseline: str) -> list[str]:
+    lines = []
+    for n in sorted({r.n for r in runs}):
+        new = next((r for r in runs if r.n == n and r.code == this), None)
+        old = next((r for r in runs if r.n == n and r.code == baseline), None)
+        if not (new and old and new.answers and old.answers):
+            continue
+        cpu = (new.cpu / new.answers) / (old.cpu / old.answers) if old.cpu else float("nan")
+        speed = (new.answers / new.seconds) / (old.answers / old.seconds)
+        lines.append(
+            f"- N = {n}: server CPU per answer {cpu:.2f} × the baseline's; answers/s {speed:.2f} × the baseline's."
+        )
+    return lines
+
+
+def write_docs(path: Path, section: str) -> None:
+    """Replace (or append) the section titled :data:`DOCS_SECTION` in ``path``."""
+    text = path.read_text(encoding="utf-8")
+    start = text.find(DOCS_SECTION + "\n")
+    if start < 0:
+        text = text.rstrip("\n") + "\n\n" + section
+    else:
+        following = text.find("\n## ", start + len(DOCS_SECTION))
+        text = text[:start] + section + ("" if following < 0 else "\n" + text[following + 1 :])
+    path.write_text(text, encoding="utf-8")
+
+
+def parse_counts(value: str) -> list[int]:
+    try:
+        counts = [int(v) for v in value.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--annotators takes counts like 1,4,8,16, got {value!r}") from None
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"--annotators takes counts of at least 1, got {value!r}")
+    return counts
+
+
+def parse_pace(value: str) -> float | None:
+    if value == "full":
+        return None
+    try:
+        pace = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--pace is 'full' or seconds between answers, got {value!r}") from None
+    if not pace > 0:
+        raise argparse.ArgumentTypeError(f"--pace must be > 0 seconds, got {value!r}")
+    return pace
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=20_000, help="items")
+    parser.add_argument("--features", type=int, default=32)
+    parser.add_argument("--labels", type=int, default=10)
+    parser.add_argument("--annotators", type=parse_counts, default=[1, 4, 8, 16], help="e.g. 1,4,8,16")
+    parser.add_argument("--pace", type=parse_pace, default=None, help="'full' or seconds between answers")
+    parser.add_argument("--seconds", type=float, default=60.0, help="measured window per run")
+    parser.add_argument("--backend", choices=("sqlite", "postgresql"), default="sqlite")
+    parser.add_argument("--servers", type=int, default=1, help="winnow ui processes on the one store")
+    parser.add_argument("--criterion", default=None, help="query criterion (default: winnow import's)")
+    parser.add_argument("--baseline", metavar="REF", help="also run the same on this git ref, interleaved")
+    parser.add_argument("--write-docs", action="store_true", help=f"write the table to {DOCS_SECTION[3:]}")
+    parser.add_argument("--docs", type=Path, default=ROOT / "docs" / "benchmarks.md")
+    args = parser.parse_args()
+    if args.servers < 1:
+        parser.error(f"--servers must be at least 1, got {args.servers}")
+    if not CHROMIUM.exists():
+        parser.error(f"Chromium not found at {CHROMIUM} (make browser installs Debian's)")
+
+    from benchmarks.bench_ui import synthetic_csv
+
+    load_start = os.getloadavg()
+    commit = git("rev-parse", "--short", "HEAD")
+    dirty = bool(git("status", "--porcelain", "--", "app", "engine", "migrations"))
+    this = Code("this tree", ROOT, commit + (" + uncommitted changes" if dirty else ""))
+    runs: list[Run] = []
+    with tempfile.TemporaryDirectory(prefix="winnow-bench-team-") as tmp, contextlib.ExitStack() as stack:
+        folder = Path(tmp)
+        csv = folder / "synthetic.csv"
+        synthetic_csv(csv, args.n, args.features, args.labels)
+        codes = [this]
+        if args.baseline:
+            codes.append(stack.enter_context(checked_out(args.baseline)))
+        backend: Backend = SqliteBackend(folder) if args.backend == "sqlite" else PostgresBackend()
+        stack.callback(backend.close)
+        for i, code in enumerate(codes):
+            print(f"making the store of {code.name} ({code.commit[:12]}) ...", file=sys.stderr, flush=True)
+            make_template(code, backend, f"c{i}", csv, max(args.annotators), args.criterion)
+        for n in args.annotators:
+            for i, code in enumerate(codes):
+                run = measure(code, backend, f"c{i}", n, args.servers, args.seconds, args.pace, folder)
+                runs.append(run)
+                print(
+                    f"{code.name}, N = {n}: {run.answers} answers in {run.seconds:.1f} s,"
+                    f" {'PASS' if not run.problems else 'FAIL'}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                for problem in run.problems[:20]:
+                    print(f"  {problem}", file=sys.stderr)
+    load_end = os.getloadavg()
+
+    pace = "full" if args.pace is None else f"{args.pace:g}"
+    command = (
+        f"python -m benchmarks.bench_team --n {args.n} --features {args.features}"
+        f" --annotators {','.join(map(str, args.annotators))} --pace {pace} --seconds {args.seconds:g}"
+        f" --backend {args.backend} --servers {args.servers}"
+        + (f" --baseline {args.baseline}" if args.baseline else "")
+        + (f" --criterion {args.criterion}" if args.criterion else "")
+    )
+    speed = (
+        "pressing the first answer key as soon as the next item can be answered"
+        if args.pace is None
+        else f"answering once every {pace} s at most"
+    )
+    codes_line = "; ".join(f"{c.name} = {c.commit[:12]}" for c in codes)
+    lines = [
+        DOCS_SECTION,
+        "",
+        f"`{command}` — {args.n:,} items × {args.features} features, {args.labels} labels, a team session"
+        f" (overlap 1) on {args.backend} served by {args.servers} `winnow ui` process(es); N Chromium"
+        f" contexts, each a signed-in annotator on one server (context i on server i mod {args.servers}),"
+        f" {speed}"
+        f" for {args.seconds:g} s per run. Code: {codes_line}.",
+        f"Machine: {platform.machine()}, {os.cpu_count()} cores, load average"
+        f" {load_start[0]:.2f} / {load_start[1]:.2f} / {load_start[2]:.2f} at the start and"
+        f" {load_end[0]:.2f} / {load_end[1]:.2f} / {load_end[2]:.2f} at the end (1 / 5 / 15 min; the"
+        f" browser runs on the same cores as the server). {versions()}.",
+        "",
+        *table(runs),
+        "",
+        "Latency is measured in the page: from the key's `keydown` to the next item's heading in the",
+        "DOM; medians and p90 are per annotator, then the median over annotators and the worst one.",
+        "Server CPU is user + system time of the `winnow ui` process trees during the window divided",
+        "by the answers recorded; peak RSS the largest `VmHWM` of a server process. Check: every",
+        "press a context saw recorded is one answer event of its annotator, item and label; no other",
+        "event; no item answered twice.",
+    ]
+    if args.baseline:
+        lines += ["", *ratios(runs, this.name, codes[1].name)]
+    failed = [r for r in runs if r.problems]
+    for r in failed:
+        lines += ["", f"FAIL ({r.code}, N = {r.n}):", *[f"- {p}" for p in r.problems[:10]]]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.write_docs:
+        write_docs(args.docs, text)
+    if failed:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

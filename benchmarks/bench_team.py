@@ -58,7 +58,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -120,10 +120,11 @@ OBSERVER = """
 """
 
 #: Resolves once the next item can be answered (a new heading and answer buttons of a new
-#: item), or the press was answered by a notice that is not "Recorded" (refused: the same item
-#: stays), or after the timeout.
+#: item), or the last key press was answered by a notice that is not "Recorded" (refused: the
+#: same item stays), or after the timeout. Called right after the press: the observer's
+#: timestamps, not this call's, say when things happened.
 WAIT_NEXT = """
-([item, answer, pressedAt, timeoutMs]) => new Promise(resolve => {
+([item, answer, timeoutMs]) => new Promise(resolve => {
   const S = window.__bench;
   const done = () => {
     if (S.item !== null && S.item !== item && S.answer !== null && S.answer !== answer) {
@@ -131,7 +132,7 @@ WAIT_NEXT = """
                key: S.key, label: S.label, notice: S.notice, keyAt: S.keyAt});
       return true;
     }
-    if (S.alertAt > pressedAt && S.alert && !S.alert.includes("Recorded")) {
+    if (S.alertAt > S.keyAt && S.alert && !S.alert.includes("Recorded")) {
       resolve({outcome: "refused", item: S.item, notice: S.alert, keyAt: S.keyAt, itemAt: S.alertAt,
                answer: S.answer, answerAt: S.answerAt, key: S.key, label: S.label});
       return true;
@@ -404,6 +405,7 @@ class Press:
     pressed_at: float  # epoch ms, the page's clock (keydown)
     outcome: str  # "next" (the next item came), "refused" (a notice, same item), "timeout"
     drawn_at: float | None = None  # epoch ms: the next item's heading on screen
+    answerable_at: float | None = None  # epoch ms: its answer buttons (with their keys) too
     notice: str = ""
     event_id: int | None = None  # from "Recorded: ... (event E)"
     recorded_item: str | None = None
@@ -439,7 +441,7 @@ async def sign_in(page, base: str, name: str) -> dict:
     await page.locator("#name").fill(name, timeout=120_000)
     await page.locator("#password").fill(PASSWORD)
     await page.locator("#password").press("Enter")
-    first = await page.evaluate(WAIT_NEXT, [None, None, 1e18, 600_000])
+    first = await page.evaluate(WAIT_NEXT, [None, None, 600_000])
     if first["outcome"] != "next":
         raise RuntimeError(f"{name} saw no first item ({first['outcome']}): {first.get('notice')!r}")
     return first
@@ -458,16 +460,16 @@ async def annotate(page, who: Annotator, state: dict, start_at: float, stop_at: 
                     break
         last_press = time.time()
         press = Press(item=state["item"], key=state["key"], label=state["label"], pressed_at=0.0, outcome="")
-        pressed_ms = await page.evaluate("() => performance.timeOrigin + performance.now()")
         await page.keyboard.press(state["key"])
-        result = await page.evaluate(WAIT_NEXT, [state["item"], state["answer"], pressed_ms, PRESS_TIMEOUT * 1000])
-        press.pressed_at = result["keyAt"] or pressed_ms
+        result = await page.evaluate(WAIT_NEXT, [state["item"], state["answer"], PRESS_TIMEOUT * 1000])
+        press.pressed_at = result["keyAt"]
         press.outcome = result["outcome"]
         press.notice = result.get("notice") or ""
         parse_notice(press)
         who.presses.append(press)
         if result["outcome"] == "next":
             press.drawn_at = result["itemAt"]
+            press.answerable_at = result["answerAt"]
             state = result
         elif result["outcome"] == "timeout":
             who.error = f"no next item {PRESS_TIMEOUT:.0f} s after a press on {press.item}: {press.notice!r}"
@@ -640,14 +642,19 @@ def measure(
 
 
 def versions() -> str:
-    import playwright
+    from importlib.metadata import version
+
     import streamlit
 
     chromium = subprocess.run([str(CHROMIUM), "--version"], capture_output=True, text=True).stdout.strip()
     return (
         f"Python {platform.python_version()}, Streamlit {streamlit.__version__}, "
-        f"Playwright {getattr(playwright, '__version__', '?')}, {chromium or 'Chromium ?'}"
+        f"Playwright {version('playwright')}, {chromium or 'Chromium ?'}"
     )
+
+
+def per_answer(cpu: float, answers: int) -> str:
+    return f"{cpu / answers:.3f}" if answers else "–"
 
 
 def table(runs: list[Run]) -> list[str]:
@@ -661,11 +668,10 @@ def table(runs: list[Run]) -> list[str]:
     lines = [head, "|" + "---|" * head.count(" | ") + "---|"]
     for r in runs:
         median, worst_median, p90, worst_p90 = r.latency()
-        per = lambda cpu: f"{cpu / r.answers:.3f}" if r.answers else "–"  # noqa: E731
         lines.append(
             f"| {r.code} | {r.n} | {r.pace} | {r.answers} | {r.answers / r.seconds:.2f} | {median:.2f} s"
-            f" | {worst_median:.2f} s | {p90:.2f} s | {worst_p90:.2f} s | {r.refused} | {per(r.cpu)}"
-            + (f" | {per(r.db_cpu) if r.db_cpu is not None else '–'}" if with_db else "")
+            f" | {worst_median:.2f} s | {p90:.2f} s | {worst_p90:.2f} s | {r.refused} | {per_answer(r.cpu, r.answers)}"
+            + (f" | {per_answer(r.db_cpu, r.answers) if r.db_cpu is not None else '–'}" if with_db else "")
             + f" | {r.peak_rss_mb:,.0f} | {r.open_seconds:.1f} | {'PASS' if not r.problems else 'FAIL'} |"
         )
     return lines
@@ -734,6 +740,7 @@ def main() -> None:
     parser.add_argument("--baseline", metavar="REF", help="also run the same on this git ref, interleaved")
     parser.add_argument("--write-docs", action="store_true", help=f"write the table to {DOCS_SECTION[3:]}")
     parser.add_argument("--docs", type=Path, default=ROOT / "docs" / "benchmarks.md")
+    parser.add_argument("--json", type=Path, help="also write every press of every run to this file")
     args = parser.parse_args()
     if args.servers < 1:
         parser.error(f"--servers must be at least 1, got {args.servers}")
@@ -816,6 +823,8 @@ def main() -> None:
         lines += ["", f"FAIL ({r.code}, N = {r.n}):", *[f"- {p}" for p in r.problems[:10]]]
     text = "\n".join(lines) + "\n"
     print(text)
+    if args.json:
+        args.json.write_text(json.dumps([asdict(r) for r in runs], indent=1), encoding="utf-8")
     if args.write_docs:
         write_docs(args.docs, text)
     if failed:

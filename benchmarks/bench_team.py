@@ -60,6 +60,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = Path(os.environ.get("WINNOW_CHROMIUM", "/usr/bin/chromium"))
@@ -89,9 +90,12 @@ PRESS_TIMEOUT = 120.0
 OBSERVER = """
 (() => {
   const now = () => performance.timeOrigin + performance.now();
-  const S = window.__bench = {keyAt: 0, item: null, itemAt: 0, notice: "", alert: "", alertAt: 0,
+  const S = window.__bench = {keyAt: 0, sentAt: 0, item: null, itemAt: 0, notice: "", alert: "", alertAt: 0,
                               answer: null, answerAt: 0, key: null, label: null, waiters: []};
   document.addEventListener("keydown", () => { S.keyAt = now(); }, true);
+  // A key press that reaches a button sends a message on Streamlit's websocket at once.
+  const send = WebSocket.prototype.send;
+  WebSocket.prototype.send = function (data) { S.sentAt = now(); return send.call(this, data); };
   const alerts = () => [...document.querySelectorAll("[data-testid='stAlert']")]
       .map(a => a.innerText.trim()).filter(t => t).join("\\n");
   const check = () => {
@@ -120,16 +124,19 @@ OBSERVER = """
 """
 
 #: Resolves once the next item can be answered (a new heading and answer buttons of a new
-#: item), or the last key press was answered by a notice that is not "Recorded" (refused: the
-#: same item stays), or after the timeout. Called right after the press: the observer's
-#: timestamps, not this call's, say when things happened.
+#: item; resolved a frame later, once React has bound the buttons' keys), or the last key press
+#: was answered by a notice that is not "Recorded" (refused: the same item stays), or it sent
+#: nothing to the server within a second (ignored: the page was not listening yet), or after the
+#: timeout. Called right after the press: the observer's timestamps, not this call's, say when
+#: things happened.
 WAIT_NEXT = """
 ([item, answer, timeoutMs]) => new Promise(resolve => {
   const S = window.__bench;
+  const later = value => requestAnimationFrame(() => setTimeout(() => resolve(value), 0));
   const done = () => {
     if (S.item !== null && S.item !== item && S.answer !== null && S.answer !== answer) {
-      resolve({outcome: "next", item: S.item, itemAt: S.itemAt, answer: S.answer, answerAt: S.answerAt,
-               key: S.key, label: S.label, notice: S.notice, keyAt: S.keyAt});
+      later({outcome: "next", item: S.item, itemAt: S.itemAt, answer: S.answer, answerAt: S.answerAt,
+             key: S.key, label: S.label, notice: S.notice, keyAt: S.keyAt});
       return true;
     }
     if (S.alertAt > S.keyAt && S.alert && !S.alert.includes("Recorded")) {
@@ -141,6 +148,9 @@ WAIT_NEXT = """
   };
   if (!done()) {
     S.waiters.push(done);
+    if (item !== null) setTimeout(() => {
+      if (S.sentAt < S.keyAt) { S.waiters = S.waiters.filter(w => w !== done); resolve({outcome: "ignored"}); }
+    }, 1000);
     setTimeout(() => resolve({outcome: "timeout", item: S.item, notice: S.alert, keyAt: S.keyAt,
                               answer: S.answer, key: S.key, label: S.label}), timeoutMs);
   }
@@ -417,6 +427,7 @@ class Annotator:
     name: str
     server: int
     presses: list[Press] = field(default_factory=list)
+    ignored: int = 0  # key presses the page did not act on (pressed again)
     error: str | None = None
 
     def latencies(self) -> list[float]:
@@ -462,12 +473,19 @@ async def annotate(page, who: Annotator, state: dict, start_at: float, stop_at: 
         press = Press(item=state["item"], key=state["key"], label=state["label"], pressed_at=0.0, outcome="")
         await page.keyboard.press(state["key"])
         result = await page.evaluate(WAIT_NEXT, [state["item"], state["answer"], PRESS_TIMEOUT * 1000])
+        if result["outcome"] == "ignored":
+            who.ignored += 1
+            if who.ignored > 50:
+                who.error = f"the page ignored 50 key presses (the last on {press.item})"
+                return
+            last_press = 0.0  # pressed again at once
+            continue
         press.pressed_at = result["keyAt"]
         press.outcome = result["outcome"]
         press.notice = result.get("notice") or ""
-        parse_notice(press)
         who.presses.append(press)
         if result["outcome"] == "next":
+            parse_notice(press)
             press.drawn_at = result["itemAt"]
             press.answerable_at = result["answerAt"]
             state = result
@@ -503,6 +521,10 @@ class Run:
     def refused(self) -> int:
         return sum(p.outcome != "next" for a in self.annotators for p in a.presses)
 
+    @property
+    def ignored(self) -> int:
+        return sum(a.ignored for a in self.annotators)
+
     def latency(self) -> tuple[float, float, float, float]:
         """(median over annotators of their median, worst median, median of their p90, worst p90)."""
         medians, p90s = [], []
@@ -516,14 +538,100 @@ class Run:
         return statistics.median(medians), max(medians), statistics.median(p90s), max(p90s)
 
 
+class StickyProxy:
+    """One address in front of the servers, sticky by the sign-in cookie (stdlib asyncio only).
+
+    A request carrying a ``winnow_sign_in`` cookie goes to the server that cookie was first
+    seen with; cookies are handed out to the servers in turn, so N browsers split evenly. A
+    request without one (the sign-in form, which keeps no state in a process) goes to the servers
+    in turn. Every plain request is forwarded with ``Connection: close``, so that each connection
+    carries one request and is routed on its own cookie; a websocket upgrade is piped both ways
+    until one side closes. For the benchmark only: no TLS, no timeouts, no limits.
+    """
+
+    def __init__(self, servers: list[Server]) -> None:
+        self.backends = [(urlsplit(s.url).hostname or "127.0.0.1", urlsplit(s.url).port or 80) for s in servers]
+        self.assigned: dict[str, int] = {}
+        self._turn = 0
+        self.server: asyncio.Server | None = None
+        self.url = ""
+
+    async def start(self) -> None:
+        self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0, limit=1 << 20)
+        self.url = f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            await self.server.wait_closed()
+
+    def pick(self, cookie: str | None) -> int:
+        if cookie is not None and cookie in self.assigned:
+            return self.assigned[cookie]
+        index = self._turn % len(self.backends)
+        self._turn += 1
+        if cookie is not None:
+            self.assigned[cookie] = index
+        return index
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+            writer.close()
+            return
+        lines = head[:-4].split(b"\r\n")
+        fields = [(name.strip().lower(), value) for name, _, value in (line.partition(b":") for line in lines[1:])]
+        upgrade = any(name == b"upgrade" for name, _ in fields)
+        cookie = None
+        for name, value in fields:
+            for part in value.decode("latin-1").split(";") if name == b"cookie" else ():
+                key, _, val = part.strip().partition("=")
+                if key == "winnow_sign_in":
+                    cookie = val
+        hop = (b"connection", b"keep-alive", b"proxy-connection")
+        kept = [lines[0], *(line for line, (name, _) in zip(lines[1:], fields, strict=True) if name not in hop)]
+        kept.append(b"Connection: Upgrade" if upgrade else b"Connection: close")
+        host, port = self.backends[self.pick(cookie)]
+        try:
+            up_reader, up_writer = await asyncio.open_connection(host, port, limit=1 << 20)
+        except OSError:
+            writer.close()
+            return
+        up_writer.write(b"\r\n".join(kept) + b"\r\n\r\n")
+
+        async def pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+            with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
+                while data := await source.read(1 << 16):
+                    sink.write(data)
+                    await sink.drain()
+
+        upstream = asyncio.ensure_future(pipe(reader, up_writer))
+        await pipe(up_reader, writer)  # the server closes after its answer (or the websocket)
+        upstream.cancel()
+        for w in (writer, up_writer):
+            with contextlib.suppress(ConnectionError):
+                w.close()
+
+
 async def drive(
-    servers: list[Server], n: int, seconds: float, pace: float | None, run: Run, window_opens: Callable[[], None]
+    servers: list[Server],
+    n: int,
+    seconds: float,
+    pace: float | None,
+    run: Run,
+    window_opens: Callable[[], None],
+    *,
+    proxy: bool = False,
 ) -> tuple[float, float]:
     """Sign N contexts in, call ``window_opens``, let them annotate for ``seconds``; returns the
     measured window (start, end) in epoch seconds: it ends when every context's last press has
-    brought its next item."""
+    brought its next item. With ``proxy``, every context talks to one :class:`StickyProxy`."""
     from playwright.async_api import async_playwright
 
+    front = StickyProxy(servers) if proxy else None
+    if front is not None:
+        await front.start()
     async with async_playwright() as p:
         browser = await p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
         try:
@@ -535,9 +643,16 @@ async def drive(
                 await context.add_init_script(OBSERVER)
                 pages.append(await context.new_page())
             states = await asyncio.gather(
-                *(sign_in(page, servers[a.server].url, a.name) for page, a in zip(pages, run.annotators, strict=True))
+                *(
+                    sign_in(page, front.url if front else servers[a.server].url, a.name)
+                    for page, a in zip(pages, run.annotators, strict=True)
+                )
             )
             run.open_seconds = time.time() - opened
+            if front is not None:  # the server the proxy chose for each context's sign-in cookie
+                for page, a in zip(pages, run.annotators, strict=True):
+                    cookie = next(c["value"] for c in await page.context.cookies() if c["name"] == "winnow_sign_in")
+                    a.server = front.assigned.get(cookie, -1)
             window_opens()
             start = time.time() + 0.5
             stop = start + seconds
@@ -551,6 +666,8 @@ async def drive(
             end = time.time()
         finally:
             await browser.close()
+            if front is not None:
+                await front.stop()
     return start, end
 
 
@@ -602,7 +719,16 @@ def check_store(db: str, run: Run) -> None:
 
 
 def measure(
-    code: Code, backend: Backend, key: str, n: int, servers: int, seconds: float, pace: float | None, folder: Path
+    code: Code,
+    backend: Backend,
+    key: str,
+    n: int,
+    servers: int,
+    seconds: float,
+    pace: float | None,
+    folder: Path,
+    *,
+    proxy: bool = False,
 ) -> Run:
     """One run: a fresh copy of the store, ``servers`` servers on it, ``n`` annotators."""
     label = "full" if pace is None else f"{pace:g} s"
@@ -623,7 +749,7 @@ def measure(
     try:
         for server in started:
             wait_healthy(server)
-        start, end = asyncio.run(drive(started, n, seconds, pace, run, window_opens))
+        start, end = asyncio.run(drive(started, n, seconds, pace, run, window_opens, proxy=proxy))
         run.cpu = cpu_seconds(trees) - before["cpu"]
         if db_tree:
             run.db_cpu = cpu_seconds(db_tree) - before["db"]
@@ -661,7 +787,7 @@ def table(runs: list[Run]) -> list[str]:
     with_db = any(r.db_cpu is not None for r in runs)
     head = (
         "| code | annotators | pace | answers | answers/s | key → next item, median | worst median | p90 | worst p90"
-        " | presses not followed by a next item | server CPU s/answer"
+        " | presses refused | presses ignored | server CPU s/answer"
         + (" | PostgreSQL CPU s/answer" if with_db else "")
         + " | peak RSS MB | sign-in → first items s | check |"
     )
@@ -670,7 +796,8 @@ def table(runs: list[Run]) -> list[str]:
         median, worst_median, p90, worst_p90 = r.latency()
         lines.append(
             f"| {r.code} | {r.n} | {r.pace} | {r.answers} | {r.answers / r.seconds:.2f} | {median:.2f} s"
-            f" | {worst_median:.2f} s | {p90:.2f} s | {worst_p90:.2f} s | {r.refused} | {per_answer(r.cpu, r.answers)}"
+            f" | {worst_median:.2f} s | {p90:.2f} s | {worst_p90:.2f} s | {r.refused} | {r.ignored}"
+            f" | {per_answer(r.cpu, r.answers)}"
             + (f" | {per_answer(r.db_cpu, r.answers) if r.db_cpu is not None else '–'}" if with_db else "")
             + f" | {r.peak_rss_mb:,.0f} | {r.open_seconds:.1f} | {'PASS' if not r.problems else 'FAIL'} |"
         )
@@ -736,6 +863,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0, help="measured window per run")
     parser.add_argument("--backend", choices=("sqlite", "postgresql"), default="sqlite")
     parser.add_argument("--servers", type=int, default=1, help="winnow ui processes on the one store")
+    parser.add_argument(
+        "--proxy", action="store_true", help="one address: a sticky-by-cookie proxy in front of the servers"
+    )
     parser.add_argument("--criterion", default=None, help="query criterion (default: winnow import's)")
     parser.add_argument("--baseline", metavar="REF", help="also run the same on this git ref, interleaved")
     parser.add_argument("--write-docs", action="store_true", help=f"write the table to {DOCS_SECTION[3:]}")
@@ -768,7 +898,9 @@ def main() -> None:
             make_template(code, backend, f"c{i}", csv, max(args.annotators), args.criterion)
         for n in args.annotators:
             for i, code in enumerate(codes):
-                run = measure(code, backend, f"c{i}", n, args.servers, args.seconds, args.pace, folder)
+                run = measure(
+                    code, backend, f"c{i}", n, args.servers, args.seconds, args.pace, folder, proxy=args.proxy
+                )
                 runs.append(run)
                 print(
                     f"{code.name}, N = {n}: {run.answers} answers in {run.seconds:.1f} s,"
@@ -785,6 +917,7 @@ def main() -> None:
         f"python -m benchmarks.bench_team --n {args.n} --features {args.features}"
         f" --annotators {','.join(map(str, args.annotators))} --pace {pace} --seconds {args.seconds:g}"
         f" --backend {args.backend} --servers {args.servers}"
+        + (" --proxy" if args.proxy else "")
         + (f" --baseline {args.baseline}" if args.baseline else "")
         + (f" --criterion {args.criterion}" if args.criterion else "")
     )
@@ -793,13 +926,18 @@ def main() -> None:
         if args.pace is None
         else f"answering once every {pace} s at most"
     )
+    routing = (
+        "all behind one address (the benchmark's sticky-by-cookie proxy, which sent each context to one server)"
+        if args.proxy
+        else f"each on one server (context i on server i mod {args.servers})"
+    )
     codes_line = "; ".join(f"{c.name} = {c.commit[:12]}" for c in codes)
     lines = [
         DOCS_SECTION,
         "",
         f"`{command}` — {args.n:,} items × {args.features} features, {args.labels} labels, a team session"
         f" (overlap 1) on {args.backend} served by {args.servers} `winnow ui` process(es); N Chromium"
-        f" contexts, each a signed-in annotator on one server (context i on server i mod {args.servers}),"
+        f" contexts, each a signed-in annotator, {routing},"
         f" {speed}"
         f" for {args.seconds:g} s per run. Code: {codes_line}.",
         f"Machine: {platform.machine()}, {os.cpu_count()} cores, load average"

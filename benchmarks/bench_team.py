@@ -124,7 +124,7 @@ OBSERVER = """
 """
 
 #: Resolves once the next item can be answered (a new heading and answer buttons of a new
-#: item; resolved a frame later, once React has bound the buttons' keys), or the last key press
+#: item; resolved 50 ms later, once React has bound the buttons' keys), or the last key press
 #: was answered by a notice that is not "Recorded" (refused: the same item stays), or it sent
 #: nothing to the server within a second (ignored: the page was not listening yet), or after the
 #: timeout. Called right after the press: the observer's timestamps, not this call's, say when
@@ -132,7 +132,8 @@ OBSERVER = """
 WAIT_NEXT = """
 ([item, answer, timeoutMs]) => new Promise(resolve => {
   const S = window.__bench;
-  const later = value => requestAnimationFrame(() => setTimeout(() => resolve(value), 0));
+  // Not requestAnimationFrame: a page that is not in front gets no frames in headless Chromium.
+  const later = value => setTimeout(() => resolve(value), 50);
   const done = () => {
     if (S.item !== null && S.item !== item && S.answer !== null && S.answer !== answer) {
       later({outcome: "next", item: S.item, itemAt: S.itemAt, answer: S.answer, answerAt: S.answerAt,
@@ -524,6 +525,15 @@ class Run:
     @property
     def ignored(self) -> int:
         return sum(a.ignored for a in self.annotators)
+
+    def press_delay(self) -> list[float]:
+        """The instrument's own delay: next item answerable -> next key press, seconds."""
+        return [
+            (b.pressed_at - a.answerable_at) / 1000
+            for w in self.annotators
+            for a, b in zip(w.presses, w.presses[1:], strict=False)
+            if a.answerable_at is not None
+        ]
 
     def latency(self) -> tuple[float, float, float, float]:
         """(median over annotators of their median, worst median, median of their p90, worst p90)."""
@@ -952,8 +962,17 @@ def main() -> None:
         "Server CPU is user + system time of the `winnow ui` process trees during the window divided",
         "by the answers recorded; peak RSS the largest `VmHWM` of a server process. Check: every",
         "press a context saw recorded is one answer event of its annotator, item and label; no other",
-        "event; no item answered twice.",
+        "event; no item answered twice. Refused: the server answered the press with a notice, not",
+        "the next item; ignored: the page sent nothing (pressed before it listened), pressed again.",
     ]
+    delays = [d for r in runs if r.pace == "full" for d in r.press_delay()]
+    if delays:
+        lines += [
+            "",
+            f"At full pace a context presses {statistics.median(delays):.2f} s (median) after the next item"
+            " became answerable: the instrument's own delay (Playwright's round trips on the loaded machine),"
+            " part of every cycle, so answers/s is a floor; the latencies do not include it.",
+        ]
     if args.baseline:
         lines += ["", *ratios(runs, this.name, codes[1].name)]
     failed = [r for r in runs if r.problems]

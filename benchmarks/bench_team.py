@@ -60,6 +60,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Protocol
 from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -210,39 +211,46 @@ def checked_out(ref: str) -> Iterator[Code]:
         git("worktree", "remove", "--force", str(folder))
 
 
-class Backend:
-    """Where the stores live: template stores made once per code tree, copied for every run."""
-
-    url_of_template: dict[str, str]
+class Backend(Protocol):
+    """Where the stores live: a template store made once per code tree, copied for every run."""
 
     def template(self, key: str) -> str:
-        raise NotImplementedError
+        """The URL (or SQLite path) of a new, empty store for the template ``key``."""
+        ...
 
     def copy(self, key: str, run: str) -> str:
-        raise NotImplementedError
+        """A copy of template ``key`` for one run; its URL or path."""
+        ...
 
-    def drop(self, url: str) -> None:
-        raise NotImplementedError
+    def drop(self, url: str) -> None: ...
 
     def processes(self) -> list[int]:
         """Database server process ids whose CPU counts apart (none for SQLite)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class SqliteBackend:
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def processes(self) -> list[int]:
         return []
 
     def close(self) -> None:
         pass
-
-
-class SqliteBackend(Backend):
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
 
     def template(self, key: str) -> str:
         return str(self.folder / f"template-{key}.db")
 
     def copy(self, key: str, run: str) -> str:
         target = self.folder / f"run-{run}.db"
-        # The CLI that made the template has exited: the file is complete (no -wal left over).
-        shutil.copyfile(self.template(key), target)
+        # The CLIs that made the template have exited; a -wal file, if one was left, goes along.
+        source = self.folder / f"template-{key}.db"
+        shutil.copyfile(source, target)
+        if Path(f"{source}-wal").exists():
+            shutil.copyfile(f"{source}-wal", f"{target}-wal")
         return str(target)
 
     def drop(self, url: str) -> None:
@@ -250,7 +258,7 @@ class SqliteBackend(Backend):
             Path(url + suffix).unlink(missing_ok=True)
 
 
-class PostgresBackend(Backend):
+class PostgresBackend:
     def __init__(self) -> None:
         # The test suite's throw-away server: a cluster in a temporary folder on 127.0.0.1,
         # fsync off, stopped and removed by close().
@@ -370,19 +378,8 @@ def stop_server(server: Server) -> None:
             server.process.wait()
 
 
-def cpu_seconds(processes: list) -> float:
-    """User + system seconds of the given psutil processes (those that ended count nothing)."""
-    import psutil
-
-    total = 0.0
-    for p in processes:
-        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
-            t = p.cpu_times()
-            total += t.user + t.system
-    return total
-
-
-def postgres_tree(pids: list[int]) -> list:
+def process_tree(pids: list[int]) -> list:
+    """The psutil processes of ``pids`` and all their descendants (those still running)."""
     import psutil
 
     found = []
@@ -391,6 +388,26 @@ def postgres_tree(pids: list[int]) -> list:
             root = psutil.Process(pid)
             found += [root, *root.children(recursive=True)]
     return found
+
+
+def cpu_by_process(processes: list) -> dict[int, float]:
+    """User + system seconds of each process, by process id."""
+    import psutil
+
+    seconds = {}
+    for p in processes:
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+            t = p.cpu_times()
+            seconds[p.pid] = t.user + t.system
+    return seconds
+
+
+def cpu_since(pids: list[int], before: dict[int, float]) -> float:
+    """CPU seconds the trees of ``pids`` used since ``before`` was taken: a process started
+    since counts whole (a database connection opened during the run); one that ended since
+    counts nothing (psutil cannot read it any more)."""
+    now = cpu_by_process(process_tree(pids))
+    return sum(seconds - before.get(pid, 0.0) for pid, seconds in now.items())
 
 
 def peak_rss_mb(processes: list) -> float:
@@ -745,26 +762,23 @@ def measure(
     run = Run(code.name, type(backend).__name__.removesuffix("Backend").lower(), servers, n, label)
     db = backend.copy(key, f"{key}_{n}_{time.monotonic_ns() % 10**9}")
     started = [start_server(code, db, folder, i) for i in range(servers)]
-    trees: list = []
-    db_tree: list = []
-    before: dict[str, float] = {}
+    before: dict[str, dict[int, float]] = {}
 
     def window_opens() -> None:
         # Every context shows its first item: the session is open in every server; from here
         # on the servers' CPU is the answers' (and the pages' runs that draw the next items).
-        trees.extend(p for s in started for p in s.tree())
-        db_tree.extend(postgres_tree(backend.processes()))
-        before["cpu"], before["db"] = cpu_seconds(trees), cpu_seconds(db_tree)
+        before["servers"] = cpu_by_process(process_tree([s.process.pid for s in started]))
+        before["db"] = cpu_by_process(process_tree(backend.processes()))
 
     try:
         for server in started:
             wait_healthy(server)
         start, end = asyncio.run(drive(started, n, seconds, pace, run, window_opens, proxy=proxy))
-        run.cpu = cpu_seconds(trees) - before["cpu"]
-        if db_tree:
-            run.db_cpu = cpu_seconds(db_tree) - before["db"]
+        run.cpu = cpu_since([s.process.pid for s in started], before["servers"])
+        if backend.processes():
+            run.db_cpu = cpu_since(backend.processes(), before["db"])
         run.seconds = end - start
-        run.peak_rss_mb = peak_rss_mb(trees)
+        run.peak_rss_mb = peak_rss_mb(process_tree([s.process.pid for s in started]))
     finally:
         for server in started:
             stop_server(server)

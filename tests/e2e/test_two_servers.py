@@ -1,6 +1,6 @@
 """Two ``winnow ui`` processes on one PostgreSQL store, as a team that outgrew one process runs them.
 
-The sample digits are imported into a database of the test session's throw-away PostgreSQL
+The sample digits (session ``demo``) go into a database of the test session's throw-away PostgreSQL
 server with two annotator accounts; two servers are started on it. In Chromium, ann signs in on
 the first server and bob on the second (each browser context talks to one server, as a sticky
 proxy would send it); each is served an item reserved for them in the store (a lease), and with
@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
+from app.service import assign, create_user, ensure_sample_session
+from app.store import close_stores, open_store
 from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS, ROOT, QueryPage, _missing, free_port, wait_healthy
 
 # The session's PostgreSQL server (tests/store/conftest.py), shared with the store tests when
@@ -30,13 +32,7 @@ from tests.store.conftest import PostgresServer, postgres_server  # noqa: F401
 pytestmark = [pytest.mark.e2e, pytest.mark.postgresql]
 
 WINNOW = Path(sys.executable).with_name("winnow")
-SAMPLE = ROOT / "sample_data" / "digits_partial.csv"
 SECRET = "two servers password"
-
-
-def winnow(*args: str, stdin: str | None = None) -> None:
-    result = subprocess.run([str(WINNOW), *args], input=stdin, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr
 
 
 @contextlib.contextmanager
@@ -72,16 +68,22 @@ def servers(url: str, folder: Path, count: int) -> Iterator[list[str]]:
 
 @pytest.fixture
 def team_store(postgres_server: PostgresServer) -> Iterator[str]:  # noqa: F811
-    """A PostgreSQL database with the digits as session ``demo``, ann and bob assigned to it."""
+    """A PostgreSQL database with the digits as session ``demo``, ann and bob assigned to it.
+
+    Made in this process through the service layer (what ``winnow ui --sample``, ``winnow user
+    add`` and ``winnow session assign`` call): three CLI start-ups cost more than the test."""
     name = postgres_server.acquire_database()
     url = postgres_server.url(name)
     try:
-        winnow("import", str(SAMPLE), "--db", url, "--session", "demo")
+        Session = open_store(url, create=True)
+        ensure_sample_session(Session)
         for user in ("ann", "bob"):
-            winnow("user", "add", user, "--role", "annotator", "--password-stdin", "--db", url, stdin=SECRET + "\n")
-        winnow("session", "assign", "demo", "ann", "bob", "--db", url)
+            create_user(Session, user, role="annotator", password=SECRET)
+        assign(Session, "demo", ["ann", "bob"])
+        close_stores()  # the servers are the only clients from here on
         yield url
     finally:
+        close_stores()
         postgres_server.release_database(name)
 
 

@@ -843,16 +843,28 @@ def ratios(runs: list[Run], this: str, baseline: str) -> list[str]:
     return lines
 
 
-def write_docs(path: Path, section: str) -> None:
-    """Replace (or append) the section titled :data:`DOCS_SECTION` in ``path``."""
+def write_docs(path: Path, title: str, body: str) -> None:
+    """Replace (or add) the subsection ``### title`` of the section :data:`DOCS_SECTION` in
+    ``path`` (one subsection per configuration, so runs of other ones stay)."""
     text = path.read_text(encoding="utf-8")
     start = text.find(DOCS_SECTION + "\n")
     if start < 0:
-        text = text.rstrip("\n") + "\n\n" + section
+        text = text.rstrip("\n") + f"\n\n{DOCS_SECTION}\n\n"
+        start = text.find(DOCS_SECTION + "\n")
+    end = text.find("\n## ", start + len(DOCS_SECTION))
+    end = len(text) if end < 0 else end + 1
+    section = text[start:end]
+    heading = f"### {title}\n"
+    sub = section.find(heading)
+    if sub < 0:
+        section = section.rstrip("\n") + "\n\n" + heading + "\n" + body
     else:
-        following = text.find("\n## ", start + len(DOCS_SECTION))
-        text = text[:start] + section + ("" if following < 0 else "\n" + text[following + 1 :])
-    path.write_text(text, encoding="utf-8")
+        following = section.find("\n### ", sub + len(heading))
+        rest = "" if following < 0 else "\n" + section[following + 1 :]
+        section = section[:sub] + heading + "\n" + body + rest
+    if not section.endswith("\n\n") and end < len(text):
+        section = section.rstrip("\n") + "\n\n"
+    path.write_text(text[:start] + section + text[end:], encoding="utf-8")
 
 
 def parse_counts(value: str) -> list[int]:
@@ -892,7 +904,7 @@ def main() -> None:
     )
     parser.add_argument("--criterion", default=None, help="query criterion (default: winnow import's)")
     parser.add_argument("--baseline", metavar="REF", help="also run the same on this git ref, interleaved")
-    parser.add_argument("--write-docs", action="store_true", help=f"write the table to {DOCS_SECTION[3:]}")
+    parser.add_argument("--write-docs", action="store_true", help=f"write the table under {DOCS_SECTION[3:]}")
     parser.add_argument("--docs", type=Path, default=ROOT / "docs" / "benchmarks.md")
     parser.add_argument("--json", type=Path, help="also write every press of every run to this file")
     args = parser.parse_args()
@@ -956,9 +968,12 @@ def main() -> None:
         else f"each on one server (context i on server i mod {args.servers})"
     )
     codes_line = "; ".join(f"{c.name} = {c.commit[:12]}" for c in codes)
+    title = (
+        f"{args.backend}, {args.servers} server{'s' if args.servers > 1 else ''}"
+        + (" behind one address" if args.proxy else "")
+        + (", full pace" if args.pace is None else f", one answer every {pace} s")
+    )
     lines = [
-        DOCS_SECTION,
-        "",
         f"`{command}` — {args.n:,} items × {args.features} features, {args.labels} labels, a team session"
         f" (overlap 1) on {args.backend} served by {args.servers} `winnow ui` process(es); N Chromium"
         f" contexts, each a signed-in annotator, {routing},"
@@ -993,11 +1008,11 @@ def main() -> None:
     for r in failed:
         lines += ["", f"FAIL ({r.code}, N = {r.n}):", *[f"- {p}" for p in r.problems[:10]]]
     text = "\n".join(lines) + "\n"
-    print(text)
+    print(f"### {title}\n\n{text}")
     if args.json:
         args.json.write_text(json.dumps([asdict(r) for r in runs], indent=1), encoding="utf-8")
     if args.write_docs:
-        write_docs(args.docs, text)
+        write_docs(args.docs, title, text)
     if failed:
         sys.exit(1)
 

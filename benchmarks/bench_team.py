@@ -715,19 +715,20 @@ def check_store(db: str, run: Run) -> None:
             ).all()
     finally:
         engine.dispose()
-    events = {}
+    events: dict[int, tuple[str, str, str | None, str]] = {}
     for event_id, kind, item, label, who, names in rows:
         names = json.loads(names) if isinstance(names, str) else names
         events[event_id] = (kind, item, None if label is None else names[label], who)
-    seen = {}
+    seen: dict[int, str] = {}
     for a in run.annotators:
         if a.error:
             run.problems.append(f"{a.name}: {a.error}")
         for p in a.recorded():
-            if p.event_id in seen:
-                run.problems.append(f"event {p.event_id} reported recorded twice ({a.name}, {seen[p.event_id]})")
-            seen[p.event_id] = a.name
-            stored = events.get(p.event_id)
+            event_id = int(p.event_id or 0)  # recorded(): presses with an event id
+            if event_id in seen:
+                run.problems.append(f"event {event_id} reported recorded twice ({a.name}, {seen[event_id]})")
+            seen[event_id] = a.name
+            stored = events.get(event_id)
             expected = ("answer", p.item, p.label, a.name)
             if stored is None:
                 run.problems.append(f"{a.name}: event {p.event_id} ({p.item} is {p.label}) is not in the store")

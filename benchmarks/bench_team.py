@@ -10,7 +10,9 @@ store, overlap 1), then for every number of annotators N in ``--annotators``:
    same session, and starts ``--servers`` ``winnow ui`` processes on it;
 2. opens N browser contexts of Debian's Chromium (Playwright), each a different annotator,
    signed in through the gate's HTML form at ``/_winnow/sign-in`` on its own server (context i
-   talks to server i mod S: sticky by context), and waits until every one shows its first item;
+   talks to server i mod S: sticky by context; with ``--proxy`` all talk to one address, a small
+   asyncio proxy here that is sticky by the sign-in cookie, as docs/deployment.md's nginx
+   configuration), and waits until every one shows its first item;
 3. for ``--seconds``, each context presses the key of the first answer button as soon as the
    next item can be answered (``--pace full``) or once every ``--pace`` seconds at most. The page
    itself timestamps the key press (a ``keydown`` listener) and the moment a new item's heading
@@ -29,13 +31,16 @@ PostgreSQL also the database server's processes, in their own column) and the la
 ``--baseline REF`` also runs every configuration on the code of a git ref (checked out with
 ``git worktree add --detach`` in a temporary folder, its own store made by its own CLI, served
 with ``PYTHONPATH`` pointing to it), interleaved with the runs of this tree, and prints the
-ratios. ``--write-docs`` replaces the section "Team at full speed (bench_team.py)" of
-``docs/benchmarks.md`` with the table.
+ratios. ``--write-docs`` writes the table into the section "Team at full speed
+(bench_team.py)" of ``docs/benchmarks.md``, replacing the subsection of the same configuration
+(backend, servers, address, pace) and keeping the others. ``--json`` keeps every press.
 
 Usage::
 
     python -m benchmarks.bench_team --annotators 1,4,8,16 --pace full --seconds 60 --baseline db48021
-    python -m benchmarks.bench_team --backend postgresql --servers 2 --annotators 16 --pace 3
+    python -m benchmarks.bench_team --backend postgresql --servers 2 --proxy --annotators 16 --pace 3
+
+Keep runs short on a shared machine: the browser contexts use the same cores as the servers.
 """
 
 from __future__ import annotations

@@ -469,13 +469,23 @@ def parse_notice(press: Press) -> None:
         press.recorded_label = found["label"].replace("\\", "")
 
 
+async def wait_next(page, item: str | None, answer: str | None, timeout: float) -> dict:
+    """:data:`WAIT_NEXT`, with the timeout kept here: a page's own timers may be throttled."""
+    try:
+        return await asyncio.wait_for(page.evaluate(WAIT_NEXT, [item, answer, 10 * timeout * 1000]), timeout)
+    except TimeoutError:
+        shown = await page.evaluate("() => document.body ? document.body.innerText.slice(0, 300) : ''")
+        return {"outcome": "timeout", "item": item, "notice": f"page shows: {shown!r}", "keyAt": 0}
+
+
 async def sign_in(page, base: str, name: str) -> dict:
     """The gate's form, as a person fills it; returns the state once the first item is answerable."""
     await page.goto(base + "/", wait_until="domcontentloaded", timeout=120_000)
     await page.locator("#name").fill(name, timeout=120_000)
     await page.locator("#password").fill(PASSWORD)
-    await page.locator("#password").press("Enter")
-    first = await page.evaluate(WAIT_NEXT, [None, None, 600_000])
+    async with page.expect_navigation(wait_until="commit", timeout=120_000):
+        await page.locator("#password").press("Enter")
+    first = await wait_next(page, None, None, 600)
     if first["outcome"] != "next":
         raise RuntimeError(f"{name} saw no first item ({first['outcome']}): {first.get('notice')!r}")
     return first
@@ -495,7 +505,7 @@ async def annotate(page, who: Annotator, state: dict, start_at: float, stop_at: 
         last_press = time.time()
         press = Press(item=state["item"], key=state["key"], label=state["label"], pressed_at=0.0, outcome="")
         await page.keyboard.press(state["key"])
-        result = await page.evaluate(WAIT_NEXT, [state["item"], state["answer"], PRESS_TIMEOUT * 1000])
+        result = await wait_next(page, state["item"], state["answer"], PRESS_TIMEOUT)
         if result["outcome"] == "ignored":
             who.ignored += 1
             if who.ignored > 50:

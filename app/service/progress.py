@@ -165,6 +165,15 @@ class ProgressReplay:
         #: Held by :func:`session_progress` while it brings the replay up to date.
         self.lock = threading.Lock()
         self._last_event_id = 0
+        # The measures are counts over all items, kept up to date item by item: an event
+        # changes the counts of the items it touches only (a pass over all items per event
+        # was most of a long replay's time).
+        self._sizes = self._Y.sum(axis=1)
+        self._right = (
+            np.zeros(n, dtype=bool) if self._known is None else self._known & (self._labels == np.asarray(true_labels))
+        )
+        self._counts = self._item_counts(np.arange(n))
+        self._open_targets = int(self._is_open.sum())
         self._measure(None)
 
     @property
@@ -198,15 +207,28 @@ class ProgressReplay:
             item = event.position
             self._per_item.setdefault(item, []).append(event)
             derived = derive_item(self._per_item[item], self._original[item])
+            changed = not np.array_equal(derived.candidates, Y[item])
+            # The items whose counts may move: the item, and when its set changed, those
+            # whose DST-PLL decision reads it.
+            touched = np.union1d(self._dst.rows_holding(item), [item]) if changed else np.array([item])
+            self._counts -= self._item_counts(touched)
             self._answered[item] = derived.answered_by is not None
             self._set_aside[item] = derived.none_of_these or derived.conflict is not None
-            if not np.array_equal(derived.candidates, Y[item]):
+            if changed:
                 Y[item] = derived.candidates
+                self._sizes[item] = int(derived.candidates.sum())
                 rows = self._votes.rows_holding(item)
                 if rows.size:
-                    self._is_open[rows] = open_targets(*label_sets(idx[rows], w[rows], Y))
-                touched = np.union1d(self._dst.rows_holding(item), [item])
-                self._labels[touched], self._accepted[touched], _ = transductive_decisions(Y, dst_idx, touched)
+                    # Only the rows of Y these targets read: the engine checks every row it is given.
+                    local_idx, local_Y = _local(idx[rows], Y)
+                    was = int(self._is_open[rows].sum())
+                    self._is_open[rows] = open_targets(*label_sets(local_idx, w[rows], local_Y))
+                    self._open_targets += int(self._is_open[rows].sum()) - was
+                self._labels[touched], self._accepted[touched] = _decide(Y, dst_idx, touched)
+                if self._known is not None:
+                    truth = np.asarray(self._true_labels)[touched]
+                    self._right[touched] = self._known[touched] & (self._labels[touched] == truth)
+            self._counts += self._item_counts(touched)
             self._last_event_id = event.id
             self._measure(event)
 
@@ -215,28 +237,64 @@ class ProgressReplay:
         stop = None if n_events is None else n_events + 1
         return pd.DataFrame({name: values[:stop] for name, values in self._columns.items()})
 
+    def _item_counts(self, items: np.ndarray) -> np.ndarray:
+        """The contribution of ``items`` to the counts: answered, open, rejects, expert or
+        given, and (items with a known truth) DST-PLL right, accepted, accepted and right."""
+        sizes, set_aside = self._sizes[items], self._set_aside[items]
+        open_items = (sizes > 1) & ~set_aside
+        accepted = self._accepted[items]
+        known = self._known[items] if self._known is not None else np.zeros(items.size, dtype=bool)
+        right = self._right[items]
+        return np.array(
+            [
+                self._answered[items].sum(),
+                open_items.sum(),
+                (open_items & ~accepted).sum(),
+                ((sizes == 1) & ~set_aside).sum(),
+                right.sum(),
+                (known & accepted).sum(),
+                (right & accepted).sum(),
+            ],
+            dtype=np.int64,
+        )
+
     def _measure(self, event: EventRecord | None) -> None:
-        Y, set_aside = self._Y, self._set_aside
-        open_items = (Y.sum(axis=1) > 1) & ~set_aside
+        answered, n_open, rejects, expert_or_given, right, kept, kept_right = (int(c) for c in self._counts)
         row: dict[str, object] = {
             "step": len(self._columns["step"]),
             "event_id": None if event is None else event.id,
             "time": None if event is None else event.created_at,
             "kind": None if event is None else event.kind,
-            "answered": int(self._answered.sum()),
-            "open": int(open_items.sum()),
-            "open_targets": int(self._is_open.sum()),
-            "rejects": int((open_items & ~self._accepted).sum()),
-            "expert_or_given": int(((Y.sum(axis=1) == 1) & ~set_aside).sum()),
+            "answered": answered,
+            "open": n_open,
+            "open_targets": self._open_targets,
+            "rejects": rejects,
+            "expert_or_given": expert_or_given,
         }
-        known, true_labels = self._known, self._true_labels
-        if known is not None and true_labels is not None:  # the second test is for the type checker
-            right = self._labels[known] == np.asarray(true_labels)[known]
-            row["dst_accuracy"] = float(right.mean())
-            kept = self._accepted[known]
-            row["accepted_accuracy"] = float(right[kept].mean()) if kept.any() else np.nan
+        if self._known is not None:
+            row["dst_accuracy"] = right / int(self._known.sum())
+            row["accepted_accuracy"] = kept_right / kept if kept else np.nan
         for name, value in row.items():
             self._columns[name].append(value)
+
+
+def _local(idx: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``idx`` renumbered over the rows of ``Y`` it names, and those rows."""
+    used, local_idx = np.unique(idx, return_inverse=True)
+    return local_idx.reshape(idx.shape), Y[used]
+
+
+def _decide(Y: np.ndarray, dst_idx: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`engine.dst.transductive_decisions` of ``rows`` (their labels and whether each
+    is accepted), given only the rows of ``Y`` they read: the rows and their neighbours."""
+    used = np.union1d(rows, dst_idx[rows].ravel())
+    local = np.searchsorted(used, rows)
+    # Rows of the sub-problem that are only neighbours are not decided; their own
+    # neighbours are never read, so any row number in range does.
+    local_idx = np.zeros((used.size, dst_idx.shape[1]), dtype=np.intp)
+    local_idx[local] = np.searchsorted(used, dst_idx[rows])
+    labels, accepted, _ = transductive_decisions(Y[used], local_idx, local)
+    return labels, accepted
 
 
 #: Replays kept per store (its session factory) and session: the Progress page of a session

@@ -250,12 +250,16 @@ def _progress_of(session: Session, session_id: int, instance_ids: dict[int, int]
         )
         .join(Annotator, Annotator.id == AnswerEvent.annotator_id)
         .where(AnswerEvent.session_id == session_id, AnswerEvent.instance_id.in_(list(position_of)))
-        .order_by(AnswerEvent.id)
     )
-    events = [
-        EventRecord(event_id, position_of[instance_id], name, kind, label, undoes)
-        for event_id, instance_id, name, kind, label, undoes in rows
-    ]
+    # Sorted here, not by the query: an ORDER BY id leads SQLite to walk the session's events
+    # in id order (index (session_id, id)) instead of looking up these items' events.
+    events = sorted(
+        (
+            EventRecord(event_id, position_of[instance_id], name, kind, label, undoes)
+            for event_id, instance_id, name, kind, label, undoes in rows
+        ),
+        key=lambda e: e.id,
+    )
     return item_progress(events)
 
 
@@ -273,7 +277,7 @@ def _started_positions(session: Session, session_id: int, overlap: int) -> Itera
                 LeaseOpenItem.position > after,
             )
             .order_by(LeaseOpenItem.position)
-            .limit(_LARGEST_CHUNK)
+            .limit(_FIRST_CHUNK * 8)
         ).all()
         if not positions:
             return

@@ -623,7 +623,7 @@ class LeaseOpenItem(Base):
 
     __table_args__ = (
         CheckConstraint("annotators >= 1", name="annotators_positive"),
-        Index("ix_lease_open_items_session_annotators_position", "session_id", "annotators", "position"),
+        Index("ix_lease_open_items_session_position_annotators", "session_id", "position", "annotators"),
     )
 
 

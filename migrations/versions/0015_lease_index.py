@@ -48,9 +48,9 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("session_id", "instance_id", name=op.f("pk_lease_open_items")),
     )
     op.create_index(
-        "ix_lease_open_items_session_annotators_position",
+        "ix_lease_open_items_session_position_annotators",
         "lease_open_items",
-        ["session_id", "annotators", "position"],
+        ["session_id", "position", "annotators"],
         unique=False,
     )
     op.create_table(
@@ -66,6 +66,6 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_table("lease_cursors")
-    op.drop_index("ix_lease_open_items_session_annotators_position", table_name="lease_open_items")
+    op.drop_index("ix_lease_open_items_session_position_annotators", table_name="lease_open_items")
     op.drop_table("lease_open_items")
     op.drop_index("ix_answer_events_session_instance", table_name="answer_events")

@@ -199,3 +199,30 @@ def test_the_kept_replay_equals_the_full_replay_after_every_round(small_db, monk
         dst_idx=reweighted.graph.idx,
     )
     pd.testing.assert_frame_equal(once, full_replay(reweighted))
+
+
+def test_an_event_committed_behind_the_kept_ones_makes_the_replay_again(small_db, monkeypatch):
+    """When the store holds more events up to the last one replayed than the replay saw (on
+    PostgreSQL, an event whose transaction committed after a later one's), the replay is made
+    again from the start, and still equals the full replay."""
+    Session = open_store(small_db)
+    with Session() as s:
+        session_id = list_sessions(s)[0].id
+    bench = Workbench.open(Session, session_id)
+    original = np.asarray(bench.state.original_candidates)
+    random_round(Session, session_id, original, np.random.default_rng(3), 6)
+    session_progress(bench, actor=None)
+    random_round(Session, session_id, original, np.random.default_rng(4), 3)
+    made = []
+
+    class Counting(progress.ProgressReplay):
+        def __init__(self, **kwargs):
+            made.append(kwargs["k"])
+            super().__init__(**kwargs)
+
+    monkeypatch.setattr(progress, "ProgressReplay", Counting)
+    # The count the store reports up to the last replayed event: one more than replayed.
+    counted = progress.count_events_up_to
+    monkeypatch.setattr(progress, "count_events_up_to", lambda s, sid, last: counted(s, sid, last) + 1)
+    pd.testing.assert_frame_equal(session_progress(bench, actor=None), full_replay(bench))
+    assert made == [bench.config.k]

@@ -15,6 +15,14 @@ from .learners import (
 from .neighbors import ReverseIndex, knn_graph
 from .query import IncrementalRanker, open_neighbourhoods, query_scores
 from .ranking import BASELINE_CRITERIA, Ranker, StaticRanker, ranking_order
+from .suspect import (
+    SUSPECT_CRITERIA,
+    SuspectSets,
+    outside_suggestions,
+    suspect_scores,
+    suspect_sets,
+    suspect_threshold,
+)
 from .winners import (
     ambiguous_targets,
     approx_possible_labels,
@@ -66,4 +74,10 @@ __all__ = [
     "dst_margin",
     "posterior_scores",
     "margin_then_posterior",
+    "SUSPECT_CRITERIA",
+    "SuspectSets",
+    "suspect_scores",
+    "suspect_threshold",
+    "suspect_sets",
+    "outside_suggestions",
 ]

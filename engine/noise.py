@@ -10,6 +10,14 @@ bool candidate matrix of shape (n_instances, n_labels) in winnow's ``Y`` format.
 ``cluster_candidates``
     The cluster-based bag generator of Errandonea et al. (2026, Section 4.1) with the
     label-confusion noise of rate ``noise_rate``; here the true label can be missing.
+``crowd_candidates``, ``crowd_votes``
+    A small simulated crowd, every annotator voting once per item; the set is the union of
+    the votes, so the true label is missing when everyone erred. ``crowd_votes`` returns the
+    individual votes (an int matrix of shape (n_instances, n_annotators), not a candidate
+    matrix), for methods that aggregate votes (majority vote, Dawid–Skene).
+``weak_rule_candidates``
+    One-feature threshold rules per label (weak supervision); the set is the labels whose
+    rules fire.
 ``binary_flips``
     Random classification noise for binary labels with class-dependent flip rates
     (Gao, Yang & Zhou), used to evaluate :class:`~engine.learners.RkNNClassifier`.
@@ -49,6 +57,7 @@ __all__ = [
     "instance_dependent_candidates",
     "cluster_candidates",
     "crowd_candidates",
+    "crowd_votes",
     "weak_rule_candidates",
     "binary_flips",
 ]
@@ -428,6 +437,97 @@ def binary_flips(
     return y_noisy
 
 
+def crowd_votes(
+    y: Any,
+    n_labels: int | None = None,
+    *,
+    n_annotators: int = 3,
+    accuracy: tuple[float, float] = (0.6, 0.9),
+    n_confusions: int = 2,
+    seed: int | np.random.Generator | None = None,
+    return_confusions: bool = False,
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    """A small crowd labels every item once each: the individual votes.
+
+    How partial labels arise when a few people label the same items and nobody adjudicates.
+    Every label ``c`` has ``n_confusions`` *confusable* labels, drawn once and shared by the
+    crowd (some classes look alike to everyone). Annotator ``a`` has an accuracy drawn
+    uniformly from ``accuracy`` and a confusion matrix whose row ``c`` puts that accuracy on
+    ``c`` and the rest on ``c``'s confusable labels, split by Dirichlet(1) weights of its own.
+    Each annotator votes one label per item from the row of the item's true label.
+
+    :func:`crowd_candidates` is the union of these votes (the same ``seed`` gives the sets of
+    the same votes); the votes themselves are what crowd aggregators (majority vote,
+    Dawid–Skene) start from.
+
+    Parameters
+    ----------
+    y : array of shape (n_instances,)
+        True labels in ``0..n_labels-1``.
+    n_labels : int, optional
+        Number of labels (at least 2); defaults to ``max(y) + 1``.
+    n_annotators : int, default=3
+        Size of the crowd, 1 to 20.
+    accuracy : (low, high), default=(0.6, 0.9)
+        Range of the annotators' accuracies, ``0 <= low <= high <= 1``.
+    n_confusions : int, default=2
+        Confusable labels per label, ``1 <= n_confusions <= n_labels - 1``.
+    seed : int, Generator or None
+        Seed of :func:`numpy.random.default_rng`.
+    return_confusions : bool, default=False
+        Also return the confusion matrices.
+
+    Returns
+    -------
+    votes : int array of shape (n_instances, n_annotators)
+        ``votes[i, a]`` is annotator ``a``'s label for item ``i`` (every annotator votes on
+        every item).
+    confusions : float array of shape (n_annotators, n_labels, n_labels)
+        Only with ``return_confusions``: row ``c`` of annotator ``a`` is the law of its vote
+        on an item of true label ``c``.
+
+    Complexity: O(n_instances · n_annotators · n_labels).
+
+    Examples
+    --------
+    >>> votes = crowd_votes([0, 1, 2, 1], 3, n_annotators=2, accuracy=(1.0, 1.0), seed=0)
+    >>> votes.tolist()
+    [[0, 0], [1, 1], [2, 2], [1, 1]]
+    """
+    y, n_labels = check_labels(y, n_labels=n_labels)
+    if n_labels < 2:
+        raise InvalidInput(f"crowd candidates need n_labels >= 2, got {n_labels}")
+    check_scalar(n_annotators, "n_annotators", kind=Integral, min_value=1, max_value=20)
+    check_scalar(n_confusions, "n_confusions", kind=Integral, min_value=1, max_value=n_labels - 1)
+    try:
+        low, high = (float(v) for v in accuracy)
+    except (TypeError, ValueError):
+        raise InvalidInput(f"accuracy must be a pair (low, high) of probabilities; got {accuracy!r}") from None
+    if not 0.0 <= low <= high <= 1.0:
+        raise InvalidInput(f"accuracy must satisfy 0 <= low <= high <= 1; got {accuracy!r}")
+    rng = np.random.default_rng(seed)
+    # Confusable labels of every label: the n_confusions smallest random keys, own label keyed out.
+    keys = rng.random((n_labels, n_labels))
+    np.fill_diagonal(keys, np.inf)
+    confusable = np.argsort(keys, axis=1)[:, :n_confusions]
+    confusions = np.zeros((n_annotators, n_labels, n_labels))
+    skill = rng.uniform(low, high, size=n_annotators)
+    rows = np.arange(n_labels)
+    for a in range(n_annotators):
+        confusions[a, rows, rows] = skill[a]
+        spread = rng.dirichlet(np.ones(n_confusions), size=n_labels) * (1.0 - skill[a])
+        confusions[a, rows[:, None], confusable] = spread
+    n = y.shape[0]
+    votes = np.empty((n, n_annotators), dtype=np.intp)
+    for a in range(n_annotators):
+        # Inverse-CDF draw of one vote per item from its true label's row.
+        cdf = np.cumsum(confusions[a][y], axis=1)
+        votes[:, a] = np.minimum((rng.random(n)[:, None] >= cdf).sum(axis=1), n_labels - 1)
+    if return_confusions:
+        return votes, confusions
+    return votes
+
+
 def crowd_candidates(
     y: Any,
     n_labels: int | None = None,
@@ -440,14 +540,9 @@ def crowd_candidates(
 ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """A small crowd labels every item once each; the candidate set is the union of their votes.
 
-    How partial labels arise when a few people label the same items and nobody adjudicates.
-    Every label ``c`` has ``n_confusions`` *confusable* labels, drawn once and shared by the
-    crowd (some classes look alike to everyone). Annotator ``a`` has an accuracy drawn
-    uniformly from ``accuracy`` and a confusion matrix whose row ``c`` puts that accuracy on
-    ``c`` and the rest on ``c``'s confusable labels, split by Dirichlet(1) weights of its own.
-    Each annotator votes one label per item from the row of the item's true label; the set is
-    the union of the votes. So the true label is missing exactly when every annotator erred
-    (probability ``Π_a (1 − acc_a)``), as with a real crowd.
+    The crowd of :func:`crowd_votes` (same parameters, same ``seed``, same votes); an item's
+    set holds every label somebody voted. So the true label is missing exactly when every
+    annotator erred (probability ``Π_a (1 − acc_a)``), as with a real crowd.
 
     Parameters
     ----------
@@ -476,36 +571,17 @@ def crowd_candidates(
 
     Complexity: O(n_instances · n_annotators · n_labels).
     """
-    y, n_labels = check_labels(y, n_labels=n_labels)
-    if n_labels < 2:
-        raise InvalidInput(f"crowd candidates need n_labels >= 2, got {n_labels}")
-    check_scalar(n_annotators, "n_annotators", kind=Integral, min_value=1, max_value=20)
-    check_scalar(n_confusions, "n_confusions", kind=Integral, min_value=1, max_value=n_labels - 1)
-    try:
-        low, high = (float(v) for v in accuracy)
-    except (TypeError, ValueError):
-        raise InvalidInput(f"accuracy must be a pair (low, high) of probabilities; got {accuracy!r}") from None
-    if not 0.0 <= low <= high <= 1.0:
-        raise InvalidInput(f"accuracy must satisfy 0 <= low <= high <= 1; got {accuracy!r}")
-    rng = np.random.default_rng(seed)
-    # Confusable labels of every label: the n_confusions smallest random keys, own label keyed out.
-    keys = rng.random((n_labels, n_labels))
-    np.fill_diagonal(keys, np.inf)
-    confusable = np.argsort(keys, axis=1)[:, :n_confusions]
-    confusions = np.zeros((n_annotators, n_labels, n_labels))
-    skill = rng.uniform(low, high, size=n_annotators)
-    rows = np.arange(n_labels)
-    for a in range(n_annotators):
-        confusions[a, rows, rows] = skill[a]
-        spread = rng.dirichlet(np.ones(n_confusions), size=n_labels) * (1.0 - skill[a])
-        confusions[a, rows[:, None], confusable] = spread
-    n = y.shape[0]
-    Y = np.zeros((n, n_labels), dtype=bool)
-    for a in range(n_annotators):
-        # Inverse-CDF draw of one vote per item from its true label's row.
-        cdf = np.cumsum(confusions[a][y], axis=1)
-        vote = np.minimum((rng.random(n)[:, None] >= cdf).sum(axis=1), n_labels - 1)
-        Y[np.arange(n), vote] = True
+    votes, confusions = crowd_votes(
+        y,
+        n_labels,
+        n_annotators=n_annotators,
+        accuracy=accuracy,
+        n_confusions=n_confusions,
+        seed=seed,
+        return_confusions=True,
+    )
+    Y = np.zeros((votes.shape[0], confusions.shape[1]), dtype=bool)
+    Y[np.arange(votes.shape[0])[:, None], votes] = True
     if return_confusions:
         return Y, confusions
     return Y

@@ -38,7 +38,9 @@ from engine.choices import CRITERIA, DEFAULT_STRATEGY, WEIGHTINGS
 
 def import_command(
     file: Path = typer.Argument(
-        ..., help="CSV/TSV, Parquet, .mat (PLL benchmark) or .npz file, or a folder of images (with --labels)."
+        ...,
+        help="CSV/TSV, Parquet, .mat (PLL benchmark) or .npz file, a Label Studio export (.json), or a folder "
+        "of images (with --labels).",
     ),
     db: str = DbOption,
     name: str | None = typer.Option(None, help="Dataset name (default: the file name)."),
@@ -58,6 +60,18 @@ def import_command(
     ignore_unlisted: bool = typer.Option(
         False, "--ignore-unlisted", help="For a folder with --labels: leave out images the CSV does not list."
     ),
+    votes: Path | None = typer.Option(
+        None,
+        "--votes",
+        help="Crowd votes (.csv, .tsv, .parquet, .jsonl with id,annotator,label[,time]): the candidate sets are "
+        "made from them and the votes are stored.",
+    ),
+    min_votes: int | None = typer.Option(
+        None, "--min-votes", help="With --votes: keep labels with at least N votes (default: every voted label)."
+    ),
+    min_share: float | None = typer.Option(
+        None, "--min-share", help="With --votes: keep labels with at least this share (0 to 1] of the item's votes."
+    ),
     session: str | None = typer.Option(None, help="Also create a labelling session with this name."),
     k: int = typer.Option(10, "-k", help="Neighbours of the session's k-NN vote."),
     weighting: str = typer.Option("uniform", help=f"One of {', '.join(WEIGHTINGS)}."),
@@ -73,8 +87,18 @@ def import_command(
     feature columns, texts get TF-IDF + SVD features and images built-in image features; audio
     needs numeric columns or --features-from.
 
+    With --votes, the candidate sets come from a crowd's votes: the union of the labels voted
+    for, or those with at least --min-votes N votes / --min-share S of the item's votes (an item
+    where no label reaches them keeps its most voted labels); items without a vote get every
+    label. The votes are stored and shown to the expert.
+
+    A Label Studio JSON export (project.json) is read as items and votes: each task's data (text,
+    image, audio) and the annotators' single choices (--min-votes / --min-share apply to them);
+    see docs/label_studio.md.
+
     Examples: winnow import sample_data/digits_partial.csv --db winnow.db --session first;
-    winnow import sample_data/texts.csv; winnow import sample_data/photos --labels sample_data/photos_labels.csv
+    winnow import sample_data/texts.csv; winnow import sample_data/photos --labels sample_data/photos_labels.csv;
+    winnow import sample_data/crowd_items.csv --votes sample_data/crowd_votes.csv --min-votes 2
     """
     from app.service import change_label_settings, import_file
 
@@ -92,6 +116,16 @@ def import_command(
         text_column, image_column, audio_column, link_column, ignore_columns, features_from, media_root
     )
     is_folder = file.is_dir()
+    label_studio = file.suffix.lower() == ".json"  # a Label Studio export: its annotations are the votes
+    if votes is None and (min_votes is not None or min_share is not None) and not label_studio:
+        raise UserError("--min-votes and --min-share read the votes: give --votes FILE too")
+    if votes is not None and label_studio:
+        raise UserError(f"{file.name} is a Label Studio export: its annotations are the votes; drop --votes")
+    if votes is not None and is_folder:
+        raise UserError(f"--votes goes with a data file of items; {file} is a folder")
+    vote_options: dict[str, object] = {"min_votes": min_votes, "min_share": min_share} if label_studio else {}
+    if votes is not None:
+        vote_options = {"votes": votes, "min_votes": min_votes, "min_share": min_share}
     if labels is not None and not is_folder:
         raise UserError(f"--labels goes with a folder of images; {file} is not a folder")
     if ignore_unlisted and labels is None:
@@ -129,6 +163,7 @@ def import_command(
                 min_rows=max(k, 0) + 1,
                 progress=report,
                 session=spec,
+                **vote_options,  # type: ignore[arg-type]
                 **options,  # type: ignore[arg-type]
             )
     out.print(f"Imported {n} instances from {file} as dataset {dataset_name!r} (id {dataset_id}).")
@@ -286,35 +321,89 @@ def answer(
 def export(
     session: str = typer.Argument(..., help="Session name."),
     output: Path = typer.Option(..., "-o", "--output", help=".csv, .tsv, .json, .jsonl or .parquet"),
-    what: str = typer.Option("ranked", help="ranked (query list), labelled (dataset) or events (answer log)."),
+    what: str = typer.Option(
+        "ranked",
+        help="ranked (query list), labelled (dataset), events (answer log) or votes (the crowd votes imported).",
+    ),
     fmt: str | None = typer.Option(
-        None, "--format", help="csv, tsv, json, jsonl or parquet (default: from the output's extension)."
+        None,
+        "--format",
+        help="csv, tsv, json, jsonl or parquet (default: from the output's extension), or label-studio "
+        "(--what labelled: tasks Label Studio imports, and their labelling config beside them).",
+    ),
+    from_name: str | None = typer.Option(
+        None, "--from-name", help="--format label-studio: name of the <Choices> control (default: label)."
+    ),
+    to_name: str | None = typer.Option(
+        None,
+        "--to-name",
+        help="--format label-studio: name of the object the choices label (default: text, image or audio).",
     ),
     db: str = DbOption,
 ) -> None:
-    """Export a session's ranked query list, labelled dataset or answer log.
+    """Export a session's ranked query list, labelled dataset, answer log or crowd votes.
 
     The labelled dataset has every item's final label, its label_source (expert, given, model,
     undecided) and, for model labels, a confidence in [0, 1] (DST-PLL's margin mapped to [0, 1]:
     it orders model labels, it is not a probability). JSON writes {"table", "metadata", "label_names",
     "rows"}: the metadata holds the target error, the confidence, the stated error bound, the number of
     audited answers and the counts per source; Parquet carries the same as key-value metadata
-    ("winnow"); JSON Lines (.jsonl) carries the rows only.
+    ("winnow"); JSON Lines (.jsonl) carries the rows only. --format label-studio writes the labelled
+    dataset as Label Studio tasks (the expert's answers as annotations, model labels as predictions
+    with score and model_version) and TASKS.label_config.xml, the labelling config to paste into the
+    project (docs/label_studio.md).
 
-    Example: winnow export week1 --what labelled -o labelled.jsonl
+    A dataset imported with --votes: --what votes writes id, annotator, label, time per vote, and
+    the labelled dataset gets a votes column ("jazz:2|blues:1").
+
+    Examples: winnow export week1 --what labelled -o labelled.jsonl;
+    winnow export week1 --what labelled --format label-studio -o tasks.json
     """
     from app.io import TABLE_EXTENSIONS, write_table
-    from app.service import EXPORT_KINDS, Workbench, events_table, session_id_by_name, session_table
+    from app.service import (
+        EXPORT_KINDS,
+        LABEL_STUDIO_FORMAT,
+        Workbench,
+        events_table,
+        export_label_studio,
+        session_id_by_name,
+        session_table,
+        votes_table,
+    )
 
     check_choice(what, "--what", EXPORT_KINDS)
     if fmt is not None:
-        check_choice(fmt, "--format", [e.lstrip(".") for e in TABLE_EXTENSIONS])
-        if output.suffix.lower() != f".{fmt}":
-            output = output.with_name(output.name + f".{fmt}")
+        check_choice(fmt, "--format", [*(e.lstrip(".") for e in TABLE_EXTENSIONS), LABEL_STUDIO_FORMAT])
+    if fmt == LABEL_STUDIO_FORMAT:
+        if what != "labelled":
+            raise UserError(f"--format {LABEL_STUDIO_FORMAT} writes the labelled dataset: give --what labelled")
+        if output.suffix.lower() != ".json":
+            output = output.with_name(output.name + ".json")
+    elif from_name is not None or to_name is not None:
+        raise UserError(f"--from-name and --to-name go with --format {LABEL_STUDIO_FORMAT}")
+    elif fmt is not None and output.suffix.lower() != f".{fmt}":
+        output = output.with_name(output.name + f".{fmt}")
+    for option, value in (("--from-name", from_name), ("--to-name", to_name)):
+        if value is not None and not value.strip():
+            raise UserError(f"{option} must not be empty")
     Session = open_store(db, create=False)
     session_id = session_id_by_name(Session, session)
+    if fmt == LABEL_STUDIO_FORMAT:
+        with progress_bar(f"session {session}") as report:
+            bench = Workbench.open(Session, session_id, progress=report)
+        files = export_label_studio(bench, output, actor=None, from_name=from_name, to_name=to_name)
+        out.print(
+            f"Wrote {files.n_tasks} Label Studio tasks ({files.n_annotations} expert answers as annotations, "
+            f"{files.n_predictions} model labels as predictions) to {files.tasks}; "
+            f"labelling config: {files.config}.",
+            markup=False,
+            highlight=False,
+        )
+        return
     if what == "events":  # the log alone needs no neighbour graph
         table = events_table(Session, session_id, actor=None)
+    elif what == "votes":  # nor do the votes
+        table = votes_table(Session, session_id, actor=None)
     else:
         with progress_bar(f"session {session}") as report:
             table = session_table(Workbench.open(Session, session_id, progress=report), what, actor=None)

@@ -25,6 +25,15 @@ from app.io.readers import (
     sort_label_names,
 )
 from app.io.readers.answers import ANSWER_EXTENSIONS, AnswerRow, read_answers
+from app.io.readers.votes import (
+    VOTE_EXTENSIONS,
+    MatchedVotes,
+    Votes,
+    apply_votes,
+    match_votes,
+    read_votes,
+    vote_label_names,
+)
 from app.io.writers import (
     CONTENT_COLUMNS,
     EXPORT_ONLY_COLUMNS,
@@ -66,4 +75,11 @@ __all__ = [
     "ANSWER_EXTENSIONS",
     "AnswerRow",
     "read_answers",
+    "VOTE_EXTENSIONS",
+    "Votes",
+    "MatchedVotes",
+    "read_votes",
+    "vote_label_names",
+    "match_votes",
+    "apply_votes",
 ]

@@ -133,9 +133,11 @@ EXPORT_ONLY_COLUMNS: tuple[str, ...] = (
     *(c for c in LABELLED_COLUMNS if c not in ("id", "candidates", "true_label")),
     "label_source",
     "confidence",
+    "suspect",
 )
 """The columns of :data:`LABELLED_COLUMNS` (and the ``label_source`` and ``confidence`` a
-session's labelled export adds, :mod:`app.service.delivery`) that have no role when an export is
+session's labelled export adds, :mod:`app.service.delivery`, and its ``suspect`` flag,
+:mod:`app.service.suspects`) that have no role when an export is
 read back: the others are its ids, candidate sets and true labels, which cannot be ignored."""
 CONTENT_COLUMNS: tuple[str, ...] = ("text", "media_path", "link")
 """Content columns an export may carry, in this order, each only when some item has it."""

@@ -14,7 +14,8 @@ Modules
 ``uploads``    files uploaded in the browser (data file, media, zip archive) as a dataset, and
                the Sessions page's "Create session"
 ``progress``   replay a session's events and measure it after each one
-``exports``    the ranked list, labelled data and answer log as tables and files
+``exports``    the ranked list, labelled data, answer log and votes as tables and files
+``votes``      crowd votes: items read with their votes, an item's vote summary, the votes export
 ``hotkeys``    a session's keyboard keys as editable text, and changing them (admins)
 ``delivery``   the labelled dataset handed back: final labels, their sources, the stated error;
                a session's label settings
@@ -23,6 +24,8 @@ Modules
 ``tasks``      progress reports of heavy work, and background builds shared per process
 ``auth``       accounts, sign-in and the single-user / team mode decision
 ``team``       the item reserved for each annotator, conflicts in detail, progress, agreement
+``suspects``   items whose set the neighbours' evidence says misses the true label, and
+               the labels they suggest instead
 
 The public names are listed in ``__init__.pyi`` (what type checkers and IDEs read) and loaded
 on first use with ``lazy_loader`` (Scientific Python SPEC 1): the workbench pulls in pandas,

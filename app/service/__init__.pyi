@@ -27,9 +27,13 @@ from .exports import (
     EXPORT_FORMATS,
     EXPORT_KINDS,
     EXPORT_MIME,
+    LABEL_STUDIO_FORMAT,
+    LabelStudioFiles,
     audit_table,
     events_table,
     export_bytes,
+    export_label_studio,
+    prediction_model_version,
     rank_file,
     session_table,
 )
@@ -58,6 +62,14 @@ from .sessions import (
     session_summaries,
     store_dataset,
 )
+from .suspects import (
+    SessionSuspects,
+    Suggestion,
+    SuspectItem,
+    check_suggestion_offered,
+    session_suspects,
+    workbench_suspects,
+)
 from .tasks import STAGE_NAMES, BuildJob, BuildRegistry, ProgressCallback, ProgressTracker, ProgressUpdate
 from .team import (
     ConflictDetail,
@@ -71,6 +83,15 @@ from .team import (
     team_figures,
 )
 from .uploads import UPLOAD_EXTENSIONS, import_upload, media_folder, safe_file_name, start_session, upload_columns
+from .votes import (
+    VOTE_COLUMNS,
+    VoteSummary,
+    read_items_with_votes,
+    vote_column,
+    vote_spec,
+    vote_summary,
+    votes_table,
+)
 from .workbench import (
     ACTION_KEYS,
     OFFERS,
@@ -85,6 +106,12 @@ from .workbench import (
 )
 
 __all__ = [
+    "SessionSuspects",
+    "Suggestion",
+    "SuspectItem",
+    "check_suggestion_offered",
+    "session_suspects",
+    "workbench_suspects",
     "Workbench",
     "QueryExplanation",
     "TargetExplanation",
@@ -120,6 +147,13 @@ __all__ = [
     "media_folder",
     "import_upload",
     "upload_columns",
+    "VOTE_COLUMNS",
+    "VoteSummary",
+    "read_items_with_votes",
+    "vote_spec",
+    "vote_summary",
+    "votes_table",
+    "vote_column",
     "UPLOAD_EXTENSIONS",
     "GraphResult",
     "graph_key",
@@ -170,6 +204,10 @@ __all__ = [
     "EVENT_COLUMNS",
     "audit_table",
     "AUDIT_COLUMNS",
+    "LABEL_STUDIO_FORMAT",
+    "LabelStudioFiles",
+    "export_label_studio",
+    "prediction_model_version",
     "hotkeys_text",
     "parse_hotkeys_text",
     "set_session_keys",

@@ -5,19 +5,35 @@ moved on (a double press), or after another tab or annotator settled the item: t
 here refuse such an answer with :class:`StaleAnswer` before anything is written. What an
 undo cancels and which events count is the store's one undo rule
 (:func:`app.store.event_to_undo`, :func:`app.store.active_events`).
+
+The checks concern the item on screen only: an answer is refused when *its* item changed
+(another event about it, or for an undo another latest event of this annotator) or is no
+longer offered to this annotator, never because someone answered another item meanwhile. The
+checks read the workbench's state; the write then looks again, inside its transaction, at the
+events of that item (:class:`CheckedItem`), so two processes cannot both record a verdict from
+the same stale view (writers hold the store's write lock, :func:`app.store.write_transaction`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
 
-from app.store import VERDICT_KINDS, EventRecord, SessionState, active_events, count_events, event_to_undo, record_event
+from app.store import VERDICT_KINDS, EventRecord, SessionState, active_events, events_after, record_event
 from engine import check_choice
 from engine.exceptions import InvalidInput
 
-__all__ = ["OFFERS", "StaleAnswer", "latest_event", "has_verdict", "check_undo", "check_displayed", "event_writer"]
+__all__ = [
+    "OFFERS",
+    "StaleAnswer",
+    "CheckedItem",
+    "has_verdict",
+    "check_undo",
+    "check_displayed",
+    "event_writer",
+]
 
 #: Where an item can be on screen when it is answered (:meth:`Workbench.record`'s ``displayed``).
 OFFERS: tuple[str, ...] = ("query", "lease", "rejects", "conflicts")
@@ -32,10 +48,24 @@ class StaleAnswer(InvalidInput):
     """
 
 
-def latest_event(events: Sequence[EventRecord], annotator: str) -> int | None:
-    """The id of ``annotator``'s latest event that an undo would cancel, or ``None``."""
-    event = event_to_undo(events, annotator)
-    return None if event is None else event.id
+@dataclass(frozen=True, slots=True)
+class CheckedItem:
+    """What the checks of an answer saw, for its write to look again inside the transaction.
+
+    Attributes
+    ----------
+    position : int or None
+        The item answered; ``None`` for an undo (its item is the one of the event it cancels).
+    event_ids : frozenset of int
+        Ids of the events about ``position`` the checks saw: any other one found by the write
+        refuses the answer.
+    undoes : int or None
+        For an undo: the event it must cancel; another latest event of the annotator refuses it.
+    """
+
+    position: int | None
+    event_ids: frozenset[int] = frozenset()
+    undoes: int | None = None
 
 
 def has_verdict(events: Sequence[EventRecord], annotator: str, position: int) -> bool:
@@ -46,36 +76,39 @@ def has_verdict(events: Sequence[EventRecord], annotator: str, position: int) ->
     )
 
 
-def check_undo(events: Sequence[EventRecord], annotator: str, undoes: int | None) -> None:
-    """Refuse an undo from a page when ``undoes`` is no longer the annotator's latest event."""
-    if undoes is not None and latest_event(events, annotator) != undoes:
+def check_undo(latest: int | None, undoes: int | None) -> None:
+    """Refuse an undo from a page when ``undoes`` is no longer the annotator's latest event
+    (``latest``, the id of :func:`app.store.event_to_undo`'s event, or ``None``)."""
+    if undoes is not None and latest != undoes:
         raise StaleAnswer("Your latest answer is no longer the one the page offered to undo; nothing was undone.")
 
 
 def check_displayed(
-    events: Sequence[EventRecord],
+    item_events: Sequence[EventRecord],
     state: SessionState,
     annotator: str,
     kind: str,
     position: int | None,
     displayed: str | None,
     *,
-    queue_head: Callable[[], int | None],
+    query_offers: Callable[[int], bool],
     lease_holders: Callable[[], dict[int, list[str]]],
 ) -> None:
     """Refuse an answer about an item the page ``displayed`` no longer offers.
 
-    ``queue_head`` gives the first item of the query list (``None`` when empty) and
-    ``lease_holders`` who holds each reserved item; both are called only when needed.
+    ``item_events`` are the events about ``position`` (at least; others are ignored).
+    ``query_offers`` says whether the Query page without leases may still be showing an item
+    (:meth:`app.service.workbench.Workbench.record` defines it) and ``lease_holders`` gives
+    who holds each reserved item; both are called only when needed.
     """
     if displayed is None or position is None:
         raise InvalidInput(f"kind={kind!r} from a page needs the displayed item's position and page")
     check_choice(displayed, "displayed", OFFERS)
     item = state.external_ids[position]
-    if kind in VERDICT_KINDS and has_verdict(events, annotator, position):
+    if kind in VERDICT_KINDS and has_verdict(item_events, annotator, position):
         raise StaleAnswer(f"You already answered item {item!r}; nothing was recorded.")
     if displayed == "query":
-        offered = queue_head() == position
+        offered = query_offers(position)
     elif displayed == "lease":
         # Team mode: the item offered is the one the store reserved for this annotator
         # (with overlap it may already be settled by someone else, and still theirs to answer).
@@ -102,25 +135,34 @@ def event_writer(
     kind: str,
     position: int | None,
     label: int | str | None,
-    checked_events: int | None,
+    checked: CheckedItem | None,
 ) -> Callable[[Session], int]:
     """The unit of work that appends one event and returns its id, for one transaction
     (:func:`app.store.write_transaction`).
 
-    With ``checked_events`` (the number of events the checks above saw), it re-counts the
-    log inside its transaction and refuses the event with :class:`StaleAnswer` when another
-    process wrote one since.
+    With ``checked`` (what the checks above saw), it looks again inside its transaction and
+    refuses the event with :class:`StaleAnswer` when the item got an event the checks did not
+    see, or when an undo would cancel another event than the one the page offered. Events
+    about other items do not matter.
     """
 
     def work(s: Session) -> int:
-        if checked_events is not None and count_events(s, session_id) != checked_events:
-            raise StaleAnswer(
-                "Another answer arrived at the same moment; nothing was recorded. Look at the item again and answer."
-            )
+        if checked is not None and checked.position is not None:
+            # One indexed read of the item's few events, not of the log; every id is compared
+            # (not only the larger ones), so an event committed out of id order counts too.
+            now = {e.id for e in events_after(s, session_id, 0, position=checked.position)}
+            if now - checked.event_ids:
+                raise StaleAnswer(
+                    "Another answer about this item arrived at the same moment; nothing was recorded. "
+                    "Look at the item again and answer."
+                )
         event = record_event(
             s, session_id=session_id, annotator=annotator, kind=kind, instance_position=position, label=label
         )
         s.flush()
+        if checked is not None and checked.undoes is not None and event.undoes_event_id != checked.undoes:
+            # Raised inside the transaction: the undo is rolled back, nothing is written.
+            raise StaleAnswer("Your latest answer is no longer the one the page offered to undo; nothing was undone.")
         return int(event.id)
 
     return work

@@ -1,4 +1,5 @@
-"""What winnow exports: the ranked query list, the labelled dataset and the answer log.
+"""What winnow exports: the ranked query list, the labelled dataset, the answer log and the
+crowd votes a dataset was made from.
 
 ``winnow export``, ``winnow rank`` and the Progress page's download buttons build their tables
 here and write them with :func:`app.io.write_table`, so a file from the browser and one from
@@ -12,13 +13,17 @@ import contextlib
 import tempfile
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.store import audit_log, authorize_session, event_log, session_actions
+from app.service import session_tables
+from app.service.suspects import workbench_suspects
+from app.service.votes import vote_column, votes_table
+from app.store import audit_log, authorize_session, dataset_content, event_log, session_actions
 from engine import check_choice
 from engine.choices import DEFAULT_STRATEGY
 
@@ -38,10 +43,14 @@ __all__ = [
     "audit_table",
     "export_bytes",
     "rank_file",
+    "LABEL_STUDIO_FORMAT",
+    "LabelStudioFiles",
+    "prediction_model_version",
+    "export_label_studio",
 ]
 
 #: What a session export can hold (``winnow export --what``).
-EXPORT_KINDS: tuple[str, ...] = ("ranked", "labelled", "events")
+EXPORT_KINDS: tuple[str, ...] = ("ranked", "labelled", "events", "votes")
 #: Download formats of the browser app (the CLI also writes ``.tsv`` and ``.parquet``).
 EXPORT_MIME: dict[str, str] = {"csv": "text/csv", "json": "application/json", "jsonl": "application/jsonl"}
 EXPORT_FORMATS: tuple[str, ...] = tuple(EXPORT_MIME)
@@ -55,7 +64,9 @@ def _quiet(description: str) -> AbstractContextManager[object]:
 
 
 def session_table(bench: Workbench, what: str, *, actor: str | None) -> pd.DataFrame:
-    """The ``ranked`` query list, the ``labelled`` dataset or the ``events`` log of a session.
+    """The ``ranked`` query list, the ``labelled`` dataset, the ``events`` log or the crowd
+    ``votes`` of a session (:func:`app.service.votes.votes_table`). The labelled dataset of a
+    dataset made from votes gets a last ``votes`` column (``"jazz:2|blues:1"``).
 
     ``actor`` must be allowed the export (``export_ranked``, ``export_labelled`` or
     ``export_events`` of :mod:`app.store.policies.sessions`); ``None`` is the command line.
@@ -68,9 +79,20 @@ def session_table(bench: Workbench, what: str, *, actor: str | None) -> pd.DataF
     check_choice(what, "what", EXPORT_KINDS)
     if what == "events":
         return events_table(bench.session_factory, bench.session_id, actor=actor)
+    if what == "votes":
+        return votes_table(bench.session_factory, bench.session_id, actor=actor)
     with bench.session_factory() as s:
         authorize_session(s, actor, f"export_{what}", bench.session_id, what=f"export {what}")
-    return bench.ranked_table() if what == "ranked" else bench.labelled_table()
+    if what == "ranked":
+        return bench.ranked_table()
+    table = session_tables.with_suspect_column(bench.labelled_table(), bench.state, workbench_suspects(bench).flags)
+    # A dataset made from crowd votes: each item's votes as "jazz:2|blues:1", after the
+    # existing columns (which stay as they are).
+    votes = vote_column(bench.session_factory, bench.config.dataset_id)
+    if votes is not None:
+        table = table.copy()  # keeps the table's metadata (attrs)
+        table["votes"] = votes  # the rows are the items in position order
+    return table
 
 
 #: Columns of the answer-log export, in order.
@@ -175,6 +197,99 @@ def audit_table(session_factory: sessionmaker[Session], *, actor: str | None) ->
             "detail": pd.Series([r["detail"] for r in rows], dtype=object),
         },
         columns=list(AUDIT_COLUMNS),
+    )
+
+
+#: ``winnow export --format`` value of the Label Studio tasks export (``--what labelled`` only).
+LABEL_STUDIO_FORMAT = "label-studio"
+
+
+@dataclass(frozen=True)
+class LabelStudioFiles:
+    """What :func:`export_label_studio` wrote.
+
+    Attributes
+    ----------
+    tasks, config : Path
+        The tasks file and the labelling config beside it.
+    n_tasks, n_annotations, n_predictions : int
+        Tasks written, expert answers as annotations, model labels as predictions.
+    """
+
+    tasks: Path
+    config: Path
+    n_tasks: int
+    n_annotations: int
+    n_predictions: int
+
+
+def prediction_model_version(session_name: str) -> str:
+    """The ``model_version`` of winnow's predictions: ``winnow-<version>-dstpll-<session>``."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        installed = version("winnow")
+    except PackageNotFoundError:  # running from a checkout that was never installed
+        installed = "unknown"
+    return f"winnow-{installed}-dstpll-{session_name}"
+
+
+def export_label_studio(
+    bench: Workbench,
+    path: str | Path,
+    *,
+    actor: str | None,
+    from_name: str | None = None,
+    to_name: str | None = None,
+) -> LabelStudioFiles:
+    """Write the session's labelled dataset as Label Studio tasks, with their labelling config
+    beside them (:mod:`app.io.label_studio_tasks`).
+
+    The expert's answers become annotations, the model labels winnow stands behind become
+    predictions (``score`` = their confidence, ``model_version`` = :func:`prediction_model_version`).
+
+    Parameters
+    ----------
+    bench : Workbench
+    path : str or Path
+        The tasks file (``.json``); the config goes to ``<stem>.label_config.xml``.
+    actor : str or None
+        Must be allowed ``export_labelled`` (``None`` is the command line).
+    from_name, to_name : str, optional
+        Names of the ``<Choices>`` control and of the object it labels (defaults:
+        ``"label"``, and the content key: ``"text"``, ``"image"``, ...).
+
+    Raises
+    ------
+    app.store.PermissionDenied
+        ``actor`` may not export the labelled dataset.
+    InvalidInput
+        The items have no content, or a bad name or path.
+    """
+    from app.io.label_studio_tasks import DEFAULT_FROM_NAME, label_studio_tasks, labelling_config, write_label_studio
+
+    with bench.session_factory() as s:
+        authorize_session(s, actor, "export_labelled", bench.session_id, what="export labelled")
+        content = dataset_content(s, bench.config.dataset_id)
+    table = bench.labelled_table()
+    control = from_name if from_name is not None else DEFAULT_FROM_NAME
+    tasks, target = label_studio_tasks(
+        table,
+        media_kinds=content.media_kinds,
+        votes=vote_column(bench.session_factory, bench.config.dataset_id),
+        model_version=prediction_model_version(bench.config.name),
+        from_name=control,
+        to_name=to_name,
+    )
+    keys = sorted({key for task in tasks for key in task["data"] if key != "id"})
+    config = labelling_config(bench.label_names, data_keys=keys, from_name=control, to_name=target)
+    tasks_file, config_file = write_label_studio(tasks, config, path)
+    return LabelStudioFiles(
+        tasks_file,
+        config_file,
+        len(tasks),
+        sum(len(task["annotations"]) for task in tasks),
+        sum(len(task["predictions"]) for task in tasks),
     )
 
 

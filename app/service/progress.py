@@ -24,8 +24,8 @@ import numpy as np
 import pandas as pd
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.store import EventRecord, SessionState, authorize_session, derive_item
-from app.store.event_tail import count_events_up_to, events_after
+from app.store import EventRecord, SessionState, authorize_session, derive_item, events_after
+from app.store.event_tail import count_events_up_to
 from engine.dst import transductive_decisions
 from engine.neighbors import ReverseIndex, knn_graph
 from engine.winners import label_sets, open_targets

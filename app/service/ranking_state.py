@@ -5,22 +5,29 @@ One seam of :class:`app.service.workbench.Workbench`. The ranker is whichever
 module talks to it through that contract only. The query list is ordered by
 :func:`engine.ranking.ranking_order` (skipped items last), the one order the ranked export
 uses too.
+
+Readers and the writer do not share mutable arrays: the ranker is patched in place by the one
+thread that applies new events (:meth:`RankingState.apply`), and readers use a
+:class:`RankingView`, read-only copies of the scores and label sets that
+:meth:`RankingState.view` makes after each patch (copy-on-write: a patch never touches an
+array a view holds).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
 from app.service.graphs import GraphResult
-from app.store import SessionConfig
+from app.store import SessionConfig, readonly
 from engine.decision_change import DecisionChangeRanker
 from engine.query import AMBIGUITY_CRITERIA, IncrementalRanker, open_neighbourhoods
 from engine.ranking import BASELINE_CRITERIA, Ranker, StaticRanker, ranking_order
 from engine.winners import label_sets, open_targets
 
-__all__ = ["RankingState", "make_ranker", "local_graph"]
+__all__ = ["RankingState", "RankingView", "make_ranker", "local_graph"]
 
 
 def make_ranker(
@@ -43,6 +50,45 @@ def local_graph(idx_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     that list, so the votes read a copy of those items' sets only."""
     items, local = np.unique(idx_rows, return_inverse=True)
     return items, local.reshape(idx_rows.shape)
+
+
+@dataclass(frozen=True, eq=False)
+class RankingView:
+    """What readers need of the ranking at one moment, never changed once made.
+
+    Attributes
+    ----------
+    scores : float array of shape (n_instances,)
+        Query score of every instance (read-only).
+    necessary, approx_possible : bool arrays of shape (n_targets, n_labels)
+        ``NL`` and ``APL`` of every target (read-only).
+    idx : int array of shape (n_targets, k)
+        The targets' neighbourhoods (the graph's, never changed).
+    """
+
+    scores: np.ndarray
+    necessary: np.ndarray
+    approx_possible: np.ndarray
+    idx: np.ndarray
+
+    @cached_property
+    def open_rows(self) -> np.ndarray:
+        """Bool mask of the open targets (``NL ≠ APL``), computed once per view."""
+        return readonly(open_targets(self.necessary, self.approx_possible))
+
+    @cached_property
+    def n_open(self) -> int:
+        """Open targets: their necessary and approximately possible labels differ (NL ≠ APL)."""
+        return int(self.open_rows.sum())
+
+    @cached_property
+    def touched(self) -> np.ndarray:
+        """For every instance: how many open targets have it among their neighbours."""
+        return readonly(open_neighbourhoods(self.idx, self.open_rows, self.scores.shape[0]))
+
+    def queue(self, open_items: np.ndarray, skipped: np.ndarray, top: int | None = None) -> np.ndarray:
+        """Open items by score, skipped ones last (:func:`engine.ranking.ranking_order`)."""
+        return ranking_order(self.scores, open_items, deferred=skipped, top=top)
 
 
 @dataclass
@@ -69,7 +115,8 @@ class RankingState:
     w: np.ndarray
     ranker: Ranker
     criterion: str
-    #: NL and APL of every target when the ranker does not keep them; computed on first use.
+    #: NL and APL of every target when the ranker does not keep them; computed on first use,
+    #: then replaced (never changed in place) by :meth:`apply`, so views may hold them.
     _sets: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
 
     @classmethod
@@ -98,20 +145,19 @@ class RankingState:
         self.ranker.update(changed, candidates[changed])
         if self._sets is not None:
             # A target's NL and APL read only its neighbours' sets: redo the targets that hold
-            # a changed item (a few dozen per answer), not all of them.
+            # a changed item (a few dozen per answer), not all of them, in copies (a view may
+            # hold the arrays).
             rows = self.ranker.targets_of(changed)
             items, local = local_graph(self.idx[rows])
-            necessary, possible = self._sets
+            necessary, possible = (np.array(a) for a in self._sets)
             necessary[rows], possible[rows] = label_sets(local, self.w[rows], candidates[items])
+            self._sets = readonly(necessary), readonly(possible)
 
     @property
     def scores(self) -> np.ndarray:
-        """Query score of every instance (float array of shape (n_instances,))."""
+        """Query score of every instance (float array of shape (n_instances,)), the ranker's own
+        array, patched in place by :meth:`apply` (readers use a :meth:`view`)."""
         return self.ranker.scores
-
-    def queue(self, open_items: np.ndarray, skipped: np.ndarray, top: int | None = None) -> np.ndarray:
-        """Open items by score, skipped ones last (:func:`engine.ranking.ranking_order`)."""
-        return ranking_order(self.scores, open_items, deferred=skipped, top=top)
 
     def label_sets(self, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``NL`` and ``APL`` of every target: the ranker's own when it keeps them, otherwise
@@ -120,16 +166,22 @@ class RankingState:
         if kept is not None:
             return kept
         if self._sets is None:
-            self._sets = label_sets(self.idx, self.w, candidates)
+            necessary, possible = label_sets(self.idx, self.w, candidates)
+            self._sets = readonly(necessary), readonly(possible)
         return self._sets
 
-    def n_open(self, candidates: np.ndarray) -> int:
-        """Open targets: their necessary and approximately possible labels differ (NL ≠ APL)."""
-        return int(open_targets(*self.label_sets(candidates)).sum())
+    def view(self, candidates: np.ndarray) -> RankingView:
+        """Read-only copies of the scores and label sets as they are now, for readers.
 
-    def touched(self, candidates: np.ndarray) -> np.ndarray:
-        """For every instance: how many open targets have it among their neighbours."""
-        return open_neighbourhoods(self.idx, open_targets(*self.label_sets(candidates)), candidates.shape[0])
+        Costs a copy of the scores (and of ``NL``/``APL`` when the ranker keeps and patches
+        them itself): memory copies, ``O(n_instances + n_targets · n_labels)`` bytes.
+        """
+        kept = self.ranker.label_sets()
+        if kept is not None:
+            necessary, possible = (readonly(np.array(a)) for a in kept)
+        else:
+            necessary, possible = self.label_sets(candidates)
+        return RankingView(readonly(np.array(self.ranker.scores)), necessary, possible, self.idx)
 
     def row_of(self, position: int) -> int | None:
         """The target row of the item at ``position``, or ``None`` when it is not a target."""

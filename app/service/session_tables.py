@@ -14,7 +14,7 @@ import pandas as pd
 from app.io.writers import labelled_dataset_table, ranked_query_table
 from app.store import SessionConfig, SessionState
 
-__all__ = ["scoring_params", "ranked_table", "in_served_order", "labelled_table"]
+__all__ = ["scoring_params", "ranked_table", "in_served_order", "labelled_table", "with_suspect_column"]
 
 
 def scoring_params(config: SessionConfig) -> dict[str, Any]:
@@ -77,3 +77,26 @@ def labelled_table(state: SessionState, content: dict[str, tuple[str | None, ...
         none_of_these=np.asarray(state.none_of_these),
         content=content,
     )
+
+
+def with_suspect_column(table: pd.DataFrame, state: SessionState, suspect: np.ndarray) -> pd.DataFrame:
+    """The labelled table with a boolean ``suspect`` column after ``confidence`` (at the end
+    when there is none): whether the item's set probably misses its true label
+    (:mod:`app.service.suspects`). Rows are matched by ``id``; the other columns are kept.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        A labelled table with an ``id`` column (items of ``state``).
+    state : SessionState
+    suspect : bool array of shape (n_instances,)
+        The flags by dataset position.
+    """
+    where = {item: position for position, item in enumerate(state.external_ids)}
+    flags = np.asarray(suspect, dtype=bool)
+    column = np.array([bool(flags[where[item]]) for item in table["id"]], dtype=bool)
+    out = table.copy()
+    at = out.columns.get_loc("confidence") + 1 if "confidence" in out.columns else len(out.columns)
+    out.insert(at, "suspect", column)
+    out.attrs = dict(table.attrs)
+    return out

@@ -19,6 +19,7 @@ import numpy as np
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.service.tasks import ProgressCallback, ProgressTracker
+from app.service.votes import read_items_with_votes, votes_brought_by
 from app.store import (
     READ_ACTIONS,
     SESSION_ACTIONS,
@@ -27,6 +28,7 @@ from app.store import (
     PermissionDenied,
     SessionConfig,
     SessionSpec,
+    VoteSpec,
     authorize_session,
     authorize_upload,
     check_dataset,
@@ -51,6 +53,7 @@ from app.store import (
 from engine import check_choice
 from engine.choices import DEFAULT_STRATEGY
 from engine.exceptions import InvalidInput
+from engine.votes import check_vote_thresholds
 
 if TYPE_CHECKING:
     from app.io import LoadedDataset
@@ -103,6 +106,9 @@ def import_file(
     unlisted: str = "error",
     progress: ProgressCallback | None = None,
     session: SessionSpec | None = None,
+    votes: str | Path | None = None,
+    min_votes: int | None = None,
+    min_share: float | None = None,
 ) -> tuple[int, int]:
     """Read, validate and store a file (or an image folder) as a dataset, with a labelling
     session if asked: all of it or nothing.
@@ -137,6 +143,13 @@ def import_file(
         ``store`` stage, with the rows of each.
     session : SessionSpec, optional
         A labelling session to create on the new dataset, published with it.
+    votes : str or Path, optional
+        A file of crowd votes (:func:`app.io.read_votes`): the candidate sets are made from it
+        and the votes stored with the items (:func:`app.service.votes.read_items_with_votes`).
+    min_votes, min_share : optional
+        With ``votes`` or a Label Studio export (``.json``, whose annotations are the votes):
+        keep the labels with at least this many votes / this share of the item's votes
+        (:mod:`engine.votes`).
 
     Returns
     -------
@@ -153,6 +166,17 @@ def import_file(
     from app.io import DataFileError, read_dataset, read_image_dataset  # pandas and pyarrow: only when read
 
     dataset_name = check_name(name or Path(path).stem, "name")
+    brings_votes = Path(path).suffix.lower() == ".json"  # a Label Studio export: its annotations
+    if votes is None and (min_votes is not None or min_share is not None) and not brings_votes:
+        raise InvalidInput("min_votes and min_share apply to votes: give a votes file too")
+    if votes is not None and brings_votes:
+        raise InvalidInput(
+            f"{Path(path).name!r} is a Label Studio export: its annotations are the votes; give no votes file"
+        )
+    if votes is not None or brings_votes:
+        check_vote_thresholds(min_votes, min_share)
+        if Path(path).is_dir():
+            raise InvalidInput(f"votes go with a data file of items; {Path(path).name!r} is a folder")
     if session is not None:
         session = check_session_spec(session)
         min_rows = max(min_rows, session.k + 1)
@@ -163,6 +187,7 @@ def import_file(
             check_session_name_free(s, session.name)
     report = ProgressTracker(progress)
     report("read", 0, None)
+    vote_spec: VoteSpec | None = None
     if Path(path).is_dir():
         column_options = {
             "text_column": text_column,
@@ -185,8 +210,7 @@ def import_file(
     else:
         if labels is not None:
             raise InvalidInput(f"labels applies to a folder of images; {Path(path).name!r} is a file")
-        loaded = read_dataset(
-            path,
+        read_options: dict[str, Any] = dict(
             candidates_column=candidates_column,
             id_column=id_column,
             true_label_column=true_label_column,
@@ -199,6 +223,14 @@ def import_file(
             media_root=media_root,
             features_from=features_from,
         )
+        if votes is None:
+            loaded = read_dataset(path, **read_options)
+            if loaded.votes is not None:
+                loaded, vote_spec = votes_brought_by(loaded, min_votes=min_votes, min_share=min_share)
+        else:
+            loaded, vote_spec = read_items_with_votes(
+                path, votes, min_votes=min_votes, min_share=min_share, read_options=read_options
+            )
     n = loaded.n_instances
     report("read", n, n)
     report("store", 0, n)
@@ -208,6 +240,7 @@ def import_file(
         name=dataset_name,
         session=session,
         on_batch=lambda done, total: report("store", done, total),
+        votes=vote_spec,
     )
     return dataset_id, n
 
@@ -219,9 +252,11 @@ def store_dataset(
     name: str,
     session: SessionSpec | None = None,
     on_batch: Callable[[int, int], None] | None = None,
+    votes: VoteSpec | None = None,
 ) -> int:
     """Write a dataset read by :mod:`app.io` (features, sets, content, featurizer record), and
-    the labelling ``session`` if given, all or nothing (:func:`app.store.import_dataset`);
+    the labelling ``session`` and the crowd ``votes`` if given, all or nothing
+    (:func:`app.store.import_dataset`);
     returns the dataset's id. A limit of the store the reader did not check is reported as a
     :class:`~app.io.DataFileError` naming the file."""
     from app.io import DataFileError
@@ -246,6 +281,7 @@ def store_dataset(
                 featurizer=record.name if record is not None else None,
                 featurizer_params=record.params if record is not None else None,
                 featurizer_state=record.state if record is not None else None,
+                votes=votes,
             )
         )
     except InvalidRecord as exc:

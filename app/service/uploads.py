@@ -8,7 +8,8 @@ dataset's media root; the folder is removed again when the import fails.
 
 What is accepted
 ----------------
-* one data file (``.csv``, ``.tsv``, ``.txt``, ``.parquet``, ``.mat``, ``.npz``); its media
+* one data file (``.csv``, ``.tsv``, ``.txt``, ``.parquet``, ``.mat``, ``.npz``, or a Label Studio
+  export ``.json``); its media
   paths and http(s) links are checked as in ``winnow import``;
 * a data file and image / audio files: the files are stored flat (their base names), so the
   data file names them by file name (``cat.png``);
@@ -18,6 +19,10 @@ What is accepted
   while unpacking), members keeping their names; it may hold
   the data file, or a data file may be uploaded beside it. Without any data file, the archive
   (or the uploaded images) must be one sub-folder per label, as ``winnow import photos/``.
+
+A votes file may come with a data file (``votes``): the candidate sets are made from it as with
+``winnow import --votes`` (:func:`app.service.votes.read_items_with_votes`), with the same
+``min_votes`` / ``min_share`` choices.
 """
 
 from __future__ import annotations
@@ -65,7 +70,7 @@ MAX_ZIP_BYTES = 2 << 30
 MAX_ZIP_MEMBERS = 50_000
 
 #: Extensions of the data files an upload may hold (the readers of ``winnow import``).
-DATA_FILE_EXTENSIONS: tuple[str, ...] = (".csv", ".tsv", ".txt", ".parquet", ".mat", ".npz")
+DATA_FILE_EXTENSIONS: tuple[str, ...] = (".csv", ".tsv", ".txt", ".parquet", ".mat", ".npz", ".json")
 #: Extensions of an archive of data and media files.
 ARCHIVE_EXTENSIONS: tuple[str, ...] = (".zip",)
 #: Extensions of the images and audio clips an upload may hold.
@@ -161,6 +166,9 @@ def import_upload(
     media_dir: str | os.PathLike[str] | None = None,
     progress: ProgressCallback | None = None,
     session: SessionSpec | None = None,
+    votes: tuple[str, bytes] | None = None,
+    min_votes: int | None = None,
+    min_share: float | None = None,
 ) -> int:
     """Import uploaded files as the dataset ``name``; returns its id (see the module docstring).
 
@@ -182,13 +190,44 @@ def import_upload(
     session : SessionSpec, optional
         A labelling session to create with the dataset, all or nothing (see
         :func:`app.service.import_file`).
+    votes : (str, bytes), optional
+        An uploaded votes file (name and content): the candidate sets are made from it.
+    min_votes, min_share : optional
+        With ``votes``: the thresholds of :func:`app.service.import_file`.
 
     Raises
     ------
     InvalidInput
-        Nothing usable uploaded, two data files, an unsafe archive, or a file the reader
-        rejects (its message names the file as the user called it).
+        Nothing usable uploaded, two data files, an unsafe archive, votes without a data
+        file, or a file the reader rejects (its message names the file as the user called it).
     """
+    with tempfile.TemporaryDirectory(prefix="winnow-votes-") as votes_dir:
+        vote_options: dict[str, Any] = {}
+        shown_votes: tuple[str, str] | None = None
+        if votes is not None:
+            votes_path = Path(votes_dir) / safe_file_name(votes[0])
+            votes_path.write_bytes(votes[1])
+            vote_options = {"votes": votes_path, "min_votes": min_votes, "min_share": min_share}
+            shown_votes = (str(votes_path), votes[0])
+        elif min_votes is not None or min_share is not None:
+            raise InvalidInput("the vote thresholds apply to a votes file: upload one too")
+        return _import_upload(
+            session_factory, files, name, min_rows, columns, media_dir, progress, session, vote_options, shown_votes
+        )
+
+
+def _import_upload(
+    session_factory: sessionmaker[Session],
+    files: Sequence[tuple[str, bytes]],
+    name: str,
+    min_rows: int,
+    columns: Mapping[str, Any] | None,
+    media_dir: str | os.PathLike[str] | None,
+    progress: ProgressCallback | None,
+    session: SessionSpec | None,
+    vote_options: dict[str, Any],
+    shown_votes: tuple[str, str] | None,
+) -> int:
     from app.io import DataFileError  # pandas and pyarrow: only when an upload comes
 
     options = dict(columns or {})
@@ -225,11 +264,18 @@ def import_upload(
             path.write_bytes(content)
             try:
                 dataset_id, _ = import_file(
-                    session_factory, path, name=name, min_rows=min_rows, progress=progress, session=session, **options
+                    session_factory,
+                    path,
+                    name=name,
+                    min_rows=min_rows,
+                    progress=progress,
+                    session=session,
+                    **vote_options,
+                    **options,
                 )
             except DataFileError as exc:
                 # The reader names the temporary copy; show the name the user knows.
-                raise InvalidInput(str(exc).replace(str(path), file_name)) from None
+                raise InvalidInput(_shown(str(exc), shown_votes).replace(str(path), file_name)) from None
         return dataset_id
 
     root = Path(media_dir) if media_dir is not None else media_folder(session_factory)
@@ -263,6 +309,8 @@ def import_upload(
             shown = data.relative_to(folder).as_posix() if data is not None else "the uploaded images"
         try:
             if data is None:
+                if vote_options:
+                    raise InvalidInput("votes are about the items of a data file; upload the data file too")
                 if options:
                     raise InvalidInput(
                         "column choices apply to a data file; these images have none (one "
@@ -273,11 +321,18 @@ def import_upload(
                 )
             else:
                 dataset_id, _ = import_file(
-                    session_factory, data, name=name, min_rows=min_rows, progress=progress, session=session, **options
+                    session_factory,
+                    data,
+                    name=name,
+                    min_rows=min_rows,
+                    progress=progress,
+                    session=session,
+                    **vote_options,
+                    **options,
                 )
         except DataFileError as exc:
             raise InvalidInput(
-                str(exc)
+                _shown(str(exc), shown_votes)
                 .replace(str(data if data is not None else folder), shown)
                 .replace(str(folder.resolve()), "upload")
                 .replace(str(folder), "upload")
@@ -286,6 +341,11 @@ def import_upload(
         shutil.rmtree(folder, ignore_errors=True)
         raise
     return dataset_id
+
+
+def _shown(message: str, shown_votes: tuple[str, str] | None) -> str:
+    """``message`` with the votes file's temporary path replaced by the name the user gave it."""
+    return message if shown_votes is None else message.replace(shown_votes[0], shown_votes[1])
 
 
 def start_session(
@@ -302,6 +362,9 @@ def start_session(
     columns: Mapping[str, Any] | None = None,
     progress: ProgressCallback | None = None,
     actor: str | None = None,
+    votes: tuple[str, bytes] | None = None,
+    min_votes: int | None = None,
+    min_share: float | None = None,
 ) -> int:
     """The Sessions page's "Create session": import an upload (or take a stored dataset), then
     create the session. Returns the session id.
@@ -325,6 +388,10 @@ def start_session(
         ``link_column``, ``ignore_columns``), as in :func:`import_file`.
     progress : ProgressCallback, optional
         Told about the import's ``read`` and ``store`` stages (:func:`import_file`).
+    votes : (str, bytes), optional
+        An uploaded votes file: the candidate sets are made from it (:func:`import_upload`).
+    min_votes, min_share : optional
+        With ``votes``: keep labels with at least this many votes / this share of the votes.
 
     Raises
     ------
@@ -339,8 +406,10 @@ def start_session(
         if uploads:
             authorize_upload(s, actor)
         authorize_session(s, actor, "create", what="create a session")
-    for file_name, content in uploads:  # the browser's cap may be off: the app's own
-        check_upload_size(file_name, len(content))
+    for file_name, content in uploads + ([votes] if votes is not None else []):
+        check_upload_size(file_name, len(content))  # the browser's cap may be off: the app's own
+    if votes is not None and not uploads:
+        raise InvalidInput("votes come with an uploaded data file of items, not with a stored dataset")
     if uploads and dataset_name is not None:
         raise InvalidInput("give an uploaded file or a stored dataset, not both")
     if not uploads and dataset_name is None:
@@ -370,6 +439,9 @@ def start_session(
             columns=columns,
             progress=progress,
             session=spec,
+            votes=votes,
+            min_votes=min_votes,
+            min_share=min_share,
         )
         return session_id_by_name(session_factory, spec.name)
     if dataset_name not in known_datasets:

@@ -18,19 +18,32 @@ and small enough to read at once:
   source) and what is stated about the model labels' error.
 
 The scores are kept up to date as answers arrive (its own or another process's:
-:meth:`Workbench.refresh` re-derives the state from the event log and patches only the rows
-whose candidate sets changed), and every answer is written as an event in its own
-transaction.
+:meth:`Workbench.refresh` reads only the events after the last one it saw
+(:func:`app.store.events_after`), re-derives only the items they are about
+(:class:`app.store.IncrementalDerivation`) and patches only the rows whose candidate sets
+changed), and every answer is written as an event in its own transaction.
 
 A workbench may be shared by several threads (the browser app keeps one per session and
-process, for all tabs): :meth:`Workbench.refresh` and :meth:`Workbench.record` hold its
-``lock``, and its large arrays (features, graph) are read-only.
+process, for all tabs). Readers never wait for a write:
+
+* everything a page reads (the state, the scores, NL/APL) comes from one immutable snapshot
+  that the thread applying new events replaces with a new object once it is complete
+  (:attr:`Workbench.state`, :class:`app.service.ranking_state.RankingView`); a reader takes
+  the reference once and works on it, whatever is written meanwhile;
+* :meth:`Workbench.record` holds ``lock`` across its check and its write transaction (two
+  presses of one tab are judged one after the other); no reader takes ``lock``;
+* applying new events (``_apply_lock``) holds no write transaction; the explanations, which
+  read the ranker's own arrays, and the DST-PLL model take short locks of their own, held
+  while memory is patched, never while the store is written. Storing new audit draws keeps
+  a short lock too.
 """
 
 from __future__ import annotations
 
 import functools
 import threading
+from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -39,31 +52,31 @@ import pandas as pd
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.service import answers, audits, delivery, explanations, session_tables
-from app.service.answers import OFFERS, StaleAnswer
+from app.service.answers import OFFERS, CheckedItem, StaleAnswer
 from app.service.delivery import DeliveredLabels
 from app.service.explanations import AnswerEffect, Neighbour, QueryExplanation, TargetExplanation
 from app.service.graphs import GraphResult, dataset_graph
 from app.service.item_content import ContentReader, ItemContent
 from app.service.model_view import ModelView, RejectQueue
-from app.service.ranking_state import RankingState
+from app.service.ranking_state import RankingState, RankingView
 from app.service.tasks import ProgressCallback, ProgressTracker
 from app.store import (
     ACTION_KEYS,
+    DerivedState,
     EventRecord,
+    IncrementalDerivation,
     LabelSettings,
     SessionConfig,
     SessionState,
     audit_draws,
-    count_events,
     default_hotkeys,
-    derive_state,
+    events_after,
     feature_matrix_stored,
     label_settings,
     lease_holders,
     load_state,
     save_audit_draws,
     save_feature_matrix,
-    session_events,
     set_session_hotkeys,
     write_transaction,
 )
@@ -84,24 +97,67 @@ __all__ = [
 ]
 
 
+#: How far below the largest event id it saw a workbench reads again when it catches up.
+#: Writers of events hold the store's write lock (BEGIN IMMEDIATE on SQLite, an advisory lock
+#: on PostgreSQL, :func:`app.store.write_transaction`), so ids are committed in increasing
+#: order and ``id > last`` alone would miss nothing. A PostgreSQL writer that did not take the
+#: lock (a script inserting events in its own transaction) could commit an id lower than one
+#: already committed; reading a window of recent ids again and ignoring those already seen
+#: (:meth:`app.store.IncrementalDerivation.add` skips them) catches such an event as long as
+#: fewer than this many ids were handed out while its transaction was open. A window, rather
+#: than tracking the gaps between the ids seen, because ids are shared by all sessions: a
+#: gap is usually another session's event. The cost is a range scan of at most this many
+#: rows per catch-up.
+REREAD_WINDOW = 64
+
+#: How many items the Query page drew (as the first of :meth:`Workbench.queue`) are
+#: remembered as still on someone's screen (see :meth:`Workbench.record`, ``"query"``).
+SERVED_REMEMBERED = 1024
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Snapshot:
+    """Everything a reader needs, at one moment; replaced whole, never changed."""
+
+    state: SessionState
+    ranking: RankingView
+    #: The largest event id the state is derived from.
+    last_event_id: int
+
+
 @dataclass
 class Workbench:
     """Load with :meth:`open`; everything a page or command needs hangs off it."""
 
     session_factory: sessionmaker[Session]
     session_id: int
-    state: SessionState = field(init=False)
-    #: The targets, their neighbourhoods and the ranker (:mod:`app.service.ranking_state`).
+    #: The targets, their neighbourhoods and the ranker (:mod:`app.service.ranking_state`);
+    #: the ranker is patched in place by the thread applying new events: readers use
+    #: :attr:`state` and the snapshot's view instead.
     ranking: RankingState = field(init=False, repr=False)
+    #: Held by :meth:`record` across its checks and its write (never by readers).
     lock: threading.RLock = field(init=False, default_factory=threading.RLock, repr=False)
+    _snapshot: _Snapshot = field(init=False, repr=False)
+    #: The events seen so far and the state derived from them (patched by ``_catch_up``).
+    _log: IncrementalDerivation = field(init=False, repr=False)
+    #: One thread at a time reads new events and patches the log, ranker and snapshot.
+    _apply_lock: threading.Lock = field(init=False, default_factory=threading.Lock, repr=False)
+    #: Held while the ranker is patched and while an explanation reads its arrays.
+    _ranker_lock: threading.Lock = field(init=False, default_factory=threading.Lock, repr=False)
+    #: The DST-PLL model is updated in place when read: one reader at a time.
+    _model_lock: threading.RLock = field(init=False, default_factory=threading.RLock, repr=False)
+    #: Held while new audit draws are stored.
+    _draws_lock: threading.Lock = field(init=False, default_factory=threading.Lock, repr=False)
     _model: ModelView = field(init=False, repr=False)
     _content: ContentReader = field(init=False, repr=False)
-    #: The events the state was last derived from (for the checks of :meth:`record`).
-    _events: list[EventRecord] | None = field(init=False, default=None, repr=False)
     #: The session's label settings and its stored audit draws (slot -> position), read
-    #: again by :meth:`refresh`.
+    #: again by :meth:`refresh`; both replaced whole, never changed in place.
     _settings: LabelSettings = field(init=False, repr=False)
     _draws: dict[int, int] = field(init=False, default_factory=dict, repr=False)
+    #: Items drawn as the first of the queue -> the largest event id the queue was made from
+    #: the last time (oldest first, at most :data:`SERVED_REMEMBERED`), and its lock.
+    _served_heads: OrderedDict[int, int] = field(init=False, default_factory=OrderedDict, repr=False)
+    _heads_lock: threading.Lock = field(init=False, default_factory=threading.Lock, repr=False)
     #: The last :meth:`labels`, with the number of events and draws it was computed from.
     _labels: tuple[int, int, LabelSettings, DeliveredLabels] | None = field(init=False, default=None, repr=False)
 
@@ -119,6 +175,23 @@ class Workbench:
         return bench
 
     # ------------------------------------------------------------------ set-up
+
+    @property
+    def state(self) -> SessionState:
+        """The session as pure data, derived from every event seen so far.
+
+        Never changed in place: each new event gives a new object, so a reader that keeps the
+        object it read sees one consistent moment.
+        """
+        return self._snapshot.state
+
+    @state.setter
+    def state(self, value: SessionState) -> None:
+        # For a change of the session's configuration (its keys): the derived part stays the
+        # one of the events seen, even if an event was applied since ``value`` was made.
+        with self._apply_lock:
+            current = self._snapshot
+            self._snapshot = replace(current, state=replace(value, derived=current.state.derived))
 
     @property
     def config(self) -> SessionConfig:
@@ -168,34 +241,42 @@ class Workbench:
 
     def _build(self, report: ProgressTracker) -> None:
         report("load", 0, None)
+
+        def derive(events: Sequence[EventRecord], original: np.ndarray) -> DerivedState:
+            # The log is read and derived once, here; from now on only the events after the
+            # last one seen are read (_catch_up).
+            self._log = IncrementalDerivation(original)
+            self._log.add(events)
+            return self._log.derived
+
         with self.session_factory() as s:
-            self.state = load_state(s, self.session_id)
-            blocks_missing = not feature_matrix_stored(s, self.state.config.dataset_id)
+            loaded = load_state(s, self.session_id, derive=derive)
+            blocks_missing = not feature_matrix_stored(s, loaded.config.dataset_id)
             self._settings = label_settings(s, self.session_id)
             self._draws = audit_draws(s, self.session_id)
-        cfg = self.state.config
-        n = self.state.n_instances
+        cfg = loaded.config
+        n = loaded.n_instances
         if blocks_missing and n:
             # Read from the rows this time (a dataset that got new items, or one published by
             # an older winnow): store the matrix in blocks for the next open, as a graph is
             # stored after its first build. Refused by the store if items came in meanwhile.
-            write_transaction(self.session_factory, lambda s: save_feature_matrix(s, cfg.dataset_id, self.state.X))
+            write_transaction(self.session_factory, lambda s: save_feature_matrix(s, cfg.dataset_id, loaded.X))
         report("load", n, n)
         # The graph is built on all instances (each left out of its own neighbourhood);
         # "unlabelled" keeps as targets only the items whose original set is partial.
         graph = dataset_graph(
             self.session_factory,
             dataset_id=cfg.dataset_id,
-            X=self.state.X,
+            X=loaded.X,
             k=cfg.k,
             weighting=cfg.weighting,
             progress=report,
         )
-        n_targets = (
-            n if cfg.target_set != "unlabelled" else int((self.state.original_candidates.sum(axis=1) >= 2).sum())
-        )
+        n_targets = n if cfg.target_set != "unlabelled" else int((loaded.original_candidates.sum(axis=1) >= 2).sum())
         report("score", 0, n_targets)
-        self.ranking = RankingState.build(cfg, graph, self.state.original_candidates, np.array(self.state.candidates))
+        candidates = np.array(loaded.candidates)
+        self.ranking = RankingState.build(cfg, graph, loaded.original_candidates, candidates)
+        self._snapshot = _Snapshot(loaded, self.ranking.view(candidates), self._log.max_id)
         report("score", n_targets, n_targets)
         self._model = ModelView(self._graph_of)
         self._content = ContentReader(self.session_factory, cfg.dataset_id, cfg.dataset_name)
@@ -231,29 +312,47 @@ class Workbench:
         return self._content.item_content(position, self.state.n_instances)
 
     def refresh(self) -> np.ndarray:
-        """Re-derive the state from the event log (other tabs or processes may have answered).
+        """Catch up with events other tabs or processes recorded, and re-read the session's
+        label settings and audit draws.
 
-        Returns the positions whose candidate sets changed; only their targets are re-scored.
+        Reads only the events after the last one seen (and a short window below it:
+        :data:`REREAD_WINDOW`), re-derives only their items and re-scores only the targets
+        whose neighbours' sets changed. Readers keep reading the previous snapshot meanwhile.
+        Returns the positions whose candidate sets changed.
         """
-        with self.lock:
-            return self._refresh()
-
-    def _refresh(self) -> np.ndarray:
         with self.session_factory() as s:
-            events = session_events(s, self.session_id)
-            self._settings = label_settings(s, self.session_id)
-            self._draws = audit_draws(s, self.session_id)
-        self._events = events
-        derived = derive_state(events, self.state.original_candidates)
-        changed = np.flatnonzero((derived.candidates != self.state.candidates).any(axis=1))
-        self.state = replace(self.state, derived=derived)
-        self.ranking.apply(changed, np.asarray(derived.candidates))
-        return changed
+            settings = label_settings(s, self.session_id)
+            draws = audit_draws(s, self.session_id)
+        self._settings = settings
+        with self._draws_lock:
+            # The store's draws win; one stored by this workbench after the read is kept.
+            self._draws = {**self._draws, **draws}
+        return self._catch_up()
+
+    def _catch_up(self) -> np.ndarray:
+        """Read the events after the last one seen, apply them, publish a new snapshot."""
+        with self._apply_lock:
+            with self.session_factory() as s:
+                events = events_after(s, self.session_id, max(0, self._log.max_id - REREAD_WINDOW))
+            touched = self._log.add(events)
+            if touched.size == 0:
+                return touched
+            derived = self._log.derived
+            before = self._snapshot.state
+            changed = touched[(derived.candidates[touched] != before.candidates[touched]).any(axis=1)]
+            state = replace(before, derived=derived)
+            with self._ranker_lock:
+                candidates = np.asarray(derived.candidates)
+                self.ranking.apply(changed, candidates)
+                view = self.ranking.view(candidates) if changed.size else self._snapshot.ranking
+                # One assignment: a reader sees the old snapshot or the new one, never a mix.
+                self._snapshot = _Snapshot(state, view, self._log.max_id)
+            return changed
 
     @property
     def scores(self) -> np.ndarray:
-        """Query score of every instance (float array of shape (n_instances,))."""
-        return self.ranking.scores
+        """Query score of every instance (float array of shape (n_instances,), read-only)."""
+        return self._snapshot.ranking.scores
 
     def queue(self, top: int | None = None) -> np.ndarray:
         """Positions to serve, first first: the ranked queue with the audits interleaved.
@@ -264,7 +363,7 @@ class Workbench:
         label, drawn once and stored (:mod:`app.service.audits`). The Query page, ``winnow
         session status`` and the ranked export (:meth:`ranked_table`) all serve this order.
         """
-        return self._served(top).positions
+        return self._served(self._snapshot, top).positions
 
     def next_items(self, n: int) -> np.ndarray:
         """The first ``n`` items of :meth:`queue` (audits interleaved, unmarked)."""
@@ -272,7 +371,11 @@ class Workbench:
 
     def ranked_queue(self, top: int | None = None) -> np.ndarray:
         """The ranked queue alone (no audits): open items by score, skipped ones last."""
-        return self.ranking.queue(self.state.open_items, np.asarray(self.state.skipped), top=top)
+        return self._ranked(self._snapshot, top)
+
+    @staticmethod
+    def _ranked(snap: _Snapshot, top: int | None = None) -> np.ndarray:
+        return snap.ranking.queue(snap.state.open_items, np.asarray(snap.state.skipped), top=top)
 
     def is_audit(self, position: int) -> bool:
         """Whether the item at ``position`` was drawn as an audit (for tests: nothing shows it)."""
@@ -283,50 +386,74 @@ class Workbench:
         """The session's target error, confidence and audit share (as last read)."""
         return self._settings
 
-    def _served(self, top: int | None) -> audits.ServedOrder:
-        with self.lock:
-            st = self.state
-            eligible = np.asarray(st.open_items) & ~np.asarray(st.skipped)
-            base = audits.served_base(st.answered_by)
-            for _ in range(3):  # a draw another process stored first wins: serve its item
-                order = audits.served_order(
-                    self.ranked_queue(),
-                    eligible,
-                    self._draws,
-                    base=base,
-                    audit_share=self._settings.audit_share,
-                    session_id=self.session_id,
-                    top=top,
-                )
-                if not order.new_draws:
-                    return order
-                wanted = order.new_draws
-                # partial binds this pass's draws now (a lambda would read the loop variable).
-                self._draws = write_transaction(
-                    self.session_factory, functools.partial(save_audit_draws, session_id=self.session_id, draws=wanted)
-                )
-                if all(self._draws.get(slot) == pos for slot, pos in wanted.items()):
-                    return order
-            return order
+    def _served(self, snap: _Snapshot, top: int | None) -> audits.ServedOrder:
+        st = snap.state
+        eligible = np.asarray(st.open_items) & ~np.asarray(st.skipped)
+        base = audits.served_base(st.answered_by)
+        ranked = self._ranked(snap)
+
+        def order_with(draws: dict[int, int]) -> audits.ServedOrder:
+            return audits.served_order(
+                ranked,
+                eligible,
+                draws,
+                base=base,
+                audit_share=self._settings.audit_share,
+                session_id=self.session_id,
+                top=top,
+            )
+
+        order = order_with(self._draws)
+        if order.new_draws:
+            # Only a read that needs new audit draws stores them, under a short lock of its own.
+            with self._draws_lock:
+                for _ in range(3):  # a draw another process stored first wins: serve its item
+                    order = order_with(self._draws)
+                    if not order.new_draws:
+                        break
+                    wanted = order.new_draws
+                    # partial binds this pass's draws now (a lambda would read the loop variable).
+                    self._draws = write_transaction(
+                        self.session_factory,
+                        functools.partial(save_audit_draws, session_id=self.session_id, draws=wanted),
+                    )
+                    if all(self._draws.get(slot) == pos for slot, pos in wanted.items()):
+                        break
+        if order.positions.size:
+            self._remember_served(int(order.positions[0]), snap.last_event_id)
+        return order
+
+    def _remember_served(self, position: int, last_event_id: int) -> None:
+        """Remember that the first of the queue, made from the events up to ``last_event_id``,
+        was ``position`` (see :meth:`record`, ``displayed="query"``)."""
+        # The latest moment counts: an item served again after someone skipped it is on screen
+        # as it is now. A quick second press about an item just answered or skipped finds an
+        # event after the moment it was served (the page drew the next item meanwhile).
+        with self._heads_lock:
+            heads = self._served_heads
+            heads[position] = max(last_event_id, heads.get(position, 0))
+            heads.move_to_end(position)
+            while len(heads) > SERVED_REMEMBERED:
+                heads.popitem(last=False)
 
     def label_sets(self) -> tuple[np.ndarray, np.ndarray]:
         """``NL`` and ``APL`` of every target under the current candidate sets.
 
-        Kept up to date by :meth:`refresh` (read them, do not keep them: they change in place).
+        Read-only arrays of one moment: later answers give new arrays, these stay as they are.
         """
-        with self.lock:
-            return self.ranking.label_sets(np.asarray(self.state.candidates))
+        view = self._snapshot.ranking
+        return view.necessary, view.approx_possible
 
     @property
     def n_open(self) -> int:
         """Open targets: their necessary and approximately possible labels differ (NL ≠ APL)."""
-        with self.lock:
-            return self.ranking.n_open(np.asarray(self.state.candidates))
+        return self._snapshot.ranking.n_open
 
     def summary(self) -> dict[str, int]:
         """Counts for ``winnow session status`` and the Query page: instances, events, answered,
         partial and open items, conflicts, none-of-these flags and open targets."""
-        st = self.state
+        snap = self._snapshot
+        st = snap.state
         return {
             "instances": st.n_instances,
             "events": st.n_events,
@@ -335,34 +462,37 @@ class Workbench:
             "open": int(st.open_items.sum()),
             "conflicts": len(st.conflicts),
             "none_of_these": int(st.none_of_these.sum()),
-            "open_targets": self.n_open,
+            "open_targets": snap.ranking.n_open,
         }
 
     def next_queries(self, top: int) -> list[dict[str, Any]]:
         """The first ``top`` items of :meth:`queue`: id, score, candidate names and the true
         label's name (``None`` when unknown)."""
-        st = self.state
+        snap = self._snapshot
+        st = snap.state
         names = self.label_names
         truth = st.true_labels
         return [
             {
                 "id": st.external_ids[p],
-                "score": float(self.scores[p]),
+                "score": float(snap.ranking.scores[p]),
                 "candidates": [names[m] for m in np.flatnonzero(st.candidates[p])],
                 "true_label": names[truth[p]] if truth is not None and truth[p] >= 0 else None,
             }
-            for p in self.queue(top=top)
+            for p in self._served(snap, top).positions
         ]
 
     def touched(self) -> np.ndarray:
-        """For every instance: how many open targets have it among their neighbours."""
-        with self.lock:
-            return self.ranking.touched(np.asarray(self.state.candidates))
+        """For every instance: how many open targets have it among their neighbours (read-only)."""
+        return self._snapshot.ranking.touched
 
     def explain(self, position: int) -> QueryExplanation:
         """Why ``position`` is worth asking: the targets it can change, one of them in detail
         (:func:`app.service.explanations.explain`)."""
-        return explanations.explain(self.ranking, self.state, position)
+        # The ranker's own arrays say which targets an answer moves: read them while no new
+        # event is being applied (a memory patch, not a write), with the snapshot they match.
+        with self._ranker_lock:
+            return explanations.explain(self.ranking, self._snapshot.state, position)
 
     def neighbours(self, position: int) -> list[Neighbour]:
         """The ``k`` nearest neighbours of the item at ``position``, nearest first."""
@@ -386,24 +516,26 @@ class Workbench:
         dataset_graph` loads or builds and stores): no neighbour search of its own. After
         answers only the disambiguations the changed sets touch are recomputed
         (:meth:`DstPllClassifier.update_candidates`). The classifier is updated and read under
-        the workbench's lock (tabs share it).
+        a lock of its own (tabs share it), never the one :meth:`record` holds while it writes.
         """
-        with self.lock:
+        with self._model_lock:
+            st = self.state
             k = n_neighbors or self.config.k
-            flagged = np.asarray(self.state.none_of_these) & ~self.state.in_conflict
-            listed = np.asarray(self.state.open_items) | flagged
-            queue = self._model.rejects(self.state.X, self.state.candidates, listed, k)
+            flagged = np.asarray(st.none_of_these) & ~st.in_conflict
+            listed = np.asarray(st.open_items) | flagged
+            queue = self._model.rejects(st.X, st.candidates, listed, k)
             if k != self.config.k:
                 return queue
-            kept = self.labels().table["label_source"].to_numpy() == "model"
+            kept = self._labels_for(st).table["label_source"].to_numpy() == "model"
             return replace(queue, accepted=kept[queue.positions])
 
     def dst_view(self, positions: np.ndarray | list[int]) -> RejectQueue:
         """DST-PLL's label, acceptance, margin, belief and plausibility for given items (in the
         order given), e.g. items in conflict, which :meth:`rejects` leaves out as not open.
-        Read under the workbench's lock, like :meth:`rejects` (tabs share the classifier)."""
-        with self.lock:
-            return self._model.view(self.state.X, self.state.candidates, positions, self.config.k)
+        Read under the model's lock, like :meth:`rejects` (tabs share the classifier)."""
+        with self._model_lock:
+            st = self.state
+            return self._model.view(st.X, st.candidates, positions, self.config.k)
 
     def _graph_of(self, k: int) -> GraphResult:
         """The dataset's graph with ``k`` neighbours: the session's own when ``k`` is its ``k``
@@ -426,7 +558,7 @@ class Workbench:
         displayed: str | None = None,
         undoes: int | None = None,
     ) -> int:
-        """Append one event in its own transaction, then refresh; returns the event id.
+        """Append one event in its own transaction, then catch up with the log; returns the event id.
 
         Parameters
         ----------
@@ -439,15 +571,23 @@ class Workbench:
         label : int or str, optional
             For ``answer``, ``other_label`` and ``resolve``.
         displayed : {"query", "lease", "rejects", "conflicts"}, optional
-            The page that showed ``position``. The state is refreshed first (other tabs may
+            The page that showed ``position``. The workbench catches up first (other tabs may
             have answered) and the event is refused with :class:`StaleAnswer`, nothing
-            written, when the item is no longer the one that page offers: not the first of
-            :meth:`queue` (``"query"``), no longer reserved for ``annotator`` (``"lease"``,
-            the Query page in team mode), no longer open nor flagged "none of these" (``"rejects"``), no longer in
-            conflict (``"conflicts"``), or when this annotator already gave a verdict on it.
+            written, when this annotator already gave a verdict on the item, or when the item
+            is no longer one that page offers: for ``"query"`` (the Query page without
+            leases) the item is neither the first of :meth:`queue` nor an item that was drawn
+            as the first of :meth:`queue` and got no event since (so a second press about an
+            item just answered or skipped is refused, while an answer about another item,
+            which moves the queue, is not a reason); for ``"lease"`` (the Query page in team
+            mode) no longer reserved for ``annotator``; for ``"rejects"`` no longer open nor
+            flagged "none of these"; for ``"conflicts"`` no longer in conflict. The write
+            then looks at the item's events again inside its transaction and refuses the
+            event when one arrived that the check did not see; events about other items do
+            not matter.
         undoes : int, optional
             For an ``undo`` from a page: the event the page offered to undo. Refused with
-            :class:`StaleAnswer` when it is no longer this annotator's latest event.
+            :class:`StaleAnswer` when it is no longer this annotator's latest event (checked
+            before and inside the write transaction).
 
         Raises
         ------
@@ -456,39 +596,37 @@ class Workbench:
         InvalidInput
             The store refuses the event (:func:`app.store.record_event`).
         """
-        # The check, the write and the refresh hold the lock together, so two presses handled
-        # at once by this process (one tab's quick double press, or two tabs) are judged one
-        # after the other; the write re-counts the log inside its transaction, so an event
-        # that another process wrote after the check refuses this one too.
+        # The check and the write hold ``lock`` together, so two presses handled at once by
+        # this process (one tab's quick double press, or two tabs) are judged one after the
+        # other; readers never take it. The write re-reads the item's events inside its
+        # transaction, so an event about this item that another process wrote after the check
+        # refuses this one too.
         with self.lock:
-            checked_events: int | None = None
+            checked: CheckedItem | None = None
             if displayed is not None or undoes is not None:
                 self._catch_up()
-                events = self._current_events()
                 if kind == "undo":
-                    answers.check_undo(events, annotator, undoes)
+                    latest = self._log.latest_event(annotator)
+                    answers.check_undo(None if latest is None else latest.id, undoes)
+                    checked = CheckedItem(None, undoes=undoes)
                 else:
+                    item_events = self._log.item_events(position) if position is not None else ()
                     answers.check_displayed(
-                        events,
+                        item_events,
                         self.state,
                         annotator,
                         kind,
                         position,
                         displayed,
-                        queue_head=self._queue_head,
+                        query_offers=self._query_offers,
                         lease_holders=self._lease_holders,
                     )
-                checked_events = self.state.n_events
+                    checked = CheckedItem(position, frozenset(e.id for e in item_events))
             work = answers.event_writer(
-                self.session_id,
-                annotator=annotator,
-                kind=kind,
-                position=position,
-                label=label,
-                checked_events=checked_events,
+                self.session_id, annotator=annotator, kind=kind, position=position, label=label, checked=checked
             )
             event_id = write_transaction(self.session_factory, work)
-            self._refresh()
+            self._catch_up()
         return event_id
 
     def set_hotkeys(self, mapping: dict[str, str | None] | None) -> dict[str, str]:
@@ -504,31 +642,26 @@ class Workbench:
         return stored
 
     def latest_event(self, annotator: str) -> int | None:
-        """The id of ``annotator``'s latest event that an undo would cancel, or ``None``."""
-        return answers.latest_event(self._current_events(), annotator)
+        """The id of ``annotator``'s latest event that an undo would cancel, or ``None``
+        (among the events seen so far)."""
+        event = self._log.latest_event(annotator)
+        return None if event is None else event.id
 
     def has_verdict(self, annotator: str, position: int) -> bool:
         """Whether ``annotator`` has an active verdict (answer, other label, none of these) on
         the item at ``position``."""
-        return answers.has_verdict(self._current_events(), annotator, position)
+        return answers.has_verdict(self._log.item_events(position), annotator, position)
 
-    def _catch_up(self) -> None:
-        """Refresh when another tab or process recorded events since the state was derived
-        (one ``COUNT``; the events are read again only then)."""
-        with self.session_factory() as s:
-            stored = count_events(s, self.session_id)
-        if stored != self.state.n_events:
-            self.refresh()
-
-    def _current_events(self) -> list[EventRecord]:
-        if self._events is None or len(self._events) != self.state.n_events:
-            with self.session_factory() as s:
-                self._events = session_events(s, self.session_id)
-        return self._events
-
-    def _queue_head(self) -> int | None:
+    def _query_offers(self, position: int) -> bool:
+        """Whether the Query page without leases may still show ``position``: it is the first
+        of the queue now, or it was drawn as the first and has had no event since."""
         top = self.queue(top=1)
-        return int(top[0]) if top.size else None
+        if top.size and int(top[0]) == position:
+            return True
+        served_after = self._served_heads.get(position)
+        if served_after is None or not self.state.open_items[position]:
+            return False
+        return all(e.id <= served_after for e in self._log.item_events(position))
 
     def _lease_holders(self) -> dict[int, list[str]]:
         with self.session_factory() as s:
@@ -544,9 +677,11 @@ class Workbench:
         """The ranked query list of the open items (conflicts and flagged items set aside),
         in the order of :meth:`queue`: skipped items last, the audits in their slots (no
         column says which rows they are)."""
-        with self.lock:
-            table = session_tables.ranked_table(self.state, self.scores, self.touched(), self._content.export_content())
-            return session_tables.in_served_order(table, self.ranked_queue(), self.queue())
+        snap = self._snapshot
+        table = session_tables.ranked_table(
+            snap.state, snap.ranking.scores, snap.ranking.touched, self._content.export_content()
+        )
+        return session_tables.in_served_order(table, self._ranked(snap), self._served(snap, None).positions)
 
     def labelled_table(self) -> pd.DataFrame:
         """:attr:`labels` ``().table``: every item with its current set, final label, label
@@ -562,11 +697,13 @@ class Workbench:
         (only the items an answer touches); the result is kept until the next event, draw or
         settings change.
         """
-        with self.lock:
-            key = (self.state.n_events, len(self._draws), self._settings)
+        return self._labels_for(self.state)
+
+    def _labels_for(self, st: SessionState) -> DeliveredLabels:
+        with self._model_lock:
+            key = (st.n_events, len(self._draws), self._settings)
             if self._labels is not None and self._labels[:3] == key:
                 return self._labels[3]
-            st = self.state
             model = self._model.fitted(st.X, st.candidates, self.config.k)
             drawn = np.fromiter(self._draws.values(), dtype=np.int64, count=len(self._draws))
             _, audit_margin, audit_correct = delivery.audited_answers(st, drawn, self.graph.idx)

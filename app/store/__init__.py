@@ -24,6 +24,7 @@ Modules
 ``features``  each dataset's feature matrix in a few blocks, read when a session opens
 ``sign_ins``  signed-in browser sessions: the account behind a cookie (team mode)
 ``labels``    a session's label settings (target error, confidence, audit share) and audit draws
+``votes``     crowd votes, written with their dataset's instances, read per item or per dataset
 """
 
 from app.store.checks import check_name
@@ -58,6 +59,7 @@ from app.store.derive import (
     Conflict,
     DerivedState,
     EventRecord,
+    IncrementalDerivation,
     ItemState,
     SessionConfig,
     SessionState,
@@ -66,12 +68,14 @@ from app.store.derive import (
     derive_state,
     derived_fields,
     event_to_undo,
+    readonly,
 )
 from app.store.errors import InvalidRecord, PermissionDenied, RecordNotFound, StoreUnavailable
 from app.store.events import (
     IDEMPOTENCY_KEY_MAX,
     count_events,
     event_log,
+    events_after,
     instance_position,
     record_event,
     session_events,
@@ -103,6 +107,7 @@ from app.store.models import (
     Instance,
     LabellingSession,
     NeighbourGraph,
+    Vote,
 )
 from app.store.policies import (
     READ_ACTIONS,
@@ -143,6 +148,16 @@ from app.store.users import (
     sign_in_external,
     unknown_name_tag,
     users_exist,
+)
+from app.store.votes import (
+    CheckedVotes,
+    StoredVote,
+    VoteSpec,
+    check_votes,
+    dataset_has_votes,
+    dataset_vote_counts,
+    dataset_votes,
+    votes_of_item,
 )
 
 __all__ = [
@@ -189,6 +204,8 @@ __all__ = [
     "derive_item",
     "derive_state",
     "derived_fields",
+    "IncrementalDerivation",
+    "readonly",
     # writes and reads
     "check_name",
     "CheckedDataset",
@@ -219,6 +236,7 @@ __all__ = [
     "load_state",
     "event_log",
     "session_events",
+    "events_after",
     "count_events",
     "instance_position",
     # keyboard keys
@@ -283,4 +301,14 @@ __all__ = [
     "save_feature_matrix",
     "load_feature_matrix",
     "feature_matrix_stored",
+    # crowd votes
+    "Vote",
+    "VoteSpec",
+    "CheckedVotes",
+    "StoredVote",
+    "check_votes",
+    "votes_of_item",
+    "dataset_votes",
+    "dataset_vote_counts",
+    "dataset_has_votes",
 ]

@@ -34,6 +34,7 @@ from app.store.models import (
     Instance,
     encode_candidate_masks,
 )
+from app.store.votes import CheckedVotes, VoteSpec, check_votes, write_votes
 
 __all__ = [
     "DatasetSpec",
@@ -98,6 +99,9 @@ class DatasetSpec:
         The featurizer that computed ``X`` (name, JSON-serialisable parameters, pickle-free
         state bytes), as :class:`app.io.featurizers.FeaturizerRecord` holds them; all three or
         none (``featurizer_state`` may be ``b""``).
+    votes : VoteSpec, optional
+        The crowd votes the candidate sets were made from (:mod:`app.store.votes`), written
+        with the instances.
     """
 
     name: str
@@ -116,6 +120,7 @@ class DatasetSpec:
     featurizer: str | None = None
     featurizer_params: Mapping[str, Any] | None = None
     featurizer_state: bytes | None = None
+    votes: VoteSpec | None = None
 
 
 def _spec(spec: DatasetSpec | None, fields: dict[str, Any]) -> DatasetSpec:
@@ -146,6 +151,8 @@ class CheckedDataset:
         The items' texts, media paths and kinds, links and the media root, checked.
     featurizer
         The featurizer record (name, parameters, state), checked.
+    votes : CheckedVotes or None
+        The crowd votes, checked and sorted by item.
     """
 
     name: str
@@ -158,6 +165,7 @@ class CheckedDataset:
     layout: str | None
     content: _Content
     featurizer: _FeaturizerRow
+    votes: CheckedVotes | None = None
 
     @property
     def n_instances(self) -> int:
@@ -203,7 +211,8 @@ def check_dataset(spec: DatasetSpec | None = None, /, **fields: Any) -> CheckedD
     layout = _check_layout(spec.layout, d)
     content = _check_content(spec.texts, spec.media_paths, spec.media_kinds, spec.links, spec.media_root, ids)
     record = _check_featurizer(spec.featurizer, spec.featurizer_params, spec.featurizer_state)
-    return CheckedDataset(name, features, Y, labels, ids, truth, features_meta, layout, content, record)
+    votes = None if spec.votes is None else check_votes(spec.votes, n_instances=n, n_labels=len(labels))
+    return CheckedDataset(name, features, Y, labels, ids, truth, features_meta, layout, content, record, votes)
 
 
 def check_dataset_name_free(session: Session, name: str) -> None:
@@ -588,7 +597,8 @@ def write_instances(
     per bulk INSERT.
 
     The dataset's stored feature blocks (:mod:`app.store.features`) are deleted first: they
-    would no longer cover its rows. Whoever publishes the rows writes them again.
+    would no longer cover its rows. Whoever publishes the rows writes them again. The votes of
+    these instances (:mod:`app.store.votes`) are written in the same transaction.
     """
     stop = checked.n_instances if stop is None else stop
     drop_feature_matrix(session, dataset_id)
@@ -612,3 +622,5 @@ def write_instances(
             for i in range(chunk, min(chunk + INSERT_CHUNK, stop))
         ]
         insert_instances(session, rows)
+    if checked.votes is not None:
+        write_votes(session, dataset_id, checked.votes, start, stop)

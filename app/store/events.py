@@ -34,6 +34,7 @@ __all__ = [
     "IDEMPOTENCY_KEY_MAX",
     "record_event",
     "session_events",
+    "events_after",
     "event_log",
     "count_events",
     "instance_position",
@@ -172,6 +173,76 @@ def session_events(session: Session, session_id: int) -> list[EventRecord]:
         )
     )
     return [EventRecord(*row) for row in rows]
+
+
+def events_after(session: Session, session_id: int, after_id: int, *, position: int | None = None) -> list[EventRecord]:
+    """The events of a session whose id is greater than ``after_id``, oldest first.
+
+    What a long-lived view reads to catch up (:class:`app.store.IncrementalDerivation`): a
+    range scan of the index on ``(session_id, id)``, so the cost follows the number of new
+    events, not the length of the log. With ``position``, only the events about that item
+    (the index on ``instance_id``): what an answer's write re-reads to see whether its item
+    changed since the page looked.
+
+    Ids are given in insertion order, which is the commit order of writers that hold the
+    store's write lock (:func:`app.store.write_transaction`); a caller that must not miss a
+    transaction committing a lower id late reads again from a little below the largest id it
+    saw and ignores the ids it already has.
+
+    Parameters
+    ----------
+    session_id : int
+        The labelling session.
+    after_id : int
+        Only events with a larger id (``0``, or any negative number: every event).
+    position : int, optional
+        Only the events about the item at this position of the session's dataset.
+
+    Returns
+    -------
+    list of EventRecord
+
+    Raises
+    ------
+    RecordNotFound
+        No session ``session_id``.
+    TypeError
+        ``after_id`` or ``position`` is not an int.
+    """
+    after_id = check_int(after_id, "after_id")
+    labelling = get_labelling_session(session, session_id)
+    columns: tuple[Any, ...] = (
+        AnswerEvent.id,
+        Instance.position,
+        Annotator.name,
+        AnswerEvent.kind,
+        AnswerEvent.label,
+        AnswerEvent.undoes_event_id,
+        AnswerEvent.created_at,
+    )
+    query: Select[Any]
+    if position is None:
+        query = _events_of(labelling.id, *columns).where(AnswerEvent.id > after_id)
+    else:
+        instance_id = (
+            select(Instance.id)
+            .where(Instance.dataset_id == labelling.dataset_id, Instance.position == check_int(position, "position"))
+            .scalar_subquery()
+        )
+        # "+ 0" keeps SQLite's planner off the (session_id, id) index, which would scan the
+        # whole session; the instance's own index holds the item's few events.
+        query = (
+            select(*columns)
+            .join(Instance, Instance.id == AnswerEvent.instance_id)
+            .join(Annotator, Annotator.id == AnswerEvent.annotator_id)
+            .where(
+                AnswerEvent.instance_id == instance_id,
+                (AnswerEvent.session_id + 0) == labelling.id,
+                AnswerEvent.id > after_id,
+            )
+            .order_by(AnswerEvent.id)
+        )
+    return [EventRecord(*row) for row in session.execute(query)]
 
 
 def event_log(session: Session, session_id: int) -> list[dict[str, Any]]:

@@ -85,6 +85,7 @@ __all__ = [
     "SIGN_IN_KINDS",
     "StoreSecret",
     "FeatureBlock",
+    "Vote",
     "EVENT_KINDS",
     "LABELLED_KINDS",
     "WEIGHTINGS",
@@ -696,3 +697,32 @@ class StoreSecret(Base):
 
     name: Mapped[str] = mapped_column(String(50), primary_key=True)
     value: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class Vote(Base):
+    """One crowd vote an item received before winnow: who voted (``annotator``, a name as the
+    source gives it, not a winnow user), for which label, when, and from which source.
+
+    Written with the dataset's instances, in the same import (:mod:`app.store.votes`), and
+    never changed afterwards; the item's original candidate set was made from its votes.
+    """
+
+    __tablename__ = "votes"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    instance_id: Mapped[int] = mapped_column(ForeignKey("instances.id"), index=True)
+    annotator: Mapped[str] = mapped_column(String(200))
+    #: The label index (into the dataset's ``label_names``).
+    label: Mapped[int] = mapped_column(Integer)
+    #: When the vote was cast; ``None`` when the source does not say.
+    voted_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    #: Where the vote came from, e.g. the votes file's name.
+    source: Mapped[str] = mapped_column(String(200))
+
+    __table_args__ = (CheckConstraint("label >= 0", name="label_nonnegative"),)
+
+    def __repr__(self) -> str:
+        return (
+            f"Vote(id={self.id!r}, instance_id={self.instance_id!r}, "
+            f"annotator={self.annotator!r}, label={self.label!r})"
+        )

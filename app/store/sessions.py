@@ -8,6 +8,7 @@ session; the caller owns the outer transaction.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,7 +16,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.store.checks import check_choice, check_int, check_name
-from app.store.derive import SessionConfig, SessionState, derive_state, readonly
+from app.store.derive import DerivedState, EventRecord, SessionConfig, SessionState, derive_state, readonly
 from app.store.errors import InvalidRecord, RecordNotFound
 from app.store.events import session_events
 from app.store.features import features_from_rows, load_feature_matrix
@@ -198,13 +199,21 @@ def get_session_by_name(session: Session, name: str) -> LabellingSession:
     return found
 
 
-def load_state(session: Session, session_id: int) -> SessionState:
+def load_state(
+    session: Session,
+    session_id: int,
+    *,
+    derive: Callable[[Sequence[EventRecord], np.ndarray], DerivedState] = derive_state,
+) -> SessionState:
     """Read a labelling session, its dataset and its events into a :class:`SessionState`.
 
     The features come from the dataset's stored blocks (:func:`~app.store.features.
     load_feature_matrix`: a few blobs, not a row per item) or, when there are none, from the
     instances' rows; then one ordered ``SELECT`` of the instances' ids, candidate sets and
-    true labels, one of the events, and :func:`~app.store.derive.derive_state`.
+    true labels, one of the events, and ``derive`` (the events and the original sets -> the
+    derived state; :func:`~app.store.derive.derive_state` unless a caller that keeps the
+    derivation up to date itself, :class:`~app.store.derive.IncrementalDerivation`, passes
+    its own, so that the log is read and derived once).
     """
     labelling = get_labelling_session(session, session_id)
     dataset = dataset_of(session, labelling)
@@ -231,7 +240,7 @@ def load_state(session: Session, session_id: int) -> SessionState:
     if any(t is not None for t in truth_col):
         true_labels = np.array([-1 if t is None else t for t in truth_col], dtype=np.int64)
 
-    derived = derive_state(session_events(session, labelling.id), original)
+    derived = derive(session_events(session, labelling.id), original)
     return SessionState(
         config=_session_config(labelling, dataset),
         label_names=tuple(dataset.label_names),

@@ -55,7 +55,7 @@ from app.store.datasets import CheckedDataset, check_dataset_name_free, write_in
 from app.store.db import write_transaction
 from app.store.errors import InvalidRecord, StoreUnavailable
 from app.store.features import save_feature_matrix
-from app.store.models import Dataset, Instance, utcnow
+from app.store.models import Dataset, Instance, Vote, utcnow
 from app.store.sessions import SessionSpec, check_session_name_free, check_session_spec, create_labelling_session
 
 __all__ = [
@@ -284,12 +284,15 @@ def _publish(s: Session, dataset_id: int, checked: CheckedDataset, labelling: Se
 
 
 def _discard(session_factory: sessionmaker[Session], dataset_id: int) -> None:
-    """Delete an unpublished dataset, its instances a batch per transaction, then its row."""
+    """Delete an unpublished dataset, its instances (and their votes) a batch per transaction,
+    then its row."""
 
     def delete_batch(s: Session) -> int:
         if s.scalar(select(Dataset.published).where(Dataset.id == dataset_id)) is not False:
             return 0  # published meanwhile, or already gone: not ours to delete
-        positions = select(Instance.id).where(Instance.dataset_id == dataset_id).limit(STAGE_ROWS)
+        positions = select(Instance.id).where(Instance.dataset_id == dataset_id).order_by(Instance.id).limit(STAGE_ROWS)
+        # The batch's votes first: they refer to its instances.
+        s.execute(delete(Vote).where(Vote.instance_id.in_(positions.scalar_subquery())))
         result = s.execute(delete(Instance).where(Instance.id.in_(positions.scalar_subquery())))
         return cast(CursorResult[Any], result).rowcount
 

@@ -25,10 +25,9 @@ from typing import TYPE_CHECKING
 
 import streamlit as st
 
-from app.service import BuildJob, BuildRegistry, StaleAnswer, Workbench, session_dataset, session_label_settings
+from app.service import BuildJob, BuildRegistry, StaleAnswer, Workbench, session_dataset
 from app.service.auth import account_signed_in, active_user, sign_in_with_identity
 from app.store import UserInfo, open_store
-from app.store import count_events as count_session_events
 from app.ui.gate import IDENTITY_KEY, oidc_configured
 from engine.exceptions import InvalidInput
 
@@ -121,6 +120,16 @@ class Keys:
     def undo(event_id: int | None) -> str:
         """Undo names the event it offers to undo (``None``: nothing to undo)."""
         return f"query_undo_{event_id if event_id is not None else 'none'}"
+
+    @staticmethod
+    def suggest(position: int, label: int) -> str:
+        """An "another label: <suggestion>" button of a suspect item on the Query page."""
+        return f"query_suggest_{position}_{label}"
+
+    @staticmethod
+    def suspect_other(position: int, label: int) -> str:
+        """The same button beside a suspect item on the Rejects page."""
+        return f"rejects_suspect_{position}_{label}"
 
     @staticmethod
     def review_other(position: int) -> str:
@@ -313,23 +322,17 @@ def oidc_signed_in() -> bool:
     return oidc_configured() and bool(st.user.get("is_logged_in", False))
 
 
-def count_events(session_factory: sessionmaker[Session], session_id: int) -> int:
-    """Number of events of a session (append-only, so it changes whenever anything is recorded)."""
-    with session_factory() as s:
-        return count_session_events(s, session_id)
-
-
 def sync_workbench(session_factory: sessionmaker[Session], state: TabState) -> Workbench | None:
     """Open the tab's session, or bring it up to date with answers given elsewhere.
 
     The session's workbench comes from the process's :func:`builds` (started there, or
     joined when another tab started it). A session of :data:`BACKGROUND_FROM_ITEMS` items
     or more is left building: this returns ``None`` with ``state.building`` set, and the
-    page shows its progress. Once open, a ``COUNT`` of the session's events decides whether
-    anything changed since the workbench last looked; only then does
-    :meth:`Workbench.refresh` re-derive the state (from the whole event log, under the
-    workbench's lock, so answers from other tabs are never counted twice); so does a change of
-    the session's label settings (:func:`settings_changed`).
+    page shows its progress. Once open, every run calls :meth:`Workbench.refresh`: it re-reads
+    the session's label settings (an admin's change writes no event, yet the audit share decides
+    which served slots are audits) and catches up with the events after the last one it saw,
+    each counted once, while the tab's readers keep the previous snapshot. That costs a few
+    indexed reads, independent of the log's length (a ``COUNT`` of the events would not be).
     """
     if state.session_id is None:
         state.workbench = state.building = None
@@ -357,13 +360,6 @@ def sync_workbench(session_factory: sessionmaker[Session], state: TabState) -> W
     if bench is not state.workbench:
         state.workbench = bench
         state.left_alone = set()
-    elif count_events(session_factory, session_id) != bench.state.n_events or settings_changed(session_factory, bench):
+    else:
         bench.refresh()
     return bench
-
-
-def settings_changed(session_factory: sessionmaker[Session], bench: Workbench) -> bool:
-    """Did the session's label settings change since the workbench read them? An admin's change
-    writes no event, yet the audit share decides which served slots are audits and the target
-    which model labels are kept: every page must serve and count with the new settings."""
-    return session_label_settings(session_factory, bench.config.name) != bench.label_settings

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from engine.exceptions import InvalidInput
-from engine.noise import CANDIDATE_GENERATORS, crowd_candidates, weak_rule_candidates
+from engine.noise import CANDIDATE_GENERATORS, crowd_candidates, crowd_votes, weak_rule_candidates
 
 RNG = np.random.default_rng(0)
 Y_TRUE = RNG.integers(0, 6, size=3000)
@@ -87,3 +87,23 @@ def test_weak_rules_abstain_to_all_labels_and_are_seeded():
 def test_bad_parameters(call, match):
     with pytest.raises(InvalidInput, match=match):
         call()
+
+
+def test_crowd_votes_are_the_votes_behind_the_sets():
+    votes, confusions = crowd_votes(Y_TRUE, 6, n_annotators=4, seed=7, return_confusions=True)
+    Y, same = crowd_candidates(Y_TRUE, 6, n_annotators=4, seed=7, return_confusions=True)
+    assert votes.shape == (Y_TRUE.size, 4) and votes.dtype.kind == "i"
+    np.testing.assert_array_equal(confusions, same)
+    # The set of an item is exactly the labels somebody voted.
+    union = np.zeros_like(Y)
+    union[np.arange(Y_TRUE.size)[:, None], votes] = True
+    np.testing.assert_array_equal(union, Y)
+    # Each annotator errs at about 1 - its accuracy, and only towards the confusable labels.
+    skill = np.einsum("akk->ak", confusions)[:, 0]
+    np.testing.assert_allclose((votes == Y_TRUE[:, None]).mean(axis=0), skill, atol=0.03)
+    assert (confusions[np.arange(4)[:, None], Y_TRUE, votes.T] > 0).all()
+
+
+def test_crowd_votes_refuse_what_crowd_candidates_refuse():
+    with pytest.raises(InvalidInput, match="n_annotators"):
+        crowd_votes([0, 1, 2], 3, n_annotators=21)

@@ -5,7 +5,7 @@ keeps itself (``lease_open_items``). The algorithm it replaced, which replayed t
 log, is kept here as the oracle (:func:`next_item_by_replay`): on random event logs (answers,
 skips, resolves, undos, several annotators, overlap 1 to 3, leases live and expired) both
 reserve the same item and leave the same leases. Leases stay distinct across two OS processes
-reserving many items at once, and a store written at revision 0014 upgrades and serves the
+reserving many items at once, and a store written at revision 0015 upgrades and serves the
 same items.
 """
 
@@ -377,10 +377,10 @@ def test_two_processes_reserving_many_items_never_share_one(team_small):
     assert {who for who, _ in reservations} == {"ann", "bob", "cyd", "dan"}
 
 
-def test_a_store_written_at_0014_upgrades_and_serves_the_same_items(store_url):
-    """Events and leases written before revision 0015: after the upgrade the first
+def test_a_store_written_at_0015_upgrades_and_serves_the_same_items(store_url):
+    """Events and leases written before revision 0016: after the upgrade the first
     reservation builds the digest from the whole log and agrees with the oracle."""
-    upgrade_database(store_url, "0014")
+    upgrade_database(store_url, "0015")
     engine = make_engine(store_url)
     try:
         old = sessionmaker(bind=engine)

@@ -22,6 +22,7 @@ from app.service import (
     create_user,
     export_bytes,
     session_label_settings,
+    session_table,
 )
 from app.store.db import open_store
 from app.ui.components import EXPERT_GIVEN, WITH_MODEL, labelled_curve
@@ -89,9 +90,11 @@ def test_progress_page_shows_the_labels_by_source_and_the_statement_as_the_servi
     assert labels.statement.startswith("model labels: ") and "undecided: " in labels.statement
     assert not [m for m in at.markdown if labels.statement in plain(m.value)]
 
-    # The downloads carry the new columns, in every format, and the same rows as the service.
+    # The downloads carry the new columns, in every format, and the same rows as the export.
+    exported = session_table(bench, "labelled", actor=None)
+    assert exported.drop(columns="suspect").equals(bench.labelled_table())
     for fmt in ("csv", "json", "jsonl"):
-        assert downloads[f"small-labelled.{fmt}"] == export_bytes(bench.labelled_table(), fmt)
+        assert downloads[f"small-labelled.{fmt}"] == export_bytes(exported, fmt)
     frame = pd.read_csv(io.BytesIO(downloads["small-labelled.csv"]), keep_default_na=False)
     assert all(column in frame.columns for column in NEW_COLUMNS)
     assert frame["label_source"].value_counts().to_dict() == {s: n for s, n in labels.counts.items() if n}

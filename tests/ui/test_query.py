@@ -197,21 +197,24 @@ def test_presses_handled_at_the_same_moment_record_one_answer(small_db):
     assert count_rows(small_db, AnswerEvent) == 1
 
 
-def test_an_event_written_by_another_process_after_the_check_refuses_the_answer(small_db, monkeypatch):
-    """Between the page's check and the write, another process records an event: the write
-    re-counts the log in its transaction and refuses, so nothing is judged on stale state."""
+def test_an_event_about_the_same_item_written_by_another_process_after_the_check_refuses_the_answer(
+    small_db, monkeypatch
+):
+    """Between the page's check and the write, another process records an event about the item
+    on screen: the write re-reads the item's events in its transaction and refuses, so nothing
+    is judged on stale state. (An event about another item is no reason:
+    tests/test_workbench_concurrency.py.)"""
     from app.service import StaleAnswer
     from app.service import workbench as workbench_module
 
     Session = open_store(small_db)
     bench, elsewhere = Workbench.open(Session, 1), Workbench.open(Session, 1)
     shown = int(bench.queue(top=1)[0])
-    behind = int(bench.queue(top=2)[1])
     write = workbench_module.write_transaction
 
     def someone_answers_first(*args, **kwargs):
         monkeypatch.setattr(workbench_module, "write_transaction", write)  # once: bob's own write
-        elsewhere.record("bob", "skip", position=behind)
+        elsewhere.record("bob", "skip", position=shown)
         return write(*args, **kwargs)
 
     monkeypatch.setattr(workbench_module, "write_transaction", someone_answers_first)

@@ -23,6 +23,12 @@ Supported formats (chosen by extension)
     ``target`` (q x n one-hot true label; an all-zero column means unknown). Dense or scipy.sparse.
     An n x q ``partial_target`` is accepted too. Labels are named ``"1"`` .. ``"q"`` (the MATLAB
     row numbers) unless ``label_names`` is given.
+``.json`` (a Label Studio export)
+    A list of tasks with ``data`` and ``annotations`` (:mod:`.label_studio`): the task ids, the
+    content of ``data`` (text, image, audio, link; the content options name other keys), and
+    candidate sets made from the annotators' single choices (their union; a task nobody
+    annotated may be any label). Features are computed from the content or read from
+    ``features_from``.
 ``.npz``
     ``X`` (n x d numeric), ``candidates`` (n x M bool or 0/1), optional ``y`` (true label indices,
     -1 for unknown), ``label_names`` (M strings; default ``"0"`` .. ``"M-1"``), ``ids`` (n strings
@@ -47,6 +53,7 @@ from app.io.featurizers import load_features_file
 from app.io.media import MAX_IMAGE_PIXELS
 from app.io.readers.checks import SUPPORTED_EXTENSIONS, LoadedDataset
 from app.io.readers.content import AUTO_COLUMNS, CONTENT_ROLES, ContentSources
+from app.io.readers.label_studio import read_label_studio
 from app.io.readers.labels import check_label_names_argument, parse_candidate_cell, sort_label_names
 from app.io.readers.mat import read_mat
 from app.io.readers.npz import read_npz
@@ -84,13 +91,15 @@ def read_dataset(
     features_from: str | os.PathLike[str] | None = None,
     featurizer: Any = None,
     max_pixels: int = MAX_IMAGE_PIXELS,
+    default_labels: Sequence[str] | None = None,
 ) -> LoadedDataset:
     """Read and validate a partially labelled dataset.
 
     Parameters
     ----------
     path : str or os.PathLike
-        A ``.csv``, ``.tsv``, ``.txt``, ``.parquet``, ``.mat`` or ``.npz`` file.
+        A ``.csv``, ``.tsv``, ``.txt``, ``.parquet``, ``.mat`` or ``.npz`` file, or a Label
+        Studio export (``.json``).
     candidates_column : str, default "candidates"
         Column holding the candidate sets (text and Parquet files).
     id_column : str, optional
@@ -128,6 +137,10 @@ def read_dataset(
         ``features_from``.
     max_pixels : int, default :data:`~app.io.media.MAX_IMAGE_PIXELS`
         Largest image accepted (width x height, read from the header before decoding).
+    default_labels : sequence of str, optional
+        For a text or Parquet file without a candidates column: every item gets all these
+        labels (a caller that makes the sets from votes narrows them afterwards). ``None``
+        (the default) refuses a file without a candidates column.
 
     Returns
     -------
@@ -199,13 +212,31 @@ def read_dataset(
     if size == 0:
         raise DataFileError(file, "is empty (0 bytes)")
 
-    roles = Roles(candidates_column, id_column, true_label_column, ignored)
+    defaults = check_label_names_argument(default_labels)
+    roles = Roles(candidates_column, id_column, true_label_column, ignored, defaults)
     if ext in (".csv", ".tsv", ".txt"):
         table = read_text(file, head, ext, delimiter)
         dataset = dataset_from_table(file, table, roles, names, sources)
     elif ext == ".parquet":
         table = read_parquet(file, head)
         dataset = dataset_from_table(file, table, roles, names, sources)
+    elif ext == ".json":
+        table_options = [
+            option
+            for option, given in (
+                ("candidates_column", candidates_column != "candidates"),
+                ("id_column", id_column is not None),
+                ("true_label_column", true_label_column is not None),
+                ("ignore_columns", bool(ignored)),
+            )
+            if given
+        ]
+        if table_options:
+            raise InvalidInput(
+                f"{', '.join(table_options)} apply to tables; a Label Studio export (.json) takes its ids, "
+                "candidate sets and content from its tasks"
+            )
+        dataset = read_label_studio(file, label_names=names, sources=sources).dataset
     else:
         if content_columns:
             raise InvalidInput(

@@ -25,6 +25,7 @@ from engine.exceptions import InvalidInput
 
 if TYPE_CHECKING:
     from app.io.featurizers import FeaturizerRecord
+    from app.io.readers.votes import Votes
 
 __all__ = [
     "SUPPORTED_EXTENSIONS",
@@ -42,7 +43,7 @@ __all__ = [
     "first_line",
 ]
 
-SUPPORTED_EXTENSIONS: tuple[str, ...] = (".csv", ".tsv", ".txt", ".parquet", ".mat", ".npz")
+SUPPORTED_EXTENSIONS: tuple[str, ...] = (".csv", ".tsv", ".txt", ".parquet", ".mat", ".npz", ".json")
 """File extensions :func:`read_dataset` understands (compared case-insensitively)."""
 
 
@@ -87,6 +88,9 @@ class LoadedDataset:
         came from the file's numeric columns or a features file.
     content_columns : dict
         Content role (``"text"``, ``"image"``, ``"audio"``, ``"link"``) to the column it came from.
+    votes : Votes or None
+        The votes a file brings with its items (a Label Studio export's annotations), from
+        which :attr:`candidates` were made; ``None`` for other files.
     """
 
     X: np.ndarray
@@ -104,6 +108,7 @@ class LoadedDataset:
     media_root: str | None = None
     featurizer: FeaturizerRecord | None = None
     content_columns: dict[str, str] = field(default_factory=dict)
+    votes: Votes | None = None
 
     @property
     def n_instances(self) -> int:

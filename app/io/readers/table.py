@@ -48,6 +48,9 @@ class Roles:
     id: str | None
     true_label: str | None
     ignored: set[str]
+    #: Without a candidates column: ``None`` refuses the file; label names give every item
+    #: all of them (the caller narrows the sets, e.g. from votes).
+    default_labels: list[str] | None = None
 
 
 @dataclass
@@ -181,7 +184,8 @@ def dataset_from_table(
     sources = sources if sources is not None else ContentSources()
     header = table.names
     has_header = table.has_header
-    if roles.candidates not in table.columns:
+    no_candidates = roles.candidates not in table.columns and roles.default_labels is not None
+    if roles.candidates not in table.columns and not no_candidates:
         raise DataFileError(
             file,
             f"has no {roles.candidates!r} column (columns: {listing(header)}); "
@@ -189,7 +193,7 @@ def dataset_from_table(
         )
     id_name = _resolve_role(file, table, roles.id, "id", "id_column")
     true_name = _resolve_role(file, table, roles.true_label, "true_label", "true_label_column")
-    used = [u for u in (roles.candidates, id_name, true_name) if u is not None]
+    used = [u for u in (None if no_candidates else roles.candidates, id_name, true_name) if u is not None]
     if len(set(used)) != len(used):
         raise InvalidInput(f"candidates, id and true-label columns must differ, got {used}")
     role_of = {roles.candidates: "the candidate sets", id_name: "the ids", true_name: "the true labels"}
@@ -221,7 +225,12 @@ def dataset_from_table(
 
     # Candidate sets.
     sets: list[list[str]] = []
-    for position, cell in enumerate(cells(table.columns[roles.candidates])):
+    if no_candidates:
+        default = list(roles.default_labels or ())
+        if not default:
+            raise InvalidInput("the default labels of a file without a candidates column are empty")
+        sets = [default] * n
+    for position, cell in enumerate(cells(table.columns[roles.candidates]) if not no_candidates else ()):
         row = table.rows[position]
         try:
             names = parse_candidate_cell(cell)

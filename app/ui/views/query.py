@@ -6,6 +6,10 @@ patches the ranking incrementally; the rerun that follows then draws the next it
 widget key names the item on screen and every callback passes that item as ``displayed``, so
 a key press that arrives after the page moved on answers nothing (the service refuses it with
 a gentle message instead of answering an item nobody saw).
+
+When the item on screen is suspect (its neighbours' evidence contradicts every candidate,
+:mod:`app.service.suspects`), the page says which labels they suggest and offers each as an
+"another label" button.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from app.service import ACTION_KEYS, reserve_next_item
+from app.service import ACTION_KEYS, reserve_next_item, vote_summary, workbench_suspects
 from app.ui import components
 from app.ui import state as ui
 from app.ui.components import md
@@ -73,6 +77,28 @@ def open_other(position: int) -> None:
     tab.other_label_for = position
 
 
+def offer_suspect_labels(position: int, shown_set: np.ndarray) -> None:
+    """When the item on screen is suspect (its neighbours' evidence contradicts every label of
+    its set, :mod:`app.service.suspects`), say so and offer the labels they suggest as
+    "another label" buttons, each recording an ``other_label`` event."""
+    if tab.workbench is None:
+        return
+    suspect = workbench_suspects(tab.workbench).item(position)
+    if suspect is None:
+        return
+    st.text(suspect.text())  # label names are user content: text, never Markdown
+    for suggestion in suspect.suggestions:
+        if shown_set[suggestion.label]:
+            continue  # team mode shows the original set, which may hold it
+        st.button(
+            f"another label: {md(suggestion.name)}",
+            key=ui.Keys.suggest(position, suggestion.label),
+            width="stretch",
+            on_click=record,
+            args=("other_label", position, suggestion.label),
+        )
+
+
 st.title("Query")
 bench = components.workbench_or_stop(bench)
 
@@ -126,6 +152,9 @@ left, right = st.columns([3, 2], gap="large")
 with left:
     st.subheader(f"Item {md(item_id)}")
     components.show_item(bench, position, size="large")
+    votes = vote_summary(bench.session_factory, bench.config.dataset_id, position, bench.label_names)
+    if votes.n_votes:  # a dataset made from crowd votes: what the crowd said (text: names are user content)
+        st.text(votes.text)
     if state.skipped[position]:
         st.caption("Everything left has been skipped at least once; skipped items come last.")
 
@@ -193,6 +222,7 @@ with right:
             components.keyboard(
                 focus=f".st-key-{ui.Keys.other_label(position)} input", key=f"keyboard_focus_{position}"
             )
+    offer_suspect_labels(position, shown_set)
 
 st.subheader("Why this item")
 why = bench.explain(position)

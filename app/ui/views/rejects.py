@@ -5,7 +5,9 @@ DST-PLL runs on the current candidate sets (cached per session state) and on the
 persisted neighbour graph (:meth:`Workbench.rejects`: the page searches no neighbours); the
 undecided items (those whose model label is not kept) are listed by margin, smallest first,
 each shown as itself (text, image, audio) with its candidate labels. The expert confirms a
-label (an ``answer`` event) or leaves the item. The first item listed answers to the keyboard:
+label (an ``answer`` event) or leaves the item. Suspect sets (the neighbours' evidence contradicts every
+candidate: :mod:`app.service.suspects`) have a section of their own, with the labels the
+neighbours suggest as "another label" buttons (``other_label`` events). The first item listed answers to the keyboard:
 its labels' keys confirm, L leaves it. The model's guess is not pre-selected (it would anchor
 the expert): it waits, with belief and plausibility, in a collapsed expander. Conflicting verdicts are settled with a
 ``resolve`` event.
@@ -17,7 +19,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app.service import ACTION_KEYS
+from app.service import ACTION_KEYS, StaleAnswer, check_suggestion_offered, workbench_suspects
 from app.ui import components
 from app.ui import state as ui
 from app.ui.components import md
@@ -40,6 +42,24 @@ def record(kind: str, position: int, label: int) -> None:
 
 def leave(position: int) -> None:
     tab.left_alone.add(position)
+
+
+def record_suggestion(position: int, label: int) -> None:
+    """Button callback: the suspect item is ``label``, outside its set (an ``other_label``)."""
+    bench = tab.workbench
+    if bench is None:
+        return
+    bench.refresh()  # another tab or annotator may have settled it
+    try:
+        answered = bench.has_verdict(ui.annotator(tab), position)
+        check_suggestion_offered(workbench_suspects(bench), position, label, answered=answered)
+    except StaleAnswer as exc:
+        tab.notice = ("info", str(exc))
+        return
+    event_id = ui.record(tab, "other_label", position=position, label=label)
+    if event_id is not None:
+        item, name = bench.state.external_ids[position], bench.label_names[label]
+        tab.notice = ("ok", f"Recorded: {item} is {name} (not in its set) (event {event_id}).")
 
 
 st.title("Rejects")
@@ -137,3 +157,26 @@ for n, i in enumerate(rows):
                 st.bar_chart(bars, stack=False, height=200)
 if tab.left_alone:
     st.caption(f"{len(tab.left_alone)} item(s) left alone in this tab.")
+
+# ------------------------------------------------------------------------------ suspects
+SUSPECTS_SHOWN = 10
+suspects = workbench_suspects(bench)
+st.subheader(f"Sets that may miss the true label ({len(suspects.items)})")
+st.caption(suspects.summary())
+for suspect in suspects.items[:SUSPECTS_SHOWN]:
+    position = suspect.position
+    with st.container(border=True):
+        picture, text = st.columns([1, 3])
+        with picture:
+            components.show_item(bench, position, size="small")
+        with text:
+            st.text(f"Item {suspect.external_id}: set {{{', '.join(suspect.candidates)}}}\n{suspect.text()}")
+            for suggestion in suspect.suggestions:
+                st.button(
+                    f"another label: {md(suggestion.name)}",
+                    key=ui.Keys.suspect_other(position, suggestion.label),
+                    on_click=record_suggestion,
+                    args=(position, suggestion.label),
+                )
+if len(suspects.items) > SUSPECTS_SHOWN:
+    st.caption(f"The {SUSPECTS_SHOWN} most suspect of {len(suspects.items)} are shown; answering one shows the next.")

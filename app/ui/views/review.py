@@ -11,7 +11,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from app.service import conflict_details
+from app.service import conflict_details, vote_summary
 from app.ui import components
 from app.ui import state as ui
 from app.ui.components import md
@@ -63,6 +63,9 @@ left, middle, right = st.columns([2, 3, 3], gap="large")
 with left:
     components.show_item(bench, position, size="small")
     st.text(f"Original set: {components.label_set(bench, state.original_candidates[position])}")
+    votes = vote_summary(bench.session_factory, bench.config.dataset_id, position, names)
+    if votes.n_votes:  # what the crowd said before winnow (text: names are user content)
+        st.text(votes.text)
 with middle:
     st.markdown("**Who answered what**")
     st.dataframe(

@@ -26,7 +26,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from app.io import SUPPORTED_EXTENSIONS
+from app.io import SUPPORTED_EXTENSIONS, VOTE_EXTENSIONS
 from app.service import (
     UPLOAD_EXTENSIONS,
     change_label_settings,
@@ -62,6 +62,10 @@ COLUMN_KEYS = {
     "audio_column": "sessions_audio_column",
 }
 IGNORE_COLUMNS = "sessions_ignore_columns"
+# The upload's crowd votes and the thresholds that make the candidate sets from them.
+VOTES_UPLOAD = "sessions_votes_upload"
+MIN_VOTES = "sessions_min_votes"
+MIN_SHARE = "sessions_min_share"
 CRITERION_HELP = {
     "decision_change": "decision_change — expected k-NN decisions an answer changes (default)",
     "apl": "apl — targets whose NL or APL an answer can change (fast)",
@@ -95,6 +99,9 @@ def create_from_form() -> None:
     if form.get(IGNORE_COLUMNS):
         columns["ignore_columns"] = list(form[IGNORE_COLUMNS])
     upload = (uploaded.name, uploaded.getvalue()) if uploaded is not None else None
+    votes_file = form.get(VOTES_UPLOAD) if source == UPLOAD else None
+    min_votes = form.get(MIN_VOTES) if votes_file is not None else None
+    min_share = form.get(MIN_SHARE) if votes_file is not None else None
     files = [(f.name, f.getvalue()) for f in media]
     options = dict(
         name=form.get(ui.Keys.NEW_NAME) or "",
@@ -107,6 +114,9 @@ def create_from_form() -> None:
         files=files,
         columns=columns if source == UPLOAD else None,
         actor=tab.user,  # team mode: only an admin creates sessions (checked before importing)
+        votes=(votes_file.name, votes_file.getvalue()) if votes_file is not None else None,
+        min_votes=int(min_votes) if min_votes is not None else None,
+        min_share=float(min_share) if min_share is not None else None,
     )
     job = ui.builds().start(
         ("create", tab.db, uuid.uuid4().hex), lambda report: start_session(session_factory, **options, progress=report)
@@ -299,6 +309,34 @@ if "create" in may and sources:
             help="The files the data file names in its image/path or audio column (by file name), or a .zip of them. "
             "Without a data file: one sub-folder per label inside the .zip.",
         )
+        with st.expander("Crowd votes (optional): candidate sets made from annotators' votes"):
+            st.file_uploader(
+                "Votes",
+                type=[e.lstrip(".") for e in VOTE_EXTENSIONS],
+                key=VOTES_UPLOAD,
+                help="One row per vote: id (the item's id in the data file), annotator, label and optionally time. "
+                "Each item's candidate set is made from its votes (the data file then needs no 'candidates' "
+                "column); items without a vote get every label.",
+            )
+            threshold_cols = st.columns(2)
+            threshold_cols[0].number_input(
+                "Minimum votes",
+                min_value=1,
+                value=None,
+                step=1,
+                key=MIN_VOTES,
+                help="Keep labels with at least this many votes (empty: every label voted for). An item where "
+                "no label reaches it keeps its most voted labels.",
+            )
+            threshold_cols[1].number_input(
+                "Minimum share",
+                min_value=0.01,
+                max_value=1.0,
+                value=None,
+                step=0.05,
+                key=MIN_SHARE,
+                help="Keep labels with at least this share of the item's votes (empty: no share needed).",
+            )
         header = upload_columns(uploaded.name, uploaded.getvalue()) if uploaded is not None else []
         if header:
             with st.expander("Columns: what each item shows"):

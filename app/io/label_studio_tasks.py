@@ -1,0 +1,386 @@
+"""A session's labelled dataset as tasks Label Studio imports, with the labelling config they fit.
+
+``winnow export SESSION --what labelled --format label-studio -o tasks.json`` writes two files:
+
+``tasks.json``
+    A JSON list of tasks in Label Studio's import format (https://labelstud.io/guide/tasks.html,
+    "Basic Label Studio JSON format"; predictions as in https://labelstud.io/guide/predictions.html),
+    one per item, in dataset order::
+
+        {"data": {"text": "Great riff, lazy drums", "id": "17"},
+         "annotations": [{"result": [{"from_name": "label", "to_name": "text", "type": "choices",
+                                      "value": {"choices": ["rock"]}}]}],
+         "predictions": [],
+         "meta": {"winnow": {"id": "17", "label": "rock", "label_source": "expert",
+                             "candidates": ["jazz", "rock"], "answered_by": "ada", ...}}}
+
+    ``data`` holds the item's content as imported, plus its winnow ``id``: ``text``;
+    ``image`` / ``audio`` for a media file, written as Label Studio's local-files reference
+    ``/data/local-files/?d=<path relative to the dataset's media root>`` (serve that folder
+    with Label Studio's local-files storage, ``LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT``); an
+    http(s) link goes to ``image`` or ``audio`` when it ends with an image or audio file
+    extension and the item has no media file, else to ``link``.
+
+    ``annotations`` holds the expert's verdict (label source ``expert``: an answer, another
+    label or a reviewer's resolve) as one single-choice result. Label Studio gives an imported
+    annotation to the user who imports it; who answered in winnow, and when, is in ``meta``.
+
+    ``predictions`` holds a model label (label source ``model``: a DST-PLL label winnow stands
+    behind at the session's error target, :mod:`app.service.delivery`) with ``score`` its
+    confidence in [0, 1] (``(1 + margin) / 2``: it orders model labels, it is not a
+    probability) and ``model_version`` ``winnow-<version>-dstpll-<session>``.
+
+    Items with a ``given`` label (a single candidate nobody answered) and ``undecided`` items
+    get neither: their label (if any), label source and candidates are in ``meta.winnow``
+    (with the item's crowd votes, ``"jazz:2|blues:1"``, when the dataset has some).
+``tasks.label_config.xml``
+    The labelling config the tasks fit (:func:`labelling_config`): one object tag per
+    content key (``<Text name="text" value="$text"/>``, ``<Image .../>``, ``<Audio .../>``,
+    ``<Text name="link" .../>`` for a link, shown as text) and ``<Choices name="label" toName="text"
+    choice="single">`` with one ``<Choice>`` per label of the dataset. Paste it into the Label
+    Studio project's Settings > Labeling Interface > Code before importing the tasks.
+
+:data:`LABEL_STUDIO_TASKS_SCHEMA` is a JSON schema (draft 2020-12) of exactly the shapes this
+module writes; the tests validate every export against it (``label-studio-sdk``, which carries
+Label Studio's own models, is not a dependency: see ``docs/label_studio.md``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote as url_quote
+from urllib.parse import urlsplit
+from xml.sax.saxutils import quoteattr
+
+import pandas as pd
+
+from app.io.errors import DataFileError
+from app.io.media import IMAGE_EXTENSIONS
+from app.io.readers.label_studio import LOCAL_FILES_PREFIX
+from app.io.writers import atomic_file
+from engine.exceptions import InvalidInput
+
+__all__ = [
+    "DEFAULT_FROM_NAME",
+    "LABEL_STUDIO_TASKS_SCHEMA",
+    "AUDIO_LINK_EXTENSIONS",
+    "label_studio_tasks",
+    "labelling_config",
+    "config_path_for",
+    "write_label_studio",
+]
+
+#: Name of the classification control (``<Choices name=...>``) unless told otherwise.
+DEFAULT_FROM_NAME = "label"
+
+#: Link extensions read as audio clips (images: :data:`app.io.media.IMAGE_EXTENSIONS`).
+AUDIO_LINK_EXTENSIONS: tuple[str, ...] = (".wav", ".wave", ".mp3", ".ogg", ".oga", ".opus", ".flac", ".m4a", ".aac")
+
+_RESULT = {
+    "type": "object",
+    "required": ["from_name", "to_name", "type", "value"],
+    "additionalProperties": False,
+    "properties": {
+        "from_name": {"type": "string", "minLength": 1},
+        "to_name": {"type": "string", "minLength": 1},
+        "type": {"const": "choices"},
+        "value": {
+            "type": "object",
+            "required": ["choices"],
+            "additionalProperties": False,
+            "properties": {
+                "choices": {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1, "maxItems": 1}
+            },
+        },
+    },
+}
+
+LABEL_STUDIO_TASKS_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "Label Studio tasks written by winnow",
+    "description": (
+        "A list of tasks in Label Studio's import format: data (content + winnow id), the expert's "
+        "answer as an annotation with one single-choice result, a model label as a prediction with "
+        "score and model_version, and winnow's own record in meta."
+    ),
+    "type": "array",
+    "items": {
+        "type": "object",
+        "required": ["data", "annotations", "predictions", "meta"],
+        "additionalProperties": False,
+        "properties": {
+            "data": {
+                "type": "object",
+                "required": ["id"],
+                "minProperties": 2,
+                "additionalProperties": False,
+                "properties": {
+                    "id": {"type": "string", "minLength": 1},
+                    "text": {"type": "string"},
+                    "image": {"type": "string", "minLength": 1},
+                    "audio": {"type": "string", "minLength": 1},
+                    "link": {"type": "string", "minLength": 1},
+                },
+            },
+            "annotations": {
+                "type": "array",
+                "maxItems": 1,
+                "items": {
+                    "type": "object",
+                    "required": ["result"],
+                    "additionalProperties": False,
+                    "properties": {"result": {"type": "array", "items": _RESULT, "minItems": 1, "maxItems": 1}},
+                },
+            },
+            "predictions": {
+                "type": "array",
+                "maxItems": 1,
+                "items": {
+                    "type": "object",
+                    "required": ["model_version", "score", "result"],
+                    "additionalProperties": False,
+                    "properties": {
+                        "model_version": {"type": "string", "minLength": 1},
+                        "score": {"type": "number", "minimum": 0, "maximum": 1},
+                        "result": {"type": "array", "items": _RESULT, "minItems": 1, "maxItems": 1},
+                    },
+                },
+            },
+            "meta": {
+                "type": "object",
+                "required": ["winnow"],
+                "properties": {
+                    "winnow": {
+                        "type": "object",
+                        "required": ["id", "label", "label_source", "candidates"],
+                        "properties": {
+                            "id": {"type": "string"},
+                            "label": {"type": ["string", "null"]},
+                            "label_source": {"enum": ["expert", "given", "model", "undecided"]},
+                            "confidence": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
+                            "candidates": {"type": "array", "items": {"type": "string"}},
+                            "answered_by": {"type": ["string", "null"]},
+                            "answered_at": {"type": ["string", "null"]},
+                            "votes": {"type": "string"},
+                        },
+                    }
+                },
+            },
+        },
+    },
+}
+"""JSON schema of the tasks :func:`label_studio_tasks` writes (see the module docstring)."""
+
+
+def _present(value: Any) -> bool:
+    if value is None or value is pd.NA or value is pd.NaT:
+        return False
+    return not (isinstance(value, float) and math.isnan(value))
+
+
+def _link_key(link: str) -> str:
+    suffix = Path(urlsplit(link).path).suffix.lower()
+    if suffix in IMAGE_EXTENSIONS:
+        return "image"
+    if suffix in AUDIO_LINK_EXTENSIONS:
+        return "audio"
+    return "link"
+
+
+def _task_data(item_id: str, text: Any, media_path: Any, media_kind: Any, link: Any) -> dict[str, str]:
+    data: dict[str, str] = {}
+    if _present(text):
+        data["text"] = str(text)
+    if _present(media_path):
+        data["audio" if media_kind == "audio" else "image"] = LOCAL_FILES_PREFIX + "?d=" + url_quote(str(media_path))
+    if _present(link):
+        key = _link_key(str(link))
+        data[key if key not in data else "link"] = str(link)
+    data["id"] = item_id
+    return data
+
+
+def _to_name_for(keys: set[str]) -> str:
+    for key in ("image", "audio", "text", "link"):
+        if key in keys:
+            return key
+    return "text"
+
+
+def label_studio_tasks(
+    table: pd.DataFrame,
+    *,
+    media_kinds: Sequence[str | None] | None = None,
+    votes: Sequence[str] | None = None,
+    model_version: str,
+    from_name: str = DEFAULT_FROM_NAME,
+    to_name: str | None = None,
+) -> tuple[list[dict[str, Any]], str]:
+    """The tasks of a labelled dataset (see the module docstring) and the ``to_name`` they use.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        A session's labelled export (:func:`app.service.delivery.delivered_table`): ``id``,
+        ``candidates``, ``label``, ``label_source``, ``confidence``, ``answered_by``,
+        ``answered_at`` and the content columns it has (``text``, ``media_path``, ``link``).
+    media_kinds : sequence of (str or None), optional
+        ``"image"`` or ``"audio"`` for each row with a ``media_path`` (default: image).
+    votes : sequence of str, optional
+        Each item's crowd votes as ``"jazz:2|blues:1"`` (:func:`app.service.votes.vote_column`),
+        kept in ``meta.winnow.votes``.
+    model_version : str
+        The predictions' ``model_version``.
+    from_name : str, default "label"
+        Name of the ``<Choices>`` control.
+    to_name : str, optional
+        Name of the object tag the choices label; default the content key: ``image``, else
+        ``audio``, else ``text``, else ``link``.
+
+    Returns
+    -------
+    (list of dict, str)
+        The tasks, in table order, and the ``to_name`` used.
+
+    Raises
+    ------
+    InvalidInput
+        A missing column, an empty name, or a model row whose confidence is outside [0, 1].
+    """
+    for name, value in (("model_version", model_version), ("from_name", from_name), ("to_name", to_name)):
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise InvalidInput(f"{name} must be a non-empty string, got {value!r}")
+    required = ("id", "candidates", "label", "label_source", "confidence", "answered_by", "answered_at")
+    missing = [c for c in required if c not in table.columns]
+    if missing:
+        raise InvalidInput(f"the labelled table lacks the columns {missing}")
+    n = len(table)
+    kinds = list(media_kinds) if media_kinds is not None else [None] * n
+    if len(kinds) != n:
+        raise InvalidInput(f"media_kinds has {len(kinds)} entries but the table has {n} rows")
+    if votes is not None and len(votes) != n:
+        raise InvalidInput(f"votes has {len(votes)} entries but the table has {n} rows")
+
+    def column(name: str) -> list[Any]:
+        return list(table[name]) if name in table.columns else [None] * n
+
+    datas = [
+        _task_data(str(item_id), text, path, kind, link)
+        for item_id, text, path, kind, link in zip(
+            column("id"), column("text"), column("media_path"), kinds, column("link"), strict=True
+        )
+    ]
+    keys = {key for data in datas for key in data if key != "id"}
+    if not keys:
+        raise InvalidInput(
+            "the items have no content (text, image, audio or link): Label Studio has nothing to show; "
+            "export --what labelled as CSV or JSON instead"
+        )
+    target = to_name if to_name is not None else _to_name_for(keys)
+
+    def result(label: str) -> list[dict[str, Any]]:
+        return [{"from_name": from_name, "to_name": target, "type": "choices", "value": {"choices": [label]}}]
+
+    tasks = []
+    for position, (row, data) in enumerate(zip(table.itertuples(index=False), datas, strict=True)):
+        record = row._asdict()
+        label = record["label"] if _present(record["label"]) else None
+        source = str(record["label_source"])
+        confidence = float(record["confidence"]) if _present(record["confidence"]) else None
+        annotations = [{"result": result(str(label))}] if source == "expert" and label is not None else []
+        predictions = []
+        if source == "model" and label is not None:
+            if confidence is None or not 0.0 <= confidence <= 1.0:
+                raise InvalidInput(f"item {data['id']!r}: model label without a confidence in [0, 1] ({confidence})")
+            predictions = [{"model_version": model_version, "score": confidence, "result": result(str(label))}]
+        candidates = record["candidates"]
+        meta = {
+            "id": data["id"],
+            "label": None if label is None else str(label),
+            "label_source": source,
+            "confidence": confidence,
+            "candidates": str(candidates).split("|") if _present(candidates) and str(candidates) else [],
+            "answered_by": str(record["answered_by"]) if _present(record["answered_by"]) else None,
+            "answered_at": str(record["answered_at"]) if _present(record["answered_at"]) else None,
+        }
+        if votes is not None:
+            meta["votes"] = str(votes[position])
+        tasks.append({"data": data, "annotations": annotations, "predictions": predictions, "meta": {"winnow": meta}})
+    return tasks, target
+
+
+def labelling_config(
+    label_names: Sequence[str], *, data_keys: Sequence[str], from_name: str = DEFAULT_FROM_NAME, to_name: str
+) -> str:
+    """The Label Studio labelling config (XML) the tasks fit.
+
+    >>> print(labelling_config(["jazz", "rock"], data_keys=["text"], to_name="text"))
+    <View>
+      <Text name="text" value="$text"/>
+      <Choices name="label" toName="text" choice="single" showInLine="true">
+        <Choice value="jazz"/>
+        <Choice value="rock"/>
+      </Choices>
+    </View>
+    """
+    # A link is shown with <Text> (as text), never <HyperText>, which renders its value as HTML.
+    tags = {"text": "Text", "image": "Image", "audio": "Audio", "link": "Text"}
+    lines = ["<View>"]
+    for key in ("image", "audio", "text", "link"):
+        if key in data_keys:
+            lines.append(f"  <{tags[key]} name={quoteattr(key)} value={quoteattr('$' + key)}/>")
+    lines.append(
+        f'  <Choices name={quoteattr(from_name)} toName={quoteattr(to_name)} choice="single" showInLine="true">'
+    )
+    lines.extend(f"    <Choice value={quoteattr(str(name))}/>" for name in label_names)
+    lines.append("  </Choices>")
+    lines.append("</View>")
+    return "\n".join(lines)
+
+
+def config_path_for(path: str | os.PathLike[str]) -> Path:
+    """Where the labelling config of the tasks file ``path`` is written: ``tasks.json`` →
+    ``tasks.label_config.xml``."""
+    target = Path(path)
+    return target.with_name(f"{target.stem}.label_config.xml")
+
+
+def write_label_studio(
+    tasks: Sequence[Mapping[str, Any]], config: str, path: str | os.PathLike[str]
+) -> tuple[Path, Path]:
+    """Write the tasks to ``path`` (``.json``) and the config beside it (:func:`config_path_for`).
+
+    Each file appears whole or not at all, readable by its owner only
+    (:func:`app.io.writers.atomic_file`); the config is written first, so a tasks file never
+    lacks its config.
+
+    Returns
+    -------
+    (Path, Path)
+        The tasks file and the config file.
+
+    Raises
+    ------
+    DataFileError
+        ``path`` does not end in ``.json``, its folder does not exist, or a file cannot be written.
+    """
+    target = Path(path)
+    if target.suffix.lower() != ".json":
+        raise DataFileError(target, "Label Studio tasks are written as .json; name the output tasks.json")
+    if not target.parent.is_dir():
+        raise DataFileError(target, f"cannot be written: folder {os.fspath(target.parent)!r} does not exist")
+    config_file = config_path_for(target)
+    try:
+        with atomic_file(config_file) as handle:
+            handle.write((config + "\n").encode("utf-8"))
+        with atomic_file(target) as handle:
+            text = json.dumps(list(tasks), ensure_ascii=False, allow_nan=False, indent=1)
+            handle.write((text + "\n").encode("utf-8"))
+    except OSError as exc:
+        raise DataFileError(target, f"cannot be written: {exc.strerror or exc}") from None
+    return target, config_file

@@ -1,0 +1,292 @@
+"""Suspect items of a session: candidate sets the neighbours' evidence says miss the true label.
+
+One seam of a session at work: :func:`workbench_suspects` reads a
+:class:`~app.service.workbench.Workbench`'s graph and state under its lock.
+The scores, the threshold and the suggestions are :func:`engine.suspect_sets` (Dempster's
+conflict between the item's set and its neighbours' evidence, chosen by
+``benchmarks/suspect.py``, see ``docs/results_suspect.md``) on the session's persisted
+neighbour graph and its *current* candidate sets.
+
+Which items count
+-----------------
+* An item an expert settled (an ``answer``, ``other_label`` or ``resolve`` is its active
+  verdict, or annotators disagree about it) is never suspect: the expert has seen it. An item
+  flagged "none of these" stays suspect: the expert said the truth is missing, and the
+  suggestions name where it may be.
+* The threshold is calibrated (split-conformal, false-alarm rate ``α``) on the sets believed to
+  hold the truth: the expert's answers alone once there are at least ``⌈1/α⌉ - 1`` of them (the
+  fewest with which the quantile is finite), before that the single given labels too. Given
+  singletons that miss the truth (a crowd unanimously wrong) only raise the threshold; answers
+  to ranked queries are not a random sample either, and their items, the ambiguous ones, sit in
+  mixed neighbourhoods that raise it too: both err towards flagging fewer items.
+
+Where they reach the expert
+---------------------------
+The Rejects page lists them in a section of their own, most suspect first, each with the
+neighbours' suggestions as "another label" buttons; the Query page says so when the item it
+serves is suspect. Not interleaved in the served order: most suspect sets are single given
+labels, which the ranking never serves (a precise item changes no vote), and the served order
+belongs to the ranker and the audits; a section of its own shows how many there are.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from app.service.answers import StaleAnswer
+from app.service.graphs import GraphResult
+from app.store import SessionState
+from engine import outside_suggestions, suspect_scores, suspect_threshold
+from engine.neighbors import ReverseIndex
+from engine.suspect import DEFAULT_FALSE_ALARM
+
+if TYPE_CHECKING:
+    from app.service.workbench import Workbench
+
+__all__ = [
+    "DEFAULT_FALSE_ALARM",
+    "Suggestion",
+    "SuspectItem",
+    "SessionSuspects",
+    "session_suspects",
+    "workbench_suspects",
+    "settled_items",
+    "check_suggestion_offered",
+]
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """A label outside an item's set that its neighbours hold."""
+
+    label: int
+    name: str
+    #: Neighbours holding it, of ``n_neighbours`` (the "x of k" shown).
+    holders: int
+    n_neighbours: int
+    #: Share of the neighbours' vote weight holding it.
+    share: float
+
+    def text(self) -> str:
+        """``"jazz (7 of 10)"``."""
+        return f"{self.name} ({self.holders} of {self.n_neighbours})"
+
+
+@dataclass(frozen=True)
+class SuspectItem:
+    """One suspect item: its score and the labels the neighbours suggest instead."""
+
+    position: int
+    external_id: str
+    score: float
+    candidates: tuple[str, ...]
+    suggestions: tuple[Suggestion, ...]
+
+    def text(self) -> str:
+        """``"Suspect: the neighbours suggest jazz (7 of 10) or blues (2 of 10)"``."""
+        if not self.suggestions:
+            return "Suspect: the neighbours' evidence contradicts every candidate"
+        return "Suspect: the neighbours suggest " + " or ".join(s.text() for s in self.suggestions)
+
+
+@dataclass(frozen=True)
+class SessionSuspects:
+    """The suspect items of a session and how they were found.
+
+    Attributes
+    ----------
+    items : tuple of SuspectItem
+        Most suspect first (ties: dataset order).
+    flags : bool array of shape (n_instances,)
+        Which items are suspect (the labelled export's ``suspect`` column).
+    scores : float array of shape (n_instances,)
+        Dempster's conflict of every item's current set with its neighbours' evidence.
+    threshold : float
+        Scores above it are suspect (``inf``: too few trusted sets to calibrate).
+    false_alarm : float
+        ``α``.
+    n_trusted : int
+        Sets the threshold was calibrated on.
+    calibrated_on : str
+        ``"expert answers"`` or ``"single given labels and expert answers"``.
+    """
+
+    items: tuple[SuspectItem, ...]
+    flags: np.ndarray
+    scores: np.ndarray
+    threshold: float
+    false_alarm: float
+    n_trusted: int
+    calibrated_on: str
+
+    def item(self, position: int) -> SuspectItem | None:
+        """The suspect item at ``position``, or ``None`` when it is not suspect."""
+        return next((it for it in self.items if it.position == position), None)
+
+    def summary(self) -> str:
+        """One line on how the threshold was set, for the page that lists the items."""
+        if math.isinf(self.threshold):
+            needed = math.ceil(1.0 / self.false_alarm) - 1
+            return (
+                f"Not calibrated yet: {self.n_trusted} sets are known to hold their label "
+                f"(single given labels and answers); {needed} are needed for a {self.false_alarm:.0%} false-alarm rate."
+            )
+        return (
+            f"Flagged when the neighbours' conflict with the set exceeds {self.threshold:.3f}: what at most "
+            f"{self.false_alarm:.0%} of correct sets reach, calibrated on {self.n_trusted} {self.calibrated_on}."
+        )
+
+
+def settled_items(state: SessionState) -> np.ndarray:
+    """Items an expert has settled (bool array of shape (n_instances,)): an active answer,
+    other label or resolve, or a conflict between annotators; "none of these" does not settle."""
+    answered = np.array([who is not None for who in state.answered_by], dtype=bool)
+    return (answered & ~np.asarray(state.none_of_these)) | np.asarray(state.in_conflict, dtype=bool)
+
+
+def _trusted(state: SessionState, settled: np.ndarray, false_alarm: float) -> tuple[np.ndarray, str]:
+    expert = settled & ~np.asarray(state.in_conflict, dtype=bool) & (np.asarray(state.candidates).sum(axis=1) == 1)
+    if expert.sum() >= math.ceil(1.0 / false_alarm) - 1:
+        return expert, "expert answers"
+    given = (np.asarray(state.original_candidates).sum(axis=1) == 1) & ~settled
+    return expert | given, "single given labels and expert answers"
+
+
+# The last scores and result per (session, graph), valid while the session's state is the
+# same object (a refresh derives a new one): the Query page asks on every rerun. After an
+# answer only the items whose set or whose neighbours' sets changed are scored again.
+_CACHE: OrderedDict[tuple[int, str], tuple[SessionState, np.ndarray, dict[float, SessionSuspects]]] = OrderedDict()
+_REVERSE: OrderedDict[str, ReverseIndex] = OrderedDict()
+_CACHE_LOCK = threading.Lock()
+_CACHE_SIZE = 16
+
+
+def session_suspects(
+    graph: GraphResult, state: SessionState, *, false_alarm: float = DEFAULT_FALSE_ALARM
+) -> SessionSuspects:
+    """The suspect items of a session under its current candidate sets.
+
+    Parameters
+    ----------
+    graph : GraphResult
+        The dataset's neighbour graph over all instances (the workbench's).
+    state : SessionState
+        The session as derived from its events.
+    false_alarm : float in (0, 1), default=0.05
+        ``α`` of the threshold.
+
+    Returns
+    -------
+    SessionSuspects
+
+    Notes
+    -----
+    The scores of a session are kept (per process, for the last 16 sessions and graphs); for
+    a new state of the same session only the items whose set changed and those that have
+    such an item among their neighbours are scored again (:class:`engine.neighbors.ReverseIndex`),
+    so an answer costs ``O(affected · 2**k)`` instead of a pass over the dataset.
+    """
+    key = (state.config.session_id, graph.key)
+    with _CACHE_LOCK:
+        hit = _CACHE.get(key)
+    if hit is not None and hit[0] is state and float(false_alarm) in hit[2]:
+        return hit[2][float(false_alarm)]
+    if hit is not None and hit[0] is state:
+        scores = hit[1]
+    else:
+        scores = _scores(graph, state, None if hit is None else hit[:2])
+    result = _result(graph, state, scores, float(false_alarm))
+    with _CACHE_LOCK:
+        results = hit[2] if hit is not None and hit[0] is state else {}
+        _CACHE[key] = (state, scores, {**results, float(false_alarm): result})
+        _CACHE.move_to_end(key)
+        while len(_CACHE) > _CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    return result
+
+
+def workbench_suspects(bench: Workbench, *, false_alarm: float = DEFAULT_FALSE_ALARM) -> SessionSuspects:
+    """:func:`session_suspects` of a workbench's graph and its current snapshot's state (read
+    once: another tab's answer replaces the snapshot, never the state read here)."""
+    return session_suspects(bench.graph, bench.state, false_alarm=false_alarm)
+
+
+def _reverse_index(graph: GraphResult) -> ReverseIndex:
+    with _CACHE_LOCK:
+        index = _REVERSE.get(graph.key)
+    if index is None:
+        index = ReverseIndex(graph.idx, graph.idx.shape[0])
+        with _CACHE_LOCK:
+            _REVERSE[graph.key] = index
+            while len(_REVERSE) > _CACHE_SIZE:
+                _REVERSE.popitem(last=False)
+    return index
+
+
+def _scores(graph: GraphResult, state: SessionState, previous: tuple[SessionState, np.ndarray] | None) -> np.ndarray:
+    """Dempster's conflict of every item; with the ``previous`` state and its scores, only the
+    items an answer can have changed are scored again."""
+    candidates = np.asarray(state.candidates)
+    if candidates.shape[0] == 0:
+        return np.zeros(0)
+    if previous is None or np.asarray(previous[0].candidates).shape != candidates.shape:
+        return suspect_scores(graph.idx, graph.w, candidates)
+    changed = np.flatnonzero((np.asarray(previous[0].candidates) != candidates).any(axis=1))
+    scores = previous[1].copy()
+    if changed.size:
+        rows = np.union1d(changed, _reverse_index(graph).rows_holding_any(changed))
+        scores[rows] = suspect_scores(graph.idx[rows], graph.w[rows], candidates, own=candidates[rows])
+    return scores
+
+
+def _result(graph: GraphResult, state: SessionState, scores: np.ndarray, false_alarm: float) -> SessionSuspects:
+    candidates = np.asarray(state.candidates)
+    settled = settled_items(state)
+    trusted, calibrated_on = _trusted(state, settled, false_alarm)
+    threshold = suspect_threshold(scores[trusted], false_alarm=false_alarm)
+    flags = (scores > threshold) & (scores > 0) & ~settled
+    order = np.flatnonzero(flags)
+    order = order[np.argsort(-scores[order], kind="stable")]
+    items: tuple[SuspectItem, ...] = ()
+    if order.size:
+        idx, w = graph.idx[order], graph.w[order]
+        labels, support, holders = outside_suggestions(idx, w, candidates, own=candidates[order])
+        n_neighbours = (w > 0).sum(axis=1)
+        names = state.label_names
+        items = tuple(
+            SuspectItem(
+                position=int(p),
+                external_id=state.external_ids[p],
+                score=float(scores[p]),
+                candidates=tuple(names[m] for m in np.flatnonzero(candidates[p])),
+                suggestions=tuple(
+                    Suggestion(int(label), names[int(label)], int(held), int(n_neighbours[i]), float(share))
+                    for label, held, share in zip(labels[i], holders[i], support[i], strict=True)
+                    if label >= 0
+                ),
+            )
+            for i, p in enumerate(order.tolist())
+        )
+    return SessionSuspects(items, flags, scores, threshold, false_alarm, int(trusted.sum()), calibrated_on)
+
+
+def check_suggestion_offered(suspects: SessionSuspects, position: int, label: int, *, answered: bool) -> None:
+    """Refuse an "another label" press from a list of suspects that is out of date.
+
+    Raises :class:`~app.service.answers.StaleAnswer` (nothing is to be written) when the item
+    is no longer suspect (someone settled it), ``label`` is not one of its suggestions, or the
+    annotator already gave a verdict on it (``answered``).
+    """
+    item = suspects.item(position)
+    if item is None or answered:
+        raise StaleAnswer("That item is no longer suspect (someone answered it); nothing was recorded.")
+    if all(s.label != label for s in item.suggestions):
+        raise StaleAnswer(
+            f"The neighbours no longer suggest that label for item {item.external_id!r}; nothing was recorded."
+        )

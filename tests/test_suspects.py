@@ -1,0 +1,138 @@
+"""Suspect items through the service layer: a generated session where some sets miss the truth."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from app.service import StaleAnswer, Workbench, check_suggestion_offered, session_table, workbench_suspects
+from app.store import create_dataset, create_labelling_session, open_store, write_transaction
+from engine import suspect_scores
+
+LABELS = ["ant", "bee", "cat"]
+N_PER_CLASS = 60
+#: Items whose set misses the truth: singletons and pairs of the two other labels. (A given
+#: single label that misses the truth is also a calibration set: it raises the threshold.)
+MISSES = {3: [1], 75: [2], 10: [1, 2], 80: [0, 2], 130: [0, 1], 170: [0]}
+
+
+def synthetic() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Three separated blobs; a third of the sets get a wrong label besides the true one, the
+    rest are the true label alone; the sets of MISSES hold only wrong labels."""
+    rng = np.random.default_rng(5)
+    truth = np.repeat(np.arange(3), N_PER_CLASS)
+    X = np.array([[0.0, 0.0], [8.0, 0.0], [0.0, 8.0]])[truth] + rng.normal(scale=0.7, size=(truth.size, 2))
+    Y = np.zeros((truth.size, 3), dtype=bool)
+    Y[np.arange(truth.size), truth] = True
+    partial = np.flatnonzero(rng.random(truth.size) < 0.33)
+    Y[partial, (truth[partial] + 1) % 3] = True
+    for position, labels in MISSES.items():
+        Y[position] = False
+        Y[position, labels] = True
+    return X, Y, truth
+
+
+def open_bench(tmp_path, *, Y=None) -> Workbench:
+    X, Y0, truth = synthetic()
+    Y = Y0 if Y is None else Y
+    session_factory = open_store(tmp_path / "w.db")
+
+    def work(s):
+        ds = create_dataset(
+            s,
+            name="blobs",
+            X=X,
+            candidates=Y,
+            label_names=LABELS,
+            external_ids=[f"i{p:03d}" for p in range(len(Y))],
+        )  # no true labels: the store refuses one outside its set, which is the point here
+        return create_labelling_session(s, dataset_id=ds.id, name="s", k=6).id
+
+    return Workbench.open(session_factory, write_transaction(session_factory, work))
+
+
+@pytest.fixture
+def bench(tmp_path) -> Workbench:
+    return open_bench(tmp_path)
+
+
+TRUTH = synthetic()[2]
+
+
+def test_the_flagged_items_include_every_set_that_misses_the_truth(bench):
+    found = workbench_suspects(bench)
+    truth = TRUTH
+    flagged = {item.position for item in found.items}
+    assert set(MISSES) <= flagged
+    # Few false alarms: the threshold is what at most 5 % of the correct singletons reach.
+    assert len(flagged - set(MISSES)) <= 0.05 * len(truth) + 1
+    assert np.array_equal(np.flatnonzero(found.flags), np.array(sorted(flagged)))
+    scores = [item.score for item in found.items]
+    assert scores == sorted(scores, reverse=True)
+    for position in MISSES:
+        item = found.item(position)
+        assert item is not None
+        best = item.suggestions[0]
+        assert best.name == LABELS[truth[position]] and best.label == truth[position]
+        assert best.n_neighbours == 6 and best.holders >= 5
+        assert item.text().startswith(f"Suspect: the neighbours suggest {best.name} ({best.holders} of 6)")
+        assert set(item.candidates) == {LABELS[m] for m in MISSES[position]}
+    assert found.calibrated_on == "single given labels and expert answers"
+    assert "calibrated on" in found.summary() and math.isfinite(found.threshold)
+
+
+def test_an_answer_settles_a_suspect_item_and_the_button_check_goes_stale(bench):
+    position = 3
+    truth = int(TRUTH[position])
+    check_suggestion_offered(workbench_suspects(bench), position, truth, answered=False)  # offered: no error
+    with pytest.raises(StaleAnswer, match="no longer suggest"):
+        check_suggestion_offered(workbench_suspects(bench), position, 1, answered=False)  # 1 is in its set
+    bench.record("ann", "other_label", position=position, label=truth)
+    after = workbench_suspects(bench)
+    assert after.item(position) is None and not after.flags[position]
+    # Only the items the answer can change were scored again: the same scores as a full pass.
+    full = suspect_scores(bench.graph.idx, bench.graph.w, np.asarray(bench.state.candidates))
+    np.testing.assert_array_equal(after.scores, full)
+    assert after.scores[position] == 0.0  # its neighbours (all ants) hold its new set
+    with pytest.raises(StaleAnswer, match="no longer suspect"):
+        check_suggestion_offered(after, position, truth, answered=False)
+    # "none of these" does not settle: the item stays suspect (the suggestions say where the truth is).
+    bench.record("ann", "none_of_these", position=75)
+    assert workbench_suspects(bench).item(75) is not None
+
+
+def test_the_labelled_export_gets_a_suspect_column_and_keeps_its_columns(bench):
+    table = session_table(bench, "labelled", actor=None)
+    columns = list(table.columns)
+    assert columns[:6] == ["id", "candidates", "n_candidates", "label", "label_source", "confidence"]
+    assert columns[6] == "suspect" and table["suspect"].dtype == bool
+    assert {"resolved", "none_of_these", "answered_by", "answered_at"} <= set(columns)
+    flags = workbench_suspects(bench).flags
+    ids = list(bench.state.external_ids)
+    assert table["suspect"].tolist() == [bool(flags[ids.index(i)]) for i in table["id"]]
+    assert table.loc[table["id"] == "i130", "suspect"].item()
+
+
+def test_without_trusted_sets_nothing_is_flagged_and_the_page_says_why(tmp_path):
+    X, Y, truth = synthetic()
+    Y = Y.copy()
+    singles = Y.sum(axis=1) == 1
+    Y[singles, (truth[singles] + 2) % 3] = True  # no single given label left
+    Y[3] = [False, True, True]  # and one set missing the truth
+    bench = open_bench(tmp_path, Y=Y)
+    found = workbench_suspects(bench)
+    assert found.items == () and not found.flags.any() and math.isinf(found.threshold)
+    assert found.summary().startswith("Not calibrated yet: 0 sets are known to hold their label")
+    assert "19 are needed" in found.summary()
+
+
+def test_once_there_are_enough_expert_answers_they_alone_calibrate(bench):
+    partial = [p for p in np.flatnonzero(bench.state.candidates.sum(axis=1) == 2) if p not in MISSES][:19]
+    for p in partial:
+        bench.record("ann", "answer", position=int(p), label=int(TRUTH[p]))
+    found = workbench_suspects(bench)
+    assert found.calibrated_on == "expert answers" and found.n_trusted == 19
+    assert set(MISSES) <= {item.position for item in found.items}
+    assert not found.flags[partial].any()

@@ -62,8 +62,11 @@ class ConflictDetail:
 
 def reserve_next_item(bench: Workbench, user: str) -> int | None:
     """The item ``user`` should answer next, reserved for them (:func:`app.store.next_item`),
-    in the order of the query ranking; ``None`` when nothing is left for them."""
-    preferred = [int(p) for p in bench.queue()]
+    in the order of the query ranking; ``None`` when nothing is left for them.
+
+    The queue is computed before the write transaction (drawing it may store audit draws, a
+    write of its own); :func:`next_item` reads it only as far as the first free item."""
+    preferred = bench.queue()
     return write_transaction(
         bench.session_factory, lambda s: next_item(s, session_id=bench.session_id, user=user, preferred=preferred)
     )

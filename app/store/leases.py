@@ -12,21 +12,41 @@ Atomic on both backends: :func:`next_item` runs in the store's write transaction
 at a time, :func:`app.store.write_transaction`), and ``(session, instance, slot)`` is unique
 with ``slot < overlap``, so even a writer outside that lock cannot put a third annotator on an
 item of overlap 2: its insert fails and it tries the next place.
+
+Cost: a reservation never reads the event log. It reads the session's leases (one per user at
+most), then walks the preferred order a few items at a time and reads the events of those
+items only (index ``(session_id, instance_id)``), stopping at the first item it can reserve.
+The items that already have a verdict and want another annotator (overlap >= 2) come from
+``lease_open_items``, a digest of the events that :func:`next_item` itself brings up to date
+with the events written since its last call (``lease_cursors``): the work is proportional to
+the new events, not to the log. The digest only orders the walk; whether an item may be
+reserved is always decided from that item's own events. (Under the write lock events are
+committed in id order, so the cursor misses none; an event written outside the lock could at
+worst leave an item out of the "answered first" order, never put too many annotators on it.)
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, insert, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.store.derive import VERDICT_KINDS, EventRecord, active_events
-from app.store.events import session_events
-from app.store.models import Instance, ItemLease, User, utcnow
+from app.store.models import (
+    Annotator,
+    AnswerEvent,
+    Instance,
+    ItemLease,
+    LeaseCursor,
+    LeaseOpenItem,
+    User,
+    utcnow,
+)
 from app.store.records import get_labelling_session
 from app.store.users import PermissionDenied, check_event_permission, session_overlap
 
@@ -78,12 +98,17 @@ def _user(session: Session, name: str) -> User:
     return user
 
 
+#: How many preferred items :func:`next_item` considers per query, growing while it finds
+#: nothing (the first item is nearly always free; a long walk costs few queries).
+_FIRST_CHUNK, _LARGEST_CHUNK = 8, 512
+
+
 def next_item(
     session: Session,
     *,
     session_id: int,
     user: str,
-    preferred: Sequence[int],
+    preferred: Iterable[int],
     ttl: timedelta = LEASE_TTL,
     now: datetime | None = None,
 ) -> int | None:
@@ -94,9 +119,10 @@ def next_item(
     session_id : int
     user : str
         An active user assigned to the session (the same check as an answer).
-    preferred : sequence of int
-        Positions in the order they should be asked (the query ranking). Items that other
-        annotators already answered but that need more answers (overlap >= 2) come first.
+    preferred : iterable of int
+        Positions in the order they should be asked (the query ranking), read lazily: only as
+        far as the first item that can be reserved. Items that other annotators already
+        answered but that need more answers (overlap >= 2) come first.
     ttl : timedelta
         How long the reservation holds; asking again before it expires keeps the same item
         (and extends it) until the user has answered or skipped it.
@@ -112,21 +138,20 @@ def next_item(
     now = now or utcnow()
     overlap = session_overlap(session, labelling.id)
     session.execute(delete(ItemLease).where(ItemLease.session_id == labelling.id, ItemLease.expires_at <= now))
-    progress = item_progress(session_events(session, labelling.id))
     leases = session.execute(
-        select(ItemLease.id, Instance.position, ItemLease.user_id, ItemLease.slot, User.name)
+        select(ItemLease.id, ItemLease.instance_id, Instance.position, ItemLease.user_id, ItemLease.slot, User.name)
         .join(Instance, Instance.id == ItemLease.instance_id)
         .join(User, User.id == ItemLease.user_id)
         .where(ItemLease.session_id == labelling.id)
     ).all()
 
-    def done_by_user(position: int) -> bool:
-        item = progress.get(position)
+    def done_by_user(item: ItemProgress | None) -> bool:
         return item is not None and (user in item.verdicts or user in item.skipped_by)
 
     own = next((lease for lease in leases if lease.user_id == who.id), None)
     if own is not None:
-        if not done_by_user(own.position) and not _settled(progress.get(own.position)):
+        item = _progress_of(session, labelling.id, {int(own.position): int(own.instance_id)}).get(int(own.position))
+        if not done_by_user(item) and not _settled(item):
             session.get(ItemLease, own.id).expires_at = now + ttl  # type: ignore[union-attr]
             session.flush()
             return int(own.position)
@@ -136,46 +161,170 @@ def next_item(
     held: dict[int, list[tuple[str, int]]] = {}
     for lease in leases:
         held.setdefault(int(lease.position), []).append((lease.name, lease.slot))
-    started = [p for p, item in progress.items() if 0 < len(item.verdicts) < overlap and not _settled(item)]
-    order = list(dict.fromkeys([*started, *map(int, preferred)]))
-    for position in order:
-        item = progress.get(position)
-        if done_by_user(position) or _settled(item):
-            continue
-        answered = set(item.verdicts) if item is not None else set()
-        if item is not None and len(answered) >= overlap:
-            continue
-        # Someone who answered may still hold their lease on it: count people, not rows.
-        taken = {slot for _, slot in held.get(position, [])}
-        if len(answered | {name for name, _ in held.get(position, [])}) >= overlap:
-            continue
-        slot = min(set(range(overlap)) - taken)
-        instance_id = session.scalar(
-            select(Instance.id).where(Instance.dataset_id == labelling.dataset_id, Instance.position == position)
-        )
-        if instance_id is None:
-            continue
-        try:
-            with session.begin_nested():
-                session.add(
-                    ItemLease(
-                        session_id=labelling.id,
-                        instance_id=instance_id,
-                        user_id=who.id,
-                        slot=slot,
-                        expires_at=now + ttl,
+    started = _started_positions(session, labelling.id, overlap) if overlap > 1 else iter(())
+    for chunk in _chunks(_unique(itertools.chain(started, preferred))):
+        instance_ids = _instance_ids(session, labelling.dataset_id, chunk)
+        progress = _progress_of(session, labelling.id, instance_ids)
+        for position in chunk:
+            item = progress.get(position)
+            if done_by_user(item) or _settled(item):
+                continue
+            answered = set(item.verdicts) if item is not None else set()
+            if item is not None and len(answered) >= overlap:
+                continue
+            # Someone who answered may still hold their lease on it: count people, not rows.
+            taken = {slot for _, slot in held.get(position, [])}
+            if len(answered | {name for name, _ in held.get(position, [])}) >= overlap:
+                continue
+            slot = min(set(range(overlap)) - taken)
+            instance_id = instance_ids.get(position)
+            if instance_id is None:
+                continue
+            try:
+                with session.begin_nested():
+                    session.add(
+                        ItemLease(
+                            session_id=labelling.id,
+                            instance_id=instance_id,
+                            user_id=who.id,
+                            slot=slot,
+                            expires_at=now + ttl,
+                        )
                     )
-                )
-                session.flush()
-        except IntegrityError:  # another writer took this place first: try the next item
-            continue
-        return position
+                    session.flush()
+            except IntegrityError:  # another writer took this place first: try the next item
+                continue
+            return position
     return None
 
 
 def _settled(item: ItemProgress | None) -> bool:
     """Resolved or in conflict: the item goes to a reviewer, not to more annotators."""
     return item is not None and (item.resolved or item.in_conflict)
+
+
+def _unique(positions: Iterable[int]) -> Iterator[int]:
+    """``positions`` as ints, each once, in their first order."""
+    seen: set[int] = set()
+    for p in positions:
+        p = int(p)
+        if p not in seen:
+            seen.add(p)
+            yield p
+
+
+def _chunks(positions: Iterator[int]) -> Iterator[list[int]]:
+    size = _FIRST_CHUNK
+    while chunk := list(itertools.islice(positions, size)):
+        yield chunk
+        size = min(4 * size, _LARGEST_CHUNK)
+
+
+def _instance_ids(session: Session, dataset_id: int, positions: Sequence[int]) -> dict[int, int]:
+    """Position -> instance id, for the ``positions`` that are in the dataset."""
+    rows = session.execute(
+        select(Instance.position, Instance.id).where(
+            Instance.dataset_id == dataset_id, Instance.position.in_(positions)
+        )
+    )
+    return {int(position): int(instance_id) for position, instance_id in rows}
+
+
+def _progress_of(session: Session, session_id: int, instance_ids: dict[int, int]) -> dict[int, ItemProgress]:
+    """:func:`item_progress` of the items ``{position: instance id}``, from their events only.
+
+    An undo names an event of its own item, so an item's events are enough to tell which of
+    them count.
+    """
+    if not instance_ids:
+        return {}
+    position_of = {instance_id: position for position, instance_id in instance_ids.items()}
+    rows = session.execute(
+        select(
+            AnswerEvent.id,
+            AnswerEvent.instance_id,
+            Annotator.name,
+            AnswerEvent.kind,
+            AnswerEvent.label,
+            AnswerEvent.undoes_event_id,
+        )
+        .join(Annotator, Annotator.id == AnswerEvent.annotator_id)
+        .where(AnswerEvent.session_id == session_id, AnswerEvent.instance_id.in_(list(position_of)))
+    )
+    # Sorted here, not by the query: an ORDER BY id leads SQLite to walk the session's events
+    # in id order (index (session_id, id)) instead of looking up these items' events.
+    events = sorted(
+        (
+            EventRecord(event_id, position_of[instance_id], name, kind, label, undoes)
+            for event_id, instance_id, name, kind, label, undoes in rows
+        ),
+        key=lambda e: e.id,
+    )
+    return item_progress(events)
+
+
+def _started_positions(session: Session, session_id: int, overlap: int) -> Iterator[int]:
+    """Positions of the items with a verdict from fewer than ``overlap`` annotators and not
+    settled, in position order (after bringing ``lease_open_items`` up to date)."""
+    _catch_up(session, session_id)
+    after = -1
+    while True:
+        positions = session.scalars(
+            select(LeaseOpenItem.position)
+            .where(
+                LeaseOpenItem.session_id == session_id,
+                LeaseOpenItem.annotators < overlap,
+                LeaseOpenItem.position > after,
+            )
+            .order_by(LeaseOpenItem.position)
+            .limit(_FIRST_CHUNK * 8)
+        ).all()
+        if not positions:
+            return
+        yield from positions
+        after = positions[-1]
+
+
+def _catch_up(session: Session, session_id: int) -> None:
+    """Bring ``lease_open_items`` up to date with the session's events after ``lease_cursors``:
+    each item that an event since then is about is re-derived from its own events."""
+    cursor = session.get(LeaseCursor, session_id)
+    last = cursor.last_event_id if cursor is not None else 0
+    rows = session.execute(
+        select(AnswerEvent.id, AnswerEvent.instance_id, Instance.position)
+        .join(Instance, Instance.id == AnswerEvent.instance_id)
+        .where(AnswerEvent.session_id == session_id, AnswerEvent.id > last)
+        .order_by(AnswerEvent.id)
+    ).all()
+    if not rows:
+        return
+    touched = {int(instance_id): int(position) for _, instance_id, position in rows}
+    items = list(touched.items())
+    for start in range(0, len(items), _LARGEST_CHUNK):
+        part = dict((position, instance_id) for instance_id, position in items[start : start + _LARGEST_CHUNK])
+        progress = _progress_of(session, session_id, part)
+        session.execute(
+            delete(LeaseOpenItem).where(
+                LeaseOpenItem.session_id == session_id, LeaseOpenItem.instance_id.in_(list(part.values()))
+            )
+        )
+        rows_now = [
+            {
+                "session_id": session_id,
+                "instance_id": instance_id,
+                "position": position,
+                "annotators": len(item.verdicts),
+            }
+            for position, instance_id in part.items()
+            if (item := progress.get(position)) is not None and item.verdicts and not _settled(item)
+        ]
+        if rows_now:
+            session.execute(insert(LeaseOpenItem), rows_now)
+    if cursor is None:
+        session.add(LeaseCursor(session_id=session_id, last_event_id=int(rows[-1].id)))
+    else:
+        cursor.last_event_id = int(rows[-1].id)
+    session.flush()
 
 
 def release_lease(session: Session, *, session_id: int, user: str) -> None:

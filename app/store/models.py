@@ -78,6 +78,8 @@ __all__ = [
     "AuditDraw",
     "AuditEvent",
     "ItemLease",
+    "LeaseCursor",
+    "LeaseOpenItem",
     "ROLES",
     "AUDIT_KINDS",
     "SIGN_IN_KINDS",
@@ -411,6 +413,8 @@ class AnswerEvent(Base):
         Index("ix_answer_events_session_annotator", "session_id", "annotator_id", "id"),
         Index("ix_answer_events_session_id_id", "session_id", "id"),
         Index("uq_answer_events_session_idempotency_key", "session_id", "idempotency_key", unique=True),
+        # The events of a few items of a session (leases read only the items they consider).
+        Index("ix_answer_events_session_instance", "session_id", "instance_id", "id"),
     )
 
     def __repr__(self) -> str:
@@ -599,6 +603,38 @@ class ItemLease(Base):
         UniqueConstraint("session_id", "instance_id", "slot"),
         CheckConstraint("slot >= 0", name="slot_nonnegative"),
     )
+
+
+class LeaseOpenItem(Base):
+    """An item of a session that has an annotator's verdict, is not settled, and so may want
+    more annotators (overlap >= 2): a digest of the events that :func:`app.store.next_item`
+    keeps up to date itself (:class:`LeaseCursor`), so that it finds these items without
+    reading the event log.
+
+    ``annotators`` counts the annotators with an active verdict on the item (>= 1); an item
+    that is resolved, in conflict or without a verdict has no row.
+    """
+
+    __tablename__ = "lease_open_items"
+
+    session_id: Mapped[int] = mapped_column(ForeignKey("labelling_sessions.id"), primary_key=True)
+    instance_id: Mapped[int] = mapped_column(ForeignKey("instances.id"), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer)
+    annotators: Mapped[int] = mapped_column(Integer)
+
+    __table_args__ = (
+        CheckConstraint("annotators >= 1", name="annotators_positive"),
+        Index("ix_lease_open_items_session_position_annotators", "session_id", "position", "annotators"),
+    )
+
+
+class LeaseCursor(Base):
+    """The last event of a session that :class:`LeaseOpenItem` takes into account."""
+
+    __tablename__ = "lease_cursors"
+
+    session_id: Mapped[int] = mapped_column(ForeignKey("labelling_sessions.id"), primary_key=True)
+    last_event_id: Mapped[int] = mapped_column(Integer)
 
 
 class SignInSession(Base):

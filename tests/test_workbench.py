@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from app.service import Workbench, create_session, import_file
+from app.service import Workbench, create_session, import_file, workbench_suspects
+from app.service.suspects import interleave_suspects, suspects_to_serve
 from app.store import open_store
 from engine.choices import DEFAULT_STRATEGY
 from engine.decision_change import DecisionChangeRanker
@@ -107,9 +108,14 @@ def test_default_session_ranks_by_decision_change_like_a_fresh_ranker(bench_fact
             bench.idx, bench.w, candidates, targets=bench.targets, random_state=bench.session_id
         )
         np.testing.assert_array_equal(bench.scores, fresh.scores)
+        # The ranking's order, with one slot in SUSPECT_EVERY for the suspect items to ask.
+        skipped = np.asarray(bench.state.skipped)
+        asked = suspects_to_serve(workbench_suspects(bench), bench.state)
         np.testing.assert_array_equal(
             bench.ranked_queue(),
-            ranking_order(fresh.scores, bench.state.open_items, deferred=np.asarray(bench.state.skipped)),
+            interleave_suspects(
+                ranking_order(fresh.scores, bench.state.open_items, deferred=skipped), asked, deferred=skipped
+            ),
         )
         reopened = Workbench.open(bench.session_factory, bench.session_id)
         np.testing.assert_array_equal(reopened.scores, bench.scores)

@@ -191,6 +191,7 @@ def session_status(
         "conflicts",
         "none_of_these",
         "open_targets",
+        "suspects",
         "overlap",
     ):
         out.print(f"{key.replace('_', ' '):>18}: {summary[key]}")

@@ -163,6 +163,7 @@ def ranked_query_table(
     criterion: str,
     params: Mapping[str, Any],
     include: Any = None,
+    also: Any = None,
     deferred: Any = None,
     content: Mapping[str, Sequence[str | None] | None] | None = None,
 ) -> pd.DataFrame:
@@ -186,6 +187,9 @@ def ranked_query_table(
     include : array-like of shape (n_instances,), bool, optional
         Items that may be asked about; others are left out even when partial (a labelling
         session sets aside items in conflict or flagged "none of these").
+    also : array-like of shape (n_instances,), bool, optional
+        Items asked although their set holds a single label (a session's suspect items:
+        :mod:`app.service.suspects`).
     deferred : array-like of shape (n_instances,), bool, optional
         Items ranked after all others whatever their score (a session's skipped items).
     content : mapping, optional
@@ -197,7 +201,8 @@ def ranked_query_table(
     -------
     pandas.DataFrame
         Columns :data:`RANKED_COLUMNS` (then the content columns), documented in this module's
-        docstring; one row per item whose candidate set has two or more labels, in the order of
+        docstring; one row per item whose candidate set has two or more labels (and per item
+        ``also`` marks), in the order of
         :func:`engine.query.ranking_order` (deferred last, ``score`` descending, ties in
         dataset order). ``df.attrs`` holds ``table="ranked_queries"``, ``criterion`` and ``params``
         (used by :func:`write_table` for JSON).
@@ -222,6 +227,8 @@ def ranked_query_table(
     askable = sizes >= 2
     if include is not None:
         askable &= _flags(include, "include", n)
+    if also is not None:
+        askable |= _flags(also, "also", n)
     later = None if deferred is None else _flags(deferred, "deferred", n)
     order = ranking_order(score_arr, askable, deferred=later)
     table = pd.DataFrame(

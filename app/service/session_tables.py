@@ -23,10 +23,15 @@ def scoring_params(config: SessionConfig) -> dict[str, Any]:
 
 
 def ranked_table(
-    state: SessionState, scores: np.ndarray, touched: np.ndarray, content: dict[str, tuple[str | None, ...]]
+    state: SessionState,
+    scores: np.ndarray,
+    touched: np.ndarray,
+    content: dict[str, tuple[str | None, ...]],
+    *,
+    suspects: np.ndarray | None = None,
 ) -> pd.DataFrame:
-    """The ranked query list of the open items (conflicts and flagged items set aside),
-    skipped items last: the order of :meth:`Workbench.queue`."""
+    """The ranked query list of the open items (conflicts and flagged items set aside) and the
+    ``suspects`` to ask (positions), by score, skipped items last."""
     return ranked_query_table(
         scores,
         np.asarray(state.candidates),
@@ -36,6 +41,7 @@ def ranked_table(
         criterion=state.config.criterion,
         params=scoring_params(state.config),
         include=state.open_items,
+        also=None if suspects is None else np.isin(np.arange(state.n_instances), suspects),
         deferred=state.skipped,
         content=content,
     )

@@ -22,11 +22,15 @@ Which items count
 
 Where they reach the expert
 ---------------------------
-The Rejects page lists them in a section of their own, most suspect first, each with the
-neighbours' suggestions as "another label" buttons; the Query page says so when the item it
-serves is suspect. Not interleaved in the served order: most suspect sets are single given
-labels, which the ranking never serves (a precise item changes no vote), and the served order
-belongs to the ranker and the audits; a section of its own shows how many there are.
+In the served order: one slot in :data:`SUSPECT_EVERY` goes to the most suspect item still to
+ask (:func:`interleave_suspects`; the Query page, team leases and the ranked export all serve
+it). A suspect set is mostly a single given label, which no ranking criterion serves (a precise
+item changes no vote), so without slots of their own they would wait for someone to open the
+Rejects page. The Query page says why the item is there and offers the neighbours' suggestions
+as "another label" buttons. The crowd benchmark measured the gain of asking them
+(``docs/results_crowd.md``, "winnow + suspect"); the share of slots is a choice, not measured
+against others. The Rejects page lists them too, in a section of their own, with the items
+flagged "none of these" or skipped, which the served order leaves out.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ import math
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
@@ -46,8 +50,9 @@ from engine import outside_suggestions, suspect_scores, suspect_threshold
 from engine.neighbors import ReverseIndex
 from engine.suspect import DEFAULT_FALSE_ALARM
 
-if TYPE_CHECKING:
-    from app.service.workbench import Workbench
+#: One slot in this many of the served order goes to the most suspect item still to ask
+#: (:func:`interleave_suspects`).
+SUSPECT_EVERY = 10
 
 __all__ = [
     "DEFAULT_FALSE_ALARM",
@@ -57,6 +62,9 @@ __all__ = [
     "session_suspects",
     "workbench_suspects",
     "settled_items",
+    "SUSPECT_EVERY",
+    "suspects_to_serve",
+    "interleave_suspects",
     "check_suggestion_offered",
 ]
 
@@ -211,10 +219,71 @@ def session_suspects(
     return result
 
 
-def workbench_suspects(bench: Workbench, *, false_alarm: float = DEFAULT_FALSE_ALARM) -> SessionSuspects:
+class SessionAtWork(Protocol):
+    """What :func:`workbench_suspects` reads of a session at work (a
+    :class:`~app.service.workbench.Workbench`)."""
+
+    @property
+    def graph(self) -> GraphResult: ...
+
+    @property
+    def state(self) -> SessionState: ...
+
+
+def workbench_suspects(bench: SessionAtWork, *, false_alarm: float = DEFAULT_FALSE_ALARM) -> SessionSuspects:
     """:func:`session_suspects` of a workbench's graph and its current snapshot's state (read
     once: another tab's answer replaces the snapshot, never the state read here)."""
     return session_suspects(bench.graph, bench.state, false_alarm=false_alarm)
+
+
+def suspects_to_serve(suspects: SessionSuspects, state: SessionState) -> np.ndarray:
+    """The suspect items the Query page should still ask, most suspect first (int array).
+
+    Left out: items flagged "none of these" (someone already said the truth is missing; the
+    Rejects page lists them with their suggestions) and skipped ones (the annotator set them
+    aside; the Rejects page lists them too).
+    """
+    skipped = np.asarray(state.skipped, dtype=bool)
+    flagged = np.asarray(state.none_of_these, dtype=bool)
+    asked = [it.position for it in suspects.items if not (skipped[it.position] or flagged[it.position])]
+    return np.array(asked, dtype=np.int64)
+
+
+def interleave_suspects(
+    ranked: np.ndarray, suspects: np.ndarray, *, deferred: np.ndarray | None = None, every: int = SUSPECT_EVERY
+) -> np.ndarray:
+    """The served order: ``ranked`` with one slot in ``every`` given to the next of ``suspects``.
+
+    A suspect set is mostly a single given label, which no ranking criterion serves (a precise
+    item changes no vote), so without slots of their own they would reach the expert only on
+    the Rejects page. One slot in ``every`` (slots ``every - 1``, ``2 * every - 1``, ...) keeps
+    the ranking's gains first while the suspects are asked steadily; once the ranked items run
+    out, the remaining suspects follow, and then the ``deferred`` ones (bool array over all
+    items: the skipped items, which stay last). Suspects that are also ranked (open items) move
+    to their suspect slot.
+
+    >>> interleave_suspects(np.array([5, 6, 7, 8, 9]), np.array([1, 7]), every=3).tolist()
+    [5, 6, 1, 8, 9, 7]
+    >>> interleave_suspects(np.array([5]), np.array([1, 2]), every=3).tolist()
+    [5, 1, 2]
+    >>> skipped = np.isin(np.arange(10), [9])
+    >>> interleave_suspects(np.array([5, 9]), np.array([1, 2]), deferred=skipped, every=3).tolist()
+    [5, 1, 2, 9]
+    """
+    if every < 2:
+        raise ValueError(f"every must be >= 2, got {every}")
+    ranked = np.asarray(ranked, dtype=np.int64)
+    suspects = np.asarray(suspects, dtype=np.int64)
+    if suspects.size == 0:
+        return ranked
+    rest = ranked[~np.isin(ranked, suspects)]
+    later = rest[:0] if deferred is None else rest[np.asarray(deferred, dtype=bool)[rest]]
+    if later.size:
+        rest = rest[~np.asarray(deferred, dtype=bool)[rest]]
+    # m whole blocks of (every - 1) ranked items and one suspect, then what is left of each.
+    m = min(suspects.size, rest.size // (every - 1))
+    blocks = np.hstack([rest[: m * (every - 1)].reshape(m, every - 1), suspects[:m, None]]).ravel()
+    return np.concatenate([blocks, rest[m * (every - 1) :], suspects[m:], later])
 
 
 def _reverse_index(graph: GraphResult) -> ReverseIndex:

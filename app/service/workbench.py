@@ -51,7 +51,7 @@ import numpy as np
 import pandas as pd
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.service import answers, audits, delivery, explanations, session_tables
+from app.service import answers, audits, delivery, explanations, session_tables, suspects
 from app.service.answers import OFFERS, CheckedItem, StaleAnswer
 from app.service.delivery import DeliveredLabels
 from app.service.explanations import AnswerEffect, Neighbour, QueryExplanation, TargetExplanation
@@ -80,7 +80,7 @@ from app.store import (
     set_session_hotkeys,
     write_transaction,
 )
-from engine.ranking import Ranker
+from engine.ranking import Ranker, ranking_order
 
 __all__ = [
     "Workbench",
@@ -154,6 +154,10 @@ class Workbench:
     #: again by :meth:`refresh`; both replaced whole, never changed in place.
     _settings: LabelSettings = field(init=False, repr=False)
     _draws: dict[int, int] = field(init=False, default_factory=dict, repr=False)
+    #: The last whole served order: its snapshot, audit share and draws, and the order.
+    _served_kept: tuple[_Snapshot, float, dict[int, int], audits.ServedOrder] | None = field(
+        init=False, default=None, repr=False
+    )
     #: Items drawn as the first of the queue -> the largest event id the queue was made from
     #: the last time (oldest first, at most :data:`SERVED_REMEMBERED`), and its lock.
     _served_heads: OrderedDict[int, int] = field(init=False, default_factory=OrderedDict, repr=False)
@@ -370,12 +374,21 @@ class Workbench:
         return self.queue(top=n)
 
     def ranked_queue(self, top: int | None = None) -> np.ndarray:
-        """The ranked queue alone (no audits): open items by score, skipped ones last."""
+        """The ranked queue alone (no audits): open items by score, skipped ones last, and one
+        slot in :data:`~app.service.suspects.SUSPECT_EVERY` for the suspect items still to ask
+        (:func:`~app.service.suspects.interleave_suspects`)."""
         return self._ranked(self._snapshot, top)
 
-    @staticmethod
-    def _ranked(snap: _Snapshot, top: int | None = None) -> np.ndarray:
-        return snap.ranking.queue(snap.state.open_items, np.asarray(snap.state.skipped), top=top)
+    def _suspects_to_serve(self, snap: _Snapshot) -> np.ndarray:
+        return suspects.suspects_to_serve(suspects.session_suspects(self.graph, snap.state), snap.state)
+
+    def _ranked(self, snap: _Snapshot, top: int | None = None) -> np.ndarray:
+        asked = self._suspects_to_serve(snap)
+        # Enough ranked items for the first ``top`` slots whichever suspects they hold.
+        depth = None if top is None else top + asked.size
+        ranked = snap.ranking.queue(snap.state.open_items, np.asarray(snap.state.skipped), top=depth)
+        served = suspects.interleave_suspects(ranked, asked, deferred=np.asarray(snap.state.skipped))
+        return served if top is None else served[:top]
 
     def is_audit(self, position: int) -> bool:
         """Whether the item at ``position`` was drawn as an audit (for tests: nothing shows it)."""
@@ -387,6 +400,23 @@ class Workbench:
         return self._settings
 
     def _served(self, snap: _Snapshot, top: int | None) -> audits.ServedOrder:
+        # The whole served order is kept per snapshot (and audit draws and share): team mode
+        # reserves from it on every page run, and it changes only when the state does.
+        share = self._settings.audit_share
+        kept = self._served_kept
+        if kept is not None and kept[0] is snap and kept[1] == share and kept[2] == self._draws:
+            order = kept[3]
+            if top is not None:
+                order = audits.ServedOrder(order.positions[:top], order.audit[:top], {})
+        else:
+            order = self._compute_served(snap, top)
+            if top is None:
+                self._served_kept = (snap, share, dict(self._draws), order)
+        if order.positions.size:
+            self._remember_served(int(order.positions[0]), snap.last_event_id)
+        return order
+
+    def _compute_served(self, snap: _Snapshot, top: int | None) -> audits.ServedOrder:
         st = snap.state
         eligible = np.asarray(st.open_items) & ~np.asarray(st.skipped)
         base = audits.served_base(st.answered_by)
@@ -419,8 +449,6 @@ class Workbench:
                     )
                     if all(self._draws.get(slot) == pos for slot, pos in wanted.items()):
                         break
-        if order.positions.size:
-            self._remember_served(int(order.positions[0]), snap.last_event_id)
         return order
 
     def _remember_served(self, position: int, last_event_id: int) -> None:
@@ -451,7 +479,8 @@ class Workbench:
 
     def summary(self) -> dict[str, int]:
         """Counts for ``winnow session status`` and the Query page: instances, events, answered,
-        partial and open items, conflicts, none-of-these flags and open targets."""
+        partial and open items, conflicts, none-of-these flags, open targets and the suspect
+        items still to ask (:mod:`app.service.suspects`)."""
         snap = self._snapshot
         st = snap.state
         return {
@@ -463,6 +492,7 @@ class Workbench:
             "conflicts": len(st.conflicts),
             "none_of_these": int(st.none_of_these.sum()),
             "open_targets": snap.ranking.n_open,
+            "suspects": int(self._suspects_to_serve(snap).size),
         }
 
     def next_queries(self, top: int) -> list[dict[str, Any]]:
@@ -674,14 +704,18 @@ class Workbench:
         return session_tables.scoring_params(self.config)
 
     def ranked_table(self) -> pd.DataFrame:
-        """The ranked query list of the open items (conflicts and flagged items set aside),
-        in the order of :meth:`queue`: skipped items last, the audits in their slots (no
-        column says which rows they are)."""
+        """The ranked query list of the open items (conflicts and flagged items set aside) and
+        of the suspect items to ask, in the order of :meth:`queue`: skipped items last, the
+        audits and suspects in their slots (no column says which rows they are)."""
         snap = self._snapshot
+        asked = self._suspects_to_serve(snap)
+        listed = np.asarray(snap.state.open_items).copy()
+        listed[asked] = True
         table = session_tables.ranked_table(
-            snap.state, snap.ranking.scores, snap.ranking.touched, self._content.export_content()
+            snap.state, snap.ranking.scores, snap.ranking.touched, self._content.export_content(), suspects=asked
         )
-        return session_tables.in_served_order(table, self._ranked(snap), self._served(snap, None).positions)
+        rows = ranking_order(snap.ranking.scores, listed, deferred=np.asarray(snap.state.skipped))
+        return session_tables.in_served_order(table, rows, self._served(snap, None).positions)
 
     def labelled_table(self) -> pd.DataFrame:
         """:attr:`labels` ``().table``: every item with its current set, final label, label

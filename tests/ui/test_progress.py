@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 
-from app.service import Workbench, events_table, export_bytes, replay_progress
+from app.service import Workbench, events_table, export_bytes, replay_progress, session_table
 from app.store import event_log, list_sessions, open_store, session_events
 from app.ui.state import STATE_KEY, Keys
 from engine.dst import DstPllClassifier
@@ -119,7 +119,7 @@ def test_progress_page_shows_the_replay_and_exports_the_same_files_as_the_cli(ap
 
     tables = (
         ("ranked", bench.ranked_table()),
-        ("labelled", bench.labelled_table()),
+        ("labelled", session_table(bench, "labelled", actor=None)),  # with its suspect column
         ("events", events_table(bench.session_factory, bench.session_id, actor=None)),
     )
     for what, table in tables:

@@ -163,7 +163,9 @@ def agreement_accuracies(
 
     A vote is compared with the expert's answer when its item has one, else with the strict
     majority of the item's *other* votes (not counted when they have none); the accuracy is
-    ``(agreements + 1) / (comparisons + 2)``.
+    ``(agreements + 1) / (comparisons + 2)``. An annotator none of whose votes could be
+    compared so is compared with the strict majority of all the item's votes instead (Dawid &
+    Skene's start from the majority vote).
 
     Parameters
     ----------
@@ -202,6 +204,18 @@ def agreement_accuracies(
     agree = compared & (reference == label_idx)
     n_compared = np.bincount(annotator_idx[compared], minlength=n_annotators)
     n_agree = np.bincount(annotator_idx[agree], minlength=n_annotators)
+    # An annotator whom nothing else checks (the only voter on each of their items, no answer
+    # there) is compared with the majority of all the item's votes, their own included: Dawid
+    # & Skene's start from the majority vote. The uniform prior alone would give exactly 1/2,
+    # which for two labels is chance: a lone annotator's votes, and the neighbours' labels
+    # made from them, would carry no evidence at all.
+    alone = (n_compared == 0)[annotator_idx]
+    if alone.any():
+        start = _strict_majority(counts[item_idx[alone]])
+        checked = start != NO_ANSWER
+        who = annotator_idx[alone][checked]
+        n_compared += np.bincount(who, minlength=n_annotators)
+        n_agree += np.bincount(who[start[checked] == label_idx[alone][checked]], minlength=n_annotators)
     return (n_agree + 1.0) / (n_compared + 2.0)
 
 

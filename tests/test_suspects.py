@@ -6,8 +6,11 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from app.service import StaleAnswer, Workbench, check_suggestion_offered, session_table, workbench_suspects
+from app.service.suspects import SUSPECT_EVERY, interleave_suspects, suspects_to_serve
 from app.store import create_dataset, create_labelling_session, open_store, write_transaction
 from engine import suspect_scores
 
@@ -136,3 +139,55 @@ def test_once_there_are_enough_expert_answers_they_alone_calibrate(bench):
     assert found.calibrated_on == "expert answers" and found.n_trusted == 19
     assert set(MISSES) <= {item.position for item in found.items}
     assert not found.flags[partial].any()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    order=st.permutations(range(30)),
+    n_suspects=st.integers(0, 12),
+    n_from_ranked=st.integers(0, 6),
+    skipped=st.sets(st.integers(0, 39), max_size=8),
+    every=st.integers(2, 5),
+)
+def test_interleaving_gives_every_slot_its_item_and_keeps_skipped_items_last(
+    order, n_suspects, n_from_ranked, skipped, every
+):
+    """Against a slot-by-slot construction: suspect slots every-th while ranked items last, the
+    rest after; a suspect that was ranked moves to its slot; skipped ranked items stay last."""
+    ranked = np.array(order[:20])
+    suspects = np.array([*order[20 : 20 + n_suspects], *order[:n_from_ranked]][:n_suspects], dtype=np.int64)
+    suspects = np.array(list(dict.fromkeys(suspects.tolist())), dtype=np.int64)
+    deferred = np.isin(np.arange(40), sorted(skipped))
+    # Skipped ranked items come last in a ranked queue (ranking_order's promise).
+    ranked = np.concatenate([ranked[~deferred[ranked]], ranked[deferred[ranked]]])
+    served = interleave_suspects(ranked, suspects, deferred=deferred, every=every)
+
+    fresh = [p for p in ranked.tolist() if p not in set(suspects.tolist()) and not deferred[p]]
+    later = [p for p in ranked.tolist() if p not in set(suspects.tolist()) and deferred[p]]
+    expected: list[int] = []
+    waiting = list(suspects.tolist())
+    while fresh or waiting:
+        if waiting and ((len(expected) + 1) % every == 0 or not fresh):
+            expected.append(waiting.pop(0))
+        else:
+            expected.append(fresh.pop(0))
+    assert served.tolist() == expected + later
+    assert sorted(served.tolist()) == sorted(set(ranked.tolist()) | set(suspects.tolist()))
+
+
+def test_suspect_items_take_their_slots_in_the_served_order_and_leave_it_once_answered(bench):
+    asked = suspects_to_serve(workbench_suspects(bench), bench.state)
+    assert asked.size >= 2  # the generated misses are flagged (see the first test)
+    queue = bench.queue()
+    ranked_alone = queue[~np.isin(queue, asked)]
+    assert queue.size == ranked_alone.size + asked.size
+    first = int(asked[0])
+    slot = int(np.flatnonzero(queue == first)[0])
+    assert slot == min(SUSPECT_EVERY - 1, ranked_alone.size)
+    assert bench.summary()["suspects"] == asked.size
+    truth = int(np.flatnonzero(~bench.state.candidates[first])[0])  # a label outside the set
+    bench.record("ann", "other_label", position=first, label=truth)
+    # Settled by the expert: out of the served order and of the items to ask (the others may
+    # change: the answer also changes its neighbours' evidence).
+    assert first not in bench.queue().tolist()
+    assert first not in suspects_to_serve(workbench_suspects(bench), bench.state).tolist()

@@ -64,7 +64,6 @@ def summary(times: list[float]) -> tuple[float, float, float]:
 def time_workbench(db: str, session_id: int, answers: int) -> tuple[float, list[float], list[float]]:
     from app.service import Workbench
     from app.store import open_store
-    from app.ui.state import count_events
 
     Session = open_store(db)
     start = time.perf_counter()
@@ -77,7 +76,7 @@ def time_workbench(db: str, session_id: int, answers: int) -> tuple[float, list[
         t0 = time.perf_counter()
         bench.record("bench", "answer", position=position, label=label)
         t1 = time.perf_counter()
-        count_events(Session, session_id)  # what the next rerun checks first
+        bench.refresh()  # what the next rerun does first (app.ui.state.sync_workbench)
         nxt = int(bench.queue(top=1)[0])
         bench.explain(nxt)
         bench.n_open, int(bench.state.open_items.sum()), sum(a is not None for a in bench.state.answered_by)

@@ -88,7 +88,7 @@ def test_bad_files_are_refused(tmp_path):
         read_votes(_write(tmp_path, ".csv", [("s1", "a")], header=("id", "label")))
     with pytest.raises(DataFileError, match="cannot read votes from '.xlsx'"):
         read_votes(tmp_path / "votes.xlsx")
-    with pytest.raises(DataFileError, match="does not exist"):
+    with pytest.raises(DataFileError, match="file not found"):
         read_votes(tmp_path / "missing.csv")
     (tmp_path / "empty.csv").write_text("id,annotator,label\n")
     with pytest.raises(DataFileError, match="holds no votes"):

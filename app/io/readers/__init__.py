@@ -51,7 +51,7 @@ from typing import Any
 from app.io.errors import DataFileError
 from app.io.featurizers import load_features_file
 from app.io.media import MAX_IMAGE_PIXELS
-from app.io.readers.checks import SUPPORTED_EXTENSIONS, LoadedDataset
+from app.io.readers.checks import SUPPORTED_EXTENSIONS, LoadedDataset, file_head
 from app.io.readers.content import AUTO_COLUMNS, CONTENT_ROLES, ContentSources
 from app.io.readers.label_studio import read_label_studio
 from app.io.readers.labels import check_label_names_argument, parse_candidate_cell, sort_label_names
@@ -199,18 +199,7 @@ def read_dataset(
             file,
             f"unsupported file type {ext or '(no extension)'!r}; use one of {', '.join(SUPPORTED_EXTENSIONS)}{hint}",
         )
-    try:
-        if not file.exists():
-            raise DataFileError(file, "file not found")
-        if not file.is_file():
-            raise DataFileError(file, "is not a regular file")
-        size = file.stat().st_size
-        with file.open("rb") as handle:
-            head = handle.read(1024)
-    except OSError as exc:
-        raise DataFileError(file, f"cannot be opened: {exc.strerror or exc}") from None
-    if size == 0:
-        raise DataFileError(file, "is empty (0 bytes)")
+    size, head = file_head(file)
 
     defaults = check_label_names_argument(default_labels)
     roles = Roles(candidates_column, id_column, true_label_column, ignored, defaults)

@@ -41,6 +41,7 @@ __all__ = [
     "detect_layout",
     "reject_binary_magic",
     "first_line",
+    "file_head",
 ]
 
 SUPPORTED_EXTENSIONS: tuple[str, ...] = (".csv", ".tsv", ".txt", ".parquet", ".mat", ".npz", ".json")
@@ -370,3 +371,22 @@ def reject_binary_magic(file: Path, head: bytes, *, expected: str) -> None:
 def first_line(exc: BaseException, limit: int = 160) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def file_head(file: Path) -> tuple[int, bytes]:
+    """The size of a data file and its first KiB (to recognise its format), or a
+    :class:`DataFileError` naming what is wrong: missing, not a regular file, unreadable or
+    empty."""
+    try:
+        if not file.exists():
+            raise DataFileError(file, "file not found")
+        if not file.is_file():
+            raise DataFileError(file, "is not a regular file")
+        size = file.stat().st_size
+        with file.open("rb") as handle:
+            head = handle.read(1024)
+    except OSError as exc:
+        raise DataFileError(file, f"cannot be opened: {exc.strerror or exc}") from None
+    if size == 0:
+        raise DataFileError(file, "is empty (0 bytes)")
+    return size, head

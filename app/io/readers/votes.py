@@ -41,7 +41,7 @@ import numpy as np
 from app.dataset_rules import NAME_MAX
 from app.io.errors import DataFileError
 from app.io.limits import check_decompressed_size
-from app.io.readers.checks import LoadedDataset
+from app.io.readers.checks import LoadedDataset, file_head
 from app.io.readers.labels import LABEL_SEPARATOR, is_missing, label_from_scalar, listing, quote, sort_label_names
 from app.io.readers.table import Table, cells
 from engine.votes import candidate_sets_from_votes
@@ -148,16 +148,7 @@ def read_votes(path: str | os.PathLike[str]) -> Votes:
         raise DataFileError(
             file, f"cannot read votes from {ext or '(no extension)'!r} files; use one of {', '.join(VOTE_EXTENSIONS)}"
         )
-    try:
-        if not file.is_file():
-            raise DataFileError(file, "does not exist or is not a file")
-        size = file.stat().st_size
-        with file.open("rb") as handle:
-            head = handle.read(1024)
-    except OSError as exc:
-        raise DataFileError(file, f"cannot be opened: {exc.strerror or exc}") from None
-    if size == 0:
-        raise DataFileError(file, "is empty (0 bytes)")
+    size, head = file_head(file)
     if ext == ".parquet":
         from app.io.readers.parquet import read_parquet
 

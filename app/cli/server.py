@@ -112,6 +112,11 @@ def ui(
         str(upload_mb),
         "--browser.gatherUsageStats",
         "false",
+        # Given here, not only in app/ui/server.py: Streamlit starts watching the script's
+        # folder (a polling thread: a tenth of the server's CPU under a team's load) before
+        # the script runs and sets it.
+        "--server.fileWatcherType",
+        "none",
         "--",
         "--db",
         db,

@@ -60,12 +60,26 @@ class ConflictDetail:
     verdicts: tuple[Verdict, ...]
 
 
+#: Items of the served order a reservation tries before drawing all of it: more than a team
+#: holds leases on at once.
+RESERVE_FROM_HEAD = 256
+
+
 def reserve_next_item(bench: Workbench, user: str) -> int | None:
     """The item ``user`` should answer next, reserved for them (:func:`app.store.next_item`),
     in the order of the query ranking; ``None`` when nothing is left for them.
 
     The queue is computed before the write transaction (drawing it may store audit draws, a
-    write of its own); :func:`next_item` reads it only as far as the first free item."""
+    write of its own); :func:`next_item` reads it only as far as the first free item. Its head
+    (:data:`RESERVE_FROM_HEAD` items) is tried first: drawing the whole served order on every
+    page run was a tenth of the server's CPU per answer at 20,000 items; the whole order is
+    drawn only when every item of the head is taken or done."""
+    head = bench.queue(top=RESERVE_FROM_HEAD)
+    reserved = write_transaction(
+        bench.session_factory, lambda s: next_item(s, session_id=bench.session_id, user=user, preferred=head)
+    )
+    if reserved is not None or head.size < RESERVE_FROM_HEAD:
+        return reserved
     preferred = bench.queue()
     return write_transaction(
         bench.session_factory, lambda s: next_item(s, session_id=bench.session_id, user=user, preferred=preferred)

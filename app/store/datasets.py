@@ -10,6 +10,7 @@ readers (distinct ids, true label inside its candidate set, image layouts) come 
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -283,9 +284,10 @@ class DatasetContent:
     media_kinds: tuple[str | None, ...]
     links: tuple[str | None, ...]
 
-    @property
+    @functools.cached_property
     def has_content(self) -> bool:
-        """Whether any item has a text, a media file or a link."""
+        """Whether any item has a text, a media file or a link (a pass over every item, once:
+        the Query page asks for each thumbnail)."""
         return any(value is not None for column in (self.texts, self.media_paths, self.links) for value in column)
 
 

@@ -20,6 +20,12 @@ SERVER_OPTIONS: dict[str, object] = {
     "server.enableCORS": True,
     "server.runOnSave": False,
     "server.fileWatcherType": "none",
+    # Streamlit's gc.collect() after every script run was 40 % of the server's CPU per answer
+    # (py-spy of a `winnow ui` under bench_team, 20k items): a full collection over the
+    # session's arrays and the libraries' objects on every key press. Python's own
+    # generational collector still frees cycles; the memory stays bounded (bench_team's
+    # peak RSS).
+    "runner.postScriptGC": False,
     "server.headless": True,
     "global.developmentMode": False,
     "client.toolbarMode": "viewer",  # no developer menu, no "Clear cache", no Deploy button

@@ -415,6 +415,22 @@ def cpu_since(pids: list[int], before: dict[int, float]) -> float:
     return sum(seconds - before.get(pid, 0.0) for pid, seconds in now.items())
 
 
+def client_processes(servers: list[Server]) -> list:
+    """This script and its descendants except the servers: Playwright's driver and Chromium,
+    the annotators' side of the run (which shares the machine's cores with the servers)."""
+    serving = {p.pid for p in process_tree([s.process.pid for s in servers])}
+    return [p for p in process_tree([os.getpid()]) if p.pid not in serving]
+
+
+def machine_cpu_seconds() -> float:
+    """CPU seconds every core of the machine has spent busy since boot: user (guest time is in
+    it already), nice, system and interrupts; not idle, waiting for I/O or stolen."""
+    import psutil
+
+    t = psutil.cpu_times()
+    return t.user + t.nice + t.system + getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0)
+
+
 def peak_rss_mb(processes: list) -> float:
     """The largest ``VmHWM`` (peak resident set) among the processes, in MB."""
     peak = 0
@@ -542,6 +558,8 @@ class Run:
     annotators: list[Annotator] = field(default_factory=list)
     cpu: float = 0.0
     db_cpu: float | None = None
+    client_cpu: float = 0.0  # Chromium, Playwright and this script: the annotators' side
+    machine_busy: float = 0.0  # share of all the machine's cores busy during the window
     peak_rss_mb: float = 0.0
     open_seconds: float = 0.0
     problems: list[str] = field(default_factory=list)
@@ -663,12 +681,14 @@ async def drive(
     pace: float | None,
     run: Run,
     window_opens: Callable[[], None],
+    window_closes: Callable[[], None],
     *,
     proxy: bool = False,
 ) -> tuple[float, float]:
-    """Sign N contexts in, call ``window_opens``, let them annotate for ``seconds``; returns the
-    measured window (start, end) in epoch seconds: it ends when every context's last press has
-    brought its next item. With ``proxy``, every context talks to one :class:`StickyProxy`."""
+    """Sign N contexts in, call ``window_opens``, let them annotate for ``seconds``, call
+    ``window_closes`` (the browser still running); returns the measured window (start, end) in
+    epoch seconds: it ends when every context's last press has brought its next item. With
+    ``proxy``, every context talks to one :class:`StickyProxy`."""
     from playwright.async_api import async_playwright
 
     front = StickyProxy(servers) if proxy else None
@@ -706,6 +726,7 @@ async def drive(
                 )
             )
             end = time.time()
+            window_closes()
         finally:
             await browser.close()
             if front is not None:
@@ -785,14 +806,24 @@ def measure(
         # on the servers' CPU is the answers' (and the pages' runs that draw the next items).
         before["servers"] = cpu_by_process(process_tree([s.process.pid for s in started]))
         before["db"] = cpu_by_process(process_tree(backend.processes()))
+        before["clients"] = cpu_by_process(client_processes(started))
+        before["machine"] = {0: machine_cpu_seconds()}
+        before["opened"] = {0: time.monotonic()}
+
+    def window_closes() -> None:
+        # Before the browser closes: the CPU of a process that has ended cannot be read.
+        elapsed = time.monotonic() - before["opened"][0]
+        run.machine_busy = (machine_cpu_seconds() - before["machine"][0]) / (elapsed * (os.cpu_count() or 1))
+        run.cpu = cpu_since([s.process.pid for s in started], before["servers"])
+        now = cpu_by_process(client_processes(started))
+        run.client_cpu = sum(seconds - before["clients"].get(pid, 0.0) for pid, seconds in now.items())
+        if backend.processes():
+            run.db_cpu = cpu_since(backend.processes(), before["db"])
 
     try:
         for server in started:
             wait_healthy(server)
-        start, end = asyncio.run(drive(started, n, seconds, pace, run, window_opens, proxy=proxy))
-        run.cpu = cpu_since([s.process.pid for s in started], before["servers"])
-        if backend.processes():
-            run.db_cpu = cpu_since(backend.processes(), before["db"])
+        start, end = asyncio.run(drive(started, n, seconds, pace, run, window_opens, window_closes, proxy=proxy))
         run.seconds = end - start
         run.peak_rss_mb = peak_rss_mb(process_tree([s.process.pid for s in started]))
     finally:
@@ -829,7 +860,7 @@ def table(runs: list[Run]) -> list[str]:
         "| code | annotators | pace | answers | answers/s | key → next item, median | worst median | p90 | worst p90"
         " | presses refused | presses ignored | server CPU s/answer"
         + (" | PostgreSQL CPU s/answer" if with_db else "")
-        + " | peak RSS MB | sign-in → first items s | check |"
+        + " | browsers CPU s/answer | machine busy | peak RSS MB | sign-in → first items s | check |"
     )
     lines = [head, "|" + "---|" * head.count(" | ") + "---|"]
     for r in runs:
@@ -839,6 +870,7 @@ def table(runs: list[Run]) -> list[str]:
             f" | {worst_median:.2f} s | {p90:.2f} s | {worst_p90:.2f} s | {r.refused} | {r.ignored}"
             f" | {per_answer(r.cpu, r.answers)}"
             + (f" | {per_answer(r.db_cpu, r.answers) if r.db_cpu is not None else '–'}" if with_db else "")
+            + f" | {per_answer(r.client_cpu, r.answers)} | {r.machine_busy:.0%}"
             + f" | {r.peak_rss_mb:,.0f} | {r.open_seconds:.1f} | {'PASS' if not r.problems else 'FAIL'} |"
         )
     return lines
@@ -1005,7 +1037,9 @@ def main() -> None:
         "Latency is measured in the page: from the key's `keydown` to the next item's heading in the",
         "DOM; medians and p90 are per annotator, then the median over annotators and the worst one.",
         "Server CPU is user + system time of the `winnow ui` process trees during the window divided",
-        "by the answers recorded; peak RSS the largest `VmHWM` of a server process. Check: every",
+        "by the answers recorded; browsers CPU the same for Chromium, Playwright and the benchmark",
+        "itself (the annotators' side, on the same cores); machine busy the share of all cores not idle",
+        "over the window; peak RSS the largest `VmHWM` of a server process. Check: every",
         "press a context saw recorded is one answer event of its annotator, item and label; no other",
         "event; no item answered twice. Refused: the server answered the press with a notice, not",
         "the next item; ignored: the page sent nothing (pressed before it listened), pressed again.",

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import pandas as pd
 import streamlit as st
+from PIL import Image, ImageDraw
 
 from app.dataset_rules import image_shape
 from app.io.media import ContentError, thumbnail_for_display
@@ -56,6 +57,8 @@ __all__ = [
     "reject_queue",
     "label_set",
     "style",
+    "MapFrame",
+    "pca_map",
 ]
 
 #: Points drawn behind the current item on the PCA map (the rest would only slow the page).
@@ -69,30 +72,12 @@ SCROLL_TEXT = 400
 #: Characters of an item's text shown as a neighbour's snippet.
 SNIPPET = 140
 
-_MAP_ITEMS = ["other items", "this item"]
-#: The PCA map: a sample of the dataset in grey, the asked item large and red (drawn last).
-MAP_SPEC: dict = {
-    "height": 260,
-    "mark": {"type": "circle", "opacity": 0.7},
-    "encoding": {
-        "x": {"field": "pc1", "type": "quantitative", "title": "PCA 1"},
-        "y": {"field": "pc2", "type": "quantitative", "title": "PCA 2"},
-        "color": {
-            "field": "item",
-            "type": "nominal",
-            "title": None,
-            "legend": {"orient": "bottom"},
-            "scale": {"domain": _MAP_ITEMS, "range": ["#9fb3c8", "#d62728"]},
-        },
-        "size": {
-            "field": "item",
-            "type": "nominal",
-            "legend": None,
-            "scale": {"domain": _MAP_ITEMS, "range": [10, 180]},
-        },
-        "order": {"field": "item", "type": "nominal"},
-    },
-}
+#: The PCA map: its size in pixels (width, height), the margin kept clear around the points,
+#: the colours of the sample of other items and of the asked item, and their radii in pixels.
+MAP_SIZE = (360, 240)
+MAP_MARGIN = 10
+MAP_COLOURS = {"other items": (159, 179, 200), "this item": (214, 39, 40)}
+MAP_RADII = {"other items": 2, "this item": 6}
 
 # Every ASCII punctuation character may be backslash-escaped in CommonMark; escaping all of
 # them turns off emphasis, links, images, HTML, math ($) and Streamlit's :colour[...] syntax.
@@ -287,12 +272,56 @@ def _feature_range(store_url: str, dataset_id: int, _X: np.ndarray) -> tuple[flo
     return float(np.min(_X)), float(np.max(_X))
 
 
+class MapFrame(NamedTuple):
+    """Where PCA coordinates land on the map: ``lo`` (the smallest of each axis) is drawn at the
+    margin, ``lo + span`` at the opposite one; the second axis points up."""
+
+    lo: np.ndarray
+    span: np.ndarray
+
+    @classmethod
+    def fitting(cls, coords: np.ndarray) -> MapFrame:
+        span = np.ptp(coords, axis=0).astype(float)
+        return cls(coords.min(axis=0).astype(float), np.where(span > 0, span, 1.0))
+
+    def pixels(self, coords: np.ndarray) -> np.ndarray:
+        """``(x, y)`` pixel positions of ``coords`` (rows of two PCA coordinates)."""
+        width, height = MAP_SIZE
+        unit = (np.asarray(coords, dtype=float) - self.lo) / self.span
+        x = MAP_MARGIN + unit[:, 0] * (width - 1 - 2 * MAP_MARGIN)
+        y = height - 1 - MAP_MARGIN - unit[:, 1] * (height - 1 - 2 * MAP_MARGIN)
+        return np.column_stack([x, y])
+
+
+def _dots(image: Image.Image, centres: np.ndarray, item: str) -> None:
+    draw, radius = ImageDraw.Draw(image), MAP_RADII[item]
+    for x, y in centres:
+        draw.ellipse([x - radius, y - radius, x + radius, y + radius], fill=MAP_COLOURS[item])
+
+
 @st.cache_data(show_spinner=False, max_entries=8)
-def _map_background(store_url: str, dataset_id: int, _coords: np.ndarray) -> pd.DataFrame:
+def _map_background(store_url: str, dataset_id: int, _coords: np.ndarray) -> tuple[np.ndarray, MapFrame]:
+    """The map without the asked item: a seeded sample of :data:`MAP_POINTS` items, drawn once
+    per dataset."""
     rng = np.random.default_rng(0)
     n = _coords.shape[0]
     rows = np.sort(rng.choice(n, size=min(n, MAP_POINTS), replace=False))
-    return pd.DataFrame({"pc1": _coords[rows, 0], "pc2": _coords[rows, 1], "item": "other items"})
+    frame = MapFrame.fitting(_coords)
+    image = Image.new("RGB", MAP_SIZE, "white")
+    ImageDraw.Draw(image).rectangle([0, 0, MAP_SIZE[0] - 1, MAP_SIZE[1] - 1], outline=(225, 225, 225))
+    _dots(image, frame.pixels(_coords[rows]), "other items")
+    return np.asarray(image), frame
+
+
+def pca_map(background: np.ndarray, frame: MapFrame, here: np.ndarray) -> np.ndarray:
+    """The map with the asked item (PCA coordinates ``here``) drawn over the background.
+
+    A picture rather than a chart: the browser only shows it, where a chart of a thousand points
+    cost each annotator's browser more than the rest of the Query page together.
+    """
+    image = Image.fromarray(background)  # a copy: the cached background stays as it is
+    _dots(image, frame.pixels(np.asarray(here, dtype=float).reshape(1, 2)), "this item")
+    return np.asarray(image)
 
 
 def content_or_warning(bench: Workbench, position: int) -> ItemContent:
@@ -376,10 +405,13 @@ def _show_features(bench: Workbench, position: int, *, side: int, primary: bool,
     if shown < len(names):
         st.caption(f"first {shown} of {len(names)} features")
     coords = pca_projection(*dataset, state.X)
-    here = pd.DataFrame({"pc1": coords[[position], 0], "pc2": coords[[position], 1], "item": "this item"})
-    # A plain Vega-Lite spec: building it through Altair (st.scatter_chart) validates a JSON
-    # schema on every rerun, which cost more than the rest of the page together.
-    st.vega_lite_chart(pd.concat([_map_background(*dataset, coords), here], ignore_index=True), MAP_SPEC)
+    background, frame = _map_background(*dataset, coords)
+    shown_points = min(len(coords), MAP_POINTS)
+    st.image(
+        pca_map(background, frame, coords[position]),
+        caption=f"Its place (red) among {shown_points:,} items of the dataset (grey), on its first two principal"
+        " components",
+    )
     return False
 
 

@@ -15,7 +15,7 @@ from app.service import ACTION_KEYS, Workbench, create_session, import_file
 from app.store import default_hotkeys
 from app.store.db import open_store
 from app.store.models import AnswerEvent
-from app.ui.components import md
+from app.ui.components import MAP_COLOURS, MAP_MARGIN, MAP_SIZE, MapFrame, md, pca_map
 from app.ui.state import STATE_KEY, Keys
 from engine.decision_change import DecisionChangeRanker
 from tests.ui.conftest import LABELS, count_rows, events, no_exception, plain, position_on_screen, small_csv_bytes
@@ -272,11 +272,30 @@ def test_digits_keep_their_picture_and_features_stay_one_click_away(app, digits_
     at = app(digits_db)
     bench = bench_of(at)
     why = bench.explain(position_on_screen(at))
-    assert len(at.get("image")) == 1 + len(why.neighbours)  # the digit, then its neighbours
+    # The digit, its place on the PCA map (one click away), then its neighbours.
+    assert len(at.get("image")) == 1 + 1 + len(why.neighbours)
     assert [e.label for e in at.expander][:1] == ["Features and map"]
+    assert len(at.expander[0].get("image")) == 1
     press(at, bench.hotkeys[bench.label_names[int(np.flatnonzero(bench.state.candidates[position_on_screen(at)])[0])]])
     no_exception(at)
     assert len(events(digits_db)) == 1
+
+
+def test_the_pca_map_marks_the_asked_item_where_its_coordinates_fall_and_keeps_the_background():
+    coords = np.array([[0.0, 0.0], [4.0, 2.0], [2.0, 1.0]])
+    frame = MapFrame.fitting(coords)
+    background = np.full((MAP_SIZE[1], MAP_SIZE[0], 3), 255, dtype=np.uint8)
+    before = background.copy()
+    drawn = pca_map(background, frame, coords[2])
+    corner_low, corner_high, middle = frame.pixels(coords)
+    width, height = MAP_SIZE
+    assert corner_low.tolist() == [MAP_MARGIN, height - 1 - MAP_MARGIN]  # the second axis points up
+    assert corner_high.tolist() == [width - 1 - MAP_MARGIN, MAP_MARGIN]
+    assert np.allclose(middle, (corner_low + corner_high) / 2)
+    x, y = middle.round().astype(int)
+    assert tuple(drawn[y, x]) == MAP_COLOURS["this item"]
+    assert tuple(drawn[0, 0]) == (255, 255, 255)
+    assert np.array_equal(background, before)  # the cached background is not drawn on
 
 
 def test_digit_labels_are_answered_with_their_own_digit(app, db, tmp_path):
@@ -328,7 +347,8 @@ def test_image_items_show_the_photo_and_its_neighbours(app, photos_db):
     bench = bench_of(at)
     shown = position_on_screen(at)
     assert bench.item_content(shown).image_path is not None
-    assert len(at.get("image")) == 1 + len(bench.explain(shown).neighbours)
+    # The photo, its place on the PCA map (in the "Features and map" expander), its neighbours.
+    assert len(at.get("image")) == 1 + 1 + len(bench.explain(shown).neighbours)
     press(at, ACTION_KEYS["none_of_these"])
     no_exception(at)
     assert [(e["kind"], e["position"]) for e in events(photos_db)] == [("none_of_these", shown)]

@@ -509,11 +509,11 @@ async def sign_in(page, base: str, name: str) -> dict:
 
 async def annotate(page, who: Annotator, state: dict, start_at: float, stop_at: float, pace: float | None) -> None:
     """Press the first answer key whenever an item can be answered, until ``stop_at`` (epoch s)."""
-    await asyncio.sleep(max(0.0, start_at - time.time()))
+    await asyncio.sleep(max(0.0, min(start_at, stop_at) - time.time()))
     last_press = 0.0
     while time.time() < stop_at:
         if pace is not None:
-            wait = last_press + pace - time.time()
+            wait = min(last_press + pace, stop_at) - time.time()
             if wait > 0:
                 await asyncio.sleep(wait)
                 if time.time() >= stop_at:

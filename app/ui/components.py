@@ -48,6 +48,7 @@ __all__ = [
     "show_notice",
     "show_item",
     "show_thumbnail",
+    "show_neighbours",
     "keyboard",
     "pca_projection",
     "progress_history",
@@ -413,6 +414,30 @@ def _show_features(bench: Workbench, position: int, *, side: int, primary: bool,
         " components",
     )
     return False
+
+
+def show_neighbours(bench: Workbench, positions: list[int]) -> None:
+    """The items that decide an item's label: thumbnails in rows of five when they have a
+    picture or a text to show; otherwise (items known only by their features) one table of
+    their ids and candidate labels, which a reader scans at a glance and a browser draws as
+    one element instead of ten."""
+    state = bench.state
+    contents = [content_or_warning(bench, p) for p in positions]
+    pictured = image_shape(state.layout, state.X.shape[1]) is not None
+    if not pictured and all(c.image_path is None and c.text is None for c in contents):
+        st.dataframe(
+            {
+                "item": [state.external_ids[p] for p in positions],
+                "candidate labels": [label_set(bench, state.candidates[p]) for p in positions],
+            },
+            hide_index=True,
+        )
+        return
+    per_row = 5
+    for start in range(0, len(positions), per_row):
+        for column, position in zip(st.columns(per_row), positions[start : start + per_row], strict=False):
+            with column:
+                show_thumbnail(bench, position)
 
 
 def show_thumbnail(bench: Workbench, position: int) -> None:

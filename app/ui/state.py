@@ -91,6 +91,8 @@ class Keys:
     REJECTS_SHOWN = "rejects_shown"
     # Progress page: ``export(what, fmt)``
 
+    # Query page: the details toggle stays on from item to item.
+    QUERY_DETAILS = "query_details"
     # Query page. Every key names the item on screen (its position): a key press that arrives
     # after the next item is drawn hits a widget that no longer exists, and Streamlit drops it.
 

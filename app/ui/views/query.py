@@ -230,14 +230,11 @@ for effect in why.effects:
     st.markdown(f"If you say **{md(effect.label)}**, {effect.outcome}.")
 if why.neighbours:
     st.markdown(f"**Its {len(why.neighbours)} nearest items** and their candidate labels decide its own label:")
-    per_row = 5
-    for start in range(0, len(why.neighbours), per_row):
-        neighbour_columns = st.columns(per_row)
-        for column, neighbour in zip(neighbour_columns, why.neighbours[start : start + per_row], strict=False):
-            with column:
-                components.show_thumbnail(bench, neighbour.position)
+    components.show_neighbours(bench, [neighbour.position for neighbour in why.neighbours])
 
-with st.expander("Details: scores and label sets"):
+# Drawn only while the toggle is on (it stays on from item to item): otherwise its tables would
+# be sent to the browser and laid out after every answer, for a reader who rarely opens them.
+if st.toggle("Details: scores and label sets", key=ui.Keys.QUERY_DETAILS):
     st.text(
         f"Query score {why.score:g} (criterion {bench.config.criterion}, k = {bench.config.k}); "
         f"an answer can change the decision of {why.n_targets_changed} target(s)."

@@ -1081,8 +1081,8 @@ def main() -> None:
         ]
     lines += [
         "",
-        "Each annotator's first answer also draws parts of the page its browser has not drawn before"
-        " (the notice, an enabled Undo); without it:",
+        "The same latencies without each annotator's first answer (at a human pace, the N first answers"
+        " come within one period):",
         *[
             "- {}, N = {}: median {:.2f} s (worst {:.2f} s), p90 {:.2f} s (worst {:.2f} s).".format(
                 r.code, r.n, *r.latency(skip=1)

@@ -75,10 +75,10 @@ SNIPPET = 140
 
 #: The PCA map: its size in pixels (width, height), the margin kept clear around the points,
 #: the colours of the sample of other items and of the asked item, and their radii in pixels.
-MAP_SIZE = (360, 240)
+MAP_SIZE = (520, 320)
 MAP_MARGIN = 10
 MAP_COLOURS = {"other items": (159, 179, 200), "this item": (214, 39, 40)}
-MAP_RADII = {"other items": 2, "this item": 6}
+MAP_RADII = {"other items": 2, "this item": 7}
 
 # Every ASCII punctuation character may be backslash-escaped in CommonMark; escaping all of
 # them turns off emphasis, links, images, HTML, math ($) and Streamlit's :colour[...] syntax.
@@ -296,8 +296,9 @@ class MapFrame(NamedTuple):
 
 def _dots(image: Image.Image, centres: np.ndarray, item: str) -> None:
     draw, radius = ImageDraw.Draw(image), MAP_RADII[item]
+    ring = (255, 255, 255) if item == "this item" else None  # stands out inside a cluster
     for x, y in centres:
-        draw.ellipse([x - radius, y - radius, x + radius, y + radius], fill=MAP_COLOURS[item])
+        draw.ellipse([x - radius, y - radius, x + radius, y + radius], fill=MAP_COLOURS[item], outline=ring, width=2)
 
 
 @st.cache_data(show_spinner=False, max_entries=8)

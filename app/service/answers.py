@@ -21,7 +21,15 @@ from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
 
-from app.store import VERDICT_KINDS, EventRecord, SessionState, active_events, events_after, record_event
+from app.store import (
+    VERDICT_KINDS,
+    EventRecord,
+    SessionState,
+    active_events,
+    events_after,
+    lease_holders,
+    record_event,
+)
 from engine import check_choice
 from engine.exceptions import InvalidInput
 
@@ -61,11 +69,15 @@ class CheckedItem:
         refuses the answer.
     undoes : int or None
         For an undo: the event it must cancel; another latest event of the annotator refuses it.
+    lease_holder : str or None
+        For an answer about an item a lease offered (team mode): the annotator who must still
+        hold that lease when the event is written (it may have expired and gone to another).
     """
 
     position: int | None
     event_ids: frozenset[int] = frozenset()
     undoes: int | None = None
+    lease_holder: str | None = None
 
 
 def has_verdict(events: Sequence[EventRecord], annotator: str, position: int) -> bool:
@@ -155,6 +167,13 @@ def event_writer(
                 raise StaleAnswer(
                     "Another answer about this item arrived at the same moment; nothing was recorded. "
                     "Look at the item again and answer."
+                )
+            if checked.lease_holder is not None and checked.lease_holder not in lease_holders(s, session_id).get(
+                checked.position, []
+            ):
+                raise StaleAnswer(
+                    "This item is no longer reserved for you (the reservation lapsed and it went to someone "
+                    "else); nothing was recorded."
                 )
         event = record_event(
             s, session_id=session_id, annotator=annotator, kind=kind, instance_position=position, label=label

@@ -651,7 +651,11 @@ class Workbench:
                         query_offers=self._query_offers,
                         lease_holders=self._lease_holders,
                     )
-                    checked = CheckedItem(position, frozenset(e.id for e in item_events))
+                    checked = CheckedItem(
+                        position,
+                        frozenset(e.id for e in item_events),
+                        lease_holder=annotator if displayed == "lease" else None,
+                    )
             work = answers.event_writer(
                 self.session_id, annotator=annotator, kind=kind, position=position, label=label, checked=checked
             )

@@ -247,6 +247,34 @@ def test_an_answer_about_an_item_not_reserved_for_the_user_is_refused(app, team_
     assert [(e["annotator"], e["kind"]) for e in events(team_db)] == [("ann", "answer")]
 
 
+def test_a_reservation_that_lapses_between_the_check_and_the_write_records_nothing(app, team_db, monkeypatch):
+    """The lease is looked at again inside the answer's transaction: when it expired after the
+    page's check (and the item may have gone to someone else), nothing is written."""
+    from datetime import timedelta
+
+    from sqlalchemy import update
+
+    from app.service import StaleAnswer
+    from app.service import workbench as workbench_module
+    from app.store.models import ItemLease, utcnow
+
+    ann = sign_in(app(team_db), "ann")
+    bench = ann.session_state[STATE_KEY].workbench
+    mine = position_on_screen(ann)
+    write = workbench_module.write_transaction
+
+    def lapse_first(*args, **kwargs):
+        with open_store(team_db).begin() as s:
+            s.execute(update(ItemLease).values(expires_at=utcnow() - timedelta(minutes=1)))
+        return write(*args, **kwargs)
+
+    monkeypatch.setattr(workbench_module, "write_transaction", lapse_first)
+    label = int(np.flatnonzero(bench.state.candidates[mine])[0])
+    with pytest.raises(StaleAnswer, match="no longer reserved for you"):
+        bench.record("ann", "answer", position=mine, label=label, displayed="lease")
+    assert events(team_db) == []
+
+
 def test_a_key_pressed_after_the_account_was_disabled_says_so_and_records_nothing(app, team_db):
     from app.service import disable_user
 

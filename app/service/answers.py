@@ -162,8 +162,14 @@ def event_writer(
         if checked is not None and checked.position is not None:
             # One indexed read of the item's few events, not of the log; every id is compared
             # (not only the larger ones), so an event committed out of id order counts too.
-            now = {e.id for e in events_after(s, session_id, 0, position=checked.position)}
-            if now - checked.event_ids:
+            item_events = events_after(s, session_id, 0, position=checked.position)
+            arrived = [e for e in item_events if e.id not in checked.event_ids]
+            if checked.lease_holder is not None:
+                # Under a lease, other annotators' answers about the item are no reason: with an
+                # overlap of two or more, each gives their own (and with one, the lease below
+                # says whether the item is still this annotator's). Their own other tab's is.
+                arrived = [e for e in arrived if e.annotator == checked.lease_holder]
+            if arrived:
                 raise StaleAnswer(
                     "Another answer about this item arrived at the same moment; nothing was recorded. "
                     "Look at the item again and answer."

@@ -275,6 +275,37 @@ def test_a_reservation_that_lapses_between_the_check_and_the_write_records_nothi
     assert events(team_db) == []
 
 
+def test_with_overlap_another_annotators_answer_between_the_check_and_the_write_is_no_reason_to_refuse(
+    team_db, monkeypatch
+):
+    from app.service import Workbench, session_id_by_name
+    from app.service import workbench as workbench_module
+    from app.store import write_transaction
+    from app.store.leases import next_item
+
+    Session = open_store(team_db)
+    set_session_overlap(Session, "small", 2)
+    session_id = session_id_by_name(Session, "small")
+    bench, elsewhere = Workbench.open(Session, session_id), Workbench.open(Session, session_id)
+    shared = int(bench.queue(top=1)[0])
+    for user in ("ann", "bob"):  # both hold a lease on the same item (overlap 2)
+        reserved = write_transaction(
+            Session, lambda s, user=user: next_item(s, session_id=session_id, user=user, preferred=[shared])
+        )
+        assert reserved == shared
+    label = int(np.flatnonzero(bench.state.candidates[shared])[0])
+    write = workbench_module.write_transaction
+
+    def bob_answers_first(*args, **kwargs):
+        monkeypatch.setattr(workbench_module, "write_transaction", write)  # once: bob's own write
+        elsewhere.record("bob", "answer", position=shared, label=label, displayed="lease")
+        return write(*args, **kwargs)
+
+    monkeypatch.setattr(workbench_module, "write_transaction", bob_answers_first)
+    bench.record("ann", "answer", position=shared, label=label, displayed="lease")
+    assert [(e["annotator"], e["position"]) for e in events(team_db)] == [("bob", shared), ("ann", shared)]
+
+
 def test_a_key_pressed_after_the_account_was_disabled_says_so_and_records_nothing(app, team_db):
     from app.service import disable_user
 

@@ -167,7 +167,8 @@ def event_writer(
             if checked.lease_holder is not None:
                 # Under a lease, other annotators' answers about the item are no reason: with an
                 # overlap of two or more, each gives their own (and with one, the lease below
-                # says whether the item is still this annotator's). Their own other tab's is.
+                # says whether the item is still this annotator's). One of their own, from
+                # another tab, still is.
                 arrived = [e for e in arrived if e.annotator == checked.lease_holder]
             if arrived:
                 raise StaleAnswer(
@@ -178,8 +179,7 @@ def event_writer(
                 checked.position, []
             ):
                 raise StaleAnswer(
-                    "This item is no longer reserved for you (the reservation lapsed and it went to someone "
-                    "else); nothing was recorded."
+                    "This item is no longer reserved for you (the reservation lapsed); nothing was recorded."
                 )
         event = record_event(
             s, session_id=session_id, annotator=annotator, kind=kind, instance_position=position, label=label

@@ -52,7 +52,7 @@ References
 from __future__ import annotations
 
 from numbers import Integral
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator
@@ -358,12 +358,6 @@ def _sequential_mass(own: np.ndarray, active_sets: np.ndarray) -> dict[int, floa
     return combined
 
 
-class _Uniforms(Protocol):
-    """What :func:`_decide` draws from: a ``numpy.random.Generator`` or :class:`_FixedDraws`."""
-
-    def random(self, size: tuple[int, int]) -> np.ndarray: ...
-
-
 class _FixedDraws:
     """Stands in for the Generator of :func:`_decide`: hands out pre-drawn uniforms."""
 
@@ -374,6 +368,10 @@ class _FixedDraws:
         if tuple(size) != self.draws.shape:  # pragma: no cover - internal invariant
             raise RuntimeError(f"expected a draw of shape {self.draws.shape}, got {size}")
         return self.draws
+
+
+#: What :func:`_decide` draws its uniforms from.
+_Uniforms = np.random.Generator | _FixedDraws
 
 
 def _decide(evidence: _Evidence, rng: _Uniforms) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

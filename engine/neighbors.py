@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from numbers import Integral
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 import numpy as np
 
@@ -91,15 +91,11 @@ _INSTALL_HINT = "approximate neighbour search needs faiss: run `pip install winn
 Weights = Literal["uniform", "distance"] | Callable[[np.ndarray], np.ndarray]
 
 
-class SearchProgress(Protocol):
-    """Called by :func:`knn_graph` after each chunk of work.
-
-    ``stage`` is ``"index"`` (rows added to the approximate index; approximate search only)
-    or ``"search"`` (targets whose neighbours are found); ``done`` of ``total`` are finished.
-    Every stage ends with a call where ``done == total``.
-    """
-
-    def __call__(self, stage: str, done: int, total: int) -> None: ...
+#: Called by :func:`knn_graph` after each chunk of work, as ``progress(stage, done, total)``.
+#: ``stage`` is ``"index"`` (rows added to the approximate index; approximate search only)
+#: or ``"search"`` (targets whose neighbours are found); ``done`` of ``total`` are finished.
+#: Every stage ends with a call where ``done == total``.
+SearchProgress = Callable[[str, int, int], None]
 
 
 def neighbor_weights(dist: np.ndarray, weights: Weights) -> np.ndarray:

@@ -63,6 +63,7 @@ import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 from numbers import Integral
+from typing import Any
 
 import numpy as np
 
@@ -71,6 +72,7 @@ from engine._validation import check_choice, check_scalar
 from engine.choices import AMBIGUITY_CRITERIA, DEFAULT_STRATEGY, STRATEGY_NAMES, AmbiguityCriterion
 from engine.decision_change import DecisionChangeRanker
 from engine.dst import transductive_decisions
+from engine.exceptions import InvalidInput
 from engine.query import IncrementalRanker
 from engine.ranking import BASELINE_CRITERIA, Ranker, StaticRanker, ranking_order
 
@@ -136,23 +138,53 @@ def _top_partial(scores: np.ndarray, partial: np.ndarray, batch: int, rng: np.ra
 
 
 class Strategy:
-    """Base class of a query strategy: override ``scores`` (or ``select``).
+    """Base class of a query strategy: override ``scores`` or ``select`` (or both).
 
-    Subclasses set ``name``; ``start`` is called once before a campaign (reset state
-    there), ``observe`` after every answer.
+    Each is derived from the other: ``select`` asks the partial items of highest ``scores``,
+    and ``scores`` rates the partial items in the order ``select`` asks them. A subclass that
+    overrides neither is refused when it is defined. Subclasses set ``name``; ``start`` is
+    called once before a campaign, ``observe`` after every answer (subclasses that keep
+    per-campaign state extend both, calling these first).
     """
 
     name: str = "strategy"
+    #: ``(n_instances, n_labels)`` of the campaign begun by :meth:`start`.
+    campaign_shape: tuple[int, int] | None = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.scores is Strategy.scores and cls.select is Strategy.select:
+            raise TypeError(f"{cls.__name__} must override scores() or select()")
 
     def start(self, context: CampaignContext, rng: np.random.Generator) -> None:
-        """Reset per-campaign state. The default does nothing."""
+        """Begin a campaign on ``context``: the answers :meth:`observe` hears are checked
+        against its items and labels."""
+        n_instances, n_labels = context.candidates.shape
+        self.campaign_shape = (int(n_instances), int(n_labels))
 
     def observe(self, instance: int, candidates: np.ndarray) -> None:
-        """Hear that ``instance``'s candidate set is now ``candidates``. Default: nothing."""
+        """Hear that ``instance``'s candidate set is now ``candidates``, a non-empty boolean
+        row of the campaign's labels (:class:`~engine.exceptions.InvalidInput` otherwise)."""
+        if self.campaign_shape is None:
+            raise RuntimeError(f"{type(self).__name__}.start() was not called")
+        n_instances, n_labels = self.campaign_shape
+        if not 0 <= instance < n_instances:
+            raise InvalidInput(f"instance must be one of the campaign's {n_instances} items, got {instance}")
+        row = np.asarray(candidates)
+        if row.shape != (n_labels,) or row.dtype != bool or not row.any():
+            raise InvalidInput(
+                f"candidates must be a non-empty boolean row of {n_labels} labels, got shape {row.shape}, "
+                f"dtype {row.dtype}"
+            )
 
     def scores(self, context: CampaignContext) -> np.ndarray:
-        """Usefulness of asking each training item, array of shape (n_instances,)."""
-        raise NotImplementedError(f"{type(self).__name__} must implement scores() or select()")
+        """Usefulness of asking each training item, array of shape (n_instances,): by default
+        the order in which :meth:`select` asks the partial items (the first highest; the
+        settled items 0)."""
+        order = np.asarray(self.select(context, int(context.partial.sum()), np.random.default_rng(0)), dtype=np.intp)
+        usefulness = np.zeros(context.candidates.shape[0])
+        usefulness[order] = np.arange(order.size, 0, -1)
+        return usefulness
 
     def select(self, context: CampaignContext, batch: int, rng: np.random.Generator) -> np.ndarray:
         """Up to ``batch`` distinct partial items to ask, best first."""
@@ -170,14 +202,20 @@ class RankerStrategy(Strategy):
     ranker is built (:meth:`make_ranker`); nothing here depends on which ranker it is.
     """
 
+    #: A new ranker on the context's graph and current candidate sets: every subclass defines
+    #: it (one that does not is refused when it is defined).
+    make_ranker: Callable[[CampaignContext, np.random.Generator], Ranker]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if not callable(getattr(cls, "make_ranker", None)):
+            raise TypeError(f"{cls.__name__} must define make_ranker()")
+
     def __init__(self) -> None:
         self.ranker: Ranker | None = None
 
-    def make_ranker(self, context: CampaignContext, rng: np.random.Generator) -> Ranker:
-        """A new ranker on the context's graph and current candidate sets."""
-        raise NotImplementedError(f"{type(self).__name__} must implement make_ranker()")
-
     def start(self, context: CampaignContext, rng: np.random.Generator) -> None:
+        super().start(context, rng)
         self.ranker = self.make_ranker(context, rng)
 
     def _started(self) -> Ranker:
@@ -186,6 +224,7 @@ class RankerStrategy(Strategy):
         return self.ranker
 
     def observe(self, instance: int, candidates: np.ndarray) -> None:
+        super().observe(instance, candidates)
         self._started().update(instance, candidates)
 
     def scores(self, context: CampaignContext) -> np.ndarray:
@@ -256,7 +295,8 @@ class BaselineStrategy(RankerStrategy):
         return StaticRanker(context.idx, context.w, context.candidates, self.kind, random_state=rng)
 
     def observe(self, instance: int, candidates: np.ndarray) -> None:
-        """Nothing: a baseline's scores do not depend on the answers."""
+        # Only checked: a baseline's ranker is built afresh at every step, from the context.
+        Strategy.observe(self, instance, candidates)
 
     def scores(self, context: CampaignContext) -> np.ndarray:
         return self.make_ranker(context, np.random.default_rng(0)).scores

@@ -212,6 +212,44 @@ def test_a_new_strategy_is_a_small_class():
     assert [r["n_answers"] for r in rows] == [0, 2, 3]
 
 
+def test_a_strategy_must_say_how_it_chooses_and_each_way_gives_the_other():
+    from engine.strategies import RankerStrategy
+
+    with pytest.raises(TypeError, match="Silent must override scores\\(\\) or select\\(\\)"):
+
+        class Silent(Strategy):
+            name = "silent"
+
+    with pytest.raises(TypeError, match="Rankless must define make_ranker"):
+
+        class Rankless(RankerStrategy):
+            name = "rankless"
+
+    class Fixed(Strategy):
+        name = "fixed"
+
+        def select(self, context, batch, rng):
+            return np.array([7, 2, 5])[:batch]
+
+    Y = Y_LINE.copy()
+    Y[[0, 1]] = [[True, False], [False, True]]  # settled: not partial
+    context = CampaignContext(X=X_LINE, candidates=Y, idx=np.zeros((10, 1), dtype=int), w=np.ones((10, 1)))
+    scores = Fixed().scores(context)
+    assert scores[[7, 2, 5]].tolist() == [3.0, 2.0, 1.0] and scores[[0, 1, 3, 4, 6, 8, 9]].tolist() == [0.0] * 7
+
+
+def test_observe_refuses_an_answer_outside_the_campaign():
+    strategy = make_strategy("random")
+    context = CampaignContext(X=X_LINE, candidates=Y_LINE.copy(), idx=np.zeros((10, 1), dtype=int), w=np.ones((10, 1)))
+    with pytest.raises(RuntimeError, match="start\\(\\) was not called"):
+        strategy.observe(0, np.array([True, False]))
+    strategy.start(context, np.random.default_rng(0))
+    strategy.observe(0, np.array([True, False]))
+    for instance, row in [(10, [True, False]), (0, [False, False]), (0, [True, False, False]), (0, [1, 0])]:
+        with pytest.raises(InvalidInput):
+            strategy.observe(instance, np.array(row))
+
+
 def test_vote_uncertainty_hand_computed():
     # Item 0 = {0, 1} with neighbours {0}, {0, 1}, {1, 2}: votes on its set 0 → 2, 1 → 2 (label 2
     # is outside the set) so p = (1/2, 1/2). Item 3 = {0, 1, 2} sees {0}, {0}, {0,1}: p = (3, 1, 0)/4.

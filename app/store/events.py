@@ -159,20 +159,7 @@ def session_events(session: Session, session_id: int) -> list[EventRecord]:
     long-lived view can re-read the events and re-derive its state after other tabs or
     processes answered.
     """
-    labelling = get_labelling_session(session, session_id)
-    rows = session.execute(
-        _events_of(
-            labelling.id,
-            AnswerEvent.id,
-            Instance.position,
-            Annotator.name,
-            AnswerEvent.kind,
-            AnswerEvent.label,
-            AnswerEvent.undoes_event_id,
-            AnswerEvent.created_at,
-        )
-    )
-    return [EventRecord(*row) for row in rows]
+    return events_after(session, session_id, 0)
 
 
 def events_after(session: Session, session_id: int, after_id: int, *, position: int | None = None) -> list[EventRecord]:

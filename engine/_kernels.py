@@ -35,6 +35,7 @@ __all__ = [
     "necessary",
     "normalise_rows",
     "open_rows",
+    "pack_sets",
     "reverse_index",
     "sums_are_exact",
     "top_two",
@@ -266,3 +267,13 @@ def argmax_random_ties(scores: np.ndarray, rng: np.random.Generator) -> np.ndarr
     keys = np.where(is_max, rng.random(scores.shape), -1.0)
     picked: np.ndarray = keys.argmax(axis=1)
     return picked
+
+
+def pack_sets(sets: np.ndarray, n_words: int) -> np.ndarray:
+    """Bool sets of shape (..., M) as uint64 words of shape (..., n_words); bit b of word w is
+    label 64 w + b (so a set's words are compared, intersected and counted without loops)."""
+    packed = np.packbits(sets, axis=-1, bitorder="little")
+    pad = n_words * 8 - packed.shape[-1]
+    if pad:
+        packed = np.concatenate([packed, np.zeros((*packed.shape[:-1], pad), dtype=np.uint8)], axis=-1)
+    return np.ascontiguousarray(packed).view("<u8").astype(np.uint64, copy=False)

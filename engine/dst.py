@@ -58,6 +58,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.neighbors import NearestNeighbors
 
+from engine._kernels import pack_sets
 from engine._validation import (
     check_candidates,
     check_graph,
@@ -95,15 +96,6 @@ else:  # pragma: no cover - numpy 1.26
         as_bytes = words.view(np.uint8).reshape(*words.shape[:-1], -1)
         counts: np.ndarray = _BYTE_POPCOUNT[as_bytes].sum(axis=-1)
         return counts
-
-
-def _pack(sets: np.ndarray, n_words: int) -> np.ndarray:
-    """Bool sets of shape (..., M) to uint64 words of shape (..., n_words); bit b of word w is label 64w+b."""
-    packed = np.packbits(sets, axis=-1, bitorder="little")
-    pad = n_words * 8 - packed.shape[-1]
-    if pad:
-        packed = np.concatenate([packed, np.zeros((*packed.shape[:-1], pad), dtype=np.uint8)], axis=-1)
-    return np.ascontiguousarray(packed).view("<u8").astype(np.uint64, copy=False)
 
 
 def _set_key(words: np.ndarray) -> int:
@@ -194,8 +186,8 @@ def _combine(own: np.ndarray, neighbour_sets: np.ndarray, *, path: str = "auto")
             part = rows[start : start + chunk]
             _combine_enumerated(
                 part,
-                _pack(own[part], n_words),
-                _pack(sets[start : start + chunk], n_words),
+                pack_sets(own[part], n_words),
+                pack_sets(sets[start : start + chunk], n_words),
                 own[part],
                 holders[part],
                 int(m),
@@ -339,10 +331,10 @@ def _combine_sequential(
 
 def _sequential_mass(own: np.ndarray, active_sets: np.ndarray) -> dict[int, float]:
     """Yager's rule in the paper's hash-map form: combine all, move conflict, prune, renormalise."""
-    universe = _set_key(_pack(own, (own.size + 63) // 64))
+    universe = _set_key(pack_sets(own, (own.size + 63) // 64))
     combined = {universe: 1.0}
     for neighbour in active_sets:
-        meet = _set_key(_pack(neighbour, (own.size + 63) // 64))
+        meet = _set_key(pack_sets(neighbour, (own.size + 63) // 64))
         step: dict[int, float] = {}
         for focal, value in combined.items():
             for other in (meet, universe):
@@ -842,10 +834,10 @@ class DstPllClassifier(BaseEstimator):
             if sets.shape[0] > _ENUMERATION_MAX_ACTIVE:
                 mass = _sequential_mass(own[row], sets)
             else:
-                inter = _pack(own[row], n_words)[None, :]
-                for word in _pack(sets, n_words):
+                inter = pack_sets(own[row], n_words)[None, :]
+                for word in pack_sets(sets, n_words):
                     inter = np.concatenate([inter, inter & word], axis=0)
-                inter[_popcount(inter) == 0] = _pack(own[row], n_words)
+                inter[_popcount(inter) == 0] = pack_sets(own[row], n_words)
                 focal, count = np.unique(inter, axis=0, return_counts=True)
                 mass = {_set_key(f): float(np.ldexp(c, -sets.shape[0])) for f, c in zip(focal, count, strict=True)}
             out.append({frozenset(_labels_of_key(key).tolist()): value for key, value in mass.items()})

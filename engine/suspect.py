@@ -99,7 +99,7 @@ from typing import Any
 
 import numpy as np
 
-from engine._kernels import CHUNK_TARGETS, candidate_votes
+from engine._kernels import CHUNK_TARGETS, candidate_votes, pack_sets
 from engine._validation import check_candidates, check_choice, check_neighbors, check_scalar
 from engine.exceptions import InvalidInput
 
@@ -163,22 +163,13 @@ class SuspectSets:
 # ---------------------------------------------------------------------------- the scores
 
 
-def _pack(sets: np.ndarray, n_words: int) -> np.ndarray:
-    """Bool sets (..., M) as uint64 words (..., n_words); bit b of word i is label 64 i + b."""
-    packed = np.packbits(sets, axis=-1, bitorder="little")
-    pad = n_words * 8 - packed.shape[-1]
-    if pad:
-        packed = np.concatenate([packed, np.zeros((*packed.shape[:-1], pad), dtype=np.uint8)], axis=-1)
-    return np.ascontiguousarray(packed).view("<u8").astype(np.uint64, copy=False)
-
-
 def _conflict_enumerated(own: np.ndarray, sets: np.ndarray, m: int) -> np.ndarray:
     """K of rows with exactly m active neighbours: ``own`` (r, M), ``sets`` (r, m, M) bool."""
     n_labels = own.shape[1]
     n_words = (n_labels + 63) // 64
-    everything = _pack(np.ones((1, n_labels), dtype=bool), n_words)[0]
-    own_words = _pack(own, n_words)
-    set_words = _pack(sets, n_words)
+    everything = pack_sets(np.ones((1, n_labels), dtype=bool), n_words)[0]
+    own_words = pack_sets(own, n_words)
+    set_words = pack_sets(sets, n_words)
     inter = np.broadcast_to(everything, (own.shape[0], 1, n_words))
     for j in range(m):  # subsets of the first j neighbours, then each with neighbour j added
         inter = np.concatenate([inter, inter & set_words[:, j, None, :]], axis=1)

@@ -53,7 +53,7 @@ HOSTILE_NAME = "![x](http://127.0.0.1:9/winnow-e2e-p.png)"
 pytestmark = pytest.mark.e2e
 
 
-def _missing(reason: str) -> None:
+def browser_missing(reason: str) -> None:
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(f"{reason} (CI=true: run `make browser` first)")
     pytest.skip(reason)
@@ -63,6 +63,18 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def stop(process: subprocess.Popen) -> None:
+    """End a ``winnow ui`` started in its own process group (it runs Streamlit as a child, and
+    both must go): politely, then by force after 15 s."""
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
 
 
 def wait_healthy(url: str, process: subprocess.Popen, timeout: float = 90.0) -> None:
@@ -123,13 +135,7 @@ def serving(args: list[str], tmp_path: Path) -> Iterator[str]:
         wait_healthy(f"http://127.0.0.1:{port}/_stcore/health", process)
         yield f"http://127.0.0.1:{port}"
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+        stop(process)
         log.close()
 
 
@@ -158,11 +164,11 @@ def empty_server(tmp_path: Path):
 @pytest.fixture
 def browser():
     if not CHROMIUM.exists():
-        _missing(f"Chromium not found at {CHROMIUM}; install it with `make browser`")
+        browser_missing(f"Chromium not found at {CHROMIUM}; install it with `make browser`")
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        _missing("the playwright package is not installed (pip install -e '.[dev]')")
+        browser_missing("the playwright package is not installed (pip install -e '.[dev]')")
     with sync_playwright() as p:
         chromium = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
         try:

@@ -13,7 +13,6 @@ import hashlib
 import http.client
 import os
 import re
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -26,7 +25,16 @@ from urllib.parse import quote, urlencode
 
 import pytest
 
-from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS, ROOT, _missing, free_port, settle, wait_healthy
+from tests.e2e.test_browser import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    ROOT,
+    browser_missing,
+    free_port,
+    settle,
+    stop,
+    wait_healthy,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -128,12 +136,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
             wait_healthy(f"http://127.0.0.1:{port}/_stcore/health", process)
             yield Server("127.0.0.1", port, db, log)
         finally:
-            os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+            stop(process)
 
 
 def stream(
@@ -289,7 +292,7 @@ def test_a_session_id_from_an_upload_url_does_not_resume_a_signed_in_admin(serve
     Streamlit session id is read off the upload URL; a second client without any cookie opens
     the websocket naming that id, and is shown only the sign-in page."""
     if not CHROMIUM.exists():
-        _missing(f"Chromium not found at {CHROMIUM}; install it with `make browser`")
+        browser_missing(f"Chromium not found at {CHROMIUM}; install it with `make browser`")
     from playwright.sync_api import expect, sync_playwright
 
     data = tmp_path / "tiny.csv"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS, ROOT, QueryPage, _missing, serving, settle
+from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS, ROOT, QueryPage, browser_missing, serving, settle
 
 pytestmark = pytest.mark.e2e
 
@@ -54,11 +54,11 @@ def rows(db: Path) -> list[tuple]:
 
 def test_two_annotators_a_conflict_and_a_reviewer(team_server):
     if not CHROMIUM.exists():
-        _missing(f"Chromium not found at {CHROMIUM}; install it with `make browser`")
+        browser_missing(f"Chromium not found at {CHROMIUM}; install it with `make browser`")
     try:
         from playwright.sync_api import expect, sync_playwright
     except ImportError:
-        _missing("the playwright package is not installed (pip install -e '.[dev]')")
+        browser_missing("the playwright package is not installed (pip install -e '.[dev]')")
 
     url, db = team_server
     with sync_playwright() as p:

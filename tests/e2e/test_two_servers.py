@@ -11,8 +11,6 @@ holds exactly those two answers, once each, and the next items the two are serve
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -23,7 +21,16 @@ from sqlalchemy import create_engine, text
 
 from app.service import assign, create_user, ensure_sample_session
 from app.store import close_stores, open_store
-from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS, ROOT, QueryPage, _missing, free_port, wait_healthy
+from tests.e2e.test_browser import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    ROOT,
+    QueryPage,
+    browser_missing,
+    free_port,
+    stop,
+    wait_healthy,
+)
 
 # The session's PostgreSQL server (tests/store/conftest.py), shared with the store tests when
 # both run in one session.
@@ -56,13 +63,7 @@ def servers(url: str, folder: Path, count: int) -> Iterator[list[str]]:
         yield [f"http://127.0.0.1:{port}" for _, port, _ in started]
     finally:
         for process, _, log in started:
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGTERM)
-                try:
-                    process.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    os.killpg(process.pid, signal.SIGKILL)
-                    process.wait()
+            stop(process)
             log.close()
 
 
@@ -106,11 +107,11 @@ def events(url: str) -> list[tuple[str, str, str, str | None]]:
 
 def test_two_servers_on_one_postgresql_store_serve_two_annotators_different_items(team_store, tmp_path):
     if not CHROMIUM.exists():
-        _missing(f"Chromium not found at {CHROMIUM}; install it with `make browser`")
+        browser_missing(f"Chromium not found at {CHROMIUM}; install it with `make browser`")
     try:
         from playwright.sync_api import expect, sync_playwright
     except ImportError:
-        _missing("the playwright package is not installed (pip install -e '.[dev]')")
+        browser_missing("the playwright package is not installed (pip install -e '.[dev]')")
 
     with servers(team_store, tmp_path, 2) as urls, sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)

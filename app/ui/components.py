@@ -47,7 +47,6 @@ __all__ = [
     "md",
     "show_notice",
     "show_item",
-    "show_thumbnail",
     "show_neighbours",
     "keyboard",
     "pca_projection",
@@ -436,15 +435,15 @@ def show_neighbours(bench: Workbench, positions: list[int]) -> None:
         return
     per_row = 5
     for start in range(0, len(positions), per_row):
-        for column, position in zip(st.columns(per_row), positions[start : start + per_row], strict=False):
+        row = zip(positions[start : start + per_row], contents[start : start + per_row], strict=True)
+        for column, (position, content) in zip(st.columns(per_row), row, strict=False):
             with column:
-                show_thumbnail(bench, position)
+                _thumbnail(bench, position, content)
 
 
-def show_thumbnail(bench: Workbench, position: int) -> None:
+def _thumbnail(bench: Workbench, position: int, content: ItemContent) -> None:
     """A small view of an item for lists (neighbours): its picture, or a snippet of its text,
     then its id and current candidate labels, all as plain text."""
-    content = content_or_warning(bench, position)
     state = bench.state
     if content.image_path is not None:
         try:

@@ -104,12 +104,13 @@ def session_settings(
     """Show or change how far model labels must be trusted, and the share of audits.
 
     With no option, prints the current values. A target needs audits: with no error among
-    them, 45 audited answers state 5% at 90% confidence (59 at 95%, 114 for 2% at 90%).
+    them, about 60 audited answers certify a first lot at 5% with 90% confidence; until then
+    half the served items are audits (the audit share applies after the first statement).
 
     Example: winnow session settings week1 --max-error 0.02 --confidence 0.95 --audit 0.1
     """
     from app.service import change_label_settings, session_label_settings
-    from engine.calibration import audits_needed
+    from engine.lots import audits_to_certify, lot_alpha
 
     Session = open_store(db, create=False)
     if max_error is None and confidence is None and audit is None:
@@ -118,8 +119,9 @@ def session_settings(
         settings = change_label_settings(Session, name, max_error=max_error, confidence=confidence, audit_share=audit)
     out.print(
         f"Session {name!r}: max error {settings.max_error:g}, confidence {settings.confidence:g}, "
-        f"audit share {settings.audit_share:g}; stating it needs at least "
-        f"{audits_needed(settings.max_error, settings.confidence)} audited answers (none wrong).",
+        f"audit share {settings.audit_share:g}; a first lot of 1,000 items needs at least "
+        f"{audits_to_certify(1000, target=settings.max_error, alpha=lot_alpha(1 - settings.confidence, 1))} "
+        "audited answers (none wrong).",
         markup=False,
         highlight=False,
     )
@@ -160,7 +162,8 @@ def session_status(
         **shared,
         "labels": dict(labels.counts),
         "audited_answers": labels.n_audited,
-        "stated_error": labels.calibration.bound,
+        "stated_error": labels.summary.error_bound,
+        "more_audited_answers_needed": labels.summary.audits_left if labels.summary.audits_left >= 0 else None,
         "statement": labels.statement,
         "next": bench.next_queries(top),
         "annotators": [

@@ -27,8 +27,8 @@
 
     ``predictions`` holds a model label (label source ``model``: a DST-PLL label winnow stands
     behind at the session's error target, :mod:`app.service.delivery`) with ``score`` its
-    confidence in [0, 1] (``(1 + margin) / 2``: it orders model labels, it is not a
-    probability) and ``model_version`` ``winnow-<version>-dstpll-<session>``.
+    ``model_margin`` (DST-PLL's margin when its lot was frozen, in (0, 1]: it orders model
+    labels, it is not a probability) and ``model_version`` ``winnow-<version>-dstpll-<session>``.
 
     Items with a ``given`` label (a single candidate nobody answered) and ``undecided`` items
     get neither: their label (if any), label source and candidates are in ``meta.winnow``
@@ -161,8 +161,8 @@ LABEL_STUDIO_TASKS_SCHEMA: dict[str, Any] = {
                         "properties": {
                             "id": {"type": "string"},
                             "label": {"type": ["string", "null"]},
-                            "label_source": {"enum": ["expert", "given", "model", "undecided"]},
-                            "confidence": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
+                            "label_source": {"enum": ["expert", "given", "crowd", "model", "undecided"]},
+                            "model_margin": {"type": ["number", "null"], "minimum": -1, "maximum": 1},
                             "candidates": {"type": "array", "items": {"type": "string"}},
                             "answered_by": {"type": ["string", "null"]},
                             "answered_at": {"type": ["string", "null"]},
@@ -227,7 +227,7 @@ def label_studio_tasks(
     ----------
     table : pandas.DataFrame
         A session's labelled export (:func:`app.service.delivery.delivered_table`): ``id``,
-        ``candidates``, ``label``, ``label_source``, ``confidence``, ``answered_by``,
+        ``candidates``, ``label``, ``label_source``, ``model_margin``, ``answered_by``,
         ``answered_at`` and the content columns it has (``text``, ``media_path``, ``link``).
     media_kinds : sequence of (str or None), optional
         ``"image"`` or ``"audio"`` for each row with a ``media_path`` (default: image).
@@ -250,12 +250,12 @@ def label_studio_tasks(
     Raises
     ------
     InvalidInput
-        A missing column, an empty name, or a model row whose confidence is outside [0, 1].
+        A missing column, an empty name, or a model row whose model_margin is outside (0, 1].
     """
     for name, value in (("model_version", model_version), ("from_name", from_name), ("to_name", to_name)):
         if value is not None and (not isinstance(value, str) or not value.strip()):
             raise InvalidInput(f"{name} must be a non-empty string, got {value!r}")
-    required = ("id", "candidates", "label", "label_source", "confidence", "answered_by", "answered_at")
+    required = ("id", "candidates", "label", "label_source", "model_margin", "answered_by", "answered_at")
     missing = [c for c in required if c not in table.columns]
     if missing:
         raise InvalidInput(f"the labelled table lacks the columns {missing}")
@@ -291,19 +291,19 @@ def label_studio_tasks(
         record = row._asdict()
         label = record["label"] if _present(record["label"]) else None
         source = str(record["label_source"])
-        confidence = float(record["confidence"]) if _present(record["confidence"]) else None
+        margin = float(record["model_margin"]) if _present(record["model_margin"]) else None
         annotations = [{"result": result(str(label))}] if source == "expert" and label is not None else []
         predictions = []
         if source == "model" and label is not None:
-            if confidence is None or not 0.0 <= confidence <= 1.0:
-                raise InvalidInput(f"item {data['id']!r}: model label without a confidence in [0, 1] ({confidence})")
-            predictions = [{"model_version": model_version, "score": confidence, "result": result(str(label))}]
+            if margin is None or not 0.0 < margin <= 1.0:
+                raise InvalidInput(f"item {data['id']!r}: model label without a model_margin in (0, 1] ({margin})")
+            predictions = [{"model_version": model_version, "score": margin, "result": result(str(label))}]
         candidates = record["candidates"]
         meta = {
             "id": data["id"],
             "label": None if label is None else str(label),
             "label_source": source,
-            "confidence": confidence,
+            "model_margin": margin,
             "candidates": str(candidates).split("|") if _present(candidates) and str(candidates) else [],
             "answered_by": str(record["answered_by"]) if _present(record["answered_by"]) else None,
             "answered_at": str(record["answered_at"]) if _present(record["answered_at"]) else None,

@@ -132,10 +132,10 @@ column is then read as the items' text)."""
 EXPORT_ONLY_COLUMNS: tuple[str, ...] = (
     *(c for c in LABELLED_COLUMNS if c not in ("id", "candidates", "true_label")),
     "label_source",
-    "confidence",
+    "model_margin",
     "suspect",
 )
-"""The columns of :data:`LABELLED_COLUMNS` (and the ``label_source`` and ``confidence`` a
+"""The columns of :data:`LABELLED_COLUMNS` (and the ``label_source`` and ``model_margin`` a
 session's labelled export adds, :mod:`app.service.delivery`, and its ``suspect`` flag,
 :mod:`app.service.suspects`) that have no role when an export is
 read back: the others are its ids, candidate sets and true labels, which cannot be ignored."""

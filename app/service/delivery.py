@@ -5,33 +5,23 @@ Every item gets one **label source** (see ``docs/architecture.md``'s vocabulary)
 ``expert``
     an annotator's verdict settled it (an answer, another label, or a reviewer's resolve);
 ``given``
-    its candidate set holds a single label and nobody answered it (from the import, or left
-    after answers elsewhere);
+    its candidate set holds a single label from the user's file and nobody answered it;
+``crowd``
+    the same, in a dataset whose candidate sets were made from crowd votes: a single label
+    left by the votes is not the truth, and winnow has not measured how often it is wrong
+    (the statement says so);
 ``model``
-    an open item (two or more candidates, no verdict) whose model label winnow stands behind:
-    DST-PLL's transductive label with its margin ``bel(ŷ) − max pl`` as accept score
-    (:func:`engine.accept_scores.dst_margin`, the score that ranks model labels best,
-    ``docs/results_accept_scores.md``), kept when the margin reaches the threshold that
-    :func:`engine.calibration.calibrate_threshold` chooses from the **audited answers** so
-    that the kept labels' error is at most the session's ``max_error`` with probability at
-    least its ``confidence``;
+    an open item nobody answered whose label comes from a **certified lot**
+    (:mod:`app.service.lots`, :mod:`engine.lots`): DST-PLL's label frozen when the lot was
+    made, handed back because the lot's audits bound the error of its undelivered labels at
+    the session's ``max_error``, with its ``confidence``, at every moment the result is read;
 ``undecided``
-    everything else: open items whose model label is not kept, items in conflict, and items
-    flagged "none of these" (no label is known). The Rejects page lists exactly these.
+    everything else: open items in no certified lot, items in conflict, and items flagged
+    "none of these" (no label is known). The Rejects page lists exactly these.
 
-The calibration uses the audited answers only (:mod:`app.service.audits`: items drawn at
-random among those the model would label), never answers to ranked queries, which are chosen
-where the model is least sure. An audited item's model label is computed **leave one out**:
-DST-PLL on the item's original candidate set and its neighbours' current sets (the graph
-leaves every item out of its own neighbourhood), so its own answer does not vote for itself;
-it is then compared with the expert's answer ("none of these" or another label outside the
-set counts as wrong).
-
-``confidence`` (model rows only) is DST-PLL's margin mapped from ``[−1, 1]`` to ``[0, 1]``,
-``(1 + margin) / 2``: how far the evidence of the neighbours favours the label over every other
-one. It orders model labels (higher is more trusted) but is **not** a probability of being
-right; what winnow guarantees is the statement: the error of the model labels as a whole is at
-most the stated bound with the stated confidence.
+``model_margin`` (model rows only) is DST-PLL's margin ``bel(ŷ) − max pl`` when the lot was
+frozen: it orders model labels (higher is more trusted) and is **not** a probability of being
+right. What winnow guarantees is the statement about the model labels as a whole.
 """
 
 from __future__ import annotations
@@ -43,6 +33,7 @@ import numpy as np
 import pandas as pd
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.service.lots import LotsNow
 from app.store import (
     LabelSettings,
     SessionState,
@@ -51,16 +42,14 @@ from app.store import (
     set_label_settings,
     write_transaction,
 )
-from engine.calibration import Calibration, calibrate_threshold
-from engine.dst import transductive_decisions
 
 __all__ = [
     "LABEL_SOURCES",
     "DeliveredLabels",
     "LabelDecision",
+    "LabelSummary",
     "session_label_settings",
     "change_label_settings",
-    "audited_answers",
     "decide_labels",
     "label_statement",
     "delivered_table",
@@ -68,7 +57,60 @@ __all__ = [
 ]
 
 #: The sources of an item's final label, in the order counts are shown.
-LABEL_SOURCES: tuple[str, ...] = ("expert", "given", "model", "undecided")
+LABEL_SOURCES: tuple[str, ...] = ("expert", "given", "crowd", "model", "undecided")
+
+
+@dataclass(frozen=True)
+class LabelSummary:
+    """What winnow states about its model labels now, and what it waits for.
+
+    Attributes
+    ----------
+    target : float
+        The session's ``max_error``.
+    confidence : float
+        The session's confidence: with at least this probability, every statement made at
+        any moment holds.
+    model_labels : int
+        Model labels delivered (unanswered items of certified lots).
+    error_bound : float or None
+        The bound on their error (``≤ target``); None when none are delivered.
+    audited : int
+        Audited answers backing the certified lots (their audited prefixes).
+    audits_total : int
+        Audited answers in every lot, the one being audited included.
+    lots : int
+        Lots frozen so far.
+    active_lot_size : int
+        Items of the lot being audited (0 when none is).
+    audits_left : int
+        Fewest further audited answers, all right, that would certify it (-1 when no lot is
+        being audited).
+    audit_share : float
+        Share of served items that are audits now.
+    open_items : int
+        Items still open (two or more candidates, no verdict).
+    """
+
+    target: float
+    confidence: float
+    model_labels: int
+    error_bound: float | None
+    audited: int
+    audits_total: int
+    lots: int
+    active_lot_size: int
+    audits_left: int
+    audit_share: float
+    open_items: int
+
+    @property
+    def answers_to_wait(self) -> int | None:
+        """About how many answers (audits and ranked queries) until the active lot can be
+        certified at the current share, if every audit is right; None when unknown."""
+        if self.audits_left < 0 or self.audit_share <= 0.0:
+            return None
+        return int(np.ceil(self.audits_left / self.audit_share))
 
 
 @dataclass(frozen=True)
@@ -79,28 +121,28 @@ class DeliveredLabels:
     ----------
     table : pandas.DataFrame
         Every column of the labelled export, with ``label`` the final label's name (missing
-        when none), then ``label_source`` (one of :data:`LABEL_SOURCES`) and ``confidence``
-        (model rows only: ``(1 + margin) / 2`` in ``[0, 1]``, see the module docstring).
+        when none), then ``label_source`` (one of :data:`LABEL_SOURCES`) and ``model_margin``
+        (model rows only, see the module docstring).
     counts : dict of str to int
         Items per label source (every source present, possibly 0).
-    calibration : engine.calibration.Calibration
-        The threshold and bound chosen from the audited answers.
+    summary : LabelSummary
+        What is stated, and what the next statement waits for.
     settings : app.store.LabelSettings
         The session's target error, confidence and audit share.
-    n_audited : int
-        Audited answers the calibration used.
     statement : str
-        E.g. ``"model labels: 612, error ≤ 5.0% at 90% confidence (52 audited answers);
-        undecided: 211"``, or ``"model labels: not yet measured — 17 more audited answers
-        needed; undecided: 823"`` when no label can be backed yet.
+        The statement in one line (:func:`label_statement`).
     """
 
     table: pd.DataFrame
     counts: dict[str, int]
-    calibration: Calibration
+    summary: LabelSummary
     settings: LabelSettings
-    n_audited: int
     statement: str
+
+    @property
+    def n_audited(self) -> int:
+        """Audited answers backing the stated model labels."""
+        return self.summary.audited
 
 
 @dataclass(frozen=True)
@@ -113,20 +155,18 @@ class LabelDecision:
         The final label's index, ``-1`` when none.
     source : int array of shape (n_instances,)
         Index into :data:`LABEL_SOURCES`.
-    confidence : float array of shape (n_instances,)
-        ``(1 + margin) / 2`` on model rows, NaN elsewhere.
+    margin : float array of shape (n_instances,)
+        The frozen DST-PLL margin on model rows, NaN elsewhere.
     model_kept : bool array of shape (n_instances,)
-        The open items whose model label is kept.
-    calibration : Calibration
-    n_audited : int
+        The items whose model label is delivered.
+    summary : LabelSummary
     """
 
     label: np.ndarray
     source: np.ndarray
-    confidence: np.ndarray
+    margin: np.ndarray
     model_kept: np.ndarray
-    calibration: Calibration
-    n_audited: int
+    summary: LabelSummary
 
     def counts(self) -> dict[str, int]:
         """Items per label source."""
@@ -172,116 +212,98 @@ def change_label_settings(
 # ---------------------------------------------------------------------------------- labels
 
 
-def audited_answers(
-    state: SessionState, drawn: np.ndarray, idx: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The audited items that have a settled expert answer, their leave-one-out margin and
-    whether the model's label was right.
-
-    Parameters
-    ----------
-    state : SessionState
-    drawn : int array
-        Positions of every drawn audit item.
-    idx : int array of shape (n_instances, k)
-        The dataset's neighbour graph (no item among its own neighbours).
-
-    Returns
-    -------
-    positions : int array of shape (a,)
-    margin : float array of shape (a,)
-        DST-PLL's margin of each item's leave-one-out label.
-    correct : bool array of shape (a,)
-    """
-    drawn = np.asarray(drawn, dtype=np.int64)
-    answered = np.array([state.answered_by[p] is not None for p in drawn], dtype=bool)
-    if drawn.size:
-        answered &= ~state.in_conflict[drawn]
-    positions = drawn[answered]
-    if positions.size == 0:
-        return positions, np.zeros(0), np.zeros(0, dtype=bool)
-    n = state.n_instances
-    # The audited items once more, with their original sets, as extra rows that nobody has
-    # among their neighbours: their decisions read their neighbours' current sets, not their
-    # own answers, and no other row's decision changes.
-    Y = np.vstack([np.asarray(state.candidates), np.asarray(state.original_candidates)[positions]])
-    graph = np.vstack([idx, idx[positions]])
-    labels, _, margin = transductive_decisions(Y, graph, n + np.arange(positions.size), random_state=0)
-    current = np.asarray(state.candidates)[positions]
-    settled = (current.sum(axis=1) == 1) & ~np.asarray(state.none_of_these)[positions]
-    expert = np.where(settled, current.argmax(axis=1), -1)
-    return positions, np.asarray(margin, dtype=np.float64), expert == labels
+def _summary(now: LotsNow, state: SessionState, settings: LabelSettings, kept: np.ndarray) -> LabelSummary:
+    certified = [(lot, v) for lot, v in zip(now.lots, now.verdicts, strict=True) if v.certified]
+    delivered = sum(v.delivered for _, v in certified)
+    wrong_at_most = sum(v.high - v.known_wrong for _, v in certified)
+    active = now.active
+    return LabelSummary(
+        target=settings.max_error,
+        confidence=settings.confidence,
+        model_labels=int(kept.sum()),
+        error_bound=wrong_at_most / delivered if delivered else None,
+        audited=sum(v.audited for _, v in certified),
+        audits_total=sum(v.audited for v in now.verdicts),
+        lots=len(now.lots),
+        active_lot_size=0 if active is None else now.verdicts[active].lot_size,
+        audits_left=-1 if active is None else now.verdicts[active].audits_left,
+        audit_share=now.audit_share(settings),
+        open_items=int(np.asarray(state.open_items).sum()),
+    )
 
 
-def decide_labels(
-    state: SessionState,
-    model_labels: np.ndarray,
-    model_margin: np.ndarray,
-    audit_margin: np.ndarray,
-    audit_correct: np.ndarray,
-    settings: LabelSettings,
-) -> LabelDecision:
+def decide_labels(state: SessionState, now: LotsNow, settings: LabelSettings, *, from_votes: bool) -> LabelDecision:
     """Every item's final label and source (see the module docstring).
 
     Parameters
     ----------
     state : SessionState
-    model_labels, model_margin : arrays of shape (n_instances,)
-        DST-PLL's transductive label and margin of every item (read on open items only).
-    audit_margin, audit_correct : arrays of shape (a,)
-        From :func:`audited_answers`.
+    now : app.service.lots.LotsNow
+        The session's lots and their verdicts.
     settings : LabelSettings
+    from_votes : bool
+        The dataset's candidate sets were made from crowd votes (single labels are ``crowd``).
     """
-    calibration = calibrate_threshold(
-        audit_margin, audit_correct, target=settings.max_error, confidence=settings.confidence
-    )
     candidates = np.asarray(state.candidates)
     n = state.n_instances
     sizes = candidates.sum(axis=1)
     answered = np.fromiter((a is not None for a in state.answered_by), dtype=bool, count=n)
     flagged = np.asarray(state.none_of_these) | state.in_conflict
-    open_items = np.asarray(state.open_items)
-    kept = (
-        open_items & (np.asarray(model_margin) >= calibration.threshold)
-        if calibration.threshold is not None
-        else np.zeros(n, dtype=bool)
-    )
+    kept, model_label, model_margin = now.delivered(n)
+    kept &= ~answered & ~flagged
 
     source = np.full(n, LABEL_SOURCES.index("undecided"), dtype=np.int64)
     single = (sizes == 1) & ~flagged
-    source[single & ~answered] = LABEL_SOURCES.index("given")
+    source[single & ~answered] = LABEL_SOURCES.index("crowd" if from_votes else "given")
     source[single & answered] = LABEL_SOURCES.index("expert")
     source[kept] = LABEL_SOURCES.index("model")
     label = np.where(single, candidates.argmax(axis=1), -1)
-    label[kept] = np.asarray(model_labels)[kept]
-    confidence = np.full(n, np.nan)
-    confidence[kept] = (1.0 + np.asarray(model_margin, dtype=np.float64)[kept]) / 2.0
-    return LabelDecision(label, source, confidence, kept, calibration, int(np.asarray(audit_margin).size))
+    label[kept] = model_label[kept]
+    margin = np.full(n, np.nan)
+    margin[kept] = model_margin[kept]
+    return LabelDecision(label, source, margin, kept, _summary(now, state, settings, kept))
 
 
-def label_statement(counts: dict[str, int], calibration: Calibration, n_audited: int) -> str:
+def label_statement(counts: dict[str, int], summary: LabelSummary) -> str:
     """What winnow states about its model labels, in one line (:attr:`DeliveredLabels.statement`).
 
-    >>> from engine.calibration import calibrate_threshold
-    >>> cal = calibrate_threshold([0.5] * 10, [True] * 10, target=0.05)
-    >>> label_statement({"model": 0, "undecided": 823}, cal, 10)
-    'model labels: not yet measured — 35 more audited answers needed; undecided: 823'
+    >>> s = LabelSummary(0.05, 0.9, 0, None, 0, 12, 1, 402, 49, 0.5, 520)
+    >>> print(label_statement({"model": 0, "undecided": 520}, s))  # doctest: +NORMALIZE_WHITESPACE
+    model labels: none yet — the first 402 the model would label need at least 49 more audited
+    answers, all right (about 98 answers at the current audit share of 50%); undecided: 520
     """
     undecided = counts.get("undecided", 0)
-    if calibration.threshold is None or calibration.bound is None:
-        return (
-            f"model labels: not yet measured — {calibration.more_audits_needed} more audited answers needed; "
-            f"undecided: {undecided}"
+    tail = f"; undecided: {undecided}"
+    if counts.get("crowd", 0):
+        tail += f"; crowd labels: {counts['crowd']} (single labels left by the votes; their error is not measured)"
+    promise = f"at most {summary.target * 100:g}% wrong, with {summary.confidence * 100:g}% confidence"
+    if summary.model_labels and summary.error_bound is not None:
+        said = (
+            f"model labels: {summary.model_labels}, {promise} (bound now {summary.error_bound * 100:.1f}%, "
+            f"from {summary.audited} audited answers)"
         )
-    return (
-        f"model labels: {counts.get('model', 0)}, error ≤ {calibration.bound * 100:.1f}% at "
-        f"{calibration.confidence * 100:g}% confidence ({n_audited} audited answers); undecided: {undecided}"
-    )
+    elif summary.audit_share <= 0.0 and summary.lots and summary.audits_left < 0 and summary.open_items:
+        said = "model labels: none — no lot of at least 20 open items the model would label is waiting for audits"
+    else:
+        said = "model labels: none yet"
+    if summary.audits_left >= 0:
+        wait = summary.answers_to_wait
+        about = f" (about {wait} answers at the current audit share of {summary.audit_share * 100:g}%)" if wait else ""
+        which = "the first" if summary.lots == 1 else "the next"
+        said += (
+            f"{' —' if not summary.model_labels else '; '} {which} {summary.active_lot_size} the model would label "
+            f"need at least {summary.audits_left} more audited answers, all right{about}"
+        ).replace(";  ", "; ")
+    elif summary.audit_share <= 0.0 and not summary.model_labels and not summary.lots:
+        said += " — audits are off (audit share 0): no model label can be stated"
+    elif not summary.open_items:
+        said += " — nothing is left open"
+    return said + tail
 
 
 def delivered_table(base: pd.DataFrame, decision: LabelDecision, label_names: tuple[str, ...]) -> pd.DataFrame:
     """``base`` (the labelled export) with the final ``label``, then ``label_source`` and
-    ``confidence`` after it."""
+    ``model_margin`` after it."""
     names = np.asarray(label_names, dtype=object)
     label = np.where(decision.label >= 0, names[np.maximum(decision.label, 0)], None)
     table = base.copy()
@@ -292,22 +314,26 @@ def delivered_table(base: pd.DataFrame, decision: LabelDecision, label_names: tu
         "label_source",
         pd.Series(np.asarray(LABEL_SOURCES, dtype=object)[decision.source], dtype=object, index=table.index),
     )
-    table.insert(at + 1, "confidence", decision.confidence)
+    table.insert(at + 1, "model_margin", decision.margin)
     return table
 
 
 def statement_metadata(labels: DeliveredLabels) -> dict[str, Any]:
     """The export's metadata (the JSON header object, the Parquet key-value metadata)."""
-    cal = labels.calibration
+    s = labels.summary
     return {
         "target_error": labels.settings.max_error,
-        "confidence": labels.settings.confidence,
+        "statement_confidence": labels.settings.confidence,
+        "promise": "with confidence: at most target_error of the model labels are wrong, with probability "
+        "statement_confidence, whenever the statement is read",
         "audit_share": labels.settings.audit_share,
-        "stated_error_bound": cal.bound,
-        "threshold": cal.threshold,
-        "audited_answers": labels.n_audited,
-        "more_audited_answers_needed": cal.more_audits_needed,
+        "stated_error_bound": s.error_bound,
+        "audited_answers": s.audited,
+        "audited_answers_all_lots": s.audits_total,
+        "lots": s.lots,
+        "more_audited_answers_needed": s.audits_left if s.audits_left >= 0 else None,
         "counts": dict(labels.counts),
         "statement": labels.statement,
-        "confidence_column": "(1 + DST-PLL margin) / 2 on model rows: orders model labels, not a probability",
+        "model_margin_column": "DST-PLL margin bel - max pl when the lot was frozen, model rows only: "
+        "orders model labels, not a probability",
     }

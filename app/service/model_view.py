@@ -30,6 +30,9 @@ class RejectQueue:
     margin: np.ndarray
     belief: np.ndarray  # (len(positions), M)
     plausibility: np.ndarray
+    #: Items of the lot being audited: their guess must not be shown (any of them may be an
+    #: audit, answered without the model's label in view). None: no item is.
+    guess_hidden: np.ndarray | None = None
 
     @property
     def n_rejected(self) -> int:

@@ -102,7 +102,7 @@ def with_suspect_column(table: pd.DataFrame, state: SessionState, suspect: np.nd
     flags = np.asarray(suspect, dtype=bool)
     column = np.array([bool(flags[where[item]]) for item in table["id"]], dtype=bool)
     out = table.copy()
-    at = out.columns.get_loc("confidence") + 1 if "confidence" in out.columns else len(out.columns)
+    at = out.columns.get_loc("model_margin") + 1 if "model_margin" in out.columns else len(out.columns)
     out.insert(at, "suspect", column)
     out.attrs = dict(table.attrs)
     return out

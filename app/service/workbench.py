@@ -13,7 +13,8 @@ and small enough to read at once:
 * :mod:`app.service.answers`: which answers a page may still give, and the write of one;
 * :mod:`app.service.item_content` and :mod:`app.service.session_tables`: what a person looks
   at, and the export tables;
-* :mod:`app.service.audits`: which served slots are audits and which item each one draws;
+* :mod:`app.service.lots` and :mod:`app.service.audits`: the lots of model labels frozen for
+  certification, which served slots are audits and which lot item each one serves;
 * :mod:`app.service.delivery`: the labelled dataset handed back (a final label per item, its
   source) and what is stated about the model labels' error.
 
@@ -34,7 +35,7 @@ process, for all tabs). Readers never wait for a write:
   presses of one tab are judged one after the other); no reader takes ``lock``;
 * applying new events (``_apply_lock``) holds no write transaction; the explanations, which
   read the ranker's own arrays, and the DST-PLL model take short locks of their own, held
-  while memory is patched, never while the store is written. Storing new audit draws keeps
+  while memory is patched, never while the store is written. Freezing a new lot keeps
   a short lock too.
 """
 
@@ -51,7 +52,7 @@ import numpy as np
 import pandas as pd
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.service import answers, audits, delivery, explanations, session_tables, suspects
+from app.service import answers, audits, delivery, explanations, lots, session_tables, suspects
 from app.service.answers import OFFERS, CheckedItem, StaleAnswer
 from app.service.delivery import DeliveredLabels
 from app.service.explanations import AnswerEffect, Neighbour, QueryExplanation, TargetExplanation
@@ -65,19 +66,23 @@ from app.store import (
     DerivedState,
     EventRecord,
     IncrementalDerivation,
+    LabelLotRecord,
     LabelSettings,
     SessionConfig,
     SessionState,
-    audit_draws,
+    audit_secret,
+    dataset_has_votes,
     default_hotkeys,
     events_after,
     feature_matrix_stored,
+    label_lots,
     label_settings,
     lease_holders,
     load_state,
-    save_audit_draws,
     save_feature_matrix,
+    save_label_lot,
     set_session_hotkeys,
+    stored_audit_secret,
     write_transaction,
 )
 from engine.ranking import Ranker, ranking_order
@@ -146,16 +151,24 @@ class Workbench:
     _ranker_lock: threading.Lock = field(init=False, default_factory=threading.Lock, repr=False)
     #: The DST-PLL model is updated in place when read: one reader at a time.
     _model_lock: threading.RLock = field(init=False, default_factory=threading.RLock, repr=False)
-    #: Held while new audit draws are stored.
-    _draws_lock: threading.Lock = field(init=False, default_factory=threading.Lock, repr=False)
+    #: Held while a new lot is frozen and stored.
+    _lots_lock: threading.Lock = field(init=False, default_factory=threading.Lock, repr=False)
     _model: ModelView = field(init=False, repr=False)
     _content: ContentReader = field(init=False, repr=False)
-    #: The session's label settings and its stored audit draws (slot -> position), read
-    #: again by :meth:`refresh`; both replaced whole, never changed in place.
+    #: The session's label settings and its lots, read again by :meth:`refresh`; both
+    #: replaced whole, never changed in place.
     _settings: LabelSettings = field(init=False, repr=False)
-    _draws: dict[int, int] = field(init=False, default_factory=dict, repr=False)
-    #: The last whole served order: its snapshot, audit share and draws, and the order.
-    _served_kept: tuple[_Snapshot, float, dict[int, int], audits.ServedOrder] | None = field(
+    _lots: tuple[LabelLotRecord, ...] = field(init=False, default=(), repr=False)
+    #: The store's secret (seeds the audit order; never shown) and whether the dataset's
+    #: sets were made from crowd votes.
+    _secret: bytes = field(init=False, default=b"", repr=False)
+    _from_votes: bool = field(init=False, default=False, repr=False)
+    #: The lots' verdicts of one snapshot, lots and settings.
+    _lots_kept: tuple[_Snapshot, tuple[LabelLotRecord, ...], LabelSettings, lots.LotsNow] | None = field(
+        init=False, default=None, repr=False
+    )
+    #: The last whole served order: its snapshot, lots and settings, and the order.
+    _served_kept: tuple[_Snapshot, tuple[LabelLotRecord, ...], LabelSettings, audits.ServedOrder] | None = field(
         init=False, default=None, repr=False
     )
     #: Items drawn as the first of the queue -> the largest event id the queue was made from
@@ -257,7 +270,11 @@ class Workbench:
             loaded = load_state(s, self.session_id, derive=derive)
             blocks_missing = not feature_matrix_stored(s, loaded.config.dataset_id)
             self._settings = label_settings(s, self.session_id)
-            self._draws = audit_draws(s, self.session_id)
+            self._lots = tuple(label_lots(s, self.session_id))
+            self._from_votes = dataset_has_votes(s, loaded.config.dataset_id)
+            secret = stored_audit_secret(s)
+        # The audit key is made once per store, by the first session that needs it.
+        self._secret = secret if secret is not None else write_transaction(self.session_factory, audit_secret)
         cfg = loaded.config
         n = loaded.n_instances
         if blocks_missing and n:
@@ -317,7 +334,7 @@ class Workbench:
 
     def refresh(self) -> np.ndarray:
         """Catch up with events other tabs or processes recorded, and re-read the session's
-        label settings and audit draws.
+        label settings and lots.
 
         Reads only the events after the last one seen (and a short window below it:
         :data:`REREAD_WINDOW`), re-derives only their items and re-scores only the targets
@@ -326,11 +343,12 @@ class Workbench:
         """
         with self.session_factory() as s:
             settings = label_settings(s, self.session_id)
-            draws = audit_draws(s, self.session_id)
+            stored = tuple(label_lots(s, self.session_id))
         self._settings = settings
-        with self._draws_lock:
-            # The store's draws win; one stored by this workbench after the read is kept.
-            self._draws = {**self._draws, **draws}
+        with self._lots_lock:
+            # Lots are only ever added: keep the longer list (one frozen here after the read).
+            if len(stored) >= len(self._lots):
+                self._lots = stored
         return self._catch_up()
 
     def _catch_up(self) -> np.ndarray:
@@ -362,9 +380,9 @@ class Workbench:
         """Positions to serve, first first: the ranked queue with the audits interleaved.
 
         The ranked queue is :func:`engine.ranking.ranking_order` over the open items, skipped
-        ones last; the slots that are audits (about ``audit_share`` of them, chosen by the
-        session's seeded stream) serve an item drawn at random among those the model would
-        label, drawn once and stored (:mod:`app.service.audits`). The Query page, ``winnow
+        ones last; the slots that are audits (chosen by a stream seeded by the store's secret)
+        serve the active lot's items in its random audit order (:mod:`app.service.audits`,
+        :mod:`app.service.lots`). The Query page, ``winnow
         session status`` and the ranked export (:meth:`ranked_table`) all serve this order.
         """
         return self._served(self._snapshot, top).positions
@@ -386,13 +404,20 @@ class Workbench:
         asked = self._suspects_to_serve(snap)
         # Enough ranked items for the first ``top`` slots whichever suspects they hold.
         depth = None if top is None else top + asked.size
-        ranked = snap.ranking.queue(snap.state.open_items, np.asarray(snap.state.skipped), top=depth)
-        served = suspects.interleave_suspects(ranked, asked, deferred=np.asarray(snap.state.skipped))
+        # Items with a delivered model label wait with the skipped ones (app.service.lots).
+        deferred = np.asarray(snap.state.skipped) | self._lots_for(snap).delivered(snap.state.n_instances)[0]
+        ranked = snap.ranking.queue(snap.state.open_items, deferred, top=depth)
+        served = suspects.interleave_suspects(ranked, asked, deferred=deferred)
         return served if top is None else served[:top]
 
     def is_audit(self, position: int) -> bool:
-        """Whether the item at ``position`` was drawn as an audit (for tests: nothing shows it)."""
-        return int(position) in set(self._draws.values())
+        """Whether the item at ``position`` belongs to a lot's audited prefix or is waiting in the
+        active lot's audit queue (for tests: nothing shows it)."""
+        now = self._lots_for(self._snapshot)
+        for lot, verdict in zip(now.lots, now.verdicts, strict=True):
+            if int(position) in set(lot.positions[: verdict.audited].tolist()):
+                return True
+        return int(position) in set(lots.audit_queue(now).tolist())
 
     @property
     def label_settings(self) -> LabelSettings:
@@ -400,56 +425,62 @@ class Workbench:
         return self._settings
 
     def _served(self, snap: _Snapshot, top: int | None) -> audits.ServedOrder:
-        # The whole served order is kept per snapshot (and audit draws and share): team mode
+        # The whole served order is kept per snapshot (and lots and settings): team mode
         # reserves from it on every page run, and it changes only when the state does.
-        share = self._settings.audit_share
+        now = self._lots_for(snap)
         kept = self._served_kept
-        if kept is not None and kept[0] is snap and kept[1] == share and kept[2] == self._draws:
+        if kept is not None and kept[0] is snap and kept[1] is self._lots and kept[2] == self._settings:
             order = kept[3]
             if top is not None:
-                order = audits.ServedOrder(order.positions[:top], order.audit[:top], {})
+                order = audits.ServedOrder(order.positions[:top], order.audit[:top])
         else:
-            order = self._compute_served(snap, top)
+            st = snap.state
+            secret, session_id = self._secret, self.session_id
+            order = audits.served_order(
+                self._ranked(snap),
+                lots.audit_queue(now),
+                base=audits.served_base(st.answered_by),
+                audit_share=now.audit_share(self._settings),
+                uniforms=lambda n: lots.slot_uniforms(secret, session_id, n),
+                top=top,
+            )
             if top is None:
-                self._served_kept = (snap, share, dict(self._draws), order)
+                self._served_kept = (snap, self._lots, self._settings, order)
         if order.positions.size:
             self._remember_served(int(order.positions[0]), snap.last_event_id)
         return order
 
-    def _compute_served(self, snap: _Snapshot, top: int | None) -> audits.ServedOrder:
-        st = snap.state
-        eligible = np.asarray(st.open_items) & ~np.asarray(st.skipped)
-        base = audits.served_base(st.answered_by)
-        ranked = self._ranked(snap)
-
-        def order_with(draws: dict[int, int]) -> audits.ServedOrder:
-            return audits.served_order(
-                ranked,
-                eligible,
-                draws,
-                base=base,
-                audit_share=self._settings.audit_share,
-                session_id=self.session_id,
-                top=top,
-            )
-
-        order = order_with(self._draws)
-        if order.new_draws:
-            # Only a read that needs new audit draws stores them, under a short lock of its own.
-            with self._draws_lock:
-                for _ in range(3):  # a draw another process stored first wins: serve its item
-                    order = order_with(self._draws)
-                    if not order.new_draws:
-                        break
-                    wanted = order.new_draws
-                    # partial binds this pass's draws now (a lambda would read the loop variable).
-                    self._draws = write_transaction(
-                        self.session_factory,
-                        functools.partial(save_audit_draws, session_id=self.session_id, draws=wanted),
+    def _lots_for(self, snap: _Snapshot) -> lots.LotsNow:
+        """The lots' verdicts at ``snap``; freezes the next lot first when one is due."""
+        kept = self._lots_kept
+        if kept is not None and kept[0] is snap and kept[1] is self._lots and kept[2] == self._settings:
+            return kept[3]
+        with self._lots_lock:
+            now = lots.lots_now(list(self._lots), snap.state, self._settings)
+            if now.new_lot_due and self._settings.audit_share > 0.0 and snap.state.n_instances:
+                st = snap.state
+                with self._model_lock:
+                    model = self._model.fitted(st.X, st.candidates, self.config.k)
+                    fresh = lots.freeze_lot(
+                        now,
+                        st,
+                        model.disambiguate_,
+                        model.disambiguate_margin_,
+                        self._settings,
+                        secret=self._secret,
+                        session_id=self.session_id,
+                        last_event_id=snap.last_event_id,
                     )
-                    if all(self._draws.get(slot) == pos for slot, pos in wanted.items()):
-                        break
-        return order
+                if fresh is not None:
+                    # Another process may have frozen this lot first: its lot stands.
+                    stored = write_transaction(
+                        self.session_factory,
+                        functools.partial(save_label_lot, session_id=self.session_id, lot=fresh),
+                    )
+                    self._lots = tuple(stored)
+                    now = lots.lots_now(list(self._lots), st, self._settings)
+            self._lots_kept = (snap, self._lots, self._settings, now)
+            return now
 
     def _remember_served(self, position: int, last_event_id: int) -> None:
         """Remember that the first of the queue, made from the events up to ``last_event_id``,
@@ -557,7 +588,11 @@ class Workbench:
             if k != self.config.k:
                 return queue
             kept = self._labels_for(st).table["label_source"].to_numpy() == "model"
-            return replace(queue, accepted=kept[queue.positions])
+            now = self._lots_for(self._snapshot)
+            auditing = np.zeros(st.n_instances, dtype=bool)
+            if now.active is not None:
+                auditing[now.lots[now.active].positions] = True
+            return replace(queue, accepted=kept[queue.positions], guess_hidden=auditing[queue.positions])
 
     def dst_view(self, positions: np.ndarray | list[int]) -> RejectQueue:
         """DST-PLL's label, acceptance, margin, belief and plausibility for given items (in the
@@ -738,25 +773,22 @@ class Workbench:
         return self._labels_for(self.state)
 
     def _labels_for(self, st: SessionState) -> DeliveredLabels:
+        snap = self._snapshot
+        now = self._lots_for(snap) if snap.state is st else lots.lots_now(list(self._lots), st, self._settings)
         with self._model_lock:
-            key = (st.n_events, len(self._draws), self._settings)
+            key = (st.n_events, len(self._lots), self._settings)
             if self._labels is not None and self._labels[:3] == key:
                 return self._labels[3]
-            model = self._model.fitted(st.X, st.candidates, self.config.k)
-            drawn = np.fromiter(self._draws.values(), dtype=np.int64, count=len(self._draws))
-            _, audit_margin, audit_correct = delivery.audited_answers(st, drawn, self.graph.idx)
-            decision = delivery.decide_labels(
-                st, model.disambiguate_, model.disambiguate_margin_, audit_margin, audit_correct, self._settings
-            )
+            decision = delivery.decide_labels(st, now, self._settings, from_votes=self._from_votes)
             counts = decision.counts()
             base = session_tables.labelled_table(st, self._content.export_content())
+            statement = delivery.label_statement(counts, decision.summary)
             labels = DeliveredLabels(
                 table=delivery.delivered_table(base, decision, self.label_names),
                 counts=counts,
-                calibration=decision.calibration,
+                summary=decision.summary,
                 settings=self._settings,
-                n_audited=decision.n_audited,
-                statement=delivery.label_statement(counts, decision.calibration, decision.n_audited),
+                statement=statement,
             )
             labels.table.attrs["metadata"] = delivery.statement_metadata(labels)
             self._labels = (*key, labels)

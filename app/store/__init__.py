@@ -90,7 +90,16 @@ from app.store.hotkeys import (
     default_hotkeys,
     set_session_hotkeys,
 )
-from app.store.labels import LabelSettings, audit_draws, label_settings, save_audit_draws, set_label_settings
+from app.store.labels import (
+    LabelLotRecord,
+    LabelSettings,
+    audit_secret,
+    label_lots,
+    label_settings,
+    save_label_lot,
+    set_label_settings,
+    stored_audit_secret,
+)
 from app.store.leases import LEASE_TTL, ItemProgress, item_progress, lease_holders, next_item, release_lease
 from app.store.models import (
     CRITERIA,
@@ -295,8 +304,11 @@ __all__ = [
     "LabelSettings",
     "label_settings",
     "set_label_settings",
-    "audit_draws",
-    "save_audit_draws",
+    "LabelLotRecord",
+    "label_lots",
+    "save_label_lot",
+    "audit_secret",
+    "stored_audit_secret",
     # feature matrices in blocks
     "save_feature_matrix",
     "load_feature_matrix",

@@ -1,13 +1,13 @@
-"""A session's label settings (the error the user accepts in model labels) and its audit draws.
+"""A session's label settings (the error the user accepts in model labels), its lots, and the store's secret.
 
 * :class:`LabelSettings` — the largest error accepted in model labels, the confidence with
   which it must hold, and the share of served items that are audits; read with
   :func:`label_settings` (the defaults when the session never set them), written with
   :func:`set_label_settings` (admins only, recorded in the audit log with what changed).
-* Audit draws — the items drawn at random among those the model would label, one per audit
-  slot of the session's queue (:mod:`app.service.audits` decides which slots and draws the
-  items); :func:`audit_draws` reads them, :func:`save_audit_draws` stores new ones, once:
-  a slot or an item already drawn keeps its first draw, so every view shows the same item.
+* Lots — the frozen lots of model labels (:mod:`app.service.lots` decides when one is made
+  and what it holds); :func:`label_lots` reads them, :func:`save_label_lot` stores a new one,
+  once: a lot another process froze first stands.
+* :func:`audit_secret` — the store's random key that seeds the audit order.
 
 Writes run inside a SAVEPOINT of the caller's session; the caller owns the transaction.
 """
@@ -15,23 +15,32 @@ Writes run inside a SAVEPOINT of the caller's session; the caller owns the trans
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+import secrets
 from dataclasses import dataclass
 from numbers import Real
 from typing import Any
 
-from sqlalchemy import select
+import numpy as np
+from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.store.checks import check_int
 from app.store.errors import InvalidRecord
-from app.store.models import AuditDraw, Instance, SessionLabelSettings, utcnow
+from app.store.models import Instance, LabelLot, SessionLabelSettings, StoreSecret, utcnow
 from app.store.policies import authorize_session
 from app.store.records import get_labelling_session
 from app.store.users import record_audit
 
-__all__ = ["LabelSettings", "label_settings", "set_label_settings", "audit_draws", "save_audit_draws"]
+__all__ = [
+    "LabelSettings",
+    "LabelLotRecord",
+    "label_settings",
+    "set_label_settings",
+    "label_lots",
+    "save_label_lot",
+    "audit_secret",
+    "stored_audit_secret",
+]
 
 
 def _rate(value: Any, name: str) -> float:
@@ -54,8 +63,9 @@ class LabelSettings:
     confidence : float, default=0.90
         Probability with which the stated error must hold, ``0.5 <= confidence < 1``.
     audit_share : float, default=0.05
-        Share of the served items that are audits, ``0 <= audit_share <= 0.5`` (0: no
-        audits, so no model label is ever stated).
+        Share of the served items that are audits once a first lot is certified,
+        ``0 <= audit_share <= 0.5`` (0: no audits, so no model label is ever stated). Until
+        then :data:`app.service.lots.FIRST_STATEMENT_AUDIT_SHARE` of them are, at least.
 
     Raises
     ------
@@ -165,66 +175,128 @@ def set_label_settings(
     return settings
 
 
-def audit_draws(session: Session, session_id: int) -> dict[int, int]:
-    """The session's audit draws: slot -> position of the drawn item in the dataset."""
+@dataclass(frozen=True, eq=False)
+class LabelLotRecord:
+    """A frozen lot of model labels (:class:`app.store.models.LabelLot`), as arrays.
+
+    Attributes
+    ----------
+    number : int
+        1 for the session's first lot, then 2, 3, ...
+    positions : int array of shape (lot_size,)
+        Dataset positions of the lot's items, in audit order.
+    labels : int array of shape (lot_size,)
+        The frozen model label of each.
+    margins : float array of shape (lot_size,)
+        Their accept scores when the lot was frozen.
+    alpha, target, threshold : float
+        The lot's miscoverage, the target its prior was set for, and the score that let items in.
+    after_event_id : int
+        The largest event id the labels were computed from.
+    """
+
+    number: int
+    positions: np.ndarray
+    labels: np.ndarray
+    margins: np.ndarray
+    alpha: float
+    target: float
+    threshold: float
+    after_event_id: int
+
+
+def label_lots(session: Session, session_id: int) -> list[LabelLotRecord]:
+    """The session's lots, first first."""
     labelling = get_labelling_session(session, session_id)
-    rows = session.execute(
-        select(AuditDraw.slot, Instance.position)
-        .join(Instance, Instance.id == AuditDraw.instance_id)
-        .where(AuditDraw.session_id == labelling.id)
-        .order_by(AuditDraw.slot)
-    ).all()
-    return {int(slot): int(position) for slot, position in rows}
+    rows = session.scalars(select(LabelLot).where(LabelLot.session_id == labelling.id).order_by(LabelLot.number))
+    return [
+        LabelLotRecord(
+            number=row.number,
+            positions=np.frombuffer(row.positions, dtype="<i8").astype(np.int64),
+            labels=np.frombuffer(row.labels, dtype="<i4").astype(np.int64),
+            margins=np.frombuffer(row.margins, dtype="<f8").astype(np.float64),
+            alpha=row.alpha,
+            target=row.target,
+            threshold=row.threshold,
+            after_event_id=row.after_event_id,
+        )
+        for row in rows
+    ]
 
 
-def save_audit_draws(session: Session, session_id: int, draws: Mapping[int, int]) -> dict[int, int]:
-    """Store new audit draws (slot -> position); returns every draw of the session afterwards.
+def save_label_lot(session: Session, session_id: int, lot: LabelLotRecord) -> list[LabelLotRecord]:
+    """Store a new lot (its number must be the next one); returns every lot of the session.
 
-    A slot already drawn keeps its item and an item already drawn keeps its slot: the new
-    draws that would change either are not stored (another process drew first), and the
-    caller reads the returned draws instead of its own.
+    When another process froze lot ``lot.number`` first, nothing is stored and its lot is
+    returned among the others: a lot is written once and never changed.
 
     Raises
     ------
     InvalidRecord
-        A negative slot, or a position outside the dataset.
+        The arrays differ in length, a position is outside the dataset or repeated, or the
+        number skips one.
     """
     labelling = get_labelling_session(session, session_id)
-    checked: dict[int, int] = {}
-    for slot, position in draws.items():
-        slot, position = check_int(slot, "slot"), check_int(position, "position")
-        if slot < 0:
-            raise InvalidRecord(f"slot must be >= 0, got {slot}")
-        checked[slot] = position
-    existing = audit_draws(session, labelling.id)
-    taken = set(existing.values())
-    fresh: dict[int, int] = {}
-    for slot, pos in sorted(checked.items()):
-        if slot not in existing and pos not in taken:  # two new slots for one item: the first keeps it
-            fresh[slot] = pos
-            taken.add(pos)
-    if not fresh:
-        return existing
-    ids = dict(
-        session.execute(
-            select(Instance.position, Instance.id).where(
-                Instance.dataset_id == labelling.dataset_id, Instance.position.in_(sorted(fresh.values()))
-            )
-        ).all()
+    positions = np.asarray(lot.positions, dtype=np.int64)
+    size = positions.size
+    if np.asarray(lot.labels).shape != (size,) or np.asarray(lot.margins).shape != (size,):
+        raise InvalidRecord(f"a lot's labels and margins must have one value per item ({size})")
+    n_items = session.scalar(
+        select(func.count()).select_from(Instance).where(Instance.dataset_id == labelling.dataset_id)
     )
-    missing = sorted(set(fresh.values()) - set(ids))
-    if missing:
-        raise InvalidRecord(f"position {missing[0]} is not an item of session {labelling.name!r}'s dataset")
-    now = utcnow()
+    if size and (positions.min() < 0 or positions.max() >= int(n_items or 0) or np.unique(positions).size != size):
+        raise InvalidRecord(f"a lot's positions must be distinct items of session {labelling.name!r}'s dataset")
+    existing = label_lots(session, labelling.id)
+    if lot.number != len(existing) + 1:
+        return existing
     try:
         with session.begin_nested():
-            session.add_all(
-                AuditDraw(session_id=labelling.id, instance_id=ids[pos], slot=slot, drawn_at=now)
-                for slot, pos in fresh.items()
+            session.add(
+                LabelLot(
+                    session_id=labelling.id,
+                    number=lot.number,
+                    after_event_id=int(lot.after_event_id),
+                    alpha=float(lot.alpha),
+                    target=float(lot.target),
+                    threshold=float(lot.threshold),
+                    positions=positions.astype("<i8").tobytes(),
+                    labels=np.asarray(lot.labels).astype("<i4").tobytes(),
+                    margins=np.asarray(lot.margins, dtype=np.float64).astype("<f8").tobytes(),
+                    created_at=utcnow(),
+                )
             )
             session.flush()
     except IntegrityError:
-        # Another process stored a draw for one of these slots or items since the read
-        # above: its draws stand (the savepoint is rolled back), and the caller reads them.
+        # Another process froze this lot since the read above: its lot stands.
         pass
-    return audit_draws(session, labelling.id)
+    return label_lots(session, labelling.id)
+
+
+#: The ``store_secrets`` row whose key seeds the audit order.
+AUDIT_ORDER_KEY = "audit_order"
+
+
+def stored_audit_secret(session: Session) -> bytes | None:
+    """The store's key of the audit order, or None before :func:`audit_secret` made it (a read)."""
+    found = session.get(StoreSecret, AUDIT_ORDER_KEY)
+    return None if found is None else bytes(found.value)
+
+
+def audit_secret(session: Session) -> bytes:
+    """The store's key of the audit order (:mod:`app.service.lots`), made (flushed) on first use.
+
+    Never shown, exported or logged: whoever holds it can tell which items are audits.
+    """
+    found = stored_audit_secret(session)
+    if found is not None:
+        return found
+    try:
+        with session.begin_nested():
+            session.add(StoreSecret(name=AUDIT_ORDER_KEY, value=secrets.token_bytes(32)))
+            session.flush()
+    except IntegrityError:  # another process made it between our read and our insert
+        pass
+    made = session.get(StoreSecret, AUDIT_ORDER_KEY, populate_existing=True)
+    if made is None:  # pragma: no cover - the insert or the other process's row is there
+        raise InvalidRecord("the store could not keep its audit key")
+    return bytes(made.value)

@@ -75,7 +75,7 @@ __all__ = [
     "SessionAssignment",
     "SessionTeamSettings",
     "SessionLabelSettings",
-    "AuditDraw",
+    "LabelLot",
     "AuditEvent",
     "ItemLease",
     "LeaseCursor",
@@ -524,26 +524,41 @@ class SessionLabelSettings(Base):
     )
 
 
-class AuditDraw(Base):
-    """An audit: the item served in slot ``slot`` of a session's queue, drawn once at random.
+class LabelLot(Base):
+    """A lot of model labels, frozen once: the items, the label each gets and the order in which
+    they are audited (:mod:`engine.lots`, :mod:`app.service.lots`).
 
-    ``slot`` counts the items served in the session (:mod:`app.service.audits`); an item is
-    drawn at most once per session and a slot holds at most one item, so every view of the
-    queue (the Query page, ``winnow session status``, the ranked export) shows the same item.
+    Written once, never changed: a statement is about exactly these labels. The arrays are
+    little-endian bytes of one value per item, in audit order.
     """
 
-    __tablename__ = "audit_draws"
+    __tablename__ = "label_lots"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     session_id: Mapped[int] = mapped_column(ForeignKey("labelling_sessions.id"))
-    instance_id: Mapped[int] = mapped_column(ForeignKey("instances.id"))
-    slot: Mapped[int] = mapped_column(Integer)
-    drawn_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    #: 1 for the session's first lot, then 2, 3, ...
+    number: Mapped[int] = mapped_column(Integer)
+    #: The largest event id the frozen labels were computed from.
+    after_event_id: Mapped[int] = mapped_column(Integer)
+    #: This lot's share of the miscoverage (``engine.lots.lot_alpha``).
+    alpha: Mapped[float] = mapped_column(Float)
+    #: The target error the lot's prior was set for (fixed before its first audit).
+    target: Mapped[float] = mapped_column(Float)
+    #: Items whose accept score (DST-PLL margin) reached this entered the lot.
+    threshold: Mapped[float] = mapped_column(Float)
+    #: int64 dataset positions, in audit order.
+    positions: Mapped[bytes] = mapped_column(LargeBinary)
+    #: int32 frozen model labels.
+    labels: Mapped[bytes] = mapped_column(LargeBinary)
+    #: float64 accept scores at freezing (to learn the next lot's threshold).
+    margins: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
     __table_args__ = (
-        UniqueConstraint("session_id", "slot"),
-        UniqueConstraint("session_id", "instance_id"),
-        CheckConstraint("slot >= 0", name="slot_nonnegative"),
+        UniqueConstraint("session_id", "number"),
+        CheckConstraint("number >= 1", name="number_positive"),
+        CheckConstraint("alpha > 0 AND alpha < 1", name="alpha_range"),
+        CheckConstraint("target > 0 AND target < 1", name="target_range"),
     )
 
 

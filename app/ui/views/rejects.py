@@ -145,10 +145,16 @@ for n, i in enumerate(rows):
                 on_click=leave,
                 args=(position,),
             )
+            if queue.guess_hidden is not None and queue.guess_hidden[i]:
+                st.caption(
+                    "The model's guess is not shown for this item: it is among the items being audited, "
+                    "which are answered without seeing it."
+                )
+                continue
             with st.expander("What the model thinks"):
                 st.text(
                     f"DST-PLL's best guess: {names[int(queue.labels[i])]} (margin {queue.margin[i]:.3f}; its "
-                    "label is kept only where the audited answers back the session's error target)."
+                    "label is kept only where a certified lot backs it)."
                 )
                 bars = pd.DataFrame(
                     {"belief": queue.belief[i], "plausibility": queue.plausibility[i]},

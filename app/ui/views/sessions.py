@@ -4,7 +4,7 @@ set the open session's keyboard keys and its model-label settings.
 The model-label settings (the largest error accepted in model labels, the confidence of that
 bound, the share of served items that are audits) are shown to everyone who may open the
 session, editable by admins only (the store refuses anyone else), with what a target costs in
-audited answers (:func:`engine.calibration.audits_needed`, never a number written here).
+audited answers (:func:`engine.lots.audits_to_certify`, never a number written here).
 
 What the page offers follows the store's access policies, asked as the signed-in user: the
 list holds the sessions the user may open (an annotator's: those assigned to them), the "New
@@ -41,13 +41,14 @@ from app.service import (
     start_session,
     upload_columns,
 )
+from app.service.lots import FIRST_STATEMENT_AUDIT_SHARE
 from app.store.models import CRITERIA, TARGET_SETS, WEIGHTINGS
 from app.ui import components
 from app.ui import state as ui
 from app.ui.building import show_build_progress
-from engine.calibration import audits_needed
 from engine.choices import DEFAULT_STRATEGY
 from engine.exceptions import InvalidInput
+from engine.lots import audits_to_certify, lot_alpha
 
 tab = ui.current()
 session_factory = ui.store(tab.db)
@@ -203,16 +204,17 @@ def settings_text(max_error: float, confidence: float, audit_share: float) -> st
 
 
 def target_cost(max_error: float, confidence: float, audit_share: float) -> str:
-    """What a target costs, in plain words: the error-free audited answers its bound needs."""
-    needed = audits_needed(max_error, confidence)
+    """What a target costs, in plain words: the error-free audited answers a first lot needs."""
+    needed = audits_to_certify(1000, target=max_error, alpha=lot_alpha(1.0 - confidence, 1))
     text = (
         f"A {percent(max_error)} target at {percent(confidence)} confidence needs at least {needed} "
-        "error-free audited answers (each wrong one needs more)"
+        "error-free audited answers for a first lot of 1,000 items (each wrong one needs more)"
     )
     if audit_share > 0:
+        first = max(audit_share, FIRST_STATEMENT_AUDIT_SHARE)
         return (
-            text
-            + f": about {round(needed / audit_share)} answers in all with an audit share of {percent(audit_share)}."
+            text + f": about {round(needed / first)} answers in all, since {percent(first)} of the served items are "
+            f"audits until the first statement and {percent(audit_share)} after it."
         )
     return text + ": with an audit share of 0% no audit is served, so no model label is given."
 

@@ -1,0 +1,275 @@
+"""Lots of model labels at work in a session: when one is frozen, what is audited next, what is certified.
+
+The statistics are :mod:`engine.lots`; this module applies them to a session's state:
+
+* **Freezing.** When a session has no lot, or its last lot is settled (certified, hopeless,
+  or audited to its end), a new lot is frozen from the open items nobody answered that no
+  certified lot delivers, whose DST-PLL margin reaches the lot's threshold
+  (:func:`next_threshold`: DST-PLL's own reject rule, margin > 0, until audits say where the
+  model is good enough), if there are at least :data:`MIN_LOT_SIZE` of them. Their labels are
+  frozen then: the lot's statement is about exactly those labels, whatever the model says
+  later. The lot's audit order is a permutation drawn from the store's secret
+  (:func:`lot_order`), unknown to anyone who does not hold the store's file.
+* **Audits.** The served slots that are audits (a uniform below the share, from the secret's
+  stream: :func:`slot_uniforms`) serve the active lot's items in its audit order, from the
+  first one without a settled answer (:func:`audit_queue`): a skipped or disputed audit is
+  served again, never replaced, so the audited sample stays a random prefix of the lot.
+  The share is :data:`FIRST_STATEMENT_AUDIT_SHARE` while no lot is certified (audits buy
+  the statement), the session's ``audit_share`` while one is, and 0 with no lot being
+  audited (nothing more can be certified).
+* **Ranking.** Items whose model label is delivered are served after the undecided ones
+  (like skipped items): the expert's answers go where no label is known yet.
+* **Outcomes.** An item of a lot whose candidate set an expert settled (an audit or any
+  other answer) tells whether its frozen label was right; "none of these" and another label
+  outside the set make it wrong; an item in conflict is answered with an unknown outcome.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from app.store import LabelLotRecord, LabelSettings, SessionState
+from engine.lots import (
+    OUTCOME_RIGHT,
+    OUTCOME_UNKNOWN,
+    OUTCOME_WRONG,
+    LotVerdict,
+    lot_alpha,
+    lot_verdict,
+)
+
+__all__ = [
+    "FIRST_STATEMENT_AUDIT_SHARE",
+    "MIN_LOT_SIZE",
+    "LotsNow",
+    "lot_order",
+    "slot_uniforms",
+    "lot_outcomes",
+    "lots_now",
+    "next_threshold",
+    "freeze_lot",
+    "audit_queue",
+]
+
+#: Share of served items that are audits until the session's first lot is certified: a
+#: statement needs about 60 audited answers (``engine.lots``), so at 50 % the first model
+#: labels can arrive within about 130 answers; ``docs/results_labels.md`` measures it.
+FIRST_STATEMENT_AUDIT_SHARE = 0.5
+
+#: A lot smaller than this is not frozen: auditing most of it would cost more answers than
+#: labelling its items.
+MIN_LOT_SIZE = 20
+
+#: Threshold learning keeps the lowest margin at which the audited labels above it were at
+#: most this share of the target wrong, on at least LEARN_MIN_AUDITS audits.
+LEARN_ERROR_SHARE = 0.5
+LEARN_MIN_AUDITS = 20
+
+
+def _seed(secret: bytes, *words: int) -> list[int]:
+    """A seed for ``numpy.random.default_rng`` from the store's secret and some integers."""
+    digest = hashlib.sha256(secret + b"".join(int(w).to_bytes(8, "little", signed=True) for w in words)).digest()
+    return [int.from_bytes(digest[i : i + 4], "little") for i in range(0, 32, 4)]
+
+
+def lot_order(secret: bytes, session_id: int, number: int, size: int) -> np.ndarray:
+    """The audit order of lot ``number``: a permutation of ``range(size)`` from the secret."""
+    return np.random.default_rng(_seed(secret, 1, session_id, number)).permutation(int(size))
+
+
+def slot_uniforms(secret: bytes, session_id: int, n: int) -> np.ndarray:
+    """``u_0 … u_{n-1}``: served slot ``j`` is an audit when ``u_j`` is below the share."""
+    return np.random.default_rng(_seed(secret, 0, session_id)).random(int(n))
+
+
+def lot_outcomes(lot: LabelLotRecord, state: SessionState) -> tuple[np.ndarray, np.ndarray]:
+    """Outcome (engine.lots codes) and answered flag of each lot item, in audit order."""
+    positions = lot.positions
+    answered = np.fromiter((state.answered_by[int(p)] is not None for p in positions), dtype=bool, count=positions.size)
+    candidates = np.asarray(state.candidates)[positions]
+    none = np.asarray(state.none_of_these)[positions]
+    conflict = np.asarray(state.in_conflict)[positions]
+    settled = answered & ~conflict & ((candidates.sum(axis=1) == 1) | none)
+    right = settled & ~none & candidates[np.arange(positions.size), lot.labels]
+    outcomes = np.full(positions.size, OUTCOME_UNKNOWN, dtype=np.int64)
+    outcomes[settled] = OUTCOME_WRONG
+    outcomes[right] = OUTCOME_RIGHT
+    return outcomes, answered
+
+
+@dataclass(frozen=True)
+class LotsNow:
+    """Every lot of a session with what its audits say now.
+
+    Attributes
+    ----------
+    lots : list of LabelLotRecord
+    verdicts : list of engine.lots.LotVerdict
+        One per lot, at the session's current target.
+    answered : list of bool arrays
+        Per lot, in audit order: the items with an expert verdict.
+    outcomes : list of int arrays
+        Per lot, in audit order.
+    """
+
+    lots: list[LabelLotRecord]
+    verdicts: list[LotVerdict]
+    answered: list[np.ndarray]
+    outcomes: list[np.ndarray]
+
+    @property
+    def active(self) -> int | None:
+        """Index of the lot being audited: the last one, until it is hopeless or audited to its
+        end (a certified lot goes on being audited, at the lower share, so that its bound
+        keeps up with the items answered elsewhere); None if none."""
+        if not self.lots:
+            return None
+        v, answered = self.verdicts[-1], self.answered[-1]
+        exhausted = v.audited + int(answered[v.audited :].sum()) >= v.lot_size
+        stuck = not v.certified and v.audits_left < 0
+        return None if (v.hopeless or exhausted or stuck) else len(self.lots) - 1
+
+    @property
+    def new_lot_due(self) -> bool:
+        """Whether a new lot may be frozen: no lot is being audited, or the one being audited is
+        certified (its items are delivered; the items it left out may make the next lot)."""
+        i = self.active
+        return i is None or self.verdicts[i].certified
+
+    @property
+    def stating(self) -> bool:
+        """Whether some lot is certified now (model labels are stated)."""
+        return any(v.certified for v in self.verdicts)
+
+    def delivered(self, n_instances: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Items whose frozen model label is handed back (unanswered items of certified lots),
+        their labels and margins (NaN/-1 elsewhere)."""
+        kept = np.zeros(n_instances, dtype=bool)
+        label = np.full(n_instances, -1, dtype=np.int64)
+        margin = np.full(n_instances, np.nan)
+        for lot, verdict, answered in zip(self.lots, self.verdicts, self.answered, strict=True):
+            if not verdict.certified:
+                continue
+            rows = ~answered
+            kept[lot.positions[rows]] = True
+            label[lot.positions[rows]] = lot.labels[rows]
+            margin[lot.positions[rows]] = lot.margins[rows]
+        return kept, label, margin
+
+    def in_lots(self, n_instances: int) -> np.ndarray:
+        """Items of some lot (certified or being audited)."""
+        member = np.zeros(n_instances, dtype=bool)
+        for lot in self.lots:
+            member[lot.positions] = True
+        return member
+
+    def audit_share(self, settings: LabelSettings) -> float:
+        """The share of served slots that are audits now (module docstring)."""
+        if self.active is None or settings.audit_share <= 0.0:
+            return 0.0
+        if self.stating:
+            return settings.audit_share
+        return max(settings.audit_share, FIRST_STATEMENT_AUDIT_SHARE)
+
+
+def lots_now(lots: list[LabelLotRecord], state: SessionState, settings: LabelSettings) -> LotsNow:
+    """Each lot's outcomes and verdict at the session's current target."""
+    verdicts, answered_all, outcomes_all = [], [], []
+    for lot in lots:
+        outcomes, answered = lot_outcomes(lot, state)
+        verdicts.append(
+            lot_verdict(outcomes, answered, target=settings.max_error, alpha=lot.alpha, prior_target=lot.target)
+        )
+        answered_all.append(answered)
+        outcomes_all.append(outcomes)
+    return LotsNow(list(lots), verdicts, answered_all, outcomes_all)
+
+
+def next_threshold(now: LotsNow, target: float) -> float:
+    """The margin above which the next lot takes items (learned from earlier audits).
+
+    Learning may use every audit so far (Learn then Test: the lot it chooses is certified
+    by its own, new audits). Without enough audits: DST-PLL's reject rule (margin > 0). With
+    them: the lowest frozen margin whose audited labels at or above it were at most
+    ``LEARN_ERROR_SHARE × target`` wrong, on at least ``LEARN_MIN_AUDITS`` audits.
+    """
+    margins, wrong = [], []
+    for lot, verdict, outcomes in zip(now.lots, now.verdicts, now.outcomes, strict=True):
+        prefix = slice(0, verdict.audited)
+        margins.append(lot.margins[prefix])
+        wrong.append(outcomes[prefix] == OUTCOME_WRONG)
+    default = float(np.nextafter(0.0, 1.0))
+    if not margins:
+        return default
+    m, bad = np.concatenate(margins), np.concatenate(wrong)
+    if m.size < LEARN_MIN_AUDITS:
+        return default
+    order = np.argsort(-m, kind="stable")
+    m, bad = m[order], bad[order]
+    count = np.arange(1, m.size + 1)
+    ok = (np.cumsum(bad) <= LEARN_ERROR_SHARE * target * count) & (count >= LEARN_MIN_AUDITS)
+    ends = np.r_[m[1:] != m[:-1], True]  # equal margins enter together
+    ok &= ends
+    if not ok.any():
+        return float(np.inf) if bad.any() and bad.mean() > target else default
+    return max(default, float(m[np.flatnonzero(ok)[-1]]))
+
+
+def freeze_lot(
+    now: LotsNow,
+    state: SessionState,
+    model_labels: np.ndarray,
+    model_margins: np.ndarray,
+    settings: LabelSettings,
+    *,
+    secret: bytes,
+    session_id: int,
+    last_event_id: int,
+) -> LabelLotRecord | None:
+    """The next lot to freeze, or None when no lot is due or too few items qualify."""
+    if not now.new_lot_due or settings.audit_share <= 0.0:
+        return None
+    n = state.n_instances
+    threshold = next_threshold(now, settings.max_error)
+    if not np.isfinite(threshold):
+        return None
+    delivered, _, _ = now.delivered(n)
+    answered = np.fromiter((a is not None for a in state.answered_by), dtype=bool, count=n)
+    # A lot settled without certification keeps its items out until the model has moved on:
+    # only items whose margin rose to the (new) threshold enter again.
+    free = np.asarray(state.open_items) & ~answered & ~delivered & ~np.asarray(state.in_conflict)
+    members = np.flatnonzero(free & (np.asarray(model_margins) >= threshold))
+    if members.size < MIN_LOT_SIZE:
+        return None
+    if now.lots and np.array_equal(np.sort(now.lots[-1].positions), members):
+        return None  # the same items as the lot just settled: nothing new to certify
+    number = len(now.lots) + 1
+    order = members[lot_order(secret, session_id, number, members.size)]
+    return LabelLotRecord(
+        number=number,
+        positions=order,
+        labels=np.asarray(model_labels, dtype=np.int64)[order],
+        margins=np.asarray(model_margins, dtype=np.float64)[order],
+        alpha=lot_alpha(1.0 - settings.confidence, number),
+        target=settings.max_error,
+        threshold=threshold,
+        after_event_id=int(last_event_id),
+    )
+
+
+def audit_queue(now: LotsNow) -> np.ndarray:
+    """The active lot's items still to audit, in audit order from the first unsettled one."""
+    i = now.active
+    if i is None:
+        return np.zeros(0, dtype=np.int64)
+    lot, verdict, answered = now.lots[i], now.verdicts[i], now.answered[i]
+    outcomes = now.outcomes[i]
+    rest = np.arange(verdict.audited, lot.positions.size)
+    # The head (first unknown outcome) is served even if it was answered into a conflict: it
+    # waits for its resolution on the Review page, so it is not served again; the others
+    # are served when nobody has answered them.
+    waiting = rest[(outcomes[rest] == OUTCOME_UNKNOWN) & ~answered[rest]]
+    return lot.positions[waiting]

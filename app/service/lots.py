@@ -17,8 +17,12 @@ The statistics are :mod:`engine.lots`; this module applies them to a session's s
   The share is :data:`FIRST_STATEMENT_AUDIT_SHARE` while no lot is certified (audits buy
   the statement), the session's ``audit_share`` while one is, and 0 with no lot being
   audited (nothing more can be certified).
-* **Ranking.** Items whose model label is delivered are served after the undecided ones
-  (like skipped items): the expert's answers go where no label is known yet.
+* **Ranking.** The ranked slots serve the items of no lot first, then the lots' items (like
+  skipped items): the expert's answers go where the model is unsure, while the audits check
+  where it is sure; and a lot whose items are not answered elsewhere keeps its labels to
+  deliver (a lot's bound counts its wrong labels, so each item answered outside the audits
+  leaves the same bound over fewer delivered labels). The active lot's items come in its
+  audit order (:func:`lot_last_order`), so answering them extends the audited prefix.
 * **Outcomes.** An item of a lot whose candidate set an expert settled (an audit or any
   other answer) tells whether its frozen label was right; "none of these" and another label
   outside the set make it wrong; an item in conflict is answered with an unknown outcome.
@@ -42,6 +46,7 @@ from engine.lots import (
 )
 
 __all__ = [
+    "ItemStatus",
     "FIRST_STATEMENT_AUDIT_SHARE",
     "MIN_LOT_SIZE",
     "LotsNow",
@@ -52,6 +57,7 @@ __all__ = [
     "next_threshold",
     "freeze_lot",
     "audit_queue",
+    "lot_last_order",
 ]
 
 #: Share of served items that are audits until the session's first lot is certified: a
@@ -85,13 +91,50 @@ def slot_uniforms(secret: bytes, session_id: int, n: int) -> np.ndarray:
     return np.random.default_rng(_seed(secret, 0, session_id)).random(int(n))
 
 
-def lot_outcomes(lot: LabelLotRecord, state: SessionState) -> tuple[np.ndarray, np.ndarray]:
+@dataclass(frozen=True)
+class ItemStatus:
+    """What the lots read of a session's items (arrays of shape (n_instances, ...)).
+
+    Attributes
+    ----------
+    candidates : bool array of shape (n_instances, n_labels)
+        Current candidate sets (an answer leaves one label).
+    answered : bool array
+        Items with an expert verdict.
+    none_of_these, in_conflict, open_items : bool arrays
+        As in :class:`app.store.SessionState`.
+    """
+
+    candidates: np.ndarray
+    answered: np.ndarray
+    none_of_these: np.ndarray
+    in_conflict: np.ndarray
+    open_items: np.ndarray
+
+    @classmethod
+    def of(cls, state: SessionState) -> ItemStatus:
+        """The status of a session's items."""
+        n = state.n_instances
+        return cls(
+            candidates=np.asarray(state.candidates),
+            answered=np.fromiter((a is not None for a in state.answered_by), dtype=bool, count=n),
+            none_of_these=np.asarray(state.none_of_these),
+            in_conflict=np.asarray(state.in_conflict),
+            open_items=np.asarray(state.open_items),
+        )
+
+    @property
+    def n_instances(self) -> int:
+        return int(self.answered.size)
+
+
+def lot_outcomes(lot: LabelLotRecord, items: ItemStatus) -> tuple[np.ndarray, np.ndarray]:
     """Outcome (engine.lots codes) and answered flag of each lot item, in audit order."""
     positions = lot.positions
-    answered = np.fromiter((state.answered_by[int(p)] is not None for p in positions), dtype=bool, count=positions.size)
-    candidates = np.asarray(state.candidates)[positions]
-    none = np.asarray(state.none_of_these)[positions]
-    conflict = np.asarray(state.in_conflict)[positions]
+    answered = items.answered[positions]
+    candidates = items.candidates[positions]
+    none = items.none_of_these[positions]
+    conflict = items.in_conflict[positions]
     settled = answered & ~conflict & ((candidates.sum(axis=1) == 1) | none)
     right = settled & ~none & candidates[np.arange(positions.size), lot.labels]
     outcomes = np.full(positions.size, OUTCOME_UNKNOWN, dtype=np.int64)
@@ -175,11 +218,11 @@ class LotsNow:
         return max(settings.audit_share, FIRST_STATEMENT_AUDIT_SHARE)
 
 
-def lots_now(lots: list[LabelLotRecord], state: SessionState, settings: LabelSettings) -> LotsNow:
+def lots_now(lots: list[LabelLotRecord], items: ItemStatus, settings: LabelSettings) -> LotsNow:
     """Each lot's outcomes and verdict at the session's current target."""
     verdicts, answered_all, outcomes_all = [], [], []
     for lot in lots:
-        outcomes, answered = lot_outcomes(lot, state)
+        outcomes, answered = lot_outcomes(lot, items)
         verdicts.append(
             lot_verdict(outcomes, answered, target=settings.max_error, alpha=lot.alpha, prior_target=lot.target)
         )
@@ -220,7 +263,7 @@ def next_threshold(now: LotsNow, target: float) -> float:
 
 def freeze_lot(
     now: LotsNow,
-    state: SessionState,
+    items: ItemStatus,
     model_labels: np.ndarray,
     model_margins: np.ndarray,
     settings: LabelSettings,
@@ -232,15 +275,15 @@ def freeze_lot(
     """The next lot to freeze, or None when no lot is due or too few items qualify."""
     if not now.new_lot_due or settings.audit_share <= 0.0:
         return None
-    n = state.n_instances
+    n = items.n_instances
     threshold = next_threshold(now, settings.max_error)
     if not np.isfinite(threshold):
         return None
     delivered, _, _ = now.delivered(n)
-    answered = np.fromiter((a is not None for a in state.answered_by), dtype=bool, count=n)
+    answered = items.answered
     # A lot settled without certification keeps its items out until the model has moved on:
     # only items whose margin rose to the (new) threshold enter again.
-    free = np.asarray(state.open_items) & ~answered & ~delivered & ~np.asarray(state.in_conflict)
+    free = items.open_items & ~answered & ~delivered & ~items.in_conflict
     members = np.flatnonzero(free & (np.asarray(model_margins) >= threshold))
     if members.size < MIN_LOT_SIZE:
         return None
@@ -273,3 +316,18 @@ def audit_queue(now: LotsNow) -> np.ndarray:
     # are served when nobody has answered them.
     waiting = rest[(outcomes[rest] == OUTCOME_UNKNOWN) & ~answered[rest]]
     return lot.positions[waiting]
+
+
+def lot_last_order(ranked: np.ndarray, in_lots: np.ndarray, queue: np.ndarray) -> np.ndarray:
+    """The ranked queue with the lots' items last, the active lot's in its audit order first.
+
+    Once every other item is asked, an answer to a lot item extends the audited prefix
+    instead of only taking a label out of the delivered ones: the ranked slots then serve
+    the audit queue, so the statement keeps up with the answers (module docstring).
+    """
+    ranked = np.asarray(ranked, dtype=np.int64)
+    lot_item = in_lots[ranked]
+    waiting = np.zeros(in_lots.shape[0], dtype=bool)
+    waiting[queue] = True
+    others = ranked[lot_item & ~waiting[ranked]]
+    return np.concatenate([ranked[~lot_item], queue[np.isin(queue, ranked)], others])

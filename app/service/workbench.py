@@ -404,9 +404,13 @@ class Workbench:
         asked = self._suspects_to_serve(snap)
         # Enough ranked items for the first ``top`` slots whichever suspects they hold.
         depth = None if top is None else top + asked.size
-        # Items with a delivered model label wait with the skipped ones (app.service.lots).
-        deferred = np.asarray(snap.state.skipped) | self._lots_for(snap).delivered(snap.state.n_instances)[0]
-        ranked = snap.ranking.queue(snap.state.open_items, deferred, top=depth)
+        now = self._lots_for(snap)
+        # Items of a lot (audited or delivered) wait with the skipped ones, and the active lot's
+        # come in its audit order (app.service.lots.lot_last_order).
+        in_lots = now.in_lots(snap.state.n_instances)
+        deferred = np.asarray(snap.state.skipped) | in_lots
+        ranked = snap.ranking.queue(snap.state.open_items, deferred, top=None if in_lots.any() else depth)
+        ranked = lots.lot_last_order(ranked, in_lots, lots.audit_queue(now))
         served = suspects.interleave_suspects(ranked, asked, deferred=deferred)
         return served if top is None else served[:top]
 
@@ -456,14 +460,15 @@ class Workbench:
         if kept is not None and kept[0] is snap and kept[1] is self._lots and kept[2] == self._settings:
             return kept[3]
         with self._lots_lock:
-            now = lots.lots_now(list(self._lots), snap.state, self._settings)
+            items = lots.ItemStatus.of(snap.state)
+            now = lots.lots_now(list(self._lots), items, self._settings)
             if now.new_lot_due and self._settings.audit_share > 0.0 and snap.state.n_instances:
                 st = snap.state
                 with self._model_lock:
                     model = self._model.fitted(st.X, st.candidates, self.config.k)
                     fresh = lots.freeze_lot(
                         now,
-                        st,
+                        items,
                         model.disambiguate_,
                         model.disambiguate_margin_,
                         self._settings,
@@ -478,7 +483,7 @@ class Workbench:
                         functools.partial(save_label_lot, session_id=self.session_id, lot=fresh),
                     )
                     self._lots = tuple(stored)
-                    now = lots.lots_now(list(self._lots), st, self._settings)
+                    now = lots.lots_now(list(self._lots), items, self._settings)
             self._lots_kept = (snap, self._lots, self._settings, now)
             return now
 
@@ -774,7 +779,11 @@ class Workbench:
 
     def _labels_for(self, st: SessionState) -> DeliveredLabels:
         snap = self._snapshot
-        now = self._lots_for(snap) if snap.state is st else lots.lots_now(list(self._lots), st, self._settings)
+        now = (
+            self._lots_for(snap)
+            if snap.state is st
+            else lots.lots_now(list(self._lots), lots.ItemStatus.of(st), self._settings)
+        )
         with self._model_lock:
             key = (st.n_events, len(self._lots), self._settings)
             if self._labels is not None and self._labels[:3] == key:

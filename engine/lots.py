@@ -69,6 +69,7 @@ References
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from numbers import Integral, Real
@@ -128,6 +129,7 @@ def _prior(target: float) -> tuple[float, float]:
     return 1.0, 4.0 / target
 
 
+@functools.lru_cache(maxsize=65536)
 def _bounds(lot_size: int, audited: int, errors: int, alpha: float, target: float) -> tuple[int, int]:
     # ``target`` only sets the prior (where the sequence is tight); it must be fixed before the
     # lot's first audit for the sequence to be valid.
@@ -241,8 +243,9 @@ class LotVerdict:
     certified : bool
         ``error_bound ≤ target`` and something is delivered.
     hopeless : bool
-        Even the lower end leaves more than ``target`` of the delivered labels wrong: more
-        audits of this lot cannot certify it.
+        More audits of this lot cannot certify it: even the lower end leaves more than
+        ``target`` of the delivered labels wrong, or (with the countdown) no number of further
+        right audits would do.
     audits_left : int
         How many more audits of this lot, all right, would certify it (0 when certified; a
         lower bound, since an audit may find a wrong label; ``-1`` when hopeless or when
@@ -283,6 +286,7 @@ def _verdict(
     left = 0 if certified else -1
     if with_countdown and not certified and not hopeless:
         left = _countdown(big_n, n, k, known_wrong, delivered, answered, outcomes, alpha, target, prior)
+        hopeless = left < 0
     return LotVerdict(big_n, n, k, known_wrong, delivered, high, low, bound, certified, hopeless, left)
 
 

@@ -172,8 +172,7 @@ class LotsNow:
             return None
         v, answered = self.verdicts[-1], self.answered[-1]
         exhausted = v.audited + int(answered[v.audited :].sum()) >= v.lot_size
-        stuck = not v.certified and v.audits_left < 0
-        return None if (v.hopeless or exhausted or stuck) else len(self.lots) - 1
+        return None if (v.hopeless or exhausted) else len(self.lots) - 1
 
     @property
     def new_lot_due(self) -> bool:

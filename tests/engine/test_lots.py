@@ -1,0 +1,203 @@
+"""engine.lots: the confidence sequence against a direct computation, its coverage over every
+prefix, and the promise on delivered labels under every-answer reading and adversarial orders."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.stats import betabinom
+
+from engine.exceptions import InvalidInput
+from engine.lots import (
+    OUTCOME_RIGHT,
+    OUTCOME_UNKNOWN,
+    OUTCOME_WRONG,
+    audit_prefix,
+    audits_to_certify,
+    lot_alpha,
+    lot_error_bounds,
+    lot_verdict,
+)
+
+
+def direct_interval(big_n: int, n: int, k: int, alpha: float, target: float) -> tuple[int, int]:
+    """{E : L_n(E) > α m_n} by explicit products and an explicit mixture over the prior."""
+    a, b = 1.0, 4.0 / target
+
+    def likelihood(e: int) -> float:  # probability of one sequence with k wrong in n draws
+        p = 1.0
+        wrong, right = e, big_n - e
+        for i in range(k):
+            p *= (wrong - i) / (big_n - i)
+        for j in range(n - k):
+            p *= (right - j) / (big_n - k - j)
+        return max(p, 0.0)
+
+    prior = betabinom(big_n, a, b)
+    marginal = sum(prior.pmf(e) * likelihood(e) for e in range(big_n + 1))
+    inside = [e for e in range(big_n + 1) if likelihood(e) > alpha * marginal]
+    return inside[0], inside[-1]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    big_n=st.integers(1, 40),
+    data=st.data(),
+    alpha=st.sampled_from([0.05, 0.1, 0.2]),
+    target=st.sampled_from([0.02, 0.05, 0.1]),
+)
+def test_bounds_equal_the_direct_computation(big_n, data, alpha, target):
+    n = data.draw(st.integers(1, big_n))
+    k = data.draw(st.integers(0, n))
+    assert lot_error_bounds(big_n, n, k, alpha=alpha, target=target) == direct_interval(big_n, n, k, alpha, target)
+
+
+def test_no_audit_bounds_nothing_and_the_worked_example():
+    assert lot_error_bounds(1000, 0, 0, alpha=0.1, target=0.05) == (0, 1000)
+    low, high = lot_error_bounds(1000, 56, 0, alpha=0.1, target=0.05)
+    assert low == 0 and high / 1000 <= 0.05 < lot_error_bounds(1000, 50, 0, alpha=0.1, target=0.05)[1] / 1000
+
+
+@pytest.mark.parametrize(
+    ("args", "error", "match"),
+    [
+        ((10, 11, 0), InvalidInput, "audited must be <= lot_size"),
+        ((10, 3, 4), InvalidInput, "errors must be <= audited"),
+        ((10, -1, 0), InvalidInput, "audited"),
+        ((10.5, 1, 0), TypeError, "lot_size"),
+    ],
+)
+def test_bounds_refuse_bad_counts(args, error, match):
+    with pytest.raises(error, match=match):
+        lot_error_bounds(*args, alpha=0.1, target=0.05)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1.0, 1.5])
+def test_bounds_refuse_bad_levels(alpha):
+    with pytest.raises(InvalidInput, match="alpha"):
+        lot_error_bounds(10, 1, 0, alpha=alpha, target=0.05)
+
+
+def test_lot_alphas_sum_to_alpha():
+    assert math.isclose(sum(lot_alpha(0.1, number) for number in range(1, 200)), 0.1, rel_tol=1e-9)
+    assert lot_alpha(0.1, 1) > lot_alpha(0.1, 2) > lot_alpha(0.1, 3)
+
+
+@pytest.mark.parametrize("wrong", [2, 8, 15, 30])
+def test_every_prefix_is_covered_with_probability_at_least_one_minus_alpha(wrong):
+    """The sequence must hold at every prefix at once: read after every audit, in 1,500 random orders."""
+    big_n, alpha, runs = 150, 0.1, 1500
+    rng = np.random.default_rng(wrong)
+    missed = 0
+    for _ in range(runs):
+        x = np.zeros(big_n, dtype=np.int64)
+        x[rng.permutation(big_n)[:wrong]] = 1
+        errors = np.cumsum(x)
+        for n in range(1, big_n + 1):
+            low, high = lot_error_bounds(big_n, n, int(errors[n - 1]), alpha=alpha, target=0.05)
+            if not low <= wrong <= high:
+                missed += 1
+                break
+    # Ville's inequality: at most alpha; the binomial noise of 1,500 runs is below 0.025.
+    assert missed / runs <= alpha + 0.025
+
+
+def adversarial_campaign(
+    rng: np.random.Generator, big_n: int, wrong: int, target: float, alpha: float, steps: int, *, cherry_pick: bool
+) -> tuple[bool, bool]:
+    """One lot read after every answer while answers elsewhere take items out of it.
+
+    Each step is an audit (the next item of the random order) or an answer to another item of
+    the lot, chosen by an adversary: with ``cherry_pick`` it only ever takes right labels out
+    (leaving every wrong one to be delivered), otherwise an item at random. Returns whether a
+    statement was ever made and whether a made statement was ever false.
+    """
+    truth_wrong = np.zeros(big_n, dtype=bool)
+    truth_wrong[rng.permutation(big_n)[:wrong]] = True
+    outcomes = np.full(big_n, OUTCOME_UNKNOWN, dtype=np.int64)
+    answered = np.zeros(big_n, dtype=bool)
+    stated = broken = False
+    head = 0
+    for _ in range(steps):
+        if rng.random() < 0.5:
+            while head < big_n and answered[head]:
+                head += 1
+            if head == big_n:
+                break
+            item = head
+        else:
+            pool = np.flatnonzero(~answered & (~truth_wrong if cherry_pick else True))
+            if pool.size == 0:
+                break
+            item = int(rng.choice(pool))
+        answered[item] = True
+        outcomes[item] = OUTCOME_WRONG if truth_wrong[item] else OUTCOME_RIGHT
+        verdict = lot_verdict(outcomes, answered, target=target, alpha=alpha, countdown=False)
+        if verdict.certified:
+            stated = True
+            delivered_wrong = int((truth_wrong & ~answered).sum())
+            if delivered_wrong > target * verdict.delivered:
+                broken = True
+    return stated, broken
+
+
+@pytest.mark.parametrize("cherry_pick", [False, True])
+@pytest.mark.parametrize("wrong", [10, 14, 20])
+def test_delivered_labels_are_within_target_at_every_read_whatever_answers_take_out(wrong, cherry_pick):
+    """The promise on the labels delivered, read after every answer, with the lot drained by an
+    adversary who leaves every wrong label in: false statements in at most alpha of the runs."""
+    big_n, target, alpha, runs = 200, 0.05, 0.1, 300
+    rng = np.random.default_rng(100 * wrong + cherry_pick)
+    results = [
+        adversarial_campaign(rng, big_n, wrong, target, alpha, steps=180, cherry_pick=cherry_pick) for _ in range(runs)
+    ]
+    broken = sum(b for _, b in results)
+    assert broken / runs <= alpha + 0.05
+    if wrong == 10 and not cherry_pick:  # 5 % wrong: statements are made, and sometimes rightly
+        assert sum(s for s, _ in results) > 0
+
+
+def test_verdict_counts_the_prefix_and_the_answers_elsewhere():
+    outcomes = np.full(400, OUTCOME_UNKNOWN)
+    outcomes[:60] = OUTCOME_RIGHT
+    outcomes[200:220] = OUTCOME_RIGHT
+    outcomes[300] = OUTCOME_WRONG  # found wrong by a ranked answer: corrected, not delivered
+    answered = outcomes != OUTCOME_UNKNOWN
+    verdict = lot_verdict(outcomes, answered, target=0.05, alpha=0.075)
+    assert (verdict.audited, verdict.audit_errors, verdict.known_wrong, verdict.delivered) == (60, 0, 1, 319)
+    assert verdict.error_bound == pytest.approx((verdict.high - 1) / 319)
+    assert verdict.certified == (verdict.error_bound <= 0.05)
+
+
+def test_countdown_is_what_clean_audits_need():
+    big_n, target, alpha = 300, 0.05, 0.075
+    needed = audits_to_certify(big_n, target=target, alpha=alpha)
+    outcomes = np.full(big_n, OUTCOME_UNKNOWN)
+    outcomes[: needed - 1] = OUTCOME_RIGHT
+    assert not lot_verdict(outcomes, outcomes != OUTCOME_UNKNOWN, target=target, alpha=alpha).certified
+    outcomes[needed - 1] = OUTCOME_RIGHT
+    verdict = lot_verdict(outcomes, outcomes != OUTCOME_UNKNOWN, target=target, alpha=alpha)
+    assert verdict.certified and verdict.audits_left == 0
+
+
+def test_a_hopeless_lot_is_said_to_be_so():
+    outcomes = np.full(300, OUTCOME_UNKNOWN)
+    outcomes[:60] = np.where(np.arange(60) % 3 == 0, OUTCOME_WRONG, OUTCOME_RIGHT)  # a third wrong
+    verdict = lot_verdict(outcomes, outcomes != OUTCOME_UNKNOWN, target=0.05, alpha=0.075)
+    assert verdict.hopeless and not verdict.certified
+
+
+def test_prefix_stops_at_the_first_unknown_outcome():
+    assert audit_prefix([OUTCOME_RIGHT, OUTCOME_WRONG, OUTCOME_UNKNOWN, OUTCOME_WRONG]) == (2, 1)
+    assert audit_prefix([]) == (0, 0)
+
+
+def test_verdict_refuses_inconsistent_input():
+    with pytest.raises(InvalidInput, match="answered"):
+        lot_verdict(np.array([OUTCOME_RIGHT]), np.array([False]), target=0.05, alpha=0.1)
+    with pytest.raises(InvalidInput, match="only -1"):
+        lot_verdict(np.array([2]), np.array([True]), target=0.05, alpha=0.1)

@@ -56,6 +56,26 @@ valid given everything before it was frozen, so all of them hold at every moment
 probability at least ``1 − α``, and then the wrong labels of all delivered lots together are at
 most ``target`` times their number.
 
+The average promise
+-------------------
+"At most 5 % wrong **on average**" asks less: the expected share of wrong labels among those
+delivered, ``E[FDP_τ]``, at most ``target`` at any moment ``τ`` the person chooses to read or
+export (a stopping time). Write ``g(E) = max(E − k, 0) / |D|`` for the delivered labels' error if
+the lot held ``E`` wrong labels, and ``W_n(E) = m_n / L_n(E)`` for the e-value against ``E``
+(the martingale above; ``E[W_τ(E*)] ≤ 1`` at any stopping time, by optional stopping for a
+non-negative supermartingale). Lot ``l`` is certified on average when, for every ``E``::
+
+    g(E) ≤ target / 2     or     W_n(E) ≥ 2 g(E) / (target · c_l),
+
+with ``Σ_l c_l ≤ 1`` (``c_l = lot_share(l)``). Proof: on the event where some certified
+lot's ``g_l(E*_l) > target / 2``, that lot has ``g_l ≤ target · c_l · W_l / 2``, so the delivered
+labels of all certified lots hold at most ``Σ_l |D_l| (target / 2) (1 + c_l W_l 1{…})`` wrong
+ones, and their share is at most ``(target / 2)(1 + Σ_l c_l W_l)``; its expectation is at most
+``(target / 2)(1 + Σ_l c_l) ≤ target``. It is cheaper than the promise with confidence when the
+lot's labels are much better than the target (the tail of ``E`` only needs ``W`` of 2–4, not
+``1/α = 10``), and it can never certify a lot whose delivered labels look more than
+``target / 2`` wrong.
+
 References
 ----------
 .. [1] I. Waudby-Smith and A. Ramdas, "Confidence sequences for sampling without replacement",
@@ -71,6 +91,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from numbers import Integral, Real
 from typing import Any
@@ -78,10 +99,11 @@ from typing import Any
 import numpy as np
 from scipy.special import betaln, gammaln
 
-from engine._validation import check_scalar
+from engine._validation import check_choice, check_scalar
 from engine.exceptions import InvalidInput
 
 __all__ = [
+    "PROMISES",
     "LOT_ALPHA_FIRST_SHARE",
     "LotVerdict",
     "OUTCOME_RIGHT",
@@ -90,14 +112,18 @@ __all__ = [
     "audit_prefix",
     "audits_to_certify",
     "lot_alpha",
+    "lot_share",
     "lot_error_bounds",
     "lot_verdict",
 ]
 
+#: The two promises a statement can make (module docstring).
+PROMISES: tuple[str, ...] = ("confidence", "average")
+
 #: Outcomes of a lot item, in the lot's audit order.
 OUTCOME_UNKNOWN, OUTCOME_RIGHT, OUTCOME_WRONG = -1, 0, 1
 
-#: Share of the miscoverage ``α`` spent on the first lot; lot ``l`` gets
+#: Share of the miscoverage ``α`` (or of the average promise's e-value budget) spent on the first lot; lot ``l`` gets
 #: ``α (1 − r) r^(l−1)`` with ``r = 1 − LOT_ALPHA_FIRST_SHARE`` (a geometric series that sums
 #: to ``α``). Most goes to the first lot: the first statement is the one people wait for.
 LOT_ALPHA_FIRST_SHARE = 0.75
@@ -113,30 +139,38 @@ def _check_count(value: Any, name: str) -> int:
     return int(value)
 
 
+def lot_share(number: int) -> float:
+    """Lot ``number``'s share (1, 2, …) of a budget: ``(1 − r) r^(number − 1)``, summing to 1.
+
+    >>> [round(lot_share(l), 5) for l in (1, 2, 3)]
+    [0.75, 0.1875, 0.04688]
+    """
+    check_scalar(number, "number", kind=Integral, min_value=1)
+    r = 1.0 - LOT_ALPHA_FIRST_SHARE
+    return (1.0 - r) * r ** (int(number) - 1)
+
+
 def lot_alpha(alpha: float, number: int) -> float:
-    """The miscoverage of lot ``number`` (1, 2, …): ``α (1 − r) r^(number − 1)``, summing to ``α``.
+    """The miscoverage of lot ``number`` (1, 2, …): ``α`` times :func:`lot_share`, summing to ``α``.
 
     >>> [round(lot_alpha(0.1, l), 5) for l in (1, 2, 3)]
     [0.075, 0.01875, 0.00469]
     """
-    alpha = _check_level(alpha, "alpha")
-    check_scalar(number, "number", kind=Integral, min_value=1)
-    r = 1.0 - LOT_ALPHA_FIRST_SHARE
-    return alpha * (1.0 - r) * r ** (int(number) - 1)
+    return _check_level(alpha, "alpha") * lot_share(number)
 
 
 def _prior(target: float) -> tuple[float, float]:
     return 1.0, 4.0 / target
 
 
-@functools.lru_cache(maxsize=65536)
-def _bounds(lot_size: int, audited: int, errors: int, alpha: float, target: float) -> tuple[int, int]:
-    # ``target`` only sets the prior (where the sequence is tight); it must be fixed before the
-    # lot's first audit for the sequence to be valid.
-    """The confidence sequence's interval; trusts its input (see :func:`lot_error_bounds`)."""
+@functools.lru_cache(maxsize=4096)
+def _log_evidence(lot_size: int, audited: int, errors: int, target: float) -> tuple[np.ndarray, float]:
+    """``log L_n(E)`` for every ``E`` in ``0 … N`` (``-inf`` where impossible) and ``log m_n``.
+
+    ``target`` only sets the prior (where the sequence is tight); it must be fixed before the
+    lot's first audit for the sequence to be valid. Read-only result (cached).
+    """
     n, k, big_n = audited, errors, lot_size
-    if n == 0:
-        return 0, big_n
     a, b = _prior(target)
     e = np.arange(big_n + 1, dtype=np.float64)
     possible = (e >= k) & (big_n - e >= n - k)
@@ -149,11 +183,47 @@ def _bounds(lot_size: int, audited: int, errors: int, alpha: float, target: floa
         - gammaln(big_n - ep - (n - k) + 1)
         - (gammaln(big_n + 1) - gammaln(big_n - n + 1))
     )
-    log_marginal = betaln(a + k, b + n - k) - betaln(a, b)
+    log_lik.flags.writeable = False
+    return log_lik, float(betaln(a + k, b + n - k) - betaln(a, b))
+
+
+@functools.lru_cache(maxsize=65536)
+def _bounds(lot_size: int, audited: int, errors: int, alpha: float, target: float) -> tuple[int, int]:
+    """The confidence sequence's interval; trusts its input (see :func:`lot_error_bounds`)."""
+    n, k, big_n = audited, errors, lot_size
+    if n == 0:
+        return 0, big_n
+    log_lik, log_marginal = _log_evidence(big_n, n, k, target)
     inside = np.flatnonzero(log_lik > math.log(alpha) + log_marginal)
     if inside.size == 0:  # cannot happen at the truth; keep the interval honest anyway
         return k, big_n - (n - k)
     return int(inside[0]), int(inside[-1])
+
+
+def _average_certified(
+    lot_size: int,
+    audited: int,
+    errors: int,
+    known_wrong: int,
+    delivered: int,
+    share: float,
+    target: float,
+    prior: float,
+) -> bool:
+    """The average promise's rule (module docstring, "The average promise"); trusts its input."""
+    if delivered <= 0:
+        return False
+    if audited == 0:
+        # Before any audit W = 1 for every E: only a lot with no possible wrong label left passes.
+        return lot_size - known_wrong <= 0
+    log_lik, log_marginal = _log_evidence(lot_size, audited, errors, prior)
+    e = np.arange(lot_size + 1, dtype=np.float64)
+    wrong_left = np.maximum(e - known_wrong, 0.0) / delivered
+    risky = (wrong_left > target / 2.0) & np.isfinite(log_lik)
+    if not risky.any():
+        return True
+    log_evalue = log_marginal - log_lik[risky]
+    return bool((log_evalue >= np.log(2.0 * wrong_left[risky] / (target * share))).all())
 
 
 def lot_error_bounds(lot_size: int, audited: int, errors: int, *, alpha: float, target: float) -> tuple[int, int]:
@@ -188,10 +258,10 @@ def lot_error_bounds(lot_size: int, audited: int, errors: int, *, alpha: float, 
 
     Examples
     --------
-    A lot of 1,000 labels, 56 audits all right: at most 49 wrong (4.9 %), whenever this is read.
+    A lot of 1,000 labels, 56 audits all right: at most 47 wrong (4.7 %), whenever this is read.
 
     >>> lot_error_bounds(1000, 56, 0, alpha=0.1, target=0.05)
-    (0, 49)
+    (0, 47)
     >>> lot_error_bounds(1000, 0, 0, alpha=0.1, target=0.05)
     (0, 1000)
     """
@@ -273,6 +343,7 @@ def _verdict(
     alpha: float,
     with_countdown: bool,
     prior_target: float | None = None,
+    promise: str = "confidence",
 ) -> LotVerdict:
     prior = target if prior_target is None else prior_target
     big_n = int(outcomes.size)
@@ -281,32 +352,36 @@ def _verdict(
     delivered = int((~answered).sum())
     low, high = _bounds(big_n, n, k, alpha, prior)
     bound = (high - known_wrong) / delivered if delivered else 1.0
-    certified = delivered > 0 and bound <= target
+
+    def certifies(m: int, errs: int, d: int) -> bool:
+        if d <= 0:
+            return False
+        if promise == "average":
+            return _average_certified(big_n, m, errs, known_wrong, d, alpha, target, prior)
+        return (_bounds(big_n, m, errs, alpha, prior)[1] - known_wrong) <= target * d
+
+    certified = certifies(n, k, delivered)
     hopeless = delivered == 0 or (low - known_wrong) > target * delivered
     left = 0 if certified else -1
     if with_countdown and not certified and not hopeless:
-        left = _countdown(big_n, n, k, known_wrong, delivered, answered, outcomes, alpha, target, prior)
+        left = _countdown(n, k, delivered, answered, outcomes, certifies)
         hopeless = left < 0
     return LotVerdict(big_n, n, k, known_wrong, delivered, high, low, bound, certified, hopeless, left)
 
 
 def _countdown(
-    big_n: int,
     n: int,
     k: int,
-    known_wrong: int,
     delivered: int,
     answered: np.ndarray,
     outcomes: np.ndarray,
-    alpha: float,
-    target: float,
-    prior: float,
+    certifies: Callable[[int, int, int], bool],
 ) -> int:
     """Fewest further right audits that certify the lot (each audit removes its item from ``D``
     unless it was answered already); -1 if none suffices."""
     # Walking the audit order from the prefix on: an item already answered adds its known
     # outcome at no audit cost, an unanswered one is audited (assumed right) and leaves D.
-    rest = np.arange(n, big_n)
+    rest = np.arange(n, outcomes.size)
     cost = np.cumsum(~answered[rest])
     wrong = k + np.cumsum(outcomes[rest] == OUTCOME_WRONG)
     # The bound only tightens as the prefix grows while nothing wrong is found: bisect.
@@ -314,11 +389,7 @@ def _countdown(
     found = -1
     while lo < hi:
         mid = (lo + hi) // 2
-        m = n + mid + 1
-        errs = int(wrong[mid])
-        d = delivered - int(cost[mid])
-        high = _bounds(big_n, m, min(errs, m), alpha, prior)[1]
-        if d > 0 and (high - known_wrong) <= target * d:
+        if certifies(n + mid + 1, int(wrong[mid]), delivered - int(cost[mid])):
             found, hi = int(cost[mid]), mid
         else:
             lo = mid + 1
@@ -332,6 +403,7 @@ def lot_verdict(
     target: float,
     alpha: float,
     prior_target: float | None = None,
+    promise: str = "confidence",
     countdown: bool = True,
 ) -> LotVerdict:
     """Whether a lot's delivered labels are certified at ``target`` (module docstring).
@@ -352,6 +424,11 @@ def lot_verdict(
     prior_target : float, optional
         The target the lot's prior was set for when it was frozen (``target`` by default);
         the certification may use another ``target`` (a changed setting) without harm.
+    promise : {"confidence", "average"}, default="confidence"
+        ``"confidence"``: the delivered labels are at most ``target`` wrong at every read, with
+        probability ``1 − alpha`` (``alpha`` the lot's miscoverage). ``"average"``: their
+        expected share of wrong labels at any read is at most ``target`` (``alpha`` is then
+        the lot's share ``c_l`` of the e-value budget, :func:`lot_share`).
     countdown : bool, default=True
         Compute :attr:`LotVerdict.audits_left` (a bisection over the audit order).
 
@@ -361,14 +438,14 @@ def lot_verdict(
 
     Examples
     --------
-    A lot of 400 labels whose first 60 audits are right, and 20 more items answered elsewhere:
+    A lot of 400 labels whose first 75 audits are right, and 20 more items answered elsewhere:
 
     >>> import numpy as np
-    >>> outcomes = np.full(400, -1); outcomes[:60] = 0; outcomes[200:220] = 0
+    >>> outcomes = np.full(400, -1); outcomes[:75] = 0; outcomes[200:220] = 0
     >>> answered = outcomes != -1
     >>> v = lot_verdict(outcomes, answered, target=0.05, alpha=0.075)
     >>> v.certified, v.delivered, v.high
-    (True, 320, 15)
+    (True, 305, 15)
     """
     x = np.asarray(outcomes)
     if x.ndim != 1 or (x.size and x.dtype.kind not in "iu"):
@@ -387,14 +464,15 @@ def lot_verdict(
         alpha=_check_level(alpha, "alpha"),
         with_countdown=bool(countdown),
         prior_target=None if prior_target is None else _check_level(prior_target, "prior_target"),
+        promise=check_choice(promise, "promise", PROMISES),
     )
 
 
-def audits_to_certify(lot_size: int, *, target: float, alpha: float) -> int:
+def audits_to_certify(lot_size: int, *, target: float, alpha: float, promise: str = "confidence") -> int:
     """Fewest audits, all right, that certify a lot of ``lot_size`` untouched items.
 
     >>> audits_to_certify(1000, target=0.05, alpha=0.075)
-    61
+    64
     """
     big_n = _check_count(lot_size, "lot_size")
     outcomes = np.full(big_n, OUTCOME_UNKNOWN, dtype=np.int64)
@@ -404,5 +482,6 @@ def audits_to_certify(lot_size: int, *, target: float, alpha: float) -> int:
         target=_check_level(target, "target"),
         alpha=_check_level(alpha, "alpha"),
         with_countdown=True,
+        promise=check_choice(promise, "promise", PROMISES),
     )
     return v.audits_left

@@ -26,6 +26,7 @@ from app.cli.options import (
     LinkColumnOption,
     MaxErrorOption,
     MediaRootOption,
+    PromiseOption,
     TextColumnOption,
     content_options,
     label_settings,
@@ -79,6 +80,7 @@ def import_command(
     max_error: float | None = MaxErrorOption,
     confidence: float | None = ConfidenceOption,
     audit: float | None = AuditOption,
+    promise: str | None = PromiseOption,
 ) -> None:
     """Import a partially labelled file, or a folder of images, into a database: all rows (and the
     session) or nothing.
@@ -103,7 +105,7 @@ def import_command(
     from app.service import change_label_settings, import_file
 
     spec = None
-    settings = label_settings(max_error, confidence, audit)
+    settings = label_settings(max_error, confidence, audit, promise)
     if settings is not None and session is None:
         raise UserError("--max-error, --confidence and --audit are settings of a session: give --session NAME too")
     if session is not None:  # every option is checked before anything is read or written

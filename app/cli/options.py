@@ -47,22 +47,34 @@ ConfidenceOption = typer.Option(
     None, "--confidence", help="Confidence with which the stated error must hold, >= 0.5 and < 1 (default 0.9)."
 )
 AuditOption = typer.Option(
-    None, "--audit", help="Share of served items drawn at random to measure model labels, 0 to 0.5 (default 0.05)."
+    None,
+    "--audit",
+    help="Share of served items that are audits once model labels are stated, 0 to 0.5 (default 0.05; "
+    "at least 0.5 until then).",
+)
+PromiseOption = typer.Option(
+    None,
+    "--promise",
+    help="What a stated error means: 'confidence' (at most --max-error wrong, with --confidence) or "
+    "'average' (at most --max-error wrong on average). Default: confidence.",
 )
 
 
-def label_settings(max_error: float | None, confidence: float | None, audit: float | None) -> LabelSettings | None:
+def label_settings(
+    max_error: float | None, confidence: float | None, audit: float | None, promise: str | None = None
+) -> LabelSettings | None:
     """The label settings given on the command line (checked now, before anything is written),
     or ``None`` when none was given."""
     from app.store import LabelSettings
 
-    if max_error is None and confidence is None and audit is None:
+    if max_error is None and confidence is None and audit is None and promise is None:
         return None
     defaults = LabelSettings()
     return LabelSettings(
         max_error=defaults.max_error if max_error is None else max_error,
         confidence=defaults.confidence if confidence is None else confidence,
         audit_share=defaults.audit_share if audit is None else audit,
+        promise=defaults.promise if promise is None else promise,
     )
 
 

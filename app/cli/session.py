@@ -9,7 +9,14 @@ import typer
 from rich.table import Table
 
 from app.cli.console import out, progress_bar
-from app.cli.options import AuditOption, ConfidenceOption, DbOption, MaxErrorOption, label_settings
+from app.cli.options import (
+    AuditOption,
+    ConfidenceOption,
+    DbOption,
+    MaxErrorOption,
+    PromiseOption,
+    label_settings,
+)
 from app.store import open_store
 from app.store.models import TARGET_SETS
 from engine.choices import CRITERIA, DEFAULT_STRATEGY, WEIGHTINGS
@@ -32,6 +39,7 @@ def session_new(
     max_error: float | None = MaxErrorOption,
     confidence: float | None = ConfidenceOption,
     audit: float | None = AuditOption,
+    promise: str | None = PromiseOption,
 ) -> None:
     """Start a labelling session on an imported dataset.
 
@@ -39,7 +47,7 @@ def session_new(
     """
     from app.service import change_label_settings, create_session, dataset_id_by_name, set_session_overlap
 
-    settings = label_settings(max_error, confidence, audit)
+    settings = label_settings(max_error, confidence, audit, promise)
     Session = open_store(db, create=False)
     create_session(
         Session,
@@ -100,28 +108,33 @@ def session_settings(
     max_error: float | None = MaxErrorOption,
     confidence: float | None = ConfidenceOption,
     audit: float | None = AuditOption,
+    promise: str | None = PromiseOption,
 ) -> None:
     """Show or change how far model labels must be trusted, and the share of audits.
 
     With no option, prints the current values. A target needs audits: with no error among
-    them, about 60 audited answers certify a first lot at 5% with 90% confidence; until then
-    half the served items are audits (the audit share applies after the first statement).
+    them, about 60 audited answers certify a first lot at 5% with 90% confidence (about 26
+    with --promise average); until then half the served items are audits (the audit share
+    applies once model labels are stated).
 
     Example: winnow session settings week1 --max-error 0.02 --confidence 0.95 --audit 0.1
     """
     from app.service import change_label_settings, session_label_settings
-    from engine.lots import audits_to_certify, lot_alpha
+    from engine.lots import audits_to_certify, lot_alpha, lot_share
 
     Session = open_store(db, create=False)
-    if max_error is None and confidence is None and audit is None:
+    if max_error is None and confidence is None and audit is None and promise is None:
         settings = session_label_settings(Session, name)
     else:
-        settings = change_label_settings(Session, name, max_error=max_error, confidence=confidence, audit_share=audit)
+        settings = change_label_settings(
+            Session, name, max_error=max_error, confidence=confidence, audit_share=audit, promise=promise
+        )
+    level = lot_alpha(1 - settings.confidence, 1) if settings.promise == "confidence" else lot_share(1)
+    needed = audits_to_certify(1000, target=settings.max_error, alpha=level, promise=settings.promise)
     out.print(
         f"Session {name!r}: max error {settings.max_error:g}, confidence {settings.confidence:g}, "
-        f"audit share {settings.audit_share:g}; a first lot of 1,000 items needs at least "
-        f"{audits_to_certify(1000, target=settings.max_error, alpha=lot_alpha(1 - settings.confidence, 1))} "
-        "audited answers (none wrong).",
+        f"audit share {settings.audit_share:g}, promise {settings.promise}; a first lot of 1,000 items needs at "
+        f"least {needed} audited answers (none wrong).",
         markup=False,
         highlight=False,
     )

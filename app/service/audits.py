@@ -3,11 +3,11 @@
 One seam of :class:`app.service.workbench.Workbench`. The items a session serves (the Query
 page's next item, ``winnow session status``'s next queries, the rows of the ranked export)
 are numbered by **slot**: the slot of the first item served now is the number of items that
-have an expert verdict (:func:`served_base`), and each later item takes the next slot. Slot
-``j`` is an **audit slot** when ``u_j`` is below the audit share, where ``u_0, u_1, …`` is a
-stream seeded by the store's secret and the session (:func:`app.service.lots.slot_uniforms`):
-every view, in every process, agrees on which slots are audits, and nobody without the
-store's file can tell.
+have an expert verdict or were skipped (:func:`served_base`), and each later item takes the
+next slot. Slot ``j`` is an **audit slot** when ``u_j`` is below the audit share, where
+``u_0, u_1, …`` is a stream seeded by the store's secret and the session
+(:func:`app.service.lots.slot_uniforms`): every view, in every process, agrees on which slots
+are audits, and nobody without the store's file can tell.
 
 The audit slots serve the active lot's items in the lot's audit order
 (:func:`app.service.lots.audit_queue`); the other slots serve the ranked queue in order,
@@ -27,9 +27,14 @@ import numpy as np
 __all__ = ["ServedOrder", "served_base", "served_order"]
 
 
-def served_base(answered_by: Sequence[str | None]) -> int:
-    """The slot of the first item served now: the number of items with an expert verdict."""
-    return len(answered_by) - list(answered_by).count(None)
+def served_base(answered_by: Sequence[str | None], skipped: Sequence[bool] | np.ndarray | None = None) -> int:
+    """The slot of the first item served now: the number of items with an expert verdict or
+    skipped (a skip uses up its slot: a skipped audit, which stays first in the audit queue,
+    is served again at the next audit slot, not at once in the slot it was skipped in)."""
+    done = np.fromiter((a is not None for a in answered_by), dtype=bool, count=len(answered_by))
+    if skipped is not None:
+        done |= np.asarray(skipped, dtype=bool)
+    return int(done.sum())
 
 
 @dataclass(frozen=True)

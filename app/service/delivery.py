@@ -70,11 +70,15 @@ class LabelSummary:
         The session's ``max_error``.
     confidence : float
         The session's confidence: with at least this probability, every statement made at
-        any moment holds.
+        any moment holds (the promise "confidence").
+    promise : str
+        ``"confidence"`` or ``"average"`` (:data:`engine.lots.PROMISES`).
     model_labels : int
         Model labels delivered (unanswered items of certified lots).
     error_bound : float or None
-        The bound on their error (``≤ target``); None when none are delivered.
+        Under the promise "confidence", the bound on their error now (``≤ target``); None
+        when none are delivered, and under the promise "average" (which proves no bound
+        tighter than its target).
     audited : int
         Audited answers backing the certified lots (their audited prefixes).
     audits_total : int
@@ -90,10 +94,13 @@ class LabelSummary:
         Share of served items that are audits now.
     open_items : int
         Items still open (two or more candidates, no verdict).
+    audits_off : bool, default=False
+        The session's audit share is 0: no audit is served, so nothing more can be certified.
     """
 
     target: float
     confidence: float
+    promise: str
     model_labels: int
     error_bound: float | None
     audited: int
@@ -103,6 +110,7 @@ class LabelSummary:
     audits_left: int
     audit_share: float
     open_items: int
+    audits_off: bool = False
 
     @property
     def answers_to_wait(self) -> int | None:
@@ -190,6 +198,7 @@ def change_label_settings(
     max_error: float | None = None,
     confidence: float | None = None,
     audit_share: float | None = None,
+    promise: str | None = None,
     actor: str | None = None,
 ) -> LabelSettings:
     """Change some of a session's label settings (the others are kept); returns them all.
@@ -198,8 +207,13 @@ def change_label_settings(
     in the audit log. Nothing is written when a value is out of range
     (:class:`app.store.LabelSettings` names it).
     """
-    given = (("max_error", max_error), ("confidence", confidence), ("audit_share", audit_share))
-    changes = {name: value for name, value in given if value is not None}
+    given: tuple[tuple[str, object], ...] = (
+        ("max_error", max_error),
+        ("confidence", confidence),
+        ("audit_share", audit_share),
+        ("promise", promise),
+    )
+    changes: dict[str, Any] = {name: value for name, value in given if value is not None}
 
     def work(s: Session) -> LabelSettings:
         session_id = get_session_by_name(s, session_name).id
@@ -220,8 +234,9 @@ def _summary(now: LotsNow, state: SessionState, settings: LabelSettings, kept: n
     return LabelSummary(
         target=settings.max_error,
         confidence=settings.confidence,
+        promise=settings.promise,
         model_labels=int(kept.sum()),
-        error_bound=wrong_at_most / delivered if delivered else None,
+        error_bound=wrong_at_most / delivered if delivered and settings.promise == "confidence" else None,
         audited=sum(v.audited for _, v in certified),
         audits_total=sum(v.audited for v in now.verdicts),
         lots=len(now.lots),
@@ -229,6 +244,7 @@ def _summary(now: LotsNow, state: SessionState, settings: LabelSettings, kept: n
         audits_left=-1 if active is None else now.verdicts[active].audits_left,
         audit_share=now.audit_share(settings),
         open_items=int(np.asarray(state.open_items).sum()),
+        audits_off=settings.audit_share <= 0.0,
     )
 
 
@@ -267,7 +283,7 @@ def decide_labels(state: SessionState, now: LotsNow, settings: LabelSettings, *,
 def label_statement(counts: dict[str, int], summary: LabelSummary) -> str:
     """What winnow states about its model labels, in one line (:attr:`DeliveredLabels.statement`).
 
-    >>> s = LabelSummary(0.05, 0.9, 0, None, 0, 12, 1, 402, 49, 0.5, 520)
+    >>> s = LabelSummary(0.05, 0.9, "confidence", 0, None, 0, 12, 1, 402, 49, 0.5, 520)
     >>> print(label_statement({"model": 0, "undecided": 520}, s))  # doctest: +NORMALIZE_WHITESPACE
     model labels: none yet — the first 402 the model would label need at least 49 more audited
     answers, all right (about 98 answers at the current audit share of 50%); undecided: 520
@@ -276,17 +292,21 @@ def label_statement(counts: dict[str, int], summary: LabelSummary) -> str:
     tail = f"; undecided: {undecided}"
     if counts.get("crowd", 0):
         tail += f"; crowd labels: {counts['crowd']} (single labels left by the votes; their error is not measured)"
-    promise = f"at most {summary.target * 100:g}% wrong, with {summary.confidence * 100:g}% confidence"
-    if summary.model_labels and summary.error_bound is not None:
-        said = (
-            f"model labels: {summary.model_labels}, {promise} (bound now {summary.error_bound * 100:.1f}%, "
-            f"from {summary.audited} audited answers)"
-        )
+    if summary.promise == "confidence":
+        promise = f"at most {summary.target * 100:g}% wrong, with {summary.confidence * 100:g}% confidence"
+    else:
+        promise = f"at most {summary.target * 100:g}% wrong on average"
+    if summary.model_labels:
+        now = "" if summary.error_bound is None else f"bound now {summary.error_bound * 100:.1f}%, "
+        said = f"model labels: {summary.model_labels}, {promise} ({now}from {summary.audited} audited answers)"
+    elif summary.audits_off:
+        said = "model labels: none yet"
     elif summary.audit_share <= 0.0 and summary.lots and summary.audits_left < 0 and summary.open_items:
         said = "model labels: none — no lot of at least 20 open items the model would label is waiting for audits"
     else:
         said = "model labels: none yet"
-    if summary.audits_left >= 0:
+    # audits_left is 0 when the lot being audited is certified already: nothing to wait for.
+    if summary.audits_left > 0 and not summary.audits_off:
         wait = summary.answers_to_wait
         about = f" (about {wait} answers at the current audit share of {summary.audit_share * 100:g}%)" if wait else ""
         which = "the first" if summary.lots == 1 else "the next"
@@ -294,8 +314,12 @@ def label_statement(counts: dict[str, int], summary: LabelSummary) -> str:
             f"{' —' if not summary.model_labels else '; '} {which} {summary.active_lot_size} the model would label "
             f"need at least {summary.audits_left} more audited answers, all right{about}"
         ).replace(";  ", "; ")
-    elif summary.audit_share <= 0.0 and not summary.model_labels and not summary.lots:
-        said += " — audits are off (audit share 0): no model label can be stated"
+    elif summary.audits_off:
+        said += (
+            "; audits are off (audit share 0): no more model labels can be stated"
+            if summary.model_labels
+            else " — audits are off (audit share 0): no model label can be stated"
+        )
     elif not summary.open_items:
         said += " — nothing is left open"
     return said + tail
@@ -323,9 +347,14 @@ def statement_metadata(labels: DeliveredLabels) -> dict[str, Any]:
     s = labels.summary
     return {
         "target_error": labels.settings.max_error,
-        "statement_confidence": labels.settings.confidence,
-        "promise": "with confidence: at most target_error of the model labels are wrong, with probability "
-        "statement_confidence, whenever the statement is read",
+        "promise": labels.settings.promise,
+        "promise_meaning": (
+            "at most target_error of the model labels are wrong, with probability statement_confidence, "
+            "whenever the statement is read"
+            if labels.settings.promise == "confidence"
+            else "the expected share of wrong model labels is at most target_error, whenever the statement is read"
+        ),
+        "statement_confidence": labels.settings.confidence if labels.settings.promise == "confidence" else None,
         "audit_share": labels.settings.audit_share,
         "stated_error_bound": s.error_bound,
         "audited_answers": s.audited,

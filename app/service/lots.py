@@ -42,6 +42,7 @@ from engine.lots import (
     OUTCOME_WRONG,
     LotVerdict,
     lot_alpha,
+    lot_share,
     lot_verdict,
 )
 
@@ -72,7 +73,7 @@ MIN_LOT_SIZE = 20
 #: Threshold learning keeps the lowest margin at which the audited labels above it were at
 #: most this share of the target wrong, on at least LEARN_MIN_AUDITS audits.
 LEARN_ERROR_SHARE = 0.5
-LEARN_MIN_AUDITS = 20
+LEARN_MIN_AUDITS = 10
 
 
 def _seed(secret: bytes, *words: int) -> list[int]:
@@ -223,7 +224,14 @@ def lots_now(lots: list[LabelLotRecord], items: ItemStatus, settings: LabelSetti
     for lot in lots:
         outcomes, answered = lot_outcomes(lot, items)
         verdicts.append(
-            lot_verdict(outcomes, answered, target=settings.max_error, alpha=lot.alpha, prior_target=lot.target)
+            lot_verdict(
+                outcomes,
+                answered,
+                target=settings.max_error,
+                alpha=lot.alpha if settings.promise == "confidence" else lot_share(lot.number),
+                prior_target=lot.target,
+                promise=settings.promise,
+            )
         )
         answered_all.append(answered)
         outcomes_all.append(outcomes)
@@ -234,9 +242,10 @@ def next_threshold(now: LotsNow, target: float) -> float:
     """The margin above which the next lot takes items (learned from earlier audits).
 
     Learning may use every audit so far (Learn then Test: the lot it chooses is certified
-    by its own, new audits). Without enough audits: DST-PLL's reject rule (margin > 0). With
-    them: the lowest frozen margin whose audited labels at or above it were at most
-    ``LEARN_ERROR_SHARE × target`` wrong, on at least ``LEARN_MIN_AUDITS`` audits.
+    by its own, new audits). Without audits: DST-PLL's reject rule (margin > 0). With them:
+    the lowest frozen margin whose audited labels at or above it were at most
+    ``LEARN_ERROR_SHARE × target`` wrong, on at least ``LEARN_MIN_AUDITS`` audits; when no
+    margin qualifies, just above the most confident wrong audit.
     """
     margins, wrong = [], []
     for lot, verdict, outcomes in zip(now.lots, now.verdicts, now.outcomes, strict=True):
@@ -244,20 +253,18 @@ def next_threshold(now: LotsNow, target: float) -> float:
         margins.append(lot.margins[prefix])
         wrong.append(outcomes[prefix] == OUTCOME_WRONG)
     default = float(np.nextafter(0.0, 1.0))
-    if not margins:
-        return default
-    m, bad = np.concatenate(margins), np.concatenate(wrong)
-    if m.size < LEARN_MIN_AUDITS:
+    m = np.concatenate(margins) if margins else np.zeros(0)
+    bad = np.concatenate(wrong) if wrong else np.zeros(0, dtype=bool)
+    if not bad.any():
         return default
     order = np.argsort(-m, kind="stable")
     m, bad = m[order], bad[order]
     count = np.arange(1, m.size + 1)
     ok = (np.cumsum(bad) <= LEARN_ERROR_SHARE * target * count) & (count >= LEARN_MIN_AUDITS)
-    ends = np.r_[m[1:] != m[:-1], True]  # equal margins enter together
-    ok &= ends
-    if not ok.any():
-        return float(np.inf) if bad.any() and bad.mean() > target else default
-    return max(default, float(m[np.flatnonzero(ok)[-1]]))
+    ok &= np.r_[m[1:] != m[:-1], True]  # equal margins enter together
+    if ok.any():
+        return max(default, float(m[np.flatnonzero(ok)[-1]]))
+    return max(default, float(np.nextafter(m[bad].max(), np.inf)))
 
 
 def freeze_lot(
@@ -276,8 +283,6 @@ def freeze_lot(
         return None
     n = items.n_instances
     threshold = next_threshold(now, settings.max_error)
-    if not np.isfinite(threshold):
-        return None
     delivered, _, _ = now.delivered(n)
     answered = items.answered
     # A lot settled without certification keeps its items out until the model has moved on:

@@ -30,6 +30,7 @@ from app.store.models import Instance, LabelLot, SessionLabelSettings, StoreSecr
 from app.store.policies import authorize_session
 from app.store.records import get_labelling_session
 from app.store.users import record_audit
+from engine.lots import PROMISES
 
 __all__ = [
     "LabelSettings",
@@ -62,6 +63,9 @@ class LabelSettings:
         Largest error rate accepted in model labels, ``0 < max_error < 0.5``.
     confidence : float, default=0.90
         Probability with which the stated error must hold, ``0.5 <= confidence < 1``.
+    promise : {"confidence", "average"}, default="confidence"
+        What a stated error means (:data:`engine.lots.PROMISES`): "at most ``max_error`` wrong,
+        with ``confidence``" or "at most ``max_error`` wrong on average" (``confidence`` unused).
     audit_share : float, default=0.05
         Share of the served items that are audits once a first lot is certified,
         ``0 <= audit_share <= 0.5`` (0: no audits, so no model label is ever stated). Until
@@ -78,6 +82,7 @@ class LabelSettings:
     max_error: float = 0.05
     confidence: float = 0.90
     audit_share: float = 0.05
+    promise: str = "confidence"
 
     def __post_init__(self) -> None:
         max_error = _rate(self.max_error, "max_error")
@@ -89,6 +94,8 @@ class LabelSettings:
             raise InvalidRecord(f"confidence must be >= 0.5 and < 1 (e.g. 0.9), got {confidence!r}")
         if not 0.0 <= audit_share <= 0.5:
             raise InvalidRecord(f"audit_share must be >= 0 and <= 0.5 (e.g. 0.05), got {audit_share!r}")
+        if self.promise not in PROMISES:
+            raise InvalidRecord(f"promise must be one of {', '.join(PROMISES)}; got {self.promise!r}")
         # Plain floats, whatever numbers came in (numpy scalars, ints).
         object.__setattr__(self, "max_error", max_error)
         object.__setattr__(self, "confidence", confidence)
@@ -101,7 +108,9 @@ def label_settings(session: Session, session_id: int) -> LabelSettings:
     row = session.get(SessionLabelSettings, labelling.id)
     if row is None:
         return LabelSettings()
-    return LabelSettings(max_error=row.max_error, confidence=row.confidence, audit_share=row.audit_share)
+    return LabelSettings(
+        max_error=row.max_error, confidence=row.confidence, audit_share=row.audit_share, promise=row.promise
+    )
 
 
 def _describe_change(before: LabelSettings, after: LabelSettings) -> str:
@@ -110,6 +119,8 @@ def _describe_change(before: LabelSettings, after: LabelSettings) -> str:
         for name in ("max_error", "confidence", "audit_share")
         if getattr(before, name) != getattr(after, name)
     ]
+    if before.promise != after.promise:
+        changes.append(f"promise {before.promise} -> {after.promise}")
     return "; ".join(changes) or "no change"
 
 
@@ -158,11 +169,12 @@ def set_label_settings(
                     max_error=settings.max_error,
                     confidence=settings.confidence,
                     audit_share=settings.audit_share,
+                    promise=settings.promise,
                 )
             )
         else:
             row.max_error, row.confidence = settings.max_error, settings.confidence
-            row.audit_share = settings.audit_share
+            row.audit_share, row.promise = settings.audit_share, settings.promise
         record_audit(
             session,
             "label_settings_changed",

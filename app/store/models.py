@@ -516,11 +516,14 @@ class SessionLabelSettings(Base):
     confidence: Mapped[float] = mapped_column(Float)
     #: Share of the served items that are audits, in [0, 0.5].
     audit_share: Mapped[float] = mapped_column(Float)
+    #: What a stated error means: "confidence" or "average" (engine.lots.PROMISES).
+    promise: Mapped[str] = mapped_column(String(20), default="confidence", server_default="confidence")
 
     __table_args__ = (
         CheckConstraint("max_error > 0 AND max_error < 0.5", name="max_error_range"),
         CheckConstraint("confidence >= 0.5 AND confidence < 1", name="confidence_range"),
         CheckConstraint("audit_share >= 0 AND audit_share <= 0.5", name="audit_share_range"),
+        CheckConstraint("promise IN ('confidence', 'average')", name="promise_known"),
     )
 
 

@@ -150,7 +150,7 @@ class Keys:
     @staticmethod
     def label_setting(session_id: int, name: str) -> str:
         """A model-label setting of a session on the Sessions page (``name``: ``"max_error"``,
-        ``"confidence"`` or ``"audit_share"``, each entered in percent)."""
+        ``"confidence"`` or ``"audit_share"``, each entered in percent, or ``"promise"``)."""
         return f"sessions_{name}_{session_id}"
 
     @staticmethod

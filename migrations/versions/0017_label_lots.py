@@ -4,6 +4,8 @@ Revision ID: 0017
 Revises: 0016
 Create Date: 2026-11-27
 
+* ``session_label_settings.promise``: what a stated error means, "confidence" (the default:
+  every statement holds with the session's confidence) or "average".
 * ``label_lots``: the lots of model labels a session froze, each with its items in audit
   order, their frozen labels and accept scores (:mod:`app.service.lots`). They replace
   ``audit_draws``: an audit is now the next item of the active lot's random order, not a
@@ -50,9 +52,15 @@ def upgrade() -> None:
         sa.UniqueConstraint("session_id", "number", name=op.f("uq_label_lots_session_id_number")),
     )
     op.drop_table("audit_draws")
+    with op.batch_alter_table("session_label_settings") as batch:
+        batch.add_column(sa.Column("promise", sa.String(length=20), server_default="confidence", nullable=False))
+        batch.create_check_constraint("promise_known", "promise IN ('confidence', 'average')")
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("session_label_settings") as batch:
+        batch.drop_constraint("ck_session_label_settings_promise_known", type_="check")
+        batch.drop_column("promise")
     op.create_table(
         "audit_draws",
         sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),

@@ -48,7 +48,7 @@ from app.ui import state as ui
 from app.ui.building import show_build_progress
 from engine.choices import DEFAULT_STRATEGY
 from engine.exceptions import InvalidInput
-from engine.lots import audits_to_certify, lot_alpha
+from engine.lots import PROMISES, audits_to_certify, lot_alpha, lot_share
 
 tab = ui.current()
 session_factory = ui.store(tab.db)
@@ -196,18 +196,25 @@ def percent(share: float) -> str:
     return f"{share * 100:.4g}%"
 
 
-def settings_text(max_error: float, confidence: float, audit_share: float) -> str:
-    return (
-        f"largest model-label error {percent(max_error)} at {percent(confidence)} confidence; "
-        f"audit share {percent(audit_share)}"
-    )
+#: How each promise reads (engine.lots.PROMISES).
+PROMISE_WORDS = {
+    "confidence": "at most the error below, with the confidence below, whenever the labels are read",
+    "average": "at most the error below on average (the confidence is not used)",
+}
 
 
-def target_cost(max_error: float, confidence: float, audit_share: float) -> str:
+def settings_text(max_error: float, confidence: float, audit_share: float, promise: str) -> str:
+    said = f"at {percent(confidence)} confidence" if promise == "confidence" else "on average (the promise on average)"
+    return f"largest model-label error {percent(max_error)} {said}; audit share {percent(audit_share)}"
+
+
+def target_cost(max_error: float, confidence: float, audit_share: float, promise: str) -> str:
     """What a target costs, in plain words: the error-free audited answers a first lot needs."""
-    needed = audits_to_certify(1000, target=max_error, alpha=lot_alpha(1.0 - confidence, 1))
+    level = lot_alpha(1.0 - confidence, 1) if promise == "confidence" else lot_share(1)
+    needed = audits_to_certify(1000, target=max_error, alpha=level, promise=promise)
+    said = f"at {percent(confidence)} confidence" if promise == "confidence" else "on average"
     text = (
-        f"A {percent(max_error)} target at {percent(confidence)} confidence needs at least {needed} "
+        f"A {percent(max_error)} target {said} needs at least {needed} "
         "error-free audited answers for a first lot of 1,000 items (each wrong one needs more)"
     )
     if audit_share > 0:
@@ -223,18 +230,22 @@ def save_label_settings(session_id: int, session_name: str) -> None:
     """The Save button's callback: :func:`app.service.change_label_settings` with the entered
     percentages, as the signed-in user (the store refuses anyone but an admin, and audits)."""
     entered = {name: st.session_state.get(ui.Keys.label_setting(session_id, name)) for name, *_ in LABEL_SETTINGS}
+    rates = {name: float(value) / 100 for name, value in entered.items() if value is not None}
     try:
         change_label_settings(
             session_factory,
             session_name,
             actor=tab.user,
-            **{name: float(value) / 100 for name, value in entered.items() if value is not None},
+            max_error=rates.get("max_error"),
+            confidence=rates.get("confidence"),
+            audit_share=rates.get("audit_share"),
+            promise=st.session_state.get(ui.Keys.label_setting(session_id, "promise")),
         )
         saved = session_label_settings(session_factory, session_name)
     except InvalidInput as exc:
         tab.label_settings_notice = ("error", str(exc))
         return
-    said = settings_text(saved.max_error, saved.confidence, saved.audit_share)
+    said = settings_text(saved.max_error, saved.confidence, saved.audit_share, saved.promise)
     tab.label_settings_notice = ("ok", f"Saved the model-label settings of session {session_name}: {said}.")
 
 
@@ -439,9 +450,18 @@ if tab.workbench is not None and "open" in rights:
             field = ui.Keys.label_setting(bench.session_id, name)
             st.session_state.setdefault(field, round(getattr(saved, name) * 100, 4))
             column.number_input(title, min_value=low, max_value=high, step=0.5, format="%.1f", key=field, help=meaning)
+        promise_field = ui.Keys.label_setting(bench.session_id, "promise")
+        st.session_state.setdefault(promise_field, saved.promise)
+        st.radio(
+            "Promise",
+            PROMISES,
+            key=promise_field,
+            format_func=lambda p: f"{p}: {PROMISE_WORDS[p]}",
+            help="What a stated error means. Both hold whenever the labels are read or exported.",
+        )
         shown = [
             float(st.session_state[ui.Keys.label_setting(bench.session_id, name)]) / 100 for name, *_ in LABEL_SETTINGS
-        ]
+        ] + [st.session_state[promise_field]]
         st.button(
             "Save model-label settings",
             key=ui.Keys.LABEL_SETTINGS_SAVE,
@@ -451,7 +471,7 @@ if tab.workbench is not None and "open" in rights:
         )
     else:
         st.caption("An admin sets these.")
-        shown = [saved.max_error, saved.confidence, saved.audit_share]
+        shown = [saved.max_error, saved.confidence, saved.audit_share, saved.promise]
         st.text(settings_text(*shown).capitalize())
     st.text(target_cost(*shown))
 if tab.label_settings_notice is not None:  # also when the refusal took the editor away

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app.service.lots import ItemStatus, LotsNow, audit_queue, freeze_lot, lots_now
+from app.service.lots import ItemStatus, LotsNow, audit_queue, freeze_lot, learning_sample, lots_now
 from app.store import LabelLotRecord, LabelSettings
 from engine.dst import transductive_decisions
 from engine.strategies import CampaignContext, make_strategy
@@ -128,7 +128,10 @@ def replay(
         now = lots_now(lots, items, settings)
         if now.new_lot_due:
             labels, margin = model()
-            fresh = freeze_lot(now, items, labels, margin, settings, secret=secret, session_id=seed, last_event_id=0)
+            learned = learning_sample(pool.Y, Y, pool.idx, answered)
+            fresh = freeze_lot(
+                now, items, labels, margin, settings, learned=learned, secret=secret, session_id=seed, last_event_id=0
+            )
             if fresh is not None:
                 lots.append(fresh)
                 now = lots_now(lots, items, settings)

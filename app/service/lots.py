@@ -5,8 +5,9 @@ The statistics are :mod:`engine.lots`; this module applies them to a session's s
 * **Freezing.** When a session has no lot, or its last lot is settled (certified, hopeless,
   or audited to its end), a new lot is frozen from the open items nobody answered that no
   certified lot delivers, whose DST-PLL margin reaches the lot's threshold
-  (:func:`next_threshold`: DST-PLL's own reject rule, margin > 0, until audits say where the
-  model is good enough), if there are at least :data:`MIN_LOT_SIZE` of them. Their labels are
+  (:func:`next_threshold`: DST-PLL's own reject rule, margin > 0, until the answers say where
+  the model is good enough, :func:`learning_sample`), if there are at least
+  :data:`MIN_LOT_SIZE` of them and the lot could deliver half its items. Their labels are
   frozen then: the lot's statement is about exactly those labels, whatever the model says
   later. The lot's audit order is a permutation drawn from the store's secret
   (:func:`lot_order`), unknown to anyone who does not hold the store's file.
@@ -36,11 +37,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from app.store import LabelLotRecord, LabelSettings, SessionState
+from engine.dst import transductive_decisions
 from engine.lots import (
     OUTCOME_RIGHT,
     OUTCOME_UNKNOWN,
     OUTCOME_WRONG,
     LotVerdict,
+    audits_to_certify,
     lot_alpha,
     lot_share,
     lot_verdict,
@@ -55,6 +58,7 @@ __all__ = [
     "slot_uniforms",
     "lot_outcomes",
     "lots_now",
+    "learning_sample",
     "next_threshold",
     "freeze_lot",
     "audit_queue",
@@ -66,8 +70,8 @@ __all__ = [
 #: labels can arrive within about 130 answers; ``docs/results_labels.md`` measures it.
 FIRST_STATEMENT_AUDIT_SHARE = 0.5
 
-#: A lot smaller than this is not frozen: auditing most of it would cost more answers than
-#: labelling its items.
+#: A lot smaller than this is not frozen; nor is one whose certification would need audits
+#: of more than half its items (at a 5 % target, lots under about 150 items).
 MIN_LOT_SIZE = 20
 
 #: Threshold learning keeps the lowest margin at which the audited labels above it were at
@@ -238,24 +242,41 @@ def lots_now(lots: list[LabelLotRecord], items: ItemStatus, settings: LabelSetti
     return LotsNow(list(lots), verdicts, answered_all, outcomes_all)
 
 
-def next_threshold(now: LotsNow, target: float) -> float:
-    """The margin above which the next lot takes items (learned from earlier audits).
+def learning_sample(
+    original: np.ndarray, current: np.ndarray, idx: np.ndarray, answered: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """DST-PLL's leave-one-out margin on the answered items and whether its label was right.
 
-    Learning may use every audit so far (Learn then Test: the lot it chooses is certified
-    by its own, new audits). Without audits: DST-PLL's reject rule (margin > 0). With them:
-    the lowest frozen margin whose audited labels at or above it were at most
-    ``LEARN_ERROR_SHARE × target`` wrong, on at least ``LEARN_MIN_AUDITS`` audits; when no
-    margin qualifies, just above the most confident wrong audit.
+    Each answered item is decided from the candidate set it had before its answer and its
+    neighbours' current sets (appended as extra rows that nobody has among its neighbours, so
+    its own answer does not vote for itself): how the open items are labelled now. Answers to
+    ranked queries are harder than the open items on average, so the error this shows is
+    pessimistic; it only chooses the next lot, whose own audits certify it (Learn then Test).
     """
-    margins, wrong = [], []
-    for lot, verdict, outcomes in zip(now.lots, now.verdicts, now.outcomes, strict=True):
-        prefix = slice(0, verdict.audited)
-        margins.append(lot.margins[prefix])
-        wrong.append(outcomes[prefix] == OUTCOME_WRONG)
+    rows = np.flatnonzero(answered)
+    if rows.size == 0:
+        return np.zeros(0), np.zeros(0, dtype=bool)
+    n = current.shape[0]
+    Y = np.vstack([current, original[rows]])
+    graph = np.vstack([idx, idx[rows]])
+    labels, _, margin = transductive_decisions(Y, graph, n + np.arange(rows.size), random_state=0)
+    settled = current[rows].sum(axis=1) == 1
+    right = settled & current[rows, labels]
+    return np.asarray(margin, dtype=np.float64)[settled], right[settled]
+
+
+def next_threshold(learned: tuple[np.ndarray, np.ndarray], target: float) -> float:
+    """The margin above which the next lot takes items, learned from :func:`learning_sample`.
+
+    The lowest margin whose answered items at or above it were at most
+    ``LEARN_ERROR_SHARE × target`` wrong, on at least ``LEARN_MIN_AUDITS`` of them; DST-PLL's own
+    reject rule (margin > 0) when nothing is answered yet; just above the most confident wrong
+    one when no margin qualifies.
+    """
+    m, right = learned
     default = float(np.nextafter(0.0, 1.0))
-    m = np.concatenate(margins) if margins else np.zeros(0)
-    bad = np.concatenate(wrong) if wrong else np.zeros(0, dtype=bool)
-    if not bad.any():
+    bad = ~np.asarray(right, dtype=bool)
+    if m.size < LEARN_MIN_AUDITS or not bad.any():
         return default
     order = np.argsort(-m, kind="stable")
     m, bad = m[order], bad[order]
@@ -274,26 +295,31 @@ def freeze_lot(
     model_margins: np.ndarray,
     settings: LabelSettings,
     *,
+    learned: tuple[np.ndarray, np.ndarray],
     secret: bytes,
     session_id: int,
     last_event_id: int,
 ) -> LabelLotRecord | None:
-    """The next lot to freeze, or None when no lot is due or too few items qualify."""
+    """The next lot to freeze, or None when no lot is due or too few items qualify.
+
+    ``learned`` is :func:`learning_sample` of the answered items (it sets the threshold).
+    """
     if not now.new_lot_due or settings.audit_share <= 0.0:
         return None
     n = items.n_instances
-    threshold = next_threshold(now, settings.max_error)
+    threshold = next_threshold(learned, settings.max_error)
     delivered, _, _ = now.delivered(n)
     answered = items.answered
     # A lot settled without certification keeps its items out until the model has moved on:
     # only items whose margin rose to the (new) threshold enter again.
     free = items.open_items & ~answered & ~delivered & ~items.in_conflict
     members = np.flatnonzero(free & (np.asarray(model_margins) >= threshold))
-    if members.size < MIN_LOT_SIZE:
+    number = len(now.lots) + 1
+    level = lot_alpha(1.0 - settings.confidence, number) if settings.promise == "confidence" else lot_share(number)
+    if members.size < MIN_LOT_SIZE or not _viable(members.size, settings, level):
         return None
     if now.lots and np.array_equal(np.sort(now.lots[-1].positions), members):
         return None  # the same items as the lot just settled: nothing new to certify
-    number = len(now.lots) + 1
     order = members[lot_order(secret, session_id, number, members.size)]
     return LabelLotRecord(
         number=number,
@@ -305,6 +331,13 @@ def freeze_lot(
         threshold=threshold,
         after_event_id=int(last_event_id),
     )
+
+
+def _viable(size: int, settings: LabelSettings, level: float) -> bool:
+    """Whether a lot of ``size`` untouched items could deliver at least half of them: the
+    error-free audits it needs take at most half its items (a small lot is mostly audited)."""
+    needed = audits_to_certify(size, target=settings.max_error, alpha=level, promise=settings.promise)
+    return 0 <= needed <= size // 2
 
 
 def audit_queue(now: LotsNow) -> np.ndarray:

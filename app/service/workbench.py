@@ -466,12 +466,16 @@ class Workbench:
                 st = snap.state
                 with self._model_lock:
                     model = self._model.fitted(st.X, st.candidates, self.config.k)
+                    learned = lots.learning_sample(
+                        np.asarray(st.original_candidates), items.candidates, self.graph.idx, items.answered
+                    )
                     fresh = lots.freeze_lot(
                         now,
                         items,
                         model.disambiguate_,
                         model.disambiguate_margin_,
                         self._settings,
+                        learned=learned,
                         secret=self._secret,
                         session_id=self.session_id,
                         last_event_id=snap.last_event_id,

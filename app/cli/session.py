@@ -225,7 +225,8 @@ def session_status(
         out.print(f"{'raw agreement':>18}: {summary['raw_agreement']:.3f} over {summary['items_shared']} shared items")
     table = Table("rank", "id", "score", "candidates")
     for i, row in enumerate(summary["next"], 1):
-        table.add_row(str(i), row["id"], f"{row['score']:g}", "|".join(row["candidates"]))
+        score = "-" if row["score"] is None else f"{row['score']:g}"
+        table.add_row(str(i), row["id"], score, "|".join(row["candidates"]))
     out.print(table)
     if summary["annotators"]:
         table = Table("annotator", "answered", "skipped", "resolved", "events", "s / event")

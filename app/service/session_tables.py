@@ -14,7 +14,17 @@ import pandas as pd
 from app.io.writers import labelled_dataset_table, ranked_query_table
 from app.store import SessionConfig, SessionState
 
-__all__ = ["scoring_params", "ranked_table", "in_served_order", "labelled_table", "with_suspect_column"]
+__all__ = [
+    "scoring_params",
+    "ranked_table",
+    "in_served_order",
+    "without_scores",
+    "labelled_table",
+    "with_suspect_column",
+]
+
+#: The ranked export's columns that hold an item's query score.
+SCORE_COLUMNS: tuple[str, ...] = ("score", "open_targets_touched")
 
 
 def scoring_params(config: SessionConfig) -> dict[str, Any]:
@@ -66,6 +76,22 @@ def in_served_order(table: pd.DataFrame, ranked: np.ndarray, served: np.ndarray)
     out = table.iloc[rows].reset_index(drop=True)
     out["rank"] = np.arange(1, len(out) + 1, dtype=np.int64)
     out.attrs = dict(table.attrs)
+    return out
+
+
+def without_scores(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` with its score columns left empty on every row (the columns stay, so every
+    export has the same columns) and the reason in its metadata."""
+    out = table.copy()
+    for column in SCORE_COLUMNS:
+        if column in out.columns:
+            out[column] = pd.Series(np.nan, index=out.index, dtype="float64")
+    out.attrs = dict(table.attrs)
+    out.attrs["metadata"] = {
+        **dict(table.attrs.get("metadata") or {}),
+        "scores_left_out": "score and open_targets_touched are empty while audits are interleaved in the queue: "
+        "an audit's score would stand out of the ranked order (winnow rank gives the scores of a dataset)",
+    }
     return out
 
 

@@ -537,19 +537,22 @@ class Workbench:
 
     def next_queries(self, top: int) -> list[dict[str, Any]]:
         """The first ``top`` items of :meth:`queue`: id, score, candidate names and the true
-        label's name (``None`` when unknown)."""
+        label's name (``None`` when unknown). The score is ``None`` on every item while audits
+        are interleaved (as in :meth:`ranked_table`)."""
         snap = self._snapshot
         st = snap.state
         names = self.label_names
         truth = st.true_labels
+        order = self._served(snap, None)
+        scored = not order.audit.any()
         return [
             {
                 "id": st.external_ids[p],
-                "score": float(snap.ranking.scores[p]),
+                "score": float(snap.ranking.scores[p]) if scored else None,
                 "candidates": [names[m] for m in np.flatnonzero(st.candidates[p])],
                 "true_label": names[truth[p]] if truth is not None and truth[p] >= 0 else None,
             }
-            for p in self._served(snap, top).positions
+            for p in order.positions[:top]
         ]
 
     def touched(self) -> np.ndarray:
@@ -754,7 +757,8 @@ class Workbench:
     def ranked_table(self) -> pd.DataFrame:
         """The ranked query list of the open items (conflicts and flagged items set aside) and
         of the suspect items to ask, in the order of :meth:`queue`: skipped items last, the
-        audits and suspects in their slots (no column says which rows they are)."""
+        audits and suspects in their slots (no column says which rows they are: while audits
+        are interleaved, ``score`` and ``open_targets_touched`` are left empty on every row)."""
         snap = self._snapshot
         asked = self._suspects_to_serve(snap)
         listed = np.asarray(snap.state.open_items).copy()
@@ -763,7 +767,13 @@ class Workbench:
             snap.state, snap.ranking.scores, snap.ranking.touched, self._content.export_content(), suspects=asked
         )
         rows = ranking_order(snap.ranking.scores, listed, deferred=np.asarray(snap.state.skipped))
-        return session_tables.in_served_order(table, rows, self._served(snap, None).positions)
+        served = self._served(snap, None)
+        out = session_tables.in_served_order(table, rows, served.positions)
+        if served.audit.any():
+            # An audit's query score is out of the ranked order: while audits are interleaved
+            # the scores would tell them apart, so no row shows one (module app.service.audits).
+            out = session_tables.without_scores(out)
+        return out
 
     def labelled_table(self) -> pd.DataFrame:
         """:attr:`labels` ``().table``: every item with its current set, final label, label

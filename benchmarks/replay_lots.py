@@ -26,7 +26,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app.service.lots import ItemStatus, LotsNow, audit_queue, freeze_lot, learning_sample, lots_now
+from app.service.lots import (
+    FREEZE_RETRY_ANSWERS,
+    ItemStatus,
+    LotsNow,
+    audit_queue,
+    freeze_lot,
+    learning_sample,
+    lots_now,
+)
 from app.store import LabelLotRecord, LabelSettings
 from engine.dst import transductive_decisions
 from engine.strategies import CampaignContext, make_strategy
@@ -123,10 +131,13 @@ def replay(
         labels, _, margin = transductive_decisions(Y, pool.idx, random_state=0)
         return labels, margin
 
+    tried: list[int] = []  # answered items at the last attempt that froze nothing
+
     def current() -> LotsNow:
         items = _status(Y, answered)
         now = lots_now(lots, items, settings)
-        if now.new_lot_due:
+        n_answered = int(answered.sum())
+        if now.new_lot_due and (not tried or n_answered >= tried[-1] + FREEZE_RETRY_ANSWERS):
             labels, margin = model()
             learned = learning_sample(pool.Y, Y, pool.idx, answered)
             fresh = freeze_lot(
@@ -135,6 +146,9 @@ def replay(
             if fresh is not None:
                 lots.append(fresh)
                 now = lots_now(lots, items, settings)
+                tried.clear()
+            else:
+                tried.append(n_answered)
         return now
 
     for t in range(budget + 1):

@@ -53,6 +53,7 @@ __all__ = [
     "ItemStatus",
     "FIRST_STATEMENT_AUDIT_SHARE",
     "MIN_LOT_SIZE",
+    "FREEZE_RETRY_ANSWERS",
     "LotsNow",
     "lot_order",
     "slot_uniforms",
@@ -73,6 +74,10 @@ FIRST_STATEMENT_AUDIT_SHARE = 0.5
 #: A lot smaller than this is not frozen; nor is one whose certification would need audits
 #: of more than half its items (at a 5 % target, lots under about 150 items).
 MIN_LOT_SIZE = 20
+
+#: After an attempt to freeze a lot found none worth freezing, the next attempt waits for this
+#: many more answers (each attempt decides DST-PLL on every item; the model moves slowly).
+FREEZE_RETRY_ANSWERS = 10
 
 #: Threshold learning keeps the lowest margin at which the audited labels above it were at
 #: most this share of the target wrong, on at least LEARN_MIN_AUDITS audits.

@@ -167,6 +167,8 @@ class Workbench:
     _lots_kept: tuple[_Snapshot, tuple[LabelLotRecord, ...], LabelSettings, lots.LotsNow] | None = field(
         init=False, default=None, repr=False
     )
+    #: Answered items when a lot was last looked for and none was worth freezing.
+    _freeze_tried_at: int | None = field(init=False, default=None, repr=False)
     #: The last whole served order: its snapshot, lots and settings, and the order.
     _served_kept: tuple[_Snapshot, tuple[LabelLotRecord, ...], LabelSettings, audits.ServedOrder] | None = field(
         init=False, default=None, repr=False
@@ -462,7 +464,14 @@ class Workbench:
         with self._lots_lock:
             items = lots.ItemStatus.of(snap.state)
             now = lots.lots_now(list(self._lots), items, self._settings)
-            if now.new_lot_due and self._settings.audit_share > 0.0 and snap.state.n_instances:
+            n_answered = int(items.answered.sum())
+            tried = self._freeze_tried_at
+            if (
+                now.new_lot_due
+                and self._settings.audit_share > 0.0
+                and snap.state.n_instances
+                and (tried is None or n_answered >= tried + lots.FREEZE_RETRY_ANSWERS or n_answered < tried)
+            ):
                 st = snap.state
                 with self._model_lock:
                     model = self._model.fitted(st.X, st.candidates, self.config.k)
@@ -480,6 +489,7 @@ class Workbench:
                         session_id=self.session_id,
                         last_event_id=snap.last_event_id,
                     )
+                self._freeze_tried_at = None if fresh is not None else n_answered
                 if fresh is not None:
                     # Another process may have frozen this lot first: its lot stands.
                     stored = write_transaction(

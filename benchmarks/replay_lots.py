@@ -139,7 +139,7 @@ def replay(
         n_answered = int(answered.sum())
         if now.new_lot_due and (not tried or n_answered >= tried[-1] + FREEZE_RETRY_ANSWERS):
             labels, margin = model()
-            learned = learning_sample(pool.Y, Y, pool.idx, answered)
+            learned = learning_sample(pool.Y, Y, pool.idx, now.audited_positions())
             fresh = freeze_lot(
                 now, items, labels, margin, settings, learned=learned, secret=secret, session_id=seed, last_event_id=0
             )

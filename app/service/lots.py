@@ -5,8 +5,8 @@ The statistics are :mod:`engine.lots`; this module applies them to a session's s
 * **Freezing.** When a session has no lot, or its last lot is settled (certified, hopeless,
   or audited to its end), a new lot is frozen from the open items nobody answered that no
   certified lot delivers, whose DST-PLL margin reaches the lot's threshold
-  (:func:`next_threshold`: DST-PLL's own reject rule, margin > 0, until the answers say where
-  the model is good enough, :func:`learning_sample`), if there are at least
+  (:func:`next_threshold`: DST-PLL's own reject rule, margin > 0, until the audits say where
+  the model is good enough now, :func:`learning_sample`), if there are at least
   :data:`MIN_LOT_SIZE` of them and the lot could deliver half its items. Their labels are
   frozen then: the lot's statement is about exactly those labels, whatever the model says
   later. The lot's audit order is a permutation drawn from the store's secret
@@ -191,6 +191,11 @@ class LotsNow:
         i = self.active
         return i is None or self.verdicts[i].certified
 
+    def audited_positions(self) -> np.ndarray:
+        """The items of every lot's audited prefix (a uniform sample of its lot)."""
+        parts = [lot.positions[: v.audited] for lot, v in zip(self.lots, self.verdicts, strict=True)]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
     @property
     def stating(self) -> bool:
         """Whether some lot is certified now (model labels are stated)."""
@@ -248,35 +253,37 @@ def lots_now(lots: list[LabelLotRecord], items: ItemStatus, settings: LabelSetti
 
 
 def learning_sample(
-    original: np.ndarray, current: np.ndarray, idx: np.ndarray, answered: np.ndarray
+    original: np.ndarray, current: np.ndarray, idx: np.ndarray, audited: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """DST-PLL's leave-one-out margin on the answered items and whether its label was right.
+    """DST-PLL's leave-one-out margin now on the audited items, and whether its label is right.
 
-    Each answered item is decided from the candidate set it had before its answer and its
-    neighbours' current sets (appended as extra rows that nobody has among its neighbours, so
-    its own answer does not vote for itself): how the open items are labelled now. Answers to
-    ranked queries are harder than the open items on average, so the error this shows is
-    pessimistic; it only chooses the next lot, whose own audits certify it (Learn then Test).
+    ``audited`` are the items of the lots' audited prefixes (:meth:`LotsNow.audited_positions`):
+    each a uniform draw from its lot, so, unlike answers to ranked queries (chosen where the
+    model is least sure), they look like the items the next lot may take. Each is decided
+    from the candidate set it had before its answer and its neighbours' current sets
+    (appended as extra rows that nobody has among its neighbours, so its own answer does not
+    vote for itself): how the open items are labelled now. Rescoring old audits with today's
+    model only chooses the next lot; its own audits certify it (Learn then Test).
     """
-    rows = np.flatnonzero(answered)
+    rows = np.asarray(audited, dtype=np.int64)
+    settled = current[rows].sum(axis=1) == 1
+    rows = rows[settled]
     if rows.size == 0:
         return np.zeros(0), np.zeros(0, dtype=bool)
     n = current.shape[0]
     Y = np.vstack([current, original[rows]])
     graph = np.vstack([idx, idx[rows]])
     labels, _, margin = transductive_decisions(Y, graph, n + np.arange(rows.size), random_state=0)
-    settled = current[rows].sum(axis=1) == 1
-    right = settled & current[rows, labels]
-    return np.asarray(margin, dtype=np.float64)[settled], right[settled]
+    return np.asarray(margin, dtype=np.float64), current[rows, labels]
 
 
 def next_threshold(learned: tuple[np.ndarray, np.ndarray], target: float) -> float:
     """The margin above which the next lot takes items, learned from :func:`learning_sample`.
 
-    The lowest margin whose answered items at or above it were at most
+    The lowest margin whose audited items at or above it are at most
     ``LEARN_ERROR_SHARE × target`` wrong, on at least ``LEARN_MIN_AUDITS`` of them; DST-PLL's own
-    reject rule (margin > 0) when nothing is answered yet; just above the most confident wrong
-    one when no margin qualifies.
+    reject rule (margin > 0) when nothing is audited yet or no audited label is wrong; just
+    above the most confident wrong one when no margin qualifies.
     """
     m, right = learned
     default = float(np.nextafter(0.0, 1.0))
@@ -307,7 +314,7 @@ def freeze_lot(
 ) -> LabelLotRecord | None:
     """The next lot to freeze, or None when no lot is due or too few items qualify.
 
-    ``learned`` is :func:`learning_sample` of the answered items (it sets the threshold).
+    ``learned`` is :func:`learning_sample` of the audited items (it sets the threshold).
     """
     if not now.new_lot_due or settings.audit_share <= 0.0:
         return None

@@ -476,7 +476,7 @@ class Workbench:
                 with self._model_lock:
                     model = self._model.fitted(st.X, st.candidates, self.config.k)
                     learned = lots.learning_sample(
-                        np.asarray(st.original_candidates), items.candidates, self.graph.idx, items.answered
+                        np.asarray(st.original_candidates), items.candidates, self.graph.idx, now.audited_positions()
                     )
                     fresh = lots.freeze_lot(
                         now,

@@ -610,19 +610,27 @@ class Workbench:
             if k != self.config.k:
                 return queue
             kept = self._labels_for(st).table["label_source"].to_numpy() == "model"
-            now = self._lots_for(self._snapshot)
-            auditing = np.zeros(st.n_instances, dtype=bool)
-            if now.active is not None:
-                auditing[now.lots[now.active].positions] = True
+            auditing = self._auditing()
             return replace(queue, accepted=kept[queue.positions], guess_hidden=auditing[queue.positions])
+
+    def _auditing(self) -> np.ndarray:
+        """The items of the lot being audited (bool per item): any of them may be an audit, so
+        no page shows the model's guess for them."""
+        now = self._lots_for(self._snapshot)
+        auditing = np.zeros(self._snapshot.state.n_instances, dtype=bool)
+        if now.active is not None:
+            auditing[now.lots[now.active].positions] = True
+        return auditing
 
     def dst_view(self, positions: np.ndarray | list[int]) -> RejectQueue:
         """DST-PLL's label, acceptance, margin, belief and plausibility for given items (in the
         order given), e.g. items in conflict, which :meth:`rejects` leaves out as not open.
-        Read under the model's lock, like :meth:`rejects` (tabs share the classifier)."""
+        Read under the model's lock, like :meth:`rejects` (tabs share the classifier);
+        ``guess_hidden`` marks the items of the lot being audited."""
         with self._model_lock:
             st = self.state
-            return self._model.view(st.X, st.candidates, positions, self.config.k)
+            view = self._model.view(st.X, st.candidates, positions, self.config.k)
+        return replace(view, guess_hidden=self._auditing()[np.asarray(positions, dtype=np.int64)])
 
     def _graph_of(self, k: int) -> GraphResult:
         """The dataset's graph with ``k`` neighbours: the session's own when ``k`` is its ``k``

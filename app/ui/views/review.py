@@ -103,15 +103,21 @@ with middle:
             )
 with right:
     view = bench.dst_view([position])
-    verdict = "accepts" if view.accepted[0] else "would not commit to"
-    st.markdown(f"**DST-PLL** {verdict} **{md(names[int(view.labels[0])])}** (margin {view.margin[0]:.3f})")
-    st.bar_chart(
-        pd.DataFrame(
-            {"belief": view.belief[0], "plausibility": view.plausibility[0]}, index=pd.Index(names, name="label")
-        ),
-        stack=False,
-        height=200,
-    )
+    if view.guess_hidden is not None and view.guess_hidden[0]:
+        st.caption(
+            "The model's guess is not shown for this item: it is among the items being audited, "
+            "which are answered without seeing it."
+        )
+    else:
+        verdict = "accepts" if view.accepted[0] else "would not commit to"
+        st.markdown(f"**DST-PLL** {verdict} **{md(names[int(view.labels[0])])}** (margin {view.margin[0]:.3f})")
+        st.bar_chart(
+            pd.DataFrame(
+                {"belief": view.belief[0], "plausibility": view.plausibility[0]}, index=pd.Index(names, name="label")
+            ),
+            stack=False,
+            height=200,
+        )
     neighbours = bench.neighbours(position)
     if neighbours:
         st.markdown("**Nearest neighbours**")

@@ -32,6 +32,7 @@ from app.service.lots import (
     LotsNow,
     audit_queue,
     freeze_lot,
+    learning_order,
     learning_sample,
     lots_now,
 )
@@ -132,10 +133,11 @@ def replay(
         return labels, margin
 
     tried: list[int] = []  # answered items at the last attempt that froze nothing
+    learning = learning_order(secret, seed, pool.Y.sum(axis=1) >= 2)
 
     def current() -> LotsNow:
         items = _status(Y, answered)
-        now = lots_now(lots, items, settings)
+        now = lots_now(lots, items, settings, learning=learning)
         n_answered = int(answered.sum())
         if now.new_lot_due and (not tried or n_answered >= tried[-1] + FREEZE_RETRY_ANSWERS):
             labels, margin = model()
@@ -145,7 +147,7 @@ def replay(
             )
             if fresh is not None:
                 lots.append(fresh)
-                now = lots_now(lots, items, settings)
+                now = lots_now(lots, items, settings, learning=learning)
                 tried.clear()
             else:
                 tried.append(n_answered)

@@ -16,8 +16,11 @@ The statistics are :mod:`engine.lots`; this module applies them to a session's s
   first one without a settled answer (:func:`audit_queue`): a skipped or disputed audit is
   served again, never replaced, so the audited sample stays a random prefix of the lot.
   The share is :data:`FIRST_STATEMENT_AUDIT_SHARE` while no lot is certified (audits buy
-  the statement), the session's ``audit_share`` while one is, and 0 with no lot being
-  audited (nothing more can be certified).
+  the statement) and the session's ``audit_share`` while one is.
+* **Learning audits.** While no lot is being audited, the audit slots (at the session's
+  ``audit_share``) serve the items that were partial in another random order from the key
+  (:func:`learning_order`), so that the next lot's threshold is learned from a uniform sample
+  of the items as the model sees them now (:func:`learning_sample`); they certify nothing.
 * **Ranking.** The ranked slots serve the items of no lot first, then the lots' items (like
   skipped items): the expert's answers go where the model is unsure, while the audits check
   where it is sure; and a lot whose items are not answered elsewhere keeps its labels to
@@ -32,7 +35,7 @@ The statistics are :mod:`engine.lots`; this module applies them to a session's s
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -56,6 +59,7 @@ __all__ = [
     "FREEZE_RETRY_ANSWERS",
     "LotsNow",
     "lot_order",
+    "learning_order",
     "slot_uniforms",
     "lot_outcomes",
     "lots_now",
@@ -166,12 +170,20 @@ class LotsNow:
         Per lot, in audit order: the items with an expert verdict.
     outcomes : list of int arrays
         Per lot, in audit order.
+    learned : int array
+        The answered prefix of the session's learning order (:func:`learning_order`): a
+        uniform sample of the items that were partial, for choosing the next lot's threshold.
+    learning_waiting : int array
+        The learning order's next items nobody answered that no lot holds: what audit slots
+        serve while no lot is being audited (learning audits; they certify nothing).
     """
 
     lots: list[LabelLotRecord]
     verdicts: list[LotVerdict]
     answered: list[np.ndarray]
     outcomes: list[np.ndarray]
+    learned: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    learning_waiting: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     @property
     def active(self) -> int | None:
@@ -192,9 +204,10 @@ class LotsNow:
         return i is None or self.verdicts[i].certified
 
     def audited_positions(self) -> np.ndarray:
-        """The items of every lot's audited prefix (a uniform sample of its lot)."""
+        """The items of every lot's audited prefix (a uniform sample of its lot) and of the
+        learning order's answered prefix."""
         parts = [lot.positions[: v.audited] for lot, v in zip(self.lots, self.verdicts, strict=True)]
-        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+        return np.unique(np.concatenate([self.learned, *parts]))
 
     @property
     def stating(self) -> bool:
@@ -225,15 +238,32 @@ class LotsNow:
 
     def audit_share(self, settings: LabelSettings) -> float:
         """The share of served slots that are audits now (module docstring)."""
-        if self.active is None or settings.audit_share <= 0.0:
+        if settings.audit_share <= 0.0:
             return 0.0
+        if self.active is None:
+            # Learning audits: they choose the next lot, at the low share.
+            return settings.audit_share if self.learning_waiting.size else 0.0
         if self.stating:
             return settings.audit_share
         return max(settings.audit_share, FIRST_STATEMENT_AUDIT_SHARE)
 
 
-def lots_now(lots: list[LabelLotRecord], items: ItemStatus, settings: LabelSettings) -> LotsNow:
-    """Each lot's outcomes and verdict at the session's current target."""
+def learning_order(secret: bytes, session_id: int, original_partial: np.ndarray) -> np.ndarray:
+    """The items that were partial, in a random order drawn from the store's key: the order of
+    learning audits (:class:`LotsNow`)."""
+    items = np.flatnonzero(original_partial)
+    return items[np.random.default_rng(_seed(secret, 2, session_id)).permutation(items.size)]
+
+
+def lots_now(
+    lots: list[LabelLotRecord],
+    items: ItemStatus,
+    settings: LabelSettings,
+    *,
+    learning: np.ndarray | None = None,
+) -> LotsNow:
+    """Each lot's outcomes and verdict at the session's current target, and where the learning
+    order (:func:`learning_order`) stands."""
     verdicts, answered_all, outcomes_all = [], [], []
     for lot in lots:
         outcomes, answered = lot_outcomes(lot, items)
@@ -249,7 +279,17 @@ def lots_now(lots: list[LabelLotRecord], items: ItemStatus, settings: LabelSetti
         )
         answered_all.append(answered)
         outcomes_all.append(outcomes)
-    return LotsNow(list(lots), verdicts, answered_all, outcomes_all)
+    now = LotsNow(list(lots), verdicts, answered_all, outcomes_all)
+    if learning is None or learning.size == 0:
+        return now
+    held = now.in_lots(items.n_instances)
+    answered = items.answered[learning]
+    can_wait = ~answered & items.open_items[learning] & ~held[learning]
+    # The answered items before the first one still waiting: a random sample of the items that
+    # were partial (an item a lot holds is skipped over; learning needs no exact uniformity).
+    first = int(np.argmax(can_wait)) if can_wait.any() else learning.size
+    head = learning[:first]
+    return replace(now, learned=head[answered[:first]], learning_waiting=learning[can_wait])
 
 
 def learning_sample(
@@ -353,10 +393,11 @@ def _viable(size: int, settings: LabelSettings, level: float) -> bool:
 
 
 def audit_queue(now: LotsNow) -> np.ndarray:
-    """The active lot's items still to audit, in audit order from the first unsettled one."""
+    """The active lot's items still to audit, in audit order from the first unsettled one; with
+    no lot being audited, the learning audits waiting (:attr:`LotsNow.learning_waiting`)."""
     i = now.active
     if i is None:
-        return np.zeros(0, dtype=np.int64)
+        return now.learning_waiting
     lot, verdict, answered = now.lots[i], now.verdicts[i], now.answered[i]
     outcomes = now.outcomes[i]
     rest = np.arange(verdict.audited, lot.positions.size)

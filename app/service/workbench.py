@@ -167,6 +167,8 @@ class Workbench:
     _lots_kept: tuple[_Snapshot, tuple[LabelLotRecord, ...], LabelSettings, lots.LotsNow] | None = field(
         init=False, default=None, repr=False
     )
+    #: The order of learning audits (app.service.lots.learning_order), drawn once.
+    _learning_order: np.ndarray = field(init=False, default_factory=lambda: np.zeros(0, dtype=np.int64), repr=False)
     #: Answered items when a lot was last looked for and none was worth freezing.
     _freeze_tried_at: int | None = field(init=False, default=None, repr=False)
     #: The last whole served order: its snapshot, lots and settings, and the order.
@@ -277,6 +279,9 @@ class Workbench:
             secret = stored_audit_secret(s)
         # The audit key is made once per store, by the first session that needs it.
         self._secret = secret if secret is not None else write_transaction(self.session_factory, audit_secret)
+        self._learning_order = lots.learning_order(
+            self._secret, self.session_id, np.asarray(loaded.original_candidates).sum(axis=1) >= 2
+        )
         cfg = loaded.config
         n = loaded.n_instances
         if blocks_missing and n:
@@ -463,7 +468,7 @@ class Workbench:
             return kept[3]
         with self._lots_lock:
             items = lots.ItemStatus.of(snap.state)
-            now = lots.lots_now(list(self._lots), items, self._settings)
+            now = lots.lots_now(list(self._lots), items, self._settings, learning=self._learning_order)
             n_answered = int(items.answered.sum())
             tried = self._freeze_tried_at
             if (
@@ -497,7 +502,7 @@ class Workbench:
                         functools.partial(save_label_lot, session_id=self.session_id, lot=fresh),
                     )
                     self._lots = tuple(stored)
-                    now = lots.lots_now(list(self._lots), items, self._settings)
+                    now = lots.lots_now(list(self._lots), items, self._settings, learning=self._learning_order)
             self._lots_kept = (snap, self._lots, self._settings, now)
             return now
 
@@ -814,7 +819,7 @@ class Workbench:
         now = (
             self._lots_for(snap)
             if snap.state is st
-            else lots.lots_now(list(self._lots), lots.ItemStatus.of(st), self._settings)
+            else lots.lots_now(list(self._lots), lots.ItemStatus.of(st), self._settings, learning=self._learning_order)
         )
         with self._model_lock:
             key = (st.n_events, len(self._lots), self._settings)

@@ -486,7 +486,7 @@ class Workbench:
         return {
             "instances": st.n_instances,
             "events": st.n_events,
-            "answered": len(st.answered_by) - st.answered_by.count(None),
+            "answered": int(st.answered.sum()),
             "partial": int((np.asarray(st.candidates).sum(axis=1) >= 2).sum()),
             "open": int(st.open_items.sum()),
             "conflicts": len(st.conflicts),

@@ -72,6 +72,8 @@ __all__ = [
     "suspects_to_serve",
     "interleave_suspects",
     "check_suggestion_offered",
+    "kept_scores",
+    "remember_scores",
 ]
 
 
@@ -282,6 +284,30 @@ def session_suspects(
         while len(_CACHE) > _CACHE_SIZE:
             _CACHE.popitem(last=False)
     return result
+
+
+def kept_scores(graph: GraphResult, state: SessionState) -> np.ndarray | None:
+    """The scores :func:`session_suspects` keeps for exactly this state, or ``None`` (read-only)."""
+    with _CACHE_LOCK:
+        hit = _CACHE.get((state.config.session_id, graph.key))
+    return hit[1] if hit is not None and hit[0] is state else None
+
+
+def remember_scores(graph: GraphResult, state: SessionState, scores: np.ndarray) -> None:
+    """Take ``scores`` as the suspect scores of ``state`` (a snapshot's, read back): the next
+    :func:`session_suspects` of a later state of the session scores again only the items whose
+    set differs from ``state``'s and their neighbours'.
+
+    Raises ``ValueError`` when ``scores`` is not a float array of shape (n_instances,).
+    """
+    scores = np.asarray(scores)
+    if scores.shape != (state.n_instances,) or scores.dtype.kind != "f":
+        raise ValueError(f"suspect scores must be floats of shape ({state.n_instances},), got {scores.shape}")
+    with _CACHE_LOCK:
+        _CACHE[(state.config.session_id, graph.key)] = (state, readonly(scores), {})
+        _CACHE.move_to_end((state.config.session_id, graph.key))
+        while len(_CACHE) > _CACHE_SIZE:
+            _CACHE.popitem(last=False)
 
 
 class SessionAtWork(Protocol):

@@ -226,10 +226,10 @@ def settled_items(state: SessionState) -> np.ndarray:
 
 
 def _trusted(state: SessionState, settled: np.ndarray, false_alarm: float) -> tuple[np.ndarray, str]:
-    expert = settled & ~np.asarray(state.in_conflict, dtype=bool) & (np.asarray(state.candidates).sum(axis=1) == 1)
+    expert = settled & ~np.asarray(state.in_conflict, dtype=bool) & (state.set_sizes == 1)
     if expert.sum() >= math.ceil(1.0 / false_alarm) - 1:
         return expert, "expert answers"
-    given = (np.asarray(state.original_candidates).sum(axis=1) == 1) & ~settled
+    given = (state.original_sizes == 1) & ~settled
     return expert | given, "single given labels and expert answers"
 
 

@@ -501,7 +501,7 @@ class Workbench:
             "instances": st.n_instances,
             "events": st.n_events,
             "answered": int(st.answered.sum()),
-            "partial": int((np.asarray(st.candidates).sum(axis=1) >= 2).sum()),
+            "partial": int((st.set_sizes >= 2).sum()),
             "open": int(st.open_items.sum()),
             "conflicts": len(st.conflicts),
             "none_of_these": int(st.none_of_these.sum()),

@@ -255,10 +255,20 @@ class SessionState:
         (``answered_by`` names someone)."""
         return self.derived.answered
 
+    @functools.cached_property
+    def set_sizes(self) -> np.ndarray:
+        """Int array of shape (n_instances,): the size of every current candidate set (read-only)."""
+        return readonly(self.candidates.sum(axis=1))
+
+    @functools.cached_property
+    def original_sizes(self) -> np.ndarray:
+        """Int array of shape (n_instances,): the size of every original candidate set (read-only)."""
+        return readonly(self.original_candidates.sum(axis=1))
+
     @property
     def labelled(self) -> np.ndarray:
         """Bool mask of shape (n_instances,): the current set is a single label."""
-        return self.candidates.sum(axis=1) == 1
+        return self.set_sizes == 1
 
     @functools.cached_property
     def open_items(self) -> np.ndarray:
@@ -268,7 +278,7 @@ class SessionState:
         These are the items a query strategy may still ask about; conflicts go to a
         ``resolve`` instead.
         """
-        return readonly((self.candidates.sum(axis=1) > 1) & ~self.none_of_these & ~self.in_conflict)
+        return readonly((self.set_sizes > 1) & ~self.none_of_these & ~self.in_conflict)
 
 
 def active_events(events: Iterable[EventRecord]) -> list[EventRecord]:

@@ -277,7 +277,7 @@ def test_two_processes_answering_alternately_see_each_others_answers(tmp_path, s
     first = status()  # scores afresh and saves the snapshot
     saved = tokens()
     assert len(saved) == 1
-    for turn, annotator in enumerate(["ann", "bob", "ann"]):
+    for turn, annotator in enumerate(["ann", "bob"]):
         item = first["next"][0]
         label = item["candidates"][0]
         done = _winnow("answer", "s", item["id"], label, "--annotator", annotator, "--db", store_url)

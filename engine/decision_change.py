@@ -372,7 +372,7 @@ class DecisionChangeRanker:
         ranker._positions = arrays["positions"].astype(np.intp, copy=False)
         ranker._ptr = arrays["ptr"].astype(np.intp, copy=False)
         ranker._k = int(k)
-        ranker._keys = np.random.default_rng(random_state).random(n)
+        ranker._keys = np.random.default_rng(random_state).random(int(n))
         return ranker
 
     def targets_of(self, items: Any) -> np.ndarray:

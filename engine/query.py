@@ -415,7 +415,7 @@ class IncrementalRanker:
         ranker.reverse = ReverseIndex(idx, n)
         ranker.flags, ranker.scores = arrays["flags"], arrays["scores"]
         ranker.necessary, ranker.approx_possible = arrays["necessary"], arrays["approx_possible"]
-        ranker._keys = None if random_state is None else np.random.default_rng(random_state).random(n)
+        ranker._keys = None if random_state is None else np.random.default_rng(random_state).random(int(n))
         return ranker
 
     def targets_of(self, items: Any) -> np.ndarray:

@@ -83,7 +83,7 @@ import numpy as np
 from engine._kernels import candidate_votes
 from engine._validation import check_candidates, check_neighbors
 from engine.exceptions import InvalidInput
-from engine.ranking import check_update, ranking_order
+from engine.ranking import check_state, check_update, ranking_order
 
 __all__ = ["decision_change_scores", "DecisionChangeRanker"]
 
@@ -317,6 +317,63 @@ class DecisionChangeRanker:
         self._ptr: np.ndarray = np.concatenate([[0], np.cumsum(np.bincount(flat, minlength=n))]).astype(np.intp)
         self._k = k
         self._keys = np.random.default_rng(random_state).random(n)
+
+    def state_arrays(self) -> dict[str, np.ndarray]:
+        """The sets, votes, posteriors, terms, scores and the reverse index, by name (the
+        arrays :meth:`from_state` takes back)."""
+        return {
+            "Y": self.Y,
+            "votes": self.votes,
+            "posterior": self.posterior,
+            "own_change": self.own_change,
+            "terms": self.terms,
+            "scores": self.scores,
+            "positions": self._positions,
+            "ptr": self._ptr,
+        }
+
+    @classmethod
+    def from_state(
+        cls,
+        idx: np.ndarray,
+        w: np.ndarray,
+        state: dict[str, np.ndarray],
+        *,
+        targets: np.ndarray | None = None,
+        random_state: int | np.random.Generator | None = 0,
+    ) -> DecisionChangeRanker:
+        """The ranker whose :meth:`state_arrays` were ``state``, on the same graph, targets and
+        seed: no scoring pass. The arrays are checked for shape and kind, not recomputed."""
+        Y = check_candidates(state.get("Y"))
+        idx, w = check_neighbors(idx, w, Y)
+        (n, n_labels), (n_targets, k) = Y.shape, idx.shape
+        arrays = check_state(
+            state,
+            {
+                "votes": ((n_targets, n_labels), "f"),
+                "posterior": ((n, n_labels), "f"),
+                "own_change": ((n,), "f"),
+                "terms": ((n_targets, k), "f"),
+                "scores": ((n,), "f"),
+                "positions": ((n_targets * k,), "i"),
+                "ptr": ((n + 1,), "i"),
+            },
+        )
+        if arrays["ptr"][0] != 0 or arrays["ptr"][-1] != n_targets * k:
+            raise InvalidInput("state array 'ptr' does not index the graph's entries")
+        ranker = cls.__new__(cls)
+        ranker.Y = np.require(Y, requirements=["C", "W"])
+        ranker.idx, ranker.w = idx, w
+        ranker.targets = _check_targets(targets, n_targets, n)
+        ranker._own = _own_rows(ranker.targets, n)
+        ranker.votes, ranker.posterior = arrays["votes"], arrays["posterior"]
+        ranker.own_change, ranker.terms, ranker.scores = arrays["own_change"], arrays["terms"], arrays["scores"]
+        ranker.sizes = ranker.Y.sum(axis=1)
+        ranker._positions = arrays["positions"].astype(np.intp, copy=False)
+        ranker._ptr = arrays["ptr"].astype(np.intp, copy=False)
+        ranker._k = int(k)
+        ranker._keys = np.random.default_rng(random_state).random(int(n))
+        return ranker
 
     def targets_of(self, items: Any) -> np.ndarray:
         """Target rows whose neighbourhood holds one of ``items`` (sorted, distinct)."""

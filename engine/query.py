@@ -51,7 +51,7 @@ from engine._validation import check_candidates, check_choice, check_neighbors
 from engine.choices import AMBIGUITY_CRITERIA, CRITERIA, AmbiguityCriterion, Criterion
 from engine.decision_change import decision_change_scores
 from engine.neighbors import ReverseIndex
-from engine.ranking import baseline_scores, check_update, ranking_order
+from engine.ranking import baseline_scores, check_state, check_update, ranking_order
 
 __all__ = [
     "CRITERIA",
@@ -372,6 +372,51 @@ class IncrementalRanker:
         self.necessary, self.approx_possible = _kernels.label_sets(self.idx, self.w, self.Y)
         if self.random_state is not None:
             self._keys = np.random.default_rng(self.random_state).random(n)
+
+    def state_arrays(self) -> dict[str, np.ndarray]:
+        """The sets, flags, scores, ``NL`` and ``APL``, by name (what :meth:`from_state` takes back)."""
+        return {
+            "Y": self.Y,
+            "flags": self.flags,
+            "scores": self.scores,
+            "necessary": self.necessary,
+            "approx_possible": self.approx_possible,
+        }
+
+    @classmethod
+    def from_state(
+        cls,
+        idx: np.ndarray,
+        w: np.ndarray,
+        state: dict[str, np.ndarray],
+        *,
+        criterion: AmbiguityCriterion = "apl",
+        time_limit: float = 10.0,
+        random_state: int | np.random.Generator | None = None,
+    ) -> IncrementalRanker:
+        """The ranker whose :meth:`state_arrays` were ``state``, on the same graph and
+        parameters: no scoring pass. The arrays are checked for shape and kind."""
+        Y = check_candidates(state.get("Y"))
+        idx, w = check_neighbors(idx, w, Y)
+        check_choice(criterion, "criterion", AMBIGUITY_CRITERIA)
+        (n, n_labels), (n_targets, k) = Y.shape, idx.shape
+        arrays = check_state(
+            state,
+            {
+                "flags": ((n_targets, k), "b"),
+                "scores": ((n,), "f"),
+                "necessary": ((n_targets, n_labels), "b"),
+                "approx_possible": ((n_targets, n_labels), "b"),
+            },
+        )
+        ranker = cls.__new__(cls)
+        ranker.idx, ranker.w, ranker.Y = idx, w, np.require(Y, requirements=["C", "W"])
+        ranker.criterion, ranker.time_limit, ranker.random_state = criterion, time_limit, random_state
+        ranker.reverse = ReverseIndex(idx, n)
+        ranker.flags, ranker.scores = arrays["flags"], arrays["scores"]
+        ranker.necessary, ranker.approx_possible = arrays["necessary"], arrays["approx_possible"]
+        ranker._keys = None if random_state is None else np.random.default_rng(random_state).random(int(n))
+        return ranker
 
     def targets_of(self, items: Any) -> np.ndarray:
         """Target rows whose neighbourhood holds one of ``items`` (sorted, distinct)."""

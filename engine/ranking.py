@@ -37,6 +37,7 @@ __all__ = [
     "StaticRanker",
     "ranking_order",
     "check_update",
+    "check_state",
 ]
 
 #: The baseline criteria: scores that read neither the votes nor the answers.
@@ -74,6 +75,12 @@ class Ranker(Protocol):
         """``NL`` and ``APL`` of every target when the ranker keeps them up to date, else ``None``."""
         ...
 
+    def state_arrays(self) -> dict[str, np.ndarray]:
+        """Everything the ranker computed from the candidate sets (``"Y"`` among them), by
+        name: what its class's ``from_state`` takes back, with the graph and the parameters,
+        to carry on without scoring afresh (the service layer persists it between processes)."""
+        ...
+
     def ranking(self, exclude: np.ndarray | None = None, top: int | None = None) -> np.ndarray:
         """Partially labelled items, best query first, in the order of :func:`ranking_order`."""
         ...
@@ -81,6 +88,35 @@ class Ranker(Protocol):
     def select(self, batch: int, exclude: np.ndarray | None = None) -> np.ndarray:
         """Up to ``batch`` distinct partially labelled items to ask at once, best first."""
         ...
+
+
+def check_state(state: Any, expected: dict[str, tuple[tuple[int, ...], str]]) -> dict[str, np.ndarray]:
+    """Validate the arrays a ranker's ``from_state`` takes back.
+
+    ``expected`` maps each name to its shape and numpy dtype kind (``"b"``, ``"i"``, ``"f"``).
+    Returns writable C-contiguous arrays (copies only where needed), or raises
+    :class:`~engine.exceptions.InvalidInput` naming the first missing or malformed array.
+
+    >>> check_state({"scores": np.zeros(3)}, {"scores": ((3,), "f")})["scores"].shape
+    (3,)
+    >>> check_state({"scores": np.zeros(2)}, {"scores": ((3,), "f")})
+    Traceback (most recent call last):
+    ...
+    engine.exceptions.InvalidInput: state array 'scores' must have shape (3,) and dtype kind 'f'; got (2,) float64
+    """
+    if not isinstance(state, dict):
+        raise TypeError(f"state must be a dict of arrays, got {type(state).__name__}")
+    checked: dict[str, np.ndarray] = {}
+    for name, (shape, kind) in expected.items():
+        if name not in state:
+            raise InvalidInput(f"state array {name!r} is missing")
+        array = np.asarray(state[name])
+        if array.shape != shape or array.dtype.kind != kind:
+            raise InvalidInput(
+                f"state array {name!r} must have shape {shape} and dtype kind {kind!r}; got {array.shape} {array.dtype}"
+            )
+        checked[name] = np.require(array, requirements=["C", "W"])
+    return checked
 
 
 def check_update(items: Any, candidates: Any, n_items: int, n_labels: int) -> tuple[np.ndarray, np.ndarray]:
@@ -180,6 +216,14 @@ class StaticRanker:
         self.scores = baseline_scores(self.idx, self.w, self.Y, self.criterion, rng)
         self._keys = None if random_state is None else rng.random(int(self.Y.shape[0]))
         self._reverse: ReverseIndex | None = None
+
+    def state_arrays(self) -> dict[str, np.ndarray]:
+        """The sets, the scores and the tie-breaking keys (when seeded), by name. A baseline
+        is cheap to build again: callers that persist rankers build it afresh instead."""
+        state = {"Y": self.Y, "scores": self.scores}
+        if self._keys is not None:
+            state["keys"] = self._keys
+        return state
 
     def update(self, items: Any, candidates: Any) -> np.ndarray:
         """Set the candidate rows of ``items``; the scores stay: returns no item."""

@@ -126,7 +126,7 @@ def test_without_trusted_sets_nothing_is_flagged_and_the_page_says_why(tmp_path)
     Y[3] = [False, True, True]  # and one set missing the truth
     bench = open_bench(tmp_path, Y=Y)
     found = workbench_suspects(bench)
-    assert found.items == () and not found.flags.any() and math.isinf(found.threshold)
+    assert len(found.items) == 0 and not found.flags.any() and math.isinf(found.threshold)
     assert found.summary().startswith("Not calibrated yet: 0 sets are known to hold their label")
     assert "19 are needed" in found.summary()
 

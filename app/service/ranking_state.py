@@ -23,11 +23,12 @@ import numpy as np
 from app.service.graphs import GraphResult
 from app.store import SessionConfig, readonly
 from engine.decision_change import DecisionChangeRanker
+from engine.exceptions import InvalidInput
 from engine.query import AMBIGUITY_CRITERIA, IncrementalRanker, open_neighbourhoods
 from engine.ranking import BASELINE_CRITERIA, Ranker, StaticRanker, ranking_order
 from engine.winners import label_sets, open_targets
 
-__all__ = ["RankingState", "RankingView", "make_ranker", "local_graph"]
+__all__ = ["RankingState", "RankingView", "make_ranker", "restore_ranker", "local_graph"]
 
 
 def make_ranker(
@@ -45,11 +46,36 @@ def make_ranker(
     return StaticRanker(idx, w, candidates, config.criterion, random_state=config.session_id)
 
 
+def restore_ranker(
+    config: SessionConfig, idx: np.ndarray, w: np.ndarray, state: dict[str, np.ndarray], targets: np.ndarray
+) -> Ranker:
+    """The ranker :func:`make_ranker` would give, from its ``state_arrays()`` instead of a scoring
+    pass (same seeds), for a criterion that reads the votes. Raises
+    :class:`engine.exceptions.InvalidInput` when an array is malformed."""
+    if config.criterion == "decision_change":
+        return DecisionChangeRanker.from_state(idx, w, state, targets=targets, random_state=config.session_id)
+    if config.criterion in AMBIGUITY_CRITERIA:
+        return IncrementalRanker.from_state(idx, w, state, criterion=config.criterion)
+    raise ValueError(f"a {config.criterion!r} ranker is built afresh, not restored")
+
+
 def local_graph(idx_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The items a few targets' neighbourhoods hold (sorted) and the neighbourhoods as rows of
     that list, so the votes read a copy of those items' sets only."""
     items, local = np.unique(idx_rows, return_inverse=True)
     return items, local.reshape(idx_rows.shape)
+
+
+def _target_rows(
+    config: SessionConfig, graph: GraphResult, original: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The session's targets (all items, or for ``"unlabelled"`` those whose original set is
+    partial) and their rows of the graph (the graph itself when every item is a target)."""
+    n = original.shape[0]
+    targets = np.flatnonzero(original.sum(axis=1) >= 2) if config.target_set == "unlabelled" else np.arange(n)
+    if targets.size == n:
+        return targets, graph.idx, graph.w
+    return targets, graph.idx[targets], graph.w[targets]
 
 
 @dataclass(frozen=True, eq=False)
@@ -124,14 +150,59 @@ class RankingState:
         cls, config: SessionConfig, graph: GraphResult, original: np.ndarray, candidates: np.ndarray
     ) -> RankingState:
         """Targets from the session's ``target_set``, and its criterion's ranker on them."""
-        n = original.shape[0]
-        if config.target_set == "unlabelled":
-            targets = np.flatnonzero(original.sum(axis=1) >= 2)
-        else:
-            targets = np.arange(n)
-        # All targets: the graph itself, not a copy.
-        idx, w = (graph.idx, graph.w) if targets.size == n else (graph.idx[targets], graph.w[targets])
+        targets, idx, w = _target_rows(config, graph, original)
         return cls(graph, targets, idx, w, make_ranker(config, idx, w, candidates, targets), config.criterion)
+
+    @classmethod
+    def restore(
+        cls,
+        config: SessionConfig,
+        graph: GraphResult,
+        original: np.ndarray,
+        arrays: dict[str, np.ndarray],
+        candidates: np.ndarray,
+    ) -> RankingState:
+        """The state :meth:`build` gives for ``candidates``, from the arrays :meth:`state_arrays`
+        returned for the sets ``arrays["ranker.Y"]``: the items whose set differs are applied
+        as one incremental update (:meth:`apply`) instead of a scoring pass.
+
+        A baseline's ranker is built afresh (its scores are those of the sets it is built on,
+        and cheap); its NL/APL come from the arrays. Raises
+        :class:`engine.exceptions.InvalidInput` when an array is missing or malformed.
+        """
+        targets, idx, w = _target_rows(config, graph, original)
+        then = arrays.get("ranker.Y")
+        if then is None or then.shape != candidates.shape or then.dtype != bool:
+            raise InvalidInput(f"the snapshot's candidate sets must be a bool array of shape {candidates.shape}")
+        # Taken before the ranker owns (and patches) the snapshot's sets.
+        changed = np.flatnonzero((then != candidates).any(axis=1))
+        if config.criterion in BASELINE_CRITERIA:
+            ranker = make_ranker(config, idx, w, candidates, targets)
+        else:
+            ranker_state = {name.removeprefix("ranker."): a for name, a in arrays.items() if name.startswith("ranker.")}
+            ranker = restore_ranker(config, idx, w, ranker_state, targets)
+            if changed.size:
+                ranker.update(changed, candidates[changed])
+        state = cls(graph, targets, idx, w, ranker, config.criterion)
+        if "necessary" in arrays and "approx_possible" in arrays:
+            shape = (idx.shape[0], original.shape[1])
+            necessary, possible = arrays["necessary"], arrays["approx_possible"]
+            if necessary.shape != shape or possible.shape != shape or necessary.dtype != bool or possible.dtype != bool:
+                raise InvalidInput(f"NL and APL must be bool arrays of shape {shape}")
+            if changed.size:
+                rows = ranker.targets_of(changed)
+                items, local = local_graph(idx[rows])
+                necessary[rows], possible[rows] = label_sets(local, w[rows], candidates[items])
+            state._sets = readonly(necessary), readonly(possible)
+        return state
+
+    def state_arrays(self) -> dict[str, np.ndarray]:
+        """The ranker's arrays (names prefixed ``ranker.``, its candidate sets ``ranker.Y``
+        among them) and the NL/APL this state keeps for it: what :meth:`restore` takes."""
+        arrays = {f"ranker.{name}": a for name, a in self.ranker.state_arrays().items()}
+        if self._sets is not None:
+            arrays["necessary"], arrays["approx_possible"] = self._sets
+        return arrays
 
     @property
     def reads_votes(self) -> bool:

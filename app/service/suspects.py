@@ -38,14 +38,16 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, overload
 
 import numpy as np
 
 from app.service.answers import StaleAnswer
 from app.service.graphs import GraphResult
-from app.store import SessionState
+from app.service.ranking_state import local_graph
+from app.store import SessionState, readonly
 from engine import outside_suggestions, suspect_scores, suspect_threshold
 from engine.neighbors import ReverseIndex
 from engine.suspect import DEFAULT_FALSE_ALARM
@@ -54,11 +56,15 @@ from engine.suspect import DEFAULT_FALSE_ALARM
 #: (:func:`interleave_suspects`).
 SUSPECT_EVERY = 10
 
+#: Suspect items made at once when a :class:`SuspectList` is iterated.
+_MADE_AT_ONCE = 256
+
 __all__ = [
     "DEFAULT_FALSE_ALARM",
     "Suggestion",
     "SuspectItem",
     "SessionSuspects",
+    "SuspectList",
     "session_suspects",
     "workbench_suspects",
     "settled_items",
@@ -66,6 +72,8 @@ __all__ = [
     "suspects_to_serve",
     "interleave_suspects",
     "check_suggestion_offered",
+    "kept_scores",
+    "remember_scores",
 ]
 
 
@@ -103,14 +111,72 @@ class SuspectItem:
         return "Suspect: the neighbours suggest " + " or ".join(s.text() for s in self.suggestions)
 
 
+class SuspectList(Sequence[SuspectItem]):
+    """The suspect items, most suspect first, each made (with its suggestions) when read.
+
+    A session at 1M items has tens of thousands of suspect items; the served order needs only
+    their positions (:attr:`positions`), and a page shows a few dozen: making every item and
+    its suggestions after each answer cost most of an answer's work (issue 32).
+    """
+
+    def __init__(self, graph: GraphResult, state: SessionState, scores: np.ndarray, positions: np.ndarray) -> None:
+        self.positions = readonly(positions)
+        self._graph, self._state, self._scores = graph, state, scores
+
+    def __len__(self) -> int:
+        return int(self.positions.size)
+
+    @overload
+    def __getitem__(self, index: int) -> SuspectItem: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[SuspectItem, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> SuspectItem | tuple[SuspectItem, ...]:
+        if isinstance(index, slice):
+            return self._make(self.positions[index])
+        return self._make(self.positions[[index]])[0]
+
+    def __iter__(self) -> Iterator[SuspectItem]:
+        for start in range(0, len(self), _MADE_AT_ONCE):
+            yield from self._make(self.positions[start : start + _MADE_AT_ONCE])
+
+    def _make(self, positions: np.ndarray) -> tuple[SuspectItem, ...]:
+        if positions.size == 0:
+            return ()
+        candidates = np.asarray(self._state.candidates)
+        rows = self._graph.idx[positions]
+        w = self._graph.w[positions]
+        # Only the neighbours' sets are read: a copy of those rows, not of every item's set.
+        items, local = local_graph(rows)
+        labels, support, holders = outside_suggestions(local, w, candidates[items], own=candidates[positions])
+        n_neighbours = (w > 0).sum(axis=1)
+        names = self._state.label_names
+        return tuple(
+            SuspectItem(
+                position=int(p),
+                external_id=self._state.external_ids[p],
+                score=float(self._scores[p]),
+                candidates=tuple(names[m] for m in np.flatnonzero(candidates[p])),
+                suggestions=tuple(
+                    Suggestion(int(label), names[int(label)], int(held), int(n_neighbours[i]), float(share))
+                    for label, held, share in zip(labels[i], holders[i], support[i], strict=True)
+                    if label >= 0
+                ),
+            )
+            for i, p in enumerate(positions.tolist())
+        )
+
+
 @dataclass(frozen=True)
 class SessionSuspects:
     """The suspect items of a session and how they were found.
 
     Attributes
     ----------
-    items : tuple of SuspectItem
-        Most suspect first (ties: dataset order).
+    items : SuspectList
+        Most suspect first (ties: dataset order), each made when read; ``items.positions``
+        are their positions.
     flags : bool array of shape (n_instances,)
         Which items are suspect (the labelled export's ``suspect`` column).
     scores : float array of shape (n_instances,)
@@ -125,7 +191,7 @@ class SessionSuspects:
         ``"expert answers"`` or ``"single given labels and expert answers"``.
     """
 
-    items: tuple[SuspectItem, ...]
+    items: SuspectList
     flags: np.ndarray
     scores: np.ndarray
     threshold: float
@@ -135,7 +201,9 @@ class SessionSuspects:
 
     def item(self, position: int) -> SuspectItem | None:
         """The suspect item at ``position``, or ``None`` when it is not suspect."""
-        return next((it for it in self.items if it.position == position), None)
+        if not 0 <= position < self.flags.size or not self.flags[position]:
+            return None
+        return self.items._make(np.array([position], dtype=np.int64))[0]
 
     def summary(self) -> str:
         """One line on how the threshold was set, for the page that lists the items."""
@@ -154,15 +222,14 @@ class SessionSuspects:
 def settled_items(state: SessionState) -> np.ndarray:
     """Items an expert has settled (bool array of shape (n_instances,)): an active answer,
     other label or resolve, or a conflict between annotators; "none of these" does not settle."""
-    answered = np.array([who is not None for who in state.answered_by], dtype=bool)
-    return (answered & ~np.asarray(state.none_of_these)) | np.asarray(state.in_conflict, dtype=bool)
+    return (state.answered & ~np.asarray(state.none_of_these)) | np.asarray(state.in_conflict, dtype=bool)
 
 
 def _trusted(state: SessionState, settled: np.ndarray, false_alarm: float) -> tuple[np.ndarray, str]:
-    expert = settled & ~np.asarray(state.in_conflict, dtype=bool) & (np.asarray(state.candidates).sum(axis=1) == 1)
+    expert = settled & ~np.asarray(state.in_conflict, dtype=bool) & (state.set_sizes == 1)
     if expert.sum() >= math.ceil(1.0 / false_alarm) - 1:
         return expert, "expert answers"
-    given = (np.asarray(state.original_candidates).sum(axis=1) == 1) & ~settled
+    given = (state.original_sizes == 1) & ~settled
     return expert | given, "single given labels and expert answers"
 
 
@@ -219,6 +286,30 @@ def session_suspects(
     return result
 
 
+def kept_scores(graph: GraphResult, state: SessionState) -> np.ndarray | None:
+    """The scores :func:`session_suspects` keeps for exactly this state, or ``None`` (read-only)."""
+    with _CACHE_LOCK:
+        hit = _CACHE.get((state.config.session_id, graph.key))
+    return hit[1] if hit is not None and hit[0] is state else None
+
+
+def remember_scores(graph: GraphResult, state: SessionState, scores: np.ndarray) -> None:
+    """Take ``scores`` as the suspect scores of ``state`` (a snapshot's, read back): the next
+    :func:`session_suspects` of a later state of the session scores again only the items whose
+    set differs from ``state``'s and their neighbours'.
+
+    Raises ``ValueError`` when ``scores`` is not a float array of shape (n_instances,).
+    """
+    scores = np.asarray(scores)
+    if scores.shape != (state.n_instances,) or scores.dtype.kind != "f":
+        raise ValueError(f"suspect scores must be floats of shape ({state.n_instances},), got {scores.shape}")
+    with _CACHE_LOCK:
+        _CACHE[(state.config.session_id, graph.key)] = (state, readonly(scores), {})
+        _CACHE.move_to_end((state.config.session_id, graph.key))
+        while len(_CACHE) > _CACHE_SIZE:
+            _CACHE.popitem(last=False)
+
+
 class SessionAtWork(Protocol):
     """What :func:`workbench_suspects` reads of a session at work (a
     :class:`~app.service.workbench.Workbench`)."""
@@ -245,8 +336,9 @@ def suspects_to_serve(suspects: SessionSuspects, state: SessionState) -> np.ndar
     """
     skipped = np.asarray(state.skipped, dtype=bool)
     flagged = np.asarray(state.none_of_these, dtype=bool)
-    asked = [it.position for it in suspects.items if not (skipped[it.position] or flagged[it.position])]
-    return np.array(asked, dtype=np.int64)
+    positions = suspects.items.positions
+    asked: np.ndarray = positions[~(skipped[positions] | flagged[positions])]
+    return asked
 
 
 def interleave_suspects(
@@ -310,38 +402,20 @@ def _scores(graph: GraphResult, state: SessionState, previous: tuple[SessionStat
     scores = previous[1].copy()
     if changed.size:
         rows = np.union1d(changed, _reverse_index(graph).rows_holding_any(changed))
-        scores[rows] = suspect_scores(graph.idx[rows], graph.w[rows], candidates, own=candidates[rows])
+        # On a copy of the neighbours' sets only: the whole matrix would be checked on every call.
+        items, local = local_graph(graph.idx[rows])
+        scores[rows] = suspect_scores(local, graph.w[rows], candidates[items], own=candidates[rows])
     return scores
 
 
 def _result(graph: GraphResult, state: SessionState, scores: np.ndarray, false_alarm: float) -> SessionSuspects:
-    candidates = np.asarray(state.candidates)
     settled = settled_items(state)
     trusted, calibrated_on = _trusted(state, settled, false_alarm)
     threshold = suspect_threshold(scores[trusted], false_alarm=false_alarm)
     flags = (scores > threshold) & (scores > 0) & ~settled
     order = np.flatnonzero(flags)
     order = order[np.argsort(-scores[order], kind="stable")]
-    items: tuple[SuspectItem, ...] = ()
-    if order.size:
-        idx, w = graph.idx[order], graph.w[order]
-        labels, support, holders = outside_suggestions(idx, w, candidates, own=candidates[order])
-        n_neighbours = (w > 0).sum(axis=1)
-        names = state.label_names
-        items = tuple(
-            SuspectItem(
-                position=int(p),
-                external_id=state.external_ids[p],
-                score=float(scores[p]),
-                candidates=tuple(names[m] for m in np.flatnonzero(candidates[p])),
-                suggestions=tuple(
-                    Suggestion(int(label), names[int(label)], int(held), int(n_neighbours[i]), float(share))
-                    for label, held, share in zip(labels[i], holders[i], support[i], strict=True)
-                    if label >= 0
-                ),
-            )
-            for i, p in enumerate(order.tolist())
-        )
+    items = SuspectList(graph, state, scores, order)
     return SessionSuspects(items, flags, scores, threshold, false_alarm, int(trusted.sum()), calibrated_on)
 
 

@@ -52,7 +52,7 @@ import numpy as np
 import pandas as pd
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.service import answers, audits, delivery, explanations, lots, session_tables, suspects
+from app.service import answers, audits, delivery, explanations, lots, session_tables, suspects, working_state
 from app.service.answers import OFFERS, CheckedItem, StaleAnswer
 from app.service.delivery import DeliveredLabels
 from app.service.explanations import AnswerEffect, Neighbour, QueryExplanation, TargetExplanation
@@ -136,6 +136,10 @@ class Workbench:
 
     session_factory: sessionmaker[Session]
     session_id: int
+    #: Read the session's saved working state at open, and save it (:mod:`app.service.working_state`).
+    use_snapshot: bool = True
+    #: How :meth:`open` got the ranking (from the snapshot or scored afresh).
+    opened: working_state.OpenedRanking = field(init=False, repr=False)
     #: The targets, their neighbourhoods and the ranker (:mod:`app.service.ranking_state`);
     #: the ranker is patched in place by the thread applying new events: readers use
     #: :attr:`state` and the snapshot's view instead.
@@ -184,14 +188,22 @@ class Workbench:
 
     @classmethod
     def open(
-        cls, session_factory: sessionmaker[Session], session_id: int, *, progress: ProgressCallback | None = None
+        cls,
+        session_factory: sessionmaker[Session],
+        session_id: int,
+        *,
+        progress: ProgressCallback | None = None,
+        use_snapshot: bool = True,
     ) -> Workbench:
         """Read session ``session_id``, load (or build once) its neighbour graph, rank its items.
 
         ``progress`` is told about each stage: ``load`` (items read from the store),
         ``hash``, then ``index``/``search``/``save`` when the graph is built, and ``score``.
+        The ranking starts from the session's saved working state when it matches, brought up
+        to date with the event log (:mod:`app.service.working_state`); ``use_snapshot=False``
+        scores afresh and saves nothing.
         """
-        bench = cls(session_factory, session_id)
+        bench = cls(session_factory, session_id, use_snapshot)
         bench._build(ProgressTracker(progress))
         return bench
 
@@ -302,10 +314,12 @@ class Workbench:
         )
         n_targets = n if cfg.target_set != "unlabelled" else int((loaded.original_candidates.sum(axis=1) >= 2).sum())
         report("score", 0, n_targets)
-        candidates = np.array(loaded.candidates)
-        self.ranking = RankingState.build(cfg, graph, loaded.original_candidates, candidates)
-        self._snapshot = _Snapshot(loaded, self.ranking.view(candidates), self._log.max_id)
-        report("score", n_targets, n_targets)
+        # From the session's saved working state when it matches (app.service.working_state).
+        self.opened = working_state.open_ranking(
+            self.session_factory, loaded, graph, self._log.max_id, report=report, use_snapshot=self.use_snapshot
+        )
+        self.ranking = self.opened.ranking
+        self._snapshot = _Snapshot(loaded, self.ranking.view(np.asarray(loaded.candidates)), self._log.max_id)
         self._model = ModelView(self._graph_of)
         self._content = ContentReader(self.session_factory, cfg.dataset_id, cfg.dataset_name)
 
@@ -541,8 +555,8 @@ class Workbench:
         return {
             "instances": st.n_instances,
             "events": st.n_events,
-            "answered": len(st.answered_by) - st.answered_by.count(None),
-            "partial": int((np.asarray(st.candidates).sum(axis=1) >= 2).sum()),
+            "answered": int(st.answered.sum()),
+            "partial": int((st.set_sizes >= 2).sum()),
             "open": int(st.open_items.sum()),
             "conflicts": len(st.conflicts),
             "none_of_these": int(st.none_of_these.sum()),

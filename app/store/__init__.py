@@ -22,6 +22,7 @@ Modules
 ``policies``  who may read and write each resource (one module per resource; team mode)
 ``leases``    the item reserved for each team member
 ``features``  each dataset's feature matrix in a few blocks, read when a session opens
+``snapshots`` a session's working state (ranker arrays, suspect scores), read when it opens
 ``sign_ins``  signed-in browser sessions: the account behind a cookie (team mode)
 ``labels``    a session's label settings (target error, confidence, audit share) and audit draws
 ``votes``     crowd votes, written with their dataset's instances, read per item or per dataset
@@ -116,6 +117,7 @@ from app.store.models import (
     Instance,
     LabellingSession,
     NeighbourGraph,
+    SessionSnapshotPart,
     Vote,
 )
 from app.store.policies import (
@@ -138,6 +140,13 @@ from app.store.sessions import (
     session_configs,
 )
 from app.store.sign_ins import SIGN_IN_LIFETIME, end_sign_in_session, signed_in_user, start_sign_in_session, token_hash
+from app.store.snapshots import (
+    SnapshotHeader,
+    StoredSnapshot,
+    drop_session_snapshot,
+    load_session_snapshot,
+    save_session_snapshot,
+)
 from app.store.staging import ImportResult, import_dataset, remove_abandoned_imports
 from app.store.users import (
     SignInResult,
@@ -190,6 +199,12 @@ __all__ = [
     "AnswerEvent",
     "NeighbourGraph",
     "FeatureBlock",
+    "SessionSnapshotPart",
+    "SnapshotHeader",
+    "StoredSnapshot",
+    "drop_session_snapshot",
+    "load_session_snapshot",
+    "save_session_snapshot",
     "EVENT_KINDS",
     "LABELLED_KINDS",
     "MEDIA_KINDS",

@@ -32,6 +32,7 @@ Derivation rules
 from __future__ import annotations
 
 import bisect
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from datetime import datetime
@@ -113,6 +114,8 @@ class DerivedState:
     candidates : array of shape (n_instances, n_labels), bool
         Current candidate sets.
     resolved, none_of_these, wrong_set, skipped : array of shape (n_instances,), bool
+    answered : array of shape (n_instances,), bool
+        The item has an active verdict or resolve (``answered_by`` names someone).
     conflicts : tuple of Conflict, sorted by position
     answered_by : tuple of (str or None), length n_instances
         Who gave the item's latest active verdict or resolve.
@@ -126,6 +129,7 @@ class DerivedState:
     none_of_these: np.ndarray
     wrong_set: np.ndarray
     skipped: np.ndarray
+    answered: np.ndarray
     conflicts: tuple[Conflict, ...]
     answered_by: tuple[str | None, ...]
     answered_at: tuple[datetime | None, ...]
@@ -151,7 +155,9 @@ class SessionConfig:
     hotkeys: dict[str, str] | None = None
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+# Not slots: the masks below are cached per state (a new event log gives a new state); at 1M
+# items each is a pass over the candidate sets that a page run asked for several times.
+@dataclass(frozen=True, eq=False)
 class SessionState:
     """A labelling session as pure data, for the engine, the CLI and the UI.
 
@@ -236,19 +242,35 @@ class SessionState:
     def n_labels(self) -> int:
         return len(self.label_names)
 
-    @property
+    @functools.cached_property
     def in_conflict(self) -> np.ndarray:
-        """Bool mask of shape (n_instances,): the item has an unresolved conflict."""
+        """Bool mask of shape (n_instances,): the item has an unresolved conflict (read-only)."""
         mask = np.zeros(self.n_instances, dtype=bool)
         mask[[c.position for c in self.conflicts]] = True
-        return mask
+        return readonly(mask)
+
+    @property
+    def answered(self) -> np.ndarray:
+        """Bool mask of shape (n_instances,): the item has an active verdict or resolve
+        (``answered_by`` names someone)."""
+        return self.derived.answered
+
+    @functools.cached_property
+    def set_sizes(self) -> np.ndarray:
+        """Int array of shape (n_instances,): the size of every current candidate set (read-only)."""
+        return readonly(self.candidates.sum(axis=1))
+
+    @functools.cached_property
+    def original_sizes(self) -> np.ndarray:
+        """Int array of shape (n_instances,): the size of every original candidate set (read-only)."""
+        return readonly(self.original_candidates.sum(axis=1))
 
     @property
     def labelled(self) -> np.ndarray:
         """Bool mask of shape (n_instances,): the current set is a single label."""
-        return self.candidates.sum(axis=1) == 1
+        return self.set_sizes == 1
 
-    @property
+    @functools.cached_property
     def open_items(self) -> np.ndarray:
         """Bool mask: still partial (two or more candidates) and not set aside (no conflict, no
         none-of-these flag).
@@ -256,7 +278,7 @@ class SessionState:
         These are the items a query strategy may still ask about; conflicts go to a
         ``resolve`` instead.
         """
-        return (self.candidates.sum(axis=1) > 1) & ~self.none_of_these & ~self.in_conflict
+        return readonly((self.set_sizes > 1) & ~self.none_of_these & ~self.in_conflict)
 
 
 def active_events(events: Iterable[EventRecord]) -> list[EventRecord]:
@@ -418,6 +440,7 @@ def derive_state(events: Iterable[EventRecord], original_candidates: np.ndarray)
     none_of_these = np.zeros(n, dtype=bool)
     wrong_set = np.zeros(n, dtype=bool)
     skipped = np.zeros(n, dtype=bool)
+    answered = np.zeros(n, dtype=bool)
     answered_by: list[str | None] = [None] * n
     answered_at: list[datetime | None] = [None] * n
     conflicts: list[Conflict] = []
@@ -428,6 +451,7 @@ def derive_state(events: Iterable[EventRecord], original_candidates: np.ndarray)
         none_of_these[position] = item.none_of_these
         wrong_set[position] = item.wrong_set
         skipped[position] = item.skipped
+        answered[position] = item.answered_by is not None
         answered_by[position] = item.answered_by
         answered_at[position] = item.answered_at
         if item.conflict is not None:
@@ -438,6 +462,7 @@ def derive_state(events: Iterable[EventRecord], original_candidates: np.ndarray)
         none_of_these=readonly(none_of_these),
         wrong_set=readonly(wrong_set),
         skipped=readonly(skipped),
+        answered=readonly(answered),
         conflicts=tuple(conflicts),
         answered_by=tuple(answered_by),
         answered_at=tuple(answered_at),
@@ -582,7 +607,7 @@ class IncrementalDerivation:
         positions = np.fromiter(sorted(states), dtype=np.intp, count=len(states))
         arrays = {
             name: np.array(getattr(old, name))
-            for name in ("candidates", "resolved", "none_of_these", "wrong_set", "skipped")
+            for name in ("candidates", "resolved", "none_of_these", "wrong_set", "skipped", "answered")
         }
         answered_by, answered_at = list(old.answered_by), list(old.answered_at)
         for p in positions.tolist():
@@ -592,6 +617,7 @@ class IncrementalDerivation:
             arrays["none_of_these"][p] = item.none_of_these
             arrays["wrong_set"][p] = item.wrong_set
             arrays["skipped"][p] = item.skipped
+            arrays["answered"][p] = item.answered_by is not None
             answered_by[p], answered_at[p] = item.answered_by, item.answered_at
             if item.conflict is None:
                 self._conflicts.pop(p, None)

@@ -85,6 +85,7 @@ __all__ = [
     "SIGN_IN_KINDS",
     "StoreSecret",
     "FeatureBlock",
+    "SessionSnapshotPart",
     "Vote",
     "EVENT_KINDS",
     "LABELLED_KINDS",
@@ -676,6 +677,35 @@ class SignInSession(Base):
 
     def __repr__(self) -> str:  # never the hash in reprs: they end up in logs
         return f"SignInSession(id={self.id!r}, user_id={self.user_id!r}, expires_at={self.expires_at!r})"
+
+
+class SessionSnapshotPart(Base):
+    """One array of a session's working-state snapshot (:mod:`app.store.snapshots`).
+
+    A snapshot is what a session at work derived from its event log and its neighbour graph
+    (the ranker's arrays, the candidate sets they were computed from, the suspect scores),
+    saved so that the next process starts from it instead of scoring afresh. It is a cache,
+    never the only copy of anything: the event log stays the truth, and a reader rebuilds
+    whatever does not match. Every part of one snapshot carries the same ``token`` (written
+    in one transaction), format version, identity (the hash of the graph and the session's
+    ranking parameters) and last event id; ``digest`` is the
+    SHA-256 of ``data`` (the ``.npy`` bytes of one array, no pickle).
+    """
+
+    __tablename__ = "session_snapshot_parts"
+
+    session_id: Mapped[int] = mapped_column(ForeignKey("labelling_sessions.id"), primary_key=True)
+    name: Mapped[str] = mapped_column(String(40), primary_key=True)
+    token: Mapped[str] = mapped_column(String(32))
+    format_version: Mapped[int] = mapped_column(Integer)
+    identity: Mapped[str] = mapped_column(String(64))
+    last_event_id: Mapped[int] = mapped_column(Integer)
+    digest: Mapped[str] = mapped_column(String(64))
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+    def __repr__(self) -> str:
+        return f"SessionSnapshotPart(session_id={self.session_id!r}, name={self.name!r})"
 
 
 class FeatureBlock(Base):

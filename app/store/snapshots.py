@@ -1,0 +1,167 @@
+"""Working-state snapshots of sessions: the arrays a session at work derived, kept for the next process.
+
+A session at work derives, from its event log and its dataset's neighbour graph, the ranker's
+arrays, the candidate sets they were computed from and the suspect scores. At 1M items that
+is seconds of scoring that every command (``session status``, ``export``, ``answer``) paid
+again. The service layer (:mod:`app.service.working_state`) saves them here and reads them
+back; this module only stores and checks bytes.
+
+What makes a snapshot trustworthy, and what does not:
+
+* every array is one :class:`~app.store.models.SessionSnapshotPart` row (``.npy`` bytes, no
+  pickle), read one at a time so that a reader holds at most one blob besides the arrays;
+* all the parts of one snapshot are written in one transaction and carry the same random
+  ``token``: a reader that finds two tokens (parts of two writes) gets no snapshot;
+* ``digest`` (SHA-256 of the bytes) is checked on every read: a part whose bytes changed is
+  reported, and the caller rebuilds;
+* the format version, the identity (graph and parameters) and the last event id are the caller's to check (a
+  snapshot of another graph, or one ahead of the event log, is not this session's state).
+
+A snapshot is never the only copy of anything: the event log stays the truth, and dropping
+every row loses nothing but time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import secrets
+from dataclasses import dataclass
+
+import numpy as np
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from app.store.checks import check_int
+from app.store.models import SessionSnapshotPart
+
+__all__ = [
+    "SnapshotHeader",
+    "StoredSnapshot",
+    "encode_array",
+    "decode_array",
+    "save_session_snapshot",
+    "load_session_snapshot",
+    "drop_session_snapshot",
+]
+
+#: More than any .npy header numpy reads (its limit is 10,000 bytes).
+_HEADER_MAX = 1 << 16
+
+
+@dataclass(frozen=True)
+class SnapshotHeader:
+    """What a snapshot says it is: checked by the reader before any array is used."""
+
+    format_version: int
+    #: What the arrays were computed for (the caller's hash of the graph and of the parameters).
+    identity: str
+    #: The largest event id of the log the arrays were derived from.
+    last_event_id: int
+
+
+@dataclass(frozen=True)
+class StoredSnapshot:
+    """A snapshot read back: its header and its arrays by name."""
+
+    header: SnapshotHeader
+    arrays: dict[str, np.ndarray]
+
+
+def encode_array(array: np.ndarray) -> bytes:
+    """The ``.npy`` bytes of ``array`` (no pickle: object arrays are refused).
+
+    >>> decode_array(encode_array(np.arange(3))).tolist()
+    [0, 1, 2]
+    """
+    if array.dtype.hasobject:
+        raise TypeError("object arrays are not stored in snapshots")
+    buffer = io.BytesIO()
+    np.save(buffer, np.ascontiguousarray(array), allow_pickle=False)
+    return buffer.getvalue()
+
+
+def decode_array(data: bytes) -> np.ndarray:
+    """The array of ``.npy`` bytes, writable (a copy of the bytes), never unpickled.
+
+    Raises ``ValueError`` when the bytes are not an ``.npy`` array of plain numbers.
+    """
+    array = np.load(io.BytesIO(data), allow_pickle=False, max_header_size=_HEADER_MAX)
+    if not isinstance(array, np.ndarray):
+        raise ValueError("not an .npy array")
+    return array
+
+
+def save_session_snapshot(
+    session: Session, session_id: int, header: SnapshotHeader, arrays: dict[str, np.ndarray]
+) -> None:
+    """Replace the session's snapshot by ``arrays`` (in the caller's transaction).
+
+    Every part gets the same fresh token, so a reader never mixes the parts of two writes.
+    """
+    check_int(session_id, "session_id")
+    token = secrets.token_hex(16)
+    session.execute(delete(SessionSnapshotPart).where(SessionSnapshotPart.session_id == session_id))
+    for name, array in arrays.items():
+        data = encode_array(array)
+        session.add(
+            SessionSnapshotPart(
+                session_id=session_id,
+                name=name,
+                token=token,
+                format_version=int(header.format_version),
+                identity=header.identity,
+                last_event_id=int(header.last_event_id),
+                digest=hashlib.sha256(data).hexdigest(),
+                data=data,
+            )
+        )
+        # Written part by part: the session holds at most one part's bytes besides the arrays.
+        session.flush()
+        session.expunge_all()
+
+
+def drop_session_snapshot(session: Session, session_id: int) -> None:
+    """Delete the session's snapshot (in the caller's transaction)."""
+    session.execute(delete(SessionSnapshotPart).where(SessionSnapshotPart.session_id == session_id))
+
+
+def load_session_snapshot(session: Session, session_id: int) -> StoredSnapshot | None:
+    """The session's snapshot, or ``None`` when it has none or it cannot be trusted.
+
+    ``None`` also when the parts disagree on their token or header (two writes mixed), when a
+    part's bytes do not match its digest (the store's bytes changed), or when a part is not a
+    plain ``.npy`` array. The caller rebuilds and saves a new one then.
+    """
+    columns = (
+        SessionSnapshotPart.name,
+        SessionSnapshotPart.token,
+        SessionSnapshotPart.format_version,
+        SessionSnapshotPart.identity,
+        SessionSnapshotPart.last_event_id,
+        SessionSnapshotPart.digest,
+    )
+    rows = session.execute(select(*columns).where(SessionSnapshotPart.session_id == session_id)).all()
+    if not rows:
+        return None
+    if len({(r.token, r.format_version, r.identity, r.last_event_id) for r in rows}) != 1:
+        return None
+    first = rows[0]
+    arrays: dict[str, np.ndarray] = {}
+    for row in rows:
+        data = session.execute(
+            select(SessionSnapshotPart.data).where(
+                SessionSnapshotPart.session_id == session_id,
+                SessionSnapshotPart.name == row.name,
+                SessionSnapshotPart.token == first.token,
+            )
+        ).scalar_one_or_none()
+        if data is None or hashlib.sha256(data).hexdigest() != row.digest:
+            return None
+        try:
+            arrays[row.name] = decode_array(bytes(data))
+        except ValueError:
+            return None
+        del data
+    header = SnapshotHeader(int(first.format_version), str(first.identity), int(first.last_event_id))
+    return StoredSnapshot(header, arrays)

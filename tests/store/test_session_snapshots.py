@@ -1,0 +1,292 @@
+"""A session's working-state snapshot (issue 32), on SQLite and PostgreSQL.
+
+* brought up to date from the events after it, it equals a derivation from the whole log
+  (hypothesis over random logs with answers, other labels, none-of-these, skips and undos
+  by two annotators, for each kind of ranker);
+* a corrupt, foreign, mixed or ahead-of-the-log snapshot is rebuilt, never used;
+* two processes answering alternately through the installed ``winnow`` see each other's
+  answers, and the second reads the first's snapshot instead of scoring afresh.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import select, update
+
+from app.service import Workbench, import_file
+from app.service.working_state import SNAPSHOT_FORMAT, open_ranking
+from app.store import (
+    InvalidRecord,
+    RecordNotFound,
+    SessionSnapshotPart,
+    create_dataset,
+    create_labelling_session,
+    load_session_snapshot,
+    open_store,
+    write_transaction,
+)
+from engine import suspect_scores
+from engine.exceptions import InvalidInput
+from tests.ui.conftest import small_csv_bytes
+
+N_ITEMS, N_LABELS, K = 30, 4, 4
+_names = itertools.count()
+
+
+def _session(store, criterion: str, seed: int) -> int:
+    """A fresh dataset (random features and partial sets) and a session on it."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(N_ITEMS, 3))
+    Y = rng.random((N_ITEMS, N_LABELS)) < 0.45
+    Y[np.arange(N_ITEMS), rng.integers(N_LABELS, size=N_ITEMS)] = True
+    name = f"d{next(_names)}"
+
+    def work(s):
+        ds = create_dataset(
+            s,
+            name=name,
+            X=X,
+            candidates=Y,
+            label_names=[f"L{m}" for m in range(N_LABELS)],
+            external_ids=[f"i{i}" for i in range(N_ITEMS)],
+        )
+        return create_labelling_session(s, dataset_id=ds.id, name=name, k=K, criterion=criterion).id
+
+    return write_transaction(store, work)
+
+
+def _assert_same_working_state(bench: Workbench, fresh: Workbench) -> None:
+    """``bench`` (from a snapshot) ranks exactly as ``fresh`` (derived from the whole log)."""
+    np.testing.assert_array_equal(bench.state.candidates, fresh.state.candidates)
+    np.testing.assert_array_equal(bench.scores, fresh.scores)
+    for got, want in zip(bench.label_sets(), fresh.label_sets(), strict=True):
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(bench.ranked_queue(), fresh.ranked_queue())
+    np.testing.assert_array_equal(bench.queue(), fresh.queue())
+    assert bench.summary() == fresh.summary()
+    # The suspect scores kept with the snapshot against a full pass over the current sets.
+    from app.service import workbench_suspects
+
+    full = suspect_scores(bench.graph.idx, bench.graph.w, np.asarray(bench.state.candidates))
+    np.testing.assert_allclose(workbench_suspects(bench).scores, full, rtol=0, atol=1e-12)
+
+
+def _play(bench: Workbench, ops: list[tuple[str, int, int, str]]) -> None:
+    """Record ``ops`` (kind, item, label choice, annotator); the store refuses the invalid ones."""
+    for kind, position, choice, annotator in ops:
+        candidates = np.flatnonzero(bench.state.candidates[position])
+        if kind == "answer":
+            label: int | None = int(candidates[choice % candidates.size])
+        elif kind == "other_label":
+            label = choice % N_LABELS
+        else:
+            label = None
+        try:
+            bench.record(annotator, kind, position=None if kind == "undo" else position, label=label)
+        except (InvalidInput, InvalidRecord, RecordNotFound):
+            pass
+
+
+op = st.tuples(
+    st.sampled_from(["answer", "answer", "other_label", "none_of_these", "skip", "undo"]),
+    st.integers(0, N_ITEMS - 1),
+    st.integers(0, N_LABELS - 1),
+    st.sampled_from(["ann", "bob"]),
+)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    criterion=st.sampled_from(["decision_change", "apl", "participation"]),
+    seed=st.integers(0, 2**16),
+    first=st.lists(op, max_size=12),
+    second=st.lists(op, max_size=12),
+)
+def test_a_snapshot_brought_up_to_date_equals_a_derivation_from_the_whole_log(store, criterion, seed, first, second):
+    session_id = _session(store, criterion, seed)
+    writer = Workbench.open(store, session_id)
+    assert writer.opened.source == "built" and writer.opened.saved
+    _play(writer, first)
+    # Another process: the snapshot of the empty log, brought up to date with the first ops.
+    later = Workbench.open(store, session_id)
+    assert later.opened.source == "snapshot"
+    _assert_same_working_state(later, Workbench.open(store, session_id, use_snapshot=False))
+    _play(later, second)
+    if later.reads_votes:
+        # Kept up to date in process as well (a baseline's scores stay those it was built with).
+        _assert_same_working_state(later, Workbench.open(store, session_id, use_snapshot=False))
+    again = Workbench.open(store, session_id)
+    assert again.opened.source == "snapshot"
+    _assert_same_working_state(again, Workbench.open(store, session_id, use_snapshot=False))
+
+
+def test_a_snapshot_resaved_past_the_threshold_is_read_back_whole(store, monkeypatch):
+    from app.service import working_state
+
+    session_id = _session(store, "decision_change", 7)
+    bench = Workbench.open(store, session_id)
+    _play(bench, [("answer", p, 0, "ann") for p in range(6)])
+    monkeypatch.setattr(working_state, "RESAVE_AFTER", 2)
+    with store() as s:
+        before = load_session_snapshot(s, session_id)
+    resaved = Workbench.open(store, session_id)
+    assert resaved.opened.source == "snapshot" and resaved.opened.saved and resaved.opened.applied > 2
+    with store() as s:
+        after = load_session_snapshot(s, session_id)
+    assert before is not None and after is not None
+    assert after.header.last_event_id > before.header.last_event_id
+    # The new snapshot holds the sets as they are now: nothing left to apply.
+    monkeypatch.setattr(working_state, "RESAVE_AFTER", 1000)
+    reread = Workbench.open(store, session_id)
+    assert reread.opened.source == "snapshot" and reread.opened.applied == 0
+    _assert_same_working_state(reread, Workbench.open(store, session_id, use_snapshot=False))
+
+
+def _flip_a_byte(s, session_id):
+    part = s.scalars(select(SessionSnapshotPart).where(SessionSnapshotPart.session_id == session_id)).first()
+    data = bytearray(part.data)
+    data[-1] ^= 0xFF
+    part.data = bytes(data)
+
+
+def _other_format(s, session_id):
+    s.execute(
+        update(SessionSnapshotPart)
+        .where(SessionSnapshotPart.session_id == session_id)
+        .values(format_version=SNAPSHOT_FORMAT + 1)
+    )
+
+
+def _ahead_of_the_log(s, session_id):
+    s.execute(
+        update(SessionSnapshotPart).where(SessionSnapshotPart.session_id == session_id).values(last_event_id=10**9)
+    )
+
+
+def _two_writes_mixed(s, session_id):
+    part = s.scalars(select(SessionSnapshotPart).where(SessionSnapshotPart.session_id == session_id)).first()
+    part.token = "0" * 32
+
+
+def _wrong_shape(s, session_id):
+    from app.store.snapshots import encode_array
+
+    part = s.scalars(
+        select(SessionSnapshotPart).where(
+            SessionSnapshotPart.session_id == session_id, SessionSnapshotPart.name == "ranker.scores"
+        )
+    ).one()
+    import hashlib
+
+    part.data = encode_array(np.zeros(N_ITEMS + 1))
+    part.digest = hashlib.sha256(part.data).hexdigest()
+
+
+@pytest.mark.parametrize(
+    "spoil", [_flip_a_byte, _other_format, _ahead_of_the_log, _two_writes_mixed, _wrong_shape], ids=lambda f: f.__name__
+)
+def test_a_corrupt_or_stale_snapshot_is_rebuilt_not_used(store, spoil):
+    session_id = _session(store, "decision_change", 3)
+    bench = Workbench.open(store, session_id)
+    _play(bench, [("answer", 0, 0, "ann"), ("skip", 1, 0, "ann")])
+    write_transaction(store, lambda s: spoil(s, session_id))
+    rebuilt = Workbench.open(store, session_id)
+    assert rebuilt.opened.source == "built" and rebuilt.opened.saved
+    _assert_same_working_state(rebuilt, Workbench.open(store, session_id, use_snapshot=False))
+    # The rebuilt snapshot is whole again.
+    assert Workbench.open(store, session_id).opened.source == "snapshot"
+
+
+def test_a_foreign_snapshot_is_rebuilt_not_used(store):
+    """The parts of another session's snapshot (another dataset, another criterion) copied
+    under this session's id do not match its identity."""
+    mine = _session(store, "decision_change", 1)
+    theirs = _session(store, "apl", 2)
+    Workbench.open(store, mine)
+    Workbench.open(store, theirs)
+
+    def swap(s):
+        s.execute(SessionSnapshotPart.__table__.delete().where(SessionSnapshotPart.session_id == mine))
+        for part in s.scalars(select(SessionSnapshotPart).where(SessionSnapshotPart.session_id == theirs)).all():
+            s.add(
+                SessionSnapshotPart(
+                    session_id=mine,
+                    name=part.name,
+                    token=part.token,
+                    format_version=part.format_version,
+                    identity=part.identity,
+                    last_event_id=part.last_event_id,
+                    digest=part.digest,
+                    data=part.data,
+                )
+            )
+
+    write_transaction(store, swap)
+    rebuilt = Workbench.open(store, mine)
+    assert rebuilt.opened.source == "built"
+    _assert_same_working_state(rebuilt, Workbench.open(store, mine, use_snapshot=False))
+
+
+def test_without_snapshots_nothing_is_read_or_written(store):
+    session_id = _session(store, "decision_change", 5)
+    bench = Workbench.open(store, session_id, use_snapshot=False)
+    assert bench.opened.source == "built" and not bench.opened.saved
+    with store() as s:
+        assert load_session_snapshot(s, session_id) is None
+    opened = open_ranking(store, bench.state, bench.graph, 0, use_snapshot=False)
+    assert opened.source == "built"
+
+
+# ------------------------------------------------------------------ two processes, the CLI
+
+WINNOW = shutil.which("winnow") or str(Path(sys.executable).with_name("winnow"))
+
+
+def _winnow(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([WINNOW, *args], capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_two_processes_answering_alternately_see_each_others_answers(tmp_path, store_url):
+    csv = tmp_path / "small.csv"
+    csv.write_bytes(small_csv_bytes())
+    Session = open_store(store_url)
+    dataset_id, _ = import_file(Session, csv, name="small", min_rows=6)
+    write_transaction(Session, lambda s: create_labelling_session(s, dataset_id=dataset_id, name="s", k=5))
+    with Session() as s:
+        assert s.scalars(select(SessionSnapshotPart)).first() is None
+
+    def status() -> dict:
+        done = _winnow("session", "status", "s", "--db", store_url, "--json", "--top", "3")
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    def tokens() -> set[str]:
+        with Session() as s:
+            return set(s.scalars(select(SessionSnapshotPart.token)).all())
+
+    first = status()  # scores afresh and saves the snapshot
+    saved = tokens()
+    assert len(saved) == 1
+    for turn, annotator in enumerate(["ann", "bob"]):
+        item = first["next"][0]
+        label = item["candidates"][0]
+        done = _winnow("answer", "s", item["id"], label, "--annotator", annotator, "--db", store_url)
+        assert done.returncode == 0, done.stderr
+        after = status()
+        # The other process's answer is seen: one more event and answer, the item no longer next.
+        assert after["events"] == first["events"] + 1
+        assert after["answered"] == first["answered"] + 1
+        assert item["id"] not in [row["id"] for row in after["next"]]
+        # ... from the saved snapshot, brought up to date (not saved again: nothing rebuilt).
+        assert tokens() == saved, turn
+        first = after

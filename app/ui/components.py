@@ -131,6 +131,48 @@ button kbd[aria-label^="Shortcut"] {
 """
 
 
+#: What "open targets" means, in plain words (the Query and Progress pages' help).
+OPEN_TARGETS_HELP = (
+    "Items whose label, as their nearest neighbours vote, still depends on how the neighbours' candidate "
+    "sets are read (their necessary and possible labels differ). Each answer can settle some of them."
+)
+#: What "undecided" means (the same count on the Query, Rejects and Progress pages).
+UNDECIDED_HELP = (
+    "Items without a label: no annotator settled them and the model will not label them. "
+    "The Rejects page lists exactly these; the Progress and Rejects pages count the same items."
+)
+
+
+def hide_repeated_keys(widget_keys: list[str]) -> None:
+    """Hide the key cap of the buttons whose shortcut is their own label (a label ``3`` with the
+    key ``3`` would read "3 3"): the label already names the key."""
+    if widget_keys:
+        rules = ", ".join(f".st-key-{key} kbd" for key in widget_keys)
+        st.html(f"<style>{rules} {{ display: none; }}</style>")
+
+
+def moved_targets_text(criterion: str, n_targets: int) -> str:
+    """What the query score counts, worded so that it cannot contradict the "If you say …" lines
+    (those count nearby items that become certain or narrow down, for every criterion).
+
+    >>> moved_targets_text("apl", 3)
+    'An answer can change the necessary or possible labels of 3 nearby items.'
+    """
+    items = f"{n_targets} nearby item" + ("" if n_targets == 1 else "s")
+    if criterion == "decision_change":
+        if n_targets == 0:
+            return (
+                "An answer is not expected to change which label wins for any nearby item "
+                "(an item can become certain and keep its winner)."
+            )
+        return (
+            f"An answer can change which label wins for {items} (an item can also become certain and keep its winner)."
+        )
+    if criterion in ("apl", "pl"):
+        return f"An answer can change the necessary or possible labels of {items}."
+    return "This criterion is a baseline: it does not count nearby items."
+
+
 def style() -> None:
     """Add winnow's page styles (the key caps of :data:`KEYCAP_CSS`); call once per run."""
     st.html(KEYCAP_CSS)

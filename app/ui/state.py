@@ -124,14 +124,14 @@ class Keys:
         return f"query_undo_{event_id if event_id is not None else 'none'}"
 
     @staticmethod
-    def suggest(position: int, label: int) -> str:
-        """An "another label: <suggestion>" button of a suspect item on the Query page."""
-        return f"query_suggest_{position}_{label}"
+    def suspect_choice(position: int) -> str:
+        """The select box of a label outside a suspect item's set on the Rejects page."""
+        return f"rejects_suspect_choice_{position}"
 
     @staticmethod
-    def suspect_other(position: int, label: int) -> str:
-        """The same button beside a suspect item on the Rejects page."""
-        return f"rejects_suspect_{position}_{label}"
+    def suspect_record(position: int) -> str:
+        """The Record button beside it (nothing is recorded before a label is chosen)."""
+        return f"rejects_suspect_record_{position}"
 
     @staticmethod
     def review_other(position: int) -> str:

@@ -117,7 +117,8 @@ st.caption(
 )
 
 components.show_notice(tab)
-last_event = bench.latest_event(ui.annotator(tab))
+nameless = components.ask_for_name(tab)  # answers must be someone's: the buttons wait for a name
+last_event = bench.latest_event(ui.annotator(tab)) if not nameless else None
 
 if tab.user is not None:
     # Team mode: the item is reserved for this user (a lease in the store), so two annotators
@@ -176,6 +177,7 @@ with right:
             on_click=record,
             args=("answer", position, int(label)),
             help=None if key else "This label has no key (set one on the Sessions page).",
+            disabled=nameless,
         )
     st.button(
         "None of these",
@@ -184,6 +186,7 @@ with right:
         width="stretch",
         on_click=record,
         args=("none_of_these", position),
+        disabled=nameless,
     )
     row = st.columns(2)
     row[0].button(
@@ -193,6 +196,7 @@ with right:
         width="stretch",
         on_click=record,
         args=("skip", position),
+        disabled=nameless,
     )
     row[1].button(
         "Undo",
@@ -212,6 +216,7 @@ with right:
             width="stretch",
             on_click=open_other,
             args=(position,),
+            disabled=nameless,
         )
         if tab.other_label_for == position:
             # Options are drawn as plain text (not Markdown); typing filters them, Enter records.

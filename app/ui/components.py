@@ -598,7 +598,7 @@ LABELLED_SPEC: dict = {
 
 def count_chart(x: str, y: str, *, x_type: str = "quantitative", y_title: str | None = None) -> dict:
     """A line chart of a count (``y``) against ``x``, with whole-number ticks on every count axis."""
-    x_axis = {"field": x, "type": x_type, "title": x}
+    x_axis: dict[str, object] = {"field": x, "type": x_type, "title": x}
     if x_type == "quantitative":
         x_axis["axis"] = COUNT_AXIS
     return {

@@ -3,6 +3,7 @@ label outside the set recorded only by a deliberate choice (never one click on a
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
 from app.service import create_session, import_file, workbench_suspects
@@ -18,17 +19,22 @@ N_ITEMS = 400
 MISSES = [p for p in range(N_ITEMS) if p % 16 == 1]
 
 
-@pytest.fixture
-def suspect_db(db: str, tmp_path) -> str:
+def suspect_table() -> pd.DataFrame:
+    """The items of :data:`MISSES` and i006 with sets that miss their true label (no true-label
+    column: the import would refuse a set without its true label)."""
     table = small_table(n=N_ITEMS)
     table["candidates"] = table["true_label"]
     for p in MISSES:
         truth = LABELS.index(table.loc[p, "true_label"])
         table.loc[p, "candidates"] = "|".join(LABELS[(truth + d) % len(LABELS)] for d in (1, 2))
     table.loc[6, "candidates"] = "eel"
-    table = table.drop(columns="true_label")  # a set missing its true label would be refused
+    return table.drop(columns="true_label")
+
+
+@pytest.fixture
+def suspect_db(db: str, tmp_path) -> str:
     csv = tmp_path / "suspect.csv"
-    table.to_csv(csv, index=False)
+    suspect_table().to_csv(csv, index=False)
     Session = open_store(db)
     dataset_id, _ = import_file(Session, csv, name="suspect", min_rows=6)
     create_session(

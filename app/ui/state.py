@@ -36,7 +36,7 @@ import streamlit as st
 
 from app.service import BuildJob, BuildRegistry, StaleAnswer, Workbench, session_dataset
 from app.service.auth import account_signed_in, active_user, sign_in_with_identity
-from app.store import UserInfo, open_store
+from app.store import LabelSettings, UserInfo, open_store
 from app.ui.gate import IDENTITY_KEY, oidc_configured
 from engine.exceptions import InvalidInput
 
@@ -176,6 +176,11 @@ class Keys:
         return f"sessions_{name}_{session_id}"
 
     @staticmethod
+    def new_label_setting(name: str) -> str:
+        """A model-label setting on the New-session form (percent, like :meth:`label_setting`)."""
+        return f"sessions_new_{name}"
+
+    @staticmethod
     def confirm(position: int, label: int) -> str:
         return f"rejects_confirm_{position}_{label}"
 
@@ -218,6 +223,8 @@ class TabState:
     other_label_for: int | None = None
     #: One-shot outcome of saving the keyboard keys on the Sessions page (like ``notice``).
     hotkeys_notice: tuple[str, str] | None = None
+    #: The model-label settings of the New-session form, applied once the session is created.
+    new_label_settings: LabelSettings | None = None
     #: One-shot outcome of saving the model-label settings on the Sessions page (like ``notice``).
     label_settings_notice: tuple[str, str] | None = None
     #: A page to switch to on this run (set by a callback, which cannot switch pages itself).

@@ -164,6 +164,10 @@ for n, i in enumerate(rows):
             st.text(f"Item {state.external_ids[position]}")
             st.caption("Which label is it?")
             buttons = st.columns(min(len(candidates), 4))
+            if first:
+                components.hide_repeated_keys(
+                    [ui.Keys.confirm(position, m) for m in candidates.tolist() if hotkeys.get(names[m]) == names[m]]
+                )
             for j, label in enumerate(candidates.tolist()):
                 key = hotkeys.get(names[label]) if first else None
                 # Every label looks the same: the model's guess is not pre-selected.

@@ -573,7 +573,7 @@ EXPERT_GIVEN, WITH_MODEL = "expert + given", "expert + given + model (now)"
 COUNT_AXIS: dict = {"format": "d", "tickMinStep": 1}
 #: The labelled-items chart: one line per series, every point drawn (the model's is one point).
 LABELLED_SPEC: dict = {
-    "height": 260,
+    "height": 320,  # the whole chart, legend and axes included
     "mark": {"type": "line", "point": {"size": 70}},
     "encoding": {
         "x": {"field": "answered", "type": "quantitative", "title": "answered items", "axis": COUNT_AXIS},
@@ -588,8 +588,8 @@ LABELLED_SPEC: dict = {
             "field": "labels",
             "type": "nominal",
             "title": None,
-            # Below the chart, one entry per line and never cut short.
-            "legend": {"orient": "bottom", "direction": "vertical", "labelLimit": 0},
+            # Above the chart, side by side, never cut short.
+            "legend": {"orient": "top", "direction": "horizontal", "labelLimit": 0},
             "scale": {"domain": [EXPERT_GIVEN, WITH_MODEL], "range": ["#1f77b4", "#2ca02c"]},
         },
     },
@@ -599,10 +599,10 @@ LABELLED_SPEC: dict = {
 def count_chart(x: str, y: str, *, x_type: str = "quantitative", y_title: str | None = None) -> dict:
     """A line chart of a count (``y``) against ``x``, with whole-number ticks on every count axis."""
     x_axis: dict[str, object] = {"field": x, "type": x_type, "title": x}
-    if x_type == "quantitative":
-        x_axis["axis"] = COUNT_AXIS
+    # Counts get whole numbers; times of day to the second (answers come seconds apart).
+    x_axis["axis"] = COUNT_AXIS if x_type == "quantitative" else {"format": "%H:%M:%S", "labelOverlap": True}
     return {
-        "height": 260,
+        "height": 300,
         "mark": {"type": "line", "point": True},
         "encoding": {
             "x": x_axis,
@@ -620,7 +620,7 @@ def count_chart(x: str, y: str, *, x_type: str = "quantitative", y_title: str | 
 #: The accuracy chart: DST-PLL's accuracy over every item (a wide, light line) and over the
 #: labels its accept rule keeps (a thin dashed one), so both stay visible where they coincide.
 ACCURACY_SPEC: dict = {
-    "height": 240,
+    "height": 300,
     "mark": {"type": "line"},
     "encoding": {
         "x": {"field": "events", "type": "quantitative", "title": "events", "axis": COUNT_AXIS},
@@ -629,7 +629,7 @@ ACCURACY_SPEC: dict = {
             "field": "labels",
             "type": "nominal",
             "title": None,
-            "legend": {"orient": "bottom", "direction": "vertical", "labelLimit": 0},
+            "legend": {"orient": "top", "direction": "horizontal", "labelLimit": 0},
             "scale": {"range": ["#9ecae1", "#d62728"]},
         },
         "strokeWidth": {"field": "labels", "type": "nominal", "scale": {"range": [6, 2]}, "legend": None},

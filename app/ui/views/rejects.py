@@ -148,7 +148,11 @@ else:
         f"its labels' keys confirm, {LEAVE_KEY.upper()} leaves it. Hardest first."
     )
     candidates_rows = [int(i) for i in np.flatnonzero(rejected)]
-shown_max = st.number_input("Show", min_value=1, max_value=200, value=10, step=5, key=ui.Keys.REJECTS_SHOWN)
+shown_max = (
+    st.number_input("Show", min_value=1, max_value=200, value=10, step=5, key=ui.Keys.REJECTS_SHOWN)
+    if candidates_rows
+    else 0
+)
 rows = [i for i in candidates_rows if int(queue.positions[i]) not in tab.left_alone][: int(shown_max)]
 if not rows and not no_model_labels:
     st.success("Nothing to review: the model labels every open item you have not left alone.")

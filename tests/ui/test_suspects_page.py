@@ -74,7 +74,6 @@ def test_the_rejects_page_lists_suspect_sets_and_records_only_a_chosen_label(app
     heading = next(h.value for h in at.subheader if h.value.startswith("Sets that may miss"))
     assert heading == f"Sets that may miss the true label ({len(MISSES) + 1})"
     assert any("on average at most one in 10 is a false alarm" in c.value for c in at.caption)
-    at.number_input(key=Keys.REJECTS_SHOWN).set_value(10).run()
     shown = [it.position for it in found.items[:10]]
     assert 6 in shown, "i006's single wrong label is among the most suspect"
     assert "Item i006: set {eel}\nSuspect: the neighbours suggest bee (5 of 5)" in texts(at)

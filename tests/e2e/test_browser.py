@@ -185,6 +185,10 @@ class QueryPage:
         self.heading = page.locator("h3[id^='item-']")
 
     def item(self) -> str:
+        from playwright.sync_api import expect
+
+        # A rerun can show the old and the new drawing of the heading for a moment.
+        expect(self.heading).to_have_count(1, timeout=30_000)
         return self.heading.inner_text().split("Item", 1)[1].strip()
 
     def labels(self) -> list[tuple[str, str]]:

@@ -18,6 +18,8 @@ from .ranking import BASELINE_CRITERIA, Ranker, StaticRanker, ranking_order
 from .suspect import (
     SUSPECT_CRITERIA,
     SuspectSets,
+    benjamini_hochberg,
+    conformal_p_values,
     outside_suggestions,
     suspect_scores,
     suspect_sets,
@@ -80,4 +82,6 @@ __all__ = [
     "suspect_threshold",
     "suspect_sets",
     "outside_suggestions",
+    "conformal_p_values",
+    "benjamini_hochberg",
 ]

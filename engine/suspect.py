@@ -39,18 +39,39 @@ and breast cancer, and on uniform sets with injected misses (``benchmarks/suspec
 ``docs/results_suspect.md``), the conflict gave the highest recall at an equal or better
 precision and the highest ROC AUC, so it is the default.
 
-Threshold
----------
-A target is *suspect* when its score is above the threshold :func:`suspect_threshold` draws
-from *trusted* targets, whose set is believed to hold the truth (an expert's answer, a
-single given label): the split-conformal quantile [4]_, the ``⌈(n + 1)(1 − α)⌉``-th
-smallest of their ``n`` scores, for a false-alarm rate ``α``. If the trusted sets are
-exchangeable with the correct sets, a correct singleton ``{y}`` scores above it with
-probability at most ``α``, and, the scores being antitone, so does every correct set
-holding ``y``: at most ``α`` of the correct sets are flagged. Trusted sets that miss the
-truth themselves (a crowd unanimously wrong) only raise the quantile: fewer flags, never
-more false alarms. With fewer than ``1/α − 1`` trusted targets the quantile is infinite and
-nothing is flagged. A score of 0 is never suspect.
+Which targets are flagged
+-------------------------
+A target is *suspect* when a test of "its set holds the truth" rejects it, with the
+false-discovery rate controlled at a level ``α`` over all the targets tested: conformal
+p-values against the *trusted* targets (the calibration set: sets believed to hold the
+truth, an expert's answer, a single given label), then the Benjamini–Hochberg procedure, as
+in Bates, Candès, Lei, Romano and Sesia [5]_.
+
+*Conformal p-value* (:func:`conformal_p_values`). With calibration scores ``c_1 … c_n`` and
+a tested score ``s``, ``p(s) = (1 + #{i : c_i ≥ s}) / (n + 1)``. If the tested set is correct
+and exchangeable with the calibration sets, the rank of ``s`` among the ``n + 1`` scores is
+uniform (ties counted against it), so ``P(p ≤ t) ≤ t``: ``p`` is a valid p-value for "this
+set holds the truth". The scores being *antitone* (below), a correct set larger than the
+singleton ``{y}`` of its truth scores no higher than that singleton, so its p-value is no
+smaller: the calibration on correct singletons stays valid for every correct set. A
+calibration target tested against a calibration set that holds it counts its own score once
+more than its leave-one-out rank, which only makes its p-value larger.
+
+*Benjamini–Hochberg* (:func:`benjamini_hochberg`). Of ``m`` tested p-values, sorted
+``p_(1) ≤ … ≤ p_(m)``, reject the ``k*`` smallest with
+``k* = max{k : p_(k) ≤ α k / m}`` (none when no ``k`` qualifies). Conformal p-values that
+share one calibration set are dependent, but positively (PRDS, [5]_ Theorem 2.4), so BH still
+bounds the false-discovery rate, the expected share of correct sets among the flagged ones,
+by ``α`` (at ``α · m₀ / m`` where ``m₀`` sets are correct). In particular when every tested set
+is correct (a clean dataset) the chance that *anything* is flagged is at most ``α``: a fixed
+per-item threshold would flag about ``α`` of a clean dataset instead.
+
+Consequences worth knowing: the smallest conformal p-value is ``1 / (n + 1)``, so nothing can
+be flagged with fewer than ``1/α − 1`` trusted targets, and flagging one item among ``m``
+tested ones needs ``1 / (n + 1) ≤ α / m``: a handful of calibration sets detects only a
+crowd of strong outliers; power grows with the calibration set. Trusted sets that miss the
+truth themselves (a crowd unanimously wrong) only raise the p-values: fewer flags, never
+more false discoveries. A score of 0 has p-value 1 and is never suspect.
 
 Suggestions
 -----------
@@ -58,7 +79,8 @@ The labels outside ``S`` held by the most neighbours (by weight; ties to the sma
 label), at most two, with the share of the neighbours' weight that holds each and the
 number of neighbours holding it.
 
-Complexity: the conflict enumerates, per target, the ``2**m`` subsets of its ``m ≤ k``
+Complexity: the p-values and BH cost ``O((n + T) log(n + T))``; the conflict enumerates, per
+target, the ``2**m`` subsets of its ``m ≤ k``
 active neighbours as bit-packed intersections (``O(T · 2**m · ceil(M/64))``, chunked);
 targets with more than 16 active neighbours are combined one neighbour at a time with
 the focal sets in a hash map (exact integer counts, at most ``min(2**m, 2**M)`` focal
@@ -74,6 +96,11 @@ References
        Intelligent Data Analysis 10(5), 419-439, 2006.
 .. [4] V. Vovk, A. Gammerman and G. Shafer, "Algorithmic Learning in a Random World",
        Springer, 2005 (conformal prediction; the split-conformal quantile).
+.. [5] S. Bates, E. Candès, L. Lei, Y. Romano and M. Sesia, "Testing for outliers with
+       conformal p-values", The Annals of Statistics 51(1), 149-178, 2023. arXiv:2104.08279.
+.. [6] Y. Benjamini and Y. Hochberg, "Controlling the false discovery rate: a practical and
+       powerful approach to multiple testing", Journal of the Royal Statistical Society B
+       57(1), 289-300, 1995.
 
 Examples
 --------
@@ -87,6 +114,15 @@ Two labels; the target's set is ``{1}`` but all four neighbours hold ``{0}``:
 >>> found = suspect_sets(idx, w, Y, own=Y[:1], threshold=0.5)
 >>> bool(found.suspect[0]), found.suggestions[0].tolist(), found.holders[0].tolist()
 (True, [0, -1], [4, 0])
+
+Conformal p-values of three tested scores against nine calibration scores, then BH at 10%:
+only a score above every calibration score can reach ``1 / 10``, and one of three tested
+needs ``p ≤ 0.1 · 1 / 3``:
+
+>>> conformal_p_values(np.linspace(0.0, 0.4, 9), [0.9, 0.35, 0.0]).round(3).tolist()
+[0.1, 0.3, 1.0]
+>>> benjamini_hochberg([0.01, 0.2, 1.0], level=0.1).tolist()
+[True, False, False]
 """
 
 from __future__ import annotations
@@ -106,15 +142,21 @@ from engine.exceptions import InvalidInput
 __all__ = [
     "SUSPECT_CRITERIA",
     "DEFAULT_FALSE_ALARM",
+    "DEFAULT_FDR",
     "SuspectSets",
+    "conformal_p_values",
+    "benjamini_hochberg",
     "suspect_scores",
     "suspect_threshold",
     "suspect_sets",
     "outside_suggestions",
 ]
 
-#: Default false-alarm rate ``α`` of :func:`suspect_threshold`.
+#: Default false-alarm rate ``α`` of :func:`suspect_threshold` (a per-item rate).
 DEFAULT_FALSE_ALARM = 0.05
+#: Default false-discovery rate of :func:`suspect_sets`: on average at most one flag in ten is
+#: a correct set, and a clean dataset raises a flag at all at most one time in ten.
+DEFAULT_FDR = 0.1
 
 _ENUMERATION_MAX_ACTIVE = 16  # up to 2**16 neighbour subsets per target are enumerated at once
 _CHUNK_WORDS = 1 << 21  # bound on targets * 2**m * words held at once
@@ -128,10 +170,14 @@ class SuspectSets:
     ----------
     scores : float array of shape (n_targets,)
         The criterion's score of every target's set.
+    p_values : float array of shape (n_targets,)
+        Conformal p-values of the scores against the trusted targets' (``nan`` when a fixed
+        threshold was given).
     threshold : float
-        Scores above it are suspect (``inf``: too few trusted targets to calibrate).
+        Scores above it are flagged among the tested targets: the fixed threshold given, or
+        the largest tested score BH did not flag (``inf`` when nothing is flagged).
     suspect : bool array of shape (n_targets,)
-        ``scores > threshold`` and ``scores > 0``.
+        The flagged targets.
     suggestions : int array of shape (n_targets, 2)
         The neighbours' most held labels outside the set, best first; ``-1`` where fewer.
     support : float array of shape (n_targets, 2)
@@ -142,13 +188,16 @@ class SuspectSets:
         Number of neighbours of positive weight.
     criterion : str
         The score used (:data:`SUSPECT_CRITERIA`).
-    false_alarm : float
-        The ``α`` the threshold was calibrated at (``nan`` when the threshold was given).
+    fdr : float
+        The false-discovery rate BH controlled (``nan`` when the threshold was given).
     n_trusted : int
-        Number of trusted targets the threshold was calibrated on.
+        Number of trusted targets (the calibration set).
+    n_tested : int
+        Number of targets tested (BH's ``m``).
     """
 
     scores: np.ndarray
+    p_values: np.ndarray
     threshold: float
     suspect: np.ndarray
     suggestions: np.ndarray
@@ -156,8 +205,9 @@ class SuspectSets:
     holders: np.ndarray
     n_neighbors: np.ndarray
     criterion: str
-    false_alarm: float
+    fdr: float
     n_trusted: int
+    n_tested: int
 
 
 # ---------------------------------------------------------------------------- the scores
@@ -293,8 +343,87 @@ def suspect_scores(idx: Any, w: Any, Y: Any, *, own: Any = None, criterion: str 
     return SUSPECT_CRITERIA[criterion](idx, w, Y, own)
 
 
+def conformal_p_values(calibration_scores: Any, scores: Any) -> np.ndarray:
+    """Conformal p-values of ``scores`` against ``calibration_scores`` (larger: more suspect).
+
+    ``p(s) = (1 + #{i : c_i ≥ s}) / (n + 1)``: valid for a score exchangeable with the ``n``
+    calibration scores (see the module docstring and [5]_).
+
+    Parameters
+    ----------
+    calibration_scores : float array of shape (n,)
+        Scores of sets believed to hold the truth.
+    scores : float array of shape (m,)
+        Scores to test.
+
+    Returns
+    -------
+    p_values : float array of shape (m,)
+        In ``[1 / (n + 1), 1]``.
+
+    Examples
+    --------
+    >>> conformal_p_values([0.1, 0.2, 0.3], [0.25, 0.3, 0.05]).tolist()
+    [0.5, 0.5, 1.0]
+    """
+    calibration = np.sort(_finite(calibration_scores, "calibration_scores"))
+    tested = _finite(scores, "scores")
+    at_least = calibration.size - np.searchsorted(calibration, tested, side="left")
+    return np.asarray((1.0 + at_least) / (calibration.size + 1.0), dtype=np.float64)
+
+
+def benjamini_hochberg(p_values: Any, *, level: float = DEFAULT_FDR) -> np.ndarray:
+    """The Benjamini–Hochberg procedure [6]_: which hypotheses to reject at false-discovery rate ``level``.
+
+    Parameters
+    ----------
+    p_values : float array of shape (m,)
+        In ``[0, 1]``.
+    level : float in (0, 1), default=0.1
+        ``α``: the bound on the expected share of true hypotheses among the rejected ones
+        (under independence or positive dependence, such as conformal p-values sharing one
+        calibration set).
+
+    Returns
+    -------
+    rejected : bool array of shape (m,)
+        The ``k*`` smallest p-values, ``k* = max{k : p_(k) ≤ α k / m}`` (none if no ``k``).
+
+    Examples
+    --------
+    >>> benjamini_hochberg([0.04, 0.01, 0.03, 0.5], level=0.05).tolist()
+    [False, True, False, False]
+    >>> benjamini_hochberg([0.04, 0.01, 0.03, 0.5], level=0.2).tolist()
+    [True, True, True, False]
+    """
+    check_scalar(level, "level", kind=Real, min_value=0.0, max_value=1.0, include_min=False, include_max=False)
+    p = _finite(p_values, "p_values")
+    if ((p < 0) | (p > 1)).any():
+        raise InvalidInput("p_values must lie in [0, 1]")
+    m = p.size
+    rejected = np.zeros(m, dtype=bool)
+    if m == 0:
+        return rejected
+    order = np.argsort(p, kind="stable")
+    below = np.flatnonzero(p[order] <= float(level) * np.arange(1, m + 1) / m)
+    if below.size:
+        rejected[order[: below[-1] + 1]] = True
+    return rejected
+
+
+def _finite(values: Any, name: str) -> np.ndarray:
+    array = np.asarray(values, dtype=np.float64).ravel()
+    if not np.isfinite(array).all():
+        raise InvalidInput(f"{name} must be finite numbers")
+    return array
+
+
 def suspect_threshold(trusted_scores: Any, *, false_alarm: float = DEFAULT_FALSE_ALARM) -> float:
-    """The split-conformal threshold: scores above it are suspect at false-alarm rate ``α``.
+    """The split-conformal threshold: scores above it are suspect at per-item false-alarm rate ``α``.
+
+    This flags about ``α`` of a clean dataset (every set correct) by construction;
+    :func:`suspect_sets` uses the false-discovery-rate test instead. Kept as the baseline the
+    benchmark compares with (``benchmarks/suspect.py``).
 
     Parameters
     ----------
@@ -377,9 +506,10 @@ def suspect_sets(
     *,
     own: Any = None,
     trusted: Any = None,
+    tested: Any = None,
     threshold: float | None = None,
     criterion: str = "conflict",
-    false_alarm: float = DEFAULT_FALSE_ALARM,
+    fdr: float = DEFAULT_FDR,
 ) -> SuspectSets:
     """Score every target's set, flag the suspect ones and name what the neighbours suggest.
 
@@ -389,13 +519,15 @@ def suspect_sets(
         As in :func:`suspect_scores`.
     trusted : bool array of shape (n_targets,), optional
         Targets whose set is believed to hold the truth (an expert's answer, a single given
-        label); their scores calibrate the threshold (:func:`suspect_threshold`). Required
-        unless ``threshold`` is given.
+        label): the calibration set of the conformal p-values. Required unless ``threshold``
+        is given.
+    tested : bool array of shape (n_targets,), optional
+        The targets that may be flagged (BH's family); by default every target.
     threshold : float, optional
-        A fixed threshold instead of the calibrated one.
+        A fixed threshold instead of the test: scores above it (and above 0) are flagged.
     criterion : {"conflict", "outside", "disjoint"}, default="conflict"
-    false_alarm : float in (0, 1), default=0.05
-        ``α`` of the calibration.
+    fdr : float in (0, 1), default=0.1
+        The false-discovery rate of the Benjamini–Hochberg procedure over the tested targets.
 
     Returns
     -------
@@ -409,29 +541,46 @@ def suspect_sets(
     check_choice(criterion, "criterion", tuple(SUSPECT_CRITERIA))
     idx, w, Y, own = _check_inputs(idx, w, Y, own)
     if (trusted is None) == (threshold is None):
-        raise InvalidInput("give exactly one of trusted= (to calibrate the threshold) and threshold=")
+        raise InvalidInput("give exactly one of trusted= (to calibrate the test) and threshold=")
+    n_targets = idx.shape[0]
+    family = np.ones(n_targets, dtype=bool) if tested is None else _target_mask(tested, "tested", n_targets)
     scores = SUSPECT_CRITERIA[criterion](idx, w, Y, own)
     if threshold is None:
-        mask = np.asarray(trusted)
-        if mask.dtype != bool or mask.shape != (idx.shape[0],):
-            raise InvalidInput(
-                f"trusted must be a bool array of shape ({idx.shape[0]},), got dtype {mask.dtype} shape {mask.shape}"
-            )
-        cut = suspect_threshold(scores[mask], false_alarm=false_alarm)
-        alpha, n_trusted = float(false_alarm), int(mask.sum())
+        check_scalar(fdr, "fdr", kind=Real, min_value=0.0, max_value=1.0, include_min=False, include_max=False)
+        mask = _target_mask(trusted, "trusted", n_targets)
+        p_values = conformal_p_values(scores[mask], scores)
+        suspect = np.zeros(n_targets, dtype=bool)
+        suspect[family] = benjamini_hochberg(p_values[family], level=fdr)
+        # p decreases with the score: the flags are the tested scores above the largest unflagged one.
+        kept = scores[family & ~suspect]
+        cut = math.inf if not suspect.any() else float(kept.max()) if kept.size else 0.0
+        level, n_trusted = float(fdr), int(mask.sum())
     else:
         check_scalar(threshold, "threshold", kind=Real, min_value=0.0)
-        cut, alpha, n_trusted = float(threshold), math.nan, 0
+        cut, level, n_trusted = float(threshold), math.nan, 0
+        p_values = np.full(n_targets, math.nan)
+        suspect = family & (scores > cut) & (scores > 0)
     suggestions, support, holders = _suggestions(idx, w, Y, own, 2)
     return SuspectSets(
         scores=scores,
+        p_values=p_values,
         threshold=cut,
-        suspect=(scores > cut) & (scores > 0),
+        suspect=suspect,
         suggestions=suggestions,
         support=support,
         holders=holders,
         n_neighbors=(w > 0).sum(axis=1),
         criterion=criterion,
-        false_alarm=alpha,
+        fdr=level,
         n_trusted=n_trusted,
+        n_tested=int(family.sum()),
     )
+
+
+def _target_mask(values: Any, name: str, n_targets: int) -> np.ndarray:
+    mask = np.asarray(values)
+    if mask.dtype != bool or mask.shape != (n_targets,):
+        raise InvalidInput(
+            f"{name} must be a bool array of shape ({n_targets},), got dtype {mask.dtype} shape {mask.shape}"
+        )
+    return mask

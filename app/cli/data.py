@@ -449,10 +449,10 @@ def demo(
                     out.print(f"    {ex.witness_label} is possible: the neighbours could read {reading}")
                 for lab, nl in ex.necessary_after.items():
                     out.print(f"    if {why.item_id} is {lab}: necessary becomes {nl or '{}'}")
-        with progress("Running DST-PLL's reject option"):
-            rejects = bench.rejects()
+        with progress("Labelling what the model can"):
+            labels = bench.labels()
         out.print(
-            f"DST-PLL refuses, or the audits cannot yet back, {rejects.n_rejected} of {rejects.positions.size} "
-            "open items; they go to the expert."
+            f"Undecided: {labels.counts['undecided']} items have no label the model stands behind yet; "
+            "they go to the expert (the Rejects page lists them)."
         )
-        out.print(bench.labels().statement, markup=False, highlight=False)
+        out.print(labels.statement, markup=False, highlight=False)

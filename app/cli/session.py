@@ -212,7 +212,8 @@ def session_status(
     ):
         out.print(f"{key.replace('_', ' '):>18}: {summary[key]}")
     for source, count in summary["labels"].items():
-        out.print(f"{source + ' labels':>18}: {count}")
+        # "undecided" is the items without a label (the Rejects page's count), not a kind of label.
+        out.print(f"{source + (' items' if source == 'undecided' else ' labels'):>18}: {count}")
     out.print(summary["statement"], markup=False, highlight=False)
     if labels.settings.audit_share == 0:
         out.print(

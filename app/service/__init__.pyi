@@ -66,7 +66,7 @@ from .suspects import (
     SessionSuspects,
     Suggestion,
     SuspectItem,
-    check_suggestion_offered,
+    check_still_suspect,
     session_suspects,
     workbench_suspects,
 )
@@ -109,7 +109,7 @@ __all__ = [
     "SessionSuspects",
     "Suggestion",
     "SuspectItem",
-    "check_suggestion_offered",
+    "check_still_suspect",
     "session_suspects",
     "workbench_suspects",
     "Workbench",

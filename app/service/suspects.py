@@ -2,10 +2,12 @@
 
 One seam of a session at work: :func:`workbench_suspects` reads a
 :class:`~app.service.workbench.Workbench`'s graph and state under its lock.
-The scores, the threshold and the suggestions are :func:`engine.suspect_sets` (Dempster's
-conflict between the item's set and its neighbours' evidence, chosen by
-``benchmarks/suspect.py``, see ``docs/results_suspect.md``) on the session's persisted
-neighbour graph and its *current* candidate sets.
+The scores are Dempster's conflict between the item's set and its neighbours' evidence
+(:func:`engine.suspect_scores`, chosen by ``benchmarks/suspect.py``, see
+``docs/results_suspect.md``) on the session's persisted neighbour graph and its *current*
+candidate sets; the flags are the false-discovery-rate test of :mod:`engine.suspect`
+(conformal p-values against the sets known to be right, then Benjamini–Hochberg), so that on
+average at most one flag in ten is a correct set and a clean dataset raises almost none.
 
 Which items count
 -----------------
@@ -13,12 +15,12 @@ Which items count
   verdict, or annotators disagree about it) is never suspect: the expert has seen it. An item
   flagged "none of these" stays suspect: the expert said the truth is missing, and the
   suggestions name where it may be.
-* The threshold is calibrated (split-conformal, false-alarm rate ``α``) on the sets believed to
-  hold the truth: the expert's answers alone once there are at least ``⌈1/α⌉ - 1`` of them (the
-  fewest with which the quantile is finite), before that the single given labels too. Given
-  singletons that miss the truth (a crowd unanimously wrong) only raise the threshold; answers
+* Every item not settled is tested (BH's family). The p-values are calibrated on the sets
+  believed to hold the truth: the expert's answers alone once there are
+  :data:`EXPERT_CALIBRATION` of them, before that the single given labels too. Given
+  singletons that miss the truth (a crowd unanimously wrong) only raise the p-values; answers
   to ranked queries are not a random sample either, and their items, the ambiguous ones, sit in
-  mixed neighbourhoods that raise it too: both err towards flagging fewer items.
+  mixed neighbourhoods that raise them too: both err towards flagging fewer items.
 
 Where they reach the expert
 ---------------------------
@@ -26,8 +28,9 @@ In the served order: one slot in :data:`SUSPECT_EVERY` goes to the most suspect 
 ask (:func:`interleave_suspects`; the Query page, team leases and the ranked export all serve
 it). A suspect set is mostly a single given label, which no ranking criterion serves (a precise
 item changes no vote), so without slots of their own they would wait for someone to open the
-Rejects page. The Query page says why the item is there and offers the neighbours' suggestions
-as "another label" buttons. The crowd benchmark measured the gain of asking them
+Rejects page. The Query page says why the item is there and which labels the neighbours
+suggest; recording one of them outside the set stays a deliberate choice (the "Another label"
+search), never a one-click button. The crowd benchmark measured the gain of asking them
 (``docs/results_crowd.md``, "winnow + suspect"); the share of slots is a choice, not measured
 against others. The Rejects page lists them too, in a section of their own, with the items
 flagged "none of these" or skipped, which the served order leaves out.
@@ -48,30 +51,35 @@ from app.service.answers import StaleAnswer
 from app.service.graphs import GraphResult
 from app.service.ranking_state import local_graph
 from app.store import SessionState, readonly
-from engine import outside_suggestions, suspect_scores, suspect_threshold
+from engine import benjamini_hochberg, conformal_p_values, outside_suggestions, suspect_scores
 from engine.neighbors import ReverseIndex
-from engine.suspect import DEFAULT_FALSE_ALARM
+from engine.suspect import DEFAULT_FDR
 
 #: One slot in this many of the served order goes to the most suspect item still to ask
 #: (:func:`interleave_suspects`).
 SUSPECT_EVERY = 10
+#: The expert's answers alone calibrate the test once there are this many (before, the single
+#: given labels join them): the smallest p-value is ``1 / (n + 1)``, and a few answers could
+#: flag nothing among thousands of items.
+EXPERT_CALIBRATION = 100
 
 #: Suspect items made at once when a :class:`SuspectList` is iterated.
 _MADE_AT_ONCE = 256
 
 __all__ = [
-    "DEFAULT_FALSE_ALARM",
+    "DEFAULT_FDR",
+    "EXPERT_CALIBRATION",
     "Suggestion",
     "SuspectItem",
-    "SessionSuspects",
     "SuspectList",
+    "SessionSuspects",
     "session_suspects",
     "workbench_suspects",
     "settled_items",
     "SUSPECT_EVERY",
     "suspects_to_serve",
     "interleave_suspects",
-    "check_suggestion_offered",
+    "check_still_suspect",
     "kept_scores",
     "remember_scores",
 ]
@@ -181,12 +189,14 @@ class SessionSuspects:
         Which items are suspect (the labelled export's ``suspect`` column).
     scores : float array of shape (n_instances,)
         Dempster's conflict of every item's current set with its neighbours' evidence.
-    threshold : float
-        Scores above it are suspect (``inf``: too few trusted sets to calibrate).
-    false_alarm : float
-        ``α``.
+    p_values : float array of shape (n_instances,)
+        Conformal p-values of the scores against the trusted sets.
+    fdr : float
+        The false-discovery rate of the test (Benjamini–Hochberg).
     n_trusted : int
-        Sets the threshold was calibrated on.
+        Sets the p-values were calibrated on.
+    n_tested : int
+        Items tested (those not settled).
     calibrated_on : str
         ``"expert answers"`` or ``"single given labels and expert answers"``.
     """
@@ -194,9 +204,10 @@ class SessionSuspects:
     items: SuspectList
     flags: np.ndarray
     scores: np.ndarray
-    threshold: float
-    false_alarm: float
+    p_values: np.ndarray
+    fdr: float
     n_trusted: int
+    n_tested: int
     calibrated_on: str
 
     def item(self, position: int) -> SuspectItem | None:
@@ -206,17 +217,22 @@ class SessionSuspects:
         return self.items._make(np.array([position], dtype=np.int64))[0]
 
     def summary(self) -> str:
-        """One line on how the threshold was set, for the page that lists the items."""
-        if math.isinf(self.threshold):
-            needed = math.ceil(1.0 / self.false_alarm) - 1
+        """In plain words, how the items were chosen, for the page that lists them."""
+        needed = math.ceil(1.0 / self.fdr) - 1
+        if self.n_trusted < needed:
             return (
-                f"Not calibrated yet: {self.n_trusted} sets are known to hold their label "
-                f"(single given labels and answers); {needed} are needed for a {self.false_alarm:.0%} false-alarm rate."
+                f"Nothing can be flagged yet: {self.n_trusted} sets are known to be right "
+                f"({self.calibrated_on}); at least {needed} are needed to compare with."
             )
-        return (
-            f"Flagged when the neighbours' conflict with the set exceeds {self.threshold:.3f}: what at most "
-            f"{self.false_alarm:.0%} of correct sets reach, calibrated on {self.n_trusted} {self.calibrated_on}."
+        rate = f"one in {round(1 / self.fdr)}" if round(1 / self.fdr) * self.fdr == 1 else f"{self.fdr:.0%}"
+        how = (
+            f"An item is flagged when its neighbours' labels contradict its own set far more often "
+            f"than they do for the {self.n_trusted} sets known to be right ({self.calibrated_on}), "
+            f"so strongly that, of all flagged items, on average at most {rate} is a false alarm."
         )
+        if not self.items:
+            return f"No item is flagged. {how}"
+        return how
 
 
 def settled_items(state: SessionState) -> np.ndarray:
@@ -225,9 +241,9 @@ def settled_items(state: SessionState) -> np.ndarray:
     return (state.answered & ~np.asarray(state.none_of_these)) | np.asarray(state.in_conflict, dtype=bool)
 
 
-def _trusted(state: SessionState, settled: np.ndarray, false_alarm: float) -> tuple[np.ndarray, str]:
+def _trusted(state: SessionState, settled: np.ndarray) -> tuple[np.ndarray, str]:
     expert = settled & ~np.asarray(state.in_conflict, dtype=bool) & (state.set_sizes == 1)
-    if expert.sum() >= math.ceil(1.0 / false_alarm) - 1:
+    if expert.sum() >= EXPERT_CALIBRATION:
         return expert, "expert answers"
     given = (state.original_sizes == 1) & ~settled
     return expert | given, "single given labels and expert answers"
@@ -242,9 +258,7 @@ _CACHE_LOCK = threading.Lock()
 _CACHE_SIZE = 16
 
 
-def session_suspects(
-    graph: GraphResult, state: SessionState, *, false_alarm: float = DEFAULT_FALSE_ALARM
-) -> SessionSuspects:
+def session_suspects(graph: GraphResult, state: SessionState, *, fdr: float = DEFAULT_FDR) -> SessionSuspects:
     """The suspect items of a session under its current candidate sets.
 
     Parameters
@@ -253,8 +267,8 @@ def session_suspects(
         The dataset's neighbour graph over all instances (the workbench's).
     state : SessionState
         The session as derived from its events.
-    false_alarm : float in (0, 1), default=0.05
-        ``α`` of the threshold.
+    fdr : float in (0, 1), default=0.1
+        The false-discovery rate of the test.
 
     Returns
     -------
@@ -270,20 +284,37 @@ def session_suspects(
     key = (state.config.session_id, graph.key)
     with _CACHE_LOCK:
         hit = _CACHE.get(key)
-    if hit is not None and hit[0] is state and float(false_alarm) in hit[2]:
-        return hit[2][float(false_alarm)]
+    if hit is not None and hit[0] is state and float(fdr) in hit[2]:
+        return hit[2][float(fdr)]
     if hit is not None and hit[0] is state:
         scores = hit[1]
     else:
         scores = _scores(graph, state, None if hit is None else hit[:2])
-    result = _result(graph, state, scores, float(false_alarm))
+    result = _result(graph, state, scores, float(fdr))
     with _CACHE_LOCK:
         results = hit[2] if hit is not None and hit[0] is state else {}
-        _CACHE[key] = (state, scores, {**results, float(false_alarm): result})
+        _CACHE[key] = (state, scores, {**results, float(fdr): result})
         _CACHE.move_to_end(key)
         while len(_CACHE) > _CACHE_SIZE:
             _CACHE.popitem(last=False)
     return result
+
+
+class SessionAtWork(Protocol):
+    """What :func:`workbench_suspects` reads of a session at work (a
+    :class:`~app.service.workbench.Workbench`)."""
+
+    @property
+    def graph(self) -> GraphResult: ...
+
+    @property
+    def state(self) -> SessionState: ...
+
+
+def workbench_suspects(bench: SessionAtWork, *, fdr: float = DEFAULT_FDR) -> SessionSuspects:
+    """:func:`session_suspects` of a workbench's graph and its current snapshot's state (read
+    once: another tab's answer replaces the snapshot, never the state read here)."""
+    return session_suspects(bench.graph, bench.state, fdr=fdr)
 
 
 def kept_scores(graph: GraphResult, state: SessionState) -> np.ndarray | None:
@@ -308,23 +339,6 @@ def remember_scores(graph: GraphResult, state: SessionState, scores: np.ndarray)
         _CACHE.move_to_end((state.config.session_id, graph.key))
         while len(_CACHE) > _CACHE_SIZE:
             _CACHE.popitem(last=False)
-
-
-class SessionAtWork(Protocol):
-    """What :func:`workbench_suspects` reads of a session at work (a
-    :class:`~app.service.workbench.Workbench`)."""
-
-    @property
-    def graph(self) -> GraphResult: ...
-
-    @property
-    def state(self) -> SessionState: ...
-
-
-def workbench_suspects(bench: SessionAtWork, *, false_alarm: float = DEFAULT_FALSE_ALARM) -> SessionSuspects:
-    """:func:`session_suspects` of a workbench's graph and its current snapshot's state (read
-    once: another tab's answer replaces the snapshot, never the state read here)."""
-    return session_suspects(bench.graph, bench.state, false_alarm=false_alarm)
 
 
 def suspects_to_serve(suspects: SessionSuspects, state: SessionState) -> np.ndarray:
@@ -408,28 +422,26 @@ def _scores(graph: GraphResult, state: SessionState, previous: tuple[SessionStat
     return scores
 
 
-def _result(graph: GraphResult, state: SessionState, scores: np.ndarray, false_alarm: float) -> SessionSuspects:
+def _result(graph: GraphResult, state: SessionState, scores: np.ndarray, fdr: float) -> SessionSuspects:
     settled = settled_items(state)
-    trusted, calibrated_on = _trusted(state, settled, false_alarm)
-    threshold = suspect_threshold(scores[trusted], false_alarm=false_alarm)
-    flags = (scores > threshold) & (scores > 0) & ~settled
+    trusted, calibrated_on = _trusted(state, settled)
+    p_values = conformal_p_values(scores[trusted], scores)
+    flags = np.zeros(scores.size, dtype=bool)
+    flags[~settled] = benjamini_hochberg(p_values[~settled], level=fdr)
     order = np.flatnonzero(flags)
     order = order[np.argsort(-scores[order], kind="stable")]
     items = SuspectList(graph, state, scores, order)
-    return SessionSuspects(items, flags, scores, threshold, false_alarm, int(trusted.sum()), calibrated_on)
+    return SessionSuspects(
+        items, flags, scores, p_values, fdr, int(trusted.sum()), int((~settled).sum()), calibrated_on
+    )
 
 
-def check_suggestion_offered(suspects: SessionSuspects, position: int, label: int, *, answered: bool) -> None:
-    """Refuse an "another label" press from a list of suspects that is out of date.
+def check_still_suspect(suspects: SessionSuspects, position: int, *, answered: bool) -> None:
+    """Refuse a label chosen for a suspect item from a list that is out of date.
 
     Raises :class:`~app.service.answers.StaleAnswer` (nothing is to be written) when the item
-    is no longer suspect (someone settled it), ``label`` is not one of its suggestions, or the
-    annotator already gave a verdict on it (``answered``).
+    is no longer suspect (someone settled it) or the annotator already gave a verdict on it
+    (``answered``).
     """
-    item = suspects.item(position)
-    if item is None or answered:
+    if suspects.item(position) is None or answered:
         raise StaleAnswer("That item is no longer suspect (someone answered it); nothing was recorded.")
-    if all(s.label != label for s in item.suggestions):
-        raise StaleAnswer(
-            f"The neighbours no longer suggest that label for item {item.external_id!r}; nothing was recorded."
-        )

@@ -103,10 +103,16 @@ def main() -> None:
             return
         tab.user, tab.role = account.name, account.role
         assigned = account.sessions
+        if ui.ANNOTATOR_PARAM in st.query_params:  # the signed-in user answers, whatever a link says
+            del st.query_params[ui.ANNOTATOR_PARAM]
     else:
         tab.user = tab.role = None
         assigned = ()
 
+    # The URL names the session (a reload, a deep link, a new tab): it wins over the tab's own.
+    unknown = ui.session_from_url(tab, lambda name: session_id_by_name(session_factory, name))
+    if unknown is not None:
+        tab.notice = ("error", unknown)
     if tab.session_id is None:
         # Start on the most recently active session, so `winnow ui --sample` opens on a query;
         # a team member on the latest session assigned to them, if any.
@@ -116,6 +122,8 @@ def main() -> None:
             else latest_session_id(session_factory, actor=tab.user)
         )
     bench = open_or_explain(session_factory, tab)
+    if tab.building is None:  # while a session builds, the URL keeps naming it
+        ui.show_session_in_url(tab, bench.config.name if bench is not None else None)
 
     with st.sidebar:
         if bench is not None:
@@ -130,12 +138,18 @@ def main() -> None:
             st.text(f"Signed in as {tab.user} ({tab.role})")
             st.button("Sign out", key=ui.Keys.SIGN_OUT, on_click=sign_out, args=(tab,))
         else:
-            # Seeded through Session State rather than value=, so the field keeps what was typed.
+            # Seeded through Session State rather than value=, so the field keeps what was typed;
+            # the URL or the browser's cookie name the annotator after a reload or in a new tab.
+            ui.annotator_from_browser(tab)
             st.session_state.setdefault(ui.Keys.ANNOTATOR, tab.annotator)
             st.text_input(
-                "Annotator", key=ui.Keys.ANNOTATOR, max_chars=200, help="Your answers are recorded under this name."
+                "Annotator",
+                key=ui.Keys.ANNOTATOR,
+                max_chars=ui.NAME_MAX_CHARS,
+                placeholder="Your name",
+                help="Your answers are recorded under this name (kept in the address and in this browser).",
             )
-            ui.annotator(tab)
+            ui.remember_annotator(tab)
             # After Enter in the name field the focus goes back to the page, so keys answer again.
             components.keyboard()
 

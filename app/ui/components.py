@@ -37,6 +37,7 @@ from app.service import (
     team_figures,
 )
 from app.ui.state import TabState, current
+from app.ui.state import annotator as ui_annotator
 from engine.exceptions import InvalidInput
 
 if TYPE_CHECKING:
@@ -129,6 +130,58 @@ button kbd[aria-label^="Shortcut"] {
 }
 </style>
 """
+
+
+#: What "open targets" means, in plain words (the Query and Progress pages' help).
+OPEN_TARGETS_HELP = (
+    "Items whose label, as their nearest neighbours vote, still depends on how the neighbours' candidate "
+    "sets are read (their necessary and possible labels differ). Each answer can settle some of them."
+)
+#: What "undecided" means (the same count on the Query, Rejects and Progress pages).
+UNDECIDED_HELP = (
+    "Items without a label: no annotator settled them and the model will not label them. "
+    "The Rejects page lists exactly these; the Progress and Rejects pages count the same items."
+)
+
+
+def ask_for_name(tab: TabState) -> bool:
+    """True (and a line saying so) while nobody is named to answer in this tab: the page then
+    draws its answer buttons disabled. Nobody is named by default, not even the operating
+    system's user: answers must be someone's."""
+    if ui_annotator(tab):
+        return False
+    st.warning("Who is answering? Enter your name in the sidebar (Annotator) to answer.")
+    return True
+
+
+def hide_repeated_keys(widget_keys: list[str]) -> None:
+    """Hide the key cap of the buttons whose shortcut is their own label (a label ``3`` with the
+    key ``3`` would read "3 3"): the label already names the key."""
+    if widget_keys:
+        rules = ", ".join(f".st-key-{key} kbd" for key in widget_keys)
+        st.html(f"<style>{rules} {{ display: none; }}</style>")
+
+
+def moved_targets_text(criterion: str, n_targets: int) -> str:
+    """What the query score counts, worded so that it cannot contradict the "If you say …" lines
+    (those count nearby items that become certain or narrow down, for every criterion).
+
+    >>> moved_targets_text("apl", 3)
+    'An answer can change the necessary or possible labels of 3 nearby items.'
+    """
+    items = f"{n_targets} nearby item" + ("" if n_targets == 1 else "s")
+    if criterion == "decision_change":
+        if n_targets == 0:
+            return (
+                "An answer is not expected to change which label wins for any nearby item "
+                "(an item can become certain and keep its winner)."
+            )
+        return (
+            f"An answer can change which label wins for {items} (an item can also become certain and keep its winner)."
+        )
+    if criterion in ("apl", "pl"):
+        return f"An answer can change the necessary or possible labels of {items}."
+    return "This criterion is a baseline: it does not count nearby items."
 
 
 def style() -> None:
@@ -515,22 +568,85 @@ def labelled_curve(history: pd.DataFrame, labels: DeliveredLabels) -> pd.DataFra
 
 #: The series of :func:`labelled_curve`.
 EXPERT_GIVEN, WITH_MODEL = "expert + given", "expert + given + model (now)"
+#: Counts are whole numbers: integer ticks only (an empty session's zero-width range shows "0",
+#: not "0.000000"; a few answers show 1, 2, 3, not 0.5 steps).
+COUNT_AXIS: dict = {"format": "d", "tickMinStep": 1}
 #: The labelled-items chart: one line per series, every point drawn (the model's is one point).
 LABELLED_SPEC: dict = {
-    "height": 260,
+    "height": 320,  # the whole chart, legend and axes included
     "mark": {"type": "line", "point": {"size": 70}},
     "encoding": {
-        "x": {"field": "answered", "type": "quantitative", "title": "answered items"},
-        "y": {"field": "items", "type": "quantitative", "title": "labelled items"},
+        "x": {"field": "answered", "type": "quantitative", "title": "answered items", "axis": COUNT_AXIS},
+        "y": {
+            "field": "items",
+            "type": "quantitative",
+            "title": "labelled items",
+            "axis": COUNT_AXIS,
+            "scale": {"zero": True},
+        },
         "color": {
             "field": "labels",
             "type": "nominal",
             "title": None,
-            "legend": {"orient": "bottom"},
+            # Above the chart, side by side, never cut short.
+            "legend": {"orient": "top", "direction": "horizontal", "labelLimit": 0},
             "scale": {"domain": [EXPERT_GIVEN, WITH_MODEL], "range": ["#1f77b4", "#2ca02c"]},
         },
     },
 }
+
+
+def count_chart(x: str, y: str, *, x_type: str = "quantitative", y_title: str | None = None) -> dict:
+    """A line chart of a count (``y``) against ``x``, with whole-number ticks on every count axis."""
+    x_axis: dict[str, object] = {"field": x, "type": x_type, "title": x}
+    # Counts get whole numbers; times of day to the second (answers come seconds apart).
+    x_axis["axis"] = COUNT_AXIS if x_type == "quantitative" else {"format": "%H:%M:%S", "labelOverlap": True}
+    return {
+        "height": 300,
+        "mark": {"type": "line", "point": True},
+        "encoding": {
+            "x": x_axis,
+            "y": {
+                "field": y,
+                "type": "quantitative",
+                "title": y_title or y,
+                "axis": COUNT_AXIS,
+                "scale": {"zero": True},
+            },
+        },
+    }
+
+
+#: The accuracy chart: DST-PLL's accuracy over every item (a wide, light line) and over the
+#: labels its accept rule keeps (a thin dashed one), so both stay visible where they coincide.
+ACCURACY_SPEC: dict = {
+    "height": 300,
+    "mark": {"type": "line"},
+    "encoding": {
+        "x": {"field": "events", "type": "quantitative", "title": "events", "axis": COUNT_AXIS},
+        "y": {"field": "accuracy", "type": "quantitative", "title": "accuracy", "axis": {"format": ".0%"}},
+        "color": {
+            "field": "labels",
+            "type": "nominal",
+            "title": None,
+            "legend": {"orient": "top", "direction": "horizontal", "labelLimit": 0},
+            "scale": {"range": ["#9ecae1", "#d62728"]},
+        },
+        "strokeWidth": {"field": "labels", "type": "nominal", "scale": {"range": [6, 2]}, "legend": None},
+        "strokeDash": {"field": "labels", "type": "nominal", "scale": {"range": [[1, 0], [6, 4]]}, "legend": None},
+    },
+}
+#: Raw agreement is shown from this many items answered by two or more annotators (one shared
+#: item would show a big "0%" or "100%" that means nothing).
+AGREEMENT_MIN_ITEMS = 10
+
+
+def accuracy_frame(history: pd.DataFrame) -> pd.DataFrame:
+    """The accuracy chart's data, long form: ``events``, ``accuracy`` and ``labels`` (which line)."""
+    frame = history[["step", "dst_accuracy", "accepted_accuracy"]].rename(
+        columns={"step": "events", "dst_accuracy": "every item", "accepted_accuracy": "labels it accepts"}
+    )
+    return frame.melt(id_vars="events", var_name="labels", value_name="accuracy").dropna()
 
 
 @st.cache_data(show_spinner=False, max_entries=16)

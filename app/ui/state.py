@@ -15,19 +15,28 @@ progress. A dataset with new items gets a new key, so the next rerun loads afres
 
 Widget keys are listed in :class:`Keys` so that the pages and the ``AppTest`` tests name the
 same widgets.
+
+What survives a reload lives in the browser, not in the tab's state (which a reload, a deep
+link or a new tab starts afresh): the open session is the URL's ``?session=<name>``
+(:func:`session_from_url`, :func:`show_session_in_url`), and in single-user mode the annotator
+is the URL's ``&annotator=<name>`` and a cookie of the browser (:func:`annotator_from_browser`,
+:func:`remember_annotator`), so a new tab opened on the bare address answers under the same
+name. Nobody is named by default (never the operating system's user): until a name is given
+nothing is recorded (:func:`record`). In team mode the signed-in user is the annotator, always.
 """
 
 from __future__ import annotations
 
-import getpass
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+from urllib.parse import quote, unquote
 
 import streamlit as st
 
 from app.service import BuildJob, BuildRegistry, StaleAnswer, Workbench, session_dataset
 from app.service.auth import account_signed_in, active_user, sign_in_with_identity
-from app.store import UserInfo, open_store
+from app.store import LabelSettings, UserInfo, open_store
 from app.ui.gate import IDENTITY_KEY, oidc_configured
 from engine.exceptions import InvalidInput
 
@@ -43,7 +52,14 @@ __all__ = [
     "tab_state",
     "current",
     "annotator",
-    "default_annotator",
+    "SESSION_PARAM",
+    "ANNOTATOR_PARAM",
+    "ANNOTATOR_COOKIE",
+    "NAME_MAX_CHARS",
+    "session_from_url",
+    "show_session_in_url",
+    "annotator_from_browser",
+    "remember_annotator",
     "sync_workbench",
     "BACKGROUND_FROM_ITEMS",
     "BACKGROUND_FROM_BYTES",
@@ -54,6 +70,12 @@ __all__ = [
 ]
 
 STATE_KEY = "winnow"
+#: The URL's query parameters: the open session's name, and the annotator (single-user mode).
+SESSION_PARAM, ANNOTATOR_PARAM = "session", "annotator"
+#: The browser's cookie that remembers the annotator (single-user mode) for new tabs.
+ANNOTATOR_COOKIE = "winnow_annotator"
+#: The longest annotator name the sidebar field takes (and a URL or cookie may carry).
+NAME_MAX_CHARS = 200
 
 #: Sessions of at least this many items open in the background, with a progress element,
 #: while the app stays usable; smaller ones open within the run that asks (about a second).
@@ -124,14 +146,14 @@ class Keys:
         return f"query_undo_{event_id if event_id is not None else 'none'}"
 
     @staticmethod
-    def suggest(position: int, label: int) -> str:
-        """An "another label: <suggestion>" button of a suspect item on the Query page."""
-        return f"query_suggest_{position}_{label}"
+    def suspect_choice(position: int) -> str:
+        """The select box of a label outside a suspect item's set on the Rejects page."""
+        return f"rejects_suspect_choice_{position}"
 
     @staticmethod
-    def suspect_other(position: int, label: int) -> str:
-        """The same button beside a suspect item on the Rejects page."""
-        return f"rejects_suspect_{position}_{label}"
+    def suspect_record(position: int) -> str:
+        """The Record button beside it (nothing is recorded before a label is chosen)."""
+        return f"rejects_suspect_record_{position}"
 
     @staticmethod
     def review_other(position: int) -> str:
@@ -154,6 +176,11 @@ class Keys:
         return f"sessions_{name}_{session_id}"
 
     @staticmethod
+    def new_label_setting(name: str) -> str:
+        """A model-label setting on the New-session form (percent, like :meth:`label_setting`)."""
+        return f"sessions_new_{name}"
+
+    @staticmethod
     def confirm(position: int, label: int) -> str:
         return f"rejects_confirm_{position}_{label}"
 
@@ -170,19 +197,17 @@ class Keys:
         return f"export_{what}_{fmt}"
 
 
-def default_annotator() -> str:
-    try:
-        return getpass.getuser() or "expert"
-    except (KeyError, OSError):  # no passwd entry in some containers
-        return "expert"
-
-
 @dataclass
 class TabState:
     """What one browser tab remembers between reruns."""
 
     db: str
-    annotator: str = field(default_factory=default_annotator)
+    #: Who answers in single-user mode ("" until a name is given: nothing is recorded before).
+    annotator: str = ""
+    #: The session name and annotator last written to (or read from) the URL: a URL that
+    #: differs was changed outside the page (a deep link, the browser's history) and wins.
+    url_session: str | None = None
+    url_annotator: str | None = None
     #: The labelling session open in this tab (``None`` until one is chosen or created).
     session_id: int | None = None
     #: A reference to the process's shared workbench of ``session_id`` (never a copy).
@@ -198,6 +223,8 @@ class TabState:
     other_label_for: int | None = None
     #: One-shot outcome of saving the keyboard keys on the Sessions page (like ``notice``).
     hotkeys_notice: tuple[str, str] | None = None
+    #: The model-label settings of the New-session form, applied once the session is created.
+    new_label_settings: LabelSettings | None = None
     #: One-shot outcome of saving the model-label settings on the Sessions page (like ``notice``).
     label_settings_notice: tuple[str, str] | None = None
     #: A page to switch to on this run (set by a callback, which cannot switch pages itself).
@@ -250,13 +277,92 @@ def current() -> TabState:
 def annotator(state: TabState) -> str:
     """Who is answering: the signed-in user in team mode; otherwise the sidebar field's
     latest value (also inside a button callback, which runs before the script has read the
-    field on this run)."""
+    field on this run); ``""`` while no name was given."""
     if state.user is not None:
         return state.user
     typed = st.session_state.get(Keys.ANNOTATOR)
-    if isinstance(typed, str) and typed.strip():
+    if isinstance(typed, str):
         state.annotator = typed.strip()
     return state.annotator
+
+
+def valid_name(value: object) -> str | None:
+    """A name carried by a URL or a cookie, stripped; ``None`` when empty or too long."""
+    if not isinstance(value, str):
+        return None
+    name = value.strip()
+    return name if 0 < len(name) <= NAME_MAX_CHARS else None
+
+
+def session_from_url(state: TabState, session_id_by_name: Callable[[str], int]) -> str | None:
+    """Open the session the URL names (``?session=<name>``) when the URL changed outside the
+    page: on a reload, a deep link or a new tab (the tab's state is new), or the browser's
+    back button. Returns a one-line reason when no session has that name (the tab then keeps
+    its own), else ``None``. A URL the page wrote itself changes nothing."""
+    wanted = st.query_params.get(SESSION_PARAM)
+    if wanted is None or wanted == state.url_session:
+        return None
+    state.url_session = wanted
+    try:
+        session_id = session_id_by_name(wanted)
+    except InvalidInput:
+        return f"No session is called {wanted!r}: the link may be out of date. Open one on the Sessions page."
+    if session_id != state.session_id:
+        state.session_id, state.workbench, state.failed_session_id = session_id, None, None
+    return None
+
+
+def show_session_in_url(state: TabState, name: str | None) -> None:
+    """Write the open session's name into the URL (so a reload or a copied link opens it)."""
+    if name is None:
+        if SESSION_PARAM in st.query_params:
+            del st.query_params[SESSION_PARAM]
+    elif st.query_params.get(SESSION_PARAM) != name:
+        st.query_params[SESSION_PARAM] = name
+    state.url_session = name
+
+
+def annotator_from_browser(state: TabState) -> None:
+    """Before the sidebar's name field is drawn (single-user mode): take the annotator the URL
+    names when it changed outside the page, else, on a tab that has no name yet, the one the
+    browser's cookie remembers."""
+    from_url = valid_name(st.query_params.get(ANNOTATOR_PARAM))
+    if from_url is not None and from_url != state.url_annotator:
+        chosen: str | None = from_url
+    elif not state.annotator and not st.session_state.get(Keys.ANNOTATOR):
+        remembered = st.context.cookies.get(ANNOTATOR_COOKIE)
+        chosen = valid_name(unquote(remembered)) if remembered else None
+    else:
+        return
+    if chosen is not None:
+        state.annotator = chosen
+        st.session_state[Keys.ANNOTATOR] = chosen
+        state.url_annotator = from_url
+
+
+_REMEMBER_JS = """
+export default function (component) {
+  const { data } = component;
+  if (data && data.cookie) document.cookie = data.cookie;
+}
+"""
+_remember = st.components.v2.component("winnow_remember_annotator", js=_REMEMBER_JS)
+
+
+def remember_annotator(state: TabState) -> None:
+    """After the field (single-user mode): the annotator's name into the URL and, for new tabs
+    of this browser, into a cookie (a year; sent only to this server)."""
+    name = annotator(state)
+    if not name:
+        if ANNOTATOR_PARAM in st.query_params:
+            del st.query_params[ANNOTATOR_PARAM]
+        state.url_annotator = None
+        return
+    if st.query_params.get(ANNOTATOR_PARAM) != name:
+        st.query_params[ANNOTATOR_PARAM] = name
+    state.url_annotator = name
+    cookie = f"{ANNOTATOR_COOKIE}={quote(name, safe='')}; path=/; max-age=31536000; SameSite=Strict"
+    _remember(key="remember_annotator", data={"cookie": cookie}, height=0, width="stretch")
 
 
 def signed_in_account(session_factory: sessionmaker[Session], state: TabState) -> UserInfo | None:
@@ -297,6 +403,10 @@ def record(
     why (a stale press is information, anything else refused is an error).
     """
     if state.workbench is None:
+        return None
+    if not annotator(state):
+        # Who answers is never guessed: the first visit asks for a name.
+        state.notice = ("error", "Nothing was recorded: enter your name (Annotator, in the sidebar) first.")
         return None
     if state.user is not None and signed_in_account(store(state.db), state) is None:
         # Callbacks run before Home.py checks the account: say why nothing was recorded.

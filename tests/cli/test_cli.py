@@ -1,4 +1,5 @@
 import json
+import re
 import sqlite3
 
 import numpy as np
@@ -223,4 +224,4 @@ def test_answer_outside_the_candidates_is_refused_and_not_stored(winnow, small_c
 def test_demo_runs_on_the_bundled_sample(winnow, tmp_path):
     result = winnow("demo", "--db", tmp_path / "demo.db", "--top", "3")
     assert "800 digits" in result.stdout
-    assert "DST-PLL refuses" in result.stdout
+    assert re.search(r"Undecided: \d+ items have no label the model stands behind", result.stdout)

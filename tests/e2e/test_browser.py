@@ -185,6 +185,10 @@ class QueryPage:
         self.heading = page.locator("h3[id^='item-']")
 
     def item(self) -> str:
+        from playwright.sync_api import expect
+
+        # A rerun can show the old and the new drawing of the heading for a moment.
+        expect(self.heading).to_have_count(1, timeout=30_000)
         return self.heading.inner_text().split("Item", 1)[1].strip()
 
     def labels(self) -> list[tuple[str, str]]:
@@ -294,6 +298,19 @@ def test_label_digits_with_the_keyboard_undo_and_a_double_press(sample_server, b
     rows = wait_for_rows(db, 6)
     assert rows[5][1:4] == ("other_label", item, outside)
     query.wait_for_next(item)
+
+    # The Progress page after these answers: the labelled data by source and its charts.
+    page.locator("[data-testid='stSidebarNav'] a", has_text="Progress").click()
+    page.get_by_role("heading", name="Progress").wait_for(timeout=60_000)
+    expect(page.locator("[data-testid='stVegaLiteChart']").first).to_be_visible(timeout=60_000)
+    settle(page)
+    page.mouse.move(1395, 995)
+    page.wait_for_timeout(1000)  # the charts draw after their data arrives
+    picture = page.screenshot(path=str(DOCS / "screenshot_progress.png") if UPDATE_SCREENSHOTS else None)
+    assert picture.startswith(b"\x89PNG")
+    page.locator("[data-testid='stSidebarNav'] a", has_text="Query").click()
+    expect(query.heading).to_be_visible(timeout=60_000)
+    settle(page)
 
     # A session named like a Markdown image: the name is shown, the image is never fetched.
     create_session(page, query, HOSTILE_NAME)

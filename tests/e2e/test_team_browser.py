@@ -119,7 +119,7 @@ def test_two_annotators_a_conflict_and_a_reviewer(team_server):
             # The reviewer settles it with the session's key of one of the disputed labels.
             rev_key = rev.locator("[class*='st-key-conflict_resolve_'] button kbd").first.inner_text().strip().lower()
             rev.keyboard.press(rev_key)
-            expect(rev.get_by_text("No conflicts")).to_be_visible(timeout=60_000)
+            expect(rev.get_by_text("No conflict left to settle")).to_be_visible(timeout=60_000)
         finally:
             browser.close()
 

@@ -1,4 +1,4 @@
-"""Suspect sets: brute-force oracles for every score, the invariants, the conformal threshold."""
+"""Suspect sets: brute-force oracles for every score, the invariants, the conformal p-values and BH."""
 
 from __future__ import annotations
 
@@ -10,7 +10,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import SUSPECT_CRITERIA, outside_suggestions, suspect_scores, suspect_sets, suspect_threshold
+from engine import (
+    SUSPECT_CRITERIA,
+    benjamini_hochberg,
+    conformal_p_values,
+    outside_suggestions,
+    suspect_scores,
+    suspect_sets,
+    suspect_threshold,
+)
 from engine.exceptions import InvalidInput
 
 # -- oracles -----------------------------------------------------------------------------
@@ -232,13 +240,85 @@ def test_calibrated_flags_and_what_they_record():
     Y = np.array([[0, 1], [1, 0], [1, 0], [1, 0], [1, 0], [1, 0]], dtype=bool)
     idx = np.array([[1, 2, 3], [2, 3, 4], [3, 4, 5], [4, 5, 1], [5, 1, 2], [1, 2, 3]])
     w = np.ones(idx.shape)
-    found = suspect_sets(idx, w, Y, trusted=np.array([False, True, True, True, True, True]), false_alarm=0.4)
-    assert found.threshold == 0.0  # every trusted set scores 0
+    trusted = np.array([False, True, True, True, True, True])
+    found = suspect_sets(idx, w, Y, trusted=trusted, tested=~trusted, fdr=0.4)
+    # Five trusted scores of 0: the conflicting target's p-value is 1/6 <= 0.4 (m = 1).
+    assert found.p_values.tolist() == [1 / 6] + [1.0] * 5
     assert found.suspect.tolist() == [True, False, False, False, False, False]
+    assert found.threshold == 0.0 and found.n_tested == 1
     assert found.scores[0] == 7 / 8
     assert found.suggestions[0].tolist() == [0, -1] and found.holders[0].tolist() == [3, 0]
-    assert found.n_trusted == 5 and found.false_alarm == 0.4 and found.criterion == "conflict"
+    assert found.n_trusted == 5 and found.fdr == 0.4 and found.criterion == "conflict"
     assert found.n_neighbors.tolist() == [3] * 6
+    # Every target tested: m = 6 and 1/6 > 0.4 * 1/6, so nothing is flagged.
+    everything = suspect_sets(idx, w, Y, trusted=trusted, fdr=0.4)
+    assert not everything.suspect.any() and math.isinf(everything.threshold) and everything.n_tested == 6
+
+
+# -- conformal p-values and Benjamini-Hochberg -------------------------------------------
+
+
+def direct_p_values(calibration: list[float], scores: list[float]) -> list[float]:
+    return [(1 + sum(c >= s for c in calibration)) / (len(calibration) + 1) for s in scores]
+
+
+def direct_bh(p: list[float], level: float) -> list[bool]:
+    """BH written from its definition: the largest k with p_(k) <= level * k / m, every p <= p_(k)
+    rejected (ties at p_(k) included)."""
+    m = len(p)
+    qualifying = [k for k in range(1, m + 1) if sorted(p)[k - 1] <= level * k / m]
+    if not qualifying:
+        return [False] * m
+    cut = sorted(p)[max(qualifying) - 1]
+    return [value <= cut for value in p]
+
+
+small_scores = st.lists(st.sampled_from([0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0]), max_size=12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(small_scores, small_scores)
+def test_conformal_p_values_match_the_direct_count(calibration, scores):
+    np.testing.assert_allclose(conformal_p_values(calibration, scores), direct_p_values(calibration, scores))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from([0.0, 0.001, 0.01, 0.02, 0.03, 0.05, 0.1, 0.2, 0.5, 1.0]), max_size=10),
+    st.sampled_from([0.01, 0.05, 0.1, 0.2, 0.5]),
+)
+def test_bh_matches_the_direct_computation(p, level):
+    assert benjamini_hochberg(p, level=level).tolist() == direct_bh(p, level)
+
+
+def test_bh_on_the_worked_example_of_its_paper_style():
+    # m = 5, level 0.1: thresholds 0.02, 0.04, 0.06, 0.08, 0.1; p_(3) = 0.05 <= 0.06 is the last.
+    p = [0.05, 0.001, 0.5, 0.03, 0.09]
+    assert benjamini_hochberg(p, level=0.1).tolist() == [True, True, False, True, False]
+    assert benjamini_hochberg([], level=0.1).tolist() == []
+
+
+def test_the_false_discovery_rate_holds_in_a_seeded_simulation():
+    """Correct sets score like the calibration set; sets that miss the truth score higher. Over
+    many draws the mean share of correct sets among the flagged ones stays at most the level
+    (Bates et al. 2023, Theorem 2.4), and on clean data (every set correct) a flag is raised
+    at all in at most a level's share of the draws."""
+    rng = np.random.default_rng(31)
+    level, n_cal, n_test, runs = 0.1, 200, 100, 1500
+    fdp, any_flag_clean, power = [], 0, []
+    for _ in range(runs):
+        calibration = rng.beta(0.5, 3.0, size=n_cal)
+        missing = rng.random(n_test) < 0.2
+        scores = np.where(missing, rng.beta(4.0, 1.0, size=n_test), rng.beta(0.5, 3.0, size=n_test))
+        flagged = benjamini_hochberg(conformal_p_values(calibration, scores), level=level)
+        fdp.append((flagged & ~missing).sum() / max(int(flagged.sum()), 1))
+        power.append((flagged & missing).sum() / max(int(missing.sum()), 1))
+        clean = rng.beta(0.5, 3.0, size=n_test)
+        any_flag_clean += bool(benjamini_hochberg(conformal_p_values(calibration, clean), level=level).any())
+    sd = math.sqrt(level * (1 - level) / runs)
+    assert np.mean(fdp) <= level + 3 * sd
+    assert any_flag_clean / runs <= level + 3 * sd
+    assert np.mean(power) > 0.3  # the test is not vacuous: it finds the outliers
 
 
 # -- input errors ------------------------------------------------------------------------
@@ -258,6 +338,11 @@ W3 = np.ones((3, 2))
         (lambda: suspect_scores(IDX3, -W3, Y3), "negative"),
         (lambda: suspect_sets(IDX3, W3, Y3), "exactly one of"),
         (lambda: suspect_sets(IDX3, W3, Y3, trusted=[1, 0, 1]), "bool array"),
+        (lambda: suspect_sets(IDX3, W3, Y3, trusted=np.ones(3, bool), tested=[1, 0, 1]), "tested"),
+        (lambda: suspect_sets(IDX3, W3, Y3, trusted=np.ones(3, bool), fdr=0.0), "fdr"),
+        (lambda: benjamini_hochberg([0.5, 1.5]), r"\[0, 1\]"),
+        (lambda: benjamini_hochberg([0.5], level=1.0), "level"),
+        (lambda: conformal_p_values([np.nan], [0.1]), "calibration_scores"),
         (lambda: suspect_sets(IDX3, W3, Y3, threshold=-1.0), "threshold"),
         (lambda: suspect_threshold([0.1], false_alarm=1.0), "false_alarm"),
         (lambda: suspect_threshold([np.nan], false_alarm=0.5), "finite"),

@@ -124,11 +124,16 @@ def photos_db(db: str) -> str:
 
 @pytest.fixture
 def app(monkeypatch: pytest.MonkeyPatch) -> Callable[[str], AppTest]:
-    """``app(db)`` -> a fresh AppTest (one browser tab) of Home.py on that store, already run."""
+    """``app(db)`` -> a fresh AppTest (one browser tab) of Home.py on that store, already run.
 
-    def make(db: str, *, run: bool = True) -> AppTest:
+    The tab's URL names the annotator ``tester`` (``annotator=None``: a first visit, nobody
+    named), as a reload of a tab where someone typed their name would."""
+
+    def make(db: str, *, run: bool = True, annotator: str | None = "tester") -> AppTest:
         monkeypatch.setattr(sys, "argv", [str(HOME), "--", "--db", db])
         at = AppTest.from_file(str(HOME), default_timeout=60)
+        if annotator is not None:
+            at.query_params["annotator"] = annotator
         if run:
             at.run()
             assert not at.exception, [e.value for e in at.exception]

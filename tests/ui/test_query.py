@@ -385,11 +385,12 @@ def test_decision_change_session_asks_explains_and_answers(app, default_db):
     assert neighbours["item"].tolist() == [n.item_id for n in why.neighbours]
     assert neighbours["candidate labels"].tolist() == [" | ".join(n.candidates) for n in why.neighbours]
     # The jargon is drawn only once the details toggle is on.
-    assert not any("change the decision of" in t.value for t in at.text)
+    assert not any("which label wins" in t.value for t in at.text)
     at.toggle(key=Keys.QUERY_DETAILS).set_value(True).run()
     details = [t.value for t in at.text]
     assert any(
-        f"change the decision of {why.n_targets_changed} target(s)" in t and "decision_change" in t for t in details
+        f"change which label wins for {why.n_targets_changed} nearby item" in t and "decision_change" in t
+        for t in details
     )
     assert any(f"For example target {why.example.target_id}:" in t for t in details)
     assert metric(at, "Open targets") == bench.n_open
@@ -399,7 +400,7 @@ def test_decision_change_session_asks_explains_and_answers(app, default_db):
     no_exception(at)
     assert [(e["kind"], e["position"], e["label"]) for e in events(default_db)] == [("answer", top, label)]
     assert position_on_screen(at) != top
-    assert any("change the decision of" in t.value for t in at.text)  # the toggle stays on
+    assert any("which label wins" in t.value for t in at.text)  # the toggle stays on
     fresh = Workbench.open(open_store(default_db), bench.session_id)
     np.testing.assert_array_equal(bench_of(at).scores, fresh.scores)
     np.testing.assert_array_equal(bench_of(at).queue(), fresh.queue())

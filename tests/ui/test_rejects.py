@@ -1,13 +1,17 @@
-"""The Rejects page: confirm or leave DST-PLL's rejected predictions, resolve conflicts."""
+"""The Rejects page: the undecided items (confirm or leave those the model will not label, resolve
+conflicts), counted as on the Progress and Query pages; before any model label is stated, the
+page says so instead of listing the Query page's queue again."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from app.service import ACTION_KEYS, Workbench
-from app.store.db import open_store
+from app.service import ACTION_KEYS, Workbench, change_label_settings
+from app.store.db import close_stores, open_store
 from app.ui.components import md
 from app.ui.state import STATE_KEY, Keys
+from engine.calibration import audits_needed
 from tests.ui.conftest import events, no_exception
 
 
@@ -23,24 +27,43 @@ def listed(at) -> list[int]:
     return [int(b.key[len(prefix) :]) for b in at.button if b.key and b.key.startswith(prefix)]
 
 
-def test_rejected_items_are_listed_by_margin_with_belief_and_plausibility(app, digits_db):
+@pytest.fixture
+def stated_db(digits_db: str) -> str:
+    """The digits session once model labels are stated: half of the served slots audits, and
+    served items answered with their true labels until the audits back model labels."""
+    Session = open_store(digits_db)
+    change_label_settings(Session, "demo", audit_share=0.5)
+    bench = Workbench.open(Session, 1)
+    truth = bench.state.true_labels
+    assert truth is not None
+    while bench.labels().n_audited < audits_needed(0.05, 0.9) or bench.labels().counts["model"] == 0:
+        p = int(bench.queue(top=1)[0])
+        bench.record("ann", "answer", position=p, label=int(truth[p]), displayed="query")
+    close_stores()
+    return digits_db
+
+
+def test_rejected_items_are_listed_by_margin_with_belief_and_plausibility(app, stated_db):
+    digits_db = stated_db
     at = go_to_rejects(app(digits_db))
     bench: Workbench = at.session_state[STATE_KEY].workbench
     queue = bench.rejects()
     expected = [int(p) for p in queue.positions[~queue.accepted][:10]]
     assert listed(at) == expected
-    assert f"({queue.n_rejected} of {queue.positions.size} open items)" in at.subheader[1].value
+    assert f"Items the model will not label ({queue.n_rejected})" in [h.value for h in at.subheader]
+    assert at.metric[0].value == str(bench.labels().counts["undecided"])
     assert len(at.get("vega_lite_chart")) == len(expected)  # one bar chart per item
 
     first, second = expected[:2]
     at.button(key=Keys.leave(first)).click().run()
     assert listed(at)[0] == second and first not in listed(at)
-    assert events(digits_db) == []  # leaving writes nothing
+    n_events = len(events(digits_db))
+    assert len(events(digits_db)) == n_events  # leaving writes nothing
 
     label = int(np.flatnonzero(bench.state.candidates[second])[0])
     at.button(key=Keys.confirm(second, label)).click().run()
     no_exception(at)
-    log = events(digits_db)
+    log = events(digits_db)[n_events:]
     assert [(e["kind"], e["position"], e["label"]) for e in log] == [("answer", second, label)]
     assert second not in listed(at)
     assert "Confirmed" in at.success[0].value
@@ -66,7 +89,9 @@ def test_conflicts_between_annotators_are_resolved_here(app, small_db):
     assert bench.state.resolved[position] and bench.state.candidates[position].sum() == 1
 
 
-def test_the_first_rejected_item_answers_to_the_keyboard_and_no_guess_is_preselected(app, digits_db):
+def test_the_first_rejected_item_answers_to_the_keyboard_and_no_guess_is_preselected(app, stated_db):
+    digits_db = stated_db
+    n_events = len(events(digits_db))
     at = go_to_rejects(app(digits_db))
     bench: Workbench = at.session_state[STATE_KEY].workbench
     first, second = listed(at)[:2]
@@ -90,21 +115,33 @@ def test_the_first_rejected_item_answers_to_the_keyboard_and_no_guess_is_presele
     confirm[0].click().run()
     confirm[0].click().run()  # a second press from the page that still showed the item
     no_exception(at)
-    assert [(e["kind"], e["position"], e["label"]) for e in events(digits_db)] == [("answer", second, label)]
+    log = events(digits_db)[n_events:]
+    assert [(e["kind"], e["position"], e["label"]) for e in log] == [("answer", second, label)]
 
 
-def test_rejected_text_items_are_shown_as_text(app, texts_db):
+def test_before_any_model_label_the_page_says_so_and_lists_only_the_none_of_these_items(app, texts_db):
+    Session = open_store(texts_db)
+    bench = Workbench.open(Session, 1)
+    flagged = [int(p) for p in bench.queue(top=2)]
+    for p in flagged:
+        bench.record("ann", "none_of_these", position=p, displayed="query")
+    close_stores()
     at = go_to_rejects(app(texts_db))
-    bench: Workbench = at.session_state[STATE_KEY].workbench
+    bench = at.session_state[STATE_KEY].workbench
+    labels = bench.labels()
+    assert labels.counts["model"] == 0
+    assert any("No model label is stated yet" in i.value for i in at.info)
+    assert labels.statement in [t.value for t in at.text]  # the service's own words, as text
     shown = listed(at)
-    assert shown
+    assert sorted(shown) == sorted(flagged)  # not the whole queue: the Query page asks those
+    assert at.metric[0].value == str(labels.counts["undecided"])
     texts = {t.value for t in at.text}
     for position in shown:
         assert bench.item_content(position).text in texts
         assert f"Item {bench.state.external_ids[position]}" in texts
 
 
-def test_opening_rejects_searches_no_neighbours(app, digits_db, monkeypatch):
+def test_opening_rejects_searches_no_neighbours(app, stated_db, monkeypatch):
     """The page's DST-PLL votes on the session's persisted graph: opening it builds no graph
     (the build counter) and runs no neighbour search (scikit-learn's searches fail if called)."""
     from sklearn.neighbors import NearestNeighbors
@@ -112,9 +149,9 @@ def test_opening_rejects_searches_no_neighbours(app, digits_db, monkeypatch):
     from app.service import graph_builds
     from engine.dst import transductive_decisions
 
+    digits_db = stated_db
+    at = app(digits_db)  # the Query page opens the session (its graph persisted by the fixture)
     before = graph_builds()
-    at = app(digits_db)  # the Query page opens the session: its graph is built once
-    assert graph_builds() == before + 1
 
     def no_search(*args, **kwargs):
         raise AssertionError("the Rejects page searched neighbours")
@@ -122,7 +159,7 @@ def test_opening_rejects_searches_no_neighbours(app, digits_db, monkeypatch):
     monkeypatch.setattr(NearestNeighbors, "kneighbors", no_search)
     monkeypatch.setattr(NearestNeighbors, "radius_neighbors", no_search)
     go_to_rejects(at)
-    assert graph_builds() == before + 1
+    assert graph_builds() == before
     bench: Workbench = at.session_state[STATE_KEY].workbench
     queue = bench.rejects()
     assert listed(at) == [int(p) for p in queue.positions[~queue.accepted][:10]]

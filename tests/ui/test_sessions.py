@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from app.service import session_label_settings
 from app.store import list_sessions
 from app.store.db import open_store
 from app.store.models import Dataset, Instance, LabellingSession
@@ -26,9 +27,16 @@ def test_upload_creates_a_dataset_and_a_session_with_the_chosen_settings(app, db
     at.text_input(key=Keys.NEW_NAME).set_value("week1")
     at.number_input(key=Keys.K).set_value(7)
     at.selectbox(key=Keys.WEIGHTING).set_value("distance")
-    at.selectbox(key=Keys.CRITERION).set_value("pl")
+    at.selectbox(key=Keys.CRITERION).set_value("pl").run()
+    assert any("exact possible labels" in c.value for c in at.caption)  # what the criterion asks, uncut
+    # The model-label settings are on the form too (percent).
+    assert at.number_input(key=Keys.new_label_setting("max_error")).value == 5.0
+    at.number_input(key=Keys.new_label_setting("max_error")).set_value(10.0)
+    at.number_input(key=Keys.new_label_setting("audit_share")).set_value(20.0)
     at.button(key=Keys.CREATE).click().run()
     no_exception(at)
+    saved = session_label_settings(open_store(db), "week1")
+    assert (saved.max_error, saved.confidence, saved.audit_share) == pytest.approx((0.10, 0.90, 0.20))
 
     with open_store(db)() as s:
         (session,) = list_sessions(s)

@@ -156,7 +156,7 @@ def test_two_annotators_get_different_items_then_a_reviewer_settles_their_confli
     no_exception(rev)
     last = events(team_db)[-1]
     assert (last["kind"], last["annotator"]) == ("resolve", "rev")
-    assert any("No conflicts" in s.value for s in rev.success)
+    assert any("No conflict left to settle (1 settled by a reviewer so far)" in s.value for s in rev.success)
 
 
 def test_require_sign_in_puts_localhost_without_users_in_team_mode(app, small_db, monkeypatch):

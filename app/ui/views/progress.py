@@ -14,6 +14,7 @@ and admins, with the session's audit rows for admins only)."""
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from app.service import EXPORT_MIME, candidate_set_sizes, safe_file_name, session_rights
@@ -30,6 +31,9 @@ state = bench.state
 history = components.progress_history(tab.db, bench.session_id, state.n_events, tab.user, bench)
 last = history.iloc[-1]
 
+settings = bench.label_settings  # as ui.sync_workbench read them on this run (an admin may change them)
+labels = components.delivered_labels(tab.db, bench.session_id, state.n_events, settings, bench)
+
 cols = st.columns(4)
 cols[0].metric("Events", state.n_events)
 cols[1].metric(
@@ -40,37 +44,26 @@ cols[2].metric(
     int(last["open_targets"]),
     delta=int(last["open_targets"] - history["open_targets"].iloc[0]) or None,
     delta_color="inverse",
-    help="Targets whose necessary labels (NL) and approximate possible labels (APL) differ.",
+    help=components.OPEN_TARGETS_HELP,
 )
-cols[3].metric(
-    "DST-PLL rejects",
-    int(last["rejects"]),
-    delta=int(last["rejects"] - history["rejects"].iloc[0]) or None,
-    delta_color="inverse",
-    help="Open items whose DST-PLL label its own accept rule rejects (the belief of the label does not "
-    "exceed the plausibility of every other). The model labels below are kept by a threshold "
-    "measured on the audited answers; the Rejects page lists the undecided items.",
-)
+cols[3].metric("Undecided items", labels.counts["undecided"], help=components.UNDECIDED_HELP)
 
 st.subheader("Labelled data")
-settings = bench.label_settings  # as ui.sync_workbench read them on this run (an admin may change them)
-labels = components.delivered_labels(tab.db, bench.session_id, state.n_events, settings, bench)
-SOURCES = (
-    ("expert", "Expert labels", "Items an annotator answered, or a reviewer resolved."),
-    ("given", "Given labels", "Items with a single candidate label: from the import, or left after answers."),
-    (
-        "model",
+#: What each label source means; a source the service adds later is shown under its own name.
+SOURCES = {
+    "expert": ("Expert labels", "Items an annotator answered, or a reviewer resolved."),
+    "given": ("Given labels", "Items with a single candidate label: from the import, or left after answers."),
+    "model": (
         "Model labels",
-        (
-            "DST-PLL's labels that the audited answers back at the session's error target "
-            "and confidence (set on the Sessions page)."
-        ),
+        "DST-PLL's labels that the audited answers back at the session's error target "
+        "and confidence (set on the Sessions page).",
     ),
-    ("undecided", "Undecided", "Items without a label: the Rejects page lists exactly these."),
-)
-by_source = st.columns(len(SOURCES))
-for column, (source, title, meaning) in zip(by_source, SOURCES, strict=True):
-    column.metric(title, labels.counts[source], help=meaning)
+    "undecided": ("Undecided", "Items without a label: the Rejects page lists exactly these."),
+}
+by_source = st.columns(len(labels.counts))
+for column, (source, count) in zip(by_source, labels.counts.items(), strict=True):
+    title, meaning = SOURCES.get(source, (f"{source.capitalize()} labels", None))
+    column.metric(title, count, help=meaning)
 st.text(labels.statement)
 st.markdown("**Labelled items against answered items**")
 st.vega_lite_chart(components.labelled_curve(history, labels), components.LABELLED_SPEC)
@@ -82,22 +75,28 @@ st.caption(
 
 left, right = st.columns(2)
 with left:
-    st.markdown("**Open targets (NL ≠ APL) and rejected predictions after each event**")
-    st.line_chart(history.set_index("step")[["open_targets", "rejects"]], x_label="events", height=260)
+    st.markdown("**Open targets after each event**")
+    st.vega_lite_chart(
+        history[["step", "open_targets"]].rename(columns={"step": "events", "open_targets": "open targets"}),
+        components.count_chart("events", "open targets"),
+    )
 with right:
     timed = history.dropna(subset=["time"])
     st.markdown("**Answered items over time**")
     if timed.empty:
         st.caption("No answers yet.")
     else:
-        st.line_chart(timed.set_index("time")[["answered"]], height=260)
+        st.vega_lite_chart(
+            timed[["time", "answered"]],
+            components.count_chart("time", "answered", x_type="temporal", y_title="answered items"),
+        )
 
 if "dst_accuracy" in history:
     st.markdown(
-        "**Accuracy against the known true labels** — DST-PLL's label for every instance, "
-        "and over the labels it accepts"
+        "**Accuracy against the known true labels** — DST-PLL's label for every instance (solid), "
+        "and over the labels its own accept rule keeps (dashed)"
     )
-    st.line_chart(history.set_index("step")[["dst_accuracy", "accepted_accuracy"]], x_label="events", height=240)
+    st.vega_lite_chart(components.accuracy_frame(history), components.ACCURACY_SPEC)
 
 st.markdown("**Candidate-set sizes**")
 st.bar_chart(candidate_set_sizes(state), stack=False, height=240)
@@ -107,21 +106,33 @@ people, pairs, shared = components.team_tables(tab.db, bench.session_id, state.n
 if people.empty:
     st.caption("No answers yet.")
 else:
+    # One event has no gap to time: a dash, not "None".
+    speed = people["seconds_per_event"].map(lambda v: "–" if pd.isna(v) else f"{v:.1f}")
     st.dataframe(
-        people.reset_index(),
+        people.assign(seconds_per_event=speed).reset_index(),
         hide_index=True,
         width="stretch",
-        column_config={"seconds_per_event": st.column_config.NumberColumn("seconds / event", format="%.1f")},
+        column_config={
+            "seconds_per_event": st.column_config.TextColumn(
+                "seconds / event", help="Median time between an annotator's events (two are needed)."
+            )
+        },
     )
-    if shared["items_shared"]:
+    if shared["items_shared"] >= components.AGREEMENT_MIN_ITEMS:
         st.metric(
             "Raw agreement",
-            f"{shared['raw_agreement']:.3f}",
+            f"{shared['raw_agreement']:.0%}",
             help=f"Share of the {shared['items_shared']} items answered by two or more annotators on which all "
             "of them gave the same answer.",
         )
+        st.caption(f"Over {shared['items_shared']} items answered by two or more annotators.")
         st.markdown("**Agreement per pair** (Cohen's kappa over the items both answered)")
         st.dataframe(pairs, hide_index=True, width="stretch")
+    elif shared["items_shared"]:
+        st.caption(
+            f"{shared['items_shared']} item(s) answered by two annotators so far: too few to measure agreement "
+            f"(it is shown from {components.AGREEMENT_MIN_ITEMS} shared items)."
+        )
     else:
         st.caption(
             "No item has been answered by two annotators yet (set the session's overlap to 2 to measure agreement)."

@@ -8,8 +8,9 @@ a key press that arrives after the page moved on answers nothing (the service re
 a gentle message instead of answering an item nobody saw).
 
 When the item on screen is suspect (its neighbours' evidence contradicts every candidate,
-:mod:`app.service.suspects`), the page says which labels they suggest and offers each as an
-"another label" button.
+:mod:`app.service.suspects`), the page says which labels they suggest, in words: recording a
+label outside the set stays a deliberate choice (Another label…, then choose it), never one
+click on a suggestion.
 """
 
 from __future__ import annotations
@@ -50,8 +51,11 @@ def record(kind: str, position: int | None = None, label: int | None = None, und
         "other_label": f"{item} is {names[label]} (not in its set)" if label is not None else item,
         "none_of_these": f"{item}: none of these",
         "skip": f"skipped {item}",
-        "undo": "undid your last event",
+        "undo": "your last event",
     }.get(kind, kind)
+    if kind == "undo":
+        tab.notice = ("ok", f"Undone: {said} (undo recorded as event {event_id}).")
+        return
     conflict = next((c for c in bench.state.conflicts if c.position == position), None)
     if kind != "undo" and conflict is not None:
         # Not a green "Recorded": the answer disagrees with someone else's.
@@ -77,26 +81,17 @@ def open_other(position: int) -> None:
     tab.other_label_for = position
 
 
-def offer_suspect_labels(position: int, shown_set: np.ndarray) -> None:
+def say_if_suspect(position: int) -> None:
     """When the item on screen is suspect (its neighbours' evidence contradicts every label of
-    its set, :mod:`app.service.suspects`), say so and offer the labels they suggest as
-    "another label" buttons, each recording an ``other_label`` event."""
+    its set, :mod:`app.service.suspects`), say so and which labels they suggest, in words: the
+    annotator who agrees chooses the label with Another label… (two deliberate steps)."""
     if tab.workbench is None:
         return
     suspect = workbench_suspects(tab.workbench).item(position)
     if suspect is None:
         return
     st.text(suspect.text())  # label names are user content: text, never Markdown
-    for suggestion in suspect.suggestions:
-        if shown_set[suggestion.label]:
-            continue  # team mode shows the original set, which may hold it
-        st.button(
-            f"another label: {md(suggestion.name)}",
-            key=ui.Keys.suggest(position, suggestion.label),
-            width="stretch",
-            on_click=record,
-            args=("other_label", position, suggestion.label),
-        )
+    st.caption("If its true label is not in the set, choose it with Another label….")
 
 
 st.title("Query")
@@ -104,18 +99,26 @@ bench = components.workbench_or_stop(bench)
 
 state = bench.state
 counts = bench.summary()
+undecided = components.delivered_labels(tab.db, bench.session_id, state.n_events, bench.label_settings, bench).counts[
+    "undecided"
+]
 cols = st.columns(4)
 cols[0].metric("Answered items", counts["answered"])
-cols[1].metric("Open items", counts["open"])
-cols[2].metric(
+cols[1].metric(
     "Open targets",
     counts["open_targets"],
-    help="Targets whose necessary labels (NL) and approximate possible labels (APL) differ.",
+    help=components.OPEN_TARGETS_HELP,
 )
+cols[2].metric("Undecided items", undecided, help=components.UNDECIDED_HELP)
 cols[3].metric("Conflicts", counts["conflicts"], help="Settle them on the Rejects page.")
+st.caption(
+    f"{counts['open_targets']} open targets: items whose label, as their nearest neighbours vote, still "
+    "depends on how those neighbours' candidate sets are read. Each answer settles some of them."
+)
 
 components.show_notice(tab)
-last_event = bench.latest_event(ui.annotator(tab))
+nameless = components.ask_for_name(tab)  # answers must be someone's: the buttons wait for a name
+last_event = bench.latest_event(ui.annotator(tab)) if not nameless else None
 
 if tab.user is not None:
     # Team mode: the item is reserved for this user (a lease in the store), so two annotators
@@ -160,6 +163,9 @@ with left:
 
 with right:
     st.markdown("**Which label is it?**")
+    components.hide_repeated_keys(
+        [ui.Keys.answer(position, int(label)) for label in candidates if hotkeys.get(names[label]) == names[label]]
+    )
     for label in candidates:
         key = hotkeys.get(names[label])
         st.button(
@@ -171,6 +177,7 @@ with right:
             on_click=record,
             args=("answer", position, int(label)),
             help=None if key else "This label has no key (set one on the Sessions page).",
+            disabled=nameless,
         )
     st.button(
         "None of these",
@@ -179,6 +186,7 @@ with right:
         width="stretch",
         on_click=record,
         args=("none_of_these", position),
+        disabled=nameless,
     )
     row = st.columns(2)
     row[0].button(
@@ -188,6 +196,7 @@ with right:
         width="stretch",
         on_click=record,
         args=("skip", position),
+        disabled=nameless,
     )
     row[1].button(
         "Undo",
@@ -207,6 +216,7 @@ with right:
             width="stretch",
             on_click=open_other,
             args=(position,),
+            disabled=nameless,
         )
         if tab.other_label_for == position:
             # Options are drawn as plain text (not Markdown); typing filters them, Enter records.
@@ -222,7 +232,7 @@ with right:
             components.keyboard(
                 focus=f".st-key-{ui.Keys.other_label(position)} input", key=f"keyboard_focus_{position}"
             )
-    offer_suspect_labels(position, shown_set)
+    say_if_suspect(position)
 
 st.subheader("Why this item")
 why = bench.explain(position)
@@ -236,8 +246,8 @@ if why.neighbours:
 # be sent to the browser and laid out after every answer, for a reader who rarely opens them.
 if st.toggle("Details: scores and label sets", key=ui.Keys.QUERY_DETAILS):
     st.text(
-        f"Query score {why.score:g} (criterion {bench.config.criterion}, k = {bench.config.k}); "
-        f"an answer can change the decision of {why.n_targets_changed} target(s)."
+        f"Query score {why.score:g} (criterion {bench.config.criterion}, k = {bench.config.k}). "
+        + components.moved_targets_text(bench.config.criterion, why.n_targets_changed)
     )
     ex = why.example
     if ex is not None:

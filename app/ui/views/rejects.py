@@ -1,5 +1,12 @@
-"""Rejects: the undecided items (no expert or given label, and no model label the audited answers
-back at the session's error target), and the conflicts between annotators.
+"""Rejects: the undecided items, the items the model will not label (label source ``undecided``:
+no expert or given label, and no model label the audited answers back at the session's error
+target), counted as on the Progress and Query pages and by ``winnow session status``.
+
+They are the conflicts between annotators and the items listed below them. While no model
+label is stated at all (no audited answers back one yet), every open item is undecided and the
+Query page already asks them in the best order: the page says so, with the service's statement
+of why, instead of listing the queue again, and lists only the items flagged "none of these"
+(which the Query page does not serve).
 
 DST-PLL runs on the current candidate sets (cached per session state) and on the session's
 persisted neighbour graph (:meth:`Workbench.rejects`: the page searches no neighbours); the
@@ -7,7 +14,8 @@ undecided items (those whose model label is not kept) are listed by margin, smal
 each shown as itself (text, image, audio) with its candidate labels. The expert confirms a
 label (an ``answer`` event) or leaves the item. Suspect sets (the neighbours' evidence contradicts every
 candidate: :mod:`app.service.suspects`) have a section of their own, with the labels the
-neighbours suggest as "another label" buttons (``other_label`` events). The first item listed answers to the keyboard:
+neighbours suggest named in words; recording a label outside the set takes two deliberate
+steps (choose it, then press Record: an ``other_label`` event). The first item listed answers to the keyboard:
 its labels' keys confirm, L leaves it. The model's guess is not pre-selected (it would anchor
 the expert): it waits, with belief and plausibility, in a collapsed expander. Conflicting verdicts are settled with a
 ``resolve`` event.
@@ -19,7 +27,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app.service import ACTION_KEYS, StaleAnswer, check_suggestion_offered, workbench_suspects
+from app.service import ACTION_KEYS, StaleAnswer, check_still_suspect, workbench_suspects
 from app.ui import components
 from app.ui import state as ui
 from app.ui.components import md
@@ -44,22 +52,25 @@ def leave(position: int) -> None:
     tab.left_alone.add(position)
 
 
-def record_suggestion(position: int, label: int) -> None:
-    """Button callback: the suspect item is ``label``, outside its set (an ``other_label``)."""
+def record_outside_label(position: int) -> None:
+    """The Record button of a suspect item: the label chosen in its select box, outside its set
+    (an ``other_label``); nothing is recorded before a label was chosen."""
     bench = tab.workbench
-    if bench is None:
+    choice = st.session_state.get(ui.Keys.suspect_choice(position))
+    if bench is None or choice is None:
         return
     bench.refresh()  # another tab or annotator may have settled it
     try:
         answered = bench.has_verdict(ui.annotator(tab), position)
-        check_suggestion_offered(workbench_suspects(bench), position, label, answered=answered)
+        check_still_suspect(workbench_suspects(bench), position, answered=answered)
     except StaleAnswer as exc:
         tab.notice = ("info", str(exc))
         return
+    label = bench.label_names.index(choice)
     event_id = ui.record(tab, "other_label", position=position, label=label)
     if event_id is not None:
-        item, name = bench.state.external_ids[position], bench.label_names[label]
-        tab.notice = ("ok", f"Recorded: {item} is {name} (not in its set) (event {event_id}).")
+        item = bench.state.external_ids[position]
+        tab.notice = ("ok", f"Recorded: {item} is {choice} (not in its set) (event {event_id}).")
 
 
 st.title("Rejects")
@@ -70,6 +81,21 @@ components.show_notice(tab)
 state = bench.state
 names = bench.label_names
 hotkeys = bench.hotkeys
+
+labels = components.delivered_labels(tab.db, bench.session_id, state.n_events, bench.label_settings, bench)
+queue = components.reject_queue(tab.db, bench.session_id, state.n_events, bench)
+rejected = ~queue.accepted
+no_model_labels = labels.counts.get("model", 0) == 0
+st.metric(
+    "Undecided items",
+    labels.counts["undecided"],
+    help="Items without a label: the model will not label them and no annotator has settled them. "
+    "The Progress and Query pages count the same items.",
+)
+st.caption(
+    f"{len(state.conflicts)} in conflict between annotators, {queue.n_rejected} without a label the model "
+    "stands behind (including the items flagged “none of these”)."
+)
 
 # ------------------------------------------------------------------------------ conflicts
 st.subheader(f"Conflicts between annotators ({len(state.conflicts)})")
@@ -102,18 +128,33 @@ for conflict in state.conflicts:
                 )
 
 # ------------------------------------------------------------------------------ rejects
-queue = components.reject_queue(tab.db, bench.session_id, state.n_events, bench)
-rejected = ~queue.accepted
-st.subheader(
-    f"Undecided items: no label the model stands behind ({queue.n_rejected} of {queue.positions.size} open items)"
+st.subheader(f"Items the model will not label ({queue.n_rejected})")
+if no_model_labels:
+    # Every open item is undecided: the Query page asks them, in the best order. Listing them
+    # here again would be the same queue in another order.
+    st.info(
+        "No model label is stated yet, so the model labels no item and every open item is undecided. "
+        "The Query page asks them in the most useful order; model labels follow once enough audited "
+        "answers back them. Why, in the service's words:"
+    )
+    st.text(labels.statement)  # the service's sentence, plain text
+    flagged = [int(i) for i in np.flatnonzero(rejected) if state.none_of_these[int(queue.positions[i])]]
+    if flagged:
+        st.caption("Items flagged “none of these” (the Query page does not serve them):")
+    candidates_rows = flagged
+else:
+    st.caption(
+        "Confirm the label you see, or leave the item. The first item answers to the keyboard: "
+        f"its labels' keys confirm, {LEAVE_KEY.upper()} leaves it. Hardest first."
+    )
+    candidates_rows = [int(i) for i in np.flatnonzero(rejected)]
+shown_max = (
+    st.number_input("Show", min_value=1, max_value=200, value=10, step=5, key=ui.Keys.REJECTS_SHOWN)
+    if candidates_rows
+    else 0
 )
-st.caption(
-    "Confirm the label you see, or leave the item. The first item answers to the keyboard: "
-    f"its labels' keys confirm, {LEAVE_KEY.upper()} leaves it. Hardest first."
-)
-shown_max = st.number_input("Show", min_value=1, max_value=200, value=10, step=5, key=ui.Keys.REJECTS_SHOWN)
-rows = [int(i) for i in np.flatnonzero(rejected) if int(queue.positions[i]) not in tab.left_alone][: int(shown_max)]
-if not rows:
+rows = [i for i in candidates_rows if int(queue.positions[i]) not in tab.left_alone][: int(shown_max)]
+if not rows and not no_model_labels:
     st.success("Nothing to review: the model labels every open item you have not left alone.")
 for n, i in enumerate(rows):
     position = int(queue.positions[i])
@@ -127,6 +168,10 @@ for n, i in enumerate(rows):
             st.text(f"Item {state.external_ids[position]}")
             st.caption("Which label is it?")
             buttons = st.columns(min(len(candidates), 4))
+            if first:
+                components.hide_repeated_keys(
+                    [ui.Keys.confirm(position, m) for m in candidates.tolist() if hotkeys.get(names[m]) == names[m]]
+                )
             for j, label in enumerate(candidates.tolist()):
                 key = hotkeys.get(names[label]) if first else None
                 # Every label looks the same: the model's guess is not pre-selected.
@@ -177,12 +222,25 @@ for suspect in suspects.items[:SUSPECTS_SHOWN]:
             components.show_item(bench, position, size="small")
         with text:
             st.text(f"Item {suspect.external_id}: set {{{', '.join(suspect.candidates)}}}\n{suspect.text()}")
-            for suggestion in suspect.suggestions:
-                st.button(
-                    f"another label: {md(suggestion.name)}",
-                    key=ui.Keys.suspect_other(position, suggestion.label),
-                    on_click=record_suggestion,
-                    args=(position, suggestion.label),
-                )
+            # Two deliberate steps: choose a label (the neighbours' suggestions first), then Record.
+            suggested = [s.name for s in suspect.suggestions]
+            outside = suggested + [
+                name for m, name in enumerate(names) if not state.candidates[position][m] and name not in suggested
+            ]
+            choose, confirm = st.columns([3, 1], vertical_alignment="bottom")
+            choose.selectbox(
+                "Its label, outside the set",
+                outside,
+                index=None,
+                key=ui.Keys.suspect_choice(position),
+                placeholder="Choose a label…",
+            )
+            confirm.button(
+                "Record",
+                key=ui.Keys.suspect_record(position),
+                disabled=st.session_state.get(ui.Keys.suspect_choice(position)) is None,
+                on_click=record_outside_label,
+                args=(position,),
+            )
 if len(suspects.items) > SUSPECTS_SHOWN:
     st.caption(f"The {SUSPECTS_SHOWN} most suspect of {len(suspects.items)} are shown; answering one shows the next.")

@@ -8,6 +8,7 @@ but a reviewer or an admin (team mode), so this page is only a convenience.
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -50,7 +51,13 @@ components.show_notice(tab)
 details = conflict_details(bench, actor=tab.user)
 st.caption(f"{len(details)} conflict(s) between annotators in session {md(repr(bench.config.name))}.")
 if not details:
-    st.success("No conflicts: the annotators agree on every item they share.")
+    # A resolved disagreement is still a disagreement: say "settled", not "agree".
+    n_resolved = int(np.asarray(bench.state.resolved).sum())
+    st.success(
+        f"No conflict left to settle ({n_resolved} settled by a reviewer so far)."
+        if n_resolved
+        else "No conflicts: the annotators agree on every item they share."
+    )
     st.stop()
 
 names = bench.label_names

@@ -21,6 +21,7 @@ while the page stays usable.
 from __future__ import annotations
 
 import uuid
+from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
@@ -42,6 +43,7 @@ from app.service import (
     upload_columns,
 )
 from app.service.lots import FIRST_STATEMENT_AUDIT_SHARE
+from app.store import LabelSettings
 from app.store.models import CRITERIA, TARGET_SETS, WEIGHTINGS
 from app.ui import components
 from app.ui import state as ui
@@ -67,13 +69,15 @@ IGNORE_COLUMNS = "sessions_ignore_columns"
 VOTES_UPLOAD = "sessions_votes_upload"
 MIN_VOTES = "sessions_min_votes"
 MIN_SHARE = "sessions_min_share"
+#: What each query criterion asks first (shown under the select box: a long option is cut).
 CRITERION_HELP = {
-    "decision_change": "decision_change — expected k-NN decisions an answer changes (default)",
-    "apl": "apl — targets whose NL or APL an answer can change (fast)",
-    "pl": "pl — targets whose NL or exact PL an answer can change",
-    "participation": "participation — baseline",
-    "most_partial": "most_partial — largest candidate set first (baseline)",
-    "random": "random — baseline",
+    "decision_change": "The item whose answer is expected to change the most nearby k-NN decisions (default).",
+    "apl": "The item whose answer can change the necessary or approximately possible labels of the most nearby "
+    "items (fast).",
+    "pl": "The item whose answer can change the necessary or exact possible labels of the most nearby items.",
+    "participation": "Baseline: the item that is a neighbour of the most targets.",
+    "most_partial": "Baseline: the item with the largest candidate set.",
+    "random": "Baseline: items in a random order.",
 }
 
 
@@ -104,6 +108,14 @@ def create_from_form() -> None:
     min_votes = form.get(MIN_VOTES) if votes_file is not None else None
     min_share = form.get(MIN_SHARE) if votes_file is not None else None
     files = [(f.name, f.getvalue()) for f in media]
+    try:  # the model-label settings are checked before anything is imported
+        rates = {name: float(form.get(ui.Keys.new_label_setting(name), 0.0)) / 100 for name, *_ in LABEL_SETTINGS}
+        tab.new_label_settings = LabelSettings(
+            max_error=rates["max_error"], confidence=rates["confidence"], audit_share=rates["audit_share"]
+        )
+    except (InvalidInput, TypeError) as exc:
+        tab.notice = ("error", str(exc))
+        return
     options = dict(
         name=form.get(ui.Keys.NEW_NAME) or "",
         k=int(form.get(ui.Keys.K, 10)),
@@ -142,6 +154,10 @@ def finish_create() -> None:
     if job.error is not None:
         raise job.error
     assert job.result is not None, "an import finished without an error holds its session id"
+    settings, tab.new_label_settings = tab.new_label_settings, None
+    if settings is not None and settings != LabelSettings():
+        name = next(x.name for x in session_summaries(session_factory, actor=tab.user) if x.session_id == job.result)
+        change_label_settings(session_factory, name, actor=tab.user, **asdict(settings))
     open_session(job.result)
     tab.next_page = "views/query.py"
 
@@ -372,7 +388,7 @@ if "create" in may and sources:
         dataset_name = st.selectbox("Dataset", list(datasets), key=ui.Keys.DATASET)
 
     default_name = Path(uploaded.name).stem if uploaded is not None else (dataset_name or "")
-    cols = st.columns(5)
+    cols = st.columns([3, 2, 2, 2])
     cols[0].text_input(
         "Session name",
         key=ui.Keys.NEW_NAME,
@@ -383,18 +399,36 @@ if "create" in may and sources:
     cols[1].number_input("k (neighbours)", min_value=1, max_value=200, value=10, step=1, key=ui.Keys.K)
     cols[2].selectbox("Weighting", WEIGHTINGS, key=ui.Keys.WEIGHTING)
     cols[3].selectbox(
-        "Query criterion",
-        CRITERIA,
-        index=CRITERIA.index(DEFAULT_STRATEGY),
-        key=ui.Keys.CRITERION,
-        format_func=CRITERION_HELP.__getitem__,  # every criterion has its line
-    )
-    cols[4].selectbox(
         "Targets",
         TARGET_SETS,
         key=ui.Keys.TARGET_SET,
         help="all instances, or only those whose original set is partial",
     )
+    # The criterion's name alone in the box (a long line would be cut); what it asks, beside it.
+    criterion_box, criterion_text = st.columns([1, 3], vertical_alignment="bottom")
+    chosen = criterion_box.selectbox(
+        "Query criterion",
+        CRITERIA,
+        index=CRITERIA.index(DEFAULT_STRATEGY),
+        key=ui.Keys.CRITERION,
+    )
+    criterion_text.caption(CRITERION_HELP[chosen])
+    st.markdown("**Model labels**")
+    defaults = LabelSettings()
+    setting_columns = st.columns(len(LABEL_SETTINGS))
+    for column, (name, title, meaning, low, high) in zip(setting_columns, LABEL_SETTINGS, strict=True):
+        column.number_input(
+            title,
+            min_value=low,
+            max_value=high,
+            value=round(getattr(defaults, name) * 100, 4),
+            step=0.5,
+            format="%.1f",
+            key=ui.Keys.new_label_setting(name),
+            help=meaning,
+        )
+    rates = [float(st.session_state[ui.Keys.new_label_setting(n)]) / 100 for n, *_ in LABEL_SETTINGS]
+    st.caption(target_cost(rates[0], rates[1], rates[2], defaults.promise))
 
     st.button(
         "Create session",

@@ -31,16 +31,16 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from numbers import Integral
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from app.dataset_rules import NAME_MAX
+from app.dataset_rules import NAME_MAX, text_problem
 from app.io.errors import DataFileError
-from app.io.limits import check_decompressed_size
+from app.io.limits import as_utc, check_decompressed_size
 from app.io.readers.checks import LoadedDataset, file_head
 from app.io.readers.labels import LABEL_SEPARATOR, is_missing, label_from_scalar, listing, quote, sort_label_names
 from app.io.readers.table import Table, cells
@@ -222,7 +222,7 @@ def _time(cell: Any) -> datetime | None:
             ) from None
     else:
         raise ValueError(f"{quote(cell)} is not a date and time")
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    return as_utc(value)
 
 
 def _votes_from_table(file: Path, table: Table) -> Votes:
@@ -257,8 +257,9 @@ def _votes_from_table(file: Path, table: Table) -> Votes:
                     column=name,
                     has_header=has_header,
                 )
-            if "\x00" in text:
-                raise DataFileError(file, "holds a NUL character", row=row, column=name, has_header=has_header)
+            problem = text_problem(text)
+            if problem is not None:
+                raise DataFileError(file, f"{quote(text)} {problem}", row=row, column=name, has_header=has_header)
             if name == "label" and LABEL_SEPARATOR in text:
                 raise DataFileError(
                     file,

@@ -76,7 +76,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import numpy as np
 
 from app.io.errors import DataFileError
-from app.io.limits import JSON_EXPANSION, as_utc, check_decompressed_size, max_decompressed_bytes
+from app.io.limits import JSON_EXPANSION, MAX_INT_DIGITS, as_utc, check_decompressed_size, max_decompressed_bytes
 from app.io.readers.checks import LoadedDataset, check_store_limits, check_unique_ids
 from app.io.readers.content import ContentSources, features_from_content, read_contents, resolve_content_columns
 from app.io.readers.labels import LABEL_SEPARATOR, listing, quote, sort_label_names
@@ -214,6 +214,10 @@ def _load(file: Path) -> Any:
         ) from None
     except RecursionError:
         raise DataFileError(file, "nests JSON too deeply to be a Label Studio export", has_header=False) from None
+    except ValueError:  # an integer over Python's limit
+        raise DataFileError(
+            file, f"holds an integer of more than {MAX_INT_DIGITS:,} digits", has_header=False
+        ) from None
 
 
 def read_label_studio(

@@ -40,7 +40,7 @@ import numpy as np
 
 from app.dataset_rules import NAME_MAX, text_problem
 from app.io.errors import DataFileError
-from app.io.limits import as_utc, check_decompressed_size
+from app.io.limits import MAX_INT_DIGITS, MAX_JSON_DEPTH, as_utc, check_decompressed_size
 from app.io.readers.checks import LoadedDataset, file_head
 from app.io.readers.labels import LABEL_SEPARATOR, is_missing, label_from_scalar, listing, quote, sort_label_names
 from app.io.readers.table import Table, cells
@@ -178,8 +178,14 @@ def _read_jsonl(file: Path) -> Table:
             row = len(rows) + 1
             try:
                 value = json.loads(line)
-            except (json.JSONDecodeError, RecursionError) as exc:
-                message = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
+            except (ValueError, RecursionError) as exc:  # JSONDecodeError, an integer over Python's limit
+                message = (
+                    exc.msg
+                    if isinstance(exc, json.JSONDecodeError)
+                    else f"nested deeper than {MAX_JSON_DEPTH} levels"
+                    if isinstance(exc, RecursionError)
+                    else f"holds an integer of more than {MAX_INT_DIGITS:,} digits"
+                )
                 raise DataFileError(
                     file, f"line {line_number} is not JSON: {message}", row=row, has_header=False
                 ) from None

@@ -54,7 +54,7 @@ _FORBIDDEN_IN_TEXTS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\ud
 
 
 def text_problem(text: str, *, line_breaks: bool = False) -> str | None:
-    """What makes ``text`` unfit for the store, or ``None`` when it may be stored.
+    r"""What makes ``text`` unfit for the store, or ``None`` when it may be stored.
 
     The one rule for every text that enters a store (ids, labels, annotators, names; item
     texts with ``line_breaks=True``): valid Unicode that UTF-8 can encode (no lone surrogate)

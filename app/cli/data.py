@@ -299,7 +299,7 @@ def answer(
             raise UserError("--from FILE takes the answers from the file: give no ITEM or LABEL")
         if kind != "answer" or idempotency_key is not None:
             raise UserError(
-                "--from FILE takes each row's kind from the file's kind column: --kind and --idempotency-key do not apply"
+                "--from FILE takes each row's kind from its kind column: --kind and --idempotency-key do not apply"
             )
         n = record_answers_file(open_store(db, create=False), session, from_file, annotator=annotator)
         out.print(f"Recorded {n} answers from {from_file}.", markup=False, highlight=False)

@@ -69,6 +69,7 @@ __all__ = [
     "busy_timeout_ms",
     "store_busy",
     "head_revision",
+    "PG_WRITE_LOCK",
 ]
 
 #: How long a connection waits for another writer's lock, by default: SQLite's
@@ -89,12 +90,12 @@ SQLITE_SYNCHRONOUS_LEVELS: tuple[str, ...] = ("OFF", "NORMAL", "FULL", "EXTRA")
 SQLITE_SYNCHRONOUS_VARIABLE = "WINNOW_SQLITE_SYNCHRONOUS"
 
 #: Execution option that makes the ``begin`` listener take the write lock: ``BEGIN IMMEDIATE``
-#: on SQLite, the advisory lock :data:`_PG_WRITE_LOCK` on PostgreSQL.
+#: on SQLite, the advisory lock :data:`PG_WRITE_LOCK` on PostgreSQL.
 _WRITE_OPTION = "winnow_write"
 
 #: Key of the PostgreSQL advisory lock held by every write transaction (advisory locks are
 #: per database, so stores on one server do not block each other).
-_PG_WRITE_LOCK = 0x77696E6E6F77  # "winnow"
+PG_WRITE_LOCK = 0x77696E6E6F77  # "winnow"
 
 #: SQLSTATEs of transient PostgreSQL errors after which a write transaction is re-run:
 #: lock_not_available (the write lock timed out), serialization_failure, deadlock_detected.
@@ -261,7 +262,7 @@ def _install_postgresql_listeners(engine: Engine) -> None:
         # The driver begins the transaction implicitly with the first statement.
         if conn.get_execution_options().get(_WRITE_OPTION):
             conn.exec_driver_sql(f"SET LOCAL lock_timeout = {busy_timeout_ms()}")
-            conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_PG_WRITE_LOCK})")
+            conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({PG_WRITE_LOCK})")
 
 
 def _install_lock_error_listener(engine: Engine) -> None:
@@ -674,7 +675,7 @@ def _sqlite_lock_holders(database: Path) -> list[str]:
 
 def _postgresql_lock_holders(engine: Engine) -> list[str]:
     """Who holds winnow's advisory write lock, else the oldest open transactions on the database."""
-    high, low = _PG_WRITE_LOCK >> 32, _PG_WRITE_LOCK & 0xFFFFFFFF
+    high, low = PG_WRITE_LOCK >> 32, PG_WRITE_LOCK & 0xFFFFFFFF
     columns = (
         "a.pid, coalesce(a.application_name, ''), coalesce(host(a.client_addr), 'local'), "
         "coalesce(extract(epoch from now() - a.xact_start), 0)::int, coalesce(left(a.query, 60), '')"

@@ -169,9 +169,7 @@ CASES = [
     Case(
         "dataset: a lone surrogate in a candidates list",
         "import",
-        write(
-            "dsur.csv", 'id,x,candidates\nr1,1,"[""a"", ""\\udfff""]"\nr2,2,a\nr3,3,b\n'
-        ),
+        write("dsur.csv", 'id,x,candidates\nr1,1,"[""a"", ""\\udfff""]"\nr2,2,a\nr3,3,b\n'),
         "column 'candidates': label '\\udfff' holds a lone surrogate",
     ),
     Case(

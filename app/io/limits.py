@@ -15,7 +15,7 @@ Bounds on what a reader parses (before it builds Python objects for it):
   explicit), :data:`MAX_COLUMNS` columns in a header, :data:`MAX_ANSWERS` rows in a file of
   answers;
 - a JSON document (a Label Studio export) at most :func:`max_decompressed_bytes` divided by
-  :data:`JSON_EXPANSION` bytes (what its Python objects take, measured); JSON nested deeper than
+  :data:`JSON_EXPANSION` bytes (what parsing and importing it takes, measured); JSON nested deeper than
   :data:`MAX_JSON_DEPTH` levels, and integers of more than :data:`MAX_INT_DIGITS` digits, are
   refused (Python's own limits, turned into one line);
 - a Parquet file: :data:`PYTHON_CELL_BYTES` per cell of a column that is not numeric (each
@@ -91,10 +91,12 @@ MAX_ANSWERS = 1_000_000
 MAX_JSON_DEPTH = sys.getrecursionlimit()
 #: Most digits of an integer in a file: Python's ``int`` conversion limit.
 MAX_INT_DIGITS = sys.get_int_max_str_digits() or 4300
-#: Bytes of Python objects per byte of JSON: a Label Studio export of many small tasks peaks at
-#: about 28 times its size (measured by ``benchmarks/bench_hostile_files.py``), so a JSON file
-#: is parsed only when this many times its size fits in :func:`max_decompressed_bytes`.
-JSON_EXPANSION = 32
+#: Bytes of memory per byte of JSON: importing a 10 MB Label Studio export of 59,657 small
+#: text tasks peaked 327 MB above the interpreter's own 278 MB (33 times the file; measured
+#: with ``/usr/bin/time`` as in ``benchmarks/bench_hostile_files.py``), so a JSON file is parsed
+#: only when this many times its size fits in :func:`max_decompressed_bytes` (21 MiB by
+#: default), keeping the whole process near the limit.
+JSON_EXPANSION = 48
 #: Bytes a cell of a non-numeric Parquet column takes once it is a Python object (a ``str``
 #: holds 49 bytes of header, and a list slot 8): what a dictionary-encoded column of 40 million
 #: identical strings, a few hundred KB on disk, would become.

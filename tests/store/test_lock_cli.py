@@ -108,3 +108,28 @@ def test_a_bad_busy_timeout_is_one_line(small):
     assert result.stderr.strip() == (
         "error: $WINNOW_BUSY_TIMEOUT_MS must be a whole number of milliseconds (at most 9 digits), got 'soon'"
     )
+
+
+def test_a_store_behind_the_schema_migrates_under_the_lock_or_says_who_holds_it(store_url, monkeypatch):
+    from app.store import StoreBusy, close_stores, downgrade_database, open_store
+    from app.store.db import check_store, head_revision
+
+    open_store(store_url)
+    close_stores()
+    downgrade_database(store_url, "-1")
+    behind = check_store(store_url)
+    assert behind != head_revision()
+    monkeypatch.setenv("WINNOW_BUSY_TIMEOUT_MS", "500")
+    with lock_held(store_url) as holder:
+        try:
+            open_store(store_url, create=False)
+        except StoreBusy as exc:
+            message = str(exc)
+        else:
+            raise AssertionError("a store behind the schema was opened without the write lock")
+        assert " is busy: " in message
+        assert f"pid {holder.pid} (python" in message or "long-writer" in message
+        assert check_store(store_url) == behind  # nothing migrated
+    open_store(store_url, create=False)
+    assert check_store(store_url) == head_revision()
+    close_stores()

@@ -99,6 +99,19 @@ def answers_9m_columns(folder: Path) -> Path:
     return path
 
 
+def answers_unknown_ids(folder: Path) -> Path:
+    """As many answers as a file may hold (``MAX_ANSWERS``), none for an item of the session:
+    read and checked whole, looked up in the store, then refused at the first row."""
+    from app.io.limits import MAX_ANSWERS
+
+    path = folder / "answers_max_rows.csv"
+    with path.open("w") as handle:
+        handle.write("id,label,kind,annotator\n")
+        for i in range(MAX_ANSWERS):
+            handle.write(f"unknown-item-{i},a,label,annotator-{i % 50}\n")
+    return path
+
+
 def items_csv(folder: Path, rows: int, name: str = "items.csv") -> Path:
     path = folder / name
     with path.open("w") as handle:
@@ -118,6 +131,7 @@ def memory_table(folder: Path) -> None:
          lambda p: ["import", str(seed), "--votes", str(p), "--name", "v"]),
         ("Label Studio JSON, 115 MB", label_studio_115mb, lambda p: ["import", str(p)]),
         ("answers CSV, 9M-column header", answers_9m_columns, lambda p: ["answer", "s", "--from", str(p)]),
+        ("answers CSV, 200,000 rows of unknown items", answers_unknown_ids, lambda p: ["answer", "s", "--from", str(p)]),
     ]  # fmt: skip
     print(f"| file | size on disk (bytes) | outcome | peak RSS (MB) | x the 6-row CSV ({baseline / MiB:.0f} MB) |")
     print("|---|---:|---|---:|---:|")

@@ -85,7 +85,7 @@ MAX_FIELD_CHARS = 131_072
 #: 9-million-column header would otherwise take 1.5 GB as Python strings).
 MAX_COLUMNS = 250_000
 #: Most answers in one file for ``winnow answer --from`` (split larger files).
-MAX_ANSWERS = 1_000_000
+MAX_ANSWERS = 200_000
 #: Deepest JSON nesting accepted: Python's parser recurses once per level, so deeper
 #: documents end in RecursionError, reported as this limit.
 MAX_JSON_DEPTH = sys.getrecursionlimit()

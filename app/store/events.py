@@ -26,6 +26,7 @@ from app.store.models import (
     Dataset,
     Instance,
     LabellingSession,
+    decode_candidate_masks,
     utcnow,
 )
 from app.store.records import dataset_of, get_labelling_session, get_or_create_annotator
@@ -129,7 +130,10 @@ def record_event(
     label_index: int | None = None
     undoes: int | None = None
     if kind in LABELLED_KINDS:
-        label_index = _check_label(kind, label, names, _require(instance))
+        checked = _require(instance)
+        label_index = _check_label(
+            kind, label, names, checked.position, checked.external_id, checked.candidate_set(len(names))
+        )
     elif kind == "undo":
         target = _event_to_undo(session, labelling, annotator, who, instance)
         undoes = target.id
@@ -162,6 +166,8 @@ BATCH_EVENT_KINDS: tuple[str, ...] = ("answer", "other_label", "none_of_these", 
 
 #: Item ids looked up per query (below SQLite's smallest limit of bound parameters, 999).
 _IDS_PER_QUERY = 900
+#: Events inserted per statement by :func:`record_events`.
+_EVENTS_PER_INSERT = 10_000
 
 
 @dataclass(frozen=True)
@@ -207,23 +213,26 @@ def record_events(session: Session, *, session_id: int, requests: Sequence[Event
     dataset = dataset_of(session, labelling)
     names = list(dataset.label_names)
     wanted = sorted({request.external_id for request in requests if "\x00" not in request.external_id})
-    instances: dict[str, Instance] = {}
+    # Plain rows, not ORM objects: a file of a million answers must not hold a million instances.
+    items: dict[str, tuple[int, int, str]] = {}
     for start in range(0, len(wanted), _IDS_PER_QUERY):
         chunk = wanted[start : start + _IDS_PER_QUERY]
-        for instance in session.scalars(
-            select(Instance).where(Instance.dataset_id == dataset.id, Instance.external_id.in_(chunk))
+        for instance_id, external_id, position, mask in session.execute(
+            select(Instance.id, Instance.external_id, Instance.position, Instance.candidate_mask).where(
+                Instance.dataset_id == dataset.id, Instance.external_id.in_(chunk)
+            )
         ):
-            instances[instance.external_id] = instance
+            items[external_id] = (instance_id, position, mask)
     allowed: dict[tuple[str, str], None] = {}
     annotators: dict[str, Annotator | None] = {}
-    rows: list[dict[str, Any]] = []
+    rows: list[tuple[int, str, str, int | None]] = []
     for index, request in enumerate(requests):
         try:
             kind = check_choice(request.kind, "kind", BATCH_EVENT_KINDS)
-            found = instances.get(request.external_id)
+            found = items.get(request.external_id)
             if found is None:
                 raise RecordNotFound(f"no item with id {request.external_id!r} in this session's dataset")
-            instance = found
+            instance_id, position, mask = found
             if kind in LABELLED_KINDS and request.label is None:
                 raise InvalidRecord(f"kind={kind!r} needs a label")
             if kind not in LABELLED_KINDS and request.label is not None:
@@ -234,31 +243,36 @@ def record_events(session: Session, *, session_id: int, requests: Sequence[Event
                 allowed[(annotator, kind)] = None
             if annotator not in annotators:
                 annotators[annotator] = session.scalar(select(Annotator).where(Annotator.name == annotator))
-            label_index = _check_label(kind, request.label, names, instance) if kind in LABELLED_KINDS else None
+            label_index = None
+            if kind in LABELLED_KINDS:
+                candidates = decode_candidate_masks([mask], len(names))[0]
+                label_index = _check_label(kind, request.label, names, position, request.external_id, candidates)
         except (InvalidRecord, TypeError) as exc:
             raise RequestRefused(str(exc), index=index) from None
-        rows.append({"instance_id": instance.id, "annotator": annotator, "kind": kind, "label": label_index})
+        rows.append((instance_id, annotator, kind, label_index))
     now = utcnow()
     with session.begin_nested():
         ids = {
             name: (who if who is not None else get_or_create_annotator(session, name)).id
             for name, who in annotators.items()
         }
-        if rows:
+        # One transaction, inserted a slice at a time: the statement's parameters stay small.
+        for start in range(0, len(rows), _EVENTS_PER_INSERT):
             session.execute(
                 insert(AnswerEvent),
                 [
                     {
                         "session_id": labelling.id,
-                        "instance_id": row["instance_id"],
-                        "annotator_id": ids[row["annotator"]],
-                        "kind": row["kind"],
-                        "label": row["label"],
+                        "instance_id": instance_id,
+                        "annotator_id": ids[annotator],
+                        "kind": kind,
+                        "label": label_index,
                         "created_at": now,
                     }
-                    for row in rows
+                    for instance_id, annotator, kind, label_index in rows[start : start + _EVENTS_PER_INSERT]
                 ],
             )
+        if rows:
             labelling.updated_at = now
         session.flush()
     return len(rows)
@@ -468,22 +482,25 @@ def _label_index(label: Any, names: Sequence[str]) -> int:
     return index
 
 
-def _check_label(kind: str, label: Any, names: Sequence[str], instance: Instance) -> int:
-    """The label index of an ``answer`` / ``other_label`` / ``resolve`` on ``instance``."""
+def _check_label(
+    kind: str, label: Any, names: Sequence[str], position: int, external_id: str, candidates: np.ndarray
+) -> int:
+    """The label index of an ``answer`` / ``other_label`` / ``resolve`` on the instance at
+    ``position`` whose original candidate set is ``candidates`` (bool, one per label)."""
     index = _label_index(label, names)
-    where = f"instance at {describe_row(instance.position, None)} (external id {instance.external_id!r})"
-    original = set(np.flatnonzero(instance.candidate_set(len(names))).tolist())
+    where = f"instance at {describe_row(position, None)} (external id {external_id!r})"
+    original = set(np.flatnonzero(candidates).tolist())
     if kind == "answer" and index not in original:
         raise InvalidRecord(
             f"{where}: label {names[index]!r} is not in its candidate set "
             f"{{{', '.join(repr(names[j]) for j in sorted(original))}}}; "
             "record kind='other_label' to give a label outside the set",
-            row=instance.position,
+            row=position,
         )
     if kind == "other_label" and index in original:
         raise InvalidRecord(
             f"{where}: label {names[index]!r} is in its candidate set; record kind='answer' for it",
-            row=instance.position,
+            row=position,
         )
     return index
 

@@ -131,7 +131,7 @@ def memory_table(folder: Path) -> None:
          lambda p: ["import", str(seed), "--votes", str(p), "--name", "v"]),
         ("Label Studio JSON, 115 MB", label_studio_115mb, lambda p: ["import", str(p)]),
         ("answers CSV, 9M-column header", answers_9m_columns, lambda p: ["answer", "s", "--from", str(p)]),
-        ("answers CSV, 200,000 rows of unknown items", answers_unknown_ids, lambda p: ["answer", "s", "--from", str(p)]),
+        ("answers CSV, 200,000 unknown items", answers_unknown_ids, lambda p: ["answer", "s", "--from", str(p)]),
     ]  # fmt: skip
     print(f"| file | size on disk (bytes) | outcome | peak RSS (MB) | x the 6-row CSV ({baseline / MiB:.0f} MB) |")
     print("|---|---:|---|---:|---:|")

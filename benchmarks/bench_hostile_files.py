@@ -12,7 +12,7 @@ Two tables:
    one at a time with :func:`app.store.record_event` (the path before issue 29), on the same
    items, in this process; the time is what the write lock is held.
 
-Run: ``python -m benchmarks.bench_hostile_files [--answers 60000] [--keep FOLDER]``
+Run: ``python -m benchmarks.bench_hostile_files [--answers 60000] [--keep FOLDER] [--only memory|lock]``
 (needs about 250 MB of disk for the files).
 """
 
@@ -187,12 +187,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--answers", type=int, default=60_000)
     parser.add_argument("--keep", default=None, help="Folder for the files (default: a temporary one).")
+    parser.add_argument("--only", choices=("memory", "lock"), default=None, help="Print one of the two tables.")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as temporary:
         folder = Path(args.keep or temporary)
         folder.mkdir(parents=True, exist_ok=True)
-        memory_table(folder)
-        lock_table(folder, args.answers)
+        if args.only != "lock":
+            memory_table(folder)
+        if args.only != "memory":
+            lock_table(folder, args.answers)
 
 
 if __name__ == "__main__":

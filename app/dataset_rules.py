@@ -27,7 +27,15 @@ from collections.abc import Hashable, Iterable
 
 import numpy as np
 
-__all__ = ["NAME_MAX", "MAX_LABELS", "IMAGE_LAYOUT", "first_repeat", "first_true_label_outside", "image_shape"]
+__all__ = [
+    "NAME_MAX",
+    "MAX_LABELS",
+    "IMAGE_LAYOUT",
+    "first_repeat",
+    "first_true_label_outside",
+    "image_shape",
+    "text_problem",
+]
 
 #: Longest name the store holds: dataset, session, annotator, label, feature, item id.
 NAME_MAX = 200
@@ -36,6 +44,53 @@ MAX_LABELS = 1024
 
 #: A drawing hint for a feature row: ``image:<height>x<width>`` (row-major pixels).
 IMAGE_LAYOUT = re.compile(r"image:(\d+)x(\d+)")
+
+
+#: What no stored text may hold: a lone surrogate (it cannot be written as UTF-8, so every
+#: export and page showing it would fail) or a control character (C0, DEL, C1: terminal escape
+#: sequences, NUL that PostgreSQL refuses). Item texts may hold tabs and line breaks.
+_FORBIDDEN_IN_NAMES = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+_FORBIDDEN_IN_TEXTS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def text_problem(text: str, *, line_breaks: bool = False) -> str | None:
+    r"""What makes ``text`` unfit for the store, or ``None`` when it may be stored.
+
+    The one rule for every text that enters a store (ids, labels, annotators, names; item
+    texts with ``line_breaks=True``): valid Unicode that UTF-8 can encode (no lone surrogate)
+    and no control character, except tab, line feed and carriage return in item texts. The
+    readers and the store word the refusal (file, row and column; parameter and row).
+
+    Parameters
+    ----------
+    text : str
+    line_breaks : bool, default=False
+        Whether tab, line feed and carriage return are allowed (item texts).
+
+    Returns
+    -------
+    str or None
+        E.g. ``"holds the control character U+001B at character 1"``.
+
+    Examples
+    --------
+    >>> text_problem("cat") is None
+    True
+    >>> text_problem("\x1b[31mred")
+    'holds the control character U+001B at character 1'
+    >>> text_problem("a\udfff")
+    'holds a lone surrogate (U+DFFF) at character 2, which is not valid Unicode text'
+    >>> text_problem("line one\nline two", line_breaks=True) is None
+    True
+    """
+    found = (_FORBIDDEN_IN_TEXTS if line_breaks else _FORBIDDEN_IN_NAMES).search(text)
+    if found is None:
+        return None
+    code = ord(found.group())
+    where = f"at character {found.start() + 1}"
+    if 0xD800 <= code <= 0xDFFF:
+        return f"holds a lone surrogate (U+{code:04X}) {where}, which is not valid Unicode text"
+    return f"holds the control character U+{code:04X} {where}"
 
 
 def first_repeat(values: Iterable[Hashable]) -> tuple[int, int] | None:

@@ -7,8 +7,10 @@ so a pipe gets only the results.
 from __future__ import annotations
 
 import contextlib
+import math
+import unicodedata
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import (
@@ -22,6 +24,7 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+from rich.text import Text
 
 from engine.exceptions import InvalidInput
 
@@ -31,6 +34,43 @@ if TYPE_CHECKING:
 
 out = Console()
 err = Console(stderr=True)
+
+
+def printable(value: object) -> Text:
+    r"""User content (an id, a label, an annotator's name) as terminal text: never markup, and
+    every control, format or surrogate character escaped (``\x1b``, ``\u202e``), so a name
+    holding an escape sequence cannot move the cursor, recolour or retitle the terminal.
+
+    >>> printable("\x1b[31mred").plain
+    '\\x1b[31mred'
+    >>> printable("[bold]x").plain
+    '[bold]x'
+    """
+    text = str(value)
+    if any(unicodedata.category(ch) in ("Cc", "Cf", "Cs") for ch in text):
+        text = "".join(
+            ch
+            if unicodedata.category(ch) not in ("Cc", "Cf", "Cs")
+            else ch.encode("unicode_escape").decode("ascii")
+            if ord(ch) < 0x10000
+            else f"\\U{ord(ch):08x}"
+            for ch in text
+        )
+    return Text(text)
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with every NaN or infinite float (undefined figures) replaced by ``None``, so
+    that ``json.dumps(..., allow_nan=False)`` writes standard JSON (``null``, never ``NaN``)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: json_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(item) for item in value]
+    if hasattr(value, "item") and callable(value.item) and getattr(value, "ndim", None) == 0:  # numpy scalars
+        return json_safe(value.item())
+    return value
 
 
 class UserError(InvalidInput):

@@ -284,13 +284,15 @@ def answer(
         None,
         "--from",
         metavar="FILE",
-        help="Record every answer of a .csv, .tsv or .jsonl file with columns id,label[,annotator], all or none.",
+        help="Record every answer of a .csv, .tsv or .jsonl file with columns id,label[,kind][,annotator], "
+        "all or none; kind is label (default), other_label, none_of_these or skip (blank label).",
     ),
 ) -> None:
     """Record one answer (for scripts and pipelines), or a file of answers with --from.
 
     Examples: winnow answer week1 d0042 8 --annotator alice --idempotency-key req-0042;
-    winnow answer week1 --from answers.csv (an expert who labelled the ranked export offline)
+    winnow answer week1 --from answers.csv (an expert who labelled the ranked export offline; rows
+    "d0042,8", "d0043,,none_of_these", "d0044,cat,other_label" with header id,label,kind)
     """
     from app.service import record_answer, record_answers_file
 
@@ -298,7 +300,9 @@ def answer(
         if item is not None or label is not None:
             raise UserError("--from FILE takes the answers from the file: give no ITEM or LABEL")
         if kind != "answer" or idempotency_key is not None:
-            raise UserError("--from FILE records answers only: --kind and --idempotency-key do not apply")
+            raise UserError(
+                "--from FILE takes each row's kind from its kind column: --kind and --idempotency-key do not apply"
+            )
         n = record_answers_file(open_store(db, create=False), session, from_file, annotator=annotator)
         out.print(f"Recorded {n} answers from {from_file}.", markup=False, highlight=False)
         return

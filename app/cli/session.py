@@ -8,7 +8,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from app.cli.console import out, progress_bar
+from app.cli.console import json_safe, out, printable, progress_bar
 from app.cli.options import (
     AuditOption,
     ConfidenceOption,
@@ -148,7 +148,13 @@ def session_list(db: str = DbOption) -> None:
     table = Table("session", "dataset", "k", "weighting", "criterion", "targets", "created")
     for x in session_summaries(open_store(db, create=False), actor=None):  # the command line sees every session
         table.add_row(
-            x.name, x.dataset_name, str(x.k), x.weighting, x.criterion, x.target_set, f"{x.created_at:%Y-%m-%d %H:%M}"
+            printable(x.name),
+            printable(x.dataset_name),
+            str(x.k),
+            x.weighting,
+            x.criterion,
+            x.target_set,
+            f"{x.created_at:%Y-%m-%d %H:%M}",
         )
     out.print(table)
 
@@ -196,7 +202,7 @@ def session_status(
         ],
     }
     if as_json:
-        out.print_json(json.dumps(summary))
+        out.print(json.dumps(json_safe(summary), allow_nan=False, indent=2), markup=False, highlight=False)
         return
     for key in (
         "instances",
@@ -227,14 +233,14 @@ def session_status(
     table = Table("rank", "id", "score", "candidates")
     for i, row in enumerate(summary["next"], 1):
         score = "-" if row["score"] is None else f"{row['score']:g}"
-        table.add_row(str(i), row["id"], score, "|".join(row["candidates"]))
+        table.add_row(str(i), printable(row["id"]), score, printable("|".join(row["candidates"])))
     out.print(table)
     if summary["annotators"]:
         table = Table("annotator", "answered", "skipped", "resolved", "events", "s / event")
         for row in summary["annotators"]:
             speed = row["seconds_per_event"]
             table.add_row(
-                row["annotator"],
+                printable(row["annotator"]),
                 str(row["answered"]),
                 str(row["skipped"]),
                 str(row["resolved"]),
@@ -247,7 +253,7 @@ def session_status(
         for row in summary["pairs"]:
             kappa = row["cohen_kappa"]
             table.add_row(
-                f"{row['annotator_a']} / {row['annotator_b']}",
+                printable(f"{row['annotator_a']} / {row['annotator_b']}"),
                 str(row["items"]),
                 f"{row['raw_agreement']:.3f}",
                 "undefined" if kappa is None else f"{kappa:.3f}",

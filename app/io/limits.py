@@ -1,4 +1,6 @@
-"""How much memory a file may make winnow allocate, checked before anything is decompressed.
+"""How much memory a file may make winnow allocate, checked before anything is decompressed;
+and the other bounds every reader applies before it allocates (one place, documented in
+``docs/reliability.md``).
 
 One limit, :func:`max_decompressed_bytes`, bounds what a compressed or sparse file may expand
 to: the members of an ``.npz`` archive (their declared sizes and their ``.npy`` headers, read
@@ -6,6 +8,19 @@ without inflating anything), a compressed MAT-file variable, a sparse matrix mad
 columns x 8 bytes, never densified beyond the limit), the uncompressed columns of a Parquet
 file, and the features files of :func:`app.io.featurizers.load_features_file`. A file over the
 limit is refused with one line naming the file, the array and both sizes.
+
+Bounds on what a reader parses (before it builds Python objects for it):
+
+- :data:`MAX_FIELD_CHARS` characters in one CSV/TSV field (Python's ``csv`` default, made
+  explicit), :data:`MAX_COLUMNS` columns in a header, :data:`MAX_ANSWERS` rows in a file of
+  answers;
+- a JSON document (a Label Studio export) at most :func:`max_decompressed_bytes` divided by
+  :data:`JSON_EXPANSION` bytes (what parsing and importing it takes, measured); JSON nested deeper than
+  :data:`MAX_JSON_DEPTH` levels, and integers of more than :data:`MAX_INT_DIGITS` digits, are
+  refused (Python's own limits, turned into one line);
+- a Parquet file: :data:`PYTHON_CELL_BYTES` per cell of a column that is not numeric (each
+  becomes a Python object), 8 per numeric cell;
+- times converted to UTC must stay within years 1..9999 (:func:`as_utc`).
 
 Configuration
 -------------
@@ -22,7 +37,9 @@ from __future__ import annotations
 import math
 import os
 import re
+import sys
 import zipfile
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
@@ -43,6 +60,15 @@ __all__ = [
     "check_upload_size",
     "npy_header",
     "npz_member_shapes",
+    "MAX_FIELD_CHARS",
+    "MAX_COLUMNS",
+    "MAX_ANSWERS",
+    "MAX_JSON_DEPTH",
+    "MAX_INT_DIGITS",
+    "JSON_EXPANSION",
+    "PYTHON_CELL_BYTES",
+    "max_json_bytes",
+    "as_utc",
 ]
 
 MAX_DECOMPRESSED_VARIABLE = "WINNOW_MAX_DECOMPRESSED_BYTES"
@@ -52,6 +78,29 @@ DEFAULT_MAX_DECOMPRESSED_BYTES = 1 << 30
 MAX_UPLOAD_VARIABLE = "WINNOW_MAX_UPLOAD_MB"
 #: 100 MB: a CSV of about a million rows of 10 features; larger files go through ``winnow import``.
 DEFAULT_MAX_UPLOAD_MB = 100
+
+#: Most characters in one CSV/TSV field (the ``csv`` module's default limit, set explicitly).
+MAX_FIELD_CHARS = 131_072
+#: Most columns in the header of a CSV/TSV file, counted before the header is parsed (a
+#: 9-million-column header would otherwise take 1.5 GB as Python strings).
+MAX_COLUMNS = 250_000
+#: Most answers in one file for ``winnow answer --from`` (split larger files).
+MAX_ANSWERS = 200_000
+#: Deepest JSON nesting accepted: Python's parser recurses once per level, so deeper
+#: documents end in RecursionError, reported as this limit.
+MAX_JSON_DEPTH = sys.getrecursionlimit()
+#: Most digits of an integer in a file: Python's ``int`` conversion limit.
+MAX_INT_DIGITS = sys.get_int_max_str_digits() or 4300
+#: Bytes of memory per byte of JSON: importing a 10 MB Label Studio export of 59,657 small
+#: text tasks peaked 327 MB above the interpreter's own 278 MB (33 times the file; measured
+#: with ``/usr/bin/time`` as in ``benchmarks/bench_hostile_files.py``), so a JSON file is parsed
+#: only when this many times its size fits in :func:`max_decompressed_bytes` (21 MiB by
+#: default), keeping the whole process near the limit.
+JSON_EXPANSION = 48
+#: Bytes a cell of a non-numeric Parquet column takes once it is a Python object (a ``str``
+#: holds 49 bytes of header, and a list slot 8): what a dictionary-encoded column of 40 million
+#: identical strings, a few hundred KB on disk, would become.
+PYTHON_CELL_BYTES = 64
 
 _SUFFIXES = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
@@ -179,3 +228,31 @@ def npz_member_shapes(
                 )
             shapes[name] = (shape, dtype)
     return shapes
+
+
+def max_json_bytes() -> int:
+    """The largest JSON document parsed whole: :func:`max_decompressed_bytes` / :data:`JSON_EXPANSION`.
+
+    >>> max_json_bytes() * JSON_EXPANSION <= max_decompressed_bytes()
+    True
+    """
+    return max_decompressed_bytes() // JSON_EXPANSION
+
+
+def as_utc(value: datetime) -> datetime:
+    """``value`` in UTC (a naive time is taken as UTC).
+
+    Raises
+    ------
+    ValueError
+        The time leaves years 1..9999 once converted (``0001-01-01T00:00:00+14:00``).
+
+    >>> as_utc(datetime(2026, 1, 1, 12)).isoformat()
+    '2026-01-01T12:00:00+00:00'
+    """
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError(f"{value.isoformat()!r} is out of range once converted to UTC (years 1 to 9999)") from None

@@ -8,7 +8,7 @@ Modules
 -------
 ``db``        engines, migrations, write transactions
 ``models``    the schema
-``errors``    InvalidRecord ⊃ RecordNotFound, StoreUnavailable (all ``InvalidInput``)
+``errors``    InvalidRecord ⊃ RecordNotFound, StoreUnavailable ⊃ StoreBusy (all ``InvalidInput``)
 ``checks``    argument checks shared by the writes
 ``datasets``  check_dataset, create_dataset (validated, all rows or none), look-ups
 ``staging``   import_dataset: stage instances in batches, publish dataset + session at once
@@ -45,7 +45,9 @@ from app.store.datasets import (
 )
 from app.store.db import (
     BUSY_TIMEOUT_MS,
+    BUSY_TIMEOUT_VARIABLE,
     alembic_config,
+    busy_timeout_ms,
     close_stores,
     database_url,
     downgrade_database,
@@ -71,14 +73,24 @@ from app.store.derive import (
     event_to_undo,
     readonly,
 )
-from app.store.errors import InvalidRecord, PermissionDenied, RecordNotFound, StoreUnavailable
+from app.store.errors import (
+    InvalidRecord,
+    PermissionDenied,
+    RecordNotFound,
+    RequestRefused,
+    StoreBusy,
+    StoreUnavailable,
+)
 from app.store.events import (
+    BATCH_EVENT_KINDS,
     IDEMPOTENCY_KEY_MAX,
+    EventRequest,
     count_events,
     event_log,
     events_after,
     instance_position,
     record_event,
+    record_events,
     session_events,
 )
 from app.store.features import feature_matrix_stored, load_feature_matrix, save_feature_matrix
@@ -181,7 +193,9 @@ from app.store.votes import (
 __all__ = [
     # db
     "BUSY_TIMEOUT_MS",
+    "BUSY_TIMEOUT_VARIABLE",
     "alembic_config",
+    "busy_timeout_ms",
     "close_stores",
     "database_url",
     "downgrade_database",
@@ -215,6 +229,8 @@ __all__ = [
     "InvalidRecord",
     "RecordNotFound",
     "StoreUnavailable",
+    "StoreBusy",
+    "RequestRefused",
     # derive
     "EventRecord",
     "Conflict",
@@ -256,6 +272,9 @@ __all__ = [
     "get_session_by_name",
     "get_or_create_annotator",
     "record_event",
+    "record_events",
+    "EventRequest",
+    "BATCH_EVENT_KINDS",
     "IDEMPOTENCY_KEY_MAX",
     "load_state",
     "event_log",

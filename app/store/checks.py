@@ -12,19 +12,20 @@ from typing import Any
 
 import numpy as np
 
-from app.dataset_rules import NAME_MAX
+from app.dataset_rules import NAME_MAX, text_problem
 from app.store.errors import InvalidRecord
 from engine import check_choice as engine_check_choice
 from engine.exceptions import InvalidInput
 
-__all__ = ["NAME_MAX", "check_name", "check_choice", "check_int", "describe_row", "format_label_set"]
+__all__ = ["NAME_MAX", "check_name", "check_text", "check_choice", "check_int", "describe_row", "format_label_set"]
 
 # NAME_MAX: the longest name (dataset, session, annotator, label, feature, external id) the
 # schema holds; a dataset rule, so that the file readers refuse a long name with its row first.
 
 
 def check_name(value: Any, parameter: str, *, max_length: int = NAME_MAX) -> str:
-    """``value`` stripped; it must be a non-empty ``str`` without NUL of at most ``max_length``."""
+    """``value`` stripped; it must be a non-empty ``str`` of at most ``max_length`` characters
+    that :func:`app.dataset_rules.text_problem` accepts (no control character, no lone surrogate)."""
     if not isinstance(value, str):
         raise TypeError(f"{parameter} must be a str, got {type(value).__name__}")
     text = value.strip()
@@ -32,9 +33,22 @@ def check_name(value: Any, parameter: str, *, max_length: int = NAME_MAX) -> str
         raise InvalidRecord(f"{parameter} is empty")
     if "\x00" in text:  # PostgreSQL text cannot hold it: refuse it on every backend
         raise InvalidRecord(f"{parameter} holds a NUL character: {text[:40]!r}")
+    problem = text_problem(text)
+    if problem is not None:
+        raise InvalidRecord(f"{parameter} {text[:40]!r} {problem}")
     if len(text) > max_length:
         raise InvalidRecord(f"{parameter} {text[:40]!r}... is longer than {max_length} characters")
     return text
+
+
+def check_text(value: str, parameter: str, *, row: int | None = None, line_breaks: bool = False) -> str:
+    """``value`` unchanged when :func:`app.dataset_rules.text_problem` accepts it, else an
+    :class:`InvalidRecord` naming ``parameter`` (and the row, counted from 1, when given)."""
+    problem = text_problem(value, line_breaks=line_breaks)
+    if problem is not None:
+        where = f"{parameter}: row {row + 1}" if row is not None else parameter
+        raise InvalidRecord(f"{where}: {value[:40]!r} {problem}", row=row)
+    return value
 
 
 def check_choice(value: Any, parameter: str, choices: Sequence[str]) -> str:

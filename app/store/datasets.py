@@ -22,7 +22,7 @@ from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
 from app.dataset_rules import first_repeat, first_true_label_outside, image_shape
-from app.store.checks import NAME_MAX, check_int, check_name, describe_row, format_label_set
+from app.store.checks import NAME_MAX, check_int, check_name, check_text, describe_row, format_label_set
 from app.store.errors import InvalidRecord, RecordNotFound
 from app.store.features import drop_feature_matrix, save_feature_matrix
 from app.store.models import (
@@ -393,6 +393,7 @@ def _check_external_ids(external_ids: Any, n: int) -> list[str]:
                 f"external_ids: row {position + 1} has an external id holding a NUL character ({ext[:40]!r})",
                 row=position,
             )
+        check_text(ext, "external_ids", row=position)
         if len(ext) > NAME_MAX:
             raise InvalidRecord(
                 f"external_ids: row {position + 1} has an external id longer than {NAME_MAX} characters", row=position
@@ -520,6 +521,9 @@ def _check_content(
 ) -> _Content:
     n = len(ids)
     text_values = [t if t is not None and t.strip() else None for t in _optional_strings(texts, "texts", n)]
+    for position, text in enumerate(text_values):
+        if text is not None:
+            check_text(text, "texts", row=position, line_breaks=True)
     paths = _optional_strings(media_paths, "media_paths", n)
     kinds = _optional_strings(media_kinds, "media_kinds", n)
     link_values = _optional_strings(links, "links", n)
@@ -532,6 +536,7 @@ def _check_content(
             )
         if path is None:
             continue
+        check_text(path, "media_paths", row=position)
         if kind not in MEDIA_KINDS:
             raise InvalidRecord(
                 f"media_kinds: {where} is {kind!r}; expected one of {', '.join(MEDIA_KINDS)}", row=position
@@ -544,6 +549,8 @@ def _check_content(
                 row=position,
             )
     for position, link in enumerate(link_values):
+        if link is not None:
+            check_text(link, "links", row=position)
         if link is not None and (
             not link.startswith(("http://", "https://")) or len(link) > LINK_MAX or any(ch.isspace() for ch in link)
         ):

@@ -46,7 +46,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.store.errors import InvalidRecord, StoreUnavailable
+from app.store.errors import InvalidRecord, StoreBusy, StoreUnavailable
 
 __all__ = [
     "DEFAULT_SQLITE_SYNCHRONOUS",
@@ -65,10 +65,18 @@ __all__ = [
     "write_transaction",
     "is_locked_error",
     "BUSY_TIMEOUT_MS",
+    "BUSY_TIMEOUT_VARIABLE",
+    "busy_timeout_ms",
+    "store_busy",
+    "head_revision",
+    "PG_WRITE_LOCK",
 ]
 
-#: How long a SQLite connection waits for another writer before "database is locked".
+#: How long a connection waits for another writer's lock, by default: SQLite's
+#: ``busy_timeout``, PostgreSQL's ``lock_timeout`` (milliseconds).
 BUSY_TIMEOUT_MS = 30_000
+#: Environment variable overriding :data:`BUSY_TIMEOUT_MS` for every store the process opens.
+BUSY_TIMEOUT_VARIABLE = "WINNOW_BUSY_TIMEOUT_MS"
 
 #: ``PRAGMA synchronous`` of a SQLite file store (always in WAL mode), by default. ``NORMAL``:
 #: a committed answer survives winnow or the app being killed, but a crash of the operating
@@ -82,12 +90,12 @@ SQLITE_SYNCHRONOUS_LEVELS: tuple[str, ...] = ("OFF", "NORMAL", "FULL", "EXTRA")
 SQLITE_SYNCHRONOUS_VARIABLE = "WINNOW_SQLITE_SYNCHRONOUS"
 
 #: Execution option that makes the ``begin`` listener take the write lock: ``BEGIN IMMEDIATE``
-#: on SQLite, the advisory lock :data:`_PG_WRITE_LOCK` on PostgreSQL.
+#: on SQLite, the advisory lock :data:`PG_WRITE_LOCK` on PostgreSQL.
 _WRITE_OPTION = "winnow_write"
 
 #: Key of the PostgreSQL advisory lock held by every write transaction (advisory locks are
 #: per database, so stores on one server do not block each other).
-_PG_WRITE_LOCK = 0x77696E6E6F77  # "winnow"
+PG_WRITE_LOCK = 0x77696E6E6F77  # "winnow"
 
 #: SQLSTATEs of transient PostgreSQL errors after which a write transaction is re-run:
 #: lock_not_available (the write lock timed out), serialization_failure, deadlock_detected.
@@ -103,6 +111,25 @@ T = TypeVar("T")
 
 _stores: dict[tuple[int, str], tuple[Engine, sessionmaker[Session]]] = {}
 _stores_lock = threading.Lock()
+
+
+def busy_timeout_ms() -> int:
+    """How long a connection waits for another process's lock, in milliseconds.
+
+    ``$WINNOW_BUSY_TIMEOUT_MS`` (a whole number of milliseconds, ``0`` allowed: fail at once)
+    when set, else :data:`BUSY_TIMEOUT_MS`. Read when a connection is made.
+
+    >>> busy_timeout_ms() >= 0
+    True
+    """
+    text = os.environ.get(BUSY_TIMEOUT_VARIABLE, "").strip()
+    if not text:
+        return BUSY_TIMEOUT_MS
+    if not text.isdigit() or not text.isascii() or len(text) > 9:
+        raise StoreUnavailable(
+            f"${BUSY_TIMEOUT_VARIABLE} must be a whole number of milliseconds (at most 9 digits), got {text[:40]!r}"
+        )
+    return int(text)
 
 
 def database_url(path_or_url: str | os.PathLike[str]) -> str:
@@ -202,7 +229,7 @@ def _install_sqlite_listeners(engine: Engine, *, wal: bool, synchronous: str = "
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         try:
-            cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            cursor.execute(f"PRAGMA busy_timeout = {busy_timeout_ms()}")
             if wal:
                 cursor.execute("PRAGMA journal_mode = WAL")
                 cursor.execute(f"PRAGMA synchronous = {synchronous}")
@@ -219,12 +246,35 @@ def _install_sqlite_listeners(engine: Engine, *, wal: bool, synchronous: str = "
 
 
 def _install_postgresql_listeners(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, connection_record: Any) -> None:
+        # Reads wait for a table lock at most as long as writers wait for the write lock,
+        # then fail with lock_not_available (turned into StoreBusy), never hang for ever.
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute(f"SET lock_timeout = {busy_timeout_ms()}")
+        finally:
+            cursor.close()
+        dbapi_connection.commit()  # a SET in a transaction rolled back by the pool is undone
+
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
         # The driver begins the transaction implicitly with the first statement.
         if conn.get_execution_options().get(_WRITE_OPTION):
-            conn.exec_driver_sql(f"SET LOCAL lock_timeout = {BUSY_TIMEOUT_MS}")
-            conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_PG_WRITE_LOCK})")
+            conn.exec_driver_sql(f"SET LOCAL lock_timeout = {busy_timeout_ms()}")
+            conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({PG_WRITE_LOCK})")
+
+
+def _install_lock_error_listener(engine: Engine) -> None:
+    @event.listens_for(engine, "handle_error")
+    def _on_error(context: Any) -> None:
+        # A read that waited the whole lock timeout: one line naming who holds the store.
+        # Write transactions decide themselves whether to retry (write_transaction).
+        connection = context.connection
+        if connection is not None and connection.get_execution_options().get(_WRITE_OPTION):
+            return
+        if _is_lock_timeout(context.sqlalchemy_exception):
+            raise store_busy(engine) from context.original_exception
 
 
 def make_engine(path_or_url: str | os.PathLike[str], **kwargs: Any) -> Engine:
@@ -251,6 +301,7 @@ def make_engine(path_or_url: str | os.PathLike[str], **kwargs: Any) -> Engine:
         _install_sqlite_listeners(engine, wal=_is_file_sqlite(url), synchronous=synchronous)
     elif engine.dialect.name == "postgresql":
         _install_postgresql_listeners(engine)
+    _install_lock_error_listener(engine)
     return engine
 
 
@@ -317,6 +368,21 @@ def _known_revisions() -> frozenset[str]:
     )
 
 
+def head_revision() -> str:
+    """The Alembic revision of the newest migration this winnow ships (its schema)."""
+    return _head_revision()
+
+
+@functools.lru_cache(maxsize=1)
+def _head_revision() -> str:
+    from alembic.script import ScriptDirectory
+
+    head = ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
+    if head is None:  # pragma: no cover - the package always ships migrations
+        raise StoreUnavailable("this winnow ships no migrations")
+    return str(head)
+
+
 def _how_to_create(shown: str) -> str:
     return (
         f"no winnow store at {shown} (create one with `winnow import FILE --db {shown}` or `winnow init --db {shown}`)"
@@ -331,8 +397,11 @@ def _check_revision(shown: str, revision: str | None) -> None:
         )
 
 
-def _check_sqlite_file(url: str, *, create: bool) -> None:
-    """The SQLite-file half of :func:`check_store`; creates a missing file 0600 if asked."""
+def _check_sqlite_file(url: str, *, create: bool) -> str | None:
+    """The SQLite-file half of :func:`check_store`; creates a missing file 0600 if asked.
+
+    Returns the store's Alembic revision, ``None`` for a new (missing or empty) store.
+    """
     path = Path(make_url(url).database or "")
     shown = str(path)
     try:
@@ -350,20 +419,20 @@ def _check_sqlite_file(url: str, *, create: bool) -> None:
             os.fchmod(fd, STORE_FILE_MODE)  # the creation mode is masked by the umask
         finally:
             os.close(fd)
-        return
+        return None
     if size == 0:
         if not create:
             raise StoreUnavailable(_how_to_create(shown) + "; the file is empty")
         if path.stat().st_uid == os.getuid():
             os.chmod(path, STORE_FILE_MODE)
-        return
+        return None
     with path.open("rb") as handle:
         header = handle.read(len(_SQLITE_HEADER))
     if header != _SQLITE_HEADER:
         raise StoreUnavailable(f"{shown} is not a winnow store (not a SQLite database); give another --db")
     # Read with the sqlite3 module and no pragma: nothing is written, the journal mode is left alone.
     try:
-        connection = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
+        connection = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=busy_timeout_ms() / 1000)
         try:
             tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
             revision = None
@@ -373,6 +442,8 @@ def _check_sqlite_file(url: str, *, create: bool) -> None:
         finally:
             connection.close()
     except sqlite3.Error as exc:
+        if _is_locked_message(str(exc)):
+            raise _busy_message(shown, _sqlite_lock_holders(path)) from None
         raise StoreUnavailable(f"{shown} cannot be read as a winnow store: {_first_line(exc)}") from None
     if "alembic_version" not in tables:
         if tables:
@@ -381,11 +452,12 @@ def _check_sqlite_file(url: str, *, create: bool) -> None:
             )
         if not create:
             raise StoreUnavailable(_how_to_create(shown) + "; the database is empty")
-        return
+        return None
     _check_revision(shown, revision)
+    return revision
 
 
-def _check_server_database(engine: Engine, url: str, *, create: bool) -> None:
+def _check_server_database(engine: Engine, url: str, *, create: bool) -> str | None:
     """The server half of :func:`check_store` (PostgreSQL and other URLs): read the catalogue only."""
     shown = _shown(url)
     try:
@@ -399,13 +471,17 @@ def _check_server_database(engine: Engine, url: str, *, create: bool) -> None:
         raise StoreUnavailable(f"{shown} cannot be opened as a winnow store: {_first_line(exc.orig)}") from None
     if "alembic_version" in tables:
         _check_revision(shown, revision)
-    elif tables:
+        return str(revision)
+    if tables:
         raise StoreUnavailable(f"{shown} is not a winnow store (a database without winnow's tables); give another --db")
-    elif not create:
+    if not create:
         raise StoreUnavailable(_how_to_create(shown))
+    return None
 
 
-def check_store(path_or_url: str | os.PathLike[str], *, create: bool = False, engine: Engine | None = None) -> None:
+def check_store(
+    path_or_url: str | os.PathLike[str], *, create: bool = False, engine: Engine | None = None
+) -> str | None:
     """Refuse a store that is not winnow's, before anything connects to it with winnow's settings.
 
     A winnow store holds Alembic's ``alembic_version`` table at a revision this winnow ships.
@@ -424,6 +500,11 @@ def check_store(path_or_url: str | os.PathLike[str], *, create: bool = False, en
     engine : Engine, optional
         An engine for a server URL (one is made and disposed of otherwise).
 
+    Returns
+    -------
+    str or None
+        The store's Alembic revision; ``None`` for a new store (or an in-memory database).
+
     Raises
     ------
     StoreUnavailable
@@ -434,12 +515,12 @@ def check_store(path_or_url: str | os.PathLike[str], *, create: bool = False, en
     if make_url(url).get_backend_name() == "sqlite":
         if _is_file_sqlite(url):
             _check_sqlite_folder(url)
-            _check_sqlite_file(sqlite_synchronous(url)[0], create=create)
-        return  # an in-memory database is always new
+            return _check_sqlite_file(sqlite_synchronous(url)[0], create=create)
+        return None  # an in-memory database is always new
     own_engine = engine is None
     engine = engine if engine is not None else make_engine(url)
     try:
-        _check_server_database(engine, url, create=create)
+        return _check_server_database(engine, url, create=create)
     finally:
         if own_engine:
             engine.dispose()
@@ -477,12 +558,17 @@ def open_store(path_or_url: str | os.PathLike[str], *, create: bool = True) -> s
         _check_sqlite_folder(url)
         engine = make_engine(url)
         try:
-            check_store(url, create=create, engine=engine)
-            upgrade_database(url, engine=engine)
+            # Only a store behind this winnow's schema takes the write lock to migrate: a
+            # current one is opened with reads alone, so a long writer elsewhere does not
+            # stop other commands from opening it.
+            if check_store(url, create=create, engine=engine) != head_revision():
+                upgrade_database(url, engine=engine)
         except DBAPIError as exc:
-            engine.dispose()
             if is_locked_error(exc):
-                raise
+                busy = store_busy(engine)
+                engine.dispose()
+                raise busy from None
+            engine.dispose()
             raise StoreUnavailable(
                 f"{_shown(url)} cannot be opened as a winnow store: {_first_line(exc.orig)}"
             ) from None
@@ -507,15 +593,141 @@ def is_locked_error(exc: BaseException) -> bool:
     """True for a transient lock error after which a write transaction may be re-run.
 
     SQLite's "database is locked" / "database is busy"; PostgreSQL's lock timeout,
-    serialization failure and deadlock (SQLSTATE 55P03, 40001, 40P01).
+    serialization failure and deadlock (SQLSTATE 55P03, 40001, 40P01); a :class:`StoreBusy`.
     """
+    if isinstance(exc, StoreBusy):
+        return True
     if not isinstance(exc, OperationalError):
         return False
     sqlstate = getattr(exc.orig, "sqlstate", None) or getattr(exc.orig, "pgcode", None)
     if sqlstate in _PG_RETRY_SQLSTATES:
         return True
-    message = str(exc.orig if exc.orig is not None else exc).lower()
-    return "database is locked" in message or "database is busy" in message
+    return _is_locked_message(str(exc.orig if exc.orig is not None else exc))
+
+
+def _is_locked_message(message: str) -> bool:
+    lowered = message.lower()
+    return "database is locked" in lowered or "database is busy" in lowered
+
+
+def _is_lock_timeout(exc: BaseException) -> bool:
+    """A lock waited for the whole busy timeout (not a deadlock or serialization failure)."""
+    if not isinstance(exc, OperationalError):
+        return False
+    sqlstate = getattr(exc.orig, "sqlstate", None) or getattr(exc.orig, "pgcode", None)
+    return sqlstate == "55P03" or _is_locked_message(str(exc.orig if exc.orig is not None else exc))
+
+
+#: Offsets of the byte SQLite locks for writing: in WAL mode the ``-shm`` file's write-lock
+#: byte (WAL_WRITE_LOCK, 120), in rollback mode the database file's RESERVED byte.
+_SQLITE_WAL_WRITE_BYTE = 120
+_SQLITE_RESERVED_BYTE = 0x40000001
+
+
+def _process_name(pid: int) -> str:
+    """``pid 123 (winnow answer s --from big.csv)``: the command line, shortened."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return f"pid {pid}"
+    words = [Path(word).name if i == 0 else word for i, word in enumerate(raw.decode(errors="replace").split("\0"))]
+    command = " ".join(word for word in words if word)
+    command = command if len(command) <= 80 else command[:77] + "..."
+    return f"pid {pid} ({command})" if command else f"pid {pid}"
+
+
+def _sqlite_lock_holders(database: Path) -> list[str]:
+    """The processes holding a SQLite file's write lock (from ``/proc/locks``), if Linux says.
+
+    SQLite locks bytes with POSIX ``fcntl`` locks, which the kernel lists with the owner's
+    pid: the write-lock byte of the ``-shm`` file in WAL mode, the RESERVED byte of the
+    database file otherwise.
+    """
+    wanted: dict[tuple[int, int, int], int] = {}
+    for path, offset in ((Path(f"{database}-shm"), _SQLITE_WAL_WRITE_BYTE), (database, _SQLITE_RESERVED_BYTE)):
+        try:
+            info = path.stat()
+        except OSError:
+            continue
+        wanted[(os.major(info.st_dev), os.minor(info.st_dev), info.st_ino)] = offset
+    try:
+        lines = Path("/proc/locks").read_text().splitlines()
+    except OSError:
+        return []
+    pids: list[int] = []
+    for line in lines:
+        fields = line.split()
+        # "1: POSIX  ADVISORY  WRITE 3568 fd:00:2531452 120 120" (a blocked waiter has "->")
+        if len(fields) < 8 or fields[1] == "->" or fields[1] != "POSIX" or fields[3] != "WRITE":
+            continue
+        try:
+            major, minor, inode = fields[5].split(":")
+            key = (int(major, 16), int(minor, 16), int(inode))
+            pid, start = int(fields[4]), int(fields[6])
+            end = int(fields[7]) if fields[7] != "EOF" else 1 << 62
+        except ValueError:
+            continue
+        offset_wanted = wanted.get(key)
+        if offset_wanted is not None and start <= offset_wanted <= end and pid != os.getpid() and pid not in pids:
+            pids.append(pid)
+    return [_process_name(pid) for pid in pids[:3]]
+
+
+def _postgresql_lock_holders(engine: Engine) -> list[str]:
+    """Who holds winnow's advisory write lock, else the oldest open transactions on the database."""
+    high, low = PG_WRITE_LOCK >> 32, PG_WRITE_LOCK & 0xFFFFFFFF
+    columns = (
+        "a.pid, coalesce(a.application_name, ''), coalesce(host(a.client_addr), 'local'), "
+        "coalesce(extract(epoch from now() - a.xact_start), 0)::int, coalesce(left(a.query, 60), '')"
+    )
+    advisory = (
+        f"SELECT {columns} FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+        "WHERE l.locktype = 'advisory' AND l.granted AND l.database = "
+        "(SELECT oid FROM pg_database WHERE datname = current_database()) "
+        f"AND l.classid = {high} AND l.objid = {low} AND l.objsubid = 1"
+    )
+    oldest = (
+        f"SELECT {columns} FROM pg_stat_activity a WHERE a.datname = current_database() "
+        "AND a.pid <> pg_backend_pid() AND a.xact_start IS NOT NULL ORDER BY a.xact_start LIMIT 3"
+    )
+    with engine.connect() as connection:
+        rows = connection.exec_driver_sql(advisory).all() or connection.exec_driver_sql(oldest).all()
+        connection.rollback()
+    return [
+        f"server pid {pid} ({application or 'no application name'} from {client}, "
+        f"in a transaction for {seconds} s: {' '.join(str(query).split())!r})"
+        for pid, application, client, seconds, query in rows
+    ]
+
+
+def _busy_message(shown: str, holders: list[str]) -> StoreBusy:
+    waited = busy_timeout_ms() / 1000
+    who = "; ".join(holders) if holders else "another process (it could not be told which)"
+    return StoreBusy(
+        f"{shown} is busy: {who} has held its write lock for longer than the {waited:g} s this command "
+        f"waits; run the command again when it has finished (wait longer with ${BUSY_TIMEOUT_VARIABLE})"
+    )
+
+
+def store_busy(engine: Engine) -> StoreBusy:
+    """The one-line error for a store whose lock could not be had: who holds it, if known.
+
+    Parameters
+    ----------
+    engine : Engine
+        The store's engine (for its URL and, on PostgreSQL, to ask the server who holds it).
+    """
+    url = engine.url.render_as_string(hide_password=False)
+    holders: list[str] = []
+    try:
+        if engine.dialect.name == "sqlite" and _is_file_sqlite(url):
+            holders = _sqlite_lock_holders(Path(engine.url.database or ""))
+        elif engine.dialect.name == "postgresql":
+            holders = _postgresql_lock_holders(engine)
+    except (OSError, DBAPIError):  # naming the holder is a courtesy; the error stands without it
+        holders = []
+    shown = str(Path(engine.url.database or "")) if _is_file_sqlite(url) else _shown(url)
+    return _busy_message(shown, holders)
 
 
 def write_transaction(
@@ -531,7 +743,9 @@ def write_transaction(
     :data:`BUSY_TIMEOUT_MS` for other writers, and so never acts on what another writer is
     about to change. If the lock still cannot be had, the whole unit of work is rolled back
     and run again (``attempts`` times in all, with jittered back-off). Any other exception
-    rolls back and propagates. ``work`` must therefore be safe to re-run.
+    rolls back and propagates. ``work`` must therefore be safe to re-run. A lock that was
+    waited for the whole busy timeout (:func:`busy_timeout_ms`) is not waited for again: the
+    store is held by a long writer, and :class:`StoreBusy` says which.
 
     Parameters
     ----------
@@ -544,10 +758,17 @@ def write_transaction(
     Returns
     -------
     Whatever ``work`` returned.
+
+    Raises
+    ------
+    StoreBusy
+        Another process held the write lock for the whole busy timeout, or the lock could not
+        be had in ``attempts`` tries.
     """
     if attempts < 1:
         raise InvalidRecord(f"attempts must be >= 1, got {attempts!r}")
     for attempt in range(1, attempts + 1):
+        started = time.monotonic()
         try:
             with session_factory() as session:
                 session.connection(execution_options={_WRITE_OPTION: True})
@@ -555,7 +776,13 @@ def write_transaction(
                 session.commit()
                 return result
         except OperationalError as exc:
-            if not is_locked_error(exc) or attempt == attempts:
+            if not is_locked_error(exc):
+                raise
+            waited_out = _is_lock_timeout(exc) and time.monotonic() - started >= 0.9 * busy_timeout_ms() / 1000
+            if waited_out or attempt == attempts:
+                engine = session_factory.kw.get("bind")
+                if isinstance(engine, Engine):
+                    raise store_busy(engine) from None
                 raise
             time.sleep(min(2.0, 0.05 * 2**attempt) * random.uniform(0.5, 1.0))
     raise AssertionError("unreachable")  # pragma: no cover

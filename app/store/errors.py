@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from engine.exceptions import InvalidInput
 
-__all__ = ["InvalidRecord", "RecordNotFound", "StoreUnavailable", "PermissionDenied"]
+__all__ = ["InvalidRecord", "RecordNotFound", "StoreUnavailable", "StoreBusy", "PermissionDenied", "RequestRefused"]
 
 
 class InvalidRecord(InvalidInput):
@@ -37,5 +37,26 @@ class StoreUnavailable(InvalidRecord):
     """The store's path or URL is not usable, or its database cannot be opened or read."""
 
 
+class StoreBusy(StoreUnavailable):
+    """Another process held the store's lock for longer than this one waits (the busy timeout).
+
+    The message names the store and, where the system tells, the process holding the lock.
+    """
+
+
 class PermissionDenied(InvalidRecord):
     """The user (or the lack of one) may not read or write this; the message says why."""
+
+
+class RequestRefused(InvalidRecord):
+    """One request of a batch was refused; nothing of the batch was written.
+
+    Attributes
+    ----------
+    index : int
+        Position (0-based) of the refused request in the batch.
+    """
+
+    def __init__(self, message: str, *, index: int) -> None:
+        super().__init__(message)
+        self.index = index

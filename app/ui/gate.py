@@ -20,6 +20,9 @@ session state. In team mode:
   page asked for); uploads need a signed-in admin within the upload quota; media files and
   ``/_stcore/metrics`` need a signed-in user; Streamlit's "clear cache" message is dropped
   unless the server runs with ``--dev``.
+* Sign-in attempts are rate-limited per client address (:class:`SignInLimiter`, in memory:
+  no row is written for an attempt refused by it, and no password is hashed for it), so a flood
+  of guesses, for known or unknown names alike, cannot take the server's CPU from real users.
 
 In single-user mode (localhost, no accounts) the gate only strips the identity header and keeps
 the cache clear off.
@@ -73,6 +76,8 @@ __all__ = [
     "GateSettings",
     "SignInGate",
     "UploadLedger",
+    "SignInLimiter",
+    "SIGN_INS_PER_MINUTE_VARIABLE",
     "sign_in_routes",
     "safe_next",
     "oidc_configured",
@@ -96,6 +101,8 @@ SIGN_IN_PATH = "/_winnow/sign-in"
 SIGN_OUT_PATH = "/_winnow/sign-out"
 #: Megabytes one user may upload per hour (default: 10 uploads of the largest size).
 UPLOAD_QUOTA_VARIABLE = "WINNOW_UPLOAD_QUOTA_MB"
+#: Sign-in attempts one client address may make per minute (default 20).
+SIGN_INS_PER_MINUTE_VARIABLE = "WINNOW_SIGN_INS_PER_MINUTE"
 #: Streamlit's cookie for an identity-provider (``st.login``) sign-in.
 STREAMLIT_USER_COOKIE = "_streamlit_user"
 #: The query of the app page that offers ``st.login`` to a visitor (identity provider configured).
@@ -173,6 +180,43 @@ class UploadLedger:
                 return False
             spent.append((now, size))
             return True
+
+
+@dataclass
+class SignInLimiter:
+    """Sign-in attempts per client address in the last ``window_seconds`` (this process).
+
+    Held in memory, so refusing an attempt writes nothing and hashes no password; the table
+    forgets addresses whose attempts all left the window once it holds ``max_addresses``.
+    """
+
+    window_seconds: float = 60.0
+    max_addresses: int = 10_000
+    entries: dict[str, deque[float]] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def take(self, address: str, limit: int, now: float | None = None) -> float:
+        """Count one attempt from ``address``; return 0 when allowed, else the seconds to wait."""
+        now = time.monotonic() if now is None else now
+        with self.lock:
+            if len(self.entries) >= self.max_addresses:
+                for key in [
+                    k for k, times in self.entries.items() if not times or times[-1] < now - self.window_seconds
+                ]:
+                    del self.entries[key]
+            times = self.entries.setdefault(address, deque())
+            while times and times[0] < now - self.window_seconds:
+                times.popleft()
+            if len(times) >= limit:
+                return max(times[0] + self.window_seconds - now, 1.0)
+            times.append(now)
+            return 0.0
+
+
+def sign_ins_per_minute() -> int:
+    """``$WINNOW_SIGN_INS_PER_MINUTE`` (a whole number >= 1), else 20."""
+    text = os.environ.get(SIGN_INS_PER_MINUTE_VARIABLE, "").strip()
+    return int(text) if text.isdigit() and int(text) >= 1 else 20
 
 
 class SignInGate:
@@ -450,6 +494,8 @@ def sign_in_routes(settings: GateSettings) -> list[Route]:
             open_store(settings.db), config.get_option("server.address")
         )
 
+    limiter = SignInLimiter()
+
     async def sign_in_page(request: Request) -> Response:
         next_path = safe_next(request.query_params.get("next"))
         if not await run_in_threadpool(team_mode):
@@ -465,6 +511,16 @@ def sign_in_routes(settings: GateSettings) -> list[Route]:
         if not _same_origin(request) or not csrf_cookie or not secrets.compare_digest(csrf_cookie, csrf_field):
             return _page(
                 request, next_path=next_path, message="The form had expired; please sign in again.", status=400
+            )
+        wait = limiter.take(request.client.host if request.client else "unknown", sign_ins_per_minute())
+        if wait:
+            log.warning("sign-in attempts from %s refused: over %d a minute", request.client, sign_ins_per_minute())
+            return _page(
+                request,
+                next_path=next_path,
+                message=f"Too many sign-in attempts from this address; try again in {wait:.0f} seconds.",
+                name=name,
+                status=429,
             )
         try:
             user, token = await run_in_threadpool(open_sign_in, open_store(settings.db), name, password)

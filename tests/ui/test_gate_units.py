@@ -69,3 +69,67 @@ def test_an_identity_providers_cookie_names_an_active_account(tmp_path, monkeypa
     assert guard.provider_account({gate.STREAMLIT_USER_COOKIE: "forged"}) is None
     disable_user(Session, "rev")
     assert guard.provider_account(cookie({"is_logged_in": True, "email": "rev"})) is None
+
+
+def test_the_sign_in_limiter_counts_attempts_per_address_in_a_sliding_window():
+    limiter = gate.SignInLimiter(window_seconds=60, max_addresses=2)
+    assert [limiter.take("10.0.0.1", 2, now=t) for t in (0.0, 1.0)] == [0.0, 0.0]
+    assert limiter.take("10.0.0.1", 2, now=2.0) == 58.0  # until the first attempt leaves the window
+    assert limiter.take("10.0.0.2", 2, now=2.0) == 0.0  # per address
+    assert limiter.take("10.0.0.1", 2, now=60.5) == 0.0
+    assert limiter.take("10.0.0.3", 2, now=200.0) == 0.0 and set(limiter.entries) == {"10.0.0.3"}  # old ones forgotten
+
+
+def test_sign_ins_past_the_limit_are_refused_without_a_password_check_or_an_audit_row(tmp_path, monkeypatch):
+    import asyncio
+    from urllib.parse import urlencode
+
+    from starlette.requests import Request
+
+    from app.store import audit_log
+
+    db = str(tmp_path / "w.db")
+    Session = open_store(db)
+    create_user(Session, "ada", role="admin", password="a long enough secret")
+    monkeypatch.setenv(gate.SIGN_INS_PER_MINUTE_VARIABLE, "3")
+    checks: list[str] = []
+    real_open_sign_in = gate.open_sign_in
+
+    def counted(session_factory, name, password):
+        checks.append(name)
+        return real_open_sign_in(session_factory, name, password)
+
+    monkeypatch.setattr(gate, "open_sign_in", counted)
+    (route,) = [
+        r for r in gate.sign_in_routes(GateSettings(db=db, require_sign_in=True)) if r.path == gate.SIGN_IN_PATH
+    ]
+
+    def post(name: str, client: str) -> int:
+        body = urlencode({"csrf": "token", "name": name, "password": "guess", "next": "/"}).encode()
+        scope = {
+            "type": "http",
+            "method": "POST",
+            "path": gate.SIGN_IN_PATH,
+            "query_string": b"",
+            "headers": [
+                (b"host", b"winnow.test"),
+                (b"content-type", b"application/x-www-form-urlencoded"),
+                (b"cookie", b"winnow_csrf=token"),
+            ],
+            "client": (client, 40000),
+        }
+
+        async def receive():
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        return asyncio.run(route.endpoint(Request(scope, receive))).status_code
+
+    def failures() -> int:
+        with Session() as s:
+            return sum(row["kind"] == "sign_in_failed" for row in audit_log(s, actor="ada"))
+
+    assert [post(name, "10.0.0.9") for name in ("nobody", "ada", "nobody")] == [401, 401, 401]
+    counted_failures = failures()
+    assert [post(name, "10.0.0.9") for name in ("nobody", "ada")] == [429, 429]
+    assert checks == ["nobody", "ada", "nobody"] and failures() == counted_failures
+    assert post("nobody", "10.0.0.10") == 401  # another address is not held back

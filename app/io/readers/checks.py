@@ -18,7 +18,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from app.dataset_rules import IMAGE_LAYOUT, MAX_LABELS, NAME_MAX, first_repeat, first_true_label_outside
+from app.dataset_rules import (
+    IMAGE_LAYOUT,
+    MAX_LABELS,
+    NAME_MAX,
+    first_repeat,
+    first_true_label_outside,
+    text_problem,
+)
 from app.io.errors import DataFileError
 from app.io.readers.labels import LABEL_SEPARATOR, check_label_names_argument, quote
 from engine.exceptions import InvalidInput
@@ -211,8 +218,9 @@ def check_store_limits(
     """The limits of the store, checked with the file's rows and columns in the message.
 
     Ids, label names and feature names of at most ``NAME_MAX`` characters, at most
-    ``MAX_LABELS`` labels (:mod:`app.dataset_rules`): the store refuses more, but only a reader
-    can say where in the file the offending value is.
+    ``MAX_LABELS`` labels, and every id, label, feature name and text free of control
+    characters and lone surrogates (:func:`app.dataset_rules.text_problem`): the store refuses
+    them too, but only a reader can say where in the file the offending value is.
 
     Parameters
     ----------
@@ -232,27 +240,42 @@ def check_store_limits(
             has_header=has_header,
         )
     for j, name in enumerate(dataset.label_names):
-        if len(name) > NAME_MAX:
+        problem = text_problem(name)
+        if len(name) > NAME_MAX or problem is not None:
             holders = np.flatnonzero(dataset.candidates[:, j])
             row = rows[int(holders[0])] if holders.size else None
             raise DataFileError(
                 file,
-                f"label {quote(name)} is longer than {NAME_MAX} characters",
+                f"label {quote(name[:NAME_MAX])} {problem or f'is longer than {NAME_MAX} characters'}",
                 row=row,
                 column=labels_column,
                 has_header=has_header,
             )
     if id_column is not None:
         for position, item_id in enumerate(dataset.ids):
-            if len(item_id) > NAME_MAX:
+            problem = text_problem(item_id)
+            if len(item_id) > NAME_MAX or problem is not None:
                 raise DataFileError(
                     file,
-                    f"id {quote(item_id)} is longer than {NAME_MAX} characters",
+                    f"id {quote(item_id[:NAME_MAX])} {problem or f'is longer than {NAME_MAX} characters'}",
                     row=rows[position],
                     column=id_column,
                     has_header=has_header,
                 )
+    for position, text in enumerate(dataset.texts or ()):
+        problem = text_problem(text, line_breaks=True) if text else None
+        if problem is not None:
+            raise DataFileError(
+                file,
+                f"the text {problem}",
+                row=rows[position],
+                column=dataset.content_columns.get("text", "text"),
+                has_header=has_header,
+            )
     for j, name in enumerate(dataset.feature_names):
+        problem = text_problem(name)
+        if problem is not None:
+            raise DataFileError(file, f"feature name {quote(name[:NAME_MAX])} (feature {j + 1}) {problem}")
         if len(name) > NAME_MAX:
             if feature_columns:
                 raise DataFileError(

@@ -57,10 +57,9 @@ single vote.
 Memory
 ------
 The file is parsed whole with :func:`json.load` (``ijson`` is not a dependency), after checking
-that :data:`JSON_EXPANSION` times its size stays within
-:func:`app.io.limits.max_decompressed_bytes`: Python objects take about 5 bytes per byte of a
-typical export (measured with ``tracemalloc`` on 20,000 text tasks with three annotations each,
-14.6 MB of JSON), so the check keeps a margin.
+that :data:`app.io.limits.JSON_EXPANSION` times its size stays within
+:func:`app.io.limits.max_decompressed_bytes`: an import of an export of many small tasks
+takes about 33 bytes of memory per byte of JSON (docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -69,7 +68,7 @@ import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -77,7 +76,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import numpy as np
 
 from app.io.errors import DataFileError
-from app.io.limits import check_decompressed_size, max_decompressed_bytes
+from app.io.limits import JSON_EXPANSION, MAX_INT_DIGITS, as_utc, check_decompressed_size, max_decompressed_bytes
 from app.io.readers.checks import LoadedDataset, check_store_limits, check_unique_ids
 from app.io.readers.content import ContentSources, features_from_content, read_contents, resolve_content_columns
 from app.io.readers.labels import LABEL_SEPARATOR, listing, quote, sort_label_names
@@ -92,9 +91,6 @@ __all__ = [
     "read_label_studio",
     "media_reference",
 ]
-
-#: Bytes of memory counted per byte of JSON before the file is parsed (5 measured, see above).
-JSON_EXPANSION = 8
 
 #: How Label Studio refers to a file of its local-files storage: the path follows ``?d=``.
 LOCAL_FILES_PREFIX = "/data/local-files/"
@@ -218,6 +214,10 @@ def _load(file: Path) -> Any:
         ) from None
     except RecursionError:
         raise DataFileError(file, "nests JSON too deeply to be a Label Studio export", has_header=False) from None
+    except ValueError:  # an integer over Python's limit
+        raise DataFileError(
+            file, f"holds an integer of more than {MAX_INT_DIGITS:,} digits", has_header=False
+        ) from None
 
 
 def read_label_studio(
@@ -392,7 +392,10 @@ def _created_at(file: Path, value: Any, where: str, row: int) -> datetime | None
         except ValueError:
             time = None
         if time is not None:
-            return time.replace(tzinfo=UTC) if time.tzinfo is None else time.astimezone(UTC)
+            try:
+                return as_utc(time)
+            except ValueError as exc:
+                raise DataFileError(file, f"{where} {exc}", row=row, has_header=False) from None
     raise DataFileError(file, f"{where} {quote(value)} is not an ISO 8601 date and time", row=row, has_header=False)
 
 

@@ -7,11 +7,25 @@ from pathlib import Path
 from typing import Any
 
 from app.io.errors import DataFileError
-from app.io.limits import check_decompressed_size
+from app.io.limits import PYTHON_CELL_BYTES, check_decompressed_size
 from app.io.readers.checks import first_line, reject_binary_magic
 from app.io.readers.table import Table, check_header
 
 __all__ = ["read_parquet"]
+
+
+def _bytes_per_row(file: Path, metadata: Any) -> int:
+    """What a row takes once read: 8 bytes a numeric cell, :data:`PYTHON_CELL_BYTES` any other
+    (strings and lists become Python objects, however well the file compressed them)."""
+    import pyarrow as pa
+
+    try:
+        schema = metadata.schema.to_arrow_schema()
+    except Exception as exc:  # pyarrow raises many types on corrupt input; report, never leak
+        raise DataFileError(file, f"is not a readable Parquet file: {first_line(exc)}") from None
+    numeric = (pa.types.is_integer, pa.types.is_floating, pa.types.is_boolean)
+    per_row = sum(8 if any(test(field.type) for test in numeric) else PYTHON_CELL_BYTES for field in schema)
+    return max(per_row, 8)
 
 
 def read_parquet(file: Path, head: bytes) -> Table:
@@ -27,7 +41,7 @@ def read_parquet(file: Path, head: bytes) -> Table:
     # Before decompressing: the footer's uncompressed sizes, and 8 bytes a cell at least (what
     # the features become), bound what reading the table allocates.
     declared = sum(metadata.row_group(i).total_byte_size for i in range(metadata.num_row_groups))
-    estimate = max(declared, metadata.num_rows * max(metadata.num_columns, 1) * 8)
+    estimate = max(declared, metadata.num_rows * _bytes_per_row(file, metadata))
     check_decompressed_size(file, "the table", estimate)
     try:
         table = pq.read_table(file)

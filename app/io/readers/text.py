@@ -8,6 +8,7 @@ import io
 from pathlib import Path
 
 from app.io.errors import DataFileError
+from app.io.limits import MAX_COLUMNS
 from app.io.readers.checks import reject_binary_magic
 from app.io.readers.table import Table, check_header
 from app.io.writers import FORMULA_PREFIXES
@@ -45,6 +46,11 @@ def read_text(file: Path, head: bytes, ext: str, delimiter: str | None) -> Table
             counts = {sep: first_line.count(sep) for sep in ("\t", ",", ";")}
             delimiter = max(counts, key=lambda sep: counts[sep]) if any(counts.values()) else ","
 
+    # Counted before the csv module makes a string of every header cell.
+    start = len(text) - len(text.lstrip())
+    end = text.find("\n", start)
+    if text.count(delimiter, start, end if end >= 0 else len(text)) >= MAX_COLUMNS:
+        raise DataFileError(file, f"has more than {MAX_COLUMNS:,} columns in its header")
     records = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
     header: list[str] | None = None
     rows: list[list[str]] = []

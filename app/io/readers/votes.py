@@ -31,16 +31,16 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from numbers import Integral
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from app.dataset_rules import NAME_MAX
+from app.dataset_rules import NAME_MAX, text_problem
 from app.io.errors import DataFileError
-from app.io.limits import check_decompressed_size
+from app.io.limits import MAX_INT_DIGITS, MAX_JSON_DEPTH, as_utc, check_decompressed_size
 from app.io.readers.checks import LoadedDataset, file_head
 from app.io.readers.labels import LABEL_SEPARATOR, is_missing, label_from_scalar, listing, quote, sort_label_names
 from app.io.readers.table import Table, cells
@@ -178,8 +178,14 @@ def _read_jsonl(file: Path) -> Table:
             row = len(rows) + 1
             try:
                 value = json.loads(line)
-            except (json.JSONDecodeError, RecursionError) as exc:
-                message = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
+            except (ValueError, RecursionError) as exc:  # JSONDecodeError, an integer over Python's limit
+                message = (
+                    exc.msg
+                    if isinstance(exc, json.JSONDecodeError)
+                    else f"nested deeper than {MAX_JSON_DEPTH} levels"
+                    if isinstance(exc, RecursionError)
+                    else f"holds an integer of more than {MAX_INT_DIGITS:,} digits"
+                )
                 raise DataFileError(
                     file, f"line {line_number} is not JSON: {message}", row=row, has_header=False
                 ) from None
@@ -222,7 +228,7 @@ def _time(cell: Any) -> datetime | None:
             ) from None
     else:
         raise ValueError(f"{quote(cell)} is not a date and time")
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    return as_utc(value)
 
 
 def _votes_from_table(file: Path, table: Table) -> Votes:
@@ -257,8 +263,9 @@ def _votes_from_table(file: Path, table: Table) -> Votes:
                     column=name,
                     has_header=has_header,
                 )
-            if "\x00" in text:
-                raise DataFileError(file, "holds a NUL character", row=row, column=name, has_header=has_header)
+            problem = text_problem(text)
+            if problem is not None:
+                raise DataFileError(file, f"{quote(text)} {problem}", row=row, column=name, has_header=has_header)
             if name == "label" and LABEL_SEPARATOR in text:
                 raise DataFileError(
                     file,

@@ -12,7 +12,7 @@ PORT ?= 8501
 # two cores busy. Test files are dealt whole (--dist loadfile), so a module's fixtures are built once.
 JOBS ?= 2
 
-.PHONY: run test test-fast browser postgres demo clean lock
+.PHONY: run test test-fast browser postgres label-studio demo clean lock
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,19 @@ postgres:
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq postgresql >/dev/null; }
 
+# The Label Studio round trip runs against a real Label Studio server, installed in its own
+# environment (its Django and numpy pins clash with winnow's) from constraints-label-studio.txt.
+LS_VENV := .ls-venv
+LS_STAMP := $(LS_VENV)/.installed
+$(LS_STAMP): constraints-label-studio.txt
+	rm -rf $(LS_VENV)
+	$(PYTHON) -m venv $(LS_VENV)
+	$(LS_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(LS_VENV)/bin/python -m pip install --quiet -c constraints-label-studio.txt label-studio label-studio-sdk
+	touch $(LS_STAMP)
+
+label-studio: $(LS_STAMP)
+
 run: $(STAMP)
 	$(BIN)/winnow ui --db $(DB) --sample --port $(PORT)
 
@@ -60,7 +73,7 @@ DOCTEST_PATHS := engine app/dataset_rules.py app/io app/store app/service
 
 CHECKS = $(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/mypy engine app && $(BIN)/lint-imports
 
-test: $(STAMP) browser postgres
+test: $(STAMP) browser postgres label-studio
 	$(CHECKS)
 	$(BIN)/python -m pytest -q -p no:cacheprovider --doctest-modules $(DOCTEST_PATHS)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(JOBS) --dist loadfile
@@ -71,4 +84,4 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(JOBS) --dist loadfile -m "not e2e"
 
 clean:
-	rm -rf $(VENV) $(LOCK_VENV) *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) $(LOCK_VENV) $(LS_VENV) *.egg-info .pytest_cache .hypothesis

@@ -73,6 +73,13 @@ def import_command(
     min_share: float | None = typer.Option(
         None, "--min-share", help="With --votes: keep labels with at least this share (0 to 1] of the item's votes."
     ),
+    user_map: Path | None = typer.Option(
+        None,
+        "--user-map",
+        metavar="USERS.json",
+        help="With a Label Studio export: its users (GET /api/users/, a JSON list with id and email), so that "
+        "annotators named by id are kept by email.",
+    ),
     session: str | None = typer.Option(None, help="Also create a labelling session with this name."),
     k: int = typer.Option(10, "-k", help="Neighbours of the session's k-NN vote."),
     weighting: str = typer.Option("uniform", help=f"One of {', '.join(WEIGHTINGS)}."),
@@ -125,7 +132,11 @@ def import_command(
         raise UserError(f"{file.name} is a Label Studio export: its annotations are the votes; drop --votes")
     if votes is not None and is_folder:
         raise UserError(f"--votes goes with a data file of items; {file} is a folder")
-    vote_options: dict[str, object] = {"min_votes": min_votes, "min_share": min_share} if label_studio else {}
+    if user_map is not None and not label_studio:
+        raise UserError(f"--user-map goes with a Label Studio export (.json); {file.name} is not one")
+    vote_options: dict[str, object] = (
+        {"min_votes": min_votes, "min_share": min_share, "user_map": user_map} if label_studio else {}
+    )
     if votes is not None:
         vote_options = {"votes": votes, "min_votes": min_votes, "min_share": min_share}
     if labels is not None and not is_folder:
@@ -345,6 +356,13 @@ def export(
         "--to-name",
         help="--format label-studio: name of the object the choices label (default: text, image or audio).",
     ),
+    label_config: Path | None = typer.Option(
+        None,
+        "--label-config",
+        metavar="CONFIG.xml",
+        help="--format label-studio: the Label Studio project's labelling config; the tasks use its control "
+        "and data key, and every label must be one of its choices.",
+    ),
     db: str = DbOption,
 ) -> None:
     """Export a session's ranked query list, labelled dataset, answer log or crowd votes.
@@ -385,19 +403,23 @@ def export(
             raise UserError(f"--format {LABEL_STUDIO_FORMAT} writes the labelled dataset: give --what labelled")
         if output.suffix.lower() != ".json":
             output = output.with_name(output.name + ".json")
-    elif from_name is not None or to_name is not None:
-        raise UserError(f"--from-name and --to-name go with --format {LABEL_STUDIO_FORMAT}")
+    elif from_name is not None or to_name is not None or label_config is not None:
+        raise UserError(f"--from-name, --to-name and --label-config go with --format {LABEL_STUDIO_FORMAT}")
     elif fmt is not None and output.suffix.lower() != f".{fmt}":
         output = output.with_name(output.name + f".{fmt}")
     for option, value in (("--from-name", from_name), ("--to-name", to_name)):
         if value is not None and not value.strip():
             raise UserError(f"{option} must not be empty")
+    if label_config is not None and (from_name is not None or to_name is not None):
+        raise UserError("--label-config names the control and its object: give no --from-name or --to-name")
     Session = open_store(db, create=False)
     session_id = session_id_by_name(Session, session)
     if fmt == LABEL_STUDIO_FORMAT:
         with progress_bar(f"session {session}") as report:
             bench = Workbench.open(Session, session_id, progress=report)
-        files = export_label_studio(bench, output, actor=None, from_name=from_name, to_name=to_name)
+        files = export_label_studio(
+            bench, output, actor=None, from_name=from_name, to_name=to_name, label_config=label_config
+        )
         out.print(
             f"Wrote {files.n_tasks} Label Studio tasks ({files.n_annotations} expert answers as annotations, "
             f"{files.n_predictions} model labels as predictions) to {files.tasks}; "
@@ -405,6 +427,15 @@ def export(
             markup=False,
             highlight=False,
         )
+        if files.storage is not None:
+            out.print(
+                "Images and audio: start Label Studio with LABEL_STUDIO_LOCAL_FILES_SERVING_ENABLED=true "
+                f"LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT={files.document_root} and add a Local files storage "
+                f"on {files.storage} to the project.",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
         return
     if what == "events":  # the log alone needs no neighbour graph
         table = events_table(Session, session_id, actor=None)

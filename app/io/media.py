@@ -323,7 +323,12 @@ def _resolve_path(
         try:
             mode = resolved.stat().st_mode
         except FileNotFoundError:
-            raise ContentError(f"{_shown(text)} does not exist in the media root", row=row, column=column) from None
+            raise ContentError(
+                f"{_shown(text)} does not exist in the media root {os.fspath(root_resolved)!r} "
+                "(give the folder the paths are relative to with --media-root)",
+                row=row,
+                column=column,
+            ) from None
         except OSError as exc:
             raise ContentError(f"{_shown(text)} cannot be read ({exc.strerror})", row=row, column=column) from None
         if stat.S_ISDIR(mode):

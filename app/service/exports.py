@@ -17,15 +17,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.service import session_tables
 from app.service.suspects import workbench_suspects
-from app.service.votes import vote_column, votes_table
-from app.store import audit_log, authorize_session, dataset_content, event_log, session_actions
+from app.service.votes import crowd_votes, vote_column, votes_table
+from app.store import audit_log, authorize_session, dataset_content, event_log, get_dataset_by_id, session_actions
 from engine import check_choice
 from engine.choices import DEFAULT_STRATEGY
+from engine.exceptions import InvalidInput
 
 if TYPE_CHECKING:
     from app.service.workbench import Workbench
@@ -214,6 +216,11 @@ class LabelStudioFiles:
         The tasks file and the labelling config beside it.
     n_tasks, n_annotations, n_predictions : int
         Tasks written, expert answers as annotations, model labels as predictions.
+    document_root, storage : Path or None
+        Where Label Studio must serve the media files from
+        (:class:`app.io.label_studio_tasks.LocalFilesSetup`): its
+        ``LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT`` and the folder of the project's "Local files"
+        storage; ``None`` without media files, or for files uploaded to Label Studio.
     """
 
     tasks: Path
@@ -221,6 +228,8 @@ class LabelStudioFiles:
     n_tasks: int
     n_annotations: int
     n_predictions: int
+    document_root: Path | None = None
+    storage: Path | None = None
 
 
 def prediction_model_version(session_name: str) -> str:
@@ -241,6 +250,7 @@ def export_label_studio(
     actor: str | None,
     from_name: str | None = None,
     to_name: str | None = None,
+    label_config: str | Path | None = None,
 ) -> LabelStudioFiles:
     """Write the session's labelled dataset as Label Studio tasks, with their labelling config
     beside them (:mod:`app.io.label_studio_tasks`).
@@ -256,33 +266,71 @@ def export_label_studio(
     actor : str or None
         Must be allowed ``export_labelled`` (``None`` is the command line).
     from_name, to_name : str, optional
-        Names of the ``<Choices>`` control and of the object it labels (defaults:
-        ``"label"``, and the content key: ``"text"``, ``"image"``, ...).
+        Names of the ``<Choices>`` control and of the object it labels (defaults: those of the
+        Label Studio project the dataset was imported from, else ``"label"`` and the content
+        key: ``"text"``, ``"image"``, ...).
+    label_config : str or Path, optional
+        The Label Studio project's labelling config (XML): the tasks use its control, object
+        and data key, and every label must be one of its choices; it is copied beside the tasks.
 
     Raises
     ------
     app.store.PermissionDenied
         ``actor`` may not export the labelled dataset.
     InvalidInput
-        The items have no content, or a bad name or path.
+        The items have no content, or a bad name or path; a
+        :class:`~app.io.DataFileError` naming ``label_config`` when the tasks do not fit it.
     """
-    from app.io.label_studio_tasks import DEFAULT_FROM_NAME, label_studio_tasks, labelling_config, write_label_studio
+    from app.io.label_studio_tasks import (
+        DEFAULT_FROM_NAME,
+        check_tasks_fit,
+        label_studio_tasks,
+        labelling_config,
+        local_files_setup,
+        read_label_config,
+        write_label_studio,
+    )
 
+    project = read_label_config(label_config) if label_config is not None else None
+    if project is not None and (from_name is not None or to_name is not None):
+        raise InvalidInput("the labelling config names the control and its object: give no from_name or to_name")
     with bench.session_factory() as s:
         authorize_session(s, actor, "export_labelled", bench.session_id, what="export labelled")
         content = dataset_content(s, bench.config.dataset_id)
+        imported = get_dataset_by_id(s, bench.config.dataset_id).label_studio_control
+    data_key = project.data_key if project is not None else None
+    if project is None and from_name is None and to_name is None and imported:
+        # A dataset read from a Label Studio export: the tasks fit the same project's control.
+        from_name, to_name, data_key = imported["from_name"], imported["to_name"], imported.get("data_key")
     table = bench.labelled_table()
-    control = from_name if from_name is not None else DEFAULT_FROM_NAME
+    paths = [p for p in content.media_paths if p is not None]
+    files = local_files_setup(content.media_root, paths) if content.media_root is not None and paths else None
+    control = project.from_name if project is not None else from_name or DEFAULT_FROM_NAME
     tasks, target = label_studio_tasks(
         table,
         media_kinds=content.media_kinds,
-        votes=vote_column(bench.session_factory, bench.config.dataset_id),
+        votes=crowd_votes(bench.session_factory, bench.config.dataset_id),
         model_version=prediction_model_version(bench.config.name),
         from_name=control,
-        to_name=to_name,
+        to_name=project.to_name if project is not None else to_name,
+        files=files,
+        data_key=data_key,
+        candidate_sets=[
+            [bench.label_names[j] for j in np.flatnonzero(row)] for row in np.asarray(bench.state.original_candidates)
+        ],
     )
-    keys = sorted({key for task in tasks for key in task["data"] if key != "id"})
-    config = labelling_config(bench.label_names, data_keys=keys, from_name=control, to_name=target)
+    kinds = [k for k in content.media_kinds if k is not None]
+    shown = kinds[0] if kinds else "text" if any(t is not None for t in content.texts) else "link"
+    if project is not None and label_config is not None:
+        check_tasks_fit(project, label_config, bench.label_names, shown)
+        config = Path(label_config).read_text(encoding="utf-8-sig").rstrip("\n")
+    else:
+        keys = {key for task in tasks for key in task["data"] if key != "id"}
+        if data_key is not None and data_key in keys:
+            keys = (keys - {data_key}) | {shown}
+        config = labelling_config(
+            bench.label_names, data_keys=sorted(keys), from_name=control, to_name=target, data_key=data_key
+        )
     tasks_file, config_file = write_label_studio(tasks, config, path)
     return LabelStudioFiles(
         tasks_file,
@@ -290,6 +338,8 @@ def export_label_studio(
         len(tasks),
         sum(len(task["annotations"]) for task in tasks),
         sum(len(task["predictions"]) for task in tasks),
+        files.document_root if files is not None else None,
+        files.storage if files is not None else None,
     )
 
 

@@ -112,6 +112,7 @@ def import_file(
     votes: str | Path | None = None,
     min_votes: int | None = None,
     min_share: float | None = None,
+    user_map: str | Path | None = None,
 ) -> tuple[int, int]:
     """Read, validate and store a file (or an image folder) as a dataset, with a labelling
     session if asked: all of it or nothing.
@@ -153,6 +154,12 @@ def import_file(
         With ``votes`` or a Label Studio export (``.json``, whose annotations are the votes):
         keep the labels with at least this many votes / this share of the item's votes
         (:mod:`engine.votes`).
+    user_map : str or Path, optional
+        With a Label Studio export: the JSON list of its users (``GET /api/users/``), so that
+        annotators named by id are kept by email (:func:`app.io.read_user_map`).
+
+    A Label Studio export that winnow wrote brings its expert answers too: they are recorded
+    in ``session`` (required then) by who gave them, in the transaction that publishes it.
 
     Returns
     -------
@@ -167,6 +174,7 @@ def import_file(
         the column).
     """
     from app.io import DataFileError, read_dataset, read_image_dataset  # pandas and pyarrow: only when read
+    from app.io.readers.label_studio import read_user_map
 
     dataset_name = check_name(name or Path(path).stem, "name")
     brings_votes = Path(path).suffix.lower() == ".json"  # a Label Studio export: its annotations
@@ -176,6 +184,8 @@ def import_file(
         raise InvalidInput(
             f"{Path(path).name!r} is a Label Studio export: its annotations are the votes; give no votes file"
         )
+    if user_map is not None and not brings_votes:
+        raise InvalidInput("a user map goes with a Label Studio export (.json)")
     if votes is not None or brings_votes:
         check_vote_thresholds(min_votes, min_share)
         if Path(path).is_dir():
@@ -227,6 +237,8 @@ def import_file(
             features_from=features_from,
         )
         if votes is None:
+            if user_map is not None:
+                read_options["user_names"] = read_user_map(user_map)
             loaded = read_dataset(path, **read_options)
             if loaded.votes is not None:
                 loaded, vote_spec = votes_brought_by(loaded, min_votes=min_votes, min_share=min_share)
@@ -235,6 +247,11 @@ def import_file(
                 path, votes, min_votes=min_votes, min_share=min_share, read_options=read_options
             )
     n = loaded.n_instances
+    if loaded.expert_answers and session is None:
+        raise InvalidInput(
+            f"{Path(path).name!r} carries {len(loaded.expert_answers)} expert answers (winnow's own export): "
+            "give a session (--session NAME) to record them"
+        )
     report("read", n, n)
     report("store", 0, n)
     dataset_id = store_dataset(
@@ -265,6 +282,7 @@ def store_dataset(
     from app.io import DataFileError
 
     record = loaded.featurizer
+    answers = loaded.expert_answers or ()
     try:
         checked = check_dataset(
             DatasetSpec(
@@ -285,11 +303,36 @@ def store_dataset(
                 featurizer_params=record.params if record is not None else None,
                 featurizer_state=record.state if record is not None else None,
                 votes=votes,
+                label_studio_control=loaded.label_studio_control,
             )
         )
     except InvalidRecord as exc:
         raise DataFileError(loaded.source, str(exc)) from None
-    return import_dataset(session_factory, checked, labelling=session, on_batch=on_batch).dataset_id
+    position_of = {item_id: position for position, item_id in enumerate(loaded.ids)}
+
+    def record_answers(s: Session, session_id: int) -> None:
+        # winnow's own answers, back with who gave them: an answer within the item's set,
+        # another label outside it (a resolve comes back as the label it settled on).
+        for answer in answers:
+            position = position_of[answer.item_id]
+            inside = answer.label in {loaded.label_names[j] for j in np.flatnonzero(loaded.candidates[position])}
+            try:
+                record_event(
+                    s,
+                    session_id=session_id,
+                    annotator=answer.annotator,
+                    kind="answer" if inside else "other_label",
+                    instance_position=position,
+                    label=answer.label,
+                )
+            except InvalidInput as exc:
+                raise DataFileError(
+                    loaded.source, f"task {answer.item_id}: the expert answer: {exc}", row=answer.row, has_header=False
+                ) from None
+
+    return import_dataset(
+        session_factory, checked, labelling=session, on_batch=on_batch, in_session=record_answers if answers else None
+    ).dataset_id
 
 
 def import_image_folder(

@@ -34,6 +34,7 @@ from engine.votes import check_vote_thresholds
 
 if TYPE_CHECKING:
     from app.io import LoadedDataset, MatchedVotes
+    from app.io.label_studio_tasks import CrowdVote
 
 __all__ = [
     "VOTE_COLUMNS",
@@ -44,6 +45,7 @@ __all__ = [
     "vote_summary",
     "votes_table",
     "vote_column",
+    "crowd_votes",
 ]
 
 #: Columns of the votes export, in order.
@@ -205,6 +207,25 @@ def votes_table(session_factory: sessionmaker[Session], session_id: int, *, acto
         },
         columns=list(VOTE_COLUMNS),
     )
+
+
+def crowd_votes(session_factory: sessionmaker[Session], dataset_id: int) -> list[list[CrowdVote]] | None:
+    """Each item's votes (who, which label, when: ISO 8601 UTC or ``None``), in position order,
+    as stored; ``None`` when the dataset has no votes at all."""
+    from app.io.label_studio_tasks import CrowdVote
+
+    with session_factory() as s:
+        if not dataset_has_votes(s, dataset_id):
+            return None
+        dataset = get_dataset_by_id(s, dataset_id)
+        names = list(dataset.label_names)
+        stored = dataset_votes(s, dataset_id)
+        n = dataset.n_instances
+    per_item: list[list[CrowdVote]] = [[] for _ in range(n)]
+    for vote in stored:
+        time = vote.voted_at.isoformat().replace("+00:00", "Z") if vote.voted_at is not None else None
+        per_item[vote.position].append(CrowdVote(vote.annotator, names[vote.label], time))
+    return per_item
 
 
 def vote_column(session_factory: sessionmaker[Session], dataset_id: int) -> list[str] | None:

@@ -103,6 +103,9 @@ class DatasetSpec:
     votes : VoteSpec, optional
         The crowd votes the candidate sets were made from (:mod:`app.store.votes`), written
         with the instances.
+    label_studio_control : tuple of (str, str, str), optional
+        The ``from_name``, ``to_name`` and content ``data`` key of the Label Studio project the
+        dataset was read from.
     """
 
     name: str
@@ -122,6 +125,7 @@ class DatasetSpec:
     featurizer_params: Mapping[str, Any] | None = None
     featurizer_state: bytes | None = None
     votes: VoteSpec | None = None
+    label_studio_control: tuple[str, str, str] | None = None
 
 
 def _spec(spec: DatasetSpec | None, fields: dict[str, Any]) -> DatasetSpec:
@@ -154,6 +158,8 @@ class CheckedDataset:
         The featurizer record (name, parameters, state), checked.
     votes : CheckedVotes or None
         The crowd votes, checked and sorted by item.
+    label_studio_control : dict or None
+        ``{"from_name", "to_name", "data_key"}`` of the Label Studio project it was read from.
     """
 
     name: str
@@ -167,6 +173,7 @@ class CheckedDataset:
     content: _Content
     featurizer: _FeaturizerRow
     votes: CheckedVotes | None = None
+    label_studio_control: dict[str, str] | None = None
 
     @property
     def n_instances(self) -> int:
@@ -175,6 +182,9 @@ class CheckedDataset:
     def new_row(self, *, published: bool = True) -> Dataset:
         """The :class:`Dataset` row of this dataset (not yet added to a session)."""
         n, d = self.X.shape
+        # Set only when there is one: an INSERT without the column also works on a store
+        # that an older test or tool keeps at a revision before it (0017).
+        extra = {"label_studio_control": self.label_studio_control} if self.label_studio_control else {}
         return Dataset(
             name=self.name,
             label_names=self.label_names,
@@ -187,6 +197,7 @@ class CheckedDataset:
             featurizer_params=self.featurizer.params,
             featurizer_state=self.featurizer.state,
             published=published,
+            **extra,
         )
 
 
@@ -213,7 +224,17 @@ def check_dataset(spec: DatasetSpec | None = None, /, **fields: Any) -> CheckedD
     content = _check_content(spec.texts, spec.media_paths, spec.media_kinds, spec.links, spec.media_root, ids)
     record = _check_featurizer(spec.featurizer, spec.featurizer_params, spec.featurizer_state)
     votes = None if spec.votes is None else check_votes(spec.votes, n_instances=n, n_labels=len(labels))
-    return CheckedDataset(name, features, Y, labels, ids, truth, features_meta, layout, content, record, votes)
+    control = _check_label_studio_control(spec.label_studio_control)
+    return CheckedDataset(name, features, Y, labels, ids, truth, features_meta, layout, content, record, votes, control)
+
+
+def _check_label_studio_control(control: Any) -> dict[str, str] | None:
+    if control is None:
+        return None
+    keys = ("from_name", "to_name", "data_key")
+    if not isinstance(control, tuple) or len(control) != len(keys):
+        raise TypeError(f"label_studio_control must be a (from_name, to_name, data_key) tuple, got {control!r}")
+    return {key: check_name(value, key) for key, value in zip(keys, control, strict=True)}
 
 
 def check_dataset_name_free(session: Session, name: str) -> None:

@@ -253,6 +253,10 @@ class Dataset(Base):
     featurizer: Mapped[str | None] = mapped_column(String(100), nullable=True)
     featurizer_params: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     featurizer_state: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    #: For a dataset read from a Label Studio export: ``{"from_name", "to_name", "data_key"}``
+    #: of the project's classification control and the content it labels, so that tasks
+    #: written back fit the same project.
+    label_studio_control: Mapped[dict[str, str] | None] = mapped_column(JSON, nullable=True)
     #: ``False`` while an import is still writing the instances in batches
     #: (:func:`app.store.staging.import_dataset`): every read ignores the dataset until the
     #: import's short final transaction publishes it.

@@ -124,6 +124,7 @@ def import_dataset(
     labelling: SessionSpec | None = None,
     batch_rows: int = STAGE_ROWS,
     on_batch: Callable[[int, int], None] | None = None,
+    in_session: Callable[[Session, int], None] | None = None,
 ) -> ImportResult:
     """Store a dataset (and optionally a labelling session on it): all of it or nothing.
 
@@ -143,6 +144,10 @@ def import_dataset(
     on_batch : callable, optional
         Called as ``on_batch(rows_staged, n_instances)`` after each staging transaction (a
         progress bar; the tests use it to act while an import is half-way).
+    in_session : callable, optional
+        With ``labelling``: called as ``in_session(s, session_id)`` in the transaction that
+        publishes the dataset and creates the session (answers a file brings are recorded
+        there, so that they and the dataset appear together or not at all).
 
     Returns
     -------
@@ -173,7 +178,9 @@ def import_dataset(
     with contextlib.ExitStack() as stack:
         held = _HeldLocks(stack)
         dataset_id = write_transaction(session_factory, lambda s: _reserve(s, checked, labelling, held))
-        return _stage_and_publish(session_factory, dataset_id, checked, labelling, batch_rows, pause, on_batch)
+        return _stage_and_publish(
+            session_factory, dataset_id, checked, labelling, batch_rows, pause, on_batch, in_session
+        )
 
 
 def _stage_and_publish(
@@ -184,6 +191,7 @@ def _stage_and_publish(
     batch_rows: int,
     pause: float,
     on_batch: Callable[[int, int], None] | None,
+    in_session: Callable[[Session, int], None] | None = None,
 ) -> ImportResult:
     try:
         n = checked.n_instances
@@ -198,7 +206,9 @@ def _stage_and_publish(
             if on_batch is not None:
                 on_batch(stop, n)
         crash_point("import-before-publish")
-        session_id = write_transaction(session_factory, lambda s: _publish(s, dataset_id, checked, labelling))
+        session_id = write_transaction(
+            session_factory, lambda s: _publish(s, dataset_id, checked, labelling, in_session)
+        )
     except BaseException:
         try:
             _discard(session_factory, dataset_id)
@@ -254,7 +264,13 @@ def _stage(s: Session, dataset_id: int, checked: CheckedDataset, start: int, sto
     write_instances(s, dataset_id, checked, start, stop)
 
 
-def _publish(s: Session, dataset_id: int, checked: CheckedDataset, labelling: SessionSpec | None) -> int | None:
+def _publish(
+    s: Session,
+    dataset_id: int,
+    checked: CheckedDataset,
+    labelling: SessionSpec | None,
+    in_session: Callable[[Session, int], None] | None = None,
+) -> int | None:
     dataset = s.get(Dataset, dataset_id)
     stored = s.scalar(select(func.count(Instance.id)).where(Instance.dataset_id == dataset_id))
     if dataset is None or dataset.published or stored != checked.n_instances:
@@ -280,6 +296,9 @@ def _publish(s: Session, dataset_id: int, checked: CheckedDataset, labelling: Se
         criterion=labelling.criterion,
         target_set=labelling.target_set,
     )
+    if in_session is not None:
+        s.flush()
+        in_session(s, session.id)
     return session.id
 
 

@@ -19,7 +19,7 @@ from app.service import prediction_model_version
 from app.store import dataset_votes, list_datasets, open_store
 from app.store.models import Vote
 from tests.cli.test_usage_errors import one_line_error
-from tests.io.label_studio_exports import FIRST_ID, GENRES, choice, text_tasks, truth, write_tasks
+from tests.io.label_studio_exports import FIRST_ID, GENRES, choice, image_tasks, text_tasks, truth, write_tasks
 
 N_ANSWERS = 6
 
@@ -68,8 +68,14 @@ def test_the_tasks_fit_label_studio_and_carry_the_expert_and_the_model(round_tri
     assert all(0.0 <= p["score"] <= 1.0 and p["model_version"] == prediction_model_version("s") for p in predictions)
     assert all(p["result"][0]["from_name"] == "genre" and p["result"][0]["to_name"] == "text" for p in predictions)
     assert {t["meta"]["winnow"]["answered_by"] for t in tasks if t["annotations"]} == {"ada"}
-    # The crowd's votes travel in meta: task 100 had two votes for blues and one for jazz.
-    assert [t["meta"]["winnow"]["votes"] for t in tasks[:3]] == ["blues:2|jazz:1", "jazz:2", ""]
+    # The crowd's votes travel in meta with who cast them and when: task 100 had two votes for
+    # blues and one for jazz, task 102 none.
+    assert tasks[0]["meta"]["winnow"]["votes"] == [
+        {"annotator": "1", "label": "blues", "time": "2024-05-01T10:00:00Z"},
+        {"annotator": "cleo@example.org", "label": "blues", "time": "2024-05-01T10:00:00Z"},
+        {"annotator": "3", "label": "jazz", "time": "2024-05-01T10:00:00Z"},
+    ]
+    assert [len(t["meta"]["winnow"]["votes"]) for t in tasks[:3]] == [3, 2, 0]
     assert f"({len(answers)} expert answers as annotations, {len(predictions)} model labels as predictions)" in stdout
     config = (out / "tasks.label_config.xml").read_text()
     assert '<Text name="text" value="$text"/>' in config and '<Choices name="genre" toName="text"' in config
@@ -92,17 +98,45 @@ def test_the_annotators_votes_are_stored_with_the_items(round_trip):
     assert len(stored) == 29  # the cancelled and the empty annotation cast none
 
 
-def test_the_tasks_read_back_with_the_same_ids_content_and_answers(round_trip):
+def test_the_tasks_read_back_with_the_same_ids_content_sets_votes_and_answers(round_trip):
     source, out, answers, _ = round_trip
     again = read_label_studio(out / "tasks.json")
-    first = read_label_studio(source).dataset
-    assert again.dataset.ids == first.ids and again.dataset.texts == first.texts
-    votes = again.votes.votes
-    assert dict(zip(votes.item_ids, votes.labels, strict=True)) == answers
-    assert set(votes.annotators) == {"ada"}
-    # The answered items are settled; the others may be any label again (nobody voted).
-    settled = np.isin(again.dataset.ids, list(answers))
-    assert (again.dataset.candidates[settled].sum(axis=1) == 1).all() and again.dataset.candidates[~settled].all()
+    first = read_label_studio(source)
+    assert again.dataset.ids == first.dataset.ids and again.dataset.texts == first.dataset.texts
+    # The candidate sets are winnow's (meta.winnow.candidates), not remade from the answers.
+    assert np.array_equal(again.dataset.candidates, first.dataset.candidates)
+
+    # The crowd votes come back with who cast them and when; the expert answers as answers
+    # by who gave them, never as votes; the model labels as model labels.
+    def votes_of(read):
+        v = read.votes.votes
+        return list(zip(v.item_ids, v.annotators, v.labels, v.times, strict=True))
+
+    assert votes_of(again) == votes_of(first)
+    assert {a.item_id: a.label for a in again.answers} == answers
+    assert {a.annotator for a in again.answers} == {"ada"} and all(a.time is not None for a in again.answers)
+    tasks = json.loads((out / "tasks.json").read_text())
+    predicted = {
+        t["data"]["id"]: t["predictions"][0]["result"][0]["value"]["choices"][0] for t in tasks if t["predictions"]
+    }
+    assert {m.item_id: m.label for m in again.model_labels} == predicted
+    assert (again.from_name, again.to_name) == ("genre", "text")
+
+
+def test_the_tasks_import_back_into_a_session_with_the_answers_by_their_expert(round_trip, winnow):
+    _, out, answers, _ = round_trip
+    db = out.parent / "again.db"
+    line = one_line_error(winnow("import", out / "tasks.json", "--db", db, check=False))
+    assert line == (
+        "error: 'tasks.json' carries 6 expert answers (winnow's own export): give a session (--session NAME) "
+        "to record them"
+    )
+    winnow("import", out / "tasks.json", "--db", db, "--session", "again", "-k", "3")
+    winnow("export", "again", "--what", "events", "-o", out.parent / "events.csv", "--db", db)
+    with (out.parent / "events.csv").open(newline="") as handle:
+        events = list(csv.DictReader(handle))
+    assert {e["external_id"]: e["label"] for e in events} == answers
+    assert {(e["annotator"], e["kind"]) for e in events} == {("ada", "answer")}
 
 
 def test_label_studio_format_goes_with_the_labelled_dataset_only(round_trip, winnow):
@@ -144,3 +178,144 @@ def test_bad_exports_are_one_line_exit_2_and_nothing_is_written(tmp_path, winnow
     assert re.search(message, line), line
     with open_store(db, create=False)() as s:  # the import made the store, and nothing in it
         assert list_datasets(s) == [] and s.scalar(select(func.count()).select_from(Vote)) == 0
+
+
+PROJECT_CONFIG = """<View>
+  <Header value="Which genre?"/>
+  <Text name="review" value="$review"/>
+  <Choices name="topic" toName="review" choice="single">
+    <Choice value="blues"/><Choice value="jazz"/><Choice value="rock"/><Choice value="pop"/>
+  </Choices>
+</View>
+"""
+
+
+def test_a_project_config_gives_the_control_object_and_data_key(round_trip, winnow, tmp_path):
+    _, out, answers, _ = round_trip
+    config = tmp_path / "config.xml"
+    config.write_text(PROJECT_CONFIG)
+    db = out.parent / "w.db"
+    winnow(
+        "export", "s", "--what", "labelled", "--format", "label-studio", "--label-config", config,
+        "-o", tmp_path / "tasks.json", "--db", db,
+    )  # fmt: skip
+    tasks = json.loads((tmp_path / "tasks.json").read_text())
+    assert all(set(t["data"]) == {"review", "id"} for t in tasks)
+    results = [r for t in tasks for a in (*t["annotations"], *t["predictions"]) for r in a["result"]]
+    assert {(r["from_name"], r["to_name"]) for r in results} == {("topic", "review")}
+    assert len([t for t in tasks if t["annotations"]]) == len(answers)
+    # The project's own config goes beside the tasks, as it is.
+    assert (tmp_path / "tasks.label_config.xml").read_text() == PROJECT_CONFIG
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        (
+            PROJECT_CONFIG.replace('<Choice value="rock"/>', ""),
+            r"config\.xml: <Choices name=\"topic\"> lacks the labels 'rock' \(its choices: 'blues', 'jazz', 'pop'\)",
+        ),
+        (
+            PROJECT_CONFIG.replace("<Text", "<Image").replace("$review", "$photo"),
+            r"config\.xml: <Image name=\"review\"> shows image, but the items are text",
+        ),
+        (PROJECT_CONFIG.replace('choice="single"', 'choice="multiple"'), r'is not choice="single"'),
+        ("<View><Text name='a' value='$a'/></View>", r"config\.xml: has 0 <Choices> controls"),
+        ("<View>", r"config\.xml: is not XML"),
+    ],
+)
+def test_an_export_that_does_not_fit_the_project_config_is_refused(round_trip, winnow, tmp_path, config, message):
+    _, out, _, _ = round_trip
+    (tmp_path / "config.xml").write_text(config)
+    result = winnow(
+        "export", "s", "--what", "labelled", "--format", "label-studio", "--label-config", tmp_path / "config.xml",
+        "-o", tmp_path / "tasks.json", "--db", out.parent / "w.db", check=False,
+    )  # fmt: skip
+    assert re.search(message, one_line_error(result))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.xml"]
+
+
+def test_label_config_goes_without_from_name(round_trip, winnow, tmp_path):
+    _, out, _, _ = round_trip
+    (tmp_path / "config.xml").write_text(PROJECT_CONFIG)
+    result = winnow(
+        "export", "s", "--what", "labelled", "--format", "label-studio", "--label-config", tmp_path / "config.xml",
+        "--from-name", "genre", "-o", tmp_path / "tasks.json", "--db", out.parent / "w.db", check=False,
+    )  # fmt: skip
+    assert one_line_error(result) == (
+        "error: --label-config names the control and its object: give no --from-name or --to-name"
+    )
+
+
+def test_the_user_map_names_annotators_by_email(tmp_path, winnow):
+    path = write_tasks(tmp_path / "project.json", text_tasks(6))
+    users = tmp_path / "users.json"
+    users.write_text(json.dumps([{"id": i, "email": f"user{i}@example.org", "first_name": ""} for i in (1, 3, 4, 5)]))
+    db = tmp_path / "w.db"
+    winnow("import", path, "--db", db, "--session", "s", "-k", "3", "--user-map", users)
+    winnow("export", "s", "--what", "votes", "-o", tmp_path / "votes.csv", "--db", db)
+    with (tmp_path / "votes.csv").open(newline="") as handle:
+        annotators = {row["annotator"] for row in csv.DictReader(handle)}
+    assert annotators == {"user1@example.org", "user3@example.org", "cleo@example.org"}
+    users.write_text(json.dumps([{"id": 1, "email": "user1@example.org"}]))
+    line = one_line_error(winnow("import", path, "--db", tmp_path / "x.db", "--user-map", users, check=False))
+    assert re.search(
+        r"project\.json, row 1 \(1-based\): task 100: annotations\[2\]\.completed_by 3 is not in the user map", line
+    )
+
+
+def test_a_label_studio_csv_export_is_told_to_export_json(tmp_path, winnow):
+    path = tmp_path / "project.csv"
+    path.write_text(
+        '"annotation_id","annotator","created_at","id","text","genre","lead_time","updated_at"\n'
+        '1,"1","2024-05-01T10:00:00Z",7,"slow harmonica","blues","","2024-05-01T10:00:00Z"\n'
+    )
+    line = one_line_error(winnow("import", path, "--db", tmp_path / "w.db", check=False))
+    assert line.endswith(
+        "is a Label Studio CSV export, which keeps one answer per task and not who voted what: export the "
+        "project as JSON (Export > JSON) and import that file"
+    )
+    other = tmp_path / "other.csv"
+    other.write_text("id,text,genre\n1,slow harmonica,blues\n")
+    line = one_line_error(winnow("import", other, "--db", tmp_path / "w.db", check=False))
+    assert "name another with --candidates-column NAME" in line and "candidates_column" not in line
+
+
+def test_a_missing_image_names_the_media_root_and_the_option(tmp_path, winnow):
+    tasks = image_tasks(tmp_path / "shots", 6)
+    path = write_tasks(tmp_path / "elsewhere" / "project.json", tasks)
+    line = one_line_error(winnow("import", path, "--db", tmp_path / "w.db", check=False))
+    root = (tmp_path / "elsewhere").resolve()
+    assert (
+        f"does not exist in the media root '{root}' (give the folder the paths are relative to with --media-root)"
+        in line
+    )
+
+
+def test_the_imported_projects_control_is_reused_without_options(round_trip, winnow, tmp_path):
+    _, out, _, _ = round_trip
+    winnow(
+        "export", "s", "--what", "labelled", "--format", "label-studio", "-o", tmp_path / "tasks.json",
+        "--db", out.parent / "w.db",
+    )  # fmt: skip
+    tasks = json.loads((tmp_path / "tasks.json").read_text())
+    results = [r for t in tasks for a in (*t["annotations"], *t["predictions"]) for r in a["result"]]
+    assert results and {(r["from_name"], r["to_name"]) for r in results} == {("genre", "text")}
+    assert '<Choices name="genre" toName="text"' in (tmp_path / "tasks.label_config.xml").read_text()
+
+
+def test_a_control_on_another_data_key_is_written_back_to_that_key(tmp_path, winnow):
+    tasks = text_tasks(6)
+    for task in tasks:
+        task["data"]["review"] = task["data"].pop("text")
+        for a in task["annotations"]:
+            for r in a["result"]:
+                r["to_name"] = "body"
+    path = write_tasks(tmp_path / "project.json", tasks)
+    db = tmp_path / "w.db"
+    winnow("import", path, "--db", db, "--session", "s", "-k", "3", "--text-column", "review")
+    winnow("export", "s", "--what", "labelled", "--format", "label-studio", "-o", tmp_path / "out.json", "--db", db)
+    written = json.loads((tmp_path / "out.json").read_text())
+    assert [set(t["data"]) for t in written] == [{"review", "id"}] * 6
+    config = (tmp_path / "out.label_config.xml").read_text()
+    assert '<Text name="body" value="$review"/>' in config and '<Choices name="genre" toName="body"' in config

@@ -102,7 +102,7 @@ def test_a_csv_with_only_id_text_candidates_gets_text_features(tmp_path):
 def test_text_column_by_name_without_case_or_named_by_the_caller(tmp_path):
     rows = [{"ID": f"t{i}", "Body": t, "candidates": c} for i, (t, c) in enumerate(zip(TEXTS, SETS, strict=True))]
     path = write_csv(tmp_path / "named.csv", rows)
-    with pytest.raises(DataFileError, match=r"column 'Body': 'The striker.* is not a number.*text_column=\.\.\."):
+    with pytest.raises(DataFileError, match=r"column 'Body': 'The striker.* is not a number.*--text-column NAME"):
         read_dataset(path, id_column="ID")
     ds = read_dataset(path, id_column="ID", text_column="Body")
     assert ds.texts == TEXTS and ds.content_columns == {"text": "Body"}
@@ -121,7 +121,7 @@ def test_content_columns_are_not_features_and_numbers_win(tmp_path):
 
 def test_an_ignored_column_is_neither_feature_nor_content(tmp_path):
     path = texts_csv(tmp_path, notes=["a", "b", "c", "d", "e", "f"])
-    with pytest.raises(DataFileError, match="'a' is not a number.*ignore_columns"):
+    with pytest.raises(DataFileError, match="'a' is not a number.*--ignore-columns NAME"):
         read_dataset(path)
     assert read_dataset(path, ignore_columns=["notes"]).featurizer is not None
     with pytest.raises(DataFileError, match="no feature columns and no content"):

@@ -15,6 +15,7 @@ import pytest
 from app.io import DataFileError, read_dataset
 from app.io.label_studio_tasks import (
     LABEL_STUDIO_TASKS_SCHEMA,
+    CrowdVote,
     config_path_for,
     label_studio_tasks,
     labelling_config,
@@ -240,7 +241,12 @@ def test_tasks_carry_answers_as_annotations_and_model_labels_as_predictions():
     tasks, to_name = label_studio_tasks(
         delivered(),
         media_kinds=[None, None, "image", None],
-        votes=["jazz:2", "jazz:1|rock:1", "", "rock:1"],
+        votes=[
+            [CrowdVote("kim", "jazz", "2024-05-01T10:00:00Z"), CrowdVote("lee", "jazz", None)],
+            [CrowdVote("kim", "jazz", None), CrowdVote("lee", "rock", None)],
+            [],
+            [CrowdVote("kim", "rock", None)],
+        ],
         model_version="winnow-0.1.0-dstpll-s",
     )
     jsonschema.validate(tasks, LABEL_STUDIO_TASKS_SCHEMA)
@@ -252,7 +258,8 @@ def test_tasks_carry_answers_as_annotations_and_model_labels_as_predictions():
         {"text": "four", "id": "d"},
     ]
     result = {"from_name": "label", "to_name": "image", "type": "choices"}
-    assert tasks[0]["annotations"] == [{"result": [{**result, "value": {"choices": ["jazz"]}}]}]
+    # The annotation's id comes back from Label Studio as its import_id (winnow's own answer).
+    assert tasks[0]["annotations"] == [{"id": 1, "result": [{**result, "value": {"choices": ["jazz"]}}]}]
     assert tasks[1]["predictions"] == [
         {
             "model_version": "winnow-0.1.0-dstpll-s",
@@ -264,7 +271,11 @@ def test_tasks_carry_answers_as_annotations_and_model_labels_as_predictions():
     assert tasks[2]["meta"]["winnow"]["label_source"] == "given" and tasks[2]["meta"]["winnow"]["label"] == "rock"
     assert tasks[3]["meta"]["winnow"]["candidates"] == ["blues", "jazz", "rock"]
     assert tasks[0]["meta"]["winnow"]["answered_by"] == "ada"
-    assert [t["meta"]["winnow"]["votes"] for t in tasks] == ["jazz:2", "jazz:1|rock:1", "", "rock:1"]
+    assert tasks[0]["meta"]["winnow"]["votes"] == [
+        {"annotator": "kim", "label": "jazz", "time": "2024-05-01T10:00:00Z"},
+        {"annotator": "lee", "label": "jazz", "time": None},
+    ]
+    assert [len(t["meta"]["winnow"]["votes"]) for t in tasks] == [2, 2, 0, 1]
 
 
 def test_the_schema_refuses_what_label_studio_would_misread():

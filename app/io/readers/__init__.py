@@ -42,7 +42,7 @@ row and/or the column, and what is wrong. See :mod:`app.io.errors` for the row c
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from numbers import Integral
 from pathlib import Path
@@ -92,6 +92,7 @@ def read_dataset(
     featurizer: Any = None,
     max_pixels: int = MAX_IMAGE_PIXELS,
     default_labels: Sequence[str] | None = None,
+    user_names: Mapping[str, str] | None = None,
 ) -> LoadedDataset:
     """Read and validate a partially labelled dataset.
 
@@ -141,6 +142,8 @@ def read_dataset(
         For a text or Parquet file without a candidates column: every item gets all these
         labels (a caller that makes the sets from votes narrows them afterwards). ``None``
         (the default) refuses a file without a candidates column.
+    user_names : mapping of str to str, optional
+        For a Label Studio export: user id to email (:func:`.label_studio.read_user_map`).
 
     Returns
     -------
@@ -203,6 +206,8 @@ def read_dataset(
 
     defaults = check_label_names_argument(default_labels)
     roles = Roles(candidates_column, id_column, true_label_column, ignored, defaults)
+    if user_names is not None and ext != ".json":
+        raise InvalidInput("a user map goes with a Label Studio export (.json)")
     if ext in (".csv", ".tsv", ".txt"):
         table = read_text(file, head, ext, delimiter)
         dataset = dataset_from_table(file, table, roles, names, sources)
@@ -225,7 +230,7 @@ def read_dataset(
                 f"{', '.join(table_options)} apply to tables; a Label Studio export (.json) takes its ids, "
                 "candidate sets and content from its tasks"
             )
-        dataset = read_label_studio(file, label_names=names, sources=sources).dataset
+        dataset = read_label_studio(file, label_names=names, sources=sources, user_names=user_names).dataset
     else:
         if content_columns:
             raise InvalidInput(

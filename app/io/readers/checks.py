@@ -32,6 +32,7 @@ from engine.exceptions import InvalidInput
 
 if TYPE_CHECKING:
     from app.io.featurizers import FeaturizerRecord
+    from app.io.readers.label_studio import ExpertAnswer
     from app.io.readers.votes import Votes
 
 __all__ = [
@@ -99,6 +100,16 @@ class LoadedDataset:
     votes : Votes or None
         The votes a file brings with its items (a Label Studio export's annotations), from
         which :attr:`candidates` were made; ``None`` for other files.
+    kept_sets : bool array of shape (n_instances,), or None
+        Items whose candidate set the file states (a task of winnow's own Label Studio export,
+        ``meta.winnow.candidates``): their votes do not remake it.
+    expert_answers : tuple of ExpertAnswer, or None
+        Expert answers the file carries (winnow's own Label Studio export), recorded in the
+        session an import creates.
+    label_studio_control : (str, str, str) or None
+        The ``from_name`` and ``to_name`` a Label Studio export's annotations use, and the
+        ``data`` key of the content they label (stored with the dataset, so that tasks written
+        back fit the same project).
     """
 
     X: np.ndarray
@@ -117,6 +128,9 @@ class LoadedDataset:
     featurizer: FeaturizerRecord | None = None
     content_columns: dict[str, str] = field(default_factory=dict)
     votes: Votes | None = None
+    kept_sets: np.ndarray | None = None
+    expert_answers: tuple[ExpertAnswer, ...] | None = None
+    label_studio_control: tuple[str, str, str] | None = None
 
     @property
     def n_instances(self) -> int:

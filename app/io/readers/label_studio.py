@@ -66,7 +66,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -86,9 +86,12 @@ __all__ = [
     "JSON_EXPANSION",
     "LOCAL_FILES_PREFIX",
     "UPLOAD_PREFIX",
+    "ExpertAnswer",
     "LabelStudioExport",
+    "ModelLabel",
     "is_label_studio_export",
     "read_label_studio",
+    "read_user_map",
     "media_reference",
 ]
 
@@ -98,6 +101,52 @@ LOCAL_FILES_PREFIX = "/data/local-files/"
 UPLOAD_PREFIX = "/data/upload/"
 
 _MEDIA_ROLES = ("image", "audio", "link")
+#: The control read when no annotation names one (a file with winnow's answers only).
+DEFAULT_CONTROL = ("label", "text")
+
+
+@dataclass(frozen=True)
+class ExpertAnswer:
+    """An expert's answer carried by a task of winnow's own export (``meta.winnow``).
+
+    Attributes
+    ----------
+    item_id, label : str
+    annotator : str
+        Who answered in winnow (``meta.winnow.answered_by``), not the Label Studio user who
+        imported the tasks.
+    time : datetime or None
+        When (``meta.winnow.answered_at``), UTC.
+    row : int
+        The task's 1-based position in the file.
+    """
+
+    item_id: str
+    label: str
+    annotator: str
+    time: datetime | None
+    row: int
+
+
+@dataclass(frozen=True)
+class ModelLabel:
+    """A model's label read from a task's ``predictions``: never a vote.
+
+    Attributes
+    ----------
+    item_id, label : str
+    score : float or None
+        The prediction's ``score``.
+    model_version : str or None
+    row : int
+        The task's 1-based position in the file.
+    """
+
+    item_id: str
+    label: str
+    score: float | None
+    model_version: str | None
+    row: int
 
 
 @dataclass(frozen=True)
@@ -115,12 +164,19 @@ class LabelStudioExport:
     from_name, to_name : str
         The classification control and the object it labels, as the annotations name them
         (a writer reuses them so the tasks fit the same labelling config).
+    answers : tuple of ExpertAnswer
+        The expert answers of winnow's own export (also in
+        :attr:`~app.io.readers.checks.LoadedDataset.expert_answers`), in file order.
+    model_labels : tuple of ModelLabel
+        The single-choice predictions, in file order; they make no candidate set.
     """
 
     dataset: LoadedDataset
     votes: MatchedVotes
     from_name: str
     to_name: str
+    answers: tuple[ExpertAnswer, ...] = ()
+    model_labels: tuple[ModelLabel, ...] = ()
 
 
 def is_label_studio_export(path: str | os.PathLike[str]) -> bool:
@@ -190,6 +246,159 @@ def _exported_by(task: dict[str, Any]) -> str | None:
     return _annotator(record.get("answered_by")) if isinstance(record, dict) else None
 
 
+def _winnow_record(task: dict[str, Any]) -> dict[str, Any] | None:
+    """``meta.winnow`` of a task winnow exported, when it states the item's candidate set."""
+    meta = task.get("meta")
+    record = meta.get("winnow") if isinstance(meta, dict) else None
+    return record if isinstance(record, dict) and "candidates" in record else None
+
+
+def _label_text(value: Any) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, (str, int)) or not str(value).strip():
+        return None
+    return str(value).strip()
+
+
+def _meta_candidates(file: Path, record: dict[str, Any], name: str, row: int) -> list[str]:
+    found = record.get("candidates")
+    labels = [_label_text(v) for v in found] if isinstance(found, list) else [None]
+    if not labels or None in labels or any(LABEL_SEPARATOR in str(v) for v in labels):
+        raise DataFileError(
+            file,
+            f"{name}: meta.winnow.candidates {quote(found)} is not a non-empty list of labels",
+            row=row,
+            has_header=False,
+        )
+    return [str(v) for v in labels]
+
+
+def _meta_votes(file: Path, record: dict[str, Any], name: str, row: int) -> list[tuple[str, str, datetime | None]]:
+    """The crowd votes winnow exported with the item: annotator, label, time.
+
+    An older export's ``"jazz:2|blues:1"`` summary names no annotator and is not read.
+    """
+    found = record.get("votes")
+    if not isinstance(found, list):
+        return []
+    votes = []
+    for v, vote in enumerate(found):
+        where = f"meta.winnow.votes[{v}]"
+        who = _annotator(vote.get("annotator")) if isinstance(vote, dict) else None
+        label = _label_text(vote.get("label")) if isinstance(vote, dict) else None
+        if who is None or label is None or LABEL_SEPARATOR in label:
+            raise DataFileError(
+                file,
+                f"{name}: {where} {quote(vote)} is not a vote with an annotator and a label",
+                row=row,
+                has_header=False,
+            )
+        votes.append((who, label, _created_at(file, vote.get("time"), f"{name}: {where}.time", row)))
+    return votes
+
+
+def _meta_answer(file: Path, record: dict[str, Any], item_id: str, name: str, row: int) -> ExpertAnswer | None:
+    """The expert's answer winnow exported with the item, if it has one."""
+    if record.get("label_source") != "expert":
+        return None
+    label = _label_text(record.get("label"))
+    who = _annotator(record.get("answered_by"))
+    if label is None or who is None:
+        raise DataFileError(
+            file,
+            f"{name}: meta.winnow names an expert answer without its label and who answered (answered_by)",
+            row=row,
+            has_header=False,
+        )
+    time = _created_at(file, record.get("answered_at"), f"{name}: meta.winnow.answered_at", row)
+    return ExpertAnswer(item_id, label, who, time, row)
+
+
+def _result_names(result: Any) -> tuple[str, str]:
+    names = []
+    for key in ("from_name", "to_name"):
+        text = result.get(key) if isinstance(result, dict) else None
+        names.append(text.strip() if isinstance(text, str) and text.strip() else "")
+    return names[0] or DEFAULT_CONTROL[0], names[1] or DEFAULT_CONTROL[1]
+
+
+def _single_label(result: Any) -> str | None:
+    """The label of a single-choice result, ``None`` for any other result."""
+    if not isinstance(result, list) or len(result) != 1 or not isinstance(result[0], dict):
+        return None
+    value = result[0].get("value")
+    chosen = value.get("choices") if result[0].get("type") == "choices" and isinstance(value, dict) else None
+    return _label_text(chosen[0]) if isinstance(chosen, list) and len(chosen) == 1 else None
+
+
+def _is_exported_answer(annotation: dict[str, Any], label: str) -> bool:
+    """Whether ``annotation`` is the one winnow wrote for its expert's answer ``label``.
+
+    winnow writes it without ``completed_by``; Label Studio gives an imported annotation to the
+    user who imports it and keeps the ``id`` it was written with as ``import_id``, which an
+    annotation made in Label Studio does not have.
+    """
+    mine = "completed_by" not in annotation or annotation.get("import_id") is not None
+    return mine and _single_label(annotation.get("result")) == label
+
+
+def _model_labels(task: dict[str, Any], item_id: str, row: int) -> list[ModelLabel]:
+    """The task's single-choice predictions (others, e.g. regions, are not read)."""
+    found = task.get("predictions")
+    labels = []
+    for prediction in found if isinstance(found, list) else []:
+        label = _single_label(prediction.get("result")) if isinstance(prediction, dict) else None
+        if label is None or LABEL_SEPARATOR in label:
+            continue
+        score = prediction.get("score")
+        version = prediction.get("model_version")
+        labels.append(
+            ModelLabel(
+                item_id,
+                label,
+                float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else None,
+                str(version) if isinstance(version, (str, int)) and not isinstance(version, bool) else None,
+                row,
+            )
+        )
+    return labels
+
+
+def read_user_map(path: str | os.PathLike[str]) -> dict[str, str]:
+    """Label Studio user ids (as text) to their emails, from the JSON list Label Studio's
+    ``GET /api/users/`` returns (objects with ``id`` and ``email``; other keys ignored).
+
+    Raises
+    ------
+    DataFileError
+        The file is not such a list; one line naming the file and the entry.
+    """
+    file = Path(path)
+    if not file.is_file():
+        raise DataFileError(file, "does not exist or is not a file", has_header=False)
+    users = _load(file)
+    if not isinstance(users, list):
+        raise DataFileError(file, "is not a user map: a JSON list of users with id and email", has_header=False)
+    names: dict[str, str] = {}
+    for position, user in enumerate(users):
+        user_id = _annotator(user.get("id")) if isinstance(user, dict) else None
+        email = user.get("email") if isinstance(user, dict) else None
+        if user_id is None or not isinstance(email, str) or not email.strip():
+            raise DataFileError(
+                file, f"entry {position + 1} {quote(user)} is not a user with an id and an email", has_header=False
+            )
+        names[user_id] = email.strip()
+    return names
+
+
+def _control_of(control: tuple[str, str, str], columns: dict[str, str]) -> tuple[str, str, str] | None:
+    """The control the annotations use and the ``data`` key of the content it labels, or
+    ``None`` when no annotation named one."""
+    if not control[2]:
+        return None
+    shown = next((columns[role] for role in ("image", "audio", "text", "link") if role in columns), None)
+    return (control[0], control[1], shown) if shown is not None else None
+
+
 def _task_name(task: Any, row: int) -> str:
     task_id = task.get("id") if isinstance(task, dict) else None
     if isinstance(task_id, (int, str)) and not isinstance(task_id, bool) and str(task_id).strip():
@@ -227,6 +436,7 @@ def read_label_studio(
     sources: ContentSources | None = None,
     min_votes: int | None = None,
     min_share: float | None = None,
+    user_names: Mapping[str, str] | None = None,
 ) -> LabelStudioExport:
     """Read a Label Studio JSON export (see the module docstring).
 
@@ -243,6 +453,10 @@ def read_label_studio(
     min_votes, min_share : optional
         Keep the labels with at least this many votes / this share of the task's votes
         (:func:`engine.votes.candidate_sets_from_votes`); default: every label voted for.
+    user_names : mapping of str to str, optional
+        Label Studio user id (as text) to the name winnow keeps for that annotator (an email):
+        Label Studio's JSON export names annotators by id only. With a map, an id missing from
+        it is an error.
 
     Returns
     -------
@@ -270,6 +484,9 @@ def read_label_studio(
     raw_votes: list[tuple[int, str, str, datetime | None, int]] = []
     voters: dict[tuple[int, str], str] = {}
     control: tuple[str, str, str] | None = None  # from_name, to_name, where first seen
+    kept: dict[int, set[str]] = {}  # a task of winnow's export: its candidate set, and new votes' labels
+    answers: list[ExpertAnswer] = []
+    model_labels: list[ModelLabel] = []
     for position, task in enumerate(tasks):
         row = position + 1
         name = _task_name(task, row)
@@ -286,16 +503,37 @@ def read_label_studio(
                 row=row,
                 has_header=False,
             )
-        ids.append(_item_id(file, task, data, position, name))
+        item_id = _item_id(file, task, data, position, name)
+        ids.append(item_id)
         for key in data:
             data_cells.setdefault(str(key), [None] * position)
         for key, cells in data_cells.items():
             cells.append(data.get(key))
 
+        record = _winnow_record(task)
+        expert: ExpertAnswer | None = None
+        if record is not None:
+            kept[position] = set(_meta_candidates(file, record, name, row))
+            for vote in _meta_votes(file, record, name, row):
+                earlier = voters.setdefault((position, vote[0]), "meta.winnow.votes")
+                if earlier != "meta.winnow.votes":
+                    raise DataFileError(
+                        file,
+                        f"{name}: meta.winnow.votes holds two votes by {quote(vote[0])}",
+                        row=row,
+                        has_header=False,
+                    )
+                raw_votes.append((position, vote[0], vote[1], vote[2], row))
+            expert = _meta_answer(file, record, item_id, name, row)
+            if expert is not None:
+                answers.append(expert)
+        model_labels.extend(_model_labels(task, item_id, row))
+
         annotations = task.get("annotations", task.get("completions"))
         field = "annotations" if "annotations" in task else "completions"
         if annotations is None:
             continue
+        answer_seen = False
         if not isinstance(annotations, list):
             raise DataFileError(file, f"{name}: {field} is not a list", row=row, has_header=False)
         for a, annotation in enumerate(annotations):
@@ -309,7 +547,23 @@ def read_label_studio(
                 continue  # an empty annotation: opened, never answered
             if not isinstance(result, list):
                 raise DataFileError(file, f"{name}: {where}.result is not a list", row=row, has_header=False)
+            if expert is not None and not answer_seen and _is_exported_answer(annotation, expert.label):
+                answer_seen = True  # winnow's own answer, already read from meta: not a vote
+                from_name, to_name = _result_names(result[0])
+                if control is None:
+                    control = (from_name, to_name, f"{name}: {where}.result[0]")
+                continue
             who = _annotator(annotation.get("completed_by"))
+            if who is not None and user_names is not None and isinstance(annotation.get("completed_by"), int):
+                if who not in user_names:
+                    raise DataFileError(
+                        file,
+                        f"{name}: {where}.completed_by {who} is not in the user map; it names "
+                        f"{listing(sorted(user_names))}",
+                        row=row,
+                        has_header=False,
+                    )
+                who = user_names[who]
             if who is None and "completed_by" not in annotation:
                 who = _exported_by(task)  # winnow's own export names its expert in meta
             if who is None:
@@ -343,7 +597,11 @@ def read_label_studio(
                         has_header=False,
                     )
                 raw_votes.append((position, who, label, time, row))
-    if not raw_votes or control is None:
+                if position in kept:
+                    kept[position].add(label)  # a label chosen in Label Studio after winnow's export
+    if control is None and kept:
+        control = (DEFAULT_CONTROL[0], DEFAULT_CONTROL[1], "")
+    if (not raw_votes and not kept) or control is None:
         raise DataFileError(
             file,
             "has no annotation with a single choice: there is nothing to make candidate sets from "
@@ -355,9 +613,14 @@ def read_label_studio(
     for cells in data_cells.values():
         cells.extend([None] * (n - len(cells)))
 
-    label_space = list(label_names) if label_names is not None else sort_label_names(v[2] for v in raw_votes)
+    position_of = {item_id: position for position, item_id in enumerate(ids)}
+    named = [(position, label, row) for position, _, label, _, row in raw_votes]
+    named += [(position, label, position + 1) for position, labels in kept.items() for label in sorted(labels)]
+    named += [(position_of[x.item_id], x.label, x.row) for x in answers]
+    named += [(position_of[x.item_id], x.label, x.row) for x in model_labels]
+    label_space = list(label_names) if label_names is not None else sort_label_names(v[1] for v in named)
     known = set(label_space)
-    for position, _, label, _, row in raw_votes:
+    for position, label, row in named:
         if label not in known:
             raise DataFileError(
                 file,
@@ -367,7 +630,17 @@ def read_label_studio(
                 has_header=False,
             )
     every_label = np.ones((n, len(label_space)), dtype=bool)  # nobody ruled a label out yet
+    kept_sets = np.zeros(n, dtype=bool)
+    for position, labels in kept.items():
+        every_label[position] = np.isin(label_space, sorted(labels))
+        kept_sets[position] = True
     dataset = _with_content(file, tasks, ids, rows, data_cells, every_label, label_space, sources)
+    dataset = replace(
+        dataset,
+        kept_sets=kept_sets if kept else None,
+        expert_answers=tuple(answers) or None,
+        label_studio_control=_control_of(control, dataset.content_columns),
+    )
     votes = Votes(
         [ids[v[0]] for v in raw_votes],
         [v[1] for v in raw_votes],
@@ -378,7 +651,7 @@ def read_label_studio(
         has_header=False,
     )
     dataset, matched = apply_votes(replace(dataset, votes=votes), votes, min_votes=min_votes, min_share=min_share)
-    return LabelStudioExport(dataset, matched, control[0], control[1])
+    return LabelStudioExport(dataset, matched, control[0], control[1], tuple(answers), tuple(model_labels))
 
 
 def _created_at(file: Path, value: Any, where: str, row: int) -> datetime | None:
@@ -400,7 +673,9 @@ def _created_at(file: Path, value: Any, where: str, row: int) -> datetime | None
 
 
 def _item_id(file: Path, task: dict[str, Any], data: dict[str, Any], position: int, name: str) -> str:
-    for where, value in (("id", task.get("id")), ("data.id", data.get("id"))):
+    # data.id first: it is the id the items were imported into Label Studio with (winnow writes
+    # it); the task id is Label Studio's own number, given anew in every project.
+    for where, value in (("data.id", data.get("id")), ("id", task.get("id"))):
         if value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, (int, str)) or not str(value).strip():

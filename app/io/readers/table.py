@@ -63,6 +63,10 @@ class Table:
     single_column_hint: str = ""
 
 
+#: Columns every Label Studio CSV export has (besides the data keys and one column per control).
+LABEL_STUDIO_CSV_COLUMNS = frozenset({"annotation_id", "annotator", "created_at", "lead_time", "updated_at"})
+
+
 def check_header(file: Path, header: Sequence[str]) -> None:
     for position, name in enumerate(header, start=1):
         if not name:
@@ -130,7 +134,7 @@ def _float_column(file: Path, table: Table, name: str) -> np.ndarray:
             problem = (
                 f"{quote(cell)} is not a number; every column other than id, candidates, true_label "
                 "and the content columns (text, image, audio, link) is a numeric feature: name the "
-                "column's role (text_column=...) or skip it (ignore_columns)"
+                "column's role (--text-column NAME) or skip it (--ignore-columns NAME)"
             )
     raise DataFileError(file, problem, row=table.rows[position], column=name, has_header=table.has_header)
 
@@ -186,10 +190,16 @@ def dataset_from_table(
     has_header = table.has_header
     no_candidates = roles.candidates not in table.columns and roles.default_labels is not None
     if roles.candidates not in table.columns and not no_candidates:
+        if LABEL_STUDIO_CSV_COLUMNS <= set(header):
+            raise DataFileError(
+                file,
+                "is a Label Studio CSV export, which keeps one answer per task and not who voted what: "
+                "export the project as JSON (Export > JSON) and import that file",
+            )
         raise DataFileError(
             file,
             f"has no {roles.candidates!r} column (columns: {listing(header)}); "
-            f"pass candidates_column=... to use another{table.single_column_hint}",
+            f"name another with --candidates-column NAME{table.single_column_hint}",
         )
     id_name = _resolve_role(file, table, roles.id, "id", "id_column")
     true_name = _resolve_role(file, table, roles.true_label, "true_label", "true_label_column")

@@ -342,8 +342,9 @@ def apply_votes(
     Items with votes get :func:`engine.votes.candidate_sets_from_votes` of them (the union, or
     the labels meeting ``min_votes`` / ``min_share``, falling back to the plurality labels);
     items without votes keep the set the dataset gave them (read without a candidates column,
-    that is every label). The label names are the dataset's: a vote for another label is an
-    error.
+    that is every label), and so do the items whose set the file states
+    (:attr:`~app.io.readers.checks.LoadedDataset.kept_sets`). The label names are the
+    dataset's: a vote for another label is an error.
 
     Returns
     -------
@@ -367,5 +368,7 @@ def apply_votes(
     )
     has_votes = np.zeros(dataset.n_instances, dtype=bool)
     has_votes[matched.positions] = True
+    if dataset.kept_sets is not None:
+        has_votes &= ~dataset.kept_sets  # the file states these sets (winnow's own export)
     candidates = np.where(has_votes[:, None], voted, dataset.candidates)
     return replace(dataset, candidates=candidates), matched

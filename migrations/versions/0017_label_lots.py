@@ -59,7 +59,7 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     with op.batch_alter_table("session_label_settings") as batch:
-        batch.drop_constraint("ck_session_label_settings_promise_known", type_="check")
+        batch.drop_constraint(op.f("ck_session_label_settings_promise_known"), type_="check")
         batch.drop_column("promise")
     op.create_table(
         "audit_draws",

@@ -1,29 +1,41 @@
-"""The labelled dataset a session hands back (issue 20) through the service layer: label sources
-and counts, model labels only after enough audited answers, undecided items == the Rejects page,
-audits interleaved the same way in every view, leave-one-out audit labels, statement strings."""
+"""The labelled dataset a session hands back (issues 20 and 28) through the service layer: label
+sources and counts, model labels only from certified lots, lots audited in an order only the
+store's key gives, undecided items == the Rejects page, the same served order in every view and
+process, statement strings."""
 
 from __future__ import annotations
 
+import json
+import math
 import re
 
 import numpy as np
+import pandas as pd
 import pytest
 
-from app.service import Workbench, change_label_settings, session_label_settings
-from app.service.audits import served_order
-from app.service.delivery import LABEL_SOURCES, audited_answers, label_statement
+from app.service import Workbench, change_label_settings, import_file, session_id_by_name, session_label_settings
+from app.service.audits import served_base, served_order
+from app.service.delivery import LABEL_SOURCES, LabelSummary, label_statement
+from app.service.lots import FIRST_STATEMENT_AUDIT_SHARE, ItemStatus, audit_queue, lots_now, slot_uniforms
 from app.store import (
     LabelSettings,
+    SessionSpec,
     create_dataset,
     create_labelling_session,
+    label_lots,
     open_store,
+    stored_audit_secret,
     write_transaction,
 )
-from engine.calibration import Calibration, audits_needed, calibrate_threshold
-from engine.dst import transductive_decisions
+from engine.lots import audits_to_certify, lot_alpha
+from tests.cli.conftest import ROOT, run_winnow
 
-N_PER_CLASS = 60
+#: 600 items, about 450 open: a first lot of about 400 needs about 70 audits (a lot of 125
+#: would need 122, leaving almost nothing to deliver).
+N_PER_CLASS = 200
 LABELS = ["a", "b", "c"]
+#: Answers after which the first lot on the synthetic set must be certified.
+ANSWER_BUDGET = 400
 
 
 def synthetic(seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -41,12 +53,10 @@ def synthetic(seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return X, Y, truth
 
 
-@pytest.fixture
-def bench(tmp_path):
-    """A session on the synthetic set; half of the served items are audits (the fastest way to
-    reach the 45 audits a 5 % target needs)."""
+def open_bench(path, *, audit_share: float = 0.5) -> Workbench:
+    """A session 's' on the synthetic set in the store at ``path``."""
     X, Y, truth = synthetic()
-    session_factory = open_store(tmp_path / "w.db")
+    session_factory = open_store(path)
 
     def work(s):
         ds = create_dataset(
@@ -61,8 +71,14 @@ def bench(tmp_path):
         return create_labelling_session(s, dataset_id=ds.id, name="s", k=5).id
 
     session_id = write_transaction(session_factory, work)
-    change_label_settings(session_factory, "s", audit_share=0.5)
+    change_label_settings(session_factory, "s", audit_share=audit_share)
     return Workbench.open(session_factory, session_id)
+
+
+@pytest.fixture
+def bench(tmp_path):
+    """A session on the synthetic set with an audit share of 0.5 (the first statement's share)."""
+    return open_bench(tmp_path / "w.db")
 
 
 def answer_served(bench: Workbench, n: int) -> None:
@@ -73,71 +89,163 @@ def answer_served(bench: Workbench, n: int) -> None:
         bench.record("ann", "answer", position=p, label=int(truth[p]), displayed="query")
 
 
+def answer_until_certified(bench: Workbench) -> None:
+    for _ in range(ANSWER_BUDGET):
+        if bench.labels().counts["model"]:
+            return
+        answer_served(bench, 1)
+    raise AssertionError(f"no model label after {ANSWER_BUDGET} answers: {bench.labels().statement}")
+
+
 def sources(bench: Workbench) -> np.ndarray:
     return bench.labels().table["label_source"].to_numpy()
 
 
-def test_before_any_answer_the_singletons_are_given_and_nothing_is_stated(bench):
+def stored_lots(bench: Workbench):
+    bench.queue(top=1)  # a read of the served order freezes a lot when one is due
+    with bench.session_factory() as s:
+        return label_lots(s, bench.session_id)
+
+
+def lots_of(bench: Workbench):
+    """The session's lots and their verdicts now, recomputed from the store and the state."""
+    return lots_now(stored_lots(bench), ItemStatus.of(bench.state), bench.label_settings)
+
+
+def secret_of(bench: Workbench) -> bytes:
+    with bench.session_factory() as s:
+        secret = stored_audit_secret(s)
+    assert secret is not None and len(secret) == 32
+    return secret
+
+
+def first_audit_slot(bench: Workbench) -> int:
+    """The first served slot (0 = the head of the queue) that is an audit, from the store's key."""
+    now = lots_of(bench)
+    share = now.audit_share(bench.label_settings)
+    assert share > 0
+    base = served_base(bench.state.answered_by, bench.state.skipped)
+    u = slot_uniforms(secret_of(bench), bench.session_id, base + 200)[base:]
+    return int(np.flatnonzero(u < share)[0])
+
+
+# ------------------------------------------------------------------------------ label sources
+
+
+def test_before_any_answer_the_singletons_are_given_and_a_first_lot_waits_for_audits(bench):
     labels = bench.labels()
     singles = np.asarray(bench.state.candidates).sum(axis=1) == 1
-    assert labels.counts == {"expert": 0, "given": int(singles.sum()), "model": 0, "undecided": int((~singles).sum())}
+    assert labels.counts == {
+        "expert": 0,
+        "given": int(singles.sum()),
+        "crowd": 0,
+        "model": 0,
+        "undecided": int((~singles).sum()),
+    }
     assert list(labels.counts) == list(LABEL_SOURCES)
-    assert labels.n_audited == 0 and labels.calibration.threshold is None
+    # A first lot is frozen from the open items DST-PLL would label; nothing is audited yet.
+    lots = stored_lots(bench)
+    assert len(lots) == 1
+    lot = lots[0]
+    assert lot.number == 1 and lot.positions.size >= 20
+    assert np.asarray(bench.state.open_items)[lot.positions].all() and (lot.margins > 0).all()
+    assert lot.alpha == pytest.approx(lot_alpha(0.1, 1)) and lot.target == 0.05
+    summary = labels.summary
+    needed = audits_to_certify(lot.positions.size, target=0.05, alpha=lot_alpha(0.1, 1))
+    assert (summary.lots, summary.active_lot_size, summary.audits_left) == (1, lot.positions.size, needed)
+    assert summary.audit_share == FIRST_STATEMENT_AUDIT_SHARE and labels.n_audited == 0
+    assert summary.error_bound is None and summary.model_labels == 0
     assert labels.statement == (
-        f"model labels: not yet measured — {audits_needed(0.05, 0.9)} more audited answers "
-        f"needed; undecided: {int((~singles).sum())}"
+        f"model labels: none yet — the first {lot.positions.size} the model would label need at least "
+        f"{needed} more audited answers, all right (about {math.ceil(needed / 0.5)} answers at the current "
+        f"audit share of 50%); undecided: {int((~singles).sum())}"
     )
     table = labels.table
-    assert list(table.columns[:6]) == ["id", "candidates", "n_candidates", "label", "label_source", "confidence"]
+    assert list(table.columns[:6]) == ["id", "candidates", "n_candidates", "label", "label_source", "model_margin"]
     np.testing.assert_array_equal(table["label_source"].to_numpy() == "given", singles)
     assert table.loc[singles, "label"].tolist() == [LABELS[t] for t in bench.state.true_labels[singles]]
-    assert table.loc[~singles, "label"].isna().all() and table["confidence"].isna().all()
+    assert table.loc[~singles, "label"].isna().all() and table["model_margin"].isna().all()
     assert bench.labelled_table().equals(table)
+    meta = table.attrs["metadata"]
+    assert meta["statement_confidence"] == 0.9 and meta["target_error"] == 0.05
+    assert meta["more_audited_answers_needed"] == needed and meta["audited_answers"] == 0
+    assert meta["lots"] == 1 and meta["stated_error_bound"] is None and meta["statement"] == labels.statement
+    assert "confidence" not in meta
 
 
-def test_model_labels_appear_only_after_enough_audited_answers(bench):
-    needed = audits_needed(0.05, 0.9)
+def test_while_a_lot_is_audited_its_items_are_undecided_and_their_guess_hidden(bench):
+    answer_served(bench, 10)
+    now = lots_of(bench)
+    assert now.active == 0 and not now.verdicts[0].certified
+    lot = now.lots[0]
+    labels = bench.labels()
+    table = labels.table
+    unanswered = np.array([bench.state.answered_by[p] is None for p in lot.positions])
+    assert unanswered.any()
+    assert (table["label_source"].to_numpy()[lot.positions[unanswered]] == "undecided").all()
+    assert table["label"].iloc[lot.positions[unanswered]].isna().all()
+    assert table["model_margin"].isna().all() and labels.counts["model"] == 0
+    queue = bench.rejects()
+    assert queue.guess_hidden is not None
+    np.testing.assert_array_equal(queue.guess_hidden, np.isin(queue.positions, lot.positions))
+    assert queue.guess_hidden.any() and not queue.guess_hidden.all()
+    assert not queue.accepted.any()
+
+
+def test_model_labels_arrive_from_a_certified_lot_with_its_frozen_labels(bench):
     seen_before = False
-    while bench.labels().n_audited < needed:
+    while not bench.labels().counts["model"]:
         labels = bench.labels()
-        assert labels.counts["model"] == 0 and "not yet measured" in labels.statement
+        assert labels.statement.startswith("model labels: none yet") and labels.n_audited == 0
+        assert (labels.table["label_source"] != "model").all()
         seen_before = True
-        answer_served(bench, 1)
+        answer_until_certified(bench)
     assert seen_before
     labels = bench.labels()
-    assert labels.n_audited >= needed
-    assert labels.counts["model"] > 0
-    assert re.fullmatch(
-        rf"model labels: {labels.counts['model']}, error ≤ 5\.0% at 90% confidence "
-        rf"\({labels.n_audited} audited answers\); undecided: {labels.counts['undecided']}",
+    now = lots_of(bench)
+    certified = [i for i, v in enumerate(now.verdicts) if v.certified]
+    assert certified
+    table = labels.table
+    model = table["label_source"].to_numpy() == "model"
+    assert model.sum() == labels.counts["model"] == labels.summary.model_labels > 0
+    # Every model label is an unanswered item of a certified lot, with the lot's frozen label.
+    frozen: dict[int, int] = {}
+    for i in certified:
+        lot = now.lots[i]
+        for p, label in zip(lot.positions.tolist(), lot.labels.tolist(), strict=True):
+            if bench.state.answered_by[p] is None:
+                frozen[p] = label
+    assert set(np.flatnonzero(model).tolist()) == set(frozen)
+    assert table["label"].iloc[np.flatnonzero(model)].tolist() == [LABELS[frozen[p]] for p in np.flatnonzero(model)]
+    margins = table["model_margin"].to_numpy()
+    assert ((margins[model] > 0) & (margins[model] <= 1)).all() and np.isnan(margins[~model]).all()
+    # The statement and what backs it.
+    summary = labels.summary
+    assert summary.error_bound is not None and summary.error_bound <= 0.05
+    assert labels.n_audited == sum(now.verdicts[i].audited for i in certified) >= 20
+    assert "at most 5% wrong, with 90% confidence" in labels.statement
+    assert re.match(
+        rf"model labels: {labels.counts['model']}, at most 5% wrong, with 90% confidence "
+        rf"\(bound now {summary.error_bound * 100:.1f}%, from {labels.n_audited} audited answers\)",
         labels.statement,
     )
-    table = labels.table
-    model = table["label_source"] == "model"
-    confidence = table.loc[model, "confidence"].to_numpy()
-    assert ((confidence >= 0) & (confidence <= 1)).all() and table.loc[~model, "confidence"].isna().all()
-    # The model labels are DST-PLL's, on items nobody answered; every answered item is expert.
+    assert labels.statement.endswith(f"; undecided: {labels.counts['undecided']}")
+    assert "at least 0 more" not in labels.statement
+    # The answered items are expert, every other item has one source.
     answered = np.array([a is not None for a in bench.state.answered_by])
     np.testing.assert_array_equal(table["label_source"].to_numpy() == "expert", answered)
-    assert not (answered & model.to_numpy()).any()
     assert table.loc[table["label_source"] != "undecided", "label"].notna().all()
     assert sum(labels.counts.values()) == bench.state.n_instances
-    # On these separated blobs the kept labels are right.
-    truth = np.asarray(LABELS, dtype=object)[bench.state.true_labels[model.to_numpy()]]
+    # On these separated blobs the delivered labels are right.
+    truth = np.asarray(LABELS, dtype=object)[bench.state.true_labels[model]]
     assert (table.loc[model, "label"].to_numpy() == truth).mean() >= 0.95
-
-
-def test_answers_to_ranked_items_are_not_audits(bench):
-    change_label_settings(bench.session_factory, "s", audit_share=0.0)
-    bench.refresh()
-    answer_served(bench, 20)
-    labels = bench.labels()
-    assert labels.n_audited == 0 and labels.counts["model"] == 0 and labels.counts["expert"] == 20
+    meta = table.attrs["metadata"]
+    assert meta["stated_error_bound"] == summary.error_bound and meta["audited_answers"] == labels.n_audited
+    assert meta["counts"] == labels.counts
 
 
 def test_undecided_items_are_exactly_those_the_rejects_page_lists(bench):
-    while bench.labels().n_audited < audits_needed(0.05, 0.9):
-        answer_served(bench, 1)
+    answer_until_certified(bench)
     open_now = np.flatnonzero(bench.state.open_items)
     bench.record("ann", "none_of_these", position=int(open_now[0]))
     p = int(open_now[1])
@@ -153,13 +261,81 @@ def test_undecided_items_are_exactly_those_the_rejects_page_lists(bench):
     assert set(queue.positions[queue.accepted].tolist()) == set(np.flatnonzero(src == "model").tolist())
 
 
-def test_every_view_serves_the_same_audits_in_the_same_slots(bench):
+# ------------------------------------------------------------------------------ crowd labels
+
+
+def test_single_labels_left_by_crowd_votes_are_crowd_and_their_error_is_not_claimed(tmp_path):
+    session_factory = open_store(tmp_path / "w.db")
+    import_file(
+        session_factory,
+        ROOT / "sample_data" / "crowd_items.csv",
+        name="crowd",
+        session=SessionSpec(name="crowd", k=3),
+        votes=ROOT / "sample_data" / "crowd_votes.csv",
+        min_votes=2,
+    )
+    bench = Workbench.open(session_factory, session_id_by_name(session_factory, "crowd"))
+    labels = bench.labels()
+    singles = np.asarray(bench.state.candidates).sum(axis=1) == 1
+    assert singles.any()
+    assert labels.counts["crowd"] == int(singles.sum()) and labels.counts["given"] == 0
+    table = labels.table
+    np.testing.assert_array_equal(table["label_source"].to_numpy() == "crowd", singles)
+    names = np.asarray(bench.label_names, dtype=object)
+    assert table.loc[singles, "label"].tolist() == names[np.asarray(bench.state.candidates)[singles].argmax(1)].tolist()
+    assert labels.statement.endswith(
+        f"; crowd labels: {int(singles.sum())} (single labels left by the votes; their error is not measured)"
+    )
+    # An answered single becomes expert, the rest stay crowd.
+    p = int(np.flatnonzero(singles)[0])
+    bench.record("ann", "answer", position=p, label=int(np.flatnonzero(bench.state.candidates[p])[0]))
+    after = bench.labels()
+    assert (after.counts["crowd"], after.counts["expert"]) == (int(singles.sum()) - 1, 1)
+    assert after.table["label_source"].iloc[p] == "expert"
+
+
+# ------------------------------------------------------------------------------ audits
+
+
+def test_two_stores_audit_the_same_dataset_in_different_orders(tmp_path):
+    one, two = open_bench(tmp_path / "one.db"), open_bench(tmp_path / "two.db")
+    assert secret_of(one) != secret_of(two)
+    lot_one, lot_two = stored_lots(one)[0], stored_lots(two)[0]
+    # The same items, labels and thresholds (the same data and model), in different audit orders.
+    assert sorted(lot_one.positions.tolist()) == sorted(lot_two.positions.tolist())
+    assert lot_one.positions.tolist() != lot_two.positions.tolist()
+    assert not np.array_equal(
+        slot_uniforms(secret_of(one), one.session_id, 50), slot_uniforms(secret_of(two), two.session_id, 50)
+    )
+    assert one.queue().tolist() != two.queue().tolist()
+    # The ranking itself is the same for the items of no lot, served first by the ranked slots;
+    # the lot's items come after them in the lot's own order.
+    ranked_one, ranked_two = one.ranked_queue(), two.ranked_queue()
+    outside = ~np.isin(ranked_one, lot_one.positions)
+    assert outside.any() and not outside[outside.sum() :].any()
+    np.testing.assert_array_equal(ranked_one[outside], ranked_two[~np.isin(ranked_two, lot_two.positions)])
+
+
+def test_every_view_and_process_serves_the_same_audits_in_the_same_slots(bench, tmp_path):
     served = bench.queue()
+    assert np.unique(served).size == served.size  # each item served once
     assert np.array_equal(bench.queue(top=10), served[:10])
     assert sorted(served.tolist()) == sorted(bench.ranked_queue().tolist())  # the same items, reordered
-    audits = np.array([bench.is_audit(p) for p in served])
-    assert 0 < audits.sum() < served.size
-    other = Workbench.open(bench.session_factory, bench.session_id)  # another process: the stored draws
+    # The audit slots are those the store's key says, and they serve the lot in its audit order.
+    now = lots_of(bench)
+    expected = served_order(
+        bench.ranked_queue(),
+        audit_queue(now),
+        base=served_base(bench.state.answered_by, bench.state.skipped),
+        audit_share=now.audit_share(bench.label_settings),
+        uniforms=lambda n: slot_uniforms(secret_of(bench), bench.session_id, n),
+    )
+    np.testing.assert_array_equal(expected.positions, served)
+    assert 0 < expected.audit.sum() < served.size
+    assert served[expected.audit].tolist() == audit_queue(now)[: expected.audit.sum()].tolist()
+    assert all(bench.is_audit(int(p)) for p in served[expected.audit])
+    # Another workbench on the same store (another tab, another process) serves the same order.
+    other = Workbench.open(bench.session_factory, bench.session_id)
     np.testing.assert_array_equal(other.queue(), served)
     ids = np.asarray(bench.state.external_ids)
     ranked = bench.ranked_table()
@@ -167,99 +343,226 @@ def test_every_view_serves_the_same_audits_in_the_same_slots(bench):
     assert ranked["rank"].tolist() == list(range(1, len(served) + 1))
     assert [q["id"] for q in bench.next_queries(5)] == ids[served[:5]].tolist()
     assert "audit" not in " ".join(ranked.columns)
-    # An answer moves the order on by one slot; the ranking around them may change, the
-    # audits keep their slots and items.
+    # So does `winnow session status` in a process of its own, and `winnow export --what ranked`.
+    db = bench.session_factory.kw["bind"].url.database
+    status = run_winnow("session", "status", "s", "--db", db, "--json", "--top", "8").stdout
+    assert [q["id"] for q in json.loads(status)["next"]] == ids[served[:8]].tolist()
+    run_winnow("export", "s", "--what", "ranked", "-o", tmp_path / "ranked.csv", "--db", db)
+    assert pd.read_csv(tmp_path / "ranked.csv", dtype=str)["id"].tolist() == ids[served].tolist()
+    # An answer moves the order on by one slot: the audits keep their slots, and serve the lot's
+    # next items in its order.
     answer_served(bench, 1)
     after = bench.queue()
-    slots = np.flatnonzero(audits[1:41])
+    slots = np.flatnonzero(expected.audit[1:41])
     assert slots.size and after[slots].tolist() == served[1:41][slots].tolist()
 
 
-def test_without_audits_the_queue_is_the_ranking(bench):
+def test_an_audit_skipped_stays_first_in_the_audit_queue(bench):
+    head = int(audit_queue(lots_of(bench))[0])
+    slot = first_audit_slot(bench)
+    assert int(bench.queue()[slot]) == head
+    answer_served(bench, slot)  # the ranked items before it
+    assert int(bench.queue(top=1)[0]) == head
+    skipped_in = served_base(bench.state.answered_by, bench.state.skipped)
+    bench.record("ann", "skip", position=head, displayed="query")
+    assert int(audit_queue(lots_of(bench))[0]) == head  # not replaced by the lot's next item
+    # Served again at the next audit slot, never in the slot it was skipped in.
+    slot = first_audit_slot(bench)
+    served = bench.queue()
+    assert int(served[slot]) == head and head not in served[:slot].tolist()
+    assert served_base(bench.state.answered_by, bench.state.skipped) + slot > skipped_in
+    if slot > 0:
+        assert int(served[0]) != head
+    assert lots_of(bench).verdicts[0].audited == 0  # the prefix waits for it
+    # Answering it at its next slot extends the prefix.
+    answer_served(bench, slot + 1)
+    assert bench.state.answered_by[head] is not None and lots_of(bench).verdicts[0].audited >= 1
+
+
+def test_an_audit_answered_none_of_these_counts_as_a_wrong_model_label(bench):
+    now = lots_of(bench)
+    head = int(audit_queue(now)[0])
+    slot = first_audit_slot(bench)
+    answer_served(bench, slot)
+    assert int(bench.queue(top=1)[0]) == head
+    bench.record("ann", "none_of_these", position=head, displayed="query")
+    after = lots_of(bench)
+    verdict = after.verdicts[0]
+    assert (verdict.audited, verdict.audit_errors, verdict.known_wrong) == (1, 1, 1)
+    assert int(audit_queue(after)[0]) != head
+    fresh = audits_to_certify(after.lots[0].positions.size, target=0.05, alpha=after.lots[0].alpha)
+    assert bench.labels().summary.audits_left > fresh - 1  # a wrong label costs audits
+
+
+def test_with_audit_share_zero_no_lot_is_audited_and_the_statement_says_audits_are_off(tmp_path):
+    bench = open_bench(tmp_path / "w.db", audit_share=0.0)
+    np.testing.assert_array_equal(bench.queue(), bench.ranked_queue())
+    # Every open item once (no learning audit is moved, or served twice).
+    assert sorted(bench.queue().tolist()) == np.flatnonzero(bench.state.open_items).tolist()
+    answer_served(bench, 20)
+    labels = bench.labels()
+    assert stored_lots(bench) == [] and labels.summary.lots == 0 and labels.summary.audit_share == 0.0
+    assert labels.n_audited == 0 and labels.counts["model"] == 0 and labels.counts["expert"] == 20
+    np.testing.assert_array_equal(bench.queue(), bench.ranked_queue())  # still no audit slot
+    assert labels.statement == (
+        "model labels: none yet — audits are off (audit share 0): no model label can be stated; "
+        f"undecided: {labels.counts['undecided']}"
+    )
+    assert labels.table.attrs["metadata"]["more_audited_answers_needed"] is None
+
+
+def test_turning_audits_off_after_a_lot_was_frozen_stops_the_audits_and_says_so(bench):
+    answer_served(bench, 4)
+    assert stored_lots(bench)
     change_label_settings(bench.session_factory, "s", audit_share=0.0)
     bench.refresh()
     np.testing.assert_array_equal(bench.queue(), bench.ranked_queue())
-
-
-def test_served_order_draws_uniformly_among_unserved_eligible_items():
-    """Every item an audit slot may draw comes up about equally often over many sessions."""
-    eligible = np.ones(20, dtype=bool)
-    ranked = np.arange(20)
-    counts = np.zeros(20)
-    for session_id in range(2000):
-        order = served_order(ranked[:2], eligible, {}, base=0, audit_share=0.5, session_id=session_id, top=2)
-        for pos in order.new_draws.values():
-            counts[pos] += 1
-    # The two ranked items may be served before the draw; the other 18 are drawn alike.
-    rest = counts[2:]
-    assert rest.sum() > 1000 and rest.min() > 0.6 * rest.mean() and rest.max() < 1.4 * rest.mean()
-
-
-def test_an_audited_answer_does_not_vote_for_itself(bench):
-    answer_served(bench, 30)
-    drawn = np.array([p for p in range(bench.state.n_instances) if bench.is_audit(p)])
-    positions, margin, correct = audited_answers(bench.state, drawn, bench.graph.idx)
-    assert positions.size > 5
-    for i, p in enumerate(positions):
-        Y = np.array(bench.state.candidates)
-        Y[p] = bench.state.original_candidates[p]  # its own answer taken back
-        labels, _, expected = transductive_decisions(Y, bench.graph.idx, [p], random_state=0)
-        assert margin[i] == pytest.approx(expected[0])
-        assert correct[i] == (labels[0] == bench.state.true_labels[p])
+    labels = bench.labels()
+    assert labels.summary.audit_share == 0.0 and labels.counts["model"] == 0
+    assert "audits are off (audit share 0)" in labels.statement
+    assert "more audited answers" not in labels.statement
 
 
 def test_settings_through_the_service(bench):
+    assert stored_lots(bench)[0].target == 0.05  # frozen at the first read, before the change
     assert session_label_settings(bench.session_factory, "s") == LabelSettings(audit_share=0.5)
     assert change_label_settings(bench.session_factory, "s", max_error=0.1) == LabelSettings(0.1, 0.9, 0.5)
     bench.refresh()
     assert bench.label_settings.max_error == 0.1
-    assert f"{audits_needed(0.1, 0.9)} more audited answers" in bench.labels().statement
+    labels = bench.labels()
+    lot = stored_lots(bench)[0]
+    # The lot keeps the target its prior was frozen with; its certification uses the new one.
+    assert lot.target == 0.05 and labels.summary.target == 0.1
+    assert "at most 10% wrong" not in labels.statement  # nothing certified yet
 
 
-def test_statement_strings():
-    cal = Calibration(
-        threshold=0.4,
-        bound=0.041,
-        audits=38,
-        errors=0,
-        more_audits_needed=0,
-        target=0.041,
-        confidence=0.9,
-        observed_error=0.0,
-        clopper_pearson=0.05,
-    )
-    assert label_statement({"model": 612, "undecided": 211}, cal, 38) == (
-        "model labels: 612, error ≤ 4.1% at 90% confidence (38 audited answers); undecided: 211"
-    )
-    none = calibrate_threshold(np.linspace(1, 0, 28), np.ones(28, dtype=bool), target=0.05)
-    assert label_statement({"model": 0, "undecided": 823}, none, 28) == (
-        "model labels: not yet measured — 17 more audited answers needed; undecided: 823"
-    )
+# ------------------------------------------------------------------------------ served order
 
 
 def test_served_order_is_a_permutation_whose_prefixes_agree():
-    """On random queues, eligibility and stored draws: every ranked item is served exactly once,
-    an audit serves a stored or a new draw, and a shorter view is a prefix of the full one."""
+    """On random ranked queues, audit queues and shares: every ranked item is served once, the
+    audit slots serve the audit queue's head in order where the uniforms fall below the share,
+    and a shorter view is a prefix of the full one."""
     rng = np.random.default_rng(1)
     for case in range(300):
         n = int(rng.integers(1, 40))
-        ranked = rng.permutation(n)[: int(rng.integers(0, n + 1))]
-        eligible = np.zeros(n, dtype=bool)
-        eligible[ranked] = rng.random(ranked.size) < 0.8  # the rest: skipped
+        items = rng.permutation(n)
+        ranked = items[: int(rng.integers(0, n + 1))]
+        queue = rng.permutation(items)[: int(rng.integers(0, n + 1))]
         base = int(rng.integers(0, 5))
-        draws = {}
-        for slot in rng.choice(60, size=int(rng.integers(0, 6)), replace=False):
-            pos = int(rng.integers(n))
-            if pos not in draws.values():
-                draws[int(slot)] = pos
         share = float(rng.choice([0.0, 0.2, 0.5]))
-        full = served_order(ranked, eligible, draws, base=base, audit_share=share, session_id=case)
-        assert sorted(full.positions.tolist()) == sorted(ranked.tolist())
-        audited = set(draws.values()) | set(full.new_draws.values())
-        assert all(int(p) in audited for p in full.positions[full.audit])
-        assert not set(full.new_draws.values()) & set(draws.values())
-        stored = {**draws, **full.new_draws}
+        u = np.random.default_rng(case).random(200)
+
+        def uniforms(m, u=u):
+            return u[:m]
+
+        full = served_order(ranked, queue, base=base, audit_share=share, uniforms=uniforms)
+        a = int(full.audit.sum())
+        assert full.positions[full.audit].tolist() == queue[:a].tolist()
+        assert len(set(full.positions.tolist())) == full.positions.size
+        assert set(full.positions.tolist()) == set(ranked.tolist()) | set(queue[:a].tolist())
+        rest = [p for p in ranked.tolist() if p not in set(queue[:a].tolist())]
+        assert full.positions[~full.audit].tolist() == rest[: (~full.audit).sum()]
+        if share == 0.0 or queue.size == 0:
+            assert a == 0 and full.positions.tolist() == ranked.tolist()
+        else:
+            flags = u[base : base + full.positions.size] < share
+            assert not (full.audit & ~flags).any()  # an audit only in an audit slot
+            if a < queue.size:  # the queue is not used up: every audit slot serves it
+                np.testing.assert_array_equal(full.audit, flags)
         for top in (1, 3, 10):
-            head = served_order(ranked, eligible, stored, base=base, audit_share=share, session_id=case, top=top)
+            head = served_order(ranked, queue, base=base, audit_share=share, uniforms=uniforms, top=top)
             assert head.positions.tolist() == full.positions[:top].tolist()
-            assert head.new_draws == {}
+            assert head.audit.tolist() == full.audit[:top].tolist()
+
+
+def summary_of(**given) -> LabelSummary:
+    """A LabelSummary with the values a statement reads; the rest as before any lot."""
+    values = {
+        "target": 0.05,
+        "confidence": 0.9,
+        "model_labels": 0,
+        "error_bound": None,
+        "audited": 0,
+        "audits_total": 0,
+        "lots": 0,
+        "active_lot_size": 0,
+        "audits_left": -1,
+        "audit_share": 0.0,
+        "open_items": 0,
+    }
+    names = set(LabelSummary.__dataclass_fields__)
+    if "promise" in names:
+        values["promise"] = "confidence"
+    values.update(given)
+    return LabelSummary(**{k: v for k, v in values.items() if k in names})
+
+
+def test_statement_strings():
+    certified = summary_of(
+        model_labels=612,
+        error_bound=0.041,
+        audited=61,
+        audits_total=61,
+        lots=1,
+        audits_left=-1,
+        audit_share=0.05,
+        open_items=211,
+    )
+    assert label_statement({"model": 612, "undecided": 211}, certified) == (
+        "model labels: 612, at most 5% wrong, with 90% confidence (bound now 4.1%, from 61 audited answers); "
+        "undecided: 211"
+    )
+    waiting = summary_of(
+        audited=3, audits_total=3, lots=1, active_lot_size=402, audits_left=49, audit_share=0.5, open_items=520
+    )
+    assert label_statement({"model": 0, "undecided": 520}, waiting) == (
+        "model labels: none yet — the first 402 the model would label need at least 49 more audited answers, "
+        "all right (about 98 answers at the current audit share of 50%); undecided: 520"
+    )
+    crowd = label_statement({"model": 0, "undecided": 10, "crowd": 7}, waiting)
+    assert crowd.endswith(
+        "; undecided: 10; crowd labels: 7 (single labels left by the votes; their error is not measured)"
+    )
+    done = summary_of()
+    assert (
+        label_statement({"model": 0, "undecided": 0}, done)
+        == "model labels: none yet — nothing is left open; undecided: 0"
+    )
+    # A certified lot still audited (nothing more to wait for): no "at least 0 more audited answers".
+    still = summary_of(
+        model_labels=261,
+        error_bound=0.0498,
+        audited=90,
+        audits_total=90,
+        lots=1,
+        active_lot_size=414,
+        audits_left=0,
+        audit_share=0.05,
+    )
+    assert label_statement({"model": 261, "undecided": 0}, still) == (
+        "model labels: 261, at most 5% wrong, with 90% confidence (bound now 5.0%, from 90 audited answers) — "
+        "nothing is left open; undecided: 0"
+    )
+    off = summary_of(audits_total=12, lots=1, active_lot_size=402, audits_left=49, open_items=520, audits_off=True)
+    assert label_statement({"model": 0, "undecided": 520}, off) == (
+        "model labels: none yet — audits are off (audit share 0): no model label can be stated; undecided: 520"
+    )
+    off_after = summary_of(
+        model_labels=261,
+        error_bound=0.0498,
+        audited=90,
+        audits_total=90,
+        lots=1,
+        active_lot_size=414,
+        audits_left=0,
+        open_items=30,
+        audits_off=True,
+    )
+    assert label_statement({"model": 261, "undecided": 30}, off_after) == (
+        "model labels: 261, at most 5% wrong, with 90% confidence (bound now 5.0%, from 90 audited answers); "
+        "audits are off (audit share 0): no more model labels can be stated; undecided: 30"
+    )
+    # No lot yet although audits are on (too few items the model would label): not "audits are off".
+    none_yet = summary_of(open_items=15)
+    assert label_statement({"model": 0, "undecided": 15}, none_yet) == "model labels: none yet; undecided: 15"

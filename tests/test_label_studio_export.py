@@ -82,7 +82,7 @@ def test_items_without_content_cannot_become_tasks():
             "candidates": ["x"],
             "label": ["x"],
             "label_source": ["given"],
-            "confidence": [float("nan")],
+            "model_margin": [float("nan")],
             "answered_by": [None],
             "answered_at": [None],
         }

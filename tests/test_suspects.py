@@ -7,7 +7,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.service import StaleAnswer, Workbench, check_still_suspect, session_table, workbench_suspects
+from app.service import (
+    StaleAnswer,
+    Workbench,
+    change_label_settings,
+    check_still_suspect,
+    session_table,
+    workbench_suspects,
+)
 from app.service import suspects as suspects_module
 from app.service.suspects import SUSPECT_EVERY, interleave_suspects, suspects_to_serve
 from app.store import create_dataset, create_labelling_session, open_store, write_transaction
@@ -117,7 +124,7 @@ def test_an_answer_settles_a_suspect_item_and_the_record_check_goes_stale(bench)
 def test_the_labelled_export_gets_a_suspect_column_and_keeps_its_columns(bench):
     table = session_table(bench, "labelled", actor=None)
     columns = list(table.columns)
-    assert columns[:6] == ["id", "candidates", "n_candidates", "label", "label_source", "confidence"]
+    assert columns[:6] == ["id", "candidates", "n_candidates", "label", "label_source", "model_margin"]
     assert columns[6] == "suspect" and table["suspect"].dtype == bool
     assert {"resolved", "none_of_these", "answered_by", "answered_at"} <= set(columns)
     flags = workbench_suspects(bench).flags
@@ -195,9 +202,13 @@ def test_interleaving_gives_every_slot_its_item_and_keeps_skipped_items_last(
 
 
 def test_suspect_items_take_their_slots_in_the_served_order_and_leave_it_once_answered(bench):
+    # Audit slots (tests/test_delivery.py) would take slots of their own: none here.
+    change_label_settings(bench.session_factory, "s", audit_share=0.0)
+    bench.refresh()
     asked = suspects_to_serve(workbench_suspects(bench), bench.state)
     assert asked.size >= 2  # the generated misses are flagged (see the first test)
     queue = bench.queue()
+    np.testing.assert_array_equal(queue, bench.ranked_queue())
     ranked_alone = queue[~np.isin(queue, asked)]
     assert queue.size == ranked_alone.size + asked.size
     first = int(asked[0])

@@ -470,7 +470,9 @@ def demo(
         )
         table = Table("rank", "id", "score", "candidates", "true label")
         for i, row in enumerate(bench.next_queries(top), 1):
-            table.add_row(str(i), row["id"], f"{row['score']:g}", "|".join(row["candidates"]), row["true_label"] or "?")
+            # No score while audits are interleaved (it would tell them apart): as `session status`.
+            score = "-" if row["score"] is None else f"{row['score']:g}"
+            table.add_row(str(i), row["id"], score, "|".join(row["candidates"]), row["true_label"] or "?")
         out.print(table)
         first = bench.queue(top=1)
         if first.size:

@@ -416,8 +416,12 @@ def lot_last_order(ranked: np.ndarray, in_lots: np.ndarray, queue: np.ndarray) -
     the audit queue, so the statement keeps up with the answers (module docstring).
     """
     ranked = np.asarray(ranked, dtype=np.int64)
+    queue = np.asarray(queue, dtype=np.int64)
+    # Only the lots' items move: a queue of learning audits (no lot being audited) holds items
+    # of no lot, which keep their ranked places (moving them too would serve them twice).
+    queue = queue[in_lots[queue] & np.isin(queue, ranked)]
     lot_item = in_lots[ranked]
     waiting = np.zeros(in_lots.shape[0], dtype=bool)
     waiting[queue] = True
     others = ranked[lot_item & ~waiting[ranked]]
-    return np.concatenate([ranked[~lot_item], queue[np.isin(queue, ranked)], others])
+    return np.concatenate([ranked[~lot_item], queue, others])

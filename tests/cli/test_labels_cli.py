@@ -1,19 +1,26 @@
-"""The labelled dataset through the installed entry point (issue 20): label settings on
+"""The labelled dataset through the installed entry point (issues 20 and 28): label settings on
 ``session new`` / ``import --session`` / ``session settings``, ``answer --from`` all or nothing,
 ``session status``'s counts and statement, and ``export --what labelled`` in every format."""
 
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+from engine.lots import audits_to_certify, lot_alpha
 from tests.cli.conftest import SAMPLE
 
-NEW_COLUMNS = ["label", "label_source", "confidence"]
+NEW_COLUMNS = ["label", "label_source", "model_margin"]
+
+
+def first_lot_cost(max_error: float, confidence: float) -> int:
+    """The audits, all right, that certify a first lot of 1,000 untouched items."""
+    return audits_to_certify(1000, target=max_error, alpha=lot_alpha(1 - confidence, 1))
 
 
 def counts(db) -> dict[str, int]:
@@ -33,7 +40,7 @@ def one_line_usage_error(result) -> None:
 @pytest.fixture
 def imported(winnow, tmp_path):
     """The sample digits with a session 'week1' whose target is easy to back (20 % at 50 %
-    confidence: 4 audits) and half of the served items audits."""
+    confidence: a few audits) and half of the served items audits."""
     db = tmp_path / "w.db"
     winnow(
         "import",
@@ -66,9 +73,11 @@ def true_answers(ranked_csv, path, n):
 def test_settings_are_set_at_import_shown_and_changed(winnow, imported):
     out = winnow("session", "settings", "week1", "--db", imported).stdout
     assert "max error 0.2, confidence 0.5, audit share 0.5" in out
-    assert "at least 4 audited answers" in out
+    assert f"a first lot of 1,000 items needs at least {first_lot_cost(0.2, 0.5)} audited answers (none wrong)" in out
     out = winnow("session", "settings", "week1", "--db", imported, "--max-error", "0.05", "--confidence", "0.9").stdout
-    assert "max error 0.05, confidence 0.9, audit share 0.5" in out and "at least 45 audited answers" in out
+    assert "max error 0.05, confidence 0.9, audit share 0.5" in out
+    assert f"needs at least {first_lot_cost(0.05, 0.9)} audited answers" in out
+    assert first_lot_cost(0.05, 0.9) > first_lot_cost(0.2, 0.5)
 
 
 def test_session_new_takes_the_settings(winnow, imported):
@@ -101,26 +110,39 @@ def test_bad_settings_are_one_line_and_write_nothing(winnow, imported, args, mat
 
 
 def test_import_answer_from_export_labelled_has_the_columns(winnow, imported, tmp_path):
-    status = winnow("session", "status", "week1", "--db", imported).stdout
-    assert "model labels: not yet measured — 4 more audited answers needed; undecided: 483" in status
-    assert "given labels: 317" in status
+    status = winnow("session", "status", "week1", "--db", imported, "--json").stdout
+    before_answers = json.loads(status)
+    waiting = re.fullmatch(
+        r"model labels: none yet — the first (\d+) the model would label need at least (\d+) more audited answers, "
+        r"all right \(about (\d+) answers at the current audit share of 50%\); undecided: 483",
+        before_answers["statement"],
+    )
+    assert waiting, before_answers["statement"]
+    lot_size, needed = int(waiting[1]), int(waiting[2])
+    assert 20 <= lot_size <= 483 and needed == before_answers["more_audited_answers_needed"]
+    assert needed == audits_to_certify(lot_size, target=0.2, alpha=lot_alpha(0.5, 1))
+    assert before_answers["audited_answers"] == 0 and before_answers["stated_error"] is None
+    text = winnow("session", "status", "week1", "--db", imported).stdout
+    assert before_answers["statement"] in text and "given labels: 317" in text
     before = winnow("export", "week1", "--what", "labelled", "-o", tmp_path / "before.csv", "--db", imported)
     assert before.returncode == 0
     table = pd.read_csv(tmp_path / "before.csv", dtype={"label": str})
     assert set(table["label_source"]) == {"given", "undecided"}  # no model label without audits
 
     winnow("export", "week1", "--what", "ranked", "-o", tmp_path / "ranked.csv", "--db", imported)
-    answers = true_answers(tmp_path / "ranked.csv", tmp_path / "answers.csv", 60)
+    answers = true_answers(tmp_path / "ranked.csv", tmp_path / "answers.csv", 100)
     out = winnow("answer", "week1", "--from", answers, "--db", imported).stdout
-    assert "Recorded 60 answers" in out
-    assert counts(imported)["answer_events"] == 60
+    assert "Recorded 100 answers" in out
+    assert counts(imported)["answer_events"] == 100
 
     status = winnow("session", "status", "week1", "--db", imported, "--json").stdout
     summary = json.loads(status)
-    assert summary["labels"]["expert"] == 60 and summary["labels"]["model"] > 0
-    assert summary["audited_answers"] >= 4
+    assert summary["labels"]["expert"] == 100 and summary["labels"]["model"] > 0, summary["statement"]
+    assert summary["audited_answers"] >= needed
+    assert 0 <= summary["stated_error"] <= 0.2
     assert summary["statement"].startswith(
-        f"model labels: {summary['labels']['model']}, error ≤ 20.0% at 50% confidence"
+        f"model labels: {summary['labels']['model']}, at most 20% wrong, with 50% confidence "
+        f"(bound now {summary['stated_error'] * 100:.1f}%, from {summary['audited_answers']} audited answers)"
     )
 
     winnow("export", "week1", "--what", "labelled", "-o", tmp_path / "labelled.csv", "--db", imported)
@@ -138,16 +160,21 @@ def test_import_answer_from_export_labelled_has_the_columns(winnow, imported, tm
     } <= set(table.columns)
     assert table["label_source"].value_counts().to_dict() == {k: v for k, v in summary["labels"].items() if v}
     model = table["label_source"] == "model"
-    assert table.loc[model, "confidence"].between(0, 1).all() and table.loc[~model, "confidence"].isna().all()
+    margin = table["model_margin"]
+    assert (margin[model] > 0).all() and (margin[model] <= 1).all() and margin[~model].isna().all()
     assert table.loc[table["label_source"] != "undecided", "label"].notna().all()
+    assert table.loc[model, "answered_by"].isna().all()  # model labels only where nobody answered
 
     winnow("export", "week1", "--what", "labelled", "-o", tmp_path / "labelled.json", "--db", imported)
     payload = json.loads((tmp_path / "labelled.json").read_text())
     assert payload["table"] == "labelled_dataset" and len(payload["rows"]) == 800
     meta = payload["metadata"]
-    assert (meta["target_error"], meta["confidence"], meta["stated_error_bound"]) == (0.2, 0.5, 0.2)
+    assert (meta["target_error"], meta["statement_confidence"]) == (0.2, 0.5)
+    assert meta["stated_error_bound"] == summary["stated_error"]
     assert meta["audited_answers"] == summary["audited_answers"] and meta["counts"] == summary["labels"]
-    assert meta["statement"] == summary["statement"]
+    assert meta["more_audited_answers_needed"] == summary["more_audited_answers_needed"]
+    assert meta["lots"] >= 1 and meta["statement"] == summary["statement"]
+    assert "confidence" not in meta
 
     winnow("export", "week1", "--what", "labelled", "-o", tmp_path / "labelled", "--format", "jsonl", "--db", imported)
     lines = (tmp_path / "labelled.jsonl").read_text().splitlines()
@@ -160,6 +187,21 @@ def test_import_answer_from_export_labelled_has_the_columns(winnow, imported, tm
 
     winnow("export", "week1", "--what", "labelled", "-o", tmp_path / "labelled.tsv", "--db", imported)
     assert list(pd.read_csv(tmp_path / "labelled.tsv", sep="\t").columns[3:6]) == NEW_COLUMNS
+
+
+def test_with_audits_off_the_status_says_so_and_the_export_is_the_ranking(winnow, imported, tmp_path):
+    winnow("session", "settings", "week1", "--db", imported, "--audit", "0")
+    summary = json.loads(winnow("session", "status", "week1", "--db", imported, "--json").stdout)
+    assert summary["statement"] == (
+        "model labels: none yet — audits are off (audit share 0): no model label can be stated; undecided: 483"
+    )
+    assert summary["more_audited_answers_needed"] is None and summary["labels"]["model"] == 0
+    winnow("export", "week1", "--what", "ranked", "-o", tmp_path / "ranked.csv", "--db", imported)
+    ranked = pd.read_csv(tmp_path / "ranked.csv")
+    assert ranked["rank"].tolist() == list(range(1, len(ranked) + 1))
+    assert ranked["id"].tolist()[:5] == [q["id"] for q in summary["next"]]
+    with sqlite3.connect(imported) as con:  # no lot is frozen: nothing would audit it
+        assert con.execute("SELECT count(*) FROM label_lots").fetchone()[0] == 0
 
 
 @pytest.mark.parametrize(

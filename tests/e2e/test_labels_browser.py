@@ -1,6 +1,7 @@
-"""The labelled dataset in a real browser (issue 20): after an answer given with the keyboard,
-the Progress page shows the labels by source and the service's statement, and the labelled
-data downloaded through the browser has the final label, its source and the confidence.
+"""The labelled dataset in a real browser (issues 20 and 28): after an answer given with the
+keyboard, the Progress page shows the labels by source and the service's statement, and the
+labelled data downloaded through the browser has the final label, its source and the model
+margin (model rows only).
 
 The figures are checked against :meth:`app.service.Workbench.labels` on the same SQLite file.
 Harness as in tests/e2e/test_browser.py (``winnow ui --sample``, headless Chromium).
@@ -26,6 +27,7 @@ from tests.e2e.test_browser import (  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.e2e
 
+#: The sources the Progress page shows as metrics (the sample has no crowd votes).
 SOURCES = {"expert": "Expert labels", "given": "Given labels", "model": "Model labels", "undecided": "Undecided"}
 
 
@@ -62,7 +64,9 @@ def test_the_progress_page_shows_the_labels_by_source_and_downloads_them(sample_
         labels = Workbench.open(Session, session_id_by_name(Session, "demo")).labels()
     finally:
         close_stores()
-    assert labels.counts["expert"] == 1
+    assert labels.counts["expert"] == 1 and labels.counts["crowd"] == 0
+    # One answer certifies no lot: the statement says what the first model labels wait for.
+    assert labels.counts["model"] == 0 and labels.statement.startswith("model labels: none yet")
     shown = {source: metric_value(page, title) for source, title in SOURCES.items()}
     assert shown == {source: str(labels.counts[source]) for source in SOURCES}
     expect(page.get_by_text(labels.statement, exact=True)).to_be_visible()
@@ -77,7 +81,8 @@ def test_the_progress_page_shows_the_labels_by_source_and_downloads_them(sample_
     page.close()
 
     frame = pd.read_csv(io.BytesIO(tables["csv"]), keep_default_na=False)
-    assert {"label", "label_source", "confidence"} <= set(frame.columns)
+    assert {"label", "label_source", "model_margin"} <= set(frame.columns) and "confidence" not in frame.columns
+    assert (frame["model_margin"] == "").all()  # no model row, so no margin
     assert len(frame) == 800
     assert frame["label_source"].value_counts().to_dict() == {s: n for s, n in labels.counts.items() if n}
     rows = [json.loads(line) for line in tables["jsonl"].decode().splitlines()]

@@ -22,6 +22,7 @@ from app.io.label_studio_tasks import (
     write_label_studio,
 )
 from app.io.readers.label_studio import is_label_studio_export, media_reference, read_label_studio
+from engine.exceptions import InvalidInput
 from tests.io.label_studio_exports import (
     FIRST_ID,
     GENRES,
@@ -225,7 +226,7 @@ def delivered() -> pd.DataFrame:
             "n_candidates": [1, 2, 1, 3],
             "label": ["jazz", "rock", "rock", None],
             "label_source": ["expert", "model", "given", "undecided"],
-            "confidence": [np.nan, 0.8125, np.nan, np.nan],
+            "model_margin": [np.nan, 0.8125, np.nan, np.nan],
             "resolved": [True, False, False, False],
             "none_of_these": [False] * 4,
             "answered_by": ["ada", None, None, None],
@@ -276,6 +277,17 @@ def test_tasks_carry_answers_as_annotations_and_model_labels_as_predictions():
         {"annotator": "lee", "label": "jazz", "time": None},
     ]
     assert [len(t["meta"]["winnow"]["votes"]) for t in tasks] == [2, 2, 0, 1]
+
+
+@pytest.mark.parametrize("margin", [np.nan, 0.0, -0.25, 1.5])
+def test_a_model_label_needs_a_model_margin_in_the_unit_interval(margin):
+    table = delivered()
+    table.loc[1, "model_margin"] = margin
+    with pytest.raises(InvalidInput, match=r"item 'b': model label without a model_margin in \(0, 1\]"):
+        label_studio_tasks(table, model_version="m")
+    # The margin travels in meta too (None where the row has none).
+    tasks, _ = label_studio_tasks(delivered().assign(model_margin=[np.nan, 0.5, np.nan, np.nan]), model_version="m")
+    assert [t["meta"]["winnow"]["model_margin"] for t in tasks] == [None, 0.5, None, None]
 
 
 def test_the_schema_refuses_what_label_studio_would_misread():

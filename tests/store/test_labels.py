@@ -1,31 +1,36 @@
-"""A session's label settings and audit draws in the store (issue 20), on SQLite and PostgreSQL:
-defaults, checks, admins only and audited; draws stored once per slot and per item."""
+"""A session's label settings and label lots in the store (issues 20 and 28), on SQLite and
+PostgreSQL: defaults, checks, admins only and audited; lots stored once per number and never
+changed; the store's audit key made once; 0017 replaces audit_draws with label_lots."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import numpy as np
 import pytest
 from sqlalchemy import func, inspect, select, text
 from sqlalchemy.exc import DatabaseError, IntegrityError
 
 from app.store import (
     InvalidRecord,
+    LabelLotRecord,
     LabelSettings,
     PermissionDenied,
     add_user,
     assign_users,
-    audit_draws,
     audit_log,
+    audit_secret,
     downgrade_database,
+    label_lots,
     label_settings,
     make_engine,
-    save_audit_draws,
+    save_label_lot,
     set_label_settings,
+    stored_audit_secret,
     upgrade_database,
     write_transaction,
 )
-from app.store.models import AuditDraw, SessionLabelSettings
+from app.store.models import LabelLot, SessionLabelSettings
 
 PASSWORD = "correct horse battery"
 
@@ -107,26 +112,98 @@ def test_only_an_admin_changes_label_settings_and_the_change_is_audited(small):
     assert [(r["actor"], r["detail"]) for r in rows] == [("ada", "max_error 0.05 -> 0.01")]
 
 
-def test_draws_are_stored_once_per_slot_and_per_item(small):
-    def save(draws):
-        return write_transaction(small.Session, lambda s: save_audit_draws(s, small.session_id, draws))
+def lot(number: int, positions, *, labels=None, margins=None, alpha: float = 0.075) -> LabelLotRecord:
+    positions = np.asarray(positions, dtype=np.int64)
+    return LabelLotRecord(
+        number=number,
+        positions=positions,
+        labels=np.zeros(positions.size, dtype=np.int64) if labels is None else np.asarray(labels),
+        margins=np.linspace(1.0, 0.5, positions.size) if margins is None else np.asarray(margins),
+        alpha=alpha,
+        target=0.05,
+        threshold=0.25,
+        after_event_id=7,
+    )
 
-    assert save({3: 1, 7: 4}) == {3: 1, 7: 4}
-    # Slot 3 is taken (its item stays), item 4 is drawn already (its slot stays); slot 9 is new.
-    assert save({3: 0, 8: 4, 9: 3}) == {3: 1, 7: 4, 9: 3}
-    # Two new slots for one item: the first keeps it.
-    assert save({10: 0, 11: 0}) == {3: 1, 7: 4, 9: 3, 10: 0}
+
+def same_lot(a: LabelLotRecord, b: LabelLotRecord) -> bool:
+    return (
+        (a.number, a.alpha, a.target, a.threshold, a.after_event_id)
+        == (b.number, b.alpha, b.target, b.threshold, b.after_event_id)
+        and a.positions.tolist() == b.positions.tolist()
+        and a.labels.tolist() == b.labels.tolist()
+        and a.margins.tolist() == b.margins.tolist()
+    )
+
+
+def test_lots_are_stored_once_per_number_and_read_back_in_audit_order(small):
+    def save(record):
+        return write_transaction(small.Session, lambda s: save_label_lot(s, small.session_id, record))
+
+    first = lot(1, [4, 0, 3], labels=[3, 1, 2], margins=[0.9, 0.5, 0.25])
+    stored = save(first)
+    assert len(stored) == 1 and same_lot(stored[0], first)
+    assert stored[0].positions.dtype == np.int64 and stored[0].labels.dtype == np.int64
+    # Another process froze lot 1 first: its lot stands, the new one is not stored.
+    again = save(lot(1, [1, 2], labels=[0, 0]))
+    assert len(again) == 1 and same_lot(again[0], first)
+    # A number that skips one is not stored either.
+    assert [r.number for r in save(lot(3, [1]))] == [1]
+    second = lot(2, [2, 1], labels=[0, 1])
+    both = save(second)
+    assert [r.number for r in both] == [1, 2] and same_lot(both[1], second)
     with small.Session() as s:
-        assert audit_draws(s, small.session_id) == {3: 1, 7: 4, 9: 3, 10: 0}
-        assert s.scalar(select(func.count()).select_from(AuditDraw)) == 4
+        read = label_lots(s, small.session_id)
+        assert len(read) == 2 and same_lot(read[0], first) and same_lot(read[1], second)
+        assert s.scalar(select(func.count()).select_from(LabelLot)) == 2
 
 
-@pytest.mark.parametrize("draws, match", [({-1: 0}, "slot must be >= 0"), ({0: 99}, "position 99 is not an item")])
-def test_bad_draws_are_refused_and_nothing_is_stored(small, draws, match):
+@pytest.mark.parametrize(
+    "record, match",
+    [
+        (lot(1, [0, 1], labels=[0]), "one value per item"),
+        (lot(1, [0, 1], margins=[0.5]), "one value per item"),
+        (lot(1, [0, 99]), "distinct items of session 'first'"),
+        (lot(1, [-1, 0]), "distinct items of session 'first'"),
+        (lot(1, [2, 2]), "distinct items of session 'first'"),
+    ],
+)
+def test_bad_lots_are_refused_and_nothing_is_stored(small, record, match):
     with pytest.raises(InvalidRecord, match=match):
-        write_transaction(small.Session, lambda s: save_audit_draws(s, small.session_id, draws))
+        write_transaction(small.Session, lambda s: save_label_lot(s, small.session_id, record))
     with small.Session() as s:
-        assert audit_draws(s, small.session_id) == {}
+        assert label_lots(s, small.session_id) == []
+
+
+def test_the_audit_key_is_made_once_per_store_and_kept(small, store_url):
+    with small.Session() as s:
+        assert stored_audit_secret(s) is None  # a read makes nothing
+    key = write_transaction(small.Session, audit_secret)
+    assert isinstance(key, bytes) and len(key) == 32
+    assert write_transaction(small.Session, audit_secret) == key
+    with small.Session() as s:
+        assert stored_audit_secret(s) == key
+
+
+def test_0017_replaces_audit_draws_with_label_lots_and_downgrades_back(store_url):
+    upgrade_database(store_url, "0016")
+    engine = make_engine(store_url)
+    try:
+        with engine.connect() as conn:
+            tables = set(inspect(conn).get_table_names())
+        assert "audit_draws" in tables and "label_lots" not in tables
+        upgrade_database(store_url, "0017")
+        with engine.connect() as conn:
+            tables = set(inspect(conn).get_table_names())
+            columns = {c["name"] for c in inspect(conn).get_columns("label_lots")}
+        assert "label_lots" in tables and "audit_draws" not in tables
+        assert {"session_id", "number", "positions", "labels", "margins", "alpha", "target", "threshold"} <= columns
+        downgrade_database(store_url, "0016")
+        with engine.connect() as conn:
+            tables = set(inspect(conn).get_table_names())
+        assert "audit_draws" in tables and "label_lots" not in tables
+    finally:
+        engine.dispose()
 
 
 def test_0014_takes_label_settings_changes_and_keeps_the_audit_log_append_only(store_url):

@@ -1,7 +1,7 @@
-"""The labelled dataset in the browser (issue 20): the Progress page's labels by source, the
-service's statement and the downloads' new columns; the Sessions page's model-label settings
+"""The labelled dataset in the browser (issues 20 and 28): the Progress page's labels by source,
+the service's statement and the downloads' new columns; the Sessions page's model-label settings
 (admins edit them, others read them) and what a target costs; audit items on the Query page,
-served and recorded like any other item.
+served and recorded like any other item, extending the lot's audited prefix.
 
 Team tabs sign in as tests/ui/conftest.py does (:func:`tests.ui.conftest.sign_in`)."""
 
@@ -24,14 +24,17 @@ from app.service import (
     session_label_settings,
     session_table,
 )
+from app.service.lots import ItemStatus, audit_queue, lots_now
+from app.store import label_lots
 from app.store.db import open_store
 from app.ui.components import EXPERT_GIVEN, WITH_MODEL, labelled_curve
 from app.ui.state import STATE_KEY, Keys
-from engine.calibration import audits_needed
+from engine.lots import audits_to_certify, lot_alpha
 from tests.ui.conftest import events, no_exception, plain, position_on_screen, sign_in
 
 SECRET = "a long enough secret"
-NEW_COLUMNS = ("label", "label_source", "confidence")
+NEW_COLUMNS = ("label", "label_source", "model_margin")
+#: The sources the Progress page shows as metrics (no crowd votes in these sessions).
 SOURCES = ("expert", "given", "model", "undecided")
 
 
@@ -83,6 +86,7 @@ def test_progress_page_shows_the_labels_by_source_and_the_statement_as_the_servi
         for source, title in zip(SOURCES, ("Expert labels", "Given labels", "Model labels", "Undecided"), strict=True)
     }
     assert shown == {source: str(labels.counts[source]) for source in SOURCES}
+    assert labels.counts["crowd"] == 0
     assert sum(labels.counts.values()) == len(labels.table) == 90
     assert labels.counts["expert"] == 3
     # The statement exactly as the service words it, as plain text (never Markdown).
@@ -165,10 +169,14 @@ def setting_inputs(at) -> dict[str, object]:
     return {keys[w.key]: w for w in at.number_input if w.key in keys}
 
 
+def first_lot_cost(max_error: float, confidence: float) -> int:
+    return audits_to_certify(1000, target=max_error, alpha=lot_alpha(1 - confidence, 1))
+
+
 def cost_line(max_error: float, confidence: float) -> str:
     return (
         f"A {max_error * 100:g}% target at {confidence * 100:g}% confidence needs at least "
-        f"{audits_needed(max_error, confidence)} error-free audited answers"
+        f"{first_lot_cost(max_error, confidence)} error-free audited answers for a first lot of 1,000 items"
     )
 
 
@@ -178,7 +186,11 @@ def test_an_admin_changes_the_model_label_settings_and_sees_what_a_target_costs(
     assert {name: w.value for name, w in inputs.items()} == {"max_error": 5.0, "confidence": 90.0, "audit_share": 5.0}
     texts = page_texts(ada)
     assert any(t.startswith(cost_line(0.05, 0.90)) for t in texts), texts
-    assert audits_needed(0.05, 0.90) == 45  # the figure the issue quotes, from the engine
+    # Until the first statement half the served items are audits, whatever the (lower) share.
+    needed = first_lot_cost(0.05, 0.90)
+    assert any(
+        f"about {round(needed / 0.5)} answers in all, since 50% of the served items are audits" in t for t in texts
+    )
 
     inputs["max_error"].set_value(2.0)
     inputs["confidence"].set_value(95.0)
@@ -235,16 +247,29 @@ def test_single_user_mode_edits_the_settings_without_signing_in(app, small_db):
 # ------------------------------------------------------------------------------ Query page
 
 
-def test_audit_items_are_served_unmarked_and_recorded_like_any_other(app, small_db):
-    Session = open_store(small_db)
-    change_label_settings(Session, "small", audit_share=0.5)  # half the slots: a short test
-    at = app(small_db)
+def audit_head(bench: Workbench) -> int | None:
+    """The first item of the active lot's audit queue (what the next audit slot serves)."""
+    with bench.session_factory() as s:
+        lots = label_lots(s, bench.session_id)
+    queue = audit_queue(lots_now(lots, ItemStatus.of(bench.state), bench.label_settings))
+    return int(queue[0]) if queue.size else None
+
+
+def audits_done(bench: Workbench) -> int:
+    return bench.labels().summary.audits_total
+
+
+def test_audit_items_are_served_unmarked_and_recorded_like_any_other(app, digits_db):
+    # The 800 digits: the 90 items of small_db leave too few to freeze a lot that could deliver.
+    Session = open_store(digits_db)
+    change_label_settings(Session, "demo", audit_share=0.5)  # half the slots: a short test
+    at = app(digits_db)
     bench: Workbench = at.session_state[STATE_KEY].workbench
 
     served = {"audit": 0, "ranked": 0}
     for _ in range(12):
         position = position_on_screen(at)
-        audit = bench.is_audit(position)
+        audit = position == audit_head(bench)
         served["audit" if audit else "ranked"] += 1
         texts = " ".join(page_texts(at) + [plain(b.label) for b in at.button] + [h.value for h in at.subheader])
         assert "audit" not in texts.lower()  # nothing on screen says which items are audits
@@ -253,12 +278,17 @@ def test_audit_items_are_served_unmarked_and_recorded_like_any_other(app, small_
         answers = [b.key for b in at.button if b.key and b.key.startswith(f"query_answer_{position}_")]
         candidates = np.flatnonzero(bench.state.candidates[position])
         assert answers == [Keys.answer(position, int(m)) for m in candidates]
-        before = bench.labels().n_audited
+        before = audits_done(bench)
         label = int(candidates[-1])
         answered = answer_on_screen(at, lambda _, chosen=label: chosen)
         assert answered == position
-        last = events(small_db)[-1]
+        last = events(digits_db)[-1]
         assert (last["kind"], last["position"], last["label"]) == ("answer", position, label)
         assert any(f"Recorded: {bench.state.external_ids[position]} is" in plain(s.value) for s in at.success)
-        assert bench.labels().n_audited == before + (1 if audit else 0)
+        # An audit extends the lot's audited prefix (by more than one when later items of the
+        # lot were answered already); a ranked answer does not.
+        if audit:
+            assert audits_done(bench) >= before + 1 and bench.is_audit(position)
+        else:
+            assert audits_done(bench) == before
     assert served["audit"] and served["ranked"], served

@@ -69,6 +69,25 @@ def test_rejected_items_are_listed_by_margin_with_belief_and_plausibility(app, s
     assert "Confirmed" in at.success[0].value
 
 
+def test_items_being_audited_are_listed_without_the_models_guess(app, digits_db):
+    """An item of the lot being audited may be served as an audit: its guess is never shown."""
+    at = go_to_rejects(app(digits_db))
+    at.number_input(key=Keys.REJECTS_SHOWN).set_value(200).run()
+    no_exception(at)
+    bench: Workbench = at.session_state[STATE_KEY].workbench
+    queue = bench.rejects()
+    assert queue.guess_hidden is not None
+    hidden = {int(p) for p in queue.positions[queue.guess_hidden]}
+    shown = listed(at)
+    assert len(shown) == 200 and hidden & set(shown) and set(shown) - hidden
+    explained = [p for p in shown if p not in hidden]
+    captions = [c.value for c in at.caption if "The model's guess is not shown for this item" in c.value]
+    assert len(captions) == len(shown) - len(explained)
+    guesses = [t.value for t in at.text if t.value.startswith("DST-PLL's best guess")]
+    assert len(guesses) == len(explained)
+    assert len(at.get("vega_lite_chart")) == len(explained)
+
+
 def test_conflicts_between_annotators_are_resolved_here(app, small_db):
     Session = open_store(small_db)
     other = Workbench.open(Session, 1)
@@ -165,7 +184,7 @@ def test_opening_rejects_searches_no_neighbours(app, stated_db, monkeypatch):
     assert listed(at) == [int(p) for p in queue.positions[~queue.accepted][:10]]
     labels, _, margin = transductive_decisions(np.array(bench.state.candidates), bench.graph.idx, random_state=0)
     np.testing.assert_array_equal(queue.labels, labels[queue.positions])
-    # accepted: the model label is kept by the audits' calibration (issue 20), not DST-PLL's own rule.
+    # accepted: the model label is delivered by a certified lot (issue 28), not DST-PLL's own rule.
     kept = bench.labels().table["label_source"].to_numpy() == "model"
     np.testing.assert_array_equal(queue.accepted, kept[queue.positions])
     np.testing.assert_array_equal(queue.margin, margin[queue.positions])

@@ -202,7 +202,10 @@ def session_status(
         ],
     }
     if as_json:
-        out.print(json.dumps(json_safe(summary), allow_nan=False, indent=2), markup=False, highlight=False)
+        # soft_wrap: a long string (the statement) must not be broken across lines by the console.
+        out.print(
+            json.dumps(json_safe(summary), allow_nan=False, indent=2), markup=False, highlight=False, soft_wrap=True
+        )
         return
     for key in (
         "instances",

@@ -629,12 +629,12 @@ class Workbench:
             if k != self.config.k:
                 return queue
             kept = self._labels_for(st).table["label_source"].to_numpy() == "model"
-            auditing = self._auditing()
+            auditing = self.items_being_audited()
             return replace(queue, accepted=kept[queue.positions], guess_hidden=auditing[queue.positions])
 
-    def _auditing(self) -> np.ndarray:
-        """The items of the lot being audited (bool per item): any of them may be an audit, so
-        no page shows the model's guess for them."""
+    def items_being_audited(self) -> np.ndarray:
+        """The items of the lot being audited (bool array of shape (n_instances,)): any of them
+        may be an audit, so no page shows the model's guess for them."""
         now = self._lots_for(self._snapshot)
         auditing = np.zeros(self._snapshot.state.n_instances, dtype=bool)
         if now.active is not None:
@@ -649,7 +649,7 @@ class Workbench:
         with self._model_lock:
             st = self.state
             view = self._model.view(st.X, st.candidates, positions, self.config.k)
-        return replace(view, guess_hidden=self._auditing()[np.asarray(positions, dtype=np.int64)])
+        return replace(view, guess_hidden=self.items_being_audited()[np.asarray(positions, dtype=np.int64)])
 
     def _graph_of(self, k: int) -> GraphResult:
         """The dataset's graph with ``k`` neighbours: the session's own when ``k`` is its ``k``

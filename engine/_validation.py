@@ -17,6 +17,8 @@ from engine import exceptions
 from engine.exceptions import InvalidInput
 
 __all__ = [
+    "check_level",
+    "check_count",
     "check_candidates",
     "check_choice",
     "check_features",
@@ -170,6 +172,18 @@ def check_scalar(
         op = "<=" if include_max else "<"
         raise InvalidInput(f"{name} must be {op} {max_value}, got {value!r}")
     return value
+
+
+def check_level(value: Any, name: str) -> float:
+    """A probability strictly between 0 and 1 (a target error, a confidence, a miscoverage)."""
+    check_scalar(value, name, kind=Real, min_value=0.0, max_value=1.0, include_min=False, include_max=False)
+    return float(value)
+
+
+def check_count(value: Any, name: str) -> int:
+    """A count: an integer ``>= 0``."""
+    check_scalar(value, name, kind=Integral, min_value=0)
+    return int(value)
 
 
 def check_choice(value: Any, name: str, choices: Iterable[Any]) -> Any:

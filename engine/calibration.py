@@ -50,27 +50,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
 from scipy.stats import beta, binom
 
-from engine._validation import check_scalar
+from engine._validation import check_count, check_level
 from engine.exceptions import InvalidInput
 
 __all__ = ["Calibration", "audits_needed", "binomial_upper_bound", "calibrate_threshold"]
-
-
-def _check_level(value: Any, name: str) -> float:
-    """A probability strictly between 0 and 1 (a target error or a confidence)."""
-    check_scalar(value, name, kind=Real, min_value=0.0, max_value=1.0, include_min=False, include_max=False)
-    return float(value)
-
-
-def _check_count(value: Any, name: str) -> int:
-    check_scalar(value, name, kind=Integral, min_value=0)
-    return int(value)
 
 
 def _upper_bound(errors: int, n: int, confidence: float) -> float:
@@ -134,11 +122,11 @@ def binomial_upper_bound(errors: int, n: int, confidence: float = 0.9) -> float:
     >>> binomial_upper_bound(0, 0)
     1.0
     """
-    n = _check_count(n, "n")
-    errors = _check_count(errors, "errors")
+    n = check_count(n, "n")
+    errors = check_count(errors, "errors")
     if errors > n:
         raise InvalidInput(f"errors must be <= n ({n}), got {errors}")
-    return _upper_bound(errors, n, _check_level(confidence, "confidence"))
+    return _upper_bound(errors, n, check_level(confidence, "confidence"))
 
 
 def audits_needed(target: float, confidence: float = 0.9, errors: int = 0) -> int:
@@ -171,9 +159,9 @@ def audits_needed(target: float, confidence: float = 0.9, errors: int = 0) -> in
     >>> audits_needed(0.05, 0.9, errors=1)
     77
     """
-    target = _check_level(target, "target")
-    confidence = _check_level(confidence, "confidence")
-    errors = _check_count(errors, "errors")
+    target = check_level(target, "target")
+    confidence = check_level(confidence, "confidence")
+    errors = check_count(errors, "errors")
     return _audits_needed(target, confidence, errors)
 
 
@@ -344,8 +332,8 @@ def calibrate_threshold(scores: Any, correct: Any, *, target: float, confidence:
     15
     """
     scores, correct = _check_audits(scores, correct)
-    target = _check_level(target, "target")
-    confidence = _check_level(confidence, "confidence")
+    target = check_level(target, "target")
+    confidence = check_level(confidence, "confidence")
     alpha = 1.0 - confidence
     n_total, errors_total = int(scores.size), int((~correct).sum())
 

@@ -93,13 +93,13 @@ import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from numbers import Integral, Real
+from numbers import Integral
 from typing import Any
 
 import numpy as np
 from scipy.special import betaln, gammaln
 
-from engine._validation import check_choice, check_scalar
+from engine._validation import check_choice, check_count, check_level, check_scalar
 from engine.exceptions import InvalidInput
 
 __all__ = [
@@ -129,16 +129,6 @@ OUTCOME_UNKNOWN, OUTCOME_RIGHT, OUTCOME_WRONG = -1, 0, 1
 LOT_ALPHA_FIRST_SHARE = 0.75
 
 
-def _check_level(value: Any, name: str) -> float:
-    check_scalar(value, name, kind=Real, min_value=0.0, max_value=1.0, include_min=False, include_max=False)
-    return float(value)
-
-
-def _check_count(value: Any, name: str) -> int:
-    check_scalar(value, name, kind=Integral, min_value=0)
-    return int(value)
-
-
 def lot_share(number: int) -> float:
     """Lot ``number``'s share (1, 2, …) of a budget: ``(1 − r) r^(number − 1)``, summing to 1.
 
@@ -156,7 +146,7 @@ def lot_alpha(alpha: float, number: int) -> float:
     >>> [round(lot_alpha(0.1, l), 5) for l in (1, 2, 3)]
     [0.075, 0.01875, 0.00469]
     """
-    return _check_level(alpha, "alpha") * lot_share(number)
+    return check_level(alpha, "alpha") * lot_share(number)
 
 
 def _prior(target: float) -> tuple[float, float]:
@@ -265,14 +255,14 @@ def lot_error_bounds(lot_size: int, audited: int, errors: int, *, alpha: float, 
     >>> lot_error_bounds(1000, 0, 0, alpha=0.1, target=0.05)
     (0, 1000)
     """
-    big_n = _check_count(lot_size, "lot_size")
-    n = _check_count(audited, "audited")
-    k = _check_count(errors, "errors")
+    big_n = check_count(lot_size, "lot_size")
+    n = check_count(audited, "audited")
+    k = check_count(errors, "errors")
     if n > big_n:
         raise InvalidInput(f"audited must be <= lot_size ({big_n}), got {n}")
     if k > n:
         raise InvalidInput(f"errors must be <= audited ({n}), got {k}")
-    return _bounds(big_n, n, k, _check_level(alpha, "alpha"), _check_level(target, "target"))
+    return _bounds(big_n, n, k, check_level(alpha, "alpha"), check_level(target, "target"))
 
 
 def audit_prefix(outcomes: Any) -> tuple[int, int]:
@@ -460,10 +450,10 @@ def lot_verdict(
     return _verdict(
         x.astype(np.int64),
         done,
-        target=_check_level(target, "target"),
-        alpha=_check_level(alpha, "alpha"),
+        target=check_level(target, "target"),
+        alpha=check_level(alpha, "alpha"),
         with_countdown=bool(countdown),
-        prior_target=None if prior_target is None else _check_level(prior_target, "prior_target"),
+        prior_target=None if prior_target is None else check_level(prior_target, "prior_target"),
         promise=check_choice(promise, "promise", PROMISES),
     )
 
@@ -474,13 +464,13 @@ def audits_to_certify(lot_size: int, *, target: float, alpha: float, promise: st
     >>> audits_to_certify(1000, target=0.05, alpha=0.075)
     64
     """
-    big_n = _check_count(lot_size, "lot_size")
+    big_n = check_count(lot_size, "lot_size")
     outcomes = np.full(big_n, OUTCOME_UNKNOWN, dtype=np.int64)
     v = _verdict(
         outcomes,
         np.zeros(big_n, dtype=bool),
-        target=_check_level(target, "target"),
-        alpha=_check_level(alpha, "alpha"),
+        target=check_level(target, "target"),
+        alpha=check_level(alpha, "alpha"),
         with_countdown=True,
         promise=check_choice(promise, "promise", PROMISES),
     )

@@ -46,6 +46,9 @@ from PIL import Image
 
 from app.io.readers.label_studio import read_label_studio
 from app.service import prediction_model_version
+from app.store import open_store, write_transaction
+from app.store.labels import AUDIT_ORDER_KEY
+from app.store.models import StoreSecret
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "sample_data"
@@ -293,6 +296,9 @@ def crowd(tmp_path_factory) -> dict[str, Any]:
     labels at a loose error target, exported for Label Studio."""
     folder = tmp_path_factory.mktemp("crowd")
     db = folder / "w.db"
+    # The store's audit key, fixed: which items are audits, and so the model labels, are the
+    # same in every run (a new store draws a random key).
+    write_transaction(open_store(db), lambda s: s.merge(StoreSecret(name=AUDIT_ORDER_KEY, value=bytes(range(32)))))
     run_winnow(
         "import", SAMPLES / "crowd_items.csv", "--votes", SAMPLES / "crowd_votes.csv", "--db", db,
         "--session", "s", "--max-error", "0.45", "--confidence", "0.5", "--audit", "0.5",
@@ -307,7 +313,9 @@ def crowd(tmp_path_factory) -> dict[str, Any]:
     ).stdout
     for what in ("votes", "events", "labelled"):
         run_winnow("export", "s", "--what", what, "-o", folder / f"{what}.csv", "--db", db)
-    return {"folder": folder, "db": db, "answers": answers, "stdout": out}
+    n_model = sum(row["label_source"] == "model" for row in read_csv(folder / "labelled.csv"))
+    assert n_model > 0, "the loose target is certified after these answers: model labels go out as predictions"
+    return {"folder": folder, "db": db, "answers": answers, "stdout": out, "n_model": n_model}
 
 
 @pytest.fixture(scope="module")
@@ -322,9 +330,10 @@ def test_winnow_tasks_import_with_every_annotation_and_prediction(label_studio, 
     project, response = crowd_project
     written = json.loads((crowd["folder"] / "tasks.json").read_text())
     n_predictions = sum(len(t["predictions"]) for t in written)
-    assert "(12 expert answers as annotations, 46 model labels as predictions)" in crowd["stdout"]
-    assert (response["task_count"], response["annotation_count"], response["prediction_count"]) == (80, 12, 46)
-    assert n_predictions == 46
+    n_model = crowd["n_model"]
+    assert f"(12 expert answers as annotations, {n_model} model labels as predictions)" in crowd["stdout"]
+    assert (response["task_count"], response["annotation_count"], response["prediction_count"]) == (80, 12, n_model)
+    assert n_predictions == n_model
     exported = json.loads(label_studio.export(project, crowd["folder"] / "ls_export.json").read_text())
     by_id = {t["data"]["id"]: t for t in exported}
     assert sorted(by_id) == sorted(t["data"]["id"] for t in written)
@@ -513,5 +522,5 @@ def test_the_full_round_trip_keeps_ids_sets_votes_answers_and_annotators(label_s
         t["data"]["id"]: t["predictions"][0]["result"][0]["value"]["choices"][0] for t in written if t["predictions"]
     }
     read = read_label_studio(export)
-    assert {m.item_id: m.label for m in read.model_labels} == predicted and len(predicted) == 46
+    assert {m.item_id: m.label for m in read.model_labels} == predicted and len(predicted) == crowd["n_model"]
     assert {m.model_version for m in read.model_labels} == {prediction_model_version("s")}

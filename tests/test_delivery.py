@@ -27,6 +27,8 @@ from app.store import (
     stored_audit_secret,
     write_transaction,
 )
+from app.store.labels import AUDIT_ORDER_KEY
+from app.store.models import StoreSecret
 from engine.lots import audits_to_certify, lot_alpha
 from tests.cli.conftest import ROOT, run_winnow
 
@@ -53,10 +55,13 @@ def synthetic(seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return X, Y, truth
 
 
-def open_bench(path, *, audit_share: float = 0.5) -> Workbench:
-    """A session 's' on the synthetic set in the store at ``path``."""
+def open_bench(path, *, audit_share: float = 0.5, key: bytes | None = None) -> Workbench:
+    """A session 's' on the synthetic set in the store at ``path`` (with the audit key ``key``
+    when given; a new store draws a random one)."""
     X, Y, truth = synthetic()
     session_factory = open_store(path)
+    if key is not None:
+        write_transaction(session_factory, lambda s: s.merge(StoreSecret(name=AUDIT_ORDER_KEY, value=key)))
 
     def work(s):
         ds = create_dataset(
@@ -77,8 +82,9 @@ def open_bench(path, *, audit_share: float = 0.5) -> Workbench:
 
 @pytest.fixture
 def bench(tmp_path):
-    """A session on the synthetic set with an audit share of 0.5 (the first statement's share)."""
-    return open_bench(tmp_path / "w.db")
+    """A session on the synthetic set with an audit share of 0.5 (the first statement's share)
+    and a fixed audit key, so that every run audits the same items."""
+    return open_bench(tmp_path / "w.db", key=bytes(range(32)))
 
 
 def answer_served(bench: Workbench, n: int) -> None:

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from app.service import Workbench, create_session, import_file, workbench_suspects
+from app.service import Workbench, change_label_settings, create_session, import_file, workbench_suspects
 from app.service.suspects import interleave_suspects, suspects_to_serve
 from app.store import open_store
 from engine.choices import DEFAULT_STRATEGY
@@ -167,6 +167,9 @@ def test_exported_ranking_is_the_query_pages_order_after_answers_skips_and_undos
     the order the Query page asks them (Workbench.queue), skipped items last, whatever
     happened before; `winnow session status` shows the head of the same queue."""
     bench = bench_factory(criterion=criterion)
+    # The ranked order alone: no audit slots, no lots (tests/test_delivery.py checks those).
+    change_label_settings(bench.session_factory, "s", audit_share=0.0)
+    bench.refresh()
     rng = np.random.default_rng(7)
     ids = np.array(bench.state.external_ids)
     n_skipped_seen = 0

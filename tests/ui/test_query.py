@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from app.service import ACTION_KEYS, Workbench, create_session, import_file
+from app.service import ACTION_KEYS, Workbench, change_label_settings, create_session, import_file
 from app.store import default_hotkeys
 from app.store.db import open_store
 from app.store.models import AnswerEvent
@@ -369,6 +369,8 @@ def default_db(db: str, tmp_path) -> str:
     Session = open_store(db)
     dataset_id, _ = import_file(Session, csv, name="small", min_rows=6)
     create_session(Session, dataset_id=dataset_id, name="default", k=5, weighting="uniform", target_set="all")
+    # The first item served is then the top of the ranking, not an audit drawn by a random key.
+    change_label_settings(Session, "default", audit_share=0.0)
     return db
 
 

@@ -28,6 +28,8 @@ def bench_factory(tmp_path):
         session_id = create_session(
             session_factory, dataset_id=dataset_id, name=name, k=5, weighting="uniform", target_set=target_set, **chosen
         )
+        # The ranking alone: no audit slots (a random audit key would put an audit first at times).
+        change_label_settings(session_factory, name, audit_share=0.0)
         return Workbench.open(session_factory, session_id)
 
     return make
@@ -167,9 +169,6 @@ def test_exported_ranking_is_the_query_pages_order_after_answers_skips_and_undos
     the order the Query page asks them (Workbench.queue), skipped items last, whatever
     happened before; `winnow session status` shows the head of the same queue."""
     bench = bench_factory(criterion=criterion)
-    # The ranked order alone: no audit slots, no lots (tests/test_delivery.py checks those).
-    change_label_settings(bench.session_factory, "s", audit_share=0.0)
-    bench.refresh()
     rng = np.random.default_rng(7)
     ids = np.array(bench.state.external_ids)
     n_skipped_seen = 0

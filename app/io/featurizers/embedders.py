@@ -7,6 +7,7 @@ model directory raises :class:`~app.io.featurizers.records.EmbedderUnavailable`.
 from __future__ import annotations
 
 import os
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Self
@@ -61,7 +62,7 @@ def _offline() -> None:
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
-class _LocalModelEmbedder:
+class _LocalModelEmbedder(ABC):
     """What both model embedders share: parameters, the offline load checks, records.
 
     Subclasses set ``name``, ``_markers`` (files one of which marks a model directory),
@@ -80,8 +81,9 @@ class _LocalModelEmbedder:
         self.batch_size = batch_size
         self.max_pixels = max_pixels
 
+    @abstractmethod
     def _load_model(self, model_dir: Path) -> None:
-        raise NotImplementedError
+        """Load the library's model from ``model_dir`` into ``self.model_``."""
 
     def load(self) -> Self:
         """Import the library and load the model from its directory; returns ``self``.
@@ -106,8 +108,9 @@ class _LocalModelEmbedder:
         """Load the model (nothing is learned); returns ``self``."""
         return self.load()
 
+    @abstractmethod
     def transform(self, items: Sequence[Any], *, rows: Sequence[int] | None = None) -> np.ndarray:
-        raise NotImplementedError
+        """Embed ``items``: one row of floats per item."""
 
     def fit_transform(self, items: Sequence[Any], *, rows: Sequence[int] | None = None) -> np.ndarray:
         """:meth:`fit` then :meth:`transform`."""

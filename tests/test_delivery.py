@@ -12,6 +12,7 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
+from scipy.stats import chi2_contingency, mannwhitneyu
 
 from app.service import Workbench, change_label_settings, import_file, session_id_by_name, session_label_settings
 from app.service.audits import served_base, served_order
@@ -320,6 +321,42 @@ def test_two_stores_audit_the_same_dataset_in_different_orders(tmp_path):
     outside = ~np.isin(ranked_one, lot_one.positions)
     assert outside.any() and not outside[outside.sum() :].any()
     np.testing.assert_array_equal(ranked_one[outside], ranked_two[~np.isin(ranked_two, lot_two.positions)])
+
+
+def separation_p_value(values: pd.Series, audit: np.ndarray) -> float:
+    """How surely a column's values tell the audit rows from the others: the smaller p-value of a
+    rank test (values in their natural order, strings sorted) and, for a column of few values, a
+    test of independence; 1.0 for a column that holds nothing."""
+    if values.isna().all():
+        return 1.0
+    codes = values.astype("category").cat.codes if values.dtype == object else values
+    p = mannwhitneyu(np.asarray(codes, dtype=float)[audit], np.asarray(codes, dtype=float)[~audit]).pvalue
+    if 1 < values.nunique() <= 20:
+        p = min(p, chi2_contingency(pd.crosstab(values.astype(str).to_numpy(), audit)).pvalue)
+    return float(p)
+
+
+def test_no_export_column_and_no_explanation_tells_an_audit_from_a_ranked_item(bench):
+    served = bench.queue()
+    now = lots_of(bench)
+    audit = served_order(
+        bench.ranked_queue(),
+        audit_queue(now),
+        base=served_base(bench.state.answered_by, bench.state.skipped),
+        audit_share=now.audit_share(bench.label_settings),
+        uniforms=lambda n: slot_uniforms(secret_of(bench), bench.session_id, n),
+    ).audit
+    assert audit.sum() > 50 and (~audit).sum() > 50 and bench.lot_audits_served()
+    ranked = bench.ranked_table()
+    assert ranked["score"].isna().all() and ranked["open_targets_touched"].isna().all()
+    for column in ranked.columns:
+        assert separation_p_value(ranked[column], audit) > 0.001, column
+    # The Query page's "Why this item" says the same of both: the neighbours, nothing of the ranking.
+    for position in (served[audit][0], served[~audit][0]):
+        why = bench.explain(int(position))
+        assert why.withheld and math.isnan(why.score) and not why.effects and why.example is None
+        assert len(why.neighbours) == bench.config.k
+    assert not bench.explain(int(served[0]), while_auditing=True).withheld
 
 
 def test_every_view_and_process_serves_the_same_audits_in_the_same_slots(bench, tmp_path):

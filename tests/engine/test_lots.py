@@ -211,9 +211,7 @@ def test_average_promise_holds_when_exporting_at_the_first_statement(wrong, cher
     big_n, target, share, runs = 200, 0.05, 0.75, 400
     rng = np.random.default_rng(1000 + 100 * wrong + cherry_pick)
     results = [
-        adversarial_campaign(
-            rng, big_n, wrong, target, share, steps=150, cherry_pick=cherry_pick, promise="average"
-        )
+        adversarial_campaign(rng, big_n, wrong, target, share, steps=150, cherry_pick=cherry_pick, promise="average")
         for _ in range(runs)
     ]
     exported = np.array([e for _, _, e in results])

@@ -573,16 +573,16 @@ def test_statement_strings():
         == "model labels: none yet — nothing is left open; undecided: 0"
     )
     # A certified lot still audited (nothing more to wait for): no "at least 0 more audited answers".
-    still = summary_of(
-        model_labels=261,
-        error_bound=0.0498,
-        audited=90,
-        audits_total=90,
-        lots=1,
-        active_lot_size=414,
-        audits_left=0,
-        audit_share=0.05,
-    )
+    certified = {
+        "model_labels": 261,
+        "error_bound": 0.0498,
+        "audited": 90,
+        "audits_total": 90,
+        "lots": 1,
+        "active_lot_size": 414,
+        "audits_left": 0,
+    }
+    still = summary_of(**certified, audit_share=0.05)
     assert label_statement({"model": 261, "undecided": 0}, still) == (
         "model labels: 261, at most 5% wrong, with 90% confidence (bound now 5.0%, from 90 audited answers) — "
         "nothing is left open; undecided: 0"
@@ -591,17 +591,7 @@ def test_statement_strings():
     assert label_statement({"model": 0, "undecided": 520}, off) == (
         "model labels: none yet — audits are off (audit share 0): no model label can be stated; undecided: 520"
     )
-    off_after = summary_of(
-        model_labels=261,
-        error_bound=0.0498,
-        audited=90,
-        audits_total=90,
-        lots=1,
-        active_lot_size=414,
-        audits_left=0,
-        open_items=30,
-        audits_off=True,
-    )
+    off_after = summary_of(**certified, open_items=30, audits_off=True)
     assert label_statement({"model": 261, "undecided": 30}, off_after) == (
         "model labels: 261, at most 5% wrong, with 90% confidence (bound now 5.0%, from 90 audited answers); "
         "audits are off (audit share 0): no more model labels can be stated; undecided: 30"

@@ -146,13 +146,16 @@ def adversarial_campaign(
     *,
     cherry_pick: bool,
     promise: str = "confidence",
+    until_stated: bool = False,
 ) -> tuple[bool, bool, float]:
     """One lot read after every answer while answers elsewhere take items out of it.
 
     Each step is an audit (the next item of the random order) or an answer to another item of
     the lot, chosen by an adversary: with ``cherry_pick`` it only ever takes right labels out
     (leaving every wrong one to be delivered), otherwise an item at random. Returns whether a
-    statement was ever made and whether a made statement was ever false.
+    statement was ever made, whether a made statement was ever false, and the share of wrong
+    labels delivered to a person who exports at the first statement (0 if none); with
+    ``until_stated`` the campaign ends there.
     """
     truth_wrong = np.zeros(big_n, dtype=bool)
     truth_wrong[rng.permutation(big_n)[:wrong]] = True
@@ -183,6 +186,8 @@ def adversarial_campaign(
             stated = True
             if delivered_wrong > target * verdict.delivered:
                 broken = True
+            if until_stated:
+                break
     return stated, broken, exported
 
 
@@ -202,20 +207,21 @@ def test_delivered_labels_are_within_target_at_every_read_whatever_answers_take_
         assert sum(s for s, _, _ in results) > 0
 
 
-@pytest.mark.parametrize("cherry_pick", [False, True])
-@pytest.mark.parametrize("wrong", [4, 10, 20, 40])
+@pytest.mark.parametrize(("wrong", "cherry_pick"), [(4, False), (10, True), (20, True), (40, True)])
 def test_average_promise_holds_when_exporting_at_the_first_statement(wrong, cherry_pick):
     """The average promise, read after every answer, the person exporting at the first statement
     (a stopping time chosen to catch a lucky run of clean audits): the mean share of wrong
     labels delivered is at most the target, even for lots far worse than it."""
-    big_n, target, share, runs = 200, 0.05, 0.75, 400
+    big_n, target, share, runs = 200, 0.05, 0.75, 300
     rng = np.random.default_rng(1000 + 100 * wrong + cherry_pick)
     results = [
-        adversarial_campaign(rng, big_n, wrong, target, share, steps=150, cherry_pick=cherry_pick, promise="average")
+        adversarial_campaign(
+            rng, big_n, wrong, target, share, steps=150, cherry_pick=cherry_pick, promise="average", until_stated=True
+        )
         for _ in range(runs)
     ]
     exported = np.array([e for _, _, e in results])
-    # Monte Carlo: 400 runs of a share in [0, 1] with a small spread; 4 standard errors of slack.
+    # Monte Carlo: 300 runs of a share in [0, 1] with a small spread; 4 standard errors of slack.
     assert exported.mean() <= target + 4 * exported.std() / math.sqrt(runs)
     if wrong == 4:  # 2 % wrong: the average promise states it
         assert sum(s for s, _, _ in results) > runs // 2

@@ -239,6 +239,9 @@ class TabState:
     #: The handle of the browser's signed-in session (the hash of its cookie's token, as the
     #: sign-in gate passed it), or the identity provider's name for an ``st.login`` sign-in.
     sign_in_handle: str | None = None
+    #: The download tickets the Progress page last drew (``"ranked.csv"`` -> token), renewed on
+    #: each draw so a link on screen keeps working (:mod:`app.ui.downloads`).
+    download_tokens: dict[str, str] = field(default_factory=dict)
     #: The identity-provider account whose sign-in this tab has already audited.
     oidc_user: str | None = None
     #: The last session that failed to open in this tab: not tried again until chosen anew.

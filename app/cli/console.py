@@ -115,7 +115,7 @@ def progress(description: str) -> Iterator[None]:
     mode = progress_mode()
     if mode == "lines":
         started = time.monotonic()
-        _line(f"{description}…")
+        _line(f"{description}...")
         yield
         _line(f"{description}: done in {format_seconds(time.monotonic() - started)}")
         return

@@ -1,7 +1,9 @@
 """Progress: the labelled dataset winnow hands back (labels by source, the stated error of the
 model's labels and how the labelled items grew with the answers), the session replayed event by
 event, candidate-set sizes, and the exports (the ranked query list, the labelled data and the
-events log, as CSV, JSON or JSON Lines).
+events log, as CSV, JSON or JSON Lines). Each export is a download link that only this browser's
+sign-in can use, for a while, and whose file is made when it is fetched (:mod:`app.ui.downloads`):
+an export is never a Streamlit media file another client could fetch.
 
 The statement about the model's labels is the service's own sentence
 (:attr:`app.service.DeliveredLabels.statement`), shown as plain text: the page states no rate

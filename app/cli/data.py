@@ -480,7 +480,8 @@ def demo(
         out.print(table)
         first = bench.queue(top=1)
         if first.size:
-            why = bench.explain(int(first[0]))
+            # The demo's store is a temporary one of its own: nobody answers audits in it.
+            why = bench.explain(int(first[0]), while_auditing=True)
             out.print(f"Asking about {why.item_id} can change the decision of {why.n_targets_changed} targets.")
             if why.example:
                 ex = why.example

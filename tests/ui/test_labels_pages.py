@@ -258,6 +258,8 @@ def test_audit_items_are_served_unmarked_and_recorded_like_any_other(app, digits
         served["audit" if audit else "ranked"] += 1
         texts = " ".join(page_texts(at) + [plain(b.label) for b in at.button] + [h.value for h in at.subheader])
         assert "audit" not in texts.lower()  # nothing on screen says which items are audits
+        # Nor why the item was chosen: every item, audit or not, says the same instead.
+        assert "If you say" not in texts and "winnow does not say why an item was chosen" in texts
         # The label buttons are the item's candidates in label order, as for every item: the
         # model's label is neither shown nor put first.
         answers = [b.key for b in at.button if b.key and b.key.startswith(f"query_answer_{position}_")]

@@ -93,7 +93,7 @@ def test_an_annotator_lists_and_opens_only_the_sessions_assigned_to_them(app, te
 @pytest.mark.parametrize(
     ("who", "kinds"),
     [
-        ("ann", {"ranked", "labelled"}),
+        ("ann", {"ranked"}),  # the labelled data holds the model labels of items to audit
         ("rev", {"ranked", "labelled", "events"}),
         ("ada", {"ranked", "labelled", "events"}),
     ],

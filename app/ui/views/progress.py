@@ -57,9 +57,10 @@ SOURCES = {
     "given": ("Given labels", "Items with a single candidate label: from the import, or left after answers."),
     "model": (
         "Model labels",
-        "DST-PLL's labels that the audited answers back at the session's error target "
-        "and confidence (set on the Sessions page).",
+        "DST-PLL's labels from lots its audits certified at the session's error target, under the "
+        "session's promise (with confidence or on average; set on the Sessions page).",
     ),
+    "crowd": ("Crowd labels", "Single labels left by the crowd's votes: not audited, so their error is not known."),
     "undecided": ("Undecided", "Items without a label: the Rejects page lists exactly these."),
 }
 by_source = st.columns(len(labels.counts))
@@ -71,8 +72,7 @@ st.markdown("**Labelled items against answered items**")
 st.vega_lite_chart(components.labelled_curve(history, labels), components.LABELLED_SPEC)
 st.caption(
     "Expert and given labels after each answer, replayed from the session's events. The model's labels "
-    "are measured now only (their calibration reads the audited answers as they are now), so they are "
-    "one point, at today's answers."
+    "are one point, at today's answers: a lot's statement reads its audits as they are now."
 )
 
 left, right = st.columns(2)

@@ -60,10 +60,9 @@ def test_the_first_open_reports_every_stage_on_stderr_and_stdout_stays_json(db):
     assert stage_lines(first.stderr, "targets scored")[-1].endswith(" of 800 (100 %)")
 
 
-def test_a_pipe_gets_no_progress_unless_asked_and_never_gets_it_when_refused(db, tmp_path):
-    for mode in (None, "never"):
-        result = winnow_env("export", "s", "--what", "ranked", "-o", tmp_path / "r.csv", "--db", db, progress=mode)
-        assert result.returncode == 0 and result.stderr == "", (mode, result.stderr)
+def test_a_pipe_gets_no_progress_unless_asked_and_a_bad_setting_is_one_line(db, tmp_path):
+    result = winnow_env("export", "s", "--what", "ranked", "-o", tmp_path / "r.csv", "--db", db, progress=None)
+    assert result.returncode == 0 and result.stderr == "", result.stderr
     bad = winnow_env("session", "status", "s", "--db", db, progress="loud")
     assert bad.returncode == 2 and bad.stdout == ""
     assert bad.stderr.strip().splitlines() == ["error: $WINNOW_PROGRESS must be one of auto, always, never, not 'loud'"]
@@ -110,3 +109,52 @@ def test_on_a_terminal_the_bar_shows_the_stage_and_the_time_left_and_stdout_stay
     text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", drawn.decode("utf-8", "replace"))
     assert "session s: neighbours found" in text and "session s: targets scored" in text
     assert "eta" in text and "800/800" in text
+
+
+@pytest.mark.parametrize(
+    ("setting", "terminal", "mode"),
+    [
+        (None, True, "bar"),
+        (None, False, "off"),
+        ("auto", True, "bar"),
+        ("auto", False, "off"),
+        ("always", True, "bar"),
+        ("always", False, "lines"),
+        ("never", True, "off"),
+        ("never", False, "off"),
+        (" Always ", False, "lines"),
+    ],
+)
+def test_the_progress_mode_follows_the_setting_and_the_terminal(monkeypatch, setting, terminal, mode):
+    from app.cli import console
+
+    if setting is None:
+        monkeypatch.delenv("WINNOW_PROGRESS", raising=False)
+    else:
+        monkeypatch.setenv("WINNOW_PROGRESS", setting)
+    monkeypatch.setattr(type(console.err), "is_terminal", property(lambda _self: terminal))
+    assert console.progress_mode() == mode
+
+
+def test_plain_lines_give_each_stage_its_start_its_end_and_one_line_per_interval(monkeypatch, capsys):
+    from types import SimpleNamespace
+
+    from app.cli import console
+    from app.service.tasks import ProgressUpdate
+
+    clock = SimpleNamespace(now=0.0)
+    monkeypatch.setattr(console, "time", SimpleNamespace(monotonic=lambda: clock.now))
+    monkeypatch.setenv("WINNOW_PROGRESS", "always")
+    monkeypatch.setattr(type(console.err), "is_terminal", property(lambda _self: False))
+    with console.progress_bar("session s") as report:
+        for second, done in ((0, 0), (0.5, 100), (1.0, 200), (2.5, 500), (3.0, 600), (3.1, 1000), (3.2, 1000)):
+            clock.now = second
+            report(ProgressUpdate("search", done, 1000, second))
+        report(ProgressUpdate("score", 0, 10, 0.0))
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [
+        "session s: neighbours found: 0 of 1,000 (0 %)",
+        "session s: neighbours found: 500 of 1,000 (50 %), about 2 s left",
+        "session s: neighbours found: 1,000 of 1,000 (100 %)",
+        "session s: targets scored: 0 of 10 (0 %)",
+    ]

@@ -251,15 +251,18 @@ def test_audit_items_are_served_unmarked_and_recorded_like_any_other(app, digits
     at = app(digits_db)
     bench: Workbench = at.session_state[STATE_KEY].workbench
 
-    served = {"audit": 0, "ranked": 0}
+    served = {"audit": 0, "ranked": 0, "withheld": 0}
     for _ in range(12):
         position = position_on_screen(at)
         audit = position == audit_head(bench)
         served["audit" if audit else "ranked"] += 1
         texts = " ".join(page_texts(at) + [plain(b.label) for b in at.button] + [h.value for h in at.subheader])
         assert "audit" not in texts.lower()  # nothing on screen says which items are audits
-        # Nor why the item was chosen: every item, audit or not, says the same instead.
-        assert "If you say" not in texts and "winnow does not say why an item was chosen" in texts
+        # Nor why the item was chosen while a lot's audits are served: every item says the same
+        # instead (learning audits certify nothing, and the explanation stays while they are).
+        withheld = "winnow does not say why an item was chosen" in texts
+        assert withheld == bench.lot_audits_served() and withheld == ("If you say" not in texts)
+        served["withheld"] += withheld
         # The label buttons are the item's candidates in label order, as for every item: the
         # model's label is neither shown nor put first.
         answers = [b.key for b in at.button if b.key and b.key.startswith(f"query_answer_{position}_")]
@@ -278,4 +281,4 @@ def test_audit_items_are_served_unmarked_and_recorded_like_any_other(app, digits
             assert audits_done(bench) >= before + 1 and bench.is_audit(position)
         else:
             assert audits_done(bench) == before
-    assert served["audit"] and served["ranked"], served
+    assert served["audit"] and served["ranked"] and served["withheld"], served

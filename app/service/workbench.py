@@ -99,6 +99,7 @@ __all__ = [
     "OFFERS",
     "ACTION_KEYS",
     "DeliveredLabels",
+    "LabelStatement",
 ]
 
 
@@ -128,6 +129,22 @@ class _Snapshot:
     ranking: RankingView
     #: The largest event id the state is derived from.
     last_event_id: int
+
+
+@dataclass(frozen=True)
+class LabelStatement:
+    """What is stated about a session's labels, without the labelled table
+    (:meth:`Workbench.label_statement`); the same fields as :class:`DeliveredLabels`."""
+
+    counts: dict[str, int]
+    summary: delivery.LabelSummary
+    settings: LabelSettings
+    statement: str
+
+    @property
+    def n_audited(self) -> int:
+        """Audited answers backing the stated model labels."""
+        return self.summary.audited
 
 
 @dataclass
@@ -185,6 +202,10 @@ class Workbench:
     _heads_lock: threading.Lock = field(init=False, default_factory=threading.Lock, repr=False)
     #: The last :meth:`labels`, with the number of events and draws it was computed from.
     _labels: tuple[int, int, LabelSettings, DeliveredLabels] | None = field(init=False, default=None, repr=False)
+    #: The last label decision and its statement, with the same key.
+    _decision: tuple[int, int, LabelSettings, delivery.LabelDecision, LabelStatement] | None = field(
+        init=False, default=None, repr=False
+    )
 
     @classmethod
     def open(
@@ -628,7 +649,7 @@ class Workbench:
             queue = self._model.rejects(st.X, st.candidates, listed, k)
             if k != self.config.k:
                 return queue
-            kept = self._labels_for(st).table["label_source"].to_numpy() == "model"
+            kept = self._decided(st)[0].model_kept
             auditing = self.items_being_audited()
             return replace(queue, accepted=kept[queue.positions], guess_hidden=auditing[queue.positions])
 
@@ -828,7 +849,17 @@ class Workbench:
         """
         return self._labels_for(self.state)
 
-    def _labels_for(self, st: SessionState) -> DeliveredLabels:
+    def label_statement(self) -> LabelStatement:
+        """What :meth:`labels` states, without its table: the items per label source, the
+        summary, the settings and the statement line (what ``winnow session status`` prints).
+
+        Equal to the same fields of :meth:`labels` (both come from one decision, kept until the
+        next event, draw or settings change); the table, which reads every item's content
+        reference, is only made by :meth:`labels`.
+        """
+        return self._decided(self.state)[1]
+
+    def _decided(self, st: SessionState) -> tuple[delivery.LabelDecision, LabelStatement]:
         snap = self._snapshot
         now = (
             self._lots_for(snap)
@@ -837,18 +868,32 @@ class Workbench:
         )
         with self._model_lock:
             key = (st.n_events, len(self._lots), self._settings)
-            if self._labels is not None and self._labels[:3] == key:
-                return self._labels[3]
+            if self._decision is not None and self._decision[:3] == key:
+                return self._decision[3], self._decision[4]
             decision = delivery.decide_labels(st, now, self._settings, from_votes=self._from_votes)
             counts = decision.counts()
-            base = session_tables.labelled_table(st, self._content.export_content())
-            statement = delivery.label_statement(counts, decision.summary)
-            labels = DeliveredLabels(
-                table=delivery.delivered_table(base, decision, self.label_names),
+            stated = LabelStatement(
                 counts=counts,
                 summary=decision.summary,
                 settings=self._settings,
-                statement=statement,
+                statement=delivery.label_statement(counts, decision.summary),
+            )
+            self._decision = (*key, decision, stated)
+            return decision, stated
+
+    def _labels_for(self, st: SessionState) -> DeliveredLabels:
+        decision, stated = self._decided(st)
+        with self._model_lock:
+            key = (st.n_events, len(self._lots), self._settings)
+            if self._labels is not None and self._labels[:3] == key:
+                return self._labels[3]
+            base = session_tables.labelled_table(st, self._content.export_content())
+            labels = DeliveredLabels(
+                table=delivery.delivered_table(base, decision, self.label_names),
+                counts=stated.counts,
+                summary=stated.summary,
+                settings=stated.settings,
+                statement=stated.statement,
             )
             labels.table.attrs["metadata"] = delivery.statement_metadata(labels)
             self._labels = (*key, labels)

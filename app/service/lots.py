@@ -40,7 +40,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from app.store import LabelLotRecord, LabelSettings, SessionState
-from engine.dst import transductive_decisions
+from engine.dst_evidence import transductive_decisions
 from engine.lots import (
     OUTCOME_RIGHT,
     OUTCOME_UNKNOWN,

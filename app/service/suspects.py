@@ -254,6 +254,8 @@ def _trusted(state: SessionState, settled: np.ndarray) -> tuple[np.ndarray, str]
 # answer only the items whose set or whose neighbours' sets changed are scored again.
 _CACHE: OrderedDict[tuple[int, str], tuple[SessionState, np.ndarray, dict[float, SessionSuspects]]] = OrderedDict()
 _REVERSE: OrderedDict[str, ReverseIndex] = OrderedDict()
+#: Graphs whose touched rows were found once by a pass over the graph (_rows_touched).
+_SCANNED: set[str] = set()
 _CACHE_LOCK = threading.Lock()
 _CACHE_SIZE = 16
 
@@ -404,6 +406,23 @@ def _reverse_index(graph: GraphResult) -> ReverseIndex:
     return index
 
 
+def _rows_touched(graph: GraphResult, changed: np.ndarray) -> np.ndarray:
+    """The items ``changed`` and those with one of them among their neighbours, sorted.
+
+    The first time in a process (a command's one update, from the snapshot's sets) by one
+    pass over the graph, which costs less than building the reverse index it would use once;
+    from the second time on (a server answering again and again) through the reverse index.
+    """
+    with _CACHE_LOCK:
+        indexed = graph.key in _REVERSE or graph.key in _SCANNED
+        _SCANNED.add(graph.key)
+    if indexed:
+        return np.union1d(changed, _reverse_index(graph).rows_holding_any(changed))
+    hit = np.zeros(graph.idx.shape[0], dtype=bool)
+    hit[changed] = True
+    return np.flatnonzero(hit | hit[graph.idx].any(axis=1))
+
+
 def _scores(graph: GraphResult, state: SessionState, previous: tuple[SessionState, np.ndarray] | None) -> np.ndarray:
     """Dempster's conflict of every item; with the ``previous`` state and its scores, only the
     items an answer can have changed are scored again."""
@@ -415,7 +434,7 @@ def _scores(graph: GraphResult, state: SessionState, previous: tuple[SessionStat
     changed = np.flatnonzero((np.asarray(previous[0].candidates) != candidates).any(axis=1))
     scores = previous[1].copy()
     if changed.size:
-        rows = np.union1d(changed, _reverse_index(graph).rows_holding_any(changed))
+        rows = _rows_touched(graph, changed)
         # On a copy of the neighbours' sets only: the whole matrix would be checked on every call.
         items, local = local_graph(graph.idx[rows])
         scores[rows] = suspect_scores(local, graph.w[rows], candidates[items], own=candidates[rows])

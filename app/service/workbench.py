@@ -341,7 +341,8 @@ class Workbench:
         )
         self.ranking = self.opened.ranking
         self._snapshot = _Snapshot(loaded, self.ranking.view(np.asarray(loaded.candidates)), self._log.max_id)
-        self._model = ModelView(self._graph_of)
+        # DST-PLL's decisions from the snapshot, when it had them: freezing a lot then fits nothing.
+        self._model = ModelView(self._graph_of, self.opened.decisions)
         self._content = ContentReader(self.session_factory, cfg.dataset_id, cfg.dataset_name)
 
     # ------------------------------------------------------------------ reading
@@ -514,15 +515,15 @@ class Workbench:
             ):
                 st = snap.state
                 with self._model_lock:
-                    model = self._model.fitted(st.X, st.candidates, self.config.k)
+                    model_labels, model_margins = self._model.decisions(st.X, st.candidates, self.config.k)
                     learned = lots.learning_sample(
                         np.asarray(st.original_candidates), items.candidates, self.graph.idx, now.audited_positions()
                     )
                     fresh = lots.freeze_lot(
                         now,
                         items,
-                        model.disambiguate_,
-                        model.disambiguate_margin_,
+                        model_labels,
+                        model_margins,
                         self._settings,
                         learned=learned,
                         secret=self._secret,

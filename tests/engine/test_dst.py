@@ -476,3 +476,24 @@ def test_fit_on_given_neighbours_equals_fit_with_the_search(seed):
 def test_fit_refuses_bad_given_neighbours(neighbors, match):
     with pytest.raises(InvalidInput, match=match):
         DstPllClassifier(n_neighbors=1).fit(X4, Y4, neighbors=neighbors)
+
+
+def test_transductive_decisions_in_blocks_equal_one_batch(monkeypatch):
+    # Blocks of rows share one draw of uniforms: the labels drawn among ties are those of one
+    # batch (and of a fit on the same graph), not a fresh draw per block.
+    import engine.dst_evidence as evidence
+
+    rng = np.random.default_rng(5)
+    n, m, k = 60, 4, 3
+    Y = rng.random((n, m)) < 0.5
+    Y[np.arange(n), rng.integers(m, size=n)] = True
+    idx = np.array([rng.choice(np.delete(np.arange(n), i), size=k, replace=False) for i in range(n)])
+    whole = transductive_decisions(Y, idx)
+    fit = DstPllClassifier(n_neighbors=k, random_state=0).fit(np.zeros((n, 1)), Y, neighbors=idx)
+    assert fit.disambiguate_guess_.any()  # the case that matters: labels drawn among ties
+    monkeypatch.setattr(evidence, "DECISION_BLOCK_ROWS", 7)
+    blocked = transductive_decisions(Y, idx)
+    for got, want in zip(blocked, whole, strict=True):
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(blocked[0], fit.disambiguate_)
+    np.testing.assert_array_equal(blocked[2], fit.disambiguate_margin_)

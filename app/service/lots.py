@@ -128,10 +128,9 @@ class ItemStatus:
     @classmethod
     def of(cls, state: SessionState) -> ItemStatus:
         """The status of a session's items."""
-        n = state.n_instances
         return cls(
             candidates=np.asarray(state.candidates),
-            answered=np.fromiter((a is not None for a in state.answered_by), dtype=bool, count=n),
+            answered=np.asarray(state.answered),
             none_of_these=np.asarray(state.none_of_these),
             in_conflict=np.asarray(state.in_conflict),
             open_items=np.asarray(state.open_items),

@@ -254,9 +254,8 @@ def _trusted(state: SessionState, settled: np.ndarray) -> tuple[np.ndarray, str]
 # answer only the items whose set or whose neighbours' sets changed are scored again.
 _CACHE: OrderedDict[tuple[int, str], tuple[SessionState, np.ndarray, dict[float, SessionSuspects]]] = OrderedDict()
 _REVERSE: OrderedDict[str, ReverseIndex] = OrderedDict()
-#: Graphs whose touched rows were found once by a pass over the graph (_rows_touched).
-_SCANNED: set[str] = set()
-#: Graphs of at most this many neighbour entries (400,000 items at k = 10) are always scanned.
+#: Graphs of at most this many neighbour entries (400,000 items at k = 10) are scanned
+#: for the rows an update touches instead of indexed (_rows_touched).
 SCAN_MAX_ENTRIES = 4_000_000
 _CACHE_LOCK = threading.Lock()
 _CACHE_SIZE = 16
@@ -411,16 +410,12 @@ def _reverse_index(graph: GraphResult) -> ReverseIndex:
 def _rows_touched(graph: GraphResult, changed: np.ndarray) -> np.ndarray:
     """The items ``changed`` and those with one of them among their neighbours, sorted.
 
-    By one pass over the graph (a few milliseconds up to :data:`SCAN_MAX_ENTRIES` neighbour
-    entries) or through the graph's reverse index (about 0.15 s to build per 100,000 items,
-    then next to nothing per answer). A larger graph is scanned the first time in a process
-    (a command's one update, from the snapshot's sets, pays no index it would use once) and
-    indexed from the second time on (a server answering again and again).
+    Up to :data:`SCAN_MAX_ENTRIES` neighbour entries by one pass over the graph (a few
+    milliseconds: less than building the reverse index, about 0.15 s per 100,000 items,
+    that a command's single update would use once); larger graphs through the reverse index,
+    built once per process, since a pass would cost tens of milliseconds on every answer.
     """
-    with _CACHE_LOCK:
-        indexed = graph.key in _REVERSE or (graph.key in _SCANNED and graph.idx.size > SCAN_MAX_ENTRIES)
-        _SCANNED.add(graph.key)
-    if indexed:
+    if graph.idx.size > SCAN_MAX_ENTRIES:
         return np.union1d(changed, _reverse_index(graph).rows_holding_any(changed))
     hit = np.zeros(graph.idx.shape[0], dtype=bool)
     hit[changed] = True

@@ -486,7 +486,7 @@ class Workbench:
             order = audits.served_order(
                 self._ranked(snap),
                 lots.audit_queue(now),
-                base=audits.served_base(st.answered_by, st.skipped),
+                base=audits.served_base(st.answered, st.skipped),
                 audit_share=now.audit_share(self._settings),
                 uniforms=lambda n: lots.slot_uniforms(secret, session_id, n),
                 top=top,

@@ -650,7 +650,7 @@ class Workbench:
             queue = self._model.rejects(st.X, st.candidates, listed, k)
             if k != self.config.k:
                 return queue
-            kept = self._decided(st)[0].model_kept
+            kept = self._decided(st)[3].model_kept
             auditing = self.items_being_audited()
             return replace(queue, accepted=kept[queue.positions], guess_hidden=auditing[queue.positions])
 
@@ -858,9 +858,11 @@ class Workbench:
         next event, draw or settings change); the table, which reads every item's content
         reference, is only made by :meth:`labels`.
         """
-        return self._decided(self.state)[1]
+        return self._decided(self.state)[4]
 
-    def _decided(self, st: SessionState) -> tuple[delivery.LabelDecision, LabelStatement]:
+    def _decided(self, st: SessionState) -> tuple[int, int, LabelSettings, delivery.LabelDecision, LabelStatement]:
+        """The label decision of ``st`` and its statement, after the key they were made for
+        (events, lots, settings)."""
         snap = self._snapshot
         now = (
             self._lots_for(snap)
@@ -870,7 +872,7 @@ class Workbench:
         with self._model_lock:
             key = (st.n_events, len(self._lots), self._settings)
             if self._decision is not None and self._decision[:3] == key:
-                return self._decision[3], self._decision[4]
+                return self._decision
             decision = delivery.decide_labels(st, now, self._settings, from_votes=self._from_votes)
             counts = decision.counts()
             stated = LabelStatement(
@@ -880,12 +882,15 @@ class Workbench:
                 statement=delivery.label_statement(counts, decision.summary),
             )
             self._decision = (*key, decision, stated)
-            return decision, stated
+            return self._decision
 
     def _labels_for(self, st: SessionState) -> DeliveredLabels:
-        decision, stated = self._decided(st)
+        # The table is made from the decision it is cached with (same key), whatever lots
+        # another thread froze meanwhile; the decision is taken before the model's lock, as
+        # _lots_for takes the lots' lock first.
+        n_events, n_lots, settings, decision, stated = self._decided(st)
+        key = (n_events, n_lots, settings)
         with self._model_lock:
-            key = (st.n_events, len(self._lots), self._settings)
             if self._labels is not None and self._labels[:3] == key:
                 return self._labels[3]
             base = session_tables.labelled_table(st, self._content.export_content())

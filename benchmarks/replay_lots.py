@@ -195,8 +195,11 @@ def _ranked_pick(
         _, _, margin = transductive_decisions(Y, idx, random_state=0)
         score = np.where(partial, margin, -np.inf) - 10.0 * deferred
         return int(np.argmax(score))
-    picks = np.asarray(strategy.select(context, int(partial.sum()), rng))
-    for p in picks:
-        if not deferred[int(p)]:
-            return int(p)
-    return int(picks[0])
+    # The top of the order's ranking among the items of no lot, as a session serves it (the
+    # ranking, not a greedy batch: one item is served at a time); ties at random.
+    askable = partial & ~deferred
+    if not askable.any():
+        askable = partial
+    score = np.where(askable, np.asarray(strategy.scores(context), dtype=np.float64), -np.inf)
+    tied = np.flatnonzero(score == score.max())
+    return int(tied[rng.integers(tied.size)])

@@ -60,21 +60,23 @@ The average promise
 -------------------
 "At most 5 % wrong **on average**" asks less: the expected share of wrong labels among those
 delivered, ``E[FDP_τ]``, at most ``target`` at any moment ``τ`` the person chooses to read or
-export (a stopping time). Write ``g(E) = max(E − k, 0) / |D|`` for the delivered labels' error if
-the lot held ``E`` wrong labels, and ``W_n(E) = m_n / L_n(E)`` for the e-value against ``E``
-(the martingale above; ``E[W_τ(E*)] ≤ 1`` at any stopping time, by optional stopping for a
-non-negative supermartingale). Lot ``l`` is certified on average when, for every ``E``::
+export (a stopping time). Write ``t`` for the target, ``g(E) = max(E − k, 0) / |D|`` for the
+delivered labels' error if the lot held ``E`` wrong labels, and ``W_n(E) = m_n / L_n(E)`` for the
+e-value against ``E`` (the martingale above; ``E[W_τ(E*)] ≤ 1`` at any stopping time, by optional
+stopping for a non-negative supermartingale). Lot ``l`` is certified on average when, for every
+``E``::
 
-    g(E) ≤ target / 2     or     W_n(E) ≥ 2 g(E) / (target · c_l),
+    g(E) − t/2  ≤  (t/2) · c_l · W_n(E),
 
-with ``Σ_l c_l ≤ 1`` (``c_l = lot_share(l)``). Proof: on the event where some certified
-lot's ``g_l(E*_l) > target / 2``, that lot has ``g_l ≤ target · c_l · W_l / 2``, so the delivered
-labels of all certified lots hold at most ``Σ_l |D_l| (target / 2) (1 + c_l W_l 1{…})`` wrong
-ones, and their share is at most ``(target / 2)(1 + Σ_l c_l W_l)``; its expectation is at most
-``(target / 2)(1 + Σ_l c_l) ≤ target``. It is cheaper than the promise with confidence when the
-lot's labels are much better than the target (the tail of ``E`` only needs ``W`` of 2–4, not
-``1/α = 10``), and it can never certify a lot whose delivered labels look more than
-``target / 2`` wrong.
+with ``Σ_l c_l ≤ 1`` (``c_l = lot_share(l)``). Proof: at the true ``E*_l`` a certified lot has
+``(g_l − t/2)⁺ ≤ (t/2) c_l W_l``. The delivered labels of all certified lots hold
+``Σ_l |D_l| g_l ≤ Σ_l |D_l| (t/2 + (g_l − t/2)⁺)`` wrong ones, so their share is at most
+``t/2 + Σ_l (g_l − t/2)⁺ 1{l certified} ≤ t/2 + (t/2) Σ_l c_l W_l``, whose expectation at any
+stopping time is at most ``t/2 + (t/2) Σ_l c_l ≤ t`` (each lot's ``W_l`` is a martingale given
+everything before the lot was frozen). The rule is cheaper than the promise with confidence:
+error counts just above ``t/2`` need no evidence at all, the tail only an e-value of 2–10, not
+``1/α``; and it cannot certify a lot whose delivered labels look much more than ``t/2`` wrong
+once many audits are in (there ``W`` at the truth falls below 1).
 
 References
 ----------
@@ -203,17 +205,14 @@ def _average_certified(
     """The average promise's rule (module docstring, "The average promise"); trusts its input."""
     if delivered <= 0:
         return False
-    if audited == 0:
-        # Before any audit W = 1 for every E: only a lot with no possible wrong label left passes.
-        return lot_size - known_wrong <= 0
     log_lik, log_marginal = _log_evidence(lot_size, audited, errors, prior)
     e = np.arange(lot_size + 1, dtype=np.float64)
-    wrong_left = np.maximum(e - known_wrong, 0.0) / delivered
-    risky = (wrong_left > target / 2.0) & np.isfinite(log_lik)
+    excess = np.maximum(e - known_wrong, 0.0) / delivered - target / 2.0
+    risky = (excess > 0.0) & np.isfinite(log_lik)
     if not risky.any():
         return True
     log_evalue = log_marginal - log_lik[risky]
-    return bool((log_evalue >= np.log(2.0 * wrong_left[risky] / (target * share))).all())
+    return bool((log_evalue >= np.log(excess[risky] / (target / 2.0 * share))).all())
 
 
 def lot_error_bounds(lot_size: int, audited: int, errors: int, *, alpha: float, target: float) -> tuple[int, int]:

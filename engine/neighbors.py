@@ -39,6 +39,7 @@ Hierarchical Navigable Small World graphs. IEEE TPAMI 42(4), 2020.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from numbers import Integral
 from typing import Any, Literal
@@ -68,10 +69,18 @@ APPROX_THRESHOLD = 100_000
 #: HNSW parameters: links per node, candidate-list sizes while building and searching.
 HNSW_LINKS, HNSW_EF_CONSTRUCTION, HNSW_EF_SEARCH = 32, 80, 128
 
-#: Rows added to the HNSW index, or targets searched, between two progress reports. Large
-#: enough that the per-call overhead is negligible (faiss and scikit-learn parallelise inside
-#: each call), small enough for a report every second or two at 1M points.
+#: Rows added to the HNSW index, or targets searched, between two progress reports at most.
+#: Large enough that the per-call overhead is negligible (faiss and scikit-learn parallelise
+#: inside each call), small enough for a report every second or two at 1M points.
 SEARCH_CHUNK = 25_000
+#: Below :data:`SEARCH_CHUNK`, a stage is cut in up to this many chunks of at least
+#: :data:`MIN_SEARCH_CHUNK` rows: an exact search of 20,000 high-dimensional rows takes a
+#: minute, and a bar that moves once at the end tells nothing, nor gives a time left.
+PROGRESS_STEPS = 100
+#: scikit-learn's exact search spreads a call's queries over its threads only when it has
+#: about a thousand per thread; smaller calls ran twice as slow on 2 cores
+#: (``benchmarks/bench_search_chunks.py``), so a chunk keeps 2,048 queries per core.
+MIN_SEARCH_CHUNK = 2_048 * (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 #: Exact search, ties: a safety factor of 4 times the 2 * unit round-off of float64 in the
 #: bound on scikit-learn's rounding of squared distances (see ``_ties_by_row``).
@@ -94,7 +103,8 @@ Weights = Literal["uniform", "distance"] | Callable[[np.ndarray], np.ndarray]
 #: Called by :func:`knn_graph` after each chunk of work, as ``progress(stage, done, total)``.
 #: ``stage`` is ``"index"`` (rows added to the approximate index; approximate search only)
 #: or ``"search"`` (targets whose neighbours are found); ``done`` of ``total`` are finished.
-#: Every stage ends with a call where ``done == total``.
+#: Every stage starts with a call where ``done == 0`` (when it has rows) and ends with one
+#: where ``done == total``.
 SearchProgress = Callable[[str, int, int], None]
 
 
@@ -158,8 +168,10 @@ def knn_graph(
         when faiss is not installed). ``"auto"``: approximate when ``X`` has at least
         :data:`APPROX_THRESHOLD` rows and faiss is installed, exact otherwise.
     progress : SearchProgress, optional
-        Told after every :data:`SEARCH_CHUNK` rows indexed or targets searched. The work is
-        done in those chunks either way; the graph does not depend on the chunking.
+        Told when a stage starts (``done == 0``) and after every chunk of rows indexed or
+        targets searched (a hundredth of them, between :data:`MIN_SEARCH_CHUNK` and
+        :data:`SEARCH_CHUNK` rows). The work is done in those chunks either way; the graph
+        does not depend on the chunking.
 
     Returns
     -------
@@ -308,6 +320,15 @@ def _squared_distances(X: np.ndarray, queries: np.ndarray, cand: np.ndarray) -> 
     return out
 
 
+def _chunk_size(n: int) -> int:
+    """Rows per progress report for a stage of ``n`` rows.
+
+    >>> _chunk_size(10_000_000) == SEARCH_CHUNK, _chunk_size(100) == min(SEARCH_CHUNK, MIN_SEARCH_CHUNK)
+    (True, True)
+    """
+    return min(SEARCH_CHUNK, max(MIN_SEARCH_CHUNK, -(-n // PROGRESS_STEPS)))
+
+
 def _search_in_chunks(
     search: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], queries: np.ndarray, progress: SearchProgress
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -315,11 +336,14 @@ def _search_in_chunks(
     # progress is reported.
     n = queries.shape[0]
     dists, idxs = [], []
-    for start in range(0, n, SEARCH_CHUNK):
-        dist, idx = search(queries[start : start + SEARCH_CHUNK])
+    chunk = _chunk_size(n)
+    if n:
+        progress("search", 0, n)
+    for start in range(0, n, chunk):
+        dist, idx = search(queries[start : start + chunk])
         dists.append(dist)
         idxs.append(idx)
-        progress("search", min(start + SEARCH_CHUNK, n), n)
+        progress("search", min(start + chunk, n), n)
     if not dists:
         progress("search", 0, 0)
         return np.zeros((0, 0)), np.zeros((0, 0), dtype=np.intp)
@@ -347,10 +371,13 @@ def _build_hnsw(X: np.ndarray, progress: SearchProgress = _no_progress) -> Any:
     index.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
     X32 = np.ascontiguousarray(X, dtype=np.float32)
     n = X32.shape[0]
+    chunk = _chunk_size(n)
+    if n:
+        progress("index", 0, n)
     # Added in chunks only to report progress: HNSW insertion is incremental either way.
-    for start in range(0, n, SEARCH_CHUNK):
-        index.add(X32[start : start + SEARCH_CHUNK])
-        progress("index", min(start + SEARCH_CHUNK, n), n)
+    for start in range(0, n, chunk):
+        index.add(X32[start : start + chunk])
+        progress("index", min(start + chunk, n), n)
     return index
 
 

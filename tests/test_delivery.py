@@ -12,6 +12,7 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
+from scipy.stats import chi2_contingency, mannwhitneyu
 
 from app.service import Workbench, change_label_settings, import_file, session_id_by_name, session_label_settings
 from app.service.audits import served_base, served_order
@@ -322,6 +323,42 @@ def test_two_stores_audit_the_same_dataset_in_different_orders(tmp_path):
     np.testing.assert_array_equal(ranked_one[outside], ranked_two[~np.isin(ranked_two, lot_two.positions)])
 
 
+def separation_p_value(values: pd.Series, audit: np.ndarray) -> float:
+    """How surely a column's values tell the audit rows from the others: the smaller p-value of a
+    rank test (values in their natural order, strings sorted) and, for a column of few values, a
+    test of independence; 1.0 for a column that holds nothing."""
+    if values.isna().all():
+        return 1.0
+    codes = values.astype("category").cat.codes if values.dtype == object else values
+    p = mannwhitneyu(np.asarray(codes, dtype=float)[audit], np.asarray(codes, dtype=float)[~audit]).pvalue
+    if 1 < values.nunique() <= 20:
+        p = min(p, chi2_contingency(pd.crosstab(values.astype(str).to_numpy(), audit)).pvalue)
+    return float(p)
+
+
+def test_no_export_column_and_no_explanation_tells_an_audit_from_a_ranked_item(bench):
+    served = bench.queue()
+    now = lots_of(bench)
+    audit = served_order(
+        bench.ranked_queue(),
+        audit_queue(now),
+        base=served_base(bench.state.answered_by, bench.state.skipped),
+        audit_share=now.audit_share(bench.label_settings),
+        uniforms=lambda n: slot_uniforms(secret_of(bench), bench.session_id, n),
+    ).audit
+    assert audit.sum() > 50 and (~audit).sum() > 50 and bench.lot_audits_served()
+    ranked = bench.ranked_table()
+    assert ranked["score"].isna().all() and ranked["open_targets_touched"].isna().all()
+    for column in ranked.columns:
+        assert separation_p_value(ranked[column], audit) > 0.001, column
+    # The Query page's "Why this item" says the same of both: the neighbours, nothing of the ranking.
+    for position in (served[audit][0], served[~audit][0]):
+        why = bench.explain(int(position))
+        assert why.withheld and math.isnan(why.score) and not why.effects and why.example is None
+        assert len(why.neighbours) == bench.config.k
+    assert not bench.explain(int(served[0]), while_auditing=True).withheld
+
+
 def test_every_view_and_process_serves_the_same_audits_in_the_same_slots(bench, tmp_path):
     served = bench.queue()
     assert np.unique(served).size == served.size  # each item served once
@@ -536,16 +573,16 @@ def test_statement_strings():
         == "model labels: none yet — nothing is left open; undecided: 0"
     )
     # A certified lot still audited (nothing more to wait for): no "at least 0 more audited answers".
-    still = summary_of(
-        model_labels=261,
-        error_bound=0.0498,
-        audited=90,
-        audits_total=90,
-        lots=1,
-        active_lot_size=414,
-        audits_left=0,
-        audit_share=0.05,
-    )
+    certified = {
+        "model_labels": 261,
+        "error_bound": 0.0498,
+        "audited": 90,
+        "audits_total": 90,
+        "lots": 1,
+        "active_lot_size": 414,
+        "audits_left": 0,
+    }
+    still = summary_of(**certified, audit_share=0.05)
     assert label_statement({"model": 261, "undecided": 0}, still) == (
         "model labels: 261, at most 5% wrong, with 90% confidence (bound now 5.0%, from 90 audited answers) — "
         "nothing is left open; undecided: 0"
@@ -554,17 +591,7 @@ def test_statement_strings():
     assert label_statement({"model": 0, "undecided": 520}, off) == (
         "model labels: none yet — audits are off (audit share 0): no model label can be stated; undecided: 520"
     )
-    off_after = summary_of(
-        model_labels=261,
-        error_bound=0.0498,
-        audited=90,
-        audits_total=90,
-        lots=1,
-        active_lot_size=414,
-        audits_left=0,
-        open_items=30,
-        audits_off=True,
-    )
+    off_after = summary_of(**certified, open_items=30, audits_off=True)
     assert label_statement({"model": 261, "undecided": 30}, off_after) == (
         "model labels: 261, at most 5% wrong, with 90% confidence (bound now 5.0%, from 90 audited answers); "
         "audits are off (audit share 0): no more model labels can be stated; undecided: 30"

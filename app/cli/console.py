@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
+import time
 import unicodedata
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -26,6 +28,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
+from app.service.tasks import format_seconds
 from engine.exceptions import InvalidInput
 
 if TYPE_CHECKING:
@@ -77,10 +80,46 @@ class UserError(InvalidInput):
     """A mistake in the command line the user can fix: printed as one line, exit status 2."""
 
 
+#: ``always``: progress on stderr even when it is not a terminal (a log file, a CI job, a
+#: test), as one plain line per step; ``never``: no progress even on a terminal; unset or
+#: ``auto``: a live bar on a terminal only.
+PROGRESS_VARIABLE = "WINNOW_PROGRESS"
+PROGRESS_MODES = ("auto", "always", "never")
+#: Seconds between two plain progress lines of one stage (its first and last are always written).
+LINE_SECONDS = 2.0
+
+
+def progress_mode() -> str:
+    """How progress is shown: ``"bar"`` (a live bar on the terminal), ``"lines"`` or ``"off"``.
+
+    Read from ``$WINNOW_PROGRESS`` (:data:`PROGRESS_MODES`); a value outside them is a usage
+    error, not a silent default.
+    """
+    chosen = os.environ.get(PROGRESS_VARIABLE, "").strip().lower() or "auto"
+    if chosen not in PROGRESS_MODES:
+        raise UserError(f"${PROGRESS_VARIABLE} must be one of {', '.join(PROGRESS_MODES)}, not {chosen!r}")
+    if chosen == "never":
+        return "off"
+    if err.is_terminal:
+        return "bar"
+    return "lines" if chosen == "always" else "off"
+
+
+def _line(text: str) -> None:
+    err.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
 @contextlib.contextmanager
 def progress(description: str) -> Iterator[None]:
-    """A spinner with elapsed time on stderr while work runs (only on a terminal)."""
-    if not err.is_terminal:
+    """A spinner with elapsed time on stderr while work runs (see :func:`progress_mode`)."""
+    mode = progress_mode()
+    if mode == "lines":
+        started = time.monotonic()
+        _line(f"{description}...")
+        yield
+        _line(f"{description}: done in {format_seconds(time.monotonic() - started)}")
+        return
+    if mode == "off":
         yield
         return
     with Progress(
@@ -94,11 +133,17 @@ def progress(description: str) -> Iterator[None]:
 def progress_bar(description: str) -> Iterator[ProgressCallback | None]:
     """A bar per stage of the work (rows, neighbours found, %, time left) on stderr.
 
-    Yields the :class:`~app.service.tasks.ProgressCallback` to hand to the service layer,
-    or ``None`` when stderr is not a terminal (scripts and pipes get no bar).
+    Yields the :class:`~app.service.tasks.ProgressCallback` to hand to the service layer, or
+    ``None`` when no progress is shown (see :func:`progress_mode`: scripts and pipes get none
+    unless ``$WINNOW_PROGRESS`` is ``always``, and then one line per stage every
+    :data:`LINE_SECONDS`, with its first and last update).
     """
-    if not err.is_terminal:
+    mode = progress_mode()
+    if mode == "off":
         yield None
+        return
+    if mode == "lines":
+        yield _line_reporter(description)
         return
     columns = (
         SpinnerColumn(),
@@ -120,3 +165,20 @@ def progress_bar(description: str) -> Iterator[ProgressCallback | None]:
             bar.update(task, completed=update.done, total=update.total)
 
         yield report
+
+
+def _line_reporter(description: str) -> ProgressCallback:
+    """Plain lines for a log: ``session s: neighbours found: 250 of 1,000 (25 %), about 30 s left``."""
+    last_written: dict[str, float] = {}
+
+    def report(update: ProgressUpdate) -> None:
+        now = time.monotonic()
+        finished = update.total is not None and update.done >= update.total
+        first = update.stage not in last_written
+        if first or finished or now - last_written[update.stage] >= LINE_SECONDS:
+            if finished and last_written.get(update.stage) == -1.0:
+                return  # the stage's end was written already
+            last_written[update.stage] = -1.0 if finished else now
+            _line(f"{description}: {update.describe()}")
+
+    return report

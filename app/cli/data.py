@@ -254,17 +254,19 @@ def rank(
     if file is not None:
         check_choice(criterion, "--criterion", CRITERIA)
         check_choice(weighting, "--weighting", WEIGHTINGS)
-        table = rank_file(
-            file,
-            criterion=criterion,
-            k=k,
-            weighting=weighting,
-            seed=seed,
-            dask=dask,
-            workers=workers,
-            progress=progress,
-            **options,
-        )
+        with progress_bar(f"rank {file.name}") as report:
+            table = rank_file(
+                file,
+                criterion=criterion,
+                k=k,
+                weighting=weighting,
+                seed=seed,
+                dask=dask,
+                workers=workers,
+                progress=contextlib.nullcontext,  # the bar shows the steps
+                report=report,
+                **options,
+            )
     elif session is not None:  # exactly one of FILE and --session, checked above
         Session = open_store(db, create=False)
         with progress_bar(f"session {session}") as report:
@@ -461,8 +463,10 @@ def demo(
         if db is None:
             db = str(Path(stack.enter_context(tempfile.TemporaryDirectory())) / "demo.db")
         Session = open_store(db, create=True)  # the demo imports the sample into it
-        with progress("Importing the sample digits and ranking them"):
-            bench = Workbench.open(Session, ensure_sample_session(Session))
+        with progress("Importing the sample digits"):
+            session_id = ensure_sample_session(Session)
+        with progress_bar("demo") as report:
+            bench = Workbench.open(Session, session_id, progress=report)
         st = bench.state
         out.print(
             f"[bold]{st.n_instances}[/] digits, {int(st.open_items.sum())} with several candidate labels, "
@@ -476,7 +480,8 @@ def demo(
         out.print(table)
         first = bench.queue(top=1)
         if first.size:
-            why = bench.explain(int(first[0]))
+            # The demo's store is a temporary one of its own: nobody answers audits in it.
+            why = bench.explain(int(first[0]), while_auditing=True)
             out.print(f"Asking about {why.item_id} can change the decision of {why.n_targets_changed} targets.")
             if why.example:
                 ex = why.example

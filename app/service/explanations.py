@@ -108,6 +108,8 @@ class QueryExplanation:
     neighbours: list[Neighbour] = field(default_factory=list)
     #: One entry per candidate label of the item, in label order.
     effects: list[AnswerEffect] = field(default_factory=list)
+    #: True while audits are served: only the neighbours are given (no score, targets or effects).
+    withheld: bool = False
 
 
 def explain(ranking: RankingState, state: SessionState, position: int) -> QueryExplanation:
@@ -129,6 +131,21 @@ def explain(ranking: RankingState, state: SessionState, position: int) -> QueryE
         example=example,
         neighbours=neighbours(ranking, state, position),
         effects=answer_effects(ranking, state, position),
+    )
+
+
+def neighbours_only(ranking: RankingState, state: SessionState, position: int) -> QueryExplanation:
+    """The explanation while audits are served: the item's neighbours, which every item shows
+    alike, and nothing of why it was ranked (``withheld``; score NaN, no targets, no effects)."""
+    return QueryExplanation(
+        position=position,
+        item_id=state.external_ids[position],
+        score=float("nan"),
+        n_targets_changed=0,
+        targets=[],
+        example=None,
+        neighbours=neighbours(ranking, state, position),
+        withheld=True,
     )
 
 

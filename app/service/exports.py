@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.service import session_tables
 from app.service.suspects import workbench_suspects
+from app.service.tasks import ProgressCallback, ProgressTracker
 from app.service.votes import crowd_votes, vote_column, votes_table
 from app.store import audit_log, authorize_session, dataset_content, event_log, get_dataset_by_id, session_actions
 from engine import check_choice
@@ -362,6 +363,7 @@ def rank_file(
     dask: str | None = None,
     workers: int | None = None,
     progress: Progress = _quiet,
+    report: ProgressCallback | None = None,
     **content: Any,
 ) -> pd.DataFrame:
     """The ranked query list of a file, without a database (``winnow rank FILE``).
@@ -379,6 +381,9 @@ def rank_file(
         Score on a local Dask cluster of this many worker processes.
     progress : callable, optional
         Context-manager factory wrapped around each long step (given its description).
+    report : ProgressCallback, optional
+        Told about each stage with counts (:class:`app.service.tasks.ProgressUpdate`):
+        ``read``, ``search`` (and ``index`` for an approximate graph), ``score``.
     **content
         The content options of :func:`app.io.read_dataset` (``text_column``, ``image_column``,
         ``audio_column``, ``link_column``, ``ignore_columns``, ``media_root``,
@@ -409,11 +414,15 @@ def rank_file(
     unknown = sorted(set(content) - allowed)
     if unknown:
         raise TypeError(f"rank_file got unexpected keyword arguments {unknown}")
+    tracker = ProgressTracker(report)
+    tracker("read", 0, None)
     with progress(f"Reading {Path(path).name}"):
         loaded = read_dataset(path, **content)  # knn_graph says it when k is too large for the file
+    tracker("read", loaded.n_instances, loaded.n_instances)
     with progress(f"Building the {k}-NN graph of {loaded.n_instances} instances"):
-        idx, w = knn_graph(loaded.X, k=k, weights=weights)
+        idx, w = knn_graph(loaded.X, k=k, weights=weights, progress=tracker)
     Y = loaded.candidates
+    tracker("score", 0, loaded.n_instances)
     if dask is not None or workers is not None:
         from engine.distributed import dask_client, distributed_label_sets, distributed_query_scores
 
@@ -424,6 +433,7 @@ def rank_file(
         with progress(f"Scoring with criterion {criterion}"):
             scores = query_scores(idx, w, Y, criterion=chosen_criterion, random_state=seed)
             is_open = open_targets(*label_sets(idx, w, Y))
+    tracker("score", loaded.n_instances, loaded.n_instances)
     return ranked_query_table(
         scores,
         Y,

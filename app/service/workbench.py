@@ -610,9 +610,23 @@ class Workbench:
         """For every instance: how many open targets have it among their neighbours (read-only)."""
         return self._snapshot.ranking.touched
 
-    def explain(self, position: int) -> QueryExplanation:
+    def lot_audits_served(self) -> bool:
+        """Whether the served order holds audits of a lot now: items the model is sure of, which
+        would stand out by why they were chosen (the targets an answer moves, what each answer
+        would change), so :meth:`explain` says none of it. Learning audits (no lot being
+        audited) only choose the next lot's threshold and certify nothing: the explanation
+        stays while they are served, as it is what most sessions show most of the time."""
+        return self._lots_for(self._snapshot).active is not None and bool(
+            self._served(self._snapshot, None).audit.any()
+        )
+
+    def explain(self, position: int, *, while_auditing: bool = False) -> QueryExplanation:
         """Why ``position`` is worth asking: the targets it can change, one of them in detail
-        (:func:`app.service.explanations.explain`)."""
+        (:func:`app.service.explanations.explain`). While audits are served
+        (:meth:`lot_audits_served`) only its neighbours, unless ``while_auditing`` (for a
+        reader who answers no audit, e.g. ``winnow demo`` on its own temporary store)."""
+        if not while_auditing and self.lot_audits_served():
+            return explanations.neighbours_only(self.ranking, self._snapshot.state, position)
         # The ranker's own arrays say which targets an answer moves: read them while no new
         # event is being applied (a memory patch, not a write), with the snapshot they match.
         with self._ranker_lock:

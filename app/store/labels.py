@@ -282,8 +282,12 @@ def save_label_lot(session: Session, session_id: int, lot: LabelLotRecord) -> li
             )
             session.flush()
     except IntegrityError:
-        # Another process froze this lot since the read above: its lot stands.
-        pass
+        # Another process froze this lot since the read above: its lot stands. Any other
+        # violation is a fault of this write, and is raised.
+        stored = label_lots(session, labelling.id)
+        if len(stored) < lot.number:
+            raise
+        return stored
     return label_lots(session, labelling.id)
 
 

@@ -15,6 +15,7 @@ alerts), passed through :func:`md` first.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -54,7 +55,7 @@ __all__ = [
     "progress_history",
     "delivered_labels",
     "labelled_curve",
-    "export_file",
+    "export_maker",
     "reject_queue",
     "label_set",
     "style",
@@ -670,20 +671,14 @@ def reject_queue(db: str, session_id: int, n_events: int, _bench: Workbench) -> 
 # -------------------------------------------------------------------------------- exports
 
 
-@st.cache_data(show_spinner=False, max_entries=32)
-def export_file(
-    db: str,
-    session_id: int,
-    n_events: int,
-    what: str,
-    fmt: str,
-    actor: str | None,
-    role: str | None,
-    _bench: Workbench,
-    settings: LabelSettings | None = None,
-) -> bytes:
-    """:func:`app.service.session_table` of ``what`` as a ``fmt`` file as ``actor`` (an
-    admin's events file holds the session's audit rows, a reviewer's does not), cached like
-    the replay; ``role`` is only part of the key, so that a changed role gets its own file, and
-    so are ``settings`` (the session's label settings: the labelled data changes with them)."""
-    return export_bytes(session_table(_bench, what, actor=actor), fmt)
+def export_maker(bench: Workbench, what: str, fmt: str, actor: str | None) -> Callable[[], bytes]:
+    """A function that makes :func:`app.service.session_table` of ``what`` as a ``fmt`` file as
+    ``actor``, from the session as it is when called (a download link's file is made when it
+    is fetched: the store checks ``actor``'s export right then, and an admin's events file
+    holds the session's audit rows, a reviewer's does not)."""
+
+    def make() -> bytes:
+        bench.refresh()
+        return export_bytes(session_table(bench, what, actor=actor), fmt)
+
+    return make

@@ -20,6 +20,9 @@ session state. In team mode:
   page asked for); uploads need a signed-in admin within the upload quota; media files and
   ``/_stcore/metrics`` need a signed-in user; Streamlit's "clear cache" message is dropped
   unless the server runs with ``--dev``.
+* Exports are never Streamlit media: ``/_winnow/download/<token>`` serves a download ticket
+  (:mod:`app.ui.downloads`) only to the browser sign-in that drew its link, until it expires,
+  and a ``/media/`` file Streamlit would serve as an attachment is refused to everyone.
 * Sign-in attempts are rate-limited per client address (:class:`SignInLimiter`, in memory:
   no row is written for an attempt refused by it, and no password is hashed for it), so a flood
   of guesses, for known or unknown names alike, cannot take the server's CPU from real users.
@@ -64,7 +67,8 @@ from app.service.auth import (
     sign_in_required,
     sign_out,
 )
-from app.store import SIGN_IN_LIFETIME, open_store
+from app.store import SIGN_IN_LIFETIME, PermissionDenied, open_store
+from app.ui.downloads import DOWNLOAD_PREFIX, DOWNLOADS, DownloadOwner
 
 __all__ = [
     "IDENTITY_HEADER",
@@ -126,6 +130,8 @@ _PUBLIC_PATHS = frozenset(
 _UPLOAD_PREFIX = "/_stcore/upload_file/"
 _STREAM_PATH = "/_stcore/stream"
 _ADMIN_PATHS = frozenset({"/_stcore/metrics"})
+_MEDIA_PREFIX = "/media/"
+_NO_DOWNLOAD = "no such download (links work for the person who opened the page, for a while): reload the page"
 
 
 def safe_next(target: str | None) -> str:
@@ -251,13 +257,19 @@ class SignInGate:
         path = _app_path(scope)
         if scope["type"] == "websocket" and path == _STREAM_PATH and not self.settings.dev:
             receive = _without_cache_clearing(receive)
-        if scope["type"] == "http" and (path in _PUBLIC_PATHS or path.startswith(_PUBLIC_PREFIXES)):
+        download = scope["type"] == "http" and path.startswith(DOWNLOAD_PREFIX)
+        if path.startswith(_MEDIA_PREFIX):
+            send = _without_attachments(send)
+        if not download and scope["type"] == "http" and (path in _PUBLIC_PATHS or path.startswith(_PUBLIC_PREFIXES)):
             # The front end's files and the health checks: a page load fetches dozens, and none
             # needs to know who asks (no store query on this path).
             await self.app(scope, receive, send)
             return
         if not await run_in_threadpool(self.team_mode):
-            await self.app(scope, receive, send)
+            if download:
+                await self._download(scope, receive, send, DownloadOwner(None, None), team_mode=False)
+            else:
+                await self.app(scope, receive, send)
             return
 
         cookies = _cookies(scope)
@@ -269,9 +281,13 @@ class SignInGate:
         elif STREAMLIT_USER_COOKIE in cookies:
             # Signed in through an identity provider: Streamlit's own signed cookie. On the
             # websocket Streamlit checks it itself and Home.py maps it to an account.
+            handle = None
             user = await run_in_threadpool(self.provider_account, cookies)
 
-        if scope["type"] == "websocket":
+        if download:
+            requester = DownloadOwner(user.name, handle) if user is not None else DownloadOwner(None, None)
+            await self._download(scope, receive, send, requester, team_mode=True)
+        elif scope["type"] == "websocket":
             # Without a cookie the tab gets a fresh, signed-out session: the sign-in page.
             await self.app(scope, receive, send)
         elif path.startswith(_UPLOAD_PREFIX):
@@ -282,7 +298,7 @@ class SignInGate:
             await _refuse(scope, receive, send, 401 if user is None else 403, "sign in as an admin")
         elif user is not None:
             await self.app(scope, receive, send)
-        elif path.startswith(("/_stcore/", "/media/", "/app/")) or scope.get("method") not in ("GET", "HEAD"):
+        elif path.startswith(("/_stcore/", _MEDIA_PREFIX, "/app/")) or scope.get("method") not in ("GET", "HEAD"):
             await _refuse(scope, receive, send, 401, "sign in first")
         elif path == "/" and scope.get("query_string") == OIDC_QUERY.encode() and oidc_configured():
             await self.app(scope, receive, send)  # the page whose button starts st.login
@@ -314,6 +330,34 @@ class SignInGate:
             return None
         name = next((str(claims[c]) for c in OIDC_NAME_CLAIMS if claims.get(c)), None)
         return active_user(self.Session, name) if name else None
+
+    async def _download(
+        self, scope: Scope, receive: Receive, send: Send, requester: DownloadOwner, *, team_mode: bool
+    ) -> None:
+        """Serve a download ticket (:mod:`app.ui.downloads`) to its owner only, made now.
+
+        Every refusal is the same 404 (an unknown, expired or someone else's ticket look
+        alike); in team mode a client signed in as nobody owns nothing.
+        """
+        token = _app_path(scope)[len(DOWNLOAD_PREFIX) :]
+        ticket = DOWNLOADS.redeem(token, requester) if token else None
+        if scope.get("method") != "GET" or ticket is None or (team_mode and requester.user is None):
+            await _refuse(scope, receive, send, 404, _NO_DOWNLOAD)
+            return
+        try:
+            content = await run_in_threadpool(ticket.make)
+        except PermissionDenied:
+            await _refuse(scope, receive, send, 404, _NO_DOWNLOAD)
+            return
+        except Exception:  # noqa: BLE001 - the browser gets one line, the log the details
+            log.exception("download %s for %r failed", ticket.file_name, requester.user)
+            await _refuse(scope, receive, send, 500, "the export failed; see the server log")
+            return
+        response = Response(content, media_type=ticket.mime)
+        response.headers["Content-Disposition"] = f'attachment; filename="{ticket.file_name}"'
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        _no_store(response)
+        await response(scope, receive, send)
 
     async def _upload(self, scope: Scope, receive: Receive, send: Send, user: UserInfo | None) -> None:
         """Uploads cost the server memory until the tab ends: signed-in admins only, within
@@ -380,6 +424,38 @@ def _at_most(receive: Receive, limit: int) -> Receive:
         return message
 
     return bounded
+
+
+def _without_attachments(send: Send) -> Send:
+    """Turn a media response Streamlit serves as an attachment (a ``st.download_button``'s
+    file) into a 404: downloads go through owned, expiring tickets only (:mod:`app.ui.downloads`).
+    Inline media (the items' images and audio) pass unchanged."""
+    refused = False
+
+    async def checked(message: Message) -> None:
+        nonlocal refused
+        if message.get("type") == "http.response.start":
+            disposition = b"".join(v for k, v in message.get("headers", []) if k.lower() == b"content-disposition")
+            if disposition.strip().lower().startswith(b"attachment"):
+                refused = True
+                body = _NO_DOWNLOAD.encode()
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 404,
+                        "headers": [
+                            (b"content-type", b"text/plain; charset=utf-8"),
+                            (b"content-length", str(len(body)).encode()),
+                        ],
+                    }
+                )
+                await send({"type": "http.response.body", "body": body, "more_body": False})
+                return
+        if refused:
+            return  # the attachment's body: never sent
+        await send(message)
+
+    return checked
 
 
 def _without_cache_clearing(receive: Receive) -> Receive:

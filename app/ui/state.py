@@ -37,6 +37,7 @@ import streamlit as st
 from app.service import BuildJob, BuildRegistry, StaleAnswer, Workbench, session_dataset
 from app.service.auth import account_signed_in, active_user, sign_in_with_identity
 from app.store import LabelSettings, UserInfo, open_store
+from app.ui.building import OPENING, build_progress_text
 from app.ui.gate import IDENTITY_KEY, oidc_configured
 from engine.exceptions import InvalidInput
 
@@ -80,6 +81,10 @@ NAME_MAX_CHARS = 200
 #: Sessions of at least this many items open in the background, with a progress element,
 #: while the app stays usable; smaller ones open within the run that asks (about a second).
 BACKGROUND_FROM_ITEMS = 20_000
+#: A smaller session is opened within the run: a progress bar appears when it takes longer
+#: than this (a session whose graph is stored opens in a blink), and follows the build.
+FOREGROUND_QUIET_SECONDS = 0.3
+FOREGROUND_POLL_SECONDS = 0.25
 #: Uploads of at least this many bytes are imported in the background, with progress.
 BACKGROUND_FROM_BYTES = 5_000_000
 
@@ -239,6 +244,9 @@ class TabState:
     #: The handle of the browser's signed-in session (the hash of its cookie's token, as the
     #: sign-in gate passed it), or the identity provider's name for an ``st.login`` sign-in.
     sign_in_handle: str | None = None
+    #: The download tickets the Progress page last drew (``"ranked.csv"`` -> token), renewed on
+    #: each draw so a link on screen keeps working (:mod:`app.ui.downloads`).
+    download_tokens: dict[str, str] = field(default_factory=dict)
     #: The identity-provider account whose sign-in this tab has already audited.
     oidc_user: str | None = None
     #: The last session that failed to open in this tab: not tried again until chosen anew.
@@ -456,9 +464,13 @@ def sync_workbench(session_factory: sessionmaker[Session], state: TabState) -> W
         key, lambda report: Workbench.open(session_factory, session_id, progress=report), group=(state.db, session_id)
     )
     if n_items < BACKGROUND_FROM_ITEMS:
-        if job.running:
-            with st.spinner("Building the neighbour graph and the query ranking…"):
-                job.wait()
+        if not job.wait(FOREGROUND_QUIET_SECONDS):
+            # Waited for in this run (the page needs it), with the stage, its count and the
+            # time left shown as the build reports them.
+            bar = st.progress(0.0, text=OPENING)
+            while not job.wait(FOREGROUND_POLL_SECONDS):
+                bar.progress(*build_progress_text(job))
+            bar.empty()
     elif not job.wait(0.5):
         state.workbench, state.building = None, job
         return None

@@ -331,3 +331,78 @@ def test_a_session_id_from_an_upload_url_does_not_resume_a_signed_in_admin(serve
             expect(page.get_by_test_id("stText").get_by_text("Signed in as ada (admin)")).to_be_visible()
         finally:
             browser.close()
+
+
+def test_an_export_link_is_its_owners_alone_and_item_images_still_show(server, tmp_path):
+    """Issue 29: ann (an annotator of the session) draws the Progress page in Chromium; its
+    export link gives her the file, in the browser and over HTTP with her cookie; the same URL
+    gives an admin, another annotator, ann's own second sign-in and an anonymous client one
+    plain 404. The item images of the Query page (Streamlit media) still load for her."""
+    if not CHROMIUM.exists():
+        browser_missing(f"Chromium not found at {CHROMIUM}; install it with `make browser`")
+    from playwright.sync_api import expect, sync_playwright
+
+    winnow("user", "add", "dan", "--role", "annotator", "--password-stdin", "--db", str(server.db), stdin=SECRET + "\n")
+    winnow("session", "assign", "demo", "dan", "--db", str(server.db))
+    cli_export = tmp_path / "cli-ranked.csv"
+    winnow("export", "demo", "--what", "ranked", "-o", str(cli_export), "--db", str(server.db))
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        try:
+            context = browser.new_context(viewport={"width": 1400, "height": 900}, accept_downloads=True)
+            downloads: list = []
+            # The link opens a new tab, whose response is the download: watch every tab.
+            context.on("page", lambda tab: tab.on("download", lambda download: downloads.append(download)))
+            page = context.new_page()
+            page.goto(server.url + "/", wait_until="domcontentloaded")
+            page.locator("#name").fill("ann")
+            page.locator("#password").fill(SECRET)
+            page.locator("#password").press("Enter")
+            expect(page.get_by_test_id("stText").get_by_text("Signed in as ann (annotator)")).to_be_visible(
+                timeout=60_000
+            )
+            # The item on the Query page is an image Streamlit serves from /media/.
+            image = page.locator("[data-testid='stImage'] img").first
+            expect(image).to_be_visible(timeout=60_000)
+            image_path = "/" + image.get_attribute("src").split("/", 3)[-1]
+            assert image_path.startswith("/media/"), image_path
+            cookie = next(f"winnow_sign_in={c['value']}" for c in context.cookies() if c["name"] == "winnow_sign_in")
+            # Loaded in the page, and over HTTP with her cookie while the page shows it.
+            page.wait_for_function("img => img.complete && img.naturalWidth > 0", arg=image.element_handle())
+            status, headers, body = server.request("GET", image_path, headers={"Cookie": cookie})
+            assert status == 200 and headers["content-type"][0].startswith("image/") and len(body) > 100
+            assert server.request("GET", image_path)[0] == 401  # item media: signed-in users only, as before
+
+            page.locator("[data-testid='stSidebarNav'] a", has_text="Progress").click()
+            expect(page.locator("h1", has_text="Progress")).to_be_visible(timeout=60_000)
+            link = page.locator(".st-key-export_ranked_csv a")
+            expect(link).to_be_visible(timeout=60_000)
+            path = link.get_attribute("href")
+            assert path.startswith("/_winnow/download/"), path
+            link.click()
+            deadline = time.monotonic() + 30
+            while not downloads and time.monotonic() < deadline:
+                page.wait_for_timeout(200)
+            assert downloads, "the browser downloaded nothing"
+            saved = tmp_path / "browser-ranked.csv"
+            downloads[0].save_as(saved)
+            assert downloads[0].suggested_filename == "demo-ranked.csv"
+        finally:
+            browser.close()
+
+    assert saved.read_bytes().splitlines() == cli_export.read_bytes().splitlines()
+    status, headers, body = server.request("GET", path, headers={"Cookie": cookie})
+    assert status == 200 and body == saved.read_bytes()
+    assert headers["content-disposition"] == ['attachment; filename="demo-ranked.csv"']
+    assert headers["cache-control"] == ["no-store"]
+
+    refusals = {
+        "admin": server.request("GET", path, headers={"Cookie": server.cookie_of("ada")}),
+        "another annotator": server.request("GET", path, headers={"Cookie": server.cookie_of("dan")}),
+        "ann signed in elsewhere": server.request("GET", path, headers={"Cookie": server.cookie_of("ann")}),
+        "anonymous": server.request("GET", path),
+    }
+    for who, (status, headers, body) in refusals.items():
+        assert status == 404, who
+        assert headers["content-type"][0].startswith("text/plain") and body.count(b"\n") == 0, who
+        assert b"id," not in body and b"demo" not in body, who

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 
 import pandas as pd
 import pytest
@@ -72,10 +73,18 @@ def test_the_progress_page_shows_the_labels_by_source_and_downloads_them(sample_
     expect(page.get_by_text(labels.statement, exact=True)).to_be_visible()
 
     tables = {}
+    # An export is a link (app/ui/downloads.py) that opens a new tab whose response is the file.
+    downloads: list = []
+    page.on("download", lambda download: downloads.append(download))
+    page.context.on("page", lambda tab: tab.on("download", lambda download: downloads.append(download)))
     for fmt in ("csv", "jsonl"):
-        with page.expect_download(timeout=60_000) as started:
-            page.locator(f".st-key-export_labelled_{fmt} button").click()
-        download = started.value
+        before = len(downloads)
+        page.locator(f".st-key-export_labelled_{fmt} a").click()
+        deadline = time.monotonic() + 60
+        while len(downloads) == before and time.monotonic() < deadline:
+            page.wait_for_timeout(200)
+        assert len(downloads) == before + 1, f"the {fmt} link downloaded nothing"
+        download = downloads[-1]
         assert download.suggested_filename == f"demo-labelled.{fmt}"
         tables[fmt] = download.path().read_bytes()
     page.close()

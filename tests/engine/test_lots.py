@@ -24,8 +24,8 @@ from engine.lots import (
 )
 
 
-def direct_interval(big_n: int, n: int, k: int, alpha: float, target: float) -> tuple[int, int]:
-    """{E : L_n(E) > α m_n} by explicit products and an explicit mixture over the prior."""
+def direct_evidence(big_n: int, n: int, k: int, target: float) -> tuple[list[float], float]:
+    """``L_n(E)`` for every ``E`` by explicit products, and ``m_n`` as an explicit mixture over the prior."""
     a, b = 1.0, 4.0 / target
 
     def likelihood(e: int) -> float:  # probability of one sequence with k wrong in n draws
@@ -38,9 +38,27 @@ def direct_interval(big_n: int, n: int, k: int, alpha: float, target: float) -> 
         return max(p, 0.0)
 
     prior = betabinom(big_n, a, b)
-    marginal = sum(prior.pmf(e) * likelihood(e) for e in range(big_n + 1))
-    inside = [e for e in range(big_n + 1) if likelihood(e) > alpha * marginal]
+    likelihoods = [likelihood(e) for e in range(big_n + 1)]
+    return likelihoods, sum(prior.pmf(e) * lik for e, lik in enumerate(likelihoods))
+
+
+def direct_interval(big_n: int, n: int, k: int, alpha: float, target: float) -> tuple[int, int]:
+    """{E : L_n(E) > α m_n}."""
+    likelihoods, marginal = direct_evidence(big_n, n, k, target)
+    inside = [e for e, lik in enumerate(likelihoods) if lik > alpha * marginal]
     return inside[0], inside[-1]
+
+
+def direct_average_certified(big_n: int, n: int, k: int, share: float, target: float) -> bool:
+    """The average rule for a lot whose only answers are its audits: every ``E`` whose delivered
+    share ``g(E)`` exceeds ``t/2`` has ``g(E) − t/2 ≤ (t/2) · share · m_n / L_n(E)``."""
+    likelihoods, marginal = direct_evidence(big_n, n, k, target)
+    delivered = big_n - n
+    for e, lik in enumerate(likelihoods):
+        excess = max(e - k, 0) / delivered - target / 2
+        if lik > 0 and excess > 0 and excess * lik > target / 2 * share * marginal * (1 + 1e-9):
+            return False
+    return True
 
 
 @settings(max_examples=150, deadline=None)
@@ -54,6 +72,18 @@ def test_bounds_equal_the_direct_computation(big_n, data, alpha, target):
     n = data.draw(st.integers(1, big_n))
     k = data.draw(st.integers(0, n))
     assert lot_error_bounds(big_n, n, k, alpha=alpha, target=target) == direct_interval(big_n, n, k, alpha, target)
+
+
+@settings(max_examples=150, deadline=None)
+@given(big_n=st.integers(2, 40), data=st.data(), share=st.sampled_from([0.75, 0.1875]))
+def test_average_rule_equals_the_direct_computation(big_n, data, share):
+    n = data.draw(st.integers(0, big_n - 1))
+    k = data.draw(st.integers(0, n))
+    outcomes = np.full(big_n, OUTCOME_UNKNOWN)
+    outcomes[:n] = OUTCOME_RIGHT
+    outcomes[:k] = OUTCOME_WRONG
+    verdict = lot_verdict(outcomes, outcomes != OUTCOME_UNKNOWN, target=0.1, alpha=share, promise="average")
+    assert verdict.certified == direct_average_certified(big_n, n, k, share, 0.1)
 
 
 def test_no_audit_bounds_nothing_and_the_worked_example():
@@ -107,20 +137,32 @@ def test_every_prefix_is_covered_with_probability_at_least_one_minus_alpha(wrong
 
 
 def adversarial_campaign(
-    rng: np.random.Generator, big_n: int, wrong: int, target: float, alpha: float, steps: int, *, cherry_pick: bool
-) -> tuple[bool, bool]:
+    rng: np.random.Generator,
+    big_n: int,
+    wrong: int,
+    target: float,
+    alpha: float,
+    steps: int,
+    *,
+    cherry_pick: bool,
+    promise: str = "confidence",
+    until_stated: bool = False,
+) -> tuple[bool, bool, float]:
     """One lot read after every answer while answers elsewhere take items out of it.
 
     Each step is an audit (the next item of the random order) or an answer to another item of
     the lot, chosen by an adversary: with ``cherry_pick`` it only ever takes right labels out
     (leaving every wrong one to be delivered), otherwise an item at random. Returns whether a
-    statement was ever made and whether a made statement was ever false.
+    statement was ever made, whether a made statement was ever false, and the share of wrong
+    labels delivered to a person who exports at the first statement (0 if none); with
+    ``until_stated`` the campaign ends there.
     """
     truth_wrong = np.zeros(big_n, dtype=bool)
     truth_wrong[rng.permutation(big_n)[:wrong]] = True
     outcomes = np.full(big_n, OUTCOME_UNKNOWN, dtype=np.int64)
     answered = np.zeros(big_n, dtype=bool)
     stated = broken = False
+    exported = 0.0
     head = 0
     for _ in range(steps):
         if rng.random() < 0.5:
@@ -136,13 +178,17 @@ def adversarial_campaign(
             item = int(rng.choice(pool))
         answered[item] = True
         outcomes[item] = OUTCOME_WRONG if truth_wrong[item] else OUTCOME_RIGHT
-        verdict = lot_verdict(outcomes, answered, target=target, alpha=alpha, countdown=False)
+        verdict = lot_verdict(outcomes, answered, target=target, alpha=alpha, promise=promise, countdown=False)
         if verdict.certified:
-            stated = True
             delivered_wrong = int((truth_wrong & ~answered).sum())
+            if not stated:
+                exported = delivered_wrong / verdict.delivered
+            stated = True
             if delivered_wrong > target * verdict.delivered:
                 broken = True
-    return stated, broken
+            if until_stated:
+                break
+    return stated, broken, exported
 
 
 @pytest.mark.parametrize("cherry_pick", [False, True])
@@ -155,10 +201,30 @@ def test_delivered_labels_are_within_target_at_every_read_whatever_answers_take_
     results = [
         adversarial_campaign(rng, big_n, wrong, target, alpha, steps=180, cherry_pick=cherry_pick) for _ in range(runs)
     ]
-    broken = sum(b for _, b in results)
+    broken = sum(b for _, b, _ in results)
     assert broken / runs <= alpha + 0.05
     if wrong == 10 and not cherry_pick:  # 5 % wrong: statements are made, and sometimes rightly
-        assert sum(s for s, _ in results) > 0
+        assert sum(s for s, _, _ in results) > 0
+
+
+@pytest.mark.parametrize(("wrong", "cherry_pick"), [(4, False), (10, True), (20, True), (40, True)])
+def test_average_promise_holds_when_exporting_at_the_first_statement(wrong, cherry_pick):
+    """The average promise, read after every answer, the person exporting at the first statement
+    (a stopping time chosen to catch a lucky run of clean audits): the mean share of wrong
+    labels delivered is at most the target, even for lots far worse than it."""
+    big_n, target, share, runs = 200, 0.05, 0.75, 300
+    rng = np.random.default_rng(1000 + 100 * wrong + cherry_pick)
+    results = [
+        adversarial_campaign(
+            rng, big_n, wrong, target, share, steps=150, cherry_pick=cherry_pick, promise="average", until_stated=True
+        )
+        for _ in range(runs)
+    ]
+    exported = np.array([e for _, _, e in results])
+    # Monte Carlo: 300 runs of a share in [0, 1] with a small spread; 4 standard errors of slack.
+    assert exported.mean() <= target + 4 * exported.std() / math.sqrt(runs)
+    if wrong == 4:  # 2 % wrong: the average promise states it
+        assert sum(s for s, _, _ in results) > runs // 2
 
 
 def test_verdict_counts_the_prefix_and_the_answers_elsewhere():

@@ -158,6 +158,29 @@ def test_lots_are_stored_once_per_number_and_read_back_in_audit_order(small):
         assert s.scalar(select(func.count()).select_from(LabelLot)) == 2
 
 
+def test_a_lot_frozen_by_another_process_in_between_stands_and_other_faults_are_raised(small, monkeypatch):
+    from app.store import labels as store_labels
+
+    first = lot(1, [4, 0, 3])
+    write_transaction(small.Session, lambda s: save_label_lot(s, small.session_id, first))
+    # This process read "no lot yet" just before the other one stored lot 1: the insert clashes
+    # on (session, number), and the lot already stored is the one that stands.
+    real = store_labels.label_lots
+    stale: list[list] = [[]]
+
+    def label_lots_once_stale(s, session_id):
+        return stale.pop() if stale else real(s, session_id)
+
+    monkeypatch.setattr(store_labels, "label_lots", label_lots_once_stale)
+    stored = write_transaction(small.Session, lambda s: save_label_lot(s, small.session_id, lot(1, [1, 2])))
+    assert len(stored) == 1 and same_lot(stored[0], first)
+    # A violation that is not that clash (here an alpha the table refuses) is this write's fault.
+    with pytest.raises(IntegrityError):
+        write_transaction(small.Session, lambda s: save_label_lot(s, small.session_id, lot(2, [1, 2], alpha=1.5)))
+    with small.Session() as s:
+        assert [r.number for r in label_lots(s, small.session_id)] == [1]
+
+
 @pytest.mark.parametrize(
     "record, match",
     [

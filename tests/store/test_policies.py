@@ -63,7 +63,7 @@ EXPECTED: dict[str, tuple[str, ...]] = {
     "open it (Query, Rejects)": ("yes", "no", "yes", "yes", "yes"),
     "see its progress": ("yes", "no", "yes", "yes", "yes"),
     "export its ranked list": ("yes", "no", "yes", "yes", "yes"),
-    "export its labelled data": ("yes", "no", "yes", "yes", "yes"),
+    "export its labelled data": ("no", "no", "yes", "yes", "yes"),
     "export its events log": ("no", "no", "yes", "yes", "yes"),
     "get the session's audit rows in that log": ("no", "no", "no", "yes", "yes"),
     "answer or skip an item": ("yes", "no", "no", "no", "–"),
@@ -180,8 +180,8 @@ def test_the_documented_table_is_the_tested_one():
 def test_the_pages_ask_for_the_same_rights(team):
     """:func:`app.service.session_rights` (what the pages draw) agrees with the table."""
     rights = {who: session_rights(team.Session, team.session_id, actor=who) for who in ACTORS.values()}
-    assert {"open", "progress", "export_ranked", "export_labelled", "answer"} <= rights["ann"]
-    assert not {"export_events", "change_keys", "resolve"} & rights["ann"]
+    assert {"open", "progress", "export_ranked", "answer"} <= rights["ann"]
+    assert not {"export_labelled", "export_events", "change_keys", "resolve"} & rights["ann"]
     assert rights["cid"] == {"undo"}  # an account, but no read of a session not assigned to them
     assert "export_events" in rights["rev"] and "export_audit" not in rights["rev"]
     assert {"export_audit", "change_keys", "change_settings"} <= rights["ada"] and "answer" not in rights["ada"]

@@ -186,3 +186,22 @@ def sign_in(at: AppTest, db: str, name: str, password: str) -> AppTest:
     at.run()
     no_exception(at)
     return at
+
+
+def export_links(at: AppTest) -> dict[str, str]:
+    """The Progress page's export links: widget key -> URL."""
+    return {button.key: button.proto.url for button in at.get("link_button") if button.key}
+
+
+def fetch_exports(at: AppTest) -> dict[str, bytes]:
+    """Every export the page links to, fetched as its tab's owner would: file name -> bytes."""
+    from app.ui.downloads import DOWNLOAD_PREFIX, DOWNLOADS, DownloadOwner
+
+    tab = at.session_state["winnow"]
+    owner = DownloadOwner(tab.user, tab.sign_in_handle if tab.user is not None else None)
+    files = {}
+    for url in export_links(at).values():
+        ticket = DOWNLOADS.redeem(url.split(DOWNLOAD_PREFIX, 1)[1], owner)
+        assert ticket is not None, url
+        files[ticket.file_name] = ticket.make()
+    return files

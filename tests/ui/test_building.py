@@ -147,3 +147,35 @@ def test_a_large_upload_is_imported_in_the_background_with_progress(app, db, mon
     assert at.session_state[STATE_KEY].creating is None
     bench = poll_until_open(at, at.session_state[STATE_KEY].session_id)
     assert bench.config.name == "birds" and bench.state.n_instances == 60
+
+
+def test_a_small_session_opened_within_the_run_shows_each_stage_until_it_opens(app, small_db, monkeypatch):
+    """Below BACKGROUND_FROM_ITEMS the run waits for the build: a progress bar follows the
+    stages as the build reports them (issue 29), then goes; the page shows the session."""
+    real = workbench_module.dataset_graph
+
+    def slow(Session, *, progress, **kwargs):
+        def reporting(stage, done, total):
+            progress(stage, done, total)
+            time.sleep(0.4)  # each stage takes a while: the bar is drawn, then follows
+
+        return real(Session, progress=reporting, **kwargs)
+
+    captions: list[str] = []
+    shown = ui_state.build_progress_text
+
+    def recorded(job, *args):
+        fraction, text = shown(job, *args)
+        captions.append(text)
+        assert 0.0 <= fraction <= 1.0
+        return fraction, text
+
+    monkeypatch.setattr(workbench_module, "dataset_graph", slow)
+    monkeypatch.setattr(ui_state, "build_progress_text", recorded)
+    at = app(small_db)
+    no_exception(at)
+    tab = at.session_state[STATE_KEY]
+    assert tab.workbench is not None and tab.building is None
+    assert any("neighbours found" in text for text in captions), captions
+    assert all(text.startswith("Opening the session") for text in captions)
+    assert not at.get("progress")  # gone once the session is open

@@ -13,7 +13,6 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 
 from app.service import (
     Workbench,
@@ -30,27 +29,12 @@ from app.store.db import open_store
 from app.ui.components import EXPERT_GIVEN, WITH_MODEL, labelled_curve
 from app.ui.state import STATE_KEY, Keys
 from engine.lots import audits_to_certify, lot_alpha
-from tests.ui.conftest import events, no_exception, plain, position_on_screen, sign_in
+from tests.ui.conftest import events, export_links, fetch_exports, no_exception, plain, position_on_screen, sign_in
 
 SECRET = "a long enough secret"
 NEW_COLUMNS = ("label", "label_source", "model_margin")
 #: The sources the Progress page shows as metrics (no crowd votes in these sessions).
 SOURCES = ("expert", "given", "model", "undecided")
-
-
-@pytest.fixture
-def downloads(monkeypatch: pytest.MonkeyPatch) -> dict[str, bytes]:
-    """The files the page's download buttons hand over, by file name."""
-    files: dict[str, bytes] = {}
-    original = MemoryMediaFileStorage.load_and_get_id
-
-    def capture(self, path_or_data, mimetype, kind, filename=None):
-        if filename:
-            files[filename] = path_or_data
-        return original(self, path_or_data, mimetype, kind, filename)
-
-    monkeypatch.setattr(MemoryMediaFileStorage, "load_and_get_id", capture)
-    return files
 
 
 def page_texts(at) -> list[str]:
@@ -71,7 +55,7 @@ def answer_on_screen(at, label_of=None) -> int:
 # ------------------------------------------------------------------------------ Progress page
 
 
-def test_progress_page_shows_the_labels_by_source_and_the_statement_as_the_service_says(app, small_db, downloads):
+def test_progress_page_shows_the_labels_by_source_and_the_statement_as_the_service_says(app, small_db):
     at = app(small_db)
     for _ in range(3):
         answer_on_screen(at)
@@ -95,6 +79,7 @@ def test_progress_page_shows_the_labels_by_source_and_the_statement_as_the_servi
     assert not [m for m in at.markdown if labels.statement in plain(m.value)]
 
     # The downloads carry the new columns, in every format, and the same rows as the export.
+    downloads = fetch_exports(at)
     exported = session_table(bench, "labelled", actor=None)
     assert exported.drop(columns="suspect").equals(bench.labelled_table())
     for fmt in ("csv", "json", "jsonl"):
@@ -104,7 +89,7 @@ def test_progress_page_shows_the_labels_by_source_and_the_statement_as_the_servi
     assert frame["label_source"].value_counts().to_dict() == {s: n for s, n in labels.counts.items() if n}
     rows = [json.loads(line) for line in downloads["small-labelled.jsonl"].decode().splitlines()]
     assert len(rows) == 90 and all(set(NEW_COLUMNS) <= set(row) for row in rows)
-    ids = " ".join(b.id for b in at.get("download_button"))
+    ids = " ".join(export_links(at))
     assert all(Keys.export("labelled", fmt) in ids for fmt in ("csv", "json", "jsonl"))
 
 
@@ -273,6 +258,8 @@ def test_audit_items_are_served_unmarked_and_recorded_like_any_other(app, digits
         served["audit" if audit else "ranked"] += 1
         texts = " ".join(page_texts(at) + [plain(b.label) for b in at.button] + [h.value for h in at.subheader])
         assert "audit" not in texts.lower()  # nothing on screen says which items are audits
+        # Nor why the item was chosen: every item, audit or not, says the same instead.
+        assert "If you say" not in texts and "winnow does not say why an item was chosen" in texts
         # The label buttons are the item's candidates in label order, as for every item: the
         # model's label is neither shown nor put first.
         answers = [b.key for b in at.button if b.key and b.key.startswith(f"query_answer_{position}_")]

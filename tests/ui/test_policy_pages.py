@@ -15,7 +15,7 @@ from app.service import assign, create_session, create_user, dataset_id_by_name,
 from app.store.db import open_store
 from app.ui.components import md
 from app.ui.state import STATE_KEY, Keys
-from tests.ui.conftest import no_exception, plain, sign_in
+from tests.ui.conftest import export_links, fetch_exports, no_exception, plain, sign_in
 
 SECRET = "a long enough secret"
 #: A session name that Markdown would turn into bold text and an image fetched from elsewhere.
@@ -78,7 +78,7 @@ def test_an_annotator_lists_and_opens_only_the_sessions_assigned_to_them(app, te
     assert not [b for b in cid.button if b.key and b.key.startswith("query_")]
     cid.switch_page("views/progress.py").run()
     no_exception(cid)
-    assert not cid.get("download_button") and not cid.metric
+    assert not cid.get("link_button") and not cid.metric
     # Asked for by id (a tab that had it open), the session is still refused.
     cid.session_state["winnow"].session_id = ann.session_state["winnow"].session_id
     cid.run()
@@ -93,7 +93,7 @@ def test_an_annotator_lists_and_opens_only_the_sessions_assigned_to_them(app, te
 @pytest.mark.parametrize(
     ("who", "kinds"),
     [
-        ("ann", {"ranked", "labelled"}),
+        ("ann", {"ranked"}),  # the labelled data holds the model labels of items to audit
         ("rev", {"ranked", "labelled", "events"}),
         ("ada", {"ranked", "labelled", "events"}),
     ],
@@ -103,7 +103,7 @@ def test_the_progress_page_offers_only_the_exports_the_role_may_take(app, team_d
     at.switch_page("views/progress.py").run()
     no_exception(at)
     assert at.metric  # the page is drawn
-    buttons = [b.id for b in at.get("download_button")]
+    buttons = list(export_links(at))
     offered = {
         what
         for what in ("ranked", "labelled", "events")
@@ -111,6 +111,35 @@ def test_the_progress_page_offers_only_the_exports_the_role_may_take(app, team_d
         if any(Keys.export(what, fmt) in b for b in buttons)
     }
     assert offered == kinds and len(buttons) == 3 * len(kinds)
+    files = fetch_exports(at)  # as the tab's owner: each link gives its file
+    assert sorted(name.rsplit("-", 1)[1] for name in files) == sorted(
+        f"{what}.{fmt}" for what in kinds for fmt in ("csv", "json", "jsonl")
+    )
+
+
+def test_a_download_link_is_its_owners_and_is_checked_again_when_fetched(app, team_db):
+    from app.service import change_role
+    from app.store import PermissionDenied
+    from app.ui.downloads import DOWNLOAD_PREFIX, DOWNLOADS, DownloadOwner
+
+    rev = signed_in(app(team_db), "rev")
+    rev.switch_page("views/progress.py").run()
+    no_exception(rev)
+    tab = rev.session_state[STATE_KEY]
+    token = export_links(rev)[Keys.export("events", "csv")].split(DOWNLOAD_PREFIX, 1)[1]
+    owner = DownloadOwner("rev", tab.sign_in_handle)
+    assert tab.sign_in_handle and DOWNLOADS.redeem(token, owner) is not None
+    # Another user, the same user through another sign-in, and nobody get nothing.
+    for stranger in (
+        DownloadOwner("ann", tab.sign_in_handle),
+        DownloadOwner("rev", "0" * 64),
+        DownloadOwner(None, None),
+    ):
+        assert DOWNLOADS.redeem(token, stranger) is None, stranger
+    # Made when fetched, as the owner: a reviewer made annotator since the page was drawn gets no events log.
+    change_role(open_store(team_db), "rev", "annotator")
+    with pytest.raises(PermissionDenied):
+        DOWNLOADS.redeem(token, owner).make()
 
 
 def test_only_an_admin_gets_the_key_editor_and_the_new_session_form(app, team_db):

@@ -8,13 +8,12 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 
 from app.service import Workbench, events_table, export_bytes, replay_progress, session_table
 from app.store import event_log, list_sessions, open_store, session_events
 from app.ui.state import STATE_KEY, Keys
 from engine.dst import DstPllClassifier
-from tests.ui.conftest import no_exception, position_on_screen
+from tests.ui.conftest import export_links, fetch_exports, no_exception, position_on_screen
 
 
 def answer_first_candidate(at) -> None:
@@ -95,16 +94,7 @@ def test_replay_matches_fresh_computations_before_and_after(small_db, target_set
     assert list(history["kind"][1:]) == [e["kind"] for e in event_log(session_factory(), 1)]
 
 
-def test_progress_page_shows_the_replay_and_exports_the_same_files_as_the_cli(app, small_db, monkeypatch):
-    downloads: dict[str, bytes] = {}
-    original = MemoryMediaFileStorage.load_and_get_id
-
-    def capture(self, path_or_data, mimetype, kind, filename=None):
-        if filename:
-            downloads[filename] = path_or_data
-        return original(self, path_or_data, mimetype, kind, filename)
-
-    monkeypatch.setattr(MemoryMediaFileStorage, "load_and_get_id", capture)
+def test_progress_page_shows_the_replay_and_exports_the_same_files_as_the_cli(app, small_db):
     at = app(small_db)
     answer_first_candidate(at)
     answer_first_candidate(at)
@@ -122,12 +112,10 @@ def test_progress_page_shows_the_replay_and_exports_the_same_files_as_the_cli(ap
         ("labelled", session_table(bench, "labelled", actor=None)),  # with its suspect column
         ("events", events_table(bench.session_factory, bench.session_id, actor=None)),
     )
+    downloads = fetch_exports(at)  # each link's file, made when fetched
     for what, table in tables:
         for fmt in ("csv", "json", "jsonl"):
-            assert at.get("download_button")  # the buttons exist with stable keys
-            assert any(
-                b.proto.label == {"jsonl": "JSON Lines"}.get(fmt, fmt.upper()) for b in at.get("download_button")
-            )
+            assert any(b.proto.label == {"jsonl": "JSON Lines"}.get(fmt, fmt.upper()) for b in at.get("link_button"))
             data = downloads[f"small-{what}.{fmt}"]
             assert data == export_bytes(table, fmt)
         frame = pd.read_csv(io.BytesIO(downloads[f"small-{what}.csv"]))
@@ -136,7 +124,12 @@ def test_progress_page_shows_the_replay_and_exports_the_same_files_as_the_cli(ap
     assert payload  # parses as JSON
     events = pd.read_csv(io.BytesIO(downloads["small-events.csv"]))
     assert list(events["kind"]) == ["answer", "answer"]  # the events log, from the browser too
-    keys = {b.id for b in at.get("download_button")}
+    keys = set(export_links(at))
+    assert all(url.startswith("/_winnow/download/") for url in export_links(at).values())
+    # Drawn again, the page keeps its links (the tickets are renewed, not replaced).
+    before = export_links(at)
+    at.run()
+    assert export_links(at) == before
     kinds = ("ranked", "labelled", "events")
     assert len(keys) == 9 and all(Keys.export(w, f) in " ".join(keys) for w in kinds for f in ("csv", "json", "jsonl"))
 

@@ -4,7 +4,8 @@
 action                 annotator              reviewer            admin         operator
 =====================  =====================  ==================  ============  =========
 list, open, progress   assigned sessions      every session       every         yes
-export ranked/labelled assigned sessions      every session       every         yes
+export ranked list     assigned sessions      every session       every         yes
+export labelled data   no                     every session       every         yes
 export events          no                     every session       every         yes
   with its audit rows  no                     no                  every         yes
 answer, skip           assigned sessions      assigned sessions   assigned      yes
@@ -98,7 +99,13 @@ SESSION_ACTIONS: dict[str, SessionRule] = {
     "open": SessionRule(_reviewer_or_assigned, _READERS),
     "progress": SessionRule(_reviewer_or_assigned, _READERS),
     "export_ranked": SessionRule(_reviewer_or_assigned, _READERS),
-    "export_labelled": SessionRule(_reviewer_or_assigned, _READERS),
+    # The labelled data carries the model's labels, those of items still to be audited
+    # included: an annotator who could read them would see the answer an audit checks.
+    "export_labelled": SessionRule(
+        _reviewer,
+        "{what}: only a reviewer or an admin may do this, and {name!r} has role {role!r} (the labelled data "
+        "holds the model's labels of items an annotator may yet be asked to audit)",
+    ),
     "export_events": SessionRule(_reviewer, _REVIEWERS),
     "export_audit": SessionRule(_admin, _ADMINS),
     "answer": SessionRule(

@@ -1,7 +1,9 @@
 """Progress: the labelled dataset winnow hands back (labels by source, the stated error of the
 model's labels and how the labelled items grew with the answers), the session replayed event by
 event, candidate-set sizes, and the exports (the ranked query list, the labelled data and the
-events log, as CSV, JSON or JSON Lines).
+events log, as CSV, JSON or JSON Lines). Each export is a download link that only this browser's
+sign-in can use, for a while, and whose file is made when it is fetched (:mod:`app.ui.downloads`):
+an export is never a Streamlit media file another client could fetch.
 
 The statement about the model's labels is the service's own sentence
 (:attr:`app.service.DeliveredLabels.statement`), shown as plain text: the page states no rate
@@ -17,8 +19,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from app.service import EXPORT_MIME, candidate_set_sizes, safe_file_name, session_rights
-from app.ui import components
+from app.service import EXPORT_MIME, Workbench, candidate_set_sizes, safe_file_name, session_rights
+from app.ui import components, downloads
 from app.ui import state as ui
 
 tab = ui.current()
@@ -55,9 +57,10 @@ SOURCES = {
     "given": ("Given labels", "Items with a single candidate label: from the import, or left after answers."),
     "model": (
         "Model labels",
-        "DST-PLL's labels that the audited answers back at the session's error target "
-        "and confidence (set on the Sessions page).",
+        "DST-PLL's labels from lots its audits certified at the session's error target, under the "
+        "session's promise (with confidence or on average; set on the Sessions page).",
     ),
+    "crowd": ("Crowd labels", "Single labels left by the crowd's votes: not audited, so their error is not known."),
     "undecided": ("Undecided", "Items without a label: the Rejects page lists exactly these."),
 }
 by_source = st.columns(len(labels.counts))
@@ -69,8 +72,7 @@ st.markdown("**Labelled items against answered items**")
 st.vega_lite_chart(components.labelled_curve(history, labels), components.LABELLED_SPEC)
 st.caption(
     "Expert and given labels after each answer, replayed from the session's events. The model's labels "
-    "are measured now only (their calibration reads the audited answers as they are now), so they are "
-    "one point, at today's answers."
+    "are one point, at today's answers: a lot's statement reads its audits as they are now."
 )
 
 left, right = st.columns(2)
@@ -151,28 +153,33 @@ EXPORTS = (
     ("labelled", "Labelled data"),
     ("events", "Events log (every answer, skip and undo)"),
 )
-rights = session_rights(bench.session_factory, bench.session_id, actor=tab.user)  # every run: never cached
-for what, title in EXPORTS:
-    if f"export_{what}" not in rights:
-        continue
-    row = st.columns([2, 1, 1, 1])
-    row[0].markdown(f"**{title}**")
-    for column, fmt in zip(row[1:], FORMATS, strict=True):
-        column.download_button(
-            FORMAT_TITLES[fmt],
-            data=components.export_file(
-                tab.db,
-                bench.session_id,
-                state.n_events,
-                what,
-                fmt,
-                tab.user,
-                tab.role,
-                bench,
-                settings if what == "labelled" else None,
-            ),
-            file_name=safe_file_name(f"{bench.config.name}-{what}.{fmt}"),
-            mime=EXPORT_MIME[fmt],
-            key=ui.Keys.export(what, fmt),
-            on_click="ignore",
-        )
+#: How often the links are drawn again: well within a ticket's life, so a link on an open
+#: page keeps working while one copied elsewhere dies (app.ui.downloads).
+RENEW_SECONDS = downloads.LIFETIME / 3
+
+
+@st.fragment(run_every=RENEW_SECONDS)
+def export_links(bench: Workbench) -> None:
+    """One link per export the user may take; its file is made when fetched, as this user."""
+    rights = session_rights(bench.session_factory, bench.session_id, actor=tab.user)  # every run: never cached
+    owner = downloads.DownloadOwner(tab.user, tab.sign_in_handle if tab.user is not None else None)
+    base = str(st.get_option("server.baseUrlPath") or "")
+    for what, title in EXPORTS:
+        if f"export_{what}" not in rights:
+            continue
+        row = st.columns([2, 1, 1, 1])
+        row[0].markdown(f"**{title}**")
+        for column, fmt in zip(row[1:], FORMATS, strict=True):
+            name = f"{what}.{fmt}"
+            token = downloads.DOWNLOADS.issue(
+                owner,
+                safe_file_name(f"{bench.config.name}-{what}.{fmt}"),
+                EXPORT_MIME[fmt],
+                components.export_maker(bench, what, fmt, tab.user),
+                renew=tab.download_tokens.get(name),
+            )
+            tab.download_tokens[name] = token
+            column.link_button(FORMAT_TITLES[fmt], downloads.download_path(token, base), key=ui.Keys.export(what, fmt))
+
+
+export_links(bench)

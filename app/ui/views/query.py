@@ -236,6 +236,11 @@ with right:
 
 st.subheader("Why this item")
 why = bench.explain(position)
+if why.withheld:
+    st.caption(
+        "While the model's labels are being checked, winnow does not say why an item was chosen: the "
+        "checks, drawn at random, would stand out. Answer every item the same way."
+    )
 for effect in why.effects:
     st.markdown(f"If you say **{md(effect.label)}**, {effect.outcome}.")
 if why.neighbours:
@@ -244,7 +249,7 @@ if why.neighbours:
 
 # Drawn only while the toggle is on (it stays on from item to item): otherwise its tables would
 # be sent to the browser and laid out after every answer, for a reader who rarely opens them.
-if st.toggle("Details: scores and label sets", key=ui.Keys.QUERY_DETAILS):
+if not why.withheld and st.toggle("Details: scores and label sets", key=ui.Keys.QUERY_DETAILS):
     st.text(
         f"Query score {why.score:g} (criterion {bench.config.criterion}, k = {bench.config.k}). "
         + components.moved_targets_text(bench.config.criterion, why.n_targets_changed)

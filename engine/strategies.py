@@ -71,7 +71,7 @@ from engine._kernels import candidate_votes, normalise_rows, top_two
 from engine._validation import check_choice, check_scalar
 from engine.choices import AMBIGUITY_CRITERIA, DEFAULT_STRATEGY, STRATEGY_NAMES, AmbiguityCriterion
 from engine.decision_change import DecisionChangeRanker
-from engine.dst import transductive_decisions
+from engine.dst_evidence import transductive_decisions
 from engine.exceptions import InvalidInput
 from engine.query import IncrementalRanker
 from engine.ranking import BASELINE_CRITERIA, Ranker, StaticRanker, ranking_order

@@ -173,7 +173,7 @@ def session_status(
     with progress_bar(f"session {name}") as report:
         bench = Workbench.open(Session, session_id_by_name(Session, name), progress=report)
     people, pairs, shared = team_figures(bench, actor=None)
-    labels = bench.labels()
+    labels = bench.label_statement()
     summary: dict[str, Any] = {
         "session": name,
         **bench.summary(),

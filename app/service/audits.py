@@ -27,11 +27,21 @@ import numpy as np
 __all__ = ["ServedOrder", "served_base", "served_order"]
 
 
-def served_base(answered_by: Sequence[str | None], skipped: Sequence[bool] | np.ndarray | None = None) -> int:
+def served_base(
+    answered_by: Sequence[str | None] | np.ndarray, skipped: Sequence[bool] | np.ndarray | None = None
+) -> int:
     """The slot of the first item served now: the number of items with an expert verdict or
     skipped (a skip uses up its slot: a skipped audit, which stays first in the audit queue,
-    is served again at the next audit slot, not at once in the slot it was skipped in)."""
-    done = np.fromiter((a is not None for a in answered_by), dtype=bool, count=len(answered_by))
+    is served again at the next audit slot, not at once in the slot it was skipped in).
+
+    ``answered_by`` names who gave each item's verdict (``None``: nobody), or is already the
+    bool mask of the items with one (:attr:`app.store.SessionState.answered`, which the
+    derivation keeps: a pass over the names costs 0.2 s at 1M items, on every page run).
+    """
+    if isinstance(answered_by, np.ndarray) and answered_by.dtype == bool:
+        done = answered_by.copy()
+    else:
+        done = np.fromiter((a is not None for a in answered_by), dtype=bool, count=len(answered_by))
     if skipped is not None:
         done |= np.asarray(skipped, dtype=bool)
     return int(done.sum())

@@ -263,7 +263,7 @@ def decide_labels(state: SessionState, now: LotsNow, settings: LabelSettings, *,
     candidates = np.asarray(state.candidates)
     n = state.n_instances
     sizes = candidates.sum(axis=1)
-    answered = np.fromiter((a is not None for a in state.answered_by), dtype=bool, count=n)
+    answered = np.asarray(state.answered)
     flagged = np.asarray(state.none_of_these) | state.in_conflict
     kept, model_label, model_margin = now.delivered(n)
     kept &= ~answered & ~flagged

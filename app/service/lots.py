@@ -40,7 +40,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from app.store import LabelLotRecord, LabelSettings, SessionState
-from engine.dst import transductive_decisions
+from engine.dst_evidence import transductive_decisions
 from engine.lots import (
     OUTCOME_RIGHT,
     OUTCOME_UNKNOWN,
@@ -128,10 +128,9 @@ class ItemStatus:
     @classmethod
     def of(cls, state: SessionState) -> ItemStatus:
         """The status of a session's items."""
-        n = state.n_instances
         return cls(
             candidates=np.asarray(state.candidates),
-            answered=np.fromiter((a is not None for a in state.answered_by), dtype=bool, count=n),
+            answered=np.asarray(state.answered),
             none_of_these=np.asarray(state.none_of_these),
             in_conflict=np.asarray(state.in_conflict),
             open_items=np.asarray(state.open_items),

@@ -5,19 +5,87 @@ workbench on the dataset's persisted graph (no neighbour search of its own); aft
 only the disambiguations the changed sets touch are recomputed
 (:meth:`engine.dst.DstPllClassifier.update_candidates`). The caller holds the workbench's
 lock around every call (tabs share the classifier).
+
+Freezing a lot needs only every item's transductive label and margin
+(:meth:`ModelView.decisions`), which the session's working-state snapshot keeps
+(:class:`ModelDecisions`, :mod:`app.service.working_state`): a process that finds them there
+brings them up to date with :func:`engine.dst_evidence.transductive_decisions` for the items
+the changed sets touch, and neither fits the classifier nor loads scikit-learn. The margins
+equal a fit's exactly; so do the labels, except those drawn at random among ties (guesses),
+whose margin is never positive, so that no lot ever takes them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from app.service.graphs import GraphResult
-from engine.dst import DstPllClassifier
+from engine.dst_evidence import transductive_decisions
 
-__all__ = ["RejectQueue", "ModelView"]
+if TYPE_CHECKING:
+    from engine.dst import DstPllClassifier
+
+__all__ = ["RejectQueue", "ModelDecisions", "ModelView"]
+
+#: The seed of DST-PLL's tie-breaking in a session (the classifier's ``random_state``).
+MODEL_SEED = 0
+
+
+@dataclass(frozen=True)
+class ModelDecisions:
+    """DST-PLL's transductive label and margin of every item, for the candidate sets ``candidates``.
+
+    Attributes
+    ----------
+    candidates : bool array of shape (n_instances, n_labels)
+        The sets the decisions were made from.
+    labels : int array of shape (n_instances,)
+    margins : float array of shape (n_instances,)
+        ``bel(ŷ) − max pl`` (:attr:`engine.dst.DstPllClassifier.disambiguate_margin_`).
+    """
+
+    candidates: np.ndarray
+    labels: np.ndarray
+    margins: np.ndarray
+
+    @classmethod
+    def decide(cls, candidates: np.ndarray, idx: np.ndarray) -> ModelDecisions:
+        """Every item decided afresh on the graph ``idx`` (as a fit on it decides them)."""
+        Y = np.array(candidates, dtype=bool)
+        labels, _, margins = transductive_decisions(Y, idx, random_state=MODEL_SEED)
+        return cls(Y, np.asarray(labels, dtype=np.int64), np.asarray(margins, dtype=np.float64))
+
+    def brought_to(self, candidates: np.ndarray, idx: np.ndarray) -> ModelDecisions:
+        """The decisions for ``candidates``: only the items whose set changed, and those with
+        one of them among their neighbours, are decided again."""
+        Y = np.asarray(candidates, dtype=bool)
+        changed = (self.candidates != Y).any(axis=1)
+        if not changed.any():
+            return self
+        affected = np.flatnonzero(changed | changed[idx].any(axis=1))
+        labels, margins = self.labels.copy(), self.margins.copy()
+        new_labels, _, new_margins = transductive_decisions(Y, idx, affected, random_state=MODEL_SEED)
+        labels[affected] = new_labels
+        margins[affected] = new_margins
+        return ModelDecisions(np.array(Y), labels, margins)
+
+    def fits(self, n_instances: int, n_labels: int) -> bool:
+        """Whether the arrays have the shapes and kinds of a session of this size (a snapshot's
+        parts are checked before use)."""
+        return (
+            self.candidates.shape == (n_instances, n_labels)
+            and self.candidates.dtype == bool
+            and self.labels.shape == (n_instances,)
+            and self.labels.dtype.kind in "iu"
+            and bool(((self.labels >= 0) & (self.labels < n_labels)).all())
+            and self.margins.shape == (n_instances,)
+            and self.margins.dtype.kind == "f"
+            and bool(np.isfinite(self.margins).all())
+        )
 
 
 @dataclass(frozen=True)
@@ -48,19 +116,39 @@ class ModelView:
         The dataset's graph with ``k`` neighbours (loaded or built once by the service layer).
     """
 
-    def __init__(self, graph_of: Callable[[int], GraphResult]) -> None:
+    def __init__(self, graph_of: Callable[[int], GraphResult], decisions: ModelDecisions | None = None) -> None:
         self._graph_of = graph_of
         self._model: DstPllClassifier | None = None
+        #: The session's decisions (its own ``k``) when no classifier is fitted yet.
+        self._decisions = decisions
+
+    def decisions(self, X: np.ndarray, candidates: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Every item's transductive label and margin on the sets ``candidates`` with ``k``
+        neighbours, the session's own ``k`` (what freezing a lot reads).
+
+        From the fitted classifier when there is one; otherwise from the decisions the
+        workbench was given (the snapshot's), brought up to date; otherwise fitted.
+        """
+        if self._model is None and self._decisions is not None:
+            self._decisions = self._decisions.brought_to(candidates, self._graph_of(k).idx)
+            return self._decisions.labels, self._decisions.margins
+        model = self.fitted(X, candidates, k)
+        return model.disambiguate_, model.disambiguate_margin_
 
     def fitted(self, X: np.ndarray, candidates: np.ndarray, k: int) -> DstPllClassifier:
         """The classifier with ``k`` neighbours on the sets ``candidates``: fitted on first use
         (or when ``k`` changes), otherwise updated where the sets changed."""
+        # Imported here: scikit-learn takes about a second to load, and a command that only
+        # freezes lots from the snapshot's decisions (ModelView.decisions) never needs it.
+        from engine.dst import DstPllClassifier
+
         Y = np.array(candidates)
         model = self._model
         if model is None or model.n_neighbors != k:
-            model = self._model = DstPllClassifier(n_neighbors=k, random_state=0).fit(
+            model = self._model = DstPllClassifier(n_neighbors=k, random_state=MODEL_SEED).fit(
                 X, Y, neighbors=self._graph_of(k).idx
             )
+            self._decisions = None
         else:
             changed = np.flatnonzero((model.candidates_ != Y).any(axis=1))
             if changed.size:

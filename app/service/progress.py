@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.store import EventRecord, SessionState, authorize_session, derive_item, events_after
 from app.store.event_tail import count_events_up_to
-from engine.dst import transductive_decisions
+from engine.dst_evidence import transductive_decisions
 from engine.neighbors import ReverseIndex, knn_graph
 from engine.winners import label_sets, open_targets
 

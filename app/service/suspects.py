@@ -254,6 +254,9 @@ def _trusted(state: SessionState, settled: np.ndarray) -> tuple[np.ndarray, str]
 # answer only the items whose set or whose neighbours' sets changed are scored again.
 _CACHE: OrderedDict[tuple[int, str], tuple[SessionState, np.ndarray, dict[float, SessionSuspects]]] = OrderedDict()
 _REVERSE: OrderedDict[str, ReverseIndex] = OrderedDict()
+#: Graphs of at most this many neighbour entries (400,000 items at k = 10) are scanned
+#: for the rows an update touches instead of indexed (_rows_touched).
+SCAN_MAX_ENTRIES = 4_000_000
 _CACHE_LOCK = threading.Lock()
 _CACHE_SIZE = 16
 
@@ -404,6 +407,21 @@ def _reverse_index(graph: GraphResult) -> ReverseIndex:
     return index
 
 
+def _rows_touched(graph: GraphResult, changed: np.ndarray) -> np.ndarray:
+    """The items ``changed`` and those with one of them among their neighbours, sorted.
+
+    Up to :data:`SCAN_MAX_ENTRIES` neighbour entries by one pass over the graph (a few
+    milliseconds: less than building the reverse index, about 0.15 s per 100,000 items,
+    that a command's single update would use once); larger graphs through the reverse index,
+    built once per process, since a pass would cost tens of milliseconds on every answer.
+    """
+    if graph.idx.size > SCAN_MAX_ENTRIES:
+        return np.union1d(changed, _reverse_index(graph).rows_holding_any(changed))
+    hit = np.zeros(graph.idx.shape[0], dtype=bool)
+    hit[changed] = True
+    return np.flatnonzero(hit | hit[graph.idx].any(axis=1))
+
+
 def _scores(graph: GraphResult, state: SessionState, previous: tuple[SessionState, np.ndarray] | None) -> np.ndarray:
     """Dempster's conflict of every item; with the ``previous`` state and its scores, only the
     items an answer can have changed are scored again."""
@@ -415,7 +433,7 @@ def _scores(graph: GraphResult, state: SessionState, previous: tuple[SessionStat
     changed = np.flatnonzero((np.asarray(previous[0].candidates) != candidates).any(axis=1))
     scores = previous[1].copy()
     if changed.size:
-        rows = np.union1d(changed, _reverse_index(graph).rows_holding_any(changed))
+        rows = _rows_touched(graph, changed)
         # On a copy of the neighbours' sets only: the whole matrix would be checked on every call.
         items, local = local_graph(graph.idx[rows])
         scores[rows] = suspect_scores(local, graph.w[rows], candidates[items], own=candidates[rows])

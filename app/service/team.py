@@ -182,8 +182,6 @@ def pair_agreement(events: Sequence[EventRecord], label_names: Sequence[str]) ->
 
     Kappa is NaN when it is undefined (both annotators used one and the same category).
     """
-    from sklearn.metrics import cohen_kappa_score
-
     current = _current_verdicts(events)
     answers: dict[str, dict[int, str]] = {}
     for position, verdicts in current.items():
@@ -200,6 +198,10 @@ def pair_agreement(events: Sequence[EventRecord], label_names: Sequence[str]) ->
         if len(set(first) | set(second)) < 2:
             kappa = float("nan")
         else:
+            # Imported here: scikit-learn takes about a second to load, and most sessions
+            # (one annotator per item) have no pair to measure.
+            from sklearn.metrics import cohen_kappa_score
+
             kappa = float(cohen_kappa_score(first, second))
         rows.append(
             {"annotator_a": a, "annotator_b": b, "items": len(common), "raw_agreement": agree, "cohen_kappa": kappa}

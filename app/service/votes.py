@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.store import (
@@ -33,6 +32,8 @@ from engine.exceptions import InvalidInput
 from engine.votes import check_vote_thresholds
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from app.io import LoadedDataset, MatchedVotes
     from app.io.label_studio_tasks import CrowdVote
 
@@ -198,6 +199,8 @@ def votes_table(session_factory: sessionmaker[Session], session_id: int, *, acto
         dataset_id, _ = session_dataset_size(s, session_id)
         names = list(get_dataset_by_id(s, dataset_id).label_names)
         votes = dataset_votes(s, dataset_id)
+    import pandas as pd  # here: the commands that never export votes (``winnow answer``) start without it
+
     return pd.DataFrame(
         {
             "id": [v.external_id for v in votes],

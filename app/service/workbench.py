@@ -99,6 +99,7 @@ __all__ = [
     "OFFERS",
     "ACTION_KEYS",
     "DeliveredLabels",
+    "LabelStatement",
 ]
 
 
@@ -128,6 +129,22 @@ class _Snapshot:
     ranking: RankingView
     #: The largest event id the state is derived from.
     last_event_id: int
+
+
+@dataclass(frozen=True)
+class LabelStatement:
+    """What is stated about a session's labels, without the labelled table
+    (:meth:`Workbench.label_statement`); the same fields as :class:`DeliveredLabels`."""
+
+    counts: dict[str, int]
+    summary: delivery.LabelSummary
+    settings: LabelSettings
+    statement: str
+
+    @property
+    def n_audited(self) -> int:
+        """Audited answers backing the stated model labels."""
+        return self.summary.audited
 
 
 @dataclass
@@ -185,6 +202,10 @@ class Workbench:
     _heads_lock: threading.Lock = field(init=False, default_factory=threading.Lock, repr=False)
     #: The last :meth:`labels`, with the number of events and draws it was computed from.
     _labels: tuple[int, int, LabelSettings, DeliveredLabels] | None = field(init=False, default=None, repr=False)
+    #: The last label decision and its statement, with the same key.
+    _decision: tuple[int, int, LabelSettings, delivery.LabelDecision, LabelStatement] | None = field(
+        init=False, default=None, repr=False
+    )
 
     @classmethod
     def open(
@@ -320,7 +341,8 @@ class Workbench:
         )
         self.ranking = self.opened.ranking
         self._snapshot = _Snapshot(loaded, self.ranking.view(np.asarray(loaded.candidates)), self._log.max_id)
-        self._model = ModelView(self._graph_of)
+        # DST-PLL's decisions from the snapshot, when it had them: freezing a lot then fits nothing.
+        self._model = ModelView(self._graph_of, self.opened.decisions)
         self._content = ContentReader(self.session_factory, cfg.dataset_id, cfg.dataset_name)
 
     # ------------------------------------------------------------------ reading
@@ -464,7 +486,7 @@ class Workbench:
             order = audits.served_order(
                 self._ranked(snap),
                 lots.audit_queue(now),
-                base=audits.served_base(st.answered_by, st.skipped),
+                base=audits.served_base(st.answered, st.skipped),
                 audit_share=now.audit_share(self._settings),
                 uniforms=lambda n: lots.slot_uniforms(secret, session_id, n),
                 top=top,
@@ -493,15 +515,15 @@ class Workbench:
             ):
                 st = snap.state
                 with self._model_lock:
-                    model = self._model.fitted(st.X, st.candidates, self.config.k)
+                    model_labels, model_margins = self._model.decisions(st.X, st.candidates, self.config.k)
                     learned = lots.learning_sample(
                         np.asarray(st.original_candidates), items.candidates, self.graph.idx, now.audited_positions()
                     )
                     fresh = lots.freeze_lot(
                         now,
                         items,
-                        model.disambiguate_,
-                        model.disambiguate_margin_,
+                        model_labels,
+                        model_margins,
                         self._settings,
                         learned=learned,
                         secret=self._secret,
@@ -642,7 +664,7 @@ class Workbench:
             queue = self._model.rejects(st.X, st.candidates, listed, k)
             if k != self.config.k:
                 return queue
-            kept = self._labels_for(st).table["label_source"].to_numpy() == "model"
+            kept = self._decided(st)[3].model_kept
             auditing = self.items_being_audited()
             return replace(queue, accepted=kept[queue.positions], guess_hidden=auditing[queue.positions])
 
@@ -842,7 +864,19 @@ class Workbench:
         """
         return self._labels_for(self.state)
 
-    def _labels_for(self, st: SessionState) -> DeliveredLabels:
+    def label_statement(self) -> LabelStatement:
+        """What :meth:`labels` states, without its table: the items per label source, the
+        summary, the settings and the statement line (what ``winnow session status`` prints).
+
+        Equal to the same fields of :meth:`labels` (both come from one decision, kept until the
+        next event, draw or settings change); the table, which reads every item's content
+        reference, is only made by :meth:`labels`.
+        """
+        return self._decided(self.state)[4]
+
+    def _decided(self, st: SessionState) -> tuple[int, int, LabelSettings, delivery.LabelDecision, LabelStatement]:
+        """The label decision of ``st`` and its statement, after the key they were made for
+        (events, lots, settings)."""
         snap = self._snapshot
         now = (
             self._lots_for(snap)
@@ -851,18 +885,35 @@ class Workbench:
         )
         with self._model_lock:
             key = (st.n_events, len(self._lots), self._settings)
-            if self._labels is not None and self._labels[:3] == key:
-                return self._labels[3]
+            if self._decision is not None and self._decision[:3] == key:
+                return self._decision
             decision = delivery.decide_labels(st, now, self._settings, from_votes=self._from_votes)
             counts = decision.counts()
-            base = session_tables.labelled_table(st, self._content.export_content())
-            statement = delivery.label_statement(counts, decision.summary)
-            labels = DeliveredLabels(
-                table=delivery.delivered_table(base, decision, self.label_names),
+            stated = LabelStatement(
                 counts=counts,
                 summary=decision.summary,
                 settings=self._settings,
-                statement=statement,
+                statement=delivery.label_statement(counts, decision.summary),
+            )
+            self._decision = (*key, decision, stated)
+            return self._decision
+
+    def _labels_for(self, st: SessionState) -> DeliveredLabels:
+        # The table is made from the decision it is cached with (same key), whatever lots
+        # another thread froze meanwhile; the decision is taken before the model's lock, as
+        # _lots_for takes the lots' lock first.
+        n_events, n_lots, settings, decision, stated = self._decided(st)
+        key = (n_events, n_lots, settings)
+        with self._model_lock:
+            if self._labels is not None and self._labels[:3] == key:
+                return self._labels[3]
+            base = session_tables.labelled_table(st, self._content.export_content())
+            labels = DeliveredLabels(
+                table=delivery.delivered_table(base, decision, self.label_names),
+                counts=stated.counts,
+                summary=stated.summary,
+                settings=stated.settings,
+                statement=stated.statement,
             )
             labels.table.attrs["metadata"] = delivery.statement_metadata(labels)
             self._labels = (*key, labels)

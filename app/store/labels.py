@@ -30,7 +30,6 @@ from app.store.models import Instance, LabelLot, SessionLabelSettings, StoreSecr
 from app.store.policies import authorize_session
 from app.store.records import get_labelling_session
 from app.store.users import record_audit
-from engine.lots import PROMISES
 
 __all__ = [
     "LabelSettings",
@@ -94,6 +93,10 @@ class LabelSettings:
             raise InvalidRecord(f"confidence must be >= 0.5 and < 1 (e.g. 0.9), got {confidence!r}")
         if not 0.0 <= audit_share <= 0.5:
             raise InvalidRecord(f"audit_share must be >= 0 and <= 0.5 (e.g. 0.05), got {audit_share!r}")
+        # Imported here: engine.lots loads scipy.special (about 0.2 s), which the commands that
+        # never read label settings (``winnow answer``, ``import``) need not pay for.
+        from engine.lots import PROMISES
+
         if self.promise not in PROMISES:
             raise InvalidRecord(f"promise must be one of {', '.join(PROMISES)}; got {self.promise!r}")
         # Plain floats, whatever numbers came in (numpy scalars, ints).

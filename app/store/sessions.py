@@ -222,15 +222,18 @@ def load_state(
     X = load_feature_matrix(session, dataset.id, n, d)
     if X is None:
         X = features_from_rows(session, dataset.id, n, d)
-    rows = (
-        session.connection()
-        .execute(
-            select(Instance.id, Instance.external_id, Instance.candidate_mask, Instance.true_label)
-            .where(Instance.dataset_id == dataset.id)
-            .order_by(Instance.position)
-        )
-        .all()
+    result = session.connection().execute(
+        select(Instance.id, Instance.external_id, Instance.candidate_mask, Instance.true_label)
+        .where(Instance.dataset_id == dataset.id)
+        .order_by(Instance.position)
     )
+    # The driver's plain tuples: the four columns are integers and strings, which SQLAlchemy
+    # hands back as the driver gives them, and making a Row of each of 1M items took a
+    # second of every open (docs/benchmarks.md, issue 32).
+    try:
+        rows = result.cursor.fetchall()
+    finally:
+        result.close()
     if len(rows) != n:  # pragma: no cover - create_dataset writes all rows or none
         raise InvalidRecord(f"dataset {dataset.name!r} holds {len(rows)} instances, expected {n}")
     ids_col, external_col, masks_col, truth_col = zip(*rows, strict=True) if rows else ((), (), (), ())

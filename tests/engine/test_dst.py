@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from sklearn.base import clone
 from sklearn.neighbors import NearestNeighbors
 
-from engine.dst import DstPllClassifier, _combine, _decide, predict_from_neighbors, transductive_decisions
+from engine.dst import DstPllClassifier, predict_from_neighbors, transductive_decisions
+from engine.dst_evidence import combine, decide
 from engine.exceptions import InvalidInput, NotFittedError
 from tests.engine import dst_reference as ref
 
@@ -100,7 +101,7 @@ def test_pruning_after_the_conflict_move_renormalises():
     neighbours = np.zeros((1, 35, 4), dtype=bool)
     neighbours[0, :34, :3] = True
     neighbours[0, 34, 3] = True
-    evidence = _combine(own, neighbours)
+    evidence = combine(own, neighbours)
     expected = ref.instance_mass(frozenset(range(4)), [frozenset({0, 1, 2})] * 34 + [frozenset({3})])
     assert frozenset({3}) not in expected
     bel, pl = ref.belief_plausibility(expected, 4)
@@ -145,7 +146,7 @@ def test_many_labels_use_several_words():
     neighbours = rng.random((30, 6, n_labels)) < 0.05
     neighbours[:, :, 65] |= rng.random((30, 6)) < 0.5  # a label in the second word
     for path in ("auto", "enumerate", "sequential"):
-        evidence = _combine(own, neighbours, path=path)
+        evidence = combine(own, neighbours, path=path)
         for i in range(30):
             mass = ref.instance_mass(
                 frozenset(range(n_labels)), [frozenset(np.flatnonzero(s).tolist()) for s in neighbours[i]]
@@ -192,10 +193,10 @@ def test_fit_time_disambiguation_equals_reference(problem):
     # Every kernel gives the same beliefs on the training rows.
     idx = clf.nn_.kneighbors(return_distance=False)
     for path in PATHS:
-        evidence = _combine(Y, Y[idx], path=path)
+        evidence = combine(Y, Y[idx], path=path)
         np.testing.assert_allclose(evidence.belief, expected["bel"], rtol=0, atol=1e-12)
         np.testing.assert_allclose(evidence.plausibility, expected["pl"], rtol=0, atol=1e-12)
-        labels, guess, _ = _decide(evidence, np.random.default_rng(seed))
+        labels, guess, _ = decide(evidence, np.random.default_rng(seed))
         np.testing.assert_array_equal(labels, expected["labels"])
         np.testing.assert_array_equal(guess, expected["guess"])
 
@@ -475,3 +476,24 @@ def test_fit_on_given_neighbours_equals_fit_with_the_search(seed):
 def test_fit_refuses_bad_given_neighbours(neighbors, match):
     with pytest.raises(InvalidInput, match=match):
         DstPllClassifier(n_neighbors=1).fit(X4, Y4, neighbors=neighbors)
+
+
+def test_transductive_decisions_in_blocks_equal_one_batch(monkeypatch):
+    # Blocks of rows share one draw of uniforms: the labels drawn among ties are those of one
+    # batch (and of a fit on the same graph), not a fresh draw per block.
+    import engine.dst_evidence as evidence
+
+    rng = np.random.default_rng(5)
+    n, m, k = 60, 4, 3
+    Y = rng.random((n, m)) < 0.5
+    Y[np.arange(n), rng.integers(m, size=n)] = True
+    idx = np.array([rng.choice(np.delete(np.arange(n), i), size=k, replace=False) for i in range(n)])
+    whole = transductive_decisions(Y, idx)
+    fit = DstPllClassifier(n_neighbors=k, random_state=0).fit(np.zeros((n, 1)), Y, neighbors=idx)
+    assert fit.disambiguate_guess_.any()  # the case that matters: labels drawn among ties
+    monkeypatch.setattr(evidence, "DECISION_BLOCK_ROWS", 7)
+    blocked = transductive_decisions(Y, idx)
+    for got, want in zip(blocked, whole, strict=True):
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(blocked[0], fit.disambiguate_)
+    np.testing.assert_array_equal(blocked[2], fit.disambiguate_margin_)

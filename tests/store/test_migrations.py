@@ -220,6 +220,18 @@ def test_migrations_ship_with_the_package():
     assert any(name.endswith(".py") for name in os.listdir(os.path.join(folder, "versions")))
 
 
+def test_the_revisions_read_from_the_migration_files_are_alembics():
+    # Every command checks the store's revision against these without importing Alembic.
+    from app.store import db
+
+    script = ScriptDirectory.from_config(alembic_config("sqlite://"))
+    assert db.head_revision() == script.get_current_head()
+    assert db._known_revisions() == {s.revision for s in script.walk_revisions()}
+    chain = db._migration_chain()
+    assert chain is not None
+    assert chain == {s.revision: tuple(s._all_down_revisions) for s in script.walk_revisions()}
+
+
 def _write_rows_of_0001(conn, now: datetime) -> None:
     """A dataset 'old' (the conftest's candidate sets), a session 's' and an annotator 'a',
     written with the SQL of the 0001 schema (today's models have columns 0001 lacks)."""

@@ -3,6 +3,8 @@
 * brought up to date from the events after it, it equals a derivation from the whole log
   (hypothesis over random logs with answers, other labels, none-of-these, skips and undos
   by two annotators, for each kind of ranker);
+* so are DST-PLL's decisions kept with it (what freezing a lot reads): the margins equal a
+  fit's on the current sets, and the labels too wherever they are not drawn among ties;
 * a corrupt, foreign, mixed or ahead-of-the-log snapshot is rebuilt, never used;
 * two processes answering alternately through the installed ``winnow`` see each other's
   answers, and the second reads the first's snapshot instead of scoring afresh.
@@ -24,6 +26,7 @@ from hypothesis import strategies as st
 from sqlalchemy import select, update
 
 from app.service import Workbench, import_file
+from app.service.model_view import ModelDecisions
 from app.service.working_state import SNAPSHOT_FORMAT, open_ranking
 from app.store import (
     InvalidRecord,
@@ -36,6 +39,7 @@ from app.store import (
     write_transaction,
 )
 from engine import suspect_scores
+from engine.dst import DstPllClassifier
 from engine.exceptions import InvalidInput
 from tests.ui.conftest import small_csv_bytes
 
@@ -79,6 +83,21 @@ def _assert_same_working_state(bench: Workbench, fresh: Workbench) -> None:
 
     full = suspect_scores(bench.graph.idx, bench.graph.w, np.asarray(bench.state.candidates))
     np.testing.assert_allclose(workbench_suspects(bench).scores, full, rtol=0, atol=1e-12)
+    _assert_same_model_decisions(bench)
+
+
+def _assert_same_model_decisions(bench: Workbench) -> None:
+    """DST-PLL's decisions ``bench`` would freeze a lot from, against a fit on the current sets."""
+    st = bench.state
+    labels, margins = bench._model.decisions(st.X, st.candidates, bench.config.k)
+    fit = DstPllClassifier(n_neighbors=bench.config.k, random_state=0).fit(
+        st.X, np.array(st.candidates), neighbors=bench.graph.idx
+    )
+    np.testing.assert_array_equal(margins, fit.disambiguate_margin_)
+    decided = ~fit.disambiguate_guess_
+    np.testing.assert_array_equal(labels[decided], fit.disambiguate_[decided])
+    # A guess is never a lot's: its margin is not positive.
+    assert (fit.disambiguate_margin_[~decided] <= 0).all()
 
 
 def _play(bench: Workbench, ops: list[tuple[str, int, int, str]]) -> None:
@@ -190,6 +209,60 @@ def _wrong_shape(s, session_id):
 
     part.data = encode_array(np.zeros(N_ITEMS + 1))
     part.digest = hashlib.sha256(part.data).hexdigest()
+
+
+def _model_labels_out_of_range(s, session_id):
+    """A part whose bytes match its digest but whose labels are no label of the session."""
+    import hashlib
+
+    from app.store.snapshots import encode_array
+
+    part = s.scalars(
+        select(SessionSnapshotPart).where(
+            SessionSnapshotPart.session_id == session_id, SessionSnapshotPart.name == "model.labels"
+        )
+    ).one()
+    part.data = encode_array(np.full(N_ITEMS, N_LABELS, dtype=np.int64))
+    part.digest = hashlib.sha256(part.data).hexdigest()
+
+
+def test_refused_model_decisions_are_decided_again_and_saved(store):
+    session_id = _session(store, "decision_change", 4)
+    bench = Workbench.open(store, session_id)
+    _play(bench, [("answer", 0, 0, "ann"), ("answer", 5, 1, "bob")])
+    write_transaction(store, lambda s: _model_labels_out_of_range(s, session_id))
+    reopened = Workbench.open(store, session_id)
+    # The ranking is the snapshot's; the decisions it refused are made afresh and saved.
+    assert reopened.opened.source == "snapshot" and reopened.opened.saved
+    _assert_same_working_state(reopened, Workbench.open(store, session_id, use_snapshot=False))
+    with store() as s:
+        stored = load_session_snapshot(s, session_id)
+    assert stored is not None and (stored.arrays["model.labels"] < N_LABELS).all()
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**16), n_changed=st.integers(0, 12))
+def test_model_decisions_brought_up_to_date_equal_decisions_made_afresh(seed, n_changed):
+    rng = np.random.default_rng(seed)
+    n, m, k = 40, 5, 4
+    Y = rng.random((n, m)) < 0.4
+    Y[np.arange(n), rng.integers(m, size=n)] = True
+    idx = np.array([rng.choice(np.delete(np.arange(n), i), size=k, replace=False) for i in range(n)])
+    then = ModelDecisions.decide(Y, idx)
+    now_sets = Y.copy()
+    for i in rng.choice(n, size=n_changed, replace=False):
+        now_sets[i] = False
+        now_sets[i, rng.integers(m)] = True  # an answer leaves one label
+    updated = then.brought_to(now_sets, idx)
+    fresh = ModelDecisions.decide(now_sets, idx)
+    np.testing.assert_array_equal(updated.candidates, now_sets)
+    np.testing.assert_array_equal(updated.margins, fresh.margins)
+    fit = DstPllClassifier(n_neighbors=k, random_state=0).fit(np.zeros((n, 1)), now_sets, neighbors=idx)
+    np.testing.assert_array_equal(fresh.labels, fit.disambiguate_)
+    decided = ~fit.disambiguate_guess_
+    np.testing.assert_array_equal(updated.labels[decided], fresh.labels[decided])
+    # The decisions it was brought from are left as they were.
+    np.testing.assert_array_equal(then.candidates, Y)
 
 
 @pytest.mark.parametrize(

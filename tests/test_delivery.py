@@ -323,6 +323,19 @@ def test_two_stores_audit_the_same_dataset_in_different_orders(tmp_path):
     np.testing.assert_array_equal(ranked_one[outside], ranked_two[~np.isin(ranked_two, lot_two.positions)])
 
 
+def expected_served_order(bench: Workbench):
+    """The served order as the store's key says it: the ranked queue with the audit slots filled
+    from the active lot's audit queue."""
+    now = lots_of(bench)
+    return served_order(
+        bench.ranked_queue(),
+        audit_queue(now),
+        base=served_base(bench.state.answered_by, bench.state.skipped),
+        audit_share=now.audit_share(bench.label_settings),
+        uniforms=lambda n: slot_uniforms(secret_of(bench), bench.session_id, n),
+    )
+
+
 def separation_p_value(values: pd.Series, audit: np.ndarray) -> float:
     """How surely a column's values tell the audit rows from the others: the smaller p-value of a
     rank test (values in their natural order, strings sorted) and, for a column of few values, a
@@ -338,14 +351,7 @@ def separation_p_value(values: pd.Series, audit: np.ndarray) -> float:
 
 def test_no_export_column_and_no_explanation_tells_an_audit_from_a_ranked_item(bench):
     served = bench.queue()
-    now = lots_of(bench)
-    audit = served_order(
-        bench.ranked_queue(),
-        audit_queue(now),
-        base=served_base(bench.state.answered_by, bench.state.skipped),
-        audit_share=now.audit_share(bench.label_settings),
-        uniforms=lambda n: slot_uniforms(secret_of(bench), bench.session_id, n),
-    ).audit
+    audit = expected_served_order(bench).audit
     assert audit.sum() > 50 and (~audit).sum() > 50 and bench.lot_audits_served()
     ranked = bench.ranked_table()
     assert ranked["score"].isna().all() and ranked["open_targets_touched"].isna().all()
@@ -366,13 +372,7 @@ def test_every_view_and_process_serves_the_same_audits_in_the_same_slots(bench, 
     assert sorted(served.tolist()) == sorted(bench.ranked_queue().tolist())  # the same items, reordered
     # The audit slots are those the store's key says, and they serve the lot in its audit order.
     now = lots_of(bench)
-    expected = served_order(
-        bench.ranked_queue(),
-        audit_queue(now),
-        base=served_base(bench.state.answered_by, bench.state.skipped),
-        audit_share=now.audit_share(bench.label_settings),
-        uniforms=lambda n: slot_uniforms(secret_of(bench), bench.session_id, n),
-    )
+    expected = expected_served_order(bench)
     np.testing.assert_array_equal(expected.positions, served)
     assert 0 < expected.audit.sum() < served.size
     assert served[expected.audit].tolist() == audit_queue(now)[: expected.audit.sum()].tolist()

@@ -108,7 +108,7 @@ class QueryExplanation:
     neighbours: list[Neighbour] = field(default_factory=list)
     #: One entry per candidate label of the item, in label order.
     effects: list[AnswerEffect] = field(default_factory=list)
-    #: True while audits are served: only the neighbours are given (no score, targets or effects).
+    #: True while a lot's audits are served: only the neighbours are given (no score, targets or effects).
     withheld: bool = False
 
 
@@ -135,7 +135,7 @@ def explain(ranking: RankingState, state: SessionState, position: int) -> QueryE
 
 
 def neighbours_only(ranking: RankingState, state: SessionState, position: int) -> QueryExplanation:
-    """The explanation while audits are served: the item's neighbours, which every item shows
+    """The explanation while a lot's audits are served: the item's neighbours, which every item shows
     alike, and nothing of why it was ranked (``withheld``; score NaN, no targets, no effects)."""
     return QueryExplanation(
         position=position,

@@ -1,9 +1,6 @@
 import pandas as pd
-import pytest
 
 from tests.cli.conftest import SAMPLE
-
-pytest.importorskip("distributed")
 
 
 def test_rank_over_a_local_dask_cluster_writes_the_same_csv(winnow, tmp_path):

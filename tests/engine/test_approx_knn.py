@@ -5,8 +5,6 @@ import pytest
 
 from engine import InvalidInput, knn_graph, neighbors
 
-pytest.importorskip("faiss")
-
 
 def clustered(n=600, d=8, seed=0):
     rng = np.random.default_rng(seed)

@@ -8,13 +8,7 @@ import pytest
 
 from benchmarks.synthetic import clustered_problem
 from engine import InvalidInput
-from engine.dst import DstPllClassifier
-from engine.query import query_scores
-from engine.winners import approx_possible_labels, necessary_labels, possible_labels, vote_bounds
-
-distributed = pytest.importorskip("distributed")
-
-from engine.distributed import (  # noqa: E402
+from engine.distributed import (
     dask_client,
     distributed_label_sets,
     distributed_possible_labels,
@@ -23,6 +17,9 @@ from engine.distributed import (  # noqa: E402
     distributed_query_scores_from_chunks,
     distributed_vote_bounds,
 )
+from engine.dst import DstPllClassifier
+from engine.query import query_scores
+from engine.winners import approx_possible_labels, necessary_labels, possible_labels, vote_bounds
 
 
 @pytest.fixture(scope="module")

@@ -16,8 +16,6 @@ def small_chunks(monkeypatch):
 
 @pytest.mark.parametrize("algorithm", ["exact", "approx"])
 def test_progress_reaches_the_total_and_the_graph_does_not_depend_on_it(small_chunks, algorithm):
-    if algorithm == "approx":
-        pytest.importorskip("faiss")
     X = np.random.default_rng(0).normal(size=(30, 3))
     calls = []
     idx, w = knn_graph(X, k=4, algorithm=algorithm, progress=lambda *call: calls.append(call))

@@ -1,10 +1,14 @@
-"""How far model labels can be trusted: an exact error bound and a threshold chosen from audits.
+"""An exact error bound and a threshold chosen from audits, valid for **one planned read**.
+
+The app no longer states model labels with this module: its statement is re-read after every
+answer, and :mod:`engine.lots` certifies frozen lots with an anytime-valid confidence sequence
+instead. What stays here is the single-read procedure, which ``benchmarks/accept_scores.py``
+uses to compare accept scores at a fixed audit budget (where one read is exactly the use).
 
 What is computed
 ----------------
-winnow gives a *model label* to an item only where an **audit** backs it: a few items are
-drawn uniformly at random among the items the model would label, an expert answers them, and
-the answers say whether the model's label was right. From those audits:
+A few items are drawn uniformly at random among the items the model would label, an expert
+answers them, and the answers say whether the model's label was right. From those audits:
 
 * :func:`binomial_upper_bound` is the exact one-sided Clopper–Pearson [1]_ upper confidence
   bound on an error rate, from ``errors`` wrong labels among ``n`` audited ones;

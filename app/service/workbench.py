@@ -616,9 +616,11 @@ class Workbench:
         would change), so :meth:`explain` says none of it. Learning audits (no lot being
         audited) only choose the next lot's threshold and certify nothing: the explanation
         stays while they are served, as it is what most sessions show most of the time."""
-        return self._lots_for(self._snapshot).active is not None and bool(
-            self._served(self._snapshot, None).audit.any()
-        )
+        # From the lots alone: a lot being audited, items of it waiting and a positive share put
+        # audits among the served slots. Building the whole served order to look would cost a
+        # full ranking per answer on a large session.
+        now = self._lots_for(self._snapshot)
+        return now.active is not None and now.audit_share(self._settings) > 0 and lots.audit_queue(now).size > 0
 
     def explain(self, position: int, *, while_auditing: bool = False) -> QueryExplanation:
         """Why ``position`` is worth asking: the targets it can change, one of them in detail

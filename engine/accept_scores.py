@@ -1,9 +1,10 @@
 """Accept scores: how much to trust each model label, from what the learners already compute.
 
-A model label can be kept when its accept score reaches a threshold chosen from audits (the app
-freezes lots above a learned threshold and certifies them with :mod:`engine.lots`;
-``benchmarks/accept_scores.py`` compares scores with :func:`engine.calibration.calibrate_threshold`); the better a score ranks
-right labels above wrong ones, the more labels a target error lets through. Each function here takes arrays a
+A model label can be kept when its accept score reaches a threshold chosen from audits (the
+app freezes lots above a learned threshold and certifies them with :mod:`engine.lots`;
+``benchmarks/accept_scores.py`` compares scores with
+:func:`engine.calibration.calibrate_threshold`); the better a score ranks right labels above
+wrong ones, the more labels a target error lets through. Each function here takes arrays a
 learner already has and returns, per item, the model label and its score (higher is more
 trusted). Nothing is fitted or searched.
 

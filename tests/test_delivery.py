@@ -304,7 +304,7 @@ def test_single_labels_left_by_crowd_votes_are_crowd_and_their_error_is_not_clai
 # ------------------------------------------------------------------------------ audits
 
 
-def test_two_stores_audit_the_same_dataset_in_different_orders(tmp_path):
+def test_two_stores_audit_the_same_dataset_in_different_orders(tmp_path, random_audit_key):
     one, two = open_bench(tmp_path / "one.db"), open_bench(tmp_path / "two.db")
     assert secret_of(one) != secret_of(two)
     lot_one, lot_two = stored_lots(one)[0], stored_lots(two)[0]

@@ -198,7 +198,7 @@ def test_bad_lots_are_refused_and_nothing_is_stored(small, record, match):
         assert label_lots(s, small.session_id) == []
 
 
-def test_the_audit_key_is_made_once_per_store_and_kept(small, store_url):
+def test_the_audit_key_is_made_once_per_store_and_kept(small, store_url, random_audit_key):
     with small.Session() as s:
         assert stored_audit_secret(s) is None  # a read makes nothing
     key = write_transaction(small.Session, audit_secret)

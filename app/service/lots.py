@@ -3,16 +3,17 @@
 The statistics are :mod:`engine.lots`; this module applies them to a session's state:
 
 * **Freezing.** When a session has no lot, or its last lot is settled (certified, hopeless,
-  or audited to its end) or failing (:func:`failing`), a new lot is frozen from the open items nobody answered that no
-  certified lot delivers, whose DST-PLL margin reaches the lot's threshold
-  (:func:`next_threshold`: DST-PLL's own reject rule, margin > 0, until the audits say where
-  the model is good enough now, :func:`learning_sample`), if there are at least
-  :data:`MIN_LOT_SIZE` of them and the lot could deliver half its items. Their labels are
-  frozen then: the lot's statement is about exactly those labels, whatever the model says
-  later. A failing lot gives way only to a lot at a higher threshold; a lot some of whose
-  items a later lot took again is superseded and never certified (the later lot's labels
-  are the ones that count), so the delivered lots never share an item. The lot's audit order is a permutation drawn from the store's secret
-  (:func:`lot_order`), unknown to anyone who does not hold the store's file.
+  or audited to its end) or failing (:func:`failing`), a new lot is frozen from the open
+  items nobody answered that no certified lot delivers, whose DST-PLL margin reaches the
+  lot's threshold (:func:`next_threshold`: DST-PLL's own reject rule, margin > 0, until the
+  audits say where the model is good enough now, :func:`learning_sample`), if there are at
+  least :data:`MIN_LOT_SIZE` of them and the lot could deliver half its items. Their labels
+  are frozen then: the lot's statement is about exactly those labels, whatever the model says
+  later. A failing lot gives way only to a clearly cleaner lot at a higher threshold; a lot
+  some of whose items a later lot took again is superseded and never certified (the later
+  lot's labels are the ones that count), so the delivered lots never share an item. The
+  lot's audit order is a permutation drawn from the store's secret (:func:`lot_order`),
+  unknown to anyone who does not hold the store's file.
 * **Audits.** The served slots that are audits (a uniform below the share, from the secret's
   stream: :func:`slot_uniforms`) serve the active lot's items in its audit order, from the
   first one without a settled answer (:func:`audit_queue`): a skipped or disputed audit is

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -570,6 +571,12 @@ def test_statement_strings():
     assert label_statement({"model": 0, "undecided": 520}, waiting) == (
         "model labels: none yet — the first 402 the model would label need at least 49 more audited answers, "
         "all right (about 98 answers at the current audit share of 50%); undecided: 520"
+    )
+    failing = replace(waiting, audited=0, audits_total=24, failing=(2, 24))
+    assert label_statement({"model": 0, "undecided": 520}, failing) == (
+        "model labels: none yet — the first 402 the model would label need at least 49 more audited answers, "
+        "all right (about 98 answers at the current audit share of 50%); their audits found 2 wrong in 24, more "
+        "than half the target, so winnow looks in them for a cleaner lot the model is surer of; undecided: 520"
     )
     crowd = label_statement({"model": 0, "undecided": 10, "crowd": 7}, waiting)
     assert crowd.endswith(

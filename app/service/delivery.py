@@ -249,7 +249,9 @@ def _summary(now: LotsNow, state: SessionState, settings: LabelSettings, kept: n
         audit_share=now.audit_share(settings),
         open_items=int(np.asarray(state.open_items).sum()),
         audits_off=settings.audit_share <= 0.0,
-        failing=(now.verdicts[active].audit_errors, now.verdicts[active].audited) if now.failing else None,
+        failing=(now.verdicts[active].audit_errors, now.verdicts[active].audited)
+        if now.failing and active is not None
+        else None,
     )
 
 

@@ -43,6 +43,11 @@ log-concave in ``E`` (a hypergeometric likelihood), so ``C_n`` is an interval of
 computed here exactly by evaluating ``log L_n`` on every ``E`` in ``0 … N`` (``O(N)``). No
 correction for reading often is needed, and none for stopping when the result suits the reader.
 
+Since every ``C_j`` covers ``E*`` on the same event, so does their **running intersection**
+``C_1 ∩ … ∩ C_n`` (its ends are the largest lower and the smallest upper end so far): the
+verdicts use it, so a wrong audit never widens a bound already reached, and a statement made with
+confidence is withdrawn only when answers elsewhere leave fewer labels to deliver.
+
 The prior only decides where the sequence is tight, not whether it is valid. ``a = 1`` and
 ``b = 4 / target`` put most of its weight on error rates below the target (mean ``target / 4``
 roughly): with no wrong audit a 5 % statement at ``α = 0.1`` needs 56 audits of a large lot
@@ -155,7 +160,9 @@ def _prior(target: float) -> tuple[float, float]:
     return 1.0, 4.0 / target
 
 
-@functools.lru_cache(maxsize=4096)
+# Each entry holds N + 1 floats (8 MB for a lot of a million): few are kept. The small results
+# of _bounds are what is worth keeping.
+@functools.lru_cache(maxsize=16)
 def _log_evidence(lot_size: int, audited: int, errors: int, target: float) -> tuple[np.ndarray, float]:
     """``log L_n(E)`` for every ``E`` in ``0 … N`` (``-inf`` where impossible) and ``log m_n``.
 
@@ -324,6 +331,20 @@ class LotVerdict:
     audits_left: int
 
 
+def _running_bounds(big_n: int, prefix_errors: np.ndarray, alpha: float, prior: float) -> tuple[int, int]:
+    """The running intersection of the sequence's intervals over the prefixes ``1 … n``
+    (``prefix_errors[j − 1]`` wrong labels in the first ``j``; module docstring)."""
+    low, high = 0, big_n
+    for j, errors in enumerate(prefix_errors.tolist(), start=1):
+        lo_j, hi_j = _bounds(big_n, j, errors, alpha, prior)
+        low, high = max(low, lo_j), min(high, hi_j)
+    if prefix_errors.size and (low > high or high < int(prefix_errors[-1])):
+        # Empty: the truth is outside some interval, the event of probability ≤ α. Say what
+        # the latest interval says rather than a bound below the wrong labels already found.
+        return _bounds(big_n, int(prefix_errors.size), int(prefix_errors[-1]), alpha, prior)
+    return low, high
+
+
 def _verdict(
     outcomes: np.ndarray,
     answered: np.ndarray,
@@ -339,7 +360,7 @@ def _verdict(
     n, k = audit_prefix(outcomes)
     known_wrong = int(((outcomes == OUTCOME_WRONG) & answered).sum())
     delivered = int((~answered).sum())
-    low, high = _bounds(big_n, n, k, alpha, prior)
+    low, high = _running_bounds(big_n, np.cumsum(outcomes[:n] == OUTCOME_WRONG), alpha, prior)
     bound = (high - known_wrong) / delivered if delivered else 1.0
 
     def certifies(m: int, errs: int, d: int) -> bool:
@@ -347,7 +368,8 @@ def _verdict(
             return False
         if promise == "average":
             return _average_certified(big_n, m, errs, known_wrong, d, alpha, target, prior)
-        return (_bounds(big_n, m, errs, alpha, prior)[1] - known_wrong) <= target * d
+        # Audits beyond the prefix (all right, in the countdown) only narrow the intersection.
+        return (min(high, _bounds(big_n, m, errs, alpha, prior)[1]) - known_wrong) <= target * d
 
     certified = certifies(n, k, delivered)
     hopeless = delivered == 0 or (low - known_wrong) > target * delivered

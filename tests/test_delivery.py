@@ -8,13 +8,21 @@ from __future__ import annotations
 import json
 import math
 import re
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 import pytest
 from scipy.stats import chi2_contingency, mannwhitneyu
 
-from app.service import Workbench, change_label_settings, import_file, session_id_by_name, session_label_settings
+from app.service import (
+    Workbench,
+    change_label_settings,
+    export_label_studio,
+    import_file,
+    session_id_by_name,
+    session_label_settings,
+)
 from app.service.audits import served_base, served_order
 from app.service.delivery import LABEL_SOURCES, LabelSummary, label_statement
 from app.service.lots import FIRST_STATEMENT_AUDIT_SHARE, ItemStatus, audit_queue, lots_now, slot_uniforms
@@ -56,9 +64,9 @@ def synthetic(seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return X, Y, truth
 
 
-def open_bench(path, *, audit_share: float = 0.5, key: bytes | None = None) -> Workbench:
+def open_bench(path, *, audit_share: float = 0.5, key: bytes | None = None, texts: bool = False) -> Workbench:
     """A session 's' on the synthetic set in the store at ``path`` (with the audit key ``key``
-    when given; a new store draws a random one)."""
+    when given; a new store draws a random one; each item a text of its own with ``texts``)."""
     X, Y, truth = synthetic()
     session_factory = open_store(path)
     if key is not None:
@@ -73,6 +81,7 @@ def open_bench(path, *, audit_share: float = 0.5, key: bytes | None = None) -> W
             label_names=LABELS,
             external_ids=[f"i{p:03d}" for p in range(len(Y))],
             true_labels=truth,
+            texts=[f"item {p}" for p in range(len(Y))] if texts else None,
         )
         return create_labelling_session(s, dataset_id=ds.id, name="s", k=5).id
 
@@ -563,6 +572,12 @@ def test_statement_strings():
         "model labels: none yet — the first 402 the model would label need at least 49 more audited answers, "
         "all right (about 98 answers at the current audit share of 50%); undecided: 520"
     )
+    failing = replace(waiting, audited=0, audits_total=24, failing=(2, 24))
+    assert label_statement({"model": 0, "undecided": 520}, failing) == (
+        "model labels: none yet — the first 402 the model would label need at least 49 more audited answers, "
+        "all right (about 98 answers at the current audit share of 50%); their audits found 2 wrong in 24, more "
+        "than half the target, so winnow looks in them for a cleaner lot the model is surer of; undecided: 520"
+    )
     crowd = label_statement({"model": 0, "undecided": 10, "crowd": 7}, waiting)
     assert crowd.endswith(
         "; undecided: 10; crowd labels: 7 (single labels left by the votes; their error is not measured)"
@@ -599,3 +614,27 @@ def test_statement_strings():
     # No lot yet although audits are on (too few items the model would label): not "audits are off".
     none_yet = summary_of(open_items=15)
     assert label_statement({"model": 0, "undecided": 15}, none_yet) == "model labels: none yet; undecided: 15"
+
+
+def test_label_studio_tasks_leave_out_the_model_labels_of_the_lot_being_audited(tmp_path):
+    """Annotators open the tasks in Label Studio: a model label there would be the answer to the
+    audit it checks. The labelled CSV (reviewers and admins) keeps them."""
+    db = tmp_path / "w.db"
+    bench = open_bench(db, key=bytes(range(32)), texts=True)
+    answer_until_certified(bench)
+    model = bench.labelled_table()["label_source"].to_numpy() == "model"
+    withheld = model & bench.items_being_audited()
+    assert withheld.any()  # a certified lot goes on being audited
+    files = export_label_studio(bench, tmp_path / "tasks.json", actor=None)
+    tasks = {t["data"]["id"]: t for t in json.loads(files.tasks.read_text())}
+    ids = bench.state.external_ids
+    assert files.n_withheld == int(withheld.sum())
+    assert files.n_predictions == int((model & ~withheld).sum())
+    for p in np.flatnonzero(withheld):
+        task = tasks[ids[p]]
+        assert task["predictions"] == [] and task["meta"]["winnow"]["label"] is None
+        assert task["meta"]["winnow"]["label_source"] == "undecided"
+    said = run_winnow(
+        "export", "s", "--what", "labelled", "--format", "label-studio", "-o", tmp_path / "cli.json", "--db", db
+    ).stdout
+    assert f"{int(withheld.sum())} model labels of the lot still being audited are written as undecided" in said

@@ -429,6 +429,14 @@ def export(
             markup=False,
             highlight=False,
         )
+        if files.n_withheld:
+            out.print(
+                f"{files.n_withheld} model labels of the lot still being audited are written as undecided: "
+                "annotators who saw them in Label Studio would no longer check them blind. "
+                "`winnow export --what labelled` as CSV or JSON has them.",
+                markup=False,
+                highlight=False,
+            )
         if files.storage is not None:
             out.print(
                 "Images and audio: start Label Studio with LABEL_STUDIO_LOCAL_FILES_SERVING_ENABLED=true "

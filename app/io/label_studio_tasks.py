@@ -29,6 +29,8 @@
     behind at the session's error target, :mod:`app.service.delivery`) with ``score`` its
     ``model_margin`` (DST-PLL's margin when its lot was frozen, in (0, 1]: it orders model
     labels, it is not a probability) and ``model_version`` ``winnow-<version>-dstpll-<session>``.
+    (:func:`app.service.export_label_studio` writes the model labels of the lot still being
+    audited as undecided: annotators open these tasks.)
 
     Items with a ``given`` label (a single candidate nobody answered) and ``undecided`` items
     get neither: their label (if any), label source and candidates are in ``meta.winnow``

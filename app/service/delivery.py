@@ -96,6 +96,9 @@ class LabelSummary:
         Items still open (two or more candidates, no verdict).
     audits_off : bool, default=False
         The session's audit share is 0: no audit is served, so nothing more can be certified.
+    failing : tuple of (int, int) or None, default=None
+        ``(wrong, audited)`` of the lot being audited when it is failing
+        (:func:`app.service.lots.failing`): winnow looks in its audits for a cleaner lot.
     """
 
     target: float
@@ -111,6 +114,7 @@ class LabelSummary:
     audit_share: float
     open_items: int
     audits_off: bool = False
+    failing: tuple[int, int] | None = None
 
     @property
     def answers_to_wait(self) -> int | None:
@@ -245,6 +249,9 @@ def _summary(now: LotsNow, state: SessionState, settings: LabelSettings, kept: n
         audit_share=now.audit_share(settings),
         open_items=int(np.asarray(state.open_items).sum()),
         audits_off=settings.audit_share <= 0.0,
+        failing=(now.verdicts[active].audit_errors, now.verdicts[active].audited)
+        if now.failing and active is not None
+        else None,
     )
 
 
@@ -314,6 +321,12 @@ def label_statement(counts: dict[str, int], summary: LabelSummary) -> str:
             f"{' —' if not summary.model_labels else '; '} {which} {summary.active_lot_size} the model would label "
             f"need at least {summary.audits_left} more audited answers, all right{about}"
         ).replace(";  ", "; ")
+        if summary.failing is not None:
+            wrong, audited = summary.failing
+            said += (
+                f"; their audits found {wrong} wrong in {audited}, more than half the target, so winnow "
+                "looks in them for a cleaner lot the model is surer of"
+            )
     elif summary.audits_off:
         said += (
             "; audits are off (audit share 0): no more model labels can be stated"

@@ -217,6 +217,9 @@ class LabelStudioFiles:
         The tasks file and the labelling config beside it.
     n_tasks, n_annotations, n_predictions : int
         Tasks written, expert answers as annotations, model labels as predictions.
+    n_withheld : int
+        Model labels of the lot still being audited, written as undecided (see
+        :func:`export_label_studio`).
     document_root, storage : Path or None
         Where Label Studio must serve the media files from
         (:class:`app.io.label_studio_tasks.LocalFilesSetup`): its
@@ -229,6 +232,7 @@ class LabelStudioFiles:
     n_tasks: int
     n_annotations: int
     n_predictions: int
+    n_withheld: int = 0
     document_root: Path | None = None
     storage: Path | None = None
 
@@ -258,6 +262,10 @@ def export_label_studio(
 
     The expert's answers become annotations, the model labels winnow stands behind become
     predictions (``score`` = their confidence, ``model_version`` = :func:`prediction_model_version`).
+    The model labels of the lot still being audited (:meth:`Workbench.items_being_audited`) are
+    written as undecided, with no label: the tasks are opened by annotators in Label Studio, and
+    one who saw the label an audit checks would no longer check it blind (their answers come
+    back as winnow answers). ``winnow export --what labelled`` as CSV or JSON has them.
 
     Parameters
     ----------
@@ -304,6 +312,12 @@ def export_label_studio(
         # A dataset read from a Label Studio export: the tasks fit the same project's control.
         from_name, to_name, data_key = imported["from_name"], imported["to_name"], imported.get("data_key")
     table = bench.labelled_table()
+    withheld = bench.items_being_audited() & (table["label_source"].to_numpy() == "model")
+    if withheld.any():
+        table = table.copy()
+        table.loc[withheld, "label"] = None
+        table.loc[withheld, "model_margin"] = np.nan
+        table.loc[withheld, "label_source"] = "undecided"
     paths = [p for p in content.media_paths if p is not None]
     files = local_files_setup(content.media_root, paths) if content.media_root is not None and paths else None
     control = project.from_name if project is not None else from_name or DEFAULT_FROM_NAME
@@ -339,6 +353,7 @@ def export_label_studio(
         len(tasks),
         sum(len(task["annotations"]) for task in tasks),
         sum(len(task["predictions"]) for task in tasks),
+        int(withheld.sum()),
         files.document_root if files is not None else None,
         files.storage if files is not None else None,
     )

@@ -3,14 +3,17 @@
 The statistics are :mod:`engine.lots`; this module applies them to a session's state:
 
 * **Freezing.** When a session has no lot, or its last lot is settled (certified, hopeless,
-  or audited to its end), a new lot is frozen from the open items nobody answered that no
-  certified lot delivers, whose DST-PLL margin reaches the lot's threshold
-  (:func:`next_threshold`: DST-PLL's own reject rule, margin > 0, until the audits say where
-  the model is good enough now, :func:`learning_sample`), if there are at least
-  :data:`MIN_LOT_SIZE` of them and the lot could deliver half its items. Their labels are
-  frozen then: the lot's statement is about exactly those labels, whatever the model says
-  later. The lot's audit order is a permutation drawn from the store's secret
-  (:func:`lot_order`), unknown to anyone who does not hold the store's file.
+  or audited to its end) or failing (:func:`failing`), a new lot is frozen from the open
+  items nobody answered that no certified lot delivers, whose DST-PLL margin reaches the
+  lot's threshold (:func:`next_threshold`: DST-PLL's own reject rule, margin > 0, until the
+  audits say where the model is good enough now, :func:`learning_sample`), if there are at
+  least :data:`MIN_LOT_SIZE` of them and the lot could deliver half its items. Their labels
+  are frozen then: the lot's statement is about exactly those labels, whatever the model says
+  later. A failing lot gives way only to a clearly cleaner lot at a higher threshold; a lot
+  some of whose items a later lot took again is superseded and never certified (the later
+  lot's labels are the ones that count), so the delivered lots never share an item. The
+  lot's audit order is a permutation drawn from the store's secret (:func:`lot_order`),
+  unknown to anyone who does not hold the store's file.
 * **Audits.** The served slots that are audits (a uniform below the share, from the secret's
   stream: :func:`slot_uniforms`) serve the active lot's items in its audit order, from the
   first one without a settled answer (:func:`audit_queue`): a skipped or disputed audit is
@@ -56,6 +59,7 @@ __all__ = [
     "ItemStatus",
     "FIRST_STATEMENT_AUDIT_SHARE",
     "MIN_LOT_SIZE",
+    "FAILING_MIN_AUDITS",
     "FREEZE_RETRY_ANSWERS",
     "LotsNow",
     "lot_order",
@@ -63,6 +67,7 @@ __all__ = [
     "slot_uniforms",
     "lot_outcomes",
     "lots_now",
+    "failing",
     "learning_sample",
     "next_threshold",
     "freeze_lot",
@@ -87,6 +92,10 @@ FREEZE_RETRY_ANSWERS = 10
 #: most this share of the target wrong, on at least LEARN_MIN_AUDITS audits.
 LEARN_ERROR_SHARE = 0.5
 LEARN_MIN_AUDITS = 10
+
+#: A lot not yet certified whose audited prefix, on at least this many audits, is more than
+#: ``LEARN_ERROR_SHARE × target`` wrong is failing (:func:`failing`).
+FAILING_MIN_AUDITS = 20
 
 
 def _seed(secret: bytes, *words: int) -> list[int]:
@@ -175,6 +184,9 @@ class LotsNow:
     learning_waiting : int array
         The learning order's next items nobody answered that no lot holds: what audit slots
         serve while no lot is being audited (learning audits; they certify nothing).
+    failing : bool
+        The lot being audited is failing (:func:`failing`): a lot at a higher threshold,
+        learned from the audits, may take its place.
     """
 
     lots: list[LabelLotRecord]
@@ -183,6 +195,7 @@ class LotsNow:
     outcomes: list[np.ndarray]
     learned: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     learning_waiting: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    failing: bool = False
 
     @property
     def active(self) -> int | None:
@@ -198,9 +211,10 @@ class LotsNow:
     @property
     def new_lot_due(self) -> bool:
         """Whether a new lot may be frozen: no lot is being audited, or the one being audited is
-        certified (its items are delivered; the items it left out may make the next lot)."""
+        certified (its items are delivered; the items it left out may make the next lot) or
+        failing (a stricter lot may replace it)."""
         i = self.active
-        return i is None or self.verdicts[i].certified
+        return i is None or self.verdicts[i].certified or self.failing
 
     def audited_positions(self) -> np.ndarray:
         """The items of every lot's audited prefix (a uniform sample of its lot) and of the
@@ -278,7 +292,14 @@ def lots_now(
         )
         answered_all.append(answered)
         outcomes_all.append(outcomes)
+    taken_later = np.zeros(items.n_instances, dtype=bool)
+    for i in range(len(lots) - 1, -1, -1):
+        if taken_later[lots[i].positions].any():  # superseded (module docstring)
+            verdicts[i] = replace(verdicts[i], certified=False, audits_left=-1)
+        taken_later[lots[i].positions] = True
     now = LotsNow(list(lots), verdicts, answered_all, outcomes_all)
+    if now.active is not None:
+        now = replace(now, failing=failing(now.verdicts[now.active], settings.max_error))
     if learning is None or learning.size == 0:
         return now
     held = now.in_lots(items.n_instances)
@@ -289,6 +310,26 @@ def lots_now(
     first = int(np.argmax(can_wait)) if can_wait.any() else learning.size
     head = learning[:first]
     return replace(now, learned=head[answered[:first]], learning_waiting=learning[can_wait])
+
+
+def failing(verdict: LotVerdict, target: float) -> bool:
+    """Whether a lot's audits say that a stricter lot would pay sooner than more of its audits.
+
+    A lot not certified whose audited prefix, on at least :data:`FAILING_MIN_AUDITS` audits,
+    is more than ``LEARN_ERROR_SHARE × target`` wrong. At such a rate a certification takes
+    hundreds of audits (with confidence, about 800 for a lot 3 % wrong at a 5 % target; on
+    average, only a run of lucky audits certifies it). Its audits, a uniform sample of the
+    lot, show where the model is good enough: when they put the threshold higher than the
+    lot's (:func:`next_threshold`), the items above it make the next lot, certified by audits
+    of its own (Learn then Test); until then the failing lot goes on being audited.
+
+    Leaving a lot is a stopping time of its sequence, so every statement stays valid; the lot
+    keeps its share of the error budget, so the next lot pays a little more per statement
+    (:func:`engine.lots.lot_alpha`).
+    """
+    if verdict.certified or verdict.audited < FAILING_MIN_AUDITS:
+        return False
+    return verdict.audit_errors > LEARN_ERROR_SHARE * target * verdict.audited
 
 
 def learning_sample(
@@ -371,6 +412,8 @@ def freeze_lot(
         return None
     if now.lots and np.array_equal(np.sort(now.lots[-1].positions), members):
         return None  # the same items as the lot just settled: nothing new to certify
+    if now.failing and not _clearly_cleaner(learned, threshold, now.verdicts[-1], now.lots[-1].threshold):
+        return None  # the audits have not shown a clearly cleaner lot yet: the failing lot goes on
     order = members[lot_order(secret, session_id, number, members.size)]
     return LabelLotRecord(
         number=number,
@@ -382,6 +425,23 @@ def freeze_lot(
         threshold=threshold,
         after_event_id=int(last_event_id),
     )
+
+
+def _clearly_cleaner(
+    learned: tuple[np.ndarray, np.ndarray], threshold: float, verdict: LotVerdict, lot_threshold: float
+) -> bool:
+    """Whether the audits show that the items above ``threshold`` are a clearly cleaner lot than
+    a failing one: a higher threshold, at least :data:`FAILING_MIN_AUDITS` audited items above
+    it, at most half as often wrong as the failing lot's audited prefix. A new lot starts its
+    audits from nothing at a smaller share of the error budget, so a lot about as wrong as the
+    failing one would only delay the statement."""
+    if threshold <= lot_threshold:
+        return False
+    m, right = learned
+    above = np.asarray(m) >= threshold
+    count = int(above.sum())
+    wrong = int((~np.asarray(right, dtype=bool)[above]).sum())
+    return count >= FAILING_MIN_AUDITS and wrong * verdict.audited <= LEARN_ERROR_SHARE * verdict.audit_errors * count
 
 
 def _viable(size: int, settings: LabelSettings, level: float) -> bool:

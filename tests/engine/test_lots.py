@@ -267,3 +267,33 @@ def test_verdict_refuses_inconsistent_input():
         lot_verdict(np.array([OUTCOME_RIGHT]), np.array([False]), target=0.05, alpha=0.1)
     with pytest.raises(InvalidInput, match="only -1"):
         lot_verdict(np.array([2]), np.array([True]), target=0.05, alpha=0.1)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    big_n=st.integers(20, 300),
+    rate=st.floats(0.0, 0.3),
+    audited=st.integers(1, 120),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_a_verdict_uses_the_running_intersection_of_every_prefix_interval(big_n, rate, audited, seed):
+    """high/low are the smallest upper and largest lower end over the prefixes 1 … n, each
+    computed on its own by lot_error_bounds; a wrong audit never raises the upper end."""
+    rng = np.random.default_rng(seed)
+    n = min(audited, big_n)
+    outcomes = np.full(big_n, OUTCOME_UNKNOWN, dtype=np.int64)
+    outcomes[:n] = (rng.random(n) < rate).astype(np.int64)
+    errors = np.cumsum(outcomes[:n])
+    intervals = [lot_error_bounds(big_n, j, int(errors[j - 1]), alpha=0.1, target=0.05) for j in range(1, n + 1)]
+    low, high = max(lo for lo, _ in intervals), min(hi for _, hi in intervals)
+    verdict = lot_verdict(outcomes, outcomes != OUTCOME_UNKNOWN, target=0.05, alpha=0.1, countdown=False)
+    nonempty = low <= high and high >= errors[-1]
+    if nonempty:
+        assert (verdict.low, verdict.high) == (low, high)
+    else:  # empty: the truth left some interval (probability ≤ α); the latest interval is said
+        assert (verdict.low, verdict.high) == intervals[-1]
+    if n >= 2 and nonempty:
+        shorter = outcomes.copy()
+        shorter[n - 1] = OUTCOME_UNKNOWN
+        before = lot_verdict(shorter, shorter != OUTCOME_UNKNOWN, target=0.05, alpha=0.1, countdown=False)
+        assert verdict.high <= before.high

@@ -40,7 +40,7 @@ so Ville's inequality gives ``P(∃ n : M_n ≥ 1/α) ≤ α``. Hence the sets
 
 cover ``E*`` for all ``n`` simultaneously with probability at least ``1 − α``. ``L_n`` is
 log-concave in ``E`` (a hypergeometric likelihood), so ``C_n`` is an interval of integers,
-computed here exactly by evaluating ``log L_n`` on every ``E`` in ``0 … N`` (``O(N)``). No
+computed here exactly by bisection on each side of the likelihood's mode (``O(log N)``). No
 correction for reading often is needed, and none for stopping when the result suits the reader.
 
 Since every ``C_j`` covers ``E*`` on the same event, so does their **running intersection**
@@ -160,8 +160,8 @@ def _prior(target: float) -> tuple[float, float]:
     return 1.0, 4.0 / target
 
 
-# Each entry holds N + 1 floats (8 MB for a lot of a million): few are kept. The small results
-# of _bounds are what is worth keeping.
+# Each entry holds N + 1 floats (8 MB for a lot of a million): few are kept. Only the average
+# promise's rule reads every E.
 @functools.lru_cache(maxsize=16)
 def _log_evidence(lot_size: int, audited: int, errors: int, target: float) -> tuple[np.ndarray, float]:
     """``log L_n(E)`` for every ``E`` in ``0 … N`` (``-inf`` where impossible) and ``log m_n``.
@@ -188,15 +188,43 @@ def _log_evidence(lot_size: int, audited: int, errors: int, target: float) -> tu
 
 @functools.lru_cache(maxsize=65536)
 def _bounds(lot_size: int, audited: int, errors: int, alpha: float, target: float) -> tuple[int, int]:
-    """The confidence sequence's interval; trusts its input (see :func:`lot_error_bounds`)."""
+    """The confidence sequence's interval; trusts its input (see :func:`lot_error_bounds`).
+
+    ``log L_n`` is log-concave in ``E`` with its mode at ``⌊(N + 1) k / n⌋`` (the ratio
+    ``L(E + 1) / L(E)`` is at least 1 exactly below it), so each end of ``C_n`` is found by
+    bisection on one side of the mode: ``O(log N)`` evaluations, not ``O(N)``, which the running
+    intersection pays once per prefix.
+    """
     n, k, big_n = audited, errors, lot_size
     if n == 0:
         return 0, big_n
-    log_lik, log_marginal = _log_evidence(big_n, n, k, target)
-    inside = np.flatnonzero(log_lik > math.log(alpha) + log_marginal)
-    if inside.size == 0:  # cannot happen at the truth; keep the interval honest anyway
-        return k, big_n - (n - k)
-    return int(inside[0]), int(inside[-1])
+    a, b = _prior(target)
+    level = math.log(alpha) + float(betaln(a + k, b + n - k) - betaln(a, b))
+    lowest, highest = k, big_n - (n - k)
+    drawn = math.lgamma(big_n + 1) - math.lgamma(big_n - n + 1)
+
+    def inside(e: int) -> bool:
+        log_lik = (
+            math.lgamma(e + 1)
+            - math.lgamma(e - k + 1)
+            + math.lgamma(big_n - e + 1)
+            - math.lgamma(big_n - e - (n - k) + 1)
+        )
+        return log_lik - drawn > level
+
+    mode = min(max((big_n + 1) * k // n, lowest), highest)
+    if not inside(mode):  # cannot happen at the truth; keep the interval honest anyway
+        return k, highest
+    left, right = lowest, mode  # the smallest E inside
+    while left < right:
+        mid = (left + right) // 2
+        left, right = (left, mid) if inside(mid) else (mid + 1, right)
+    low = left
+    left, right = mode, highest  # the largest E inside
+    while left < right:
+        mid = (left + right + 1) // 2
+        left, right = (mid, right) if inside(mid) else (left, mid - 1)
+    return low, left
 
 
 def _average_certified(

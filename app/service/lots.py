@@ -319,9 +319,10 @@ def failing(verdict: LotVerdict, target: float) -> bool:
     is more than ``LEARN_ERROR_SHARE × target`` wrong. At such a rate a certification takes
     hundreds of audits (with confidence, about 800 for a lot 3 % wrong at a 5 % target; on
     average, only a run of lucky audits certifies it). Its audits, a uniform sample of the
-    lot, show where the model is good enough: when they put the threshold higher than the
-    lot's (:func:`next_threshold`), the items above it make the next lot, certified by audits
-    of its own (Learn then Test); until then the failing lot goes on being audited.
+    lot, show where the model is good enough: when they show a clearly cleaner lot above a
+    higher threshold (:func:`next_threshold`; at least :data:`FAILING_MIN_AUDITS` audited items
+    above it, at most half as often wrong), its items make the next lot, certified by audits of
+    its own (Learn then Test); until then the failing lot goes on being audited.
 
     Leaving a lot is a stopping time of its sequence, so every statement stays valid; the lot
     keeps its share of the error budget, so the next lot pays a little more per statement

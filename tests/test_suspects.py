@@ -18,7 +18,7 @@ from app.service import (
 from app.service import suspects as suspects_module
 from app.service.suspects import SUSPECT_EVERY, interleave_suspects, suspects_to_serve
 from app.store import create_dataset, create_labelling_session, open_store, write_transaction
-from engine import benjamini_hochberg, conformal_p_values, suspect_scores
+from engine import benjamini_hochberg, conformal_p_values, open_targets, suspect_scores
 
 LABELS = ["ant", "bee", "cat"]
 N_PER_CLASS = 150
@@ -309,6 +309,13 @@ def test_suspects_kept_between_answers_equal_suspects_from_scratch(ops, expert_c
             except (InvalidInput, InvalidRecord, RecordNotFound, StaleAnswer):
                 continue
             _assert_same_suspects(workbench_suspects(bench, fdr=fdr), _suspects_from_scratch(bench, fdr))
+            # The open targets the new view patched (RankingState.view), against a full pass.
+            assert bench.n_open == int(open_targets(*bench.label_sets()).sum())
+            # The set sizes the new state carried over (SessionState.with_derived), patched.
+            np.testing.assert_array_equal(bench.state.set_sizes, np.asarray(bench.state.candidates).sum(axis=1))
+            np.testing.assert_array_equal(
+                bench.state.original_sizes, np.asarray(bench.state.original_candidates).sum(axis=1)
+            )
         served, counts, statement = bench.queue(), bench.summary(), bench.label_statement()
         suspects_module.forget_kept()
         fresh = Workbench.open(bench.session_factory, bench.session_id, use_snapshot=False)

@@ -480,7 +480,9 @@ def _scores(graph: GraphResult, state: SessionState, previous: tuple[SessionStat
         return np.zeros(0)
     if previous is None or np.asarray(previous[0].candidates).shape != candidates.shape:
         return suspect_scores(graph.idx, graph.w, candidates)
-    changed = np.flatnonzero((np.asarray(previous[0].candidates) != candidates).any(axis=1))
+    changed = state.changed_since(previous[0])
+    if changed is None:
+        changed = np.flatnonzero((np.asarray(previous[0].candidates) != candidates).any(axis=1))
     scores = previous[1].copy()
     if changed.size:
         rows = _rows_touched(graph, changed)

@@ -17,7 +17,8 @@ on one random sample of ``--sample`` (2,000) rows is used for the whole search (
 searches are not counted in the search time: a shipped builder fixes the value); recall@10
 is then measured on another such sample, against exact neighbours (``faiss.IndexFlatL2``,
 brute force, self left out by identity). Each method runs in a fresh process that loads the
-data from one ``.npy`` file, so its peak RSS (``os.wait4``) is its own; CPU is that
+data from one ``.npy`` file (written by another child: a child's peak RSS starts from its
+parent's at the fork), so its peak RSS (``os.wait4``) is its own; CPU is that
 process's user + system time, which moves less with the load than the wall time. The ratio
 column is the method's build + search wall time over ``current``'s in the same run.
 
@@ -159,16 +160,22 @@ def exact_neighbours(X: np.ndarray, sample: np.ndarray) -> np.ndarray:
     return drop_self(idx, sample)
 
 
-def run_size(n: int, workdir: Path, sample_size: int, target: float, methods: list[str]) -> list[dict[str, object]]:
-    data = workdir / f"first_graph_{n}.npy"
-    sample_file = workdir / f"first_graph_{n}_sample.npy"
+def write_data(n: int, data: Path, sample_file: Path, sample_size: int) -> None:
+    """The data, both samples and their exact neighbours, written by a child process: a
+    child's peak RSS starts from its parent's at the fork, so the parent stays small."""
     X = clustered(n)
     np.save(data, X)
     # Two disjoint samples: the parameter is tuned on the first, the recall measured on the second.
     drawn = np.random.default_rng(2).choice(n, size=min(2 * sample_size, n), replace=False)
     np.save(sample_file, drawn)
     np.save(sample_file.with_name(sample_file.stem + "_exact.npy"), exact_neighbours(X, drawn))
-    del X
+
+
+def run_size(n: int, workdir: Path, sample_size: int, target: float, methods: list[str]) -> list[dict[str, object]]:
+    data = workdir / f"first_graph_{n}.npy"
+    sample_file = workdir / f"first_graph_{n}_sample.npy"
+    spec = json.dumps({"n": n, "data": str(data), "sample": str(sample_file), "size": sample_size})
+    subprocess.run([sys.executable, "-m", "benchmarks.bench_first_graph", "--write", spec], check=True)
     rows = []
     for method, params in METHODS:
         if method not in methods:
@@ -219,7 +226,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--methods", nargs="+", default=["current", "hnsw", "ivf-flat"])
     parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()))
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--write", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.write is not None:
+        spec = json.loads(args.write)
+        write_data(spec["n"], Path(spec["data"]), Path(spec["sample"]), spec["size"])
+        return
     if args.child is not None:
         spec = json.loads(args.child)
         print(json.dumps(child(spec["method"], spec["params"], Path(spec["data"]), Path(spec["sample"]), args.recall)))

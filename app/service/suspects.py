@@ -435,7 +435,10 @@ def interleave_suspects(
     suspects = np.asarray(suspects, dtype=np.int64)
     if suspects.size == 0:
         return ranked
-    rest = ranked[~np.isin(ranked, suspects)]
+    # A mask over the positions, not np.isin (a sort of both lists: ~10 ms per answer at 1M).
+    is_suspect = np.zeros(int(max(ranked.max(initial=-1), suspects.max())) + 1, dtype=bool)
+    is_suspect[suspects] = True
+    rest = ranked[~is_suspect[ranked]]
     later = rest[:0] if deferred is None else rest[np.asarray(deferred, dtype=bool)[rest]]
     if later.size:
         rest = rest[~np.asarray(deferred, dtype=bool)[rest]]

@@ -158,7 +158,7 @@ def _prior(target: float) -> tuple[float, float]:
 @functools.lru_cache(maxsize=4)
 def _log_factorials(lot_size: int) -> np.ndarray:
     """``log x!`` for ``x`` in ``0 … lot_size`` (``gammaln(x + 1)``), read-only."""
-    table: np.ndarray = gammaln(np.arange(lot_size + 1, dtype=np.float64) + 1)
+    table = gammaln(np.arange(lot_size + 1, dtype=np.float64) + 1)
     table.flags.writeable = False
     return table
 

@@ -49,37 +49,6 @@ def direct_interval(big_n: int, n: int, k: int, alpha: float, target: float) -> 
     return inside[0], inside[-1]
 
 
-def gammaln_interval(big_n: int, n: int, k: int, alpha: float, target: float) -> tuple[int, int]:
-    """{E : log L_n(E) > log α + log m_n} with every log-factorial by ``gammaln`` (the
-    computation before the table of issue 32), for lots too large for explicit products."""
-    from scipy.special import betaln, gammaln
-
-    e = np.arange(big_n + 1, dtype=np.float64)
-    possible = (e >= k) & (big_n - e >= n - k)
-    log_lik = np.full(e.shape, -np.inf)
-    ep = e[possible]
-    log_lik[possible] = (
-        gammaln(ep + 1)
-        - gammaln(ep - k + 1)
-        + gammaln(big_n - ep + 1)
-        - gammaln(big_n - ep - (n - k) + 1)
-        - (gammaln(big_n + 1) - gammaln(big_n - n + 1))
-    )
-    a, b = 1.0, 4.0 / target
-    inside = np.flatnonzero(log_lik > math.log(alpha) + float(betaln(a + k, b + n - k) - betaln(a, b)))
-    return int(inside[0]), int(inside[-1])
-
-
-@settings(max_examples=150, deadline=None)
-@given(
-    big_n=st.integers(1, 5_000), data=st.data(), alpha=st.sampled_from([0.01, 0.1]), target=st.sampled_from([0.02, 0.1])
-)
-def test_bounds_of_large_lots_equal_those_of_gammaln_term_by_term(big_n, data, alpha, target):
-    n = data.draw(st.integers(1, big_n))
-    k = data.draw(st.integers(0, min(n, 30)))
-    assert lot_error_bounds(big_n, n, k, alpha=alpha, target=target) == gammaln_interval(big_n, n, k, alpha, target)
-
-
 def direct_average_certified(big_n: int, n: int, k: int, share: float, target: float) -> bool:
     """The average rule for a lot whose only answers are its audits: every ``E`` whose delivered
     share ``g(E)`` exceeds ``t/2`` has ``g(E) − t/2 ≤ (t/2) · share · m_n / L_n(E)``."""

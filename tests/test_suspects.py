@@ -18,7 +18,7 @@ from app.service import (
 from app.service import suspects as suspects_module
 from app.service.suspects import SUSPECT_EVERY, interleave_suspects, suspects_to_serve
 from app.store import create_dataset, create_labelling_session, open_store, write_transaction
-from engine import suspect_scores
+from engine import benjamini_hochberg, conformal_p_values, open_targets, suspect_scores
 
 LABELS = ["ant", "bee", "cat"]
 N_PER_CLASS = 150
@@ -221,3 +221,104 @@ def test_suspect_items_take_their_slots_in_the_served_order_and_leave_it_once_an
     # change: the answer also changes its neighbours' evidence).
     assert first not in bench.queue().tolist()
     assert first not in suspects_to_serve(workbench_suspects(bench), bench.state).tolist()
+
+
+def _suspects_from_scratch(bench: Workbench, fdr: float = 0.1) -> dict[str, object]:
+    """The suspects of the workbench's state by the definitions alone: every score afresh, the
+    calibration rule, a conformal p-value for every item and Benjamini–Hochberg on them all."""
+    state = bench.state
+    scores = suspect_scores(bench.graph.idx, bench.graph.w, np.asarray(state.candidates))
+    settled = suspects_module.settled_items(state)
+    expert = settled & ~state.in_conflict & (np.asarray(state.candidates).sum(axis=1) == 1)
+    if expert.sum() >= suspects_module.EXPERT_CALIBRATION:
+        trusted, calibrated_on = expert, "expert answers"
+    else:
+        given_single = (np.asarray(state.original_candidates).sum(axis=1) == 1) & ~settled
+        trusted, calibrated_on = expert | given_single, "single given labels and expert answers"
+    p_values = conformal_p_values(scores[trusted], scores)
+    flags = np.zeros(scores.size, dtype=bool)
+    flags[~settled] = benjamini_hochberg(p_values[~settled], level=fdr)
+    order = np.flatnonzero(flags)
+    order = order[np.argsort(-scores[order], kind="stable")]
+    return {
+        "scores": scores,
+        "p_values": p_values,
+        "flags": flags,
+        "positions": order,
+        "n_trusted": int(trusted.sum()),
+        "n_tested": int((~settled).sum()),
+        "calibrated_on": calibrated_on,
+    }
+
+
+def _assert_same_suspects(found, expected: dict[str, object]) -> None:
+    np.testing.assert_allclose(found.scores, expected["scores"], rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(found.p_values, expected["p_values"])
+    np.testing.assert_array_equal(found.flags, expected["flags"])
+    np.testing.assert_array_equal(found.items.positions, expected["positions"])
+    assert (found.n_trusted, found.n_tested, found.calibrated_on) == (
+        expected["n_trusted"],
+        expected["n_tested"],
+        expected["calibrated_on"],
+    )
+
+
+_suspect_op = st.tuples(
+    st.sampled_from(["answer", "answer", "other_label", "other_label", "none_of_these", "skip", "undo"]),
+    # Half the ops on the generated misses (the flagged items and their neighbourhoods).
+    st.one_of(st.sampled_from(sorted(MISSES)), st.integers(0, 3 * N_PER_CLASS - 1)),
+    st.integers(0, 2),
+    st.sampled_from(["ann", "bob"]),
+)
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    ops=st.lists(_suspect_op, min_size=1, max_size=25),
+    expert_calibration=st.sampled_from([4, 100]),
+    resort_share=st.sampled_from([1.0, 0.0]),
+    fdr=st.sampled_from([0.1, 0.3]),
+)
+def test_suspects_kept_between_answers_equal_suspects_from_scratch(ops, expert_calibration, resort_share, fdr):
+    """Answers, other labels, none-of-these flags, skips and undos by two annotators: after each,
+    the suspects kept from the previous state (scores of the touched items, sorted samples
+    patched) equal the definitions applied afresh, and the served order, the counts and the
+    label statement equal those of a workbench opened from the whole log with nothing kept."""
+    import tempfile
+    from pathlib import Path
+
+    from app.store import InvalidRecord, RecordNotFound
+    from engine.exceptions import InvalidInput
+
+    with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as patch:
+        patch.setattr(suspects_module, "EXPERT_CALIBRATION", expert_calibration)
+        # 1.0: the samples are always patched; 0.0: always sorted afresh.
+        patch.setattr(suspects_module, "RESORT_SHARE", resort_share)
+        bench = open_bench(Path(tmp))
+        workbench_suspects(bench, fdr=fdr)
+        for kind, position, choice, annotator in ops:
+            candidates = np.flatnonzero(bench.state.candidates[position])
+            label = int(candidates[choice % candidates.size]) if kind == "answer" else choice
+            try:
+                bench.record(
+                    annotator,
+                    kind,
+                    position=None if kind == "undo" else position,
+                    label=label if kind in ("answer", "other_label") else None,
+                )
+            except (InvalidInput, InvalidRecord, RecordNotFound, StaleAnswer):
+                continue
+            _assert_same_suspects(workbench_suspects(bench, fdr=fdr), _suspects_from_scratch(bench, fdr))
+            # The open targets the new view patched (RankingState.view), against a full pass.
+            assert bench.n_open == int(open_targets(*bench.label_sets()).sum())
+            # The set sizes the new state carried over (SessionState.with_derived), patched.
+            np.testing.assert_array_equal(bench.state.set_sizes, np.asarray(bench.state.candidates).sum(axis=1))
+            np.testing.assert_array_equal(
+                bench.state.original_sizes, np.asarray(bench.state.original_candidates).sum(axis=1)
+            )
+        served, counts, statement = bench.queue(), bench.summary(), bench.label_statement()
+        suspects_module.forget_kept()
+        fresh = Workbench.open(bench.session_factory, bench.session_id, use_snapshot=False)
+        np.testing.assert_array_equal(fresh.queue(), served)
+        assert fresh.summary() == counts
+        assert fresh.label_statement() == statement

@@ -29,14 +29,7 @@ from app.service.tasks import ProgressTracker
 from app.store import find_graph, save_graph, session_dataset_size, write_transaction
 from engine import check_choice
 from engine.choices import WEIGHTINGS
-from engine.neighbors import (
-    APPROX_THRESHOLD,
-    HNSW_EF_CONSTRUCTION,
-    HNSW_EF_SEARCH,
-    HNSW_LINKS,
-    Weights,
-    knn_graph,
-)
+from engine.neighbors import APPROX_THRESHOLD, Weights, approx_parameters, knn_graph
 
 __all__ = ["GraphResult", "graph_key", "graph_algorithm", "dataset_graph", "graph_builds", "session_dataset"]
 
@@ -92,7 +85,7 @@ def graph_key(X: np.ndarray, *, k: int, weighting: str, algorithm: str) -> str:
     X = np.ascontiguousarray(X, dtype="<f8")
     params = f"winnow-graph/{GRAPH_FORMAT};shape={X.shape};k={k};weighting={weighting};algorithm={algorithm}"
     if algorithm == "approx":
-        params += f";hnsw={HNSW_LINKS},{HNSW_EF_CONSTRUCTION},{HNSW_EF_SEARCH}"
+        params += f";{approx_parameters(X.shape[0])}"
     digest = hashlib.sha256(params.encode())
     digest.update(X.data.cast("B"))
     return digest.hexdigest()

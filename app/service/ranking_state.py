@@ -241,18 +241,32 @@ class RankingState:
             self._sets = readonly(necessary), readonly(possible)
         return self._sets
 
-    def view(self, candidates: np.ndarray) -> RankingView:
+    def view(
+        self, candidates: np.ndarray, *, previous: RankingView | None = None, changed: np.ndarray | None = None
+    ) -> RankingView:
         """Read-only copies of the scores and label sets as they are now, for readers.
 
         Costs a copy of the scores (and of ``NL``/``APL`` when the ranker keeps and patches
-        them itself): memory copies, ``O(n_instances + n_targets · n_labels)`` bytes.
+        them itself): memory copies, ``O(n_instances + n_targets · n_labels)`` bytes. With the
+        ``previous`` view and the items ``changed`` since it (those :meth:`apply` was told
+        of), the open targets are the previous ones redone at the targets holding a changed
+        item (the only ones whose ``NL``/``APL`` can differ) instead of a pass over every
+        target's label sets.
         """
         kept = self.ranker.label_sets()
         if kept is not None:
             necessary, possible = (readonly(np.array(a)) for a in kept)
         else:
             necessary, possible = self.label_sets(candidates)
-        return RankingView(readonly(np.array(self.ranker.scores)), necessary, possible, self.idx)
+        view = RankingView(readonly(np.array(self.ranker.scores)), necessary, possible, self.idx)
+        if previous is not None and changed is not None and "open_rows" in previous.__dict__:
+            rows = self.ranker.targets_of(changed)
+            open_rows = np.array(previous.open_rows)
+            open_rows[rows] = open_targets(necessary[rows], possible[rows])
+            # cached_property keeps its value in the instance's __dict__: seeded with what
+            # it would compute.
+            view.__dict__["open_rows"] = readonly(open_rows)
+        return view
 
     def row_of(self, position: int) -> int | None:
         """The target row of the item at ``position``, or ``None`` when it is not a target."""

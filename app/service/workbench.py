@@ -405,11 +405,12 @@ class Workbench:
             derived = self._log.derived
             before = self._snapshot.state
             changed = touched[(derived.candidates[touched] != before.candidates[touched]).any(axis=1)]
-            state = replace(before, derived=derived)
+            state = before.with_derived(derived, changed)
             with self._ranker_lock:
                 candidates = np.asarray(derived.candidates)
                 self.ranking.apply(changed, candidates)
-                view = self.ranking.view(candidates) if changed.size else self._snapshot.ranking
+                previous = self._snapshot.ranking
+                view = self.ranking.view(candidates, previous=previous, changed=changed) if changed.size else previous
                 # One assignment: a reader sees the old snapshot or the new one, never a mix.
                 self._snapshot = _Snapshot(state, view, self._log.max_id)
             return changed
@@ -474,12 +475,12 @@ class Workbench:
     def _served(self, snap: _Snapshot, top: int | None) -> audits.ServedOrder:
         # The whole served order is kept per snapshot (and lots and settings): team mode
         # reserves from it on every page run, and it changes only when the state does.
+        # The whole order is made even for a ``top``: the ranked list under it is whole
+        # anyway, and a page run asks for the first item more than once.
         now = self._lots_for(snap)
         kept = self._served_kept
         if kept is not None and kept[0] is snap and kept[1] is self._lots and kept[2] == self._settings:
             order = kept[3]
-            if top is not None:
-                order = audits.ServedOrder(order.positions[:top], order.audit[:top])
         else:
             st = snap.state
             secret, session_id = self._secret, self.session_id
@@ -489,10 +490,10 @@ class Workbench:
                 base=audits.served_base(st.answered, st.skipped),
                 audit_share=now.audit_share(self._settings),
                 uniforms=lambda n: lots.slot_uniforms(secret, session_id, n),
-                top=top,
             )
-            if top is None:
-                self._served_kept = (snap, self._lots, self._settings, order)
+            self._served_kept = (snap, self._lots, self._settings, order)
+        if top is not None:
+            order = audits.ServedOrder(order.positions[:top], order.audit[:top])
         if order.positions.size:
             self._remember_served(int(order.positions[0]), snap.last_event_id)
         return order

@@ -33,8 +33,9 @@ from __future__ import annotations
 
 import bisect
 import functools
+import weakref
 from collections.abc import Iterable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from datetime import datetime
 from typing import Any
 
@@ -155,6 +156,11 @@ class SessionConfig:
     hotkeys: dict[str, str] | None = None
 
 
+#: :meth:`SessionState.changed_since` follows at most this many :meth:`SessionState.with_derived` steps.
+CHANGED_STEPS = 32
+_CHANGED_FROM = "changed_from"
+
+
 # Not slots: the masks below are cached per state (a new event log gives a new state); at 1M
 # items each is a pass over the candidate sets that a page run asked for several times.
 @dataclass(frozen=True, eq=False)
@@ -269,6 +275,50 @@ class SessionState:
     def labelled(self) -> np.ndarray:
         """Bool mask of shape (n_instances,): the current set is a single label."""
         return self.set_sizes == 1
+
+    def with_derived(self, derived: DerivedState, changed: np.ndarray) -> SessionState:
+        """This state with what newer events say (``derived``), whose candidate sets differ
+        from this state's only at the positions ``changed`` (int array).
+
+        The same as ``dataclasses.replace(self, derived=derived)``, but the set sizes are
+        carried over (the original ones as they are, the current ones patched at
+        ``changed``) instead of summed again over every item by the new state: a pass over
+        all candidate sets per answer at 1M items.
+        """
+        state = replace(self, derived=derived)
+        # cached_property keeps its value in the instance's __dict__: seeding it is what it
+        # would compute. Only values this state already computed are carried.
+        kept = self.__dict__
+        if "original_sizes" in kept:
+            state.__dict__["original_sizes"] = kept["original_sizes"]
+        changed = np.asarray(changed, dtype=np.intp)
+        if "set_sizes" in kept:
+            sizes = kept["set_sizes"].copy()
+            sizes[changed] = derived.candidates[changed].sum(axis=1)
+            state.__dict__["set_sizes"] = readonly(sizes)
+        # A weak link: a chain of states must not keep every earlier one's arrays alive.
+        state.__dict__[_CHANGED_FROM] = (weakref.ref(self), readonly(np.unique(changed)))
+        return state
+
+    def changed_since(self, earlier: SessionState) -> np.ndarray | None:
+        """Positions whose candidate set differs between ``earlier`` and this state (sorted int
+        array), when this state was made from ``earlier`` by a few :meth:`with_derived` steps
+        (:data:`CHANGED_STEPS` at most) that are still in memory; otherwise ``None`` (compare
+        the sets instead). Positions may be listed whose set changed and changed back."""
+        state: SessionState = self
+        parts: list[np.ndarray] = []
+        for _ in range(CHANGED_STEPS):
+            if state is earlier:
+                return np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.intp)
+            link = state.__dict__.get(_CHANGED_FROM)
+            if link is None:
+                return None
+            before = link[0]()
+            if before is None:
+                return None
+            parts.append(link[1])
+            state = before
+        return None
 
     @functools.cached_property
     def open_items(self) -> np.ndarray:

@@ -20,6 +20,7 @@ from engine import (
     suspect_threshold,
 )
 from engine.exceptions import InvalidInput
+from engine.suspect import conformal_bh_threshold, replace_sorted, sorted_conformal_p_values
 
 # -- oracles -----------------------------------------------------------------------------
 
@@ -289,6 +290,55 @@ def test_conformal_p_values_match_the_direct_count(calibration, scores):
 )
 def test_bh_matches_the_direct_computation(p, level):
     assert benjamini_hochberg(p, level=level).tolist() == direct_bh(p, level)
+
+
+tie_scores = st.lists(st.sampled_from([0.0, 0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 1.0]), max_size=60)
+
+
+@settings(max_examples=400, deadline=None)
+@given(tie_scores, tie_scores, st.sampled_from([0.01, 0.05, 0.1, 0.2, 0.3, 0.5, 0.9]))
+def test_the_threshold_from_sorted_scores_flags_what_bh_of_every_p_value_flags(calibration, tested, level):
+    calibration_sorted, tested_array = np.sort(np.array(calibration)), np.array(tested)
+    threshold = conformal_bh_threshold(calibration_sorted, np.sort(tested_array), level=level)
+    expected = benjamini_hochberg(conformal_p_values(calibration, tested), level=level)
+    assert (tested_array > threshold).tolist() == expected.tolist()
+    np.testing.assert_array_equal(
+        sorted_conformal_p_values(calibration_sorted, tested), conformal_p_values(calibration, tested)
+    )
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_the_threshold_matches_bh_on_many_continuous_scores(data):
+    # Enough scores that only the top of the tested ones is looked at.
+    seed = data.draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    zeros = data.draw(st.floats(0.0, 0.95))
+    n, m = data.draw(st.integers(0, 3000)), data.draw(st.integers(1, 3000))
+    calibration = np.where(rng.random(n) < zeros, 0.0, rng.beta(0.5, 3.0, size=n))
+    tested = np.where(rng.random(m) < zeros, 0.0, rng.beta(data.draw(st.floats(0.3, 5.0)), 1.5, size=m))
+    level = data.draw(st.sampled_from([0.01, 0.05, 0.1, 0.2]))
+    threshold = conformal_bh_threshold(np.sort(calibration), np.sort(tested), level=level)
+    expected = benjamini_hochberg(conformal_p_values(calibration, tested), level=level)
+    assert np.array_equal(tested > threshold, expected)
+
+
+@settings(max_examples=300, deadline=None)
+@given(tie_scores, st.data())
+def test_replace_sorted_equals_sorting_the_changed_multiset(values, data):
+    kept = data.draw(st.lists(st.booleans(), min_size=len(values), max_size=len(values)))
+    added = data.draw(tie_scores)
+    removed = [v for v, keep in zip(values, kept, strict=True) if not keep]
+    got = replace_sorted(np.sort(np.array(values, dtype=float)), np.array(removed), np.array(added))
+    expected = np.sort(np.array([v for v, keep in zip(values, kept, strict=True) if keep] + added, dtype=float))
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_replace_sorted_refuses_a_value_it_does_not_hold():
+    with pytest.raises(InvalidInput, match="not among the values"):
+        replace_sorted(np.array([0.0, 0.5]), np.array([0.5, 0.5]), np.array([]))
+    with pytest.raises(InvalidInput, match="not among the values"):
+        replace_sorted(np.array([0.0, 0.5]), np.array([0.7]), np.array([]))
 
 
 def test_bh_on_the_worked_example_of_its_paper_style():

@@ -638,3 +638,8 @@ def test_label_studio_tasks_leave_out_the_model_labels_of_the_lot_being_audited(
         "export", "s", "--what", "labelled", "--format", "label-studio", "-o", tmp_path / "cli.json", "--db", db
     ).stdout
     assert f"{int(withheld.sum())} model labels of the lot still being audited are written as undecided" in said
+    # With audits off no audit is pending: they go out as predictions.
+    change_label_settings(bench.session_factory, "s", audit_share=0.0)
+    bench = Workbench.open(bench.session_factory, bench.session_id)
+    files = export_label_studio(bench, tmp_path / "off.json", actor=None)
+    assert files.n_withheld == 0 and files.n_predictions == int(model.sum())

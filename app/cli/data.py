@@ -433,7 +433,8 @@ def export(
             out.print(
                 f"{files.n_withheld} model labels of the lot still being audited are written as undecided: "
                 "annotators who saw them in Label Studio would no longer check them blind. "
-                "`winnow export --what labelled` as CSV or JSON has them.",
+                "`winnow export --what labelled` as CSV or JSON has them "
+                "(with audits off, `winnow session settings --audit 0`, they go out as predictions).",
                 markup=False,
                 highlight=False,
             )

@@ -262,10 +262,12 @@ def export_label_studio(
 
     The expert's answers become annotations, the model labels winnow stands behind become
     predictions (``score`` = their confidence, ``model_version`` = :func:`prediction_model_version`).
-    The model labels of the lot still being audited (:meth:`Workbench.items_being_audited`) are
-    written as undecided, with no label: the tasks are opened by annotators in Label Studio, and
-    one who saw the label an audit checks would no longer check it blind (their answers come
-    back as winnow answers). ``winnow export --what labelled`` as CSV or JSON has them.
+    While a lot's audits are served (:meth:`Workbench.lot_audits_served`), the model labels of
+    its items (:meth:`Workbench.items_being_audited`) are written as undecided, with no label:
+    the tasks are opened by annotators in Label Studio, and one who saw the label an audit
+    checks would no longer check it blind (their answers come back as winnow answers).
+    ``winnow export --what labelled`` as CSV or JSON has them; with audits off (audit share 0)
+    no audit is pending and they go out as predictions.
 
     Parameters
     ----------
@@ -312,7 +314,9 @@ def export_label_studio(
         # A dataset read from a Label Studio export: the tasks fit the same project's control.
         from_name, to_name, data_key = imported["from_name"], imported["to_name"], imported.get("data_key")
     table = bench.labelled_table()
-    withheld = bench.items_being_audited() & (table["label_source"].to_numpy() == "model")
+    withheld = (table["label_source"].to_numpy() == "model") & bench.items_being_audited()
+    if not bench.lot_audits_served():
+        withheld[:] = False
     if withheld.any():
         table = table.copy()
         table.loc[withheld, "label"] = None

@@ -308,6 +308,8 @@ def crowd(tmp_path_factory) -> dict[str, Any]:
     answers = {row["id"]: guess(row["text"], row["candidates"].split("|")) for row in served}
     (folder / "answers.csv").write_text("id,label\n" + "".join(f"{i},{g}\n" for i, g in answers.items()))
     run_winnow("answer", "s", "--from", folder / "answers.csv", "--annotator", "ada", "--db", db)
+    # With audits off no audit is pending: the certified lot's labels go out as predictions.
+    run_winnow("session", "settings", "s", "--audit", "0", "--db", db)
     out = run_winnow(
         "export", "s", "--what", "labelled", "--format", "label-studio", "-o", folder / "tasks.json", "--db", db
     ).stdout

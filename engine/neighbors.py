@@ -138,8 +138,10 @@ Weights = Literal["uniform", "distance"] | Callable[[np.ndarray], np.ndarray]
 
 
 #: Called by :func:`knn_graph` after each chunk of work, as ``progress(stage, done, total)``.
-#: ``stage`` is ``"index"`` (rows added to the approximate index; approximate search only)
-#: or ``"search"`` (targets whose neighbours are found); ``done`` of ``total`` are finished.
+#: ``stage`` is ``"train"`` (the sample the inverted-file index's lists are trained on, in one
+#: step: k-means reports nothing on the way), ``"index"`` (rows added to the approximate index;
+#: approximate search only) or ``"search"`` (targets whose neighbours are found); ``done`` of
+#: ``total`` are finished.
 #: Every stage starts with a call where ``done == 0`` (when it has rows) and ends with one
 #: where ``done == total``.
 SearchProgress = Callable[[str, int, int], None]
@@ -439,15 +441,24 @@ def _build_ivf(X: np.ndarray, progress: SearchProgress = _no_progress) -> Any:
     index.cp.niter = IVF_KMEANS_ITERATIONS
     rng = np.random.default_rng(IVF_SEED)
     sample = np.sort(rng.choice(n, size=min(n, IVF_TRAIN_PER_LIST * n_lists), replace=False))
+    if n:
+        progress("train", 0, sample.size)
+    index.train(X32[sample])
+    if n:
+        progress("train", sample.size, sample.size)
+    _add_in_chunks(index, X32, progress)  # each row goes to its nearest list
+    return index
+
+
+def _add_in_chunks(index: Any, X32: np.ndarray, progress: SearchProgress) -> None:
+    """Add the rows to ``index`` in chunks, only to report progress: the index is the same."""
+    n = X32.shape[0]
     chunk = _chunk_size(n)
     if n:
         progress("index", 0, n)
-    index.train(X32[sample])
-    # Added in chunks only to report progress: each row goes to its nearest list either way.
     for start in range(0, n, chunk):
         index.add(X32[start : start + chunk])
         progress("index", min(start + chunk, n), n)
-    return index
 
 
 def _query_ivf(
@@ -480,15 +491,7 @@ def _build_hnsw(X: np.ndarray, progress: SearchProgress = _no_progress) -> Any:
     faiss = _import_faiss()
     index = faiss.IndexHNSWFlat(X.shape[1], HNSW_LINKS)
     index.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
-    X32 = np.ascontiguousarray(X, dtype=np.float32)
-    n = X32.shape[0]
-    chunk = _chunk_size(n)
-    if n:
-        progress("index", 0, n)
-    # Added in chunks only to report progress: HNSW insertion is incremental either way.
-    for start in range(0, n, chunk):
-        index.add(X32[start : start + chunk])
-        progress("index", min(start + chunk, n), n)
+    _add_in_chunks(index, np.ascontiguousarray(X, dtype=np.float32), progress)  # HNSW inserts one by one
     return index
 
 

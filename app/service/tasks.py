@@ -30,6 +30,7 @@ STAGE_NAMES: dict[str, str] = {
     "store": "rows stored",
     "load": "items loaded",
     "hash": "features hashed",
+    "train": "rows the index is trained on",
     "index": "rows indexed",
     "search": "neighbours found",
     "save": "graph saved",

@@ -89,8 +89,9 @@ def test_past_its_threshold_the_inverted_file_index_finds_99_percent_of_the_exac
     dist = 1 / w
     assert (np.diff(dist, axis=1) >= 0).all()
     np.testing.assert_allclose(dist, np.linalg.norm(X[idx] - X[:, None, :], axis=2), rtol=1e-4)
+    trained = stages[1][2]
     assert (
-        stages[0] == ("index", 0, 5_000)
+        stages[:3] == [("train", 0, trained), ("train", trained, trained), ("index", 0, 5_000)]
         and ("index", 5_000, 5_000) in stages
         and stages[-1] == ("search", 5_000, 5_000)
     )

@@ -1,9 +1,12 @@
-"""A lot's verdict, as every page run and command computes it, three ways in the same process.
+"""A lot's verdict, as every page run and command computes it, against the ways it could be computed.
 
-The verdict now takes the running intersection of the intervals of every audited prefix, so each
-prefix's interval is computed once (then cached). ``engine.lots`` finds each interval by bisection
-around the likelihood's mode; the full scan over every error count (``O(N)`` per prefix) is what the
-running intersection would cost without it; the round before computed one interval, by full scan.
+The verdict intersects the confidence sequence's intervals over every audited prefix
+(``engine.lots``), finding each interval by bisection around the likelihood's mode. Two
+references, written out here from the definition in ``engine.lots``'s docstring (a
+beta-binomial prior ``a = 1``, ``b = 4 / target``; an interval is every error count whose
+likelihood exceeds ``α`` times the mixture's): the same running intersection with each interval
+found by a full scan over the ``N + 1`` error counts, and the round before's verdict, one
+interval (the latest prefix's) by full scan. The bounds are checked equal to the references'.
 
     python -m benchmarks.bench_lots --sizes 20000 200000 600000 --audits 300
 """
@@ -13,45 +16,45 @@ from __future__ import annotations
 import argparse
 import math
 import time
-from unittest import mock
 
 import numpy as np
+from scipy.special import betaln, gammaln
 
-import engine.lots as lots
+from engine.lots import OUTCOME_UNKNOWN, lot_verdict
 
-
-def full_scan_bounds(lot_size: int, audited: int, errors: int, alpha: float, target: float) -> tuple[int, int]:
-    """The interval the way it was computed before: ``log L_n`` at every ``E`` in ``0 … N``."""
-    if audited == 0:
-        return 0, lot_size
-    log_lik, log_marginal = lots._log_evidence(lot_size, audited, errors, target)
-    inside = np.flatnonzero(log_lik > math.log(alpha) + log_marginal)
-    if inside.size == 0:
-        return errors, lot_size - (audited - errors)
-    return int(inside[0]), int(inside[-1])
+TARGET, ALPHA = 0.05, 0.075
 
 
-def last_interval_only(lot_size: int, prefix_errors: np.ndarray, alpha: float, prior: float) -> tuple[int, int]:
-    """The round before's verdict: the latest prefix's interval alone."""
-    if prefix_errors.size == 0:
-        return 0, lot_size
-    return lots._bounds(lot_size, int(prefix_errors.size), int(prefix_errors[-1]), alpha, prior)
+def full_scan_interval(big_n: int, n: int, k: int) -> tuple[int, int]:
+    """``C_n`` by evaluating the likelihood at every error count ``0 … N``."""
+    e = np.arange(big_n + 1, dtype=np.float64)
+    possible = (e >= k) & (big_n - e >= n - k)
+    ep = e[possible]
+    log_lik = (
+        gammaln(ep + 1)
+        - gammaln(ep - k + 1)
+        + gammaln(big_n - ep + 1)
+        - gammaln(big_n - ep - (n - k) + 1)
+        - (gammaln(big_n + 1) - gammaln(big_n - n + 1))
+    )
+    level = math.log(ALPHA) + float(betaln(1 + k, 4 / TARGET + n - k) - betaln(1, 4 / TARGET))
+    inside = ep[log_lik > level]
+    return (int(inside[0]), int(inside[-1])) if inside.size else (k, big_n - (n - k))
 
 
-def verdict_seconds(lot_size: int, audits: int, *, seed: int = 0) -> tuple[float, float, object]:
-    """CPU seconds of a first (cold caches) and a second verdict of a lot 2 % wrong."""
-    rng = np.random.default_rng(seed)
-    outcomes = np.full(lot_size, lots.OUTCOME_UNKNOWN, dtype=np.int64)
-    outcomes[:audits] = (rng.random(audits) < 0.02).astype(np.int64)
-    answered = outcomes != lots.OUTCOME_UNKNOWN
-    lots._bounds.cache_clear()
-    lots._log_evidence.cache_clear()
-    times = []
-    for _ in range(2):
-        start = time.process_time()
-        verdict = lots.lot_verdict(outcomes, answered, target=0.05, alpha=0.075)
-        times.append(time.process_time() - start)
-    return times[0], times[1], verdict
+def running_full_scan(big_n: int, errors: np.ndarray) -> tuple[int, int]:
+    low, high = 0, big_n
+    for n, k in enumerate(errors.tolist(), start=1):
+        lo, hi = full_scan_interval(big_n, n, k)
+        low, high = max(low, lo), min(high, hi)
+    return low, high
+
+
+def cpu(work, *args, **kwargs):
+    """CPU seconds of ``work(*args, **kwargs)``, and its result."""
+    start = time.process_time()
+    result = work(*args, **kwargs)
+    return time.process_time() - start, result
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,24 +62,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", type=int, nargs="+", default=[20_000, 200_000, 600_000])
     parser.add_argument("--audits", type=int, default=300)
     args = parser.parse_args(argv)
-    print(f"lot verdict with {args.audits} audits, 2 % wrong (CPU s, first read with cold caches, then again)")
+    print(f"lot verdict with {args.audits} audits, 2 % wrong (CPU s; the verdict read twice in one process)")
     print(
         "| lot size | round before: one interval, full scan | running intersection, full scan "
         "| running intersection, bisection (now) | now / round before | now, again |"
     )
     print("|---:|---:|---:|---:|---:|---:|")
-    scan = lots.functools.lru_cache(maxsize=65536)(full_scan_bounds)
     for size in args.sizes:
-        now_cold, now_warm, now = verdict_seconds(size, args.audits)
-        with mock.patch.object(lots, "_bounds", scan):
-            scan_cold, _, scanned = verdict_seconds(size, args.audits)
-            with mock.patch.object(lots, "_running_bounds", last_interval_only):
-                before_cold, _, _ = verdict_seconds(size, args.audits)
-        scan.cache_clear()
-        assert (now.low, now.high) == (scanned.low, scanned.high), "bisection and full scan disagree"
+        rng = np.random.default_rng(size)
+        outcomes = np.full(size, OUTCOME_UNKNOWN, dtype=np.int64)
+        outcomes[: args.audits] = (rng.random(args.audits) < 0.02).astype(np.int64)
+        answered = outcomes != OUTCOME_UNKNOWN
+        errors = np.cumsum(outcomes[: args.audits])
+
+        now_first, now = cpu(lot_verdict, outcomes, answered, target=TARGET, alpha=ALPHA)
+        now_again, _ = cpu(lot_verdict, outcomes, answered, target=TARGET, alpha=ALPHA)
+        scan_seconds, scanned = cpu(running_full_scan, size, errors)
+        before_seconds, _ = cpu(full_scan_interval, size, args.audits, int(errors[-1]))
+        assert (now.low, now.high) == scanned, "bisection and full scan disagree"
         print(
-            f"| {size:,} | {before_cold:.3f} | {scan_cold:.3f} | {now_cold:.3f} | {now_cold / before_cold:.2f} "
-            f"| {now_warm:.3f} |"
+            f"| {size:,} | {before_seconds:.3f} | {scan_seconds:.3f} | {now_first:.3f} "
+            f"| {now_first / before_seconds:.2f} | {now_again:.3f} |"
         )
     return 0
 

@@ -315,8 +315,7 @@ def export_label_studio(
         from_name, to_name, data_key = imported["from_name"], imported["to_name"], imported.get("data_key")
     table = bench.labelled_table()
     withheld = (table["label_source"].to_numpy() == "model") & bench.items_being_audited()
-    if not bench.lot_audits_served():
-        withheld[:] = False
+    withheld &= bench.lot_audits_served()
     if withheld.any():
         table = table.copy()
         table.loc[withheld, "label"] = None

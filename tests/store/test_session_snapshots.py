@@ -226,15 +226,22 @@ def _model_labels_out_of_range(s, session_id):
     part.digest = hashlib.sha256(part.data).hexdigest()
 
 
-def test_refused_model_decisions_are_decided_again_and_saved(store):
-    session_id = _session(store, "decision_change", 4)
-    bench = Workbench.open(store, session_id)
-    _play(bench, [("answer", 0, 0, "ann"), ("answer", 5, 1, "bob")])
-    write_transaction(store, lambda s: _model_labels_out_of_range(s, session_id))
+def _reopened_after(store, k: int, events, spoil) -> tuple[int, Workbench]:
+    """A session played through ``events``, its snapshot spoiled by ``spoil``, opened again:
+    the working state must equal one derived from the whole log, with no snapshot."""
+    session_id = _session(store, "decision_change", k)
+    _play(Workbench.open(store, session_id), events)
+    write_transaction(store, lambda s: spoil(s, session_id))
     reopened = Workbench.open(store, session_id)
+    _assert_same_working_state(reopened, Workbench.open(store, session_id, use_snapshot=False))
+    return session_id, reopened
+
+
+def test_refused_model_decisions_are_decided_again_and_saved(store):
+    events = [("answer", 0, 0, "ann"), ("answer", 5, 1, "bob")]
+    session_id, reopened = _reopened_after(store, 4, events, _model_labels_out_of_range)
     # The ranking is the snapshot's; the decisions it refused are made afresh and saved.
     assert reopened.opened.source == "snapshot" and reopened.opened.saved
-    _assert_same_working_state(reopened, Workbench.open(store, session_id, use_snapshot=False))
     with store() as s:
         stored = load_session_snapshot(s, session_id)
     assert stored is not None and (stored.arrays["model.labels"] < N_LABELS).all()
@@ -269,13 +276,8 @@ def test_model_decisions_brought_up_to_date_equal_decisions_made_afresh(seed, n_
     "spoil", [_flip_a_byte, _other_format, _ahead_of_the_log, _two_writes_mixed, _wrong_shape], ids=lambda f: f.__name__
 )
 def test_a_corrupt_or_stale_snapshot_is_rebuilt_not_used(store, spoil):
-    session_id = _session(store, "decision_change", 3)
-    bench = Workbench.open(store, session_id)
-    _play(bench, [("answer", 0, 0, "ann"), ("skip", 1, 0, "ann")])
-    write_transaction(store, lambda s: spoil(s, session_id))
-    rebuilt = Workbench.open(store, session_id)
+    session_id, rebuilt = _reopened_after(store, 3, [("answer", 0, 0, "ann"), ("skip", 1, 0, "ann")], spoil)
     assert rebuilt.opened.source == "built" and rebuilt.opened.saved
-    _assert_same_working_state(rebuilt, Workbench.open(store, session_id, use_snapshot=False))
     # The rebuilt snapshot is whole again.
     assert Workbench.open(store, session_id).opened.source == "snapshot"
 

@@ -33,8 +33,8 @@ from app.service.lots import (
     audit_queue,
     freeze_lot,
     learning_order,
-    learning_sample,
     lots_now,
+    selection_scores,
 )
 from app.store import LabelLotRecord, LabelSettings
 from engine.dst import transductive_decisions
@@ -141,9 +141,9 @@ def replay(
         n_answered = int(answered.sum())
         if now.new_lot_due and (not tried or n_answered >= tried[-1] + FREEZE_RETRY_ANSWERS):
             labels, margin = model()
-            learned = learning_sample(pool.Y, Y, pool.idx, now.audited_positions())
+            scores = selection_scores(pool.X, pool.Y, Y, pool.idx, now.audited_positions(), labels, margin)
             fresh = freeze_lot(
-                now, items, labels, margin, settings, learned=learned, secret=secret, session_id=seed, last_event_id=0
+                now, items, labels, margin, settings, scores=scores, secret=secret, session_id=seed, last_event_id=0
             )
             if fresh is not None:
                 lots.append(fresh)
@@ -163,7 +163,12 @@ def replay(
         if t in ceiling_at:
             labels, margin = model()
             open_rows = np.flatnonzero((Y.sum(axis=1) >= 2) & ~answered)
-            reads.ceiling[t] = ceiling(labels[open_rows], margin[open_rows], pool.truth[open_rows], settings.max_error)
+            # The larger ceiling of the scores a lot may be chosen by (app.service.lots.selection_scores).
+            everyone = selection_scores(pool.X, pool.Y, Y, pool.idx, np.zeros(0, dtype=np.int64), labels, margin)
+            reads.ceiling[t] = max(
+                ceiling(labels[open_rows], score.items[open_rows], pool.truth[open_rows], settings.max_error)
+                for score in everyone
+            )
         if t == budget:
             break
         partial = (Y.sum(axis=1) >= 2) & ~answered

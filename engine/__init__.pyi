@@ -6,6 +6,7 @@ from .decision_change import DecisionChangeRanker
 from .dst import DstPllClassifier, predict_from_neighbors, transductive_decisions
 from .exceptions import InvalidInput, NotFittedError, SolverError, WinnowError
 from .learners import (
+    EmLogisticPllClassifier,
     OnlinePartialLabelPegasos,
     OnlinePartialLabelPerceptron,
     PlAknnClassifier,
@@ -69,6 +70,7 @@ __all__ = [
     "OnlinePartialLabelPerceptron",
     "OnlinePartialLabelPegasos",
     "RkNNClassifier",
+    "EmLogisticPllClassifier",
     "Calibration",
     "audits_needed",
     "binomial_upper_bound",

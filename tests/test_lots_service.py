@@ -1,19 +1,26 @@
-"""A failing lot gives way to a clearly cleaner one, and a lot whose items a later lot took again is
-never certified (app.service.lots), on hand-made lots where every outcome is known."""
+"""A failing lot gives way to a clearly cleaner one, chosen by the score that lets in most items, and a
+lot whose items a later lot took again is never certified (app.service.lots), on hand-made lots where
+every outcome is known; the scores of audited items do not depend on their own answers."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from app.service.lots import (
     FAILING_MIN_AUDITS,
     ItemStatus,
+    SelectionScore,
     failing,
     freeze_lot,
     lots_now,
+    selection_scores,
 )
 from app.store import LabelLotRecord, LabelSettings
+from engine.dst_evidence import transductive_decisions
+from engine.learners import EmLogisticPllClassifier
 from engine.lots import LotVerdict, lot_alpha
 
 N_ITEMS = 1_000
@@ -80,7 +87,7 @@ def freeze(lot, items, learned, margins):
         np.zeros(N_ITEMS, dtype=np.int64),
         margins,
         SETTINGS,
-        learned=learned,
+        scores=[SelectionScore("dst_margin", margins, learned)],
         secret=b"k" * 32,
         session_id=1,
         last_event_id=1,
@@ -144,3 +151,95 @@ def test_a_lot_above_a_higher_threshold_but_nearly_as_wrong_does_not_replace_a_f
     assert freeze(lot, items, (m, right), np.linspace(0.0, 1.0, N_ITEMS))[1] is None
     right[55] = True  # now clean above: it replaces the failing lot
     assert freeze(lot, items, (m, right), np.linspace(0.0, 1.0, N_ITEMS))[1] is not None
+
+
+def test_the_next_lot_is_chosen_by_the_score_that_lets_in_most_items_and_keeps_dst_labels():
+    lot, items = first_lot_audited(right=36, wrong=4)  # failing
+    margins = np.linspace(0.0, 1.0, N_ITEMS)
+    labels = np.arange(N_ITEMS) % N_LABELS
+    # The same 40 audits under two scores: DST-PLL's margin puts the 4 wrong ones at the top,
+    # the other score at the bottom, so its learned threshold lets in far more items.
+    right = np.r_[np.zeros(4, dtype=bool), np.ones(36, dtype=bool)]
+    dst = SelectionScore("dst_margin", margins, (np.r_[np.full(4, 0.99), np.linspace(0.1, 0.9, 36)], right))
+    other_items = np.linspace(1.0, 0.0, N_ITEMS)
+    other = SelectionScore("agreement", other_items, (np.r_[np.full(4, 0.05), np.linspace(0.2, 1.0, 36)], right))
+    now = lots_now([lot], items, SETTINGS)
+
+    def freeze_with(scores):
+        return freeze_lot(
+            now, items, labels, margins, SETTINGS, scores=scores, secret=b"k" * 32, session_id=1, last_event_id=1
+        )
+
+    fresh = freeze_with([dst, other])
+    assert fresh is not None
+    assert (other_items[fresh.positions] >= fresh.threshold).all()
+    expected = np.flatnonzero(items.open_items & ~items.answered & (other_items >= fresh.threshold))
+    np.testing.assert_array_equal(np.sort(fresh.positions), expected)
+    # Its labels and kept margins are DST-PLL's, whatever score chose the items.
+    np.testing.assert_array_equal(fresh.labels, labels[fresh.positions])
+    np.testing.assert_array_equal(fresh.margins, margins[fresh.positions])
+    # DST-PLL's margin alone finds no clearly cleaner lot: the failing lot goes on.
+    assert freeze_with([dst]) is None
+
+
+def grouped_problem(seed: int):
+    """Items in groups of five that share a candidate set {truth, distractor} and are each
+    other's only neighbours (the segments of one recording): the neighbour vote ties, but the
+    features (one centre per label) tell the labels apart."""
+    rng = np.random.default_rng(seed)
+    n_labels, n = 4, 400
+    truth = np.repeat(rng.integers(0, n_labels, n // 5), 5)
+    distractor = (truth + rng.integers(1, n_labels, n // 5).repeat(5)) % n_labels
+    X = np.eye(n_labels)[truth] * 3.0 + rng.normal(0.0, 1.0, (n, n_labels))
+    original = np.zeros((n, n_labels), dtype=bool)
+    original[np.arange(n), truth] = original[np.arange(n), distractor] = True
+    labelled = rng.random(n) < 0.2
+    original[labelled] = False
+    original[labelled, truth[labelled]] = True
+    group = np.arange(n) // 5 * 5
+    idx = group[:, None] + (np.arange(n)[:, None] - group[:, None] + np.arange(1, 5)) % 5
+    return X, original, truth, idx
+
+
+@given(seed=st.integers(0, 1_000), n_audited=st.integers(1, 30))
+@settings(max_examples=15, deadline=None)
+def test_an_audited_item_is_scored_without_its_own_answer(seed, n_audited):
+    X, original, truth, idx = grouped_problem(seed)
+    partial = np.flatnonzero(original.sum(axis=1) > 1)
+    audited = np.random.default_rng(seed).choice(partial, min(n_audited, partial.size), replace=False)
+    labels, _, margins = transductive_decisions(original, idx, random_state=0)
+    first, answers = audited[0], truth[audited]
+
+    def scored(answer_of_first):
+        current = original.copy()
+        current[audited] = False
+        current[audited, np.r_[answer_of_first, answers[1:]]] = True
+        return selection_scores(X, original, current, idx, audited, labels, margins)
+
+    candidates = np.flatnonzero(original[first])
+    by_answer = [scored(answer) for answer in candidates]
+    assert [s.name for s in by_answer[0]] == ["dst_margin", "agreement"]
+    for under_one, under_other in zip(*by_answer, strict=True):
+        np.testing.assert_array_equal(under_one.learned[0], under_other.learned[0])  # whatever the answer
+    # Whether the audit is right follows its answer: right under exactly one of the two answers.
+    right_first = [score[0].learned[1][list(audited).index(first)] for score in by_answer]
+    assert sum(right_first) == 1
+
+
+def test_the_agreement_score_is_the_linear_margin_where_both_models_name_the_label():
+    X, original, truth, idx = grouped_problem(7)
+    labels, _, margins = transductive_decisions(original, idx, random_state=0)
+    dst, agreement = selection_scores(X, original, original, idx, np.zeros(0, dtype=np.int64), labels, margins)
+    np.testing.assert_array_equal(dst.items, margins)
+    model = EmLogisticPllClassifier().fit(X, original)
+    proba = model.predict_proba(X) * original
+    proba /= proba.sum(axis=1, keepdims=True)
+    top = np.sort(proba, axis=1)
+    agree = (proba.argmax(axis=1) == labels) & (margins > 0)
+    np.testing.assert_allclose(agreement.items, np.where(agree, top[:, -1] - top[:, -2], 0.0))
+    assert agree.any() and (~agree).any()
+    # Features that say nothing leave DST-PLL's margin alone.
+    only = selection_scores(
+        np.ones((X.shape[0], 3)), original, original, idx, np.zeros(0, dtype=np.int64), labels, margins
+    )
+    assert [s.name for s in only] == ["dst_margin"]

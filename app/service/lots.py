@@ -4,12 +4,14 @@ The statistics are :mod:`engine.lots`; this module applies them to a session's s
 
 * **Freezing.** When a session has no lot, or its last lot is settled (certified, hopeless,
   or audited to its end) or failing (:func:`failing`), a new lot is frozen from the open
-  items nobody answered that no certified lot delivers, whose DST-PLL margin reaches the
-  lot's threshold (:func:`next_threshold`: DST-PLL's own reject rule, margin > 0, until the
-  audits say where the model is good enough now, :func:`learning_sample`), if there are at
-  least :data:`MIN_LOT_SIZE` of them and the lot could deliver half its items. Their labels
-  are frozen then: the lot's statement is about exactly those labels, whatever the model says
-  later. A failing lot gives way only to a clearly cleaner lot at a higher threshold; a lot
+  items nobody answered that no certified lot delivers, whose score reaches the lot's
+  threshold (:func:`next_threshold`: DST-PLL's own reject rule, margin > 0, until the audits
+  say where the model is good enough now; the score, DST-PLL's margin or its agreement with a
+  linear model of the features, is the one whose learned threshold lets in the most items:
+  :func:`selection_scores`), if there are at least :data:`MIN_LOT_SIZE` of them and the lot
+  could deliver half its items. Their labels (DST-PLL's) are frozen then: the lot's statement
+  is about exactly those labels, whatever the model says later. A failing lot gives way only
+  to a clearly cleaner lot (:func:`failing`); a lot
   some of whose items a later lot took again is superseded and never certified (the later
   lot's labels are the ones that count), so the delivered lots never share an item. The
   lot's audit order is a permutation drawn from the store's secret (:func:`lot_order`),
@@ -23,7 +25,7 @@ The statistics are :mod:`engine.lots`; this module applies them to a session's s
 * **Learning audits.** While no lot is being audited, the audit slots (at the session's
   ``audit_share``) serve the items that were partial in another random order from the key
   (:func:`learning_order`), so that the next lot's threshold is learned from a uniform sample
-  of the items as the model sees them now (:func:`learning_sample`); they certify nothing.
+  of the items as the model sees them now (:func:`selection_scores`); they certify nothing.
 * **Ranking.** The ranked slots serve the items of no lot first, then the lots' items (like
   skipped items): the expert's answers go where the model is unsure, while the audits check
   where it is sure; and a lot whose items are not answered elsewhere keeps its labels to
@@ -38,6 +40,7 @@ The statistics are :mod:`engine.lots`; this module applies them to a session's s
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -68,7 +71,10 @@ __all__ = [
     "lot_outcomes",
     "lots_now",
     "failing",
-    "learning_sample",
+    "SelectionScore",
+    "selection_scores",
+    "LINEAR_TRAIN_ROWS",
+    "LINEAR_COMPONENTS",
     "next_threshold",
     "freeze_lot",
     "audit_queue",
@@ -94,8 +100,9 @@ LEARN_ERROR_SHARE = 0.5
 LEARN_MIN_AUDITS = 10
 
 #: A lot not yet certified whose audited prefix, on at least this many audits, is more than
-#: ``LEARN_ERROR_SHARE × target`` wrong is failing (:func:`failing`).
+#: ``FAILING_ERROR_SHARE × target`` wrong is failing (:func:`failing`).
 FAILING_MIN_AUDITS = 20
+FAILING_ERROR_SHARE = 0.5
 
 
 def _seed(secret: bytes, *words: int) -> list[int]:
@@ -330,36 +337,112 @@ def failing(verdict: LotVerdict, target: float) -> bool:
     """
     if verdict.certified or verdict.audited < FAILING_MIN_AUDITS:
         return False
-    return verdict.audit_errors > LEARN_ERROR_SHARE * target * verdict.audited
+    return verdict.audit_errors > FAILING_ERROR_SHARE * target * verdict.audited
 
 
-def learning_sample(
-    original: np.ndarray, current: np.ndarray, idx: np.ndarray, audited: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """DST-PLL's leave-one-out margin now on the audited items, and whether its label is right.
+@dataclass(frozen=True)
+class SelectionScore:
+    """One way of ranking DST-PLL's labels for the next lot (:func:`freeze_lot`).
 
-    ``audited`` are the items of the lots' audited prefixes (:meth:`LotsNow.audited_positions`):
-    each a uniform draw from its lot, so, unlike answers to ranked queries (chosen where the
-    model is least sure), they look like the items the next lot may take. Each is decided
-    from the candidate set it had before its answer and its neighbours' current sets
-    (appended as extra rows that nobody has among its neighbours, so its own answer does not
-    vote for itself): how the open items are labelled now. Rescoring old audits with today's
-    model only chooses the next lot; its own audits certify it (Learn then Test).
+    ``items`` is every item's score now; ``learned`` the audited items' leave-one-out scores
+    and whether DST-PLL's leave-one-out label of each is right (:func:`selection_scores`):
+    the sample its threshold is learned from (:func:`next_threshold`).
+    """
+
+    name: str
+    items: np.ndarray
+    learned: tuple[np.ndarray, np.ndarray]
+
+
+def selection_scores(
+    features: np.ndarray | None,
+    original: np.ndarray,
+    current: np.ndarray,
+    idx: np.ndarray,
+    audited: np.ndarray,
+    model_labels: np.ndarray,
+    model_margins: np.ndarray,
+) -> tuple[SelectionScore, ...]:
+    """The scores the next lot may be chosen by: DST-PLL's margin, and where the features say
+    something, the agreement of a linear model of them with DST-PLL.
+
+    ``audited`` are the items of the lots' audited prefixes and the learning audits
+    (:meth:`LotsNow.audited_positions`): each a uniform draw, so, unlike answers to ranked
+    queries (chosen where the model is least sure), they look like the items the next lot may
+    take. Each is decided from the candidate set it had before its answer: DST-PLL with its
+    neighbours' current sets (appended as extra rows that nobody has among its neighbours, so
+    its own answer does not vote for itself), the linear model fitted with every audited item's
+    set as it was before its answer. Rescoring old audits with today's model only chooses the
+    next lot; its own audits certify it (Learn then Test), so the choice of score costs no
+    validity.
+
+    *agreement* is the linear model's margin (:class:`engine.learners.EmLogisticPllClassifier`,
+    fitted to the candidate sets by EM) where it names DST-PLL's label and DST-PLL accepts it,
+    0 elsewhere. The neighbour vote cannot tell apart items whose neighbours all carry the same
+    candidate set (the segments of one recording, say); the linear model sees the whole space.
+    On BirdSong after 500 answers, the 400 open items DST-PLL is surest of are 5 % wrong, the
+    400 where both agree and the linear model is surest 0-0.3 % (``docs/results_labels.md``).
     """
     rows = np.asarray(audited, dtype=np.int64)
-    settled = current[rows].sum(axis=1) == 1
-    rows = rows[settled]
-    if rows.size == 0:
-        return np.zeros(0), np.zeros(0, dtype=bool)
+    rows = rows[current[rows].sum(axis=1) == 1]
     n = current.shape[0]
-    Y = np.vstack([current, original[rows]])
-    graph = np.vstack([idx, idx[rows]])
-    labels, _, margin = transductive_decisions(Y, graph, n + np.arange(rows.size), random_state=0)
-    return np.asarray(margin, dtype=np.float64), current[rows, labels]
+    if rows.size:
+        Y = np.vstack([current, original[rows]])
+        graph = np.vstack([idx, idx[rows]])
+        loo_labels, _, loo_margins = transductive_decisions(Y, graph, n + np.arange(rows.size), random_state=0)
+        loo_margins = np.asarray(loo_margins, dtype=np.float64)
+    else:
+        loo_labels, loo_margins = np.zeros(0, dtype=np.int64), np.zeros(0)
+    right = current[rows, loo_labels]
+    dst = SelectionScore("dst_margin", np.asarray(model_margins, dtype=np.float64), (loo_margins, right))
+    if features is None or features.ndim != 2 or not (np.ptp(features, axis=0) > 0).any():
+        return (dst,)
+    sets = np.array(current, dtype=bool)
+    sets[rows] = original[rows]
+    labels, margins = _linear_decisions(np.asarray(features, dtype=np.float64), sets)
+    accepted = labels == np.asarray(model_labels)
+    accepted &= np.asarray(model_margins) > 0
+    accepted_audits = (labels[rows] == loo_labels) & (loo_margins > 0)
+    agreement = SelectionScore(
+        "agreement",
+        np.where(accepted, margins, 0.0),
+        (np.where(accepted_audits, margins[rows], 0.0), right),
+    )
+    return dst, agreement
+
+
+#: The linear model is fitted on at most this many items (drawn with a fixed seed) and
+#: this many principal components of the features: a freeze attempt stays about a second.
+LINEAR_TRAIN_ROWS = 10_000
+LINEAR_COMPONENTS = 64
+_LINEAR_SEED = 20_021
+
+
+def _linear_decisions(features: np.ndarray, sets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each item's label and margin under the EM logistic model fitted to ``sets``, its
+    probabilities restricted to the item's own set."""
+    from engine.learners import EmLogisticPllClassifier  # scikit-learn loads in about a second
+
+    usable = np.flatnonzero(sets.any(axis=1))
+    rng = np.random.default_rng(_LINEAR_SEED)
+    train = (
+        usable if usable.size <= LINEAR_TRAIN_ROWS else np.sort(rng.choice(usable, LINEAR_TRAIN_ROWS, replace=False))
+    )
+    X = features
+    if X.shape[1] > LINEAR_COMPONENTS:
+        centre = X[train].mean(axis=0)
+        _, _, components = np.linalg.svd(X[train] - centre, full_matrices=False)
+        X = (X - centre) @ components[:LINEAR_COMPONENTS].T
+    model = EmLogisticPllClassifier().fit(X[train], sets[train])
+    proba = model.predict_proba(X) * sets
+    proba /= np.maximum(proba.sum(axis=1, keepdims=True), np.finfo(np.float64).tiny)
+    top = np.sort(proba, axis=1)
+    return proba.argmax(axis=1), top[:, -1] - top[:, -2]
 
 
 def next_threshold(learned: tuple[np.ndarray, np.ndarray], target: float) -> float:
-    """The margin above which the next lot takes items, learned from :func:`learning_sample`.
+    """The score above which the next lot takes items, learned from a :class:`SelectionScore`'s
+    audited sample.
 
     The lowest margin whose audited items at or above it are at most
     ``LEARN_ERROR_SHARE × target`` wrong, on at least ``LEARN_MIN_AUDITS`` of them; DST-PLL's own
@@ -388,32 +471,41 @@ def freeze_lot(
     model_margins: np.ndarray,
     settings: LabelSettings,
     *,
-    learned: tuple[np.ndarray, np.ndarray],
+    scores: Sequence[SelectionScore],
     secret: bytes,
     session_id: int,
     last_event_id: int,
 ) -> LabelLotRecord | None:
     """The next lot to freeze, or None when no lot is due or too few items qualify.
 
-    ``learned`` is :func:`learning_sample` of the audited items (it sets the threshold).
+    Each of ``scores`` (:func:`selection_scores`) learns its threshold from its audited sample
+    (:func:`next_threshold`); the lot is made with the score that lets in the most items (the
+    first on a tie: DST-PLL's margin while no audit is wrong). Its labels are DST-PLL's
+    (``model_labels``) and the margins it keeps are DST-PLL's (``model_margins``), whatever the
+    score that chose its items.
     """
     if not now.new_lot_due or settings.audit_share <= 0.0:
         return None
-    n = items.n_instances
-    threshold = next_threshold(learned, settings.max_error)
-    delivered, _, _ = now.delivered(n)
-    answered = items.answered
+    delivered, _, _ = now.delivered(items.n_instances)
     # A lot settled without certification keeps its items out until the model has moved on:
-    # only items whose margin rose to the (new) threshold enter again.
-    free = items.open_items & ~answered & ~delivered & ~items.in_conflict
-    members = np.flatnonzero(free & (np.asarray(model_margins) >= threshold))
+    # only items whose score rose to the (new) threshold enter again.
+    free = items.open_items & ~items.answered & ~delivered & ~items.in_conflict
+    best: tuple[np.ndarray, float, SelectionScore] | None = None
+    for score in scores:
+        threshold = next_threshold(score.learned, settings.max_error)
+        members = np.flatnonzero(free & (np.asarray(score.items) >= threshold))
+        if best is None or members.size > best[0].size:
+            best = (members, threshold, score)
+    if best is None:
+        return None
+    members, threshold, chosen = best
     number = len(now.lots) + 1
     level = lot_alpha(1.0 - settings.confidence, number) if settings.promise == "confidence" else lot_share(number)
     if members.size < MIN_LOT_SIZE or not _viable(members.size, settings, level):
         return None
     if now.lots and np.array_equal(np.sort(now.lots[-1].positions), members):
         return None  # the same items as the lot just settled: nothing new to certify
-    if now.failing and not _clearly_cleaner(learned, threshold, now.verdicts[-1], now.lots[-1].threshold):
+    if now.failing and not _clearly_cleaner(chosen.learned, threshold, now.verdicts[-1]):
         return None  # the audits have not shown a clearly cleaner lot yet: the failing lot goes on
     order = members[lot_order(secret, session_id, number, members.size)]
     return LabelLotRecord(
@@ -428,16 +520,13 @@ def freeze_lot(
     )
 
 
-def _clearly_cleaner(
-    learned: tuple[np.ndarray, np.ndarray], threshold: float, verdict: LotVerdict, lot_threshold: float
-) -> bool:
-    """Whether the audits show that the items above ``threshold`` are a clearly cleaner lot than
-    a failing one: a higher threshold, at least :data:`FAILING_MIN_AUDITS` audited items above
-    it, at most half as often wrong as the failing lot's audited prefix. A new lot starts its
-    audits from nothing at a smaller share of the error budget, so a lot about as wrong as the
-    failing one would only delay the statement."""
-    if threshold <= lot_threshold:
-        return False
+def _clearly_cleaner(learned: tuple[np.ndarray, np.ndarray], threshold: float, verdict: LotVerdict) -> bool:
+    """Whether the audits show that the items scoring at least ``threshold`` are a clearly
+    cleaner lot than a failing one: at least :data:`FAILING_MIN_AUDITS` audited items there, at
+    most half as often wrong as the failing lot's audited prefix. A new lot starts its audits
+    from nothing at a smaller share of the error budget, so a lot about as wrong as the failing
+    one would only delay the statement. (The two lots may be chosen by different scores, so
+    their thresholds are not compared.)"""
     m, right = learned
     above = np.asarray(m) >= threshold
     count = int(above.sum())

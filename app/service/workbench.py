@@ -517,8 +517,14 @@ class Workbench:
                 st = snap.state
                 with self._model_lock:
                     model_labels, model_margins = self._model.decisions(st.X, st.candidates, self.config.k)
-                    learned = lots.learning_sample(
-                        np.asarray(st.original_candidates), items.candidates, self.graph.idx, now.audited_positions()
+                    scores = lots.selection_scores(
+                        st.X,
+                        np.asarray(st.original_candidates),
+                        items.candidates,
+                        self.graph.idx,
+                        now.audited_positions(),
+                        model_labels,
+                        model_margins,
                     )
                     fresh = lots.freeze_lot(
                         now,
@@ -526,7 +532,7 @@ class Workbench:
                         model_labels,
                         model_margins,
                         self._settings,
-                        learned=learned,
+                        scores=scores,
                         secret=self._secret,
                         session_id=self.session_id,
                         last_event_id=snap.last_event_id,

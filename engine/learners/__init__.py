@@ -6,6 +6,7 @@ estimator before ``fit`` raises :class:`engine.exceptions.NotFittedError`.
 """
 
 from engine.learners.aknn import PlAknnClassifier
+from engine.learners.em_logistic import EmLogisticPllClassifier
 from engine.learners.online import OnlinePartialLabelPegasos, OnlinePartialLabelPerceptron
 from engine.learners.plknn import PlKnnClassifier
 from engine.learners.rknn import RkNNClassifier
@@ -16,4 +17,5 @@ __all__ = [
     "OnlinePartialLabelPerceptron",
     "OnlinePartialLabelPegasos",
     "RkNNClassifier",
+    "EmLogisticPllClassifier",
 ]

@@ -30,9 +30,11 @@ from app.service.lots import (
     FREEZE_RETRY_ANSWERS,
     ItemStatus,
     LotsNow,
+    agreement,
     audit_queue,
     freeze_lot,
     learning_order,
+    linear_decisions,
     lots_now,
     selection_scores,
 )
@@ -164,10 +166,12 @@ def replay(
             labels, margin = model()
             open_rows = np.flatnonzero((Y.sum(axis=1) >= 2) & ~answered)
             # The larger ceiling of the scores a lot may be chosen by (app.service.lots.selection_scores).
-            everyone = selection_scores(pool.X, pool.Y, Y, pool.idx, np.zeros(0, dtype=np.int64), labels, margin)
+            scores = [margin]
+            if np.ptp(pool.X, axis=0).any():
+                scores.append(agreement(*linear_decisions(pool.X, Y), labels, margin))
             reads.ceiling[t] = max(
-                ceiling(labels[open_rows], score.items[open_rows], pool.truth[open_rows], settings.max_error)
-                for score in everyone
+                ceiling(labels[open_rows], score[open_rows], pool.truth[open_rows], settings.max_error)
+                for score in scores
             )
         if t == budget:
             break

@@ -73,6 +73,8 @@ __all__ = [
     "failing",
     "SelectionScore",
     "selection_scores",
+    "agreement",
+    "linear_decisions",
     "LINEAR_TRAIN_ROWS",
     "LINEAR_COMPONENTS",
     "next_threshold",
@@ -378,7 +380,8 @@ def selection_scores(
 
     *agreement* is the linear model's margin (:class:`engine.learners.EmLogisticPllClassifier`,
     fitted to the candidate sets by EM) where it names DST-PLL's label and DST-PLL accepts it,
-    0 elsewhere. The neighbour vote cannot tell apart items whose neighbours all carry the same
+    0 elsewhere; left out while no audited label is wrong (it could not win). The neighbour vote
+    cannot tell apart items whose neighbours all carry the same
     candidate set (the segments of one recording, say); the linear model sees the whole space.
     On BirdSong after 500 answers, the 400 open items DST-PLL is surest of are 5 % wrong, the
     400 where both agree and the linear model is surest 0-0.3 % (``docs/results_labels.md``).
@@ -395,20 +398,25 @@ def selection_scores(
         loo_labels, loo_margins = np.zeros(0, dtype=np.int64), np.zeros(0)
     right = current[rows, loo_labels]
     dst = SelectionScore("dst_margin", np.asarray(model_margins, dtype=np.float64), (loo_margins, right))
-    if features is None or features.ndim != 2 or not (np.ptp(features, axis=0) > 0).any():
+    # With no audited label wrong, both thresholds are the reject rule and agreement's items are
+    # some of DST-PLL's: the fit (and scikit-learn's import, in every command) would be wasted.
+    if right.all() or features is None or features.ndim != 2 or not (np.ptp(features, axis=0) > 0).any():
         return (dst,)
     sets = np.array(current, dtype=bool)
     sets[rows] = original[rows]
-    labels, margins = _linear_decisions(np.asarray(features, dtype=np.float64), sets)
-    accepted = labels == np.asarray(model_labels)
-    accepted &= np.asarray(model_margins) > 0
-    accepted_audits = (labels[rows] == loo_labels) & (loo_margins > 0)
-    agreement = SelectionScore(
-        "agreement",
-        np.where(accepted, margins, 0.0),
-        (np.where(accepted_audits, margins[rows], 0.0), right),
-    )
-    return dst, agreement
+    labels, margins = linear_decisions(np.asarray(features, dtype=np.float64), sets)
+    audited_agreement = agreement(labels[rows], margins[rows], loo_labels, loo_margins)
+    items_agreement = agreement(labels, margins, model_labels, model_margins)
+    return dst, SelectionScore("agreement", items_agreement, (audited_agreement, right))
+
+
+def agreement(
+    linear_labels: np.ndarray, linear_margins: np.ndarray, dst_labels: np.ndarray, dst_margins: np.ndarray
+) -> np.ndarray:
+    """The *agreement* score (:func:`selection_scores`): the linear model's margin where it
+    names DST-PLL's label and DST-PLL accepts it (margin > 0), 0 elsewhere."""
+    agree = (np.asarray(linear_labels) == np.asarray(dst_labels)) & (np.asarray(dst_margins) > 0)
+    return np.where(agree, linear_margins, 0.0)
 
 
 #: The linear model is fitted on at most this many items (drawn with a fixed seed) and
@@ -418,7 +426,7 @@ LINEAR_COMPONENTS = 64
 _LINEAR_SEED = 20_021
 
 
-def _linear_decisions(features: np.ndarray, sets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def linear_decisions(features: np.ndarray, sets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each item's label and margin under the EM logistic model fitted to ``sets``, its
     probabilities restricted to the item's own set."""
     from engine.learners import EmLogisticPllClassifier  # scikit-learn loads in about a second

@@ -46,10 +46,9 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.service import answers, audits, delivery, explanations, lots, session_tables, suspects, working_state
@@ -86,6 +85,9 @@ from app.store import (
     write_transaction,
 )
 from engine.ranking import Ranker, ranking_order
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "Workbench",

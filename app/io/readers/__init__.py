@@ -206,7 +206,6 @@ def read_dataset(
     from app.io.readers.table import Roles, dataset_from_table
     from app.io.readers.text import read_text
 
-
     defaults = check_label_names_argument(default_labels)
     roles = Roles(candidates_column, id_column, true_label_column, ignored, defaults)
     if user_names is not None and ext != ".json":

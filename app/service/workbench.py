@@ -42,6 +42,7 @@ process, for all tabs). Readers never wait for a write:
 from __future__ import annotations
 
 import functools
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -49,6 +50,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.service import answers, audits, delivery, explanations, lots, session_tables, suspects, working_state
@@ -69,6 +71,7 @@ from app.store import (
     LabelSettings,
     SessionConfig,
     SessionState,
+    StoreUnavailable,
     audit_secret,
     dataset_has_votes,
     default_hotkeys,
@@ -79,6 +82,7 @@ from app.store import (
     lease_holders,
     load_state,
     save_feature_matrix,
+    save_item_columns,
     save_label_lot,
     set_session_hotkeys,
     stored_audit_secret,
@@ -121,6 +125,20 @@ REREAD_WINDOW = 64
 #: How many items the Query page drew (as the first of :meth:`Workbench.queue`) are
 #: remembered as still on someone's screen (see :meth:`Workbench.record`, ``"query"``).
 SERVED_REMEMBERED = 1024
+
+
+logger = logging.getLogger(__name__)
+
+
+def _saved_item_columns(session_factory: sessionmaker[Session], state: SessionState) -> str | None:
+    """Store the item columns ``state`` was read with (:func:`app.store.save_item_columns`);
+    their token, or ``None`` when the store refused them (its rows changed meanwhile, or it
+    is read-only or busy: the next open reads the rows again)."""
+    try:
+        return write_transaction(session_factory, lambda s: save_item_columns(s, state))
+    except (SQLAlchemyError, StoreUnavailable) as error:
+        logger.warning("dataset %d: item columns not kept (%s)", state.config.dataset_id, error)
+        return None
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -312,6 +330,9 @@ class Workbench:
             self._lots = tuple(label_lots(s, self.session_id))
             self._from_votes = dataset_has_votes(s, loaded.config.dataset_id)
             secret = stored_audit_secret(s)
+        if loaded.item_columns_token is None and loaded.n_instances:
+            # Read from the rows this time: keep them in one piece for the next open.
+            loaded = replace(loaded, item_columns_token=_saved_item_columns(self.session_factory, loaded))
         # The audit key is made once per store, by the first session that needs it.
         self._secret = secret if secret is not None else write_transaction(self.session_factory, audit_secret)
         self._learning_order = lots.learning_order(
@@ -334,6 +355,7 @@ class Workbench:
             k=cfg.k,
             weighting=cfg.weighting,
             progress=report,
+            item_columns_token=loaded.item_columns_token,
         )
         n_targets = n if cfg.target_set != "unlabelled" else int((loaded.original_candidates.sum(axis=1) >= 2).sum())
         report("score", 0, n_targets)

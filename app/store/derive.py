@@ -202,6 +202,9 @@ class SessionState:
     true_labels: np.ndarray | None
     original_candidates: np.ndarray
     derived: DerivedState
+    #: The token of the item columns the state was read from, or that were stored from it
+    #: (:mod:`app.store.item_columns`); ``None`` when there are none.
+    item_columns_token: str | None = None
 
     @property
     def candidates(self) -> np.ndarray:

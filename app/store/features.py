@@ -157,6 +157,7 @@ def load_feature_matrix(session: Session, dataset_id: int, n_instances: int, n_f
     Returns
     -------
     array of shape (n_instances, n_features), float64, or None
+        Read-only when the dataset has one block (a view of its bytes), writable otherwise.
     """
     blocks = session.execute(
         select(FeatureBlock.start, FeatureBlock.n_rows)
@@ -167,6 +168,15 @@ def load_feature_matrix(session: Session, dataset_id: int, n_instances: int, n_f
     ends = [start + rows for start, rows in blocks]
     if not blocks or starts[0] != 0 or ends[-1] != n_instances or starts[1:] != ends[:-1]:
         return None
+    if len(blocks) == 1:
+        # One block (up to 131,072 rows of 64 features) is the matrix: its bytes are used as
+        # they are read, read-only, instead of copied (0.1 s of every open at 100k items).
+        data = session.scalar(
+            select(FeatureBlock.data).where(FeatureBlock.dataset_id == dataset_id, FeatureBlock.start == 0)
+        )
+        if data is None:
+            return None
+        return decode_block(data, n_instances, n_features, where=f"feature block 0 of dataset {dataset_id}")
     X = np.empty((n_instances, n_features), dtype=np.float64)
     for start, rows in blocks:
         data = session.scalar(

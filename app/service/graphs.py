@@ -28,6 +28,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.service.tasks import ProgressTracker
 from app.store import (
+    FeatureMatrix,
     StoreUnavailable,
     find_graph,
     find_graph_key,
@@ -122,7 +123,7 @@ def dataset_graph(
     session_factory: sessionmaker[Session],
     *,
     dataset_id: int,
-    X: np.ndarray,
+    X: np.ndarray | FeatureMatrix,
     k: int,
     weighting: str,
     progress: ProgressTracker | None = None,
@@ -135,8 +136,10 @@ def dataset_graph(
     session_factory : sessionmaker
         From :func:`app.store.open_store`.
     dataset_id : int
-    X : array of shape (n_instances, n_features)
-        The dataset's features, as :func:`app.store.load_state` returns them.
+    X : array of shape (n_instances, n_features), or FeatureMatrix
+        The dataset's features, as :func:`app.store.load_state` returns them
+        (:attr:`app.store.SessionState.features`: read only if the key is not kept or the
+        graph must be built).
     k : int
     weighting : str
         One of :data:`engine.choices.WEIGHTINGS`.
@@ -159,6 +162,7 @@ def dataset_graph(
         with session_factory() as s:
             key = find_graph_key(s, dataset_id, item_columns_token, params)
     if key is None:
+        X = _matrix(X)
         key = graph_key(X, k=k, weighting=weighting, algorithm=algorithm)
         if item_columns_token is not None:
             _remember_key(session_factory, dataset_id, item_columns_token, params, key)
@@ -175,7 +179,7 @@ def dataset_graph(
     log.info("building neighbour graph %s of dataset %d (%d x %d, %s)", key[:12], dataset_id, n, k, algorithm)
     started = time.perf_counter()
     weights: Weights = check_choice(weighting, "weighting", WEIGHTINGS)
-    idx, w = knn_graph(X, k=k, weights=weights, exclude_self=True, algorithm=algorithm, progress=report)
+    idx, w = knn_graph(_matrix(X), k=k, weights=weights, exclude_self=True, algorithm=algorithm, progress=report)
     seconds = time.perf_counter() - started
     report("save", 0, 1)
     write_transaction(
@@ -196,6 +200,10 @@ def dataset_graph(
     idx.flags.writeable = False
     w.flags.writeable = False
     return GraphResult(key, idx, w, algorithm, True, seconds)
+
+
+def _matrix(X: np.ndarray | FeatureMatrix) -> np.ndarray:
+    return X if isinstance(X, np.ndarray) else X.array()
 
 
 def _remember_key(session_factory: sessionmaker[Session], dataset_id: int, token: str, params: str, key: str) -> None:

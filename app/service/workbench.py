@@ -351,7 +351,7 @@ class Workbench:
         graph = dataset_graph(
             self.session_factory,
             dataset_id=cfg.dataset_id,
-            X=loaded.X,
+            X=loaded.features,
             k=cfg.k,
             weighting=cfg.weighting,
             progress=report,
@@ -540,7 +540,7 @@ class Workbench:
             ):
                 st = snap.state
                 with self._model_lock:
-                    model_labels, model_margins = self._model.decisions(st.X, st.candidates, self.config.k)
+                    model_labels, model_margins = self._model.decisions(lambda: st.X, st.candidates, self.config.k)
                     learned = lots.learning_sample(
                         np.asarray(st.original_candidates), items.candidates, self.graph.idx, now.audited_positions()
                     )

@@ -94,7 +94,7 @@ from app.store.events import (
     record_events,
     session_events,
 )
-from app.store.features import feature_matrix_stored, load_feature_matrix, save_feature_matrix
+from app.store.features import FeatureMatrix, feature_matrix_stored, load_feature_matrix, save_feature_matrix
 from app.store.graphs import StoredGraph, find_graph, graph_hashes, save_graph, session_dataset_size
 from app.store.hotkeys import (
     ACTION_KEYS,
@@ -348,6 +348,7 @@ __all__ = [
     # feature matrices in blocks
     "save_feature_matrix",
     "save_item_columns",
+    "FeatureMatrix",
     "find_graph_key",
     "save_graph_key",
     "load_feature_matrix",

@@ -51,6 +51,7 @@ __all__ = [
     "save_item_columns",
     "load_item_columns",
     "drop_item_columns",
+    "current_token",
     "find_graph_key",
     "save_graph_key",
 ]
@@ -185,6 +186,13 @@ def load_item_columns(session: Session, dataset_id: int, n_instances: int, n_lab
     )
 
 
+def current_token(session: Session, dataset_id: int) -> str | None:
+    """The token of the dataset's item columns as they are now (``None``: none stored)."""
+    return session.scalar(
+        select(ItemColumn.token).where(ItemColumn.dataset_id == dataset_id, ItemColumn.name == ITEM_COLUMNS[0])
+    )
+
+
 def _graph_key_name(params: str) -> str:
     return _GRAPH_KEY + hashlib.sha256(params.encode()).hexdigest()
 
@@ -199,20 +207,14 @@ def find_graph_key(session: Session, dataset_id: int, token: str, params: str) -
     ).first()
     if row is None or row.token != token or hashlib.sha256(row.data).hexdigest() != row.digest:
         return None
-    current = session.scalar(
-        select(ItemColumn.token).where(ItemColumn.dataset_id == dataset_id, ItemColumn.name == ITEM_COLUMNS[0])
-    )
-    return row.data.decode("ascii") if current == token else None
+    return row.data.decode("ascii") if current_token(session, dataset_id) == token else None
 
 
 def save_graph_key(session: Session, dataset_id: int, token: str, params: str, key: str) -> bool:
     """Store ``key``, hashed from the features read with the item columns of ``token``, for
     ``params``; returns whether it was stored (not when ``token`` is no longer current).
     Run in a write transaction."""
-    current = session.scalar(
-        select(ItemColumn.token).where(ItemColumn.dataset_id == dataset_id, ItemColumn.name == ITEM_COLUMNS[0])
-    )
-    if current != token:
+    if current_token(session, dataset_id) != token:
         return False
     name = _graph_key_name(params)
     data = key.encode("ascii")

@@ -19,7 +19,7 @@ from app.store.checks import check_choice, check_int, check_name
 from app.store.derive import DerivedState, EventRecord, SessionConfig, SessionState, derive_state, readonly
 from app.store.errors import InvalidRecord, RecordNotFound
 from app.store.events import session_events
-from app.store.features import features_from_rows, load_feature_matrix
+from app.store.features import FeatureMatrix, features_from_rows, load_feature_matrix
 from app.store.item_columns import load_item_columns
 from app.store.models import (
     CRITERIA,
@@ -222,15 +222,19 @@ def load_state(
     dataset = dataset_of(session, labelling)
     n, d, m = dataset.n_instances, dataset.n_features, len(dataset.label_names)
 
-    X = load_feature_matrix(session, dataset.id, n, d)
-    if X is None:
-        X = features_from_rows(session, dataset.id, n, d)
     columns = load_item_columns(session, dataset.id, n, m)
+    features: np.ndarray | FeatureMatrix
     if columns is not None:
         instance_ids, external_ids = columns.instance_ids, columns.external_ids
         original, true_labels = columns.candidates, columns.true_labels
+        # The graph key is kept with the columns: the features are read when first used.
+        features = FeatureMatrix(session.get_bind(), dataset.id, (n, d), columns.token)
     else:
         instance_ids, external_ids, original, true_labels = _items_from_rows(session, dataset, n, m)
+        X = load_feature_matrix(session, dataset.id, n, d)
+        if X is None:
+            X = features_from_rows(session, dataset.id, n, d)
+        features = readonly(X) if X.flags.writeable else X
 
     derived = derive(session_events(session, labelling.id), original)
     return SessionState(
@@ -240,7 +244,7 @@ def load_state(
         layout=dataset.layout,
         external_ids=external_ids,
         instance_ids=readonly(instance_ids),
-        X=readonly(X) if X.flags.writeable else X,
+        features=features,
         true_labels=readonly(true_labels) if true_labels is not None else None,
         original_candidates=readonly(original),
         derived=derived,

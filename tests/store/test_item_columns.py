@@ -5,16 +5,18 @@ kept under their token equal to a hash of the features."""
 from __future__ import annotations
 
 import itertools
+import re
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sqlalchemy import select, update
+from sqlalchemy import event, select, update
 
 from app.service.graphs import dataset_graph, graph_key, graph_parameters
 from app.store import (
     Dataset,
+    StoreUnavailable,
     check_dataset,
     create_dataset,
     create_labelling_session,
@@ -205,3 +207,54 @@ def test_0020_adds_an_empty_item_columns_table_to_a_0019_store(store_url):
             assert conn.execute(select(ItemColumn.name)).all() == []
     finally:
         engine.dispose()
+
+
+def _reads_features(statement: str) -> bool:
+    """Whether an SQL statement reads feature values (blocks or rows), not just counts them."""
+    return re.search(r"feature_blocks\.data\b|instances\.features\b", statement) is not None
+
+
+def test_a_state_read_with_the_columns_reads_its_features_on_first_use_and_only_while_current(small):
+    with small.Session() as s:
+        from_rows = load_state(s, small.session_id)
+    write_transaction(small.Session, lambda s: save_item_columns(s, from_rows))
+    statements: list[str] = []
+    engine = small.Session.kw["bind"]
+    listen = lambda conn, cursor, statement, *rest: statements.append(statement)  # noqa: E731
+    event.listen(engine, "before_cursor_execute", listen)
+    try:
+        with small.Session() as s:
+            lazy = load_state(s, small.session_id)
+        assert not any(map(_reads_features, statements)), statements
+        np.testing.assert_array_equal(lazy.X, from_rows.X)
+        assert any(map(_reads_features, statements))
+    finally:
+        event.remove(engine, "before_cursor_execute", listen)
+    assert not lazy.X.flags.writeable and lazy.X is lazy.X
+    # A state of the same read shares the matrix; one read before the items changed refuses it.
+    with small.Session() as s:
+        stale = load_state(s, small.session_id)
+    _add_item(small.Session, small.dataset_id)
+    with pytest.raises(StoreUnavailable, match="changed since the session was opened"):
+        stale.X  # noqa: B018
+
+
+def test_a_session_reopened_finds_its_graph_without_reading_its_features(small):
+    from app.service import Workbench
+
+    first = Workbench.open(small.Session, small.session_id)
+    statements: list[str] = []
+    engine = small.Session.kw["bind"]
+    listen = lambda conn, cursor, statement, *rest: statements.append(statement)  # noqa: E731
+    event.listen(engine, "before_cursor_execute", listen)
+    try:
+        again = Workbench.open(small.Session, small.session_id)
+        again.summary()
+        again.label_statement()
+        again.next_queries(3)
+    finally:
+        event.remove(engine, "before_cursor_execute", listen)
+    assert not any(map(_reads_features, statements)), statements
+    assert again.graph.key == first.graph.key and not again.graph.built
+    np.testing.assert_array_equal(again.state.X, first.state.X)
+    assert again.summary() == first.summary()

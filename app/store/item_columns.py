@@ -17,7 +17,7 @@ Why they can be trusted, and when they are not:
   if the dataset's rows are still the ones it was read from (the same count and the same
   smallest and largest database id: new rows get larger ids), in the caller's write
   transaction.
-* Every column of one write carries the same random ``token`` and the SHA-256 of its bytes:
+* Every column of one write carries the same random ``token`` and a checksum of its bytes:
   parts of two writes, changed bytes, or an array of the wrong shape or kind are refused
   (the rows are read instead).
 * A **graph key** (:func:`app.service.graphs.graph_key`, the SHA-256 of the features and the
@@ -40,7 +40,7 @@ from sqlalchemy.orm import Session
 
 from app.store.checks import check_int
 from app.store.models import Instance, ItemColumn
-from app.store.snapshots import decode_array, encode_array
+from app.store.snapshots import decode_array, digest_matches, encode_array, part_digest
 
 if TYPE_CHECKING:
     from app.store.derive import SessionState
@@ -129,7 +129,7 @@ def save_item_columns(session: Session, state: SessionState) -> str | None:
                     "dataset_id": dataset_id,
                     "name": name,
                     "token": token,
-                    "digest": hashlib.sha256(data).hexdigest(),
+                    "digest": part_digest(data),
                     "data": data,
                 }
             ],
@@ -155,7 +155,7 @@ def load_item_columns(session: Session, dataset_id: int, n_instances: int, n_lab
         return None
     data: dict[str, bytes] = {}
     for row in rows:
-        if hashlib.sha256(row.data).hexdigest() != row.digest:
+        if not digest_matches(row.data, row.digest):
             return None
         data[row.name] = bytes(row.data)
     try:
@@ -205,7 +205,7 @@ def find_graph_key(session: Session, dataset_id: int, token: str, params: str) -
             ItemColumn.dataset_id == dataset_id, ItemColumn.name == _graph_key_name(params)
         )
     ).first()
-    if row is None or row.token != token or hashlib.sha256(row.data).hexdigest() != row.digest:
+    if row is None or row.token != token or not digest_matches(row.data, row.digest):
         return None
     return row.data.decode("ascii") if current_token(session, dataset_id) == token else None
 
@@ -227,7 +227,7 @@ def save_graph_key(session: Session, dataset_id: int, token: str, params: str, k
                 "dataset_id": dataset_id,
                 "name": name,
                 "token": token,
-                "digest": hashlib.sha256(data).hexdigest(),
+                "digest": part_digest(data),
                 "data": data,
             }
         ],

@@ -692,8 +692,9 @@ class SessionSnapshotPart(Base):
     never the only copy of anything: the event log stays the truth, and a reader rebuilds
     whatever does not match. Every part of one snapshot carries the same ``token`` (written
     in one transaction), format version, identity (the hash of the graph and the session's
-    ranking parameters) and last event id; ``digest`` is the
-    SHA-256 of ``data`` (the ``.npy`` bytes of one array, no pickle).
+    ranking parameters) and last event id; ``digest`` is a checksum of ``data`` (the ``.npy``
+    bytes of one array, no pickle): :func:`app.store.snapshots.part_digest`, or the SHA-256 of
+    parts written before it.
     """
 
     __tablename__ = "session_snapshot_parts"
@@ -720,7 +721,7 @@ class ItemColumn(Base):
     labels) took seconds of every open; these rows hold the same values as one blob each. A
     cache of the instances: every column of one write carries the same random ``token``, and
     any write of instances deletes them with the feature blocks (the rows stay the truth).
-    ``digest`` is the SHA-256 of ``data``.
+    ``digest`` is the checksum of ``data`` (:func:`app.store.snapshots.part_digest`).
     """
 
     __tablename__ = "item_columns"

@@ -99,15 +99,13 @@ def _spoil_data(s, dataset_id, name):
 
 def _spoil_digest_and_data(s, dataset_id, name):
     # Bytes that decode, with a digest that matches them: another shape or kind.
-    import hashlib
-
-    from app.store.snapshots import encode_array
+    from app.store.snapshots import encode_array, part_digest
 
     data = encode_array(np.zeros(3, dtype=np.float64))
     s.execute(
         update(ItemColumn)
         .where(ItemColumn.dataset_id == dataset_id, ItemColumn.name == name)
-        .values(data=data, digest=hashlib.sha256(data).hexdigest())
+        .values(data=data, digest=part_digest(data))
     )
 
 
@@ -258,3 +256,40 @@ def test_a_session_reopened_finds_its_graph_without_reading_its_features(small):
     assert again.graph.key == first.graph.key and not again.graph.built
     np.testing.assert_array_equal(again.state.X, first.state.X)
     assert again.summary() == first.summary()
+
+
+def _flip_first_byte(s, table, name: str) -> None:
+    data = s.execute(select(table.c.data).where(table.c.name == name)).scalar_one()
+    s.execute(update(table).where(table.c.name == name).values(data=bytes([data[0] ^ 1]) + data[1:]))
+
+
+def test_snapshot_parts_carry_a_crc32_and_parts_with_the_former_sha256_still_read(small):
+    import hashlib
+
+    from app.store import SessionSnapshotPart, SnapshotHeader, load_session_snapshot, save_session_snapshot
+    from app.store.snapshots import part_digest
+
+    arrays = {"a": np.arange(5), "b": np.eye(3, dtype=bool)}
+    header = SnapshotHeader(1, "id", 0)
+    write_transaction(small.Session, lambda s: save_session_snapshot(s, small.session_id, header, arrays))
+    parts = SessionSnapshotPart.__table__
+    with small.Session() as s:
+        digests = s.execute(select(parts.c.digest)).scalars().all()
+    assert len(digests) == 2 and all(d.startswith("crc32:") and len(d) == 14 for d in digests)
+
+    def rewrite(s, digest_of) -> None:
+        for name, data in s.execute(select(parts.c.name, parts.c.data)).all():
+            s.execute(update(parts).where(parts.c.name == name).values(digest=digest_of(data)))
+
+    # A snapshot written before (SHA-256 digests) is read as it is.
+    write_transaction(small.Session, lambda s: rewrite(s, lambda data: hashlib.sha256(data).hexdigest()))
+    with small.Session() as s:
+        kept = load_session_snapshot(s, small.session_id)
+    assert kept is not None and kept.arrays["a"].tolist() == [0, 1, 2, 3, 4]
+    # A changed byte is caught under either digest.
+    for digest_of in (lambda data: hashlib.sha256(data).hexdigest(), part_digest):
+        write_transaction(small.Session, lambda s, f=digest_of: rewrite(s, f))
+        write_transaction(small.Session, lambda s: _flip_first_byte(s, parts, "a"))
+        with small.Session() as s:
+            assert load_session_snapshot(s, small.session_id) is None
+        write_transaction(small.Session, lambda s: _flip_first_byte(s, parts, "a"))  # back as it was

@@ -174,7 +174,7 @@ def load_item_columns(session: Session, dataset_id: int, n_instances: int, n_lab
         or truth.shape != (n_instances,)
         or not isinstance(external, list)
         or len(external) != n_instances
-        or not all(isinstance(item, str) for item in external)
+        or not set(map(type, external)) <= {str}
     ):
         return None
     return ItemColumns(

@@ -719,8 +719,14 @@ class Workbench:
         (any weighting: only the neighbours are used)."""
         if k == self.config.k:
             return self.graph
+        state = self.state
         return dataset_graph(
-            self.session_factory, dataset_id=self.config.dataset_id, X=self.state.X, k=k, weighting="uniform"
+            self.session_factory,
+            dataset_id=self.config.dataset_id,
+            X=state.features,
+            k=k,
+            weighting="uniform",
+            item_columns_token=state.item_columns_token,
         )
 
     # ------------------------------------------------------------------ writing

@@ -143,7 +143,7 @@ def replay(
         n_answered = int(answered.sum())
         if now.new_lot_due and (not tried or n_answered >= tried[-1] + FREEZE_RETRY_ANSWERS):
             labels, margin = model()
-            scores = selection_scores(pool.X, pool.Y, Y, pool.idx, now.audited_positions(), labels, margin)
+            scores = selection_scores(lambda: pool.X, pool.Y, Y, pool.idx, now.audited_positions(), labels, margin)
             fresh = freeze_lot(
                 now, items, labels, margin, settings, scores=scores, secret=secret, session_id=seed, last_event_id=0
             )

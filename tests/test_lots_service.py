@@ -214,7 +214,7 @@ def test_an_audited_item_is_scored_without_its_own_answer(seed, n_audited):
         current = original.copy()
         current[audited] = False
         current[audited, np.r_[answer_of_first, answers[1:]]] = True
-        return selection_scores(X, original, current, idx, audited, labels, margins)
+        return selection_scores(lambda: X, original, current, idx, audited, labels, margins)
 
     candidates = np.flatnonzero(original[first])
     by_answer = [scored(answer) for answer in candidates]
@@ -236,12 +236,12 @@ def test_the_agreement_score_is_the_linear_margin_where_both_models_name_the_lab
     current = original.copy()
     current[audited] = False
     current[audited, labels[audited]] = True  # every audit right: DST-PLL's margin alone
-    (dst,) = selection_scores(X, original, current, idx, audited, labels, margins)
+    (dst,) = selection_scores(lambda: X, original, current, idx, audited, labels, margins)
     np.testing.assert_array_equal(dst.items, margins)
     assert dst.learned[1].all()
 
     current[audited[0]] = original[audited[0]] & (np.arange(original.shape[1]) != labels[audited[0]])
-    dst, scored = selection_scores(X, original, current, idx, audited, labels, margins)
+    dst, scored = selection_scores(lambda: X, original, current, idx, audited, labels, margins)
     assert scored.name == "agreement" and not dst.learned[1][0]  # the first audit, now wrong
     # The oracle: the linear model fitted with every audited item's set as before its answer.
     model = EmLogisticPllClassifier().fit(X, original)
@@ -253,4 +253,6 @@ def test_the_agreement_score_is_the_linear_margin_where_both_models_name_the_lab
     assert agree.any() and (~agree).any()
     # Features that say nothing leave DST-PLL's margin alone.
     flat = np.ones((X.shape[0], 3))
-    assert [s.name for s in selection_scores(flat, original, current, idx, audited, labels, margins)] == ["dst_margin"]
+    assert [s.name for s in selection_scores(lambda: flat, original, current, idx, audited, labels, margins)] == [
+        "dst_margin"
+    ]

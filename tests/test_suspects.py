@@ -278,8 +278,11 @@ _suspect_op = st.tuples(
     expert_calibration=st.sampled_from([4, 100]),
     resort_share=st.sampled_from([1.0, 0.0]),
     fdr=st.sampled_from([0.1, 0.3]),
+    scan_max=st.sampled_from([suspects_module.SCAN_MAX_ENTRIES, 0]),
 )
-def test_suspects_kept_between_answers_equal_suspects_from_scratch(ops, expert_calibration, resort_share, fdr):
+def test_suspects_kept_between_answers_equal_suspects_from_scratch(
+    ops, expert_calibration, resort_share, fdr, scan_max
+):
     """Answers, other labels, none-of-these flags, skips and undos by two annotators: after each,
     the suspects kept from the previous state (scores of the touched items, sorted samples
     patched) equal the definitions applied afresh, and the served order, the counts and the
@@ -294,6 +297,9 @@ def test_suspects_kept_between_answers_equal_suspects_from_scratch(ops, expert_c
         patch.setattr(suspects_module, "EXPERT_CALIBRATION", expert_calibration)
         # 1.0: the samples are always patched; 0.0: always sorted afresh.
         patch.setattr(suspects_module, "RESORT_SHARE", resort_share)
+        # 0: the touched rows through the reverse index (from each graph's second update in
+        # the process on; its first scans), as at 1M items.
+        patch.setattr(suspects_module, "SCAN_MAX_ENTRIES", scan_max)
         bench = open_bench(Path(tmp))
         workbench_suspects(bench, fdr=fdr)
         for kind, position, choice, annotator in ops:

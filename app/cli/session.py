@@ -167,12 +167,12 @@ def session_status(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Progress of a session and its next queries.  Example: winnow session status week1"""
-    from app.service import Workbench, overlap_of, session_id_by_name, team_figures
+    from app.service import Workbench, overlap_of, session_id_by_name, team_records
 
     Session = open_store(db, create=False)
     with progress_bar(f"session {name}") as report:
         bench = Workbench.open(Session, session_id_by_name(Session, name), progress=report)
-    people, pairs, shared = team_figures(bench, actor=None)
+    people, pairs, shared = team_records(bench, actor=None)
     labels = bench.label_statement()
     summary: dict[str, Any] = {
         "session": name,
@@ -187,18 +187,18 @@ def session_status(
         "next": bench.next_queries(top),
         "annotators": [
             {
-                "annotator": who,
-                "answered": int(r.answered),
-                "skipped": int(r.skipped),
-                "resolved": int(r.resolved),
-                "events": int(r.events),
-                "seconds_per_event": _number(r.seconds_per_event),
+                "annotator": r["annotator"],
+                "answered": int(r["answered"]),
+                "skipped": int(r["skipped"]),
+                "resolved": int(r["resolved"]),
+                "events": int(r["events"]),
+                "seconds_per_event": _number(r["seconds_per_event"]),
             }
-            for who, r in people.iterrows()
+            for r in people
         ],
         "pairs": [
             {**row, "raw_agreement": _number(row["raw_agreement"]), "cohen_kappa": _number(row["cohen_kappa"])}
-            for row in pairs.to_dict("records")
+            for row in pairs
         ],
     }
     if as_json:

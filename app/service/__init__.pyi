@@ -81,6 +81,7 @@ from .team import (
     pair_agreement,
     reserve_next_item,
     team_figures,
+    team_records,
 )
 from .uploads import UPLOAD_EXTENSIONS, import_upload, media_folder, safe_file_name, start_session, upload_columns
 from .votes import (
@@ -196,6 +197,7 @@ __all__ = [
     "agreement",
     "pair_agreement",
     "team_figures",
+    "team_records",
     "session_table",
     "events_table",
     "export_bytes",

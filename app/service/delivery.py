@@ -27,10 +27,9 @@ right. What winnow guarantees is the statement about the model labels as a whole
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.service.lots import LotsNow
@@ -42,6 +41,9 @@ from app.store import (
     set_label_settings,
     write_transaction,
 )
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "LABEL_SOURCES",
@@ -341,6 +343,8 @@ def label_statement(counts: dict[str, int], summary: LabelSummary) -> str:
 def delivered_table(base: pd.DataFrame, decision: LabelDecision, label_names: tuple[str, ...]) -> pd.DataFrame:
     """``base`` (the labelled export) with the final ``label``, then ``label_source`` and
     ``model_margin`` after it."""
+    import pandas as pd  # here: a label statement alone (session status) makes no table
+
     names = np.asarray(label_names, dtype=object)
     label = np.where(decision.label >= 0, names[np.maximum(decision.label, 0)], None)
     table = base.copy()

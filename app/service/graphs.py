@@ -23,15 +23,33 @@ from importlib.util import find_spec
 from typing import Literal
 
 import numpy as np
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.service.tasks import ProgressTracker
-from app.store import find_graph, save_graph, session_dataset_size, write_transaction
+from app.store import (
+    FeatureMatrix,
+    StoreUnavailable,
+    find_graph,
+    find_graph_key,
+    save_graph,
+    save_graph_key,
+    session_dataset_size,
+    write_transaction,
+)
 from engine import check_choice
 from engine.choices import WEIGHTINGS
 from engine.neighbors import APPROX_THRESHOLD, Weights, approx_parameters, knn_graph
 
-__all__ = ["GraphResult", "graph_key", "graph_algorithm", "dataset_graph", "graph_builds", "session_dataset"]
+__all__ = [
+    "GraphResult",
+    "graph_key",
+    "graph_parameters",
+    "graph_algorithm",
+    "dataset_graph",
+    "graph_builds",
+    "session_dataset",
+]
 
 log = logging.getLogger("winnow.graphs")
 
@@ -83,22 +101,33 @@ def graph_key(X: np.ndarray, *, k: int, weighting: str, algorithm: str) -> str:
     False
     """
     X = np.ascontiguousarray(X, dtype="<f8")
-    params = f"winnow-graph/{GRAPH_FORMAT};shape={X.shape};k={k};weighting={weighting};algorithm={algorithm}"
-    if algorithm == "approx":
-        params += f";{approx_parameters(X.shape[0])}"
-    digest = hashlib.sha256(params.encode())
+    digest = hashlib.sha256(graph_parameters(X.shape, k=k, weighting=weighting, algorithm=algorithm).encode())
     digest.update(X.data.cast("B"))
     return digest.hexdigest()
+
+
+def graph_parameters(shape: tuple[int, ...], *, k: int, weighting: str, algorithm: str) -> str:
+    """What :func:`graph_key` hashes besides the features' bytes: their shape and the
+    graph's parameters (those of the approximate search included).
+
+    >>> graph_parameters((3, 2), k=1, weighting="uniform", algorithm="exact")
+    'winnow-graph/2;shape=(3, 2);k=1;weighting=uniform;algorithm=exact'
+    """
+    params = f"winnow-graph/{GRAPH_FORMAT};shape={tuple(shape)};k={k};weighting={weighting};algorithm={algorithm}"
+    if algorithm == "approx":
+        params += f";{approx_parameters(shape[0])}"
+    return params
 
 
 def dataset_graph(
     session_factory: sessionmaker[Session],
     *,
     dataset_id: int,
-    X: np.ndarray,
+    X: np.ndarray | FeatureMatrix,
     k: int,
     weighting: str,
     progress: ProgressTracker | None = None,
+    item_columns_token: str | None = None,
 ) -> GraphResult:
     """The k-NN graph of every instance of a dataset: loaded when stored, else built and stored.
 
@@ -107,20 +136,36 @@ def dataset_graph(
     session_factory : sessionmaker
         From :func:`app.store.open_store`.
     dataset_id : int
-    X : array of shape (n_instances, n_features)
-        The dataset's features, as :func:`app.store.load_state` returns them.
+    X : array of shape (n_instances, n_features), or FeatureMatrix
+        The dataset's features, as :func:`app.store.load_state` returns them
+        (:attr:`app.store.SessionState.features`: read only if the key is not kept or the
+        graph must be built).
     k : int
     weighting : str
         One of :data:`engine.choices.WEIGHTINGS`.
     progress : ProgressTracker, optional
         Told about hashing, and when building about the ``index`` / ``search`` / ``save``
         stages.
+    item_columns_token : str, optional
+        The token of the dataset's item columns read in the same transaction as ``X``
+        (:attr:`app.store.SessionState.item_columns_token`): the key hashed from ``X`` is
+        stored under it, and read back instead of hashing ``X`` again while it is current
+        (:mod:`app.store.item_columns`).
     """
     report = progress if progress is not None else ProgressTracker(None)
     n = X.shape[0]
     algorithm = graph_algorithm(n)
     report("hash", 0, n)
-    key = graph_key(X, k=k, weighting=weighting, algorithm=algorithm)
+    params = graph_parameters(X.shape, k=k, weighting=weighting, algorithm=algorithm)
+    key = None
+    if item_columns_token is not None:
+        with session_factory() as s:
+            key = find_graph_key(s, dataset_id, item_columns_token, params)
+    if key is None:
+        X = _matrix(X)
+        key = graph_key(X, k=k, weighting=weighting, algorithm=algorithm)
+        if item_columns_token is not None:
+            _remember_key(session_factory, dataset_id, item_columns_token, params, key)
     report("hash", n, n)
     with session_factory() as s:
         stored = find_graph(s, key)
@@ -134,7 +179,7 @@ def dataset_graph(
     log.info("building neighbour graph %s of dataset %d (%d x %d, %s)", key[:12], dataset_id, n, k, algorithm)
     started = time.perf_counter()
     weights: Weights = check_choice(weighting, "weighting", WEIGHTINGS)
-    idx, w = knn_graph(X, k=k, weights=weights, exclude_self=True, algorithm=algorithm, progress=report)
+    idx, w = knn_graph(_matrix(X), k=k, weights=weights, exclude_self=True, algorithm=algorithm, progress=report)
     seconds = time.perf_counter() - started
     report("save", 0, 1)
     write_transaction(
@@ -155,6 +200,19 @@ def dataset_graph(
     idx.flags.writeable = False
     w.flags.writeable = False
     return GraphResult(key, idx, w, algorithm, True, seconds)
+
+
+def _matrix(X: np.ndarray | FeatureMatrix) -> np.ndarray:
+    return X if isinstance(X, np.ndarray) else X.array()
+
+
+def _remember_key(session_factory: sessionmaker[Session], dataset_id: int, token: str, params: str, key: str) -> None:
+    """Store a graph key for the next open; a store that refuses (read-only, busy) costs
+    that open a hash only."""
+    try:
+        write_transaction(session_factory, lambda s: save_graph_key(s, dataset_id, token, params, key))
+    except (SQLAlchemyError, StoreUnavailable) as error:
+        log.warning("graph key of dataset %d not kept (%s)", dataset_id, error)
 
 
 def session_dataset(session_factory: sessionmaker[Session], session_id: int) -> tuple[int, int]:

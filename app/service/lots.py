@@ -40,7 +40,7 @@ The statistics are :mod:`engine.lots`; this module applies them to a session's s
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -357,7 +357,7 @@ class SelectionScore:
 
 
 def selection_scores(
-    features: np.ndarray | None,
+    features: Callable[[], np.ndarray | None],
     original: np.ndarray,
     current: np.ndarray,
     idx: np.ndarray,
@@ -366,7 +366,8 @@ def selection_scores(
     model_margins: np.ndarray,
 ) -> tuple[SelectionScore, ...]:
     """The scores the next lot may be chosen by: DST-PLL's margin, and where the features say
-    something, the agreement of a linear model of them with DST-PLL.
+    something, the agreement of a linear model of them with DST-PLL. ``features`` gives the
+    feature matrix when it is needed (only when some audited label is wrong).
 
     ``audited`` are the items of the lots' audited prefixes and the learning audits
     (:meth:`LotsNow.audited_positions`): each a uniform draw, so, unlike answers to ranked
@@ -400,11 +401,14 @@ def selection_scores(
     dst = SelectionScore("dst_margin", np.asarray(model_margins, dtype=np.float64), (loo_margins, right))
     # With no audited label wrong, both thresholds are the reject rule and agreement's items are
     # some of DST-PLL's: the fit (and scikit-learn's import, in every command) would be wasted.
-    if right.all() or features is None or features.ndim != 2 or not (np.ptp(features, axis=0) > 0).any():
+    if right.all():
+        return (dst,)
+    X = features()  # read only now: a session opened from its snapshot has not read them yet
+    if X is None or X.ndim != 2 or not (np.ptp(X, axis=0) > 0).any():
         return (dst,)
     sets = np.array(current, dtype=bool)
     sets[rows] = original[rows]
-    labels, margins = linear_decisions(np.asarray(features, dtype=np.float64), sets)
+    labels, margins = linear_decisions(np.asarray(X, dtype=np.float64), sets)
     audited_agreement = agreement(labels[rows], margins[rows], loo_labels, loo_margins)
     items_agreement = agreement(labels, margins, model_labels, model_margins)
     return dst, SelectionScore("agreement", items_agreement, (audited_agreement, right))

@@ -122,17 +122,21 @@ class ModelView:
         #: The session's decisions (its own ``k``) when no classifier is fitted yet.
         self._decisions = decisions
 
-    def decisions(self, X: np.ndarray, candidates: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    def decisions(
+        self, features: Callable[[], np.ndarray], candidates: np.ndarray, k: int
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Every item's transductive label and margin on the sets ``candidates`` with ``k``
         neighbours, the session's own ``k`` (what freezing a lot reads).
 
         From the fitted classifier when there is one; otherwise from the decisions the
-        workbench was given (the snapshot's), brought up to date; otherwise fitted.
+        workbench was given (the snapshot's), brought up to date; otherwise fitted on the
+        feature matrix ``features()`` returns (read only then: a command that freezes a lot
+        from the snapshot's decisions never reads the features).
         """
         if self._model is None and self._decisions is not None:
             self._decisions = self._decisions.brought_to(candidates, self._graph_of(k).idx)
             return self._decisions.labels, self._decisions.margins
-        model = self.fitted(X, candidates, k)
+        model = self.fitted(features(), candidates, k)
         return model.disambiguate_, model.disambiguate_margin_
 
     def fitted(self, X: np.ndarray, candidates: np.ndarray, k: int) -> DstPllClassifier:

@@ -6,13 +6,16 @@ tables into files.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
-from app.io.writers import labelled_dataset_table, ranked_query_table
 from app.store import SessionConfig, SessionState
+
+# pandas (and the writers, which use it) are imported by the functions that make a table:
+# `winnow session status` and `winnow answer` open a session without making one (0.3-0.5 s).
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "scoring_params",
@@ -42,6 +45,8 @@ def ranked_table(
 ) -> pd.DataFrame:
     """The ranked query list of the open items (conflicts and flagged items set aside) and the
     ``suspects`` to ask (positions), by score, skipped items last."""
+    from app.io.writers import ranked_query_table
+
     return ranked_query_table(
         scores,
         np.asarray(state.candidates),
@@ -82,6 +87,8 @@ def in_served_order(table: pd.DataFrame, ranked: np.ndarray, served: np.ndarray)
 def without_scores(table: pd.DataFrame) -> pd.DataFrame:
     """``table`` with its score columns left empty on every row (the columns stay, so every
     export has the same columns) and the reason in its metadata."""
+    import pandas as pd
+
     out = table.copy()
     for column in SCORE_COLUMNS:
         if column in out.columns:
@@ -98,6 +105,8 @@ def without_scores(table: pd.DataFrame) -> pd.DataFrame:
 def labelled_table(state: SessionState, content: dict[str, tuple[str | None, ...]]) -> pd.DataFrame:
     """Every item with its current set, label, "none of these" flag, content reference, who
     answered and when."""
+    from app.io.writers import labelled_dataset_table
+
     return labelled_dataset_table(
         list(state.external_ids),
         list(state.label_names),

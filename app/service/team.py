@@ -14,15 +14,16 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from app.store import EventRecord, authorize_session, next_item, session_events, session_overlap, write_transaction
 from app.store.derive import VERDICT_KINDS
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from app.service.workbench import Workbench
 
 __all__ = [
@@ -31,9 +32,12 @@ __all__ = [
     "reserve_next_item",
     "overlap_of",
     "conflict_details",
+    "annotator_rows",
     "annotator_progress",
     "agreement",
+    "pair_rows",
     "pair_agreement",
+    "team_records",
     "team_figures",
 ]
 
@@ -141,6 +145,11 @@ def conflict_details(bench: Workbench, *, actor: str | None) -> list[ConflictDet
     return details
 
 
+#: The columns of :func:`annotator_progress` (its index first) and of :func:`pair_agreement`.
+ANNOTATOR_COLUMNS = ("annotator", "answered", "skipped", "resolved", "events", "first", "last", "seconds_per_event")
+PAIR_COLUMNS = ("annotator_a", "annotator_b", "items", "raw_agreement", "cohen_kappa")
+
+
 def annotator_progress(events: Sequence[EventRecord]) -> pd.DataFrame:
     """Per annotator: items answered (current verdicts), skips, resolves, events, and speed.
 
@@ -151,8 +160,16 @@ def annotator_progress(events: Sequence[EventRecord]) -> pd.DataFrame:
         ``first``, ``last`` and ``seconds_per_event`` (median gap between an annotator's
         consecutive events; NaN with fewer than two).
     """
+    import pandas as pd
+
+    return pd.DataFrame(annotator_rows(events), columns=list(ANNOTATOR_COLUMNS)).set_index("annotator")
+
+
+def annotator_rows(events: Sequence[EventRecord]) -> list[dict[str, Any]]:
+    """The rows of :func:`annotator_progress` as plain dicts (keys :data:`ANNOTATOR_COLUMNS`),
+    by annotator name: what the command line prints, without loading pandas."""
     undone = {e.undoes_event_id for e in events if e.kind == "undo"}
-    rows = []
+    rows: list[dict[str, Any]] = []
     by_annotator: dict[str, list[EventRecord]] = {}
     for e in events:
         by_annotator.setdefault(e.annotator, []).append(e)
@@ -173,8 +190,7 @@ def annotator_progress(events: Sequence[EventRecord]) -> pd.DataFrame:
                 "seconds_per_event": float(np.median(gaps)) if gaps.size else float("nan"),
             }
         )
-    columns = ["annotator", "answered", "skipped", "resolved", "events", "first", "last", "seconds_per_event"]
-    return pd.DataFrame(rows, columns=columns).set_index("annotator")
+    return rows
 
 
 def pair_agreement(events: Sequence[EventRecord], label_names: Sequence[str]) -> pd.DataFrame:
@@ -182,12 +198,19 @@ def pair_agreement(events: Sequence[EventRecord], label_names: Sequence[str]) ->
 
     Kappa is NaN when it is undefined (both annotators used one and the same category).
     """
+    import pandas as pd
+
+    return pd.DataFrame(pair_rows(events, label_names), columns=list(PAIR_COLUMNS))
+
+
+def pair_rows(events: Sequence[EventRecord], label_names: Sequence[str]) -> list[dict[str, Any]]:
+    """The rows of :func:`pair_agreement` as plain dicts (keys :data:`PAIR_COLUMNS`)."""
     current = _current_verdicts(events)
     answers: dict[str, dict[int, str]] = {}
     for position, verdicts in current.items():
         for who, e in verdicts.items():
             answers.setdefault(who, {})[position] = _verdict_label(e, label_names)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for a, b in itertools.combinations(sorted(answers), 2):
         common = sorted(set(answers[a]) & set(answers[b]))
         if not common:
@@ -206,7 +229,7 @@ def pair_agreement(events: Sequence[EventRecord], label_names: Sequence[str]) ->
         rows.append(
             {"annotator_a": a, "annotator_b": b, "items": len(common), "raw_agreement": agree, "cohen_kappa": kappa}
         )
-    return pd.DataFrame(rows, columns=["annotator_a", "annotator_b", "items", "raw_agreement", "cohen_kappa"])
+    return rows
 
 
 def agreement(events: Sequence[EventRecord]) -> dict[str, float | int]:
@@ -225,11 +248,26 @@ def agreement(events: Sequence[EventRecord]) -> dict[str, float | int]:
 
 def team_figures(bench: Workbench, *, actor: str | None) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, float | int]]:
     """A session's :func:`annotator_progress`, :func:`pair_agreement` and :func:`agreement`,
-    from its event log (what ``winnow session status`` and the Progress page show).
+    from its event log (what the Progress page shows).
 
     ``actor`` must be allowed the session's ``progress`` (``None``: the command line).
     """
+    import pandas as pd
+
+    people, pairs, shared = team_records(bench, actor=actor)
+    return (
+        pd.DataFrame(people, columns=list(ANNOTATOR_COLUMNS)).set_index("annotator"),
+        pd.DataFrame(pairs, columns=list(PAIR_COLUMNS)),
+        shared,
+    )
+
+
+def team_records(
+    bench: Workbench, *, actor: str | None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, float | int]]:
+    """:func:`team_figures` as plain rows (:func:`annotator_rows`, :func:`pair_rows`) and
+    :func:`agreement`: what ``winnow session status`` prints."""
     with bench.session_factory() as s:
         authorize_session(s, actor, "progress", bench.session_id)
         events = session_events(s, bench.session_id)
-    return annotator_progress(events), pair_agreement(events, bench.label_names), agreement(events)
+    return annotator_rows(events), pair_rows(events, bench.label_names), agreement(events)

@@ -42,14 +42,15 @@ process, for all tabs). Readers never wait for a write:
 from __future__ import annotations
 
 import functools
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.service import answers, audits, delivery, explanations, lots, session_tables, suspects, working_state
@@ -70,6 +71,7 @@ from app.store import (
     LabelSettings,
     SessionConfig,
     SessionState,
+    StoreUnavailable,
     audit_secret,
     dataset_has_votes,
     default_hotkeys,
@@ -80,12 +82,16 @@ from app.store import (
     lease_holders,
     load_state,
     save_feature_matrix,
+    save_item_columns,
     save_label_lot,
     set_session_hotkeys,
     stored_audit_secret,
     write_transaction,
 )
 from engine.ranking import Ranker, ranking_order
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "Workbench",
@@ -119,6 +125,20 @@ REREAD_WINDOW = 64
 #: How many items the Query page drew (as the first of :meth:`Workbench.queue`) are
 #: remembered as still on someone's screen (see :meth:`Workbench.record`, ``"query"``).
 SERVED_REMEMBERED = 1024
+
+
+logger = logging.getLogger(__name__)
+
+
+def _saved_item_columns(session_factory: sessionmaker[Session], state: SessionState) -> str | None:
+    """Store the item columns ``state`` was read with (:func:`app.store.save_item_columns`);
+    their token, or ``None`` when the store refused them (its rows changed meanwhile, or it
+    is read-only or busy: the next open reads the rows again)."""
+    try:
+        return write_transaction(session_factory, lambda s: save_item_columns(s, state))
+    except (SQLAlchemyError, StoreUnavailable) as error:
+        logger.warning("dataset %d: item columns not kept (%s)", state.config.dataset_id, error)
+        return None
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -310,6 +330,9 @@ class Workbench:
             self._lots = tuple(label_lots(s, self.session_id))
             self._from_votes = dataset_has_votes(s, loaded.config.dataset_id)
             secret = stored_audit_secret(s)
+        if loaded.item_columns_token is None and loaded.n_instances:
+            # Read from the rows this time: keep them in one piece for the next open.
+            loaded = replace(loaded, item_columns_token=_saved_item_columns(self.session_factory, loaded))
         # The audit key is made once per store, by the first session that needs it.
         self._secret = secret if secret is not None else write_transaction(self.session_factory, audit_secret)
         self._learning_order = lots.learning_order(
@@ -328,10 +351,11 @@ class Workbench:
         graph = dataset_graph(
             self.session_factory,
             dataset_id=cfg.dataset_id,
-            X=loaded.X,
+            X=loaded.features,
             k=cfg.k,
             weighting=cfg.weighting,
             progress=report,
+            item_columns_token=loaded.item_columns_token,
         )
         n_targets = n if cfg.target_set != "unlabelled" else int((loaded.original_candidates.sum(axis=1) >= 2).sum())
         report("score", 0, n_targets)
@@ -516,9 +540,9 @@ class Workbench:
             ):
                 st = snap.state
                 with self._model_lock:
-                    model_labels, model_margins = self._model.decisions(st.X, st.candidates, self.config.k)
+                    model_labels, model_margins = self._model.decisions(lambda: st.X, st.candidates, self.config.k)
                     scores = lots.selection_scores(
-                        st.X,
+                        lambda: st.X,
                         np.asarray(st.original_candidates),
                         items.candidates,
                         self.graph.idx,
@@ -701,8 +725,14 @@ class Workbench:
         (any weighting: only the neighbours are used)."""
         if k == self.config.k:
             return self.graph
+        state = self.state
         return dataset_graph(
-            self.session_factory, dataset_id=self.config.dataset_id, X=self.state.X, k=k, weighting="uniform"
+            self.session_factory,
+            dataset_id=self.config.dataset_id,
+            X=state.features,
+            k=k,
+            weighting="uniform",
+            item_columns_token=state.item_columns_token,
         )
 
     # ------------------------------------------------------------------ writing

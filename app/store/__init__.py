@@ -22,6 +22,7 @@ Modules
 ``policies``  who may read and write each resource (one module per resource; team mode)
 ``leases``    the item reserved for each team member
 ``features``  each dataset's feature matrix in a few blocks, read when a session opens
+``item_columns`` each dataset's item ids, sets and true labels in one piece, and its graph keys
 ``snapshots`` a session's working state (ranker arrays, suspect scores), read when it opens
 ``sign_ins``  signed-in browser sessions: the account behind a cookie (team mode)
 ``labels``    a session's label settings (target error, confidence, audit share) and audit draws
@@ -93,7 +94,7 @@ from app.store.events import (
     record_events,
     session_events,
 )
-from app.store.features import feature_matrix_stored, load_feature_matrix, save_feature_matrix
+from app.store.features import FeatureMatrix, feature_matrix_stored, load_feature_matrix, save_feature_matrix
 from app.store.graphs import StoredGraph, find_graph, graph_hashes, save_graph, session_dataset_size
 from app.store.hotkeys import (
     ACTION_KEYS,
@@ -103,6 +104,7 @@ from app.store.hotkeys import (
     default_hotkeys,
     set_session_hotkeys,
 )
+from app.store.item_columns import find_graph_key, save_graph_key, save_item_columns
 from app.store.labels import (
     LabelLotRecord,
     LabelSettings,
@@ -345,6 +347,10 @@ __all__ = [
     "stored_audit_secret",
     # feature matrices in blocks
     "save_feature_matrix",
+    "save_item_columns",
+    "FeatureMatrix",
+    "find_graph_key",
+    "save_graph_key",
     "load_feature_matrix",
     "feature_matrix_stored",
     # crowd votes

@@ -25,6 +25,7 @@ from app.dataset_rules import first_repeat, first_true_label_outside, image_shap
 from app.store.checks import NAME_MAX, check_int, check_name, check_text, describe_row, format_label_set
 from app.store.errors import InvalidRecord, RecordNotFound
 from app.store.features import drop_feature_matrix, save_feature_matrix
+from app.store.item_columns import drop_item_columns
 from app.store.models import (
     LINK_MAX,
     MAX_LABELS,
@@ -641,12 +642,14 @@ def write_instances(
     """Insert the instances ``start .. stop - 1`` of a checked dataset, :data:`INSERT_CHUNK` rows
     per bulk INSERT.
 
-    The dataset's stored feature blocks (:mod:`app.store.features`) are deleted first: they
-    would no longer cover its rows. Whoever publishes the rows writes them again. The votes of
-    these instances (:mod:`app.store.votes`) are written in the same transaction.
+    The dataset's stored feature blocks (:mod:`app.store.features`) and item columns
+    (:mod:`app.store.item_columns`) are deleted first: they would no longer cover its rows.
+    Whoever publishes the rows writes the blocks again; the next open, the columns. The votes
+    of these instances (:mod:`app.store.votes`) are written in the same transaction.
     """
     stop = checked.n_instances if stop is None else stop
     drop_feature_matrix(session, dataset_id)
+    drop_item_columns(session, dataset_id)
     masks = encode_candidate_masks(checked.candidates[start:stop])
     truth = checked.true_labels
     X, ids, content = checked.X, checked.external_ids, checked.content

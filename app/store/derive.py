@@ -37,13 +37,16 @@ import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass, fields, replace
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from app.store.models import EVENT_KINDS, LABELLED_KINDS
 from engine import check_choice
 from engine.exceptions import InvalidInput
+
+if TYPE_CHECKING:
+    from app.store.features import FeatureMatrix
 
 __all__ = [
     "VERDICT_KINDS",
@@ -180,7 +183,9 @@ class SessionState:
     external_ids : tuple of str, length n_instances
     instance_ids : array of shape (n_instances,), int64
         Database ids, for :func:`app.store.events.record_event` (``instance_id=``).
-    X : array of shape (n_instances, n_features), float64
+    features : array of shape (n_instances, n_features), float64, or FeatureMatrix
+        Read through :attr:`X`: a state loaded with the dataset's item columns reads its
+        features only when they are used (:class:`app.store.features.FeatureMatrix`).
     true_labels : array of shape (n_instances,), int64, or None
         ``-1`` where unknown; ``None`` when no instance has one.
     original_candidates : array of shape (n_instances, n_labels), bool
@@ -198,10 +203,14 @@ class SessionState:
     layout: str | None
     external_ids: tuple[str, ...]
     instance_ids: np.ndarray
-    X: np.ndarray
+    #: The feature matrix, or what reads it when :attr:`X` is first used.
+    features: np.ndarray | FeatureMatrix
     true_labels: np.ndarray | None
     original_candidates: np.ndarray
     derived: DerivedState
+    #: The token of the item columns the state was read from, or that were stored from it
+    #: (:mod:`app.store.item_columns`); ``None`` when there are none.
+    item_columns_token: str | None = None
 
     @property
     def candidates(self) -> np.ndarray:
@@ -241,8 +250,15 @@ class SessionState:
         return self.derived.n_events
 
     @property
+    def X(self) -> np.ndarray:
+        """The feature matrix (array of shape (n_instances, n_features), float64, read-only);
+        read from the store on first use when the state was loaded without it."""
+        features = self.features
+        return features if isinstance(features, np.ndarray) else features.array()
+
+    @property
     def n_instances(self) -> int:
-        return int(self.X.shape[0])
+        return int(self.instance_ids.shape[0])
 
     @property
     def n_labels(self) -> int:

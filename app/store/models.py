@@ -692,8 +692,9 @@ class SessionSnapshotPart(Base):
     never the only copy of anything: the event log stays the truth, and a reader rebuilds
     whatever does not match. Every part of one snapshot carries the same ``token`` (written
     in one transaction), format version, identity (the hash of the graph and the session's
-    ranking parameters) and last event id; ``digest`` is the
-    SHA-256 of ``data`` (the ``.npy`` bytes of one array, no pickle).
+    ranking parameters) and last event id; ``digest`` is a checksum of ``data`` (the ``.npy``
+    bytes of one array, no pickle): :func:`app.store.snapshots.part_digest`, or the SHA-256 of
+    parts written before it.
     """
 
     __tablename__ = "session_snapshot_parts"
@@ -710,6 +711,29 @@ class SessionSnapshotPart(Base):
 
     def __repr__(self) -> str:
         return f"SessionSnapshotPart(session_id={self.session_id!r}, name={self.name!r})"
+
+
+class ItemColumn(Base):
+    """One column of a dataset's items in one piece, or a graph key hashed from its features
+    (:mod:`app.store.item_columns`).
+
+    Reading the ``instances`` rows of 1M items (ids, external ids, candidate masks, true
+    labels) took seconds of every open; these rows hold the same values as one blob each. A
+    cache of the instances: every column of one write carries the same random ``token``, and
+    any write of instances deletes them with the feature blocks (the rows stay the truth).
+    ``digest`` is the checksum of ``data`` (:func:`app.store.snapshots.part_digest`).
+    """
+
+    __tablename__ = "item_columns"
+
+    dataset_id: Mapped[int] = mapped_column(ForeignKey("datasets.id"), primary_key=True)
+    name: Mapped[str] = mapped_column(String(80), primary_key=True)
+    token: Mapped[str] = mapped_column(String(32))
+    digest: Mapped[str] = mapped_column(String(64))
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+
+    def __repr__(self) -> str:
+        return f"ItemColumn(dataset_id={self.dataset_id!r}, name={self.name!r})"
 
 
 class FeatureBlock(Base):

@@ -19,7 +19,8 @@ from app.store.checks import check_choice, check_int, check_name
 from app.store.derive import DerivedState, EventRecord, SessionConfig, SessionState, derive_state, readonly
 from app.store.errors import InvalidRecord, RecordNotFound
 from app.store.events import session_events
-from app.store.features import features_from_rows, load_feature_matrix
+from app.store.features import FeatureMatrix, features_from_rows, load_feature_matrix
+from app.store.item_columns import load_item_columns
 from app.store.models import (
     CRITERIA,
     TARGET_SETS,
@@ -209,8 +210,10 @@ def load_state(
 
     The features come from the dataset's stored blocks (:func:`~app.store.features.
     load_feature_matrix`: a few blobs, not a row per item) or, when there are none, from the
-    instances' rows; then one ordered ``SELECT`` of the instances' ids, candidate sets and
-    true labels, one of the events, and ``derive`` (the events and the original sets -> the
+    instances' rows; the instances' ids, external ids, candidate sets and true labels from the
+    dataset's item columns (:func:`~app.store.item_columns.load_item_columns`, their token
+    kept as ``item_columns_token``) or, when there are none, one ordered ``SELECT`` of the
+    instances' rows; then one of the events, and ``derive`` (the events and the original sets -> the
     derived state; :func:`~app.store.derive.derive_state` unless a caller that keeps the
     derivation up to date itself, :class:`~app.store.derive.IncrementalDerivation`, passes
     its own, so that the log is read and derived once).
@@ -219,9 +222,41 @@ def load_state(
     dataset = dataset_of(session, labelling)
     n, d, m = dataset.n_instances, dataset.n_features, len(dataset.label_names)
 
-    X = load_feature_matrix(session, dataset.id, n, d)
-    if X is None:
-        X = features_from_rows(session, dataset.id, n, d)
+    columns = load_item_columns(session, dataset.id, n, m)
+    features: np.ndarray | FeatureMatrix
+    if columns is not None:
+        instance_ids, external_ids = columns.instance_ids, columns.external_ids
+        original, true_labels = columns.candidates, columns.true_labels
+        # The graph key is kept with the columns: the features are read when first used.
+        features = FeatureMatrix(session.get_bind(), dataset.id, (n, d), columns.token)
+    else:
+        instance_ids, external_ids, original, true_labels = _items_from_rows(session, dataset, n, m)
+        X = load_feature_matrix(session, dataset.id, n, d)
+        if X is None:
+            X = features_from_rows(session, dataset.id, n, d)
+        features = readonly(X) if X.flags.writeable else X
+
+    derived = derive(session_events(session, labelling.id), original)
+    return SessionState(
+        config=_session_config(labelling, dataset),
+        label_names=tuple(dataset.label_names),
+        feature_names=tuple(dataset.feature_names) if dataset.feature_names is not None else None,
+        layout=dataset.layout,
+        external_ids=external_ids,
+        instance_ids=readonly(instance_ids),
+        features=features,
+        true_labels=readonly(true_labels) if true_labels is not None else None,
+        original_candidates=readonly(original),
+        derived=derived,
+        item_columns_token=None if columns is None else columns.token,
+    )
+
+
+def _items_from_rows(
+    session: Session, dataset: Dataset, n: int, m: int
+) -> tuple[np.ndarray, tuple[str, ...], np.ndarray, np.ndarray | None]:
+    """The instances' ids, external ids, original sets and true labels (``None`` when no item
+    has one) from their rows: one ordered ``SELECT``."""
     result = session.connection().execute(
         select(Instance.id, Instance.external_id, Instance.candidate_mask, Instance.true_label)
         .where(Instance.dataset_id == dataset.id)
@@ -242,20 +277,7 @@ def load_state(
     true_labels = None
     if any(t is not None for t in truth_col):
         true_labels = np.array([-1 if t is None else t for t in truth_col], dtype=np.int64)
-
-    derived = derive(session_events(session, labelling.id), original)
-    return SessionState(
-        config=_session_config(labelling, dataset),
-        label_names=tuple(dataset.label_names),
-        feature_names=tuple(dataset.feature_names) if dataset.feature_names is not None else None,
-        layout=dataset.layout,
-        external_ids=tuple(external_col),
-        instance_ids=readonly(instance_ids),
-        X=readonly(X) if X.flags.writeable else X,
-        true_labels=readonly(true_labels) if true_labels is not None else None,
-        original_candidates=readonly(original),
-        derived=derived,
-    )
+    return instance_ids, tuple(external_col), original, true_labels
 
 
 def _session_config(labelling: LabellingSession, dataset: Dataset) -> SessionConfig:

@@ -12,8 +12,13 @@ What makes a snapshot trustworthy, and what does not:
   pickle), read one at a time so that a reader holds at most one blob besides the arrays;
 * all the parts of one snapshot are written in one transaction and carry the same random
   ``token``: a reader that finds two tokens (parts of two writes) gets no snapshot;
-* ``digest`` (SHA-256 of the bytes) is checked on every read: a part whose bytes changed is
-  reported, and the caller rebuilds;
+* ``digest`` (a CRC-32 of the bytes, ``crc32:`` and 8 hex digits; the SHA-256 in parts
+  written before) is checked on every read: a part whose bytes changed is reported, and the
+  caller rebuilds. A checksum, not a cryptographic hash, is what this check needs: it is
+  against damaged bytes (any change of up to 32 consecutive bits, and all but one in 2³² of
+  the others), not against someone who can write the store, and it reads 546 MB at 1M items
+  in a third of SHA-256's time. Another session's or graph's snapshot, or parts of two writes,
+  are told apart by the header and the token, not by the digest;
 * the format version, the identity (graph and parameters) and the last event id are the caller's to check (a
   snapshot of another graph, or one ahead of the event log, is not this session's state).
 
@@ -25,7 +30,9 @@ from __future__ import annotations
 
 import hashlib
 import io
+import math
 import secrets
+import zlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,10 +50,32 @@ __all__ = [
     "save_session_snapshot",
     "load_session_snapshot",
     "drop_session_snapshot",
+    "part_digest",
+    "digest_matches",
 ]
 
 #: More than any .npy header numpy reads (its limit is 10,000 bytes).
 _HEADER_MAX = 1 << 16
+
+#: How a part's digest starts when it is a CRC-32 (:func:`part_digest`).
+_CRC32 = "crc32:"
+
+
+def part_digest(data: bytes) -> str:
+    """The digest a part of ``data`` is written with: its CRC-32.
+
+    >>> part_digest(b"winnow")
+    'crc32:86737c0b'
+    """
+    return f"{_CRC32}{zlib.crc32(data):08x}"
+
+
+def digest_matches(data: bytes, digest: str) -> bool:
+    """Whether ``data`` has ``digest``: a CRC-32 (:func:`part_digest`), or the SHA-256 hex of
+    parts written before (read as they are, not rebuilt for it)."""
+    if digest.startswith(_CRC32):
+        return part_digest(data) == digest
+    return hashlib.sha256(data).hexdigest() == digest
 
 
 @dataclass(frozen=True)
@@ -84,12 +113,31 @@ def encode_array(array: np.ndarray) -> bytes:
 def decode_array(data: bytes) -> np.ndarray:
     """The array of ``.npy`` bytes, writable (a copy of the bytes), never unpickled.
 
+    The header is read by numpy's ``.npy`` functions and the data copied once from the
+    bytes: ``numpy.load`` on a stream copies them in chunks through the stream, 1.4 s for
+    the 546 MB of a snapshot at 1M items against a fifth of that.
+
     Raises ``ValueError`` when the bytes are not an ``.npy`` array of plain numbers.
+
+    >>> decode_array(encode_array(np.array([[1.5, 2.0]]).T)).tolist()
+    [[1.5], [2.0]]
     """
-    array = np.load(io.BytesIO(data), allow_pickle=False, max_header_size=_HEADER_MAX)
-    if not isinstance(array, np.ndarray):
-        raise ValueError("not an .npy array")
-    return array
+    view = memoryview(data)
+    stream = io.BytesIO(view[:_HEADER_MAX])  # the header only: the data is copied once, below
+    version = np.lib.format.read_magic(stream)
+    readers = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+    if version not in readers:
+        raise ValueError(f".npy format version {version} is not 1.0 or 2.0")
+    shape, fortran, dtype = readers[version](stream, max_header_size=_HEADER_MAX)
+    if dtype.hasobject:
+        raise ValueError("object arrays are not read from snapshots")
+    count = math.prod(shape)
+    offset = stream.tell()
+    if len(view) - offset != count * dtype.itemsize:
+        raise ValueError(f"{len(view) - offset} bytes of data for {count} values of {dtype.str}")
+    flat = np.frombuffer(view, dtype=dtype, count=count, offset=offset)
+    array = flat.reshape(shape[::-1]).T if fortran else flat.reshape(shape)
+    return array.copy(order="K")
 
 
 def save_session_snapshot(
@@ -112,7 +160,7 @@ def save_session_snapshot(
                 format_version=int(header.format_version),
                 identity=header.identity,
                 last_event_id=int(header.last_event_id),
-                digest=hashlib.sha256(data).hexdigest(),
+                digest=part_digest(data),
                 data=data,
             )
         )
@@ -156,7 +204,7 @@ def load_session_snapshot(session: Session, session_id: int) -> StoredSnapshot |
                 SessionSnapshotPart.token == first.token,
             )
         ).scalar_one_or_none()
-        if data is None or hashlib.sha256(data).hexdigest() != row.digest:
+        if data is None or not digest_matches(data, row.digest):
             return None
         try:
             arrays[row.name] = decode_array(bytes(data))

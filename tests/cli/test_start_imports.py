@@ -18,10 +18,14 @@ import pytest
 #: of an annotator pair, migrating a store.
 HEAVY = ("sklearn", "scipy.stats", "alembic", "mako", "engine.dst")
 
+#: Loaded by the commands that make a table (a ranked or labelled export, reading a dataset),
+#: not by `winnow session status` nor `winnow answer --from` (0.3-0.5 s of their start).
+TABLES = ("pandas", "pyarrow")
 
-def _loaded_after(code: str) -> list[str]:
-    """The modules of :data:`HEAVY` that a fresh interpreter holds after running ``code``."""
-    probe = f"{code}\nimport json, sys\nprint(json.dumps([m for m in {list(HEAVY)!r} if m in sys.modules]))"
+
+def _loaded_after(code: str, heavy: tuple[str, ...] = HEAVY) -> list[str]:
+    """The modules of ``heavy`` that a fresh interpreter holds after running ``code``."""
+    probe = f"{code}\nimport json, sys\nprint(json.dumps([m for m in {list(heavy)!r} if m in sys.modules]))"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
     return json.loads(done.stdout.splitlines()[-1])
 
@@ -37,7 +41,16 @@ def _loaded_after(code: str) -> list[str]:
     ids=["cli", "workbench"],
 )
 def test_a_command_starts_without_scikit_learn_or_alembic(code):
-    assert _loaded_after(code) == []
+    assert _loaded_after(code, HEAVY + TABLES) == []
+
+
+def test_reading_a_file_of_answers_loads_no_table_library(tmp_path):
+    # What `winnow answer --from` runs before it writes: the answers file read by app.io,
+    # whose table readers (pandas, pyarrow) are loaded only by the functions that read tables.
+    answers = tmp_path / "answers.csv"
+    answers.write_text("id,label\nd1,cat\n")
+    code = f"from app.io import DataFileError, read_answers\nassert len(read_answers({str(answers)!r})) == 1"
+    assert _loaded_after(code, HEAVY + TABLES) == []
 
 
 def test_opening_a_store_and_a_session_loads_neither(tmp_path):
@@ -67,3 +80,12 @@ def test_opening_a_store_and_a_session_loads_neither(tmp_path):
     # every later process reads both and loads neither library.
     _loaded_after(code)
     assert _loaded_after(code) == []
+    # What `winnow session status` does: the same without a table, and without pandas.
+    status = (
+        "from app.store import open_store\n"
+        "from app.service import Workbench, session_id_by_name, team_records\n"
+        f"S = open_store({db!r}, create=False)\n"
+        "bench = Workbench.open(S, session_id_by_name(S, 's'))\n"
+        "bench.summary(); bench.label_statement(); bench.next_queries(5); team_records(bench, actor=None)"
+    )
+    assert _loaded_after(status, HEAVY + TABLES) == []

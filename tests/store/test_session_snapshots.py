@@ -89,7 +89,7 @@ def _assert_same_working_state(bench: Workbench, fresh: Workbench) -> None:
 def _assert_same_model_decisions(bench: Workbench) -> None:
     """DST-PLL's decisions ``bench`` would freeze a lot from, against a fit on the current sets."""
     st = bench.state
-    labels, margins = bench._model.decisions(st.X, st.candidates, bench.config.k)
+    labels, margins = bench._model.decisions(lambda: st.X, st.candidates, bench.config.k)
     fit = DstPllClassifier(n_neighbors=bench.config.k, random_state=0).fit(
         st.X, np.array(st.candidates), neighbors=bench.graph.idx
     )

@@ -53,13 +53,9 @@ from app.io.featurizers import load_features_file
 from app.io.media import MAX_IMAGE_PIXELS
 from app.io.readers.checks import SUPPORTED_EXTENSIONS, LoadedDataset, file_head
 from app.io.readers.content import AUTO_COLUMNS, CONTENT_ROLES, ContentSources
-from app.io.readers.label_studio import read_label_studio
 from app.io.readers.labels import check_label_names_argument, parse_candidate_cell, sort_label_names
 from app.io.readers.mat import read_mat
 from app.io.readers.npz import read_npz
-from app.io.readers.parquet import read_parquet
-from app.io.readers.table import Roles, dataset_from_table
-from app.io.readers.text import read_text
 from engine.exceptions import InvalidInput
 
 __all__ = [
@@ -203,6 +199,12 @@ def read_dataset(
             f"unsupported file type {ext or '(no extension)'!r}; use one of {', '.join(SUPPORTED_EXTENSIONS)}{hint}",
         )
     size, head = file_head(file)
+    # Imported here: the table readers load pandas and pyarrow (0.3-0.5 s), which the other
+    # modules of this package (the answers file of `winnow answer --from`) never need.
+    from app.io.readers.label_studio import read_label_studio
+    from app.io.readers.parquet import read_parquet
+    from app.io.readers.table import Roles, dataset_from_table
+    from app.io.readers.text import read_text
 
     defaults = check_label_names_argument(default_labels)
     roles = Roles(candidates_column, id_column, true_label_column, ignored, defaults)

@@ -1,0 +1,80 @@
+# The public names of app.io, loaded lazily by __init__.py (lazy_loader.attach_stub).
+from .errors import DataFileError
+from .image_folder import ImageFolder, read_image_dataset, read_image_folder
+from .limits import (
+    DEFAULT_MAX_DECOMPRESSED_BYTES,
+    DEFAULT_MAX_UPLOAD_MB,
+    MAX_DECOMPRESSED_VARIABLE,
+    MAX_UPLOAD_VARIABLE,
+    check_upload_size,
+    max_decompressed_bytes,
+    max_upload_bytes,
+)
+from .readers import (
+    AUTO_COLUMNS,
+    CONTENT_ROLES,
+    SUPPORTED_EXTENSIONS,
+    LoadedDataset,
+    parse_candidate_cell,
+    read_dataset,
+    sort_label_names,
+)
+from .readers.answers import ANSWER_EXTENSIONS, AnswerRow, read_answers
+from .readers.votes import (
+    VOTE_EXTENSIONS,
+    MatchedVotes,
+    Votes,
+    apply_votes,
+    match_votes,
+    read_votes,
+    vote_label_names,
+)
+from .writers import (
+    CONTENT_COLUMNS,
+    EXPORT_ONLY_COLUMNS,
+    LABELLED_COLUMNS,
+    RANKED_COLUMNS,
+    TABLE_EXTENSIONS,
+    labelled_dataset_table,
+    ranked_query_table,
+    write_table,
+)
+
+__all__ = [
+    "DataFileError",
+    "DEFAULT_MAX_DECOMPRESSED_BYTES",
+    "DEFAULT_MAX_UPLOAD_MB",
+    "MAX_DECOMPRESSED_VARIABLE",
+    "MAX_UPLOAD_VARIABLE",
+    "check_upload_size",
+    "max_decompressed_bytes",
+    "max_upload_bytes",
+    "LoadedDataset",
+    "AUTO_COLUMNS",
+    "CONTENT_ROLES",
+    "ImageFolder",
+    "read_image_folder",
+    "read_image_dataset",
+    "SUPPORTED_EXTENSIONS",
+    "read_dataset",
+    "parse_candidate_cell",
+    "sort_label_names",
+    "RANKED_COLUMNS",
+    "LABELLED_COLUMNS",
+    "EXPORT_ONLY_COLUMNS",
+    "CONTENT_COLUMNS",
+    "TABLE_EXTENSIONS",
+    "ranked_query_table",
+    "labelled_dataset_table",
+    "write_table",
+    "ANSWER_EXTENSIONS",
+    "AnswerRow",
+    "read_answers",
+    "VOTE_EXTENSIONS",
+    "Votes",
+    "MatchedVotes",
+    "read_votes",
+    "vote_label_names",
+    "match_votes",
+    "apply_votes",
+]

@@ -168,7 +168,7 @@ def replay(
             # The larger ceiling of the scores a lot may be chosen by (app.service.lots.selection_scores).
             scores = [margin]
             if np.ptp(pool.X, axis=0).any():
-                scores.append(agreement(*linear_decisions(pool.X, Y), labels, margin))
+                scores.append(agreement(*linear_decisions(pool.X, Y)[:2], labels, margin))
             reads.ceiling[t] = max(
                 ceiling(labels[open_rows], score[open_rows], pool.truth[open_rows], settings.max_error)
                 for score in scores

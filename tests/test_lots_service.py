@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.service.lots import (
+    ESTIMATED_ERROR_SHARE,
     FAILING_MIN_AUDITS,
     ItemStatus,
     SelectionScore,
@@ -256,3 +257,51 @@ def test_the_agreement_score_is_the_linear_margin_where_both_models_name_the_lab
     assert [s.name for s in selection_scores(lambda: flat, original, current, idx, audited, labels, margins)] == [
         "dst_margin"
     ]
+
+
+@given(
+    seed=st.integers(0, 10_000),
+    n=st.integers(1, 60),
+    share=st.floats(0.0, 1.0),
+    target=st.sampled_from([0.02, 0.05, 0.1]),
+)
+@settings(max_examples=200, deadline=None)
+def test_a_score_with_wrong_probabilities_stops_where_their_mean_would_pass_the_share_of_the_target(
+    seed, n, share, target
+):
+    rng = np.random.default_rng(seed)
+    items = rng.choice([0.0, 0.2, 0.4, 0.6, 0.8, 1.0], n)  # ties: equal scores enter together
+    wrong = rng.random(n) * 0.03
+    free = rng.random(n) < 0.8
+    no_audits = (np.zeros(0), np.zeros(0, dtype=bool))  # the learned threshold is the reject rule
+    got = SelectionScore("agreement", items, no_audits, wrong).threshold(free, target)
+    # Brute force: the lowest positive score whose free items at or above it average at most
+    # the share of the target.
+    best = float("inf")
+    for t in np.unique(items[items > 0]):
+        above = free & (items >= t)
+        if above.any() and wrong[above].mean() <= ESTIMATED_ERROR_SHARE * target:
+            best = min(best, float(t))
+    assert got == best
+    assert SelectionScore("dst_margin", items, no_audits).threshold(free, target) == np.nextafter(0.0, 1.0)
+
+
+def test_a_score_whose_lot_is_not_clearly_cleaner_gives_way_to_one_whose_lot_is():
+    lot, items = first_lot_audited(right=36, wrong=4)  # failing, 10 % wrong
+    margins = np.linspace(0.0, 1.0, N_ITEMS)
+    labels = np.zeros(N_ITEMS, dtype=np.int64)
+    right = np.r_[np.zeros(4, dtype=bool), np.ones(36, dtype=bool)]
+    # DST-PLL's margin would let in every item (all score 1), but it ranks the 4 wrong audits
+    # highest: its threshold lands just above them, with no audit above it to show a cleaner lot.
+    # The other score's audits are clean above a higher threshold.
+    big = SelectionScore("dst_margin", np.ones(N_ITEMS), (np.r_[np.full(4, 0.95), np.linspace(0.1, 0.9, 36)], right))
+    clean = SelectionScore("agreement", margins, (np.r_[np.full(4, 0.1), np.linspace(0.5, 1.0, 36)], right))
+    now = lots_now([lot], items, SETTINGS)
+    fresh = freeze_lot(
+        now, items, labels, margins, SETTINGS, scores=[big, clean], secret=b"k" * 32, session_id=1, last_event_id=1
+    )
+    assert fresh is not None and (margins[fresh.positions] >= fresh.threshold).all() and fresh.threshold > 0.1
+    assert (
+        freeze_lot(now, items, labels, margins, SETTINGS, scores=[big], secret=b"k" * 32, session_id=1, last_event_id=1)
+        is None
+    )

@@ -63,6 +63,7 @@ __all__ = [
     "FIRST_STATEMENT_AUDIT_SHARE",
     "MIN_LOT_SIZE",
     "FAILING_MIN_AUDITS",
+    "ESTIMATED_ERROR_SHARE",
     "FREEZE_RETRY_ANSWERS",
     "LotsNow",
     "lot_order",
@@ -95,6 +96,13 @@ MIN_LOT_SIZE = 20
 #: After an attempt to freeze a lot found none worth freezing, the next attempt waits for this
 #: many more answers (each attempt decides DST-PLL on every item; the model moves slowly).
 FREEZE_RETRY_ANSWERS = 10
+
+#: A score that comes with the model's own probability that each label is wrong (agreement's)
+#: also stops its lot where the mean of that probability over the lot would pass this share of
+#: the target. A lot about 1 % wrong certifies at 5 % within about 200 audits where one 2 % wrong
+#: needs more than 400 (``docs/results_labels.md``), and a few dozen audits cannot tell them
+#: apart; on BirdSong the estimate was above the true error of every top slice.
+ESTIMATED_ERROR_SHARE = 0.2
 
 #: Threshold learning keeps the lowest margin at which the audited labels above it were at
 #: most this share of the target wrong, on at least LEARN_MIN_AUDITS audits.
@@ -348,12 +356,29 @@ class SelectionScore:
 
     ``items`` is every item's score now; ``learned`` the audited items' leave-one-out scores
     and whether DST-PLL's leave-one-out label of each is right (:func:`selection_scores`):
-    the sample its threshold is learned from (:func:`next_threshold`).
+    the sample its threshold is learned from (:func:`next_threshold`). ``wrong_probability``,
+    when the score comes with one, is each item's probability that its label is wrong by the
+    model behind the score: the lot then also stops where the mean of it over the lot's items
+    would pass ``ESTIMATED_ERROR_SHARE × target``.
     """
 
     name: str
     items: np.ndarray
     learned: tuple[np.ndarray, np.ndarray]
+    wrong_probability: np.ndarray | None = None
+
+    def threshold(self, free: np.ndarray, target: float) -> float:
+        """The lowest score an item of the next lot may have, among the ``free`` items."""
+        learned = next_threshold(self.learned, target)
+        if self.wrong_probability is None:
+            return learned
+        rows = np.flatnonzero(free & (self.items >= learned))
+        rows = rows[np.argsort(-self.items[rows], kind="stable")]
+        mean = np.cumsum(self.wrong_probability[rows]) / np.arange(1, rows.size + 1)
+        ok = np.flatnonzero(
+            (mean <= ESTIMATED_ERROR_SHARE * target) & np.r_[self.items[rows][1:] != self.items[rows][:-1], True]
+        )
+        return float(self.items[rows[ok[-1]]]) if ok.size else float("inf")
 
 
 def selection_scores(
@@ -408,10 +433,10 @@ def selection_scores(
         return (dst,)
     sets = np.array(current, dtype=bool)
     sets[rows] = original[rows]
-    labels, margins = linear_decisions(np.asarray(X, dtype=np.float64), sets)
+    labels, margins, probability = linear_decisions(np.asarray(X, dtype=np.float64), sets)
     audited_agreement = agreement(labels[rows], margins[rows], loo_labels, loo_margins)
     items_agreement = agreement(labels, margins, model_labels, model_margins)
-    return dst, SelectionScore("agreement", items_agreement, (audited_agreement, right))
+    return dst, SelectionScore("agreement", items_agreement, (audited_agreement, right), 1.0 - probability)
 
 
 def agreement(
@@ -430,9 +455,9 @@ LINEAR_COMPONENTS = 64
 _LINEAR_SEED = 20_021
 
 
-def linear_decisions(features: np.ndarray, sets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each item's label and margin under the EM logistic model fitted to ``sets``, its
-    probabilities restricted to the item's own set."""
+def linear_decisions(features: np.ndarray, sets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each item's label, margin and the label's probability under the EM logistic model fitted
+    to ``sets``, its probabilities restricted to the item's own set."""
     from engine.learners import EmLogisticPllClassifier  # scikit-learn loads in about a second
 
     usable = np.flatnonzero(sets.any(axis=1))
@@ -449,7 +474,7 @@ def linear_decisions(features: np.ndarray, sets: np.ndarray) -> tuple[np.ndarray
     proba = model.predict_proba(X) * sets
     proba /= np.maximum(proba.sum(axis=1, keepdims=True), np.finfo(np.float64).tiny)
     top = np.sort(proba, axis=1)
-    return proba.argmax(axis=1), top[:, -1] - top[:, -2]
+    return proba.argmax(axis=1), top[:, -1] - top[:, -2], top[:, -1]
 
 
 def next_threshold(learned: tuple[np.ndarray, np.ndarray], target: float) -> float:
@@ -502,23 +527,23 @@ def freeze_lot(
     # A lot settled without certification keeps its items out until the model has moved on:
     # only items whose score rose to the (new) threshold enter again.
     free = items.open_items & ~items.answered & ~delivered & ~items.in_conflict
-    best: tuple[np.ndarray, float, SelectionScore] | None = None
-    for score in scores:
-        threshold = next_threshold(score.learned, settings.max_error)
-        members = np.flatnonzero(free & (np.asarray(score.items) >= threshold))
-        if best is None or members.size > best[0].size:
-            best = (members, threshold, score)
-    if best is None:
-        return None
-    members, threshold, chosen = best
     number = len(now.lots) + 1
     level = lot_alpha(1.0 - settings.confidence, number) if settings.promise == "confidence" else lot_share(number)
-    if members.size < MIN_LOT_SIZE or not _viable(members.size, settings, level):
+    best: tuple[np.ndarray, float] | None = None
+    for score in scores:
+        threshold = score.threshold(free, settings.max_error)
+        members = np.flatnonzero(free & (np.asarray(score.items) >= threshold))
+        if members.size < MIN_LOT_SIZE or not _viable(members.size, settings, level):
+            continue
+        if now.lots and np.array_equal(np.sort(now.lots[-1].positions), members):
+            continue  # the same items as the lot just settled: nothing new to certify
+        if now.failing and not _clearly_cleaner(score.learned, threshold, now.verdicts[-1]):
+            continue  # the audits have not shown a clearly cleaner lot yet: the failing lot goes on
+        if best is None or members.size > best[0].size:
+            best = (members, threshold)
+    if best is None:
         return None
-    if now.lots and np.array_equal(np.sort(now.lots[-1].positions), members):
-        return None  # the same items as the lot just settled: nothing new to certify
-    if now.failing and not _clearly_cleaner(chosen.learned, threshold, now.verdicts[-1]):
-        return None  # the audits have not shown a clearly cleaner lot yet: the failing lot goes on
+    members, threshold = best
     order = members[lot_order(secret, session_id, number, members.size)]
     return LabelLotRecord(
         number=number,

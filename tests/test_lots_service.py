@@ -262,13 +262,10 @@ def test_the_agreement_score_is_the_linear_margin_where_both_models_name_the_lab
 @given(
     seed=st.integers(0, 10_000),
     n=st.integers(1, 60),
-    share=st.floats(0.0, 1.0),
     target=st.sampled_from([0.02, 0.05, 0.1]),
 )
 @settings(max_examples=200, deadline=None)
-def test_a_score_with_wrong_probabilities_stops_where_their_mean_would_pass_the_share_of_the_target(
-    seed, n, share, target
-):
+def test_a_score_with_wrong_probabilities_stops_where_their_mean_would_pass_the_share_of_the_target(seed, n, target):
     rng = np.random.default_rng(seed)
     items = rng.choice([0.0, 0.2, 0.4, 0.6, 0.8, 1.0], n)  # ties: equal scores enter together
     wrong = rng.random(n) * 0.03
@@ -282,7 +279,7 @@ def test_a_score_with_wrong_probabilities_stops_where_their_mean_would_pass_the_
         above = free & (items >= t)
         if above.any() and wrong[above].mean() <= ESTIMATED_ERROR_SHARE * target:
             best = min(best, float(t))
-    assert got == best
+    np.testing.assert_array_equal(free & (items >= got), free & (items >= best))  # the same lot
     assert SelectionScore("dst_margin", items, no_audits).threshold(free, target) == np.nextafter(0.0, 1.0)
 
 

@@ -53,7 +53,8 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from numbers import Integral
 from typing import Any, Literal
 
@@ -84,27 +85,28 @@ APPROX_THRESHOLD = 100_000
 #: HNSW parameters: links per node, candidate-list sizes while building and searching.
 HNSW_LINKS, HNSW_EF_CONSTRUCTION, HNSW_EF_SEARCH = 32, 80, 128
 
-#: Training sets of at least this many rows are searched with an inverted-file index
-#: (``faiss.IndexIVFFlat``) instead of HNSW: at 300,000 rows (d = 64) it built and searched
-#: the self graph in 0.36 times HNSW's time at recall@10 ≥ 0.99, at 100,000 in 0.71 times
-#: (``benchmarks/bench_first_graph.py``, ``docs/benchmarks.md``). Below it HNSW stays, and
-#: so do the graphs already stored.
+#: Training sets of at least this many rows are searched by a join of inverted lists
+#: (:func:`_join_search`) instead of HNSW: at 300,000 rows (d = 64) an inverted-file index
+#: built and searched the self graph in 0.36 times HNSW's time at recall@10 ≥ 0.99, at
+#: 100,000 in 0.71 times, and the join is faster still (``benchmarks/bench_first_graph.py``,
+#: ``docs/benchmarks.md``). Below it HNSW stays, and so do the graphs already stored.
 IVF_THRESHOLD = 200_000
-#: Inverted lists per square root of the training rows (about 4,000 lists at 1M rows).
-IVF_LISTS_PER_ROOT = 4
-#: Training rows per list for the coarse quantiser's k-means (a seeded sample; 39 is the
-#: fewest faiss takes without a warning), and its iterations (faiss's default is 25): at 1M
-#: rows, 64 rows per list and 25 iterations cost 86 s of CPU to build against 64 s, at the
-#: same probed lists and recall.
+#: Lists per square root of the training rows (1,000 lists of about 1,000 rows at 1M rows):
+#: the join's cost grows with the rows a block is compared with, not with the number of
+#: lists, and k-means on 4·sqrt(n) lists cost 24 s of the 1M build against 0.6 s.
+IVF_LISTS_PER_ROOT = 1
+#: Training rows per list for the k-means (a seeded sample; 39 is the fewest faiss takes
+#: without a warning), and its iterations (faiss's default is 25).
 IVF_TRAIN_PER_LIST = 39
 IVF_KMEANS_ITERATIONS = 10
-#: Seeds the training sample, the k-means and the sample the probed lists are tuned on.
+#: Seeds the training sample, the k-means and the sample the joined lists are tuned on.
 IVF_SEED = 1234
-#: Lists probed per query: the first of these whose recall@k reaches :data:`IVF_RECALL` on
-#: :data:`IVF_CHECK_ROWS` sampled queries (against brute force) is used for all of them.
-IVF_NPROBES = (4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
+#: Each block joins the fewest nearest lists that hold this share of the exact neighbours
+#: of :data:`IVF_CHECK_ROWS` sampled queries (brute force, in :data:`IVF_CHECK_STEPS`
+#: progress reports).
 IVF_RECALL = 0.99
 IVF_CHECK_ROWS = 1_000
+IVF_CHECK_STEPS = 10
 
 #: Rows added to the HNSW index, or targets searched, between two progress reports at most.
 #: Large enough that the per-call overhead is negligible (faiss and scikit-learn parallelise
@@ -117,7 +119,8 @@ PROGRESS_STEPS = 100
 #: scikit-learn's exact search spreads a call's queries over its threads only when it has
 #: about a thousand per thread; smaller calls ran twice as slow on 2 cores
 #: (``benchmarks/bench_search_chunks.py``), so a chunk keeps 2,048 queries per core.
-MIN_SEARCH_CHUNK = 2_048 * (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+_CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+MIN_SEARCH_CHUNK = 2_048 * _CORES
 
 #: Exact search, ties: a safety factor of 4 times the 2 * unit round-off of float64 in the
 #: bound on scikit-learn's rounding of squared distances (see ``_ties_by_row``).
@@ -403,11 +406,11 @@ def approx_parameters(n_instances: int) -> str:
     >>> approx_parameters(150_000)
     'hnsw=32,80,128'
     >>> approx_parameters(1_000_000)
-    'ivf-flat=4,39,10,1234,0.99,1000'
+    'ivf-join=1,39,10,1234,0.99,1000'
     """
     if n_instances >= IVF_THRESHOLD:
         return (
-            f"ivf-flat={IVF_LISTS_PER_ROOT},{IVF_TRAIN_PER_LIST},{IVF_KMEANS_ITERATIONS},"
+            f"ivf-join={IVF_LISTS_PER_ROOT},{IVF_TRAIN_PER_LIST},{IVF_KMEANS_ITERATIONS},"
             f"{IVF_SEED},{IVF_RECALL},{IVF_CHECK_ROWS}"
         )
     return f"hnsw={HNSW_LINKS},{HNSW_EF_CONSTRUCTION},{HNSW_EF_SEARCH}"
@@ -417,7 +420,7 @@ def _approx_search(
     X: np.ndarray, queries: np.ndarray, n_neighbors: int, progress: SearchProgress = _no_progress
 ) -> tuple[np.ndarray, np.ndarray]:
     if X.shape[0] >= IVF_THRESHOLD:
-        return _query_ivf(_build_ivf(X, progress), X, queries, n_neighbors, progress)
+        return _join_search(X, queries, n_neighbors, progress)
     return _query_hnsw(_build_hnsw(X, progress), X, queries, n_neighbors, progress)
 
 
@@ -429,25 +432,174 @@ def _import_faiss() -> Any:
     return faiss
 
 
-def _build_ivf(X: np.ndarray, progress: SearchProgress = _no_progress) -> Any:
-    """An inverted-file index of ``X``: ``IVF_LISTS_PER_ROOT · sqrt(n)`` lists around k-means
-    centroids trained on a seeded sample of ``IVF_TRAIN_PER_LIST`` rows per list."""
+def _join_search(
+    X: np.ndarray, queries: np.ndarray, n_neighbors: int, progress: SearchProgress = _no_progress
+) -> tuple[np.ndarray, np.ndarray]:
+    """The ``n_neighbors`` rows of ``X`` nearest to each query, by a join of inverted lists.
+
+    The rows are sorted into lists around k-means centroids (:func:`_train_lists`), and so are
+    the queries (the same lists when the queries are the rows). The queries of one list form
+    a block, searched in one call against the rows of the lists whose centroids are nearest
+    to its own: one matrix product and a top-k selection in faiss per block, instead of a
+    scan of the lists per query. How many lists a block takes is tuned on every graph built
+    (:func:`_lists_for_recall`). The neighbours' squared distances are then recomputed in
+    float64 as sums of squared differences, as the exact search does, and each row sorted by
+    (distance, row).
+    """
     faiss = _import_faiss()
     X32 = np.ascontiguousarray(X, dtype=np.float32)
-    n = X32.shape[0]
+    self_join = queries is X
+    queries32 = X32 if self_join else np.ascontiguousarray(queries, dtype=np.float32)
+    centroids = _train_lists(faiss, X32, progress)
+    row_list, query_list = _assign_to_lists(faiss, X32, None if self_join else queries32, centroids, progress)
+    lists_by_distance = _lists_by_distance(centroids)
+    n_probe = _lists_for_recall(faiss, X32, queries32, row_list, query_list, lists_by_distance, n_neighbors, progress)
+    list_sizes = np.bincount(row_list, minlength=centroids.shape[0])
+    # A block whose nearest lists hold fewer rows than it needs neighbours takes more lists.
+    rows_held = np.cumsum(list_sizes[lists_by_distance], axis=1)
+    lists_probed = np.maximum(n_probe, (rows_held < n_neighbors).sum(axis=1) + 1)
+    del rows_held
+    row_order = np.argsort(row_list, kind="stable")
+    list_starts = np.concatenate(([0], np.cumsum(list_sizes)))
+    members = X32[row_order]  # each list's rows side by side: a block's candidates are a few slices
+    if self_join:
+        query_order, query_starts, sorted_queries = row_order, list_starts, members
+    else:
+        query_order = np.argsort(query_list, kind="stable")
+        query_starts = np.concatenate(([0], np.cumsum(np.bincount(query_list, minlength=centroids.shape[0]))))
+        sorted_queries = queries32[query_order]
+    del X32, queries32  # the sorted copies replace them
+    X64 = np.asarray(X, dtype=np.float64)
+    queries64 = X64 if self_join else np.asarray(queries, dtype=np.float64)
+    m = queries.shape[0]
+    sq_dist = np.empty((m, n_neighbors))
+    idx = np.empty((m, n_neighbors), dtype=np.intp)
+
+    def search_block(block: int) -> int:
+        first, stop = int(query_starts[block]), int(query_starts[block + 1])
+        probed = lists_by_distance[block, : lists_probed[block]]
+        positions = np.concatenate([np.arange(list_starts[i], list_starts[i + 1]) for i in probed])
+        # Centred on the block's centroid, the rows' norms are small and so is float32's
+        # rounding of the distances the products give (|q|^2 - 2 q.x + |x|^2).
+        centre = centroids[block]
+        _, found = faiss.knn(sorted_queries[first:stop] - centre, members[positions] - centre, n_neighbors)
+        targets = query_order[first:stop]
+        rows = row_order[positions[found]]
+        idx[targets] = rows
+        sq_dist[targets] = _squared_distances(X64, queries64[targets], rows)
+        return stop
+
+    chunk = _chunk_size(m)
+    progress("search", 0, m)
+    reported = 0
+    blocks = np.flatnonzero(np.diff(query_starts))
+    for stop in _map_in_threads(faiss, search_block, blocks):
+        if stop - reported >= chunk or stop == m:
+            progress("search", stop, m)
+            reported = stop
+    dist = np.sqrt(sq_dist)
+    order = _row_order(dist, idx)
+    return np.take_along_axis(dist, order, axis=1), np.take_along_axis(idx, order, axis=1)
+
+
+def _map_in_threads(faiss: Any, work: Callable[[int], int], items: np.ndarray) -> Iterator[int]:
+    """``work`` of every item, in order, on one thread per core, each running faiss on one core.
+
+    A block is a small problem (a thousand queries); faiss's own threads, which meet after
+    every slice of it, spent more time waiting than working (and a loaded machine bills the
+    wait as CPU), while blocks on threads of their own never wait for each other.
+    """
+
+    def one_core(item: int) -> int:
+        faiss.omp_set_num_threads(1)  # this worker thread's own setting: the caller's is unchanged
+        return work(item)
+
+    with ThreadPoolExecutor(max_workers=_CORES) as pool:
+        yield from pool.map(one_core, items.tolist())
+
+
+def _train_lists(faiss: Any, X32: np.ndarray, progress: SearchProgress) -> np.ndarray:
+    """``IVF_LISTS_PER_ROOT · sqrt(n)`` k-means centroids trained on a seeded sample of
+    ``IVF_TRAIN_PER_LIST`` rows per list (faiss's k-means, seeded)."""
+    n, d = X32.shape
     n_lists = max(1, min(n, round(IVF_LISTS_PER_ROOT * math.sqrt(n))))
-    index = faiss.IndexIVFFlat(faiss.IndexFlatL2(X32.shape[1]), X32.shape[1], n_lists)
-    index.cp.seed = IVF_SEED
-    index.cp.niter = IVF_KMEANS_ITERATIONS
     rng = np.random.default_rng(IVF_SEED)
     sample = np.sort(rng.choice(n, size=min(n, IVF_TRAIN_PER_LIST * n_lists), replace=False))
-    if n:
-        progress("train", 0, sample.size)
-    index.train(X32[sample])
-    if n:
-        progress("train", sample.size, sample.size)
-    _add_in_chunks(index, X32, progress)  # each row goes to its nearest list
-    return index
+    progress("train", 0, sample.size)
+    kmeans = faiss.Kmeans(d, n_lists, niter=IVF_KMEANS_ITERATIONS, seed=IVF_SEED)
+    kmeans.train(X32[sample])
+    progress("train", sample.size, sample.size)
+    return np.asarray(kmeans.centroids, dtype=np.float32)
+
+
+def _assign_to_lists(
+    faiss: Any, X32: np.ndarray, queries32: np.ndarray | None, centroids: np.ndarray, progress: SearchProgress
+) -> tuple[np.ndarray, np.ndarray]:
+    """The list (nearest centroid) of every row and of every separate query (the rows' own
+    lists when ``queries32`` is None), reported as rows indexed."""
+    parts = [X32] if queries32 is None else [X32, queries32]
+    total = sum(part.shape[0] for part in parts)
+    chunk = _chunk_size(total)
+    progress("index", 0, total)
+    done = 0
+    assigned = []
+    for part in parts:
+        nearest = np.empty(part.shape[0], dtype=np.intp)
+        for start in range(0, part.shape[0], chunk):
+            nearest[start : start + chunk] = faiss.knn(part[start : start + chunk], centroids, 1)[1][:, 0]
+            done += min(chunk, part.shape[0] - start)
+            progress("index", done, total)
+        assigned.append(nearest)
+    return assigned[0], assigned[-1]
+
+
+def _lists_by_distance(centroids: np.ndarray) -> np.ndarray:
+    """Row ``i``: every list, nearest centroid to list ``i``'s first (list ``i`` itself),
+    ties by list number."""
+    c64 = centroids.astype(np.float64)
+    norms = np.einsum("ij,ij->i", c64, c64)
+    between = norms[:, None] + norms[None, :] - 2 * (c64 @ c64.T)
+    np.fill_diagonal(between, -np.inf)
+    return np.argsort(between, axis=1, kind="stable")
+
+
+def _lists_for_recall(
+    faiss: Any,
+    X32: np.ndarray,
+    queries32: np.ndarray,
+    row_list: np.ndarray,
+    query_list: np.ndarray,
+    lists_by_distance: np.ndarray,
+    n_neighbors: int,
+    progress: SearchProgress,
+) -> int:
+    """The fewest nearest lists a block must join for its candidates to hold :data:`IVF_RECALL`
+    of the exact neighbours of :data:`IVF_CHECK_ROWS` seeded sample queries (brute force).
+
+    A neighbour among the ``n_neighbors`` nearest of all rows that is a candidate is among
+    the ``n_neighbors`` nearest candidates too, so this share is the join's recall on the
+    sample (but for ties and float32 rounding); the least number of lists reaching it is
+    read off the rank of each exact neighbour's list, without searching for every number.
+    A query left out of its own neighbours is no evidence (it is always a candidate).
+    """
+    m = queries32.shape[0]
+    rng = np.random.default_rng(IVF_SEED)
+    check = np.sort(rng.choice(m, size=min(m, IVF_CHECK_ROWS), replace=False))
+    exact = np.empty((check.size, n_neighbors), dtype=np.intp)
+    step = max(1, -(-check.size // IVF_CHECK_STEPS))
+    progress("check", 0, check.size)
+    for start in range(0, check.size, step):
+        exact[start : start + step] = faiss.knn(queries32[check[start : start + step]], X32, n_neighbors)[1]
+        progress("check", min(start + step, check.size), check.size)
+    order = lists_by_distance[query_list[check]]
+    rank = np.empty_like(order)
+    np.put_along_axis(rank, order, np.broadcast_to(np.arange(order.shape[1]), order.shape), axis=1)
+    lists_needed = np.take_along_axis(rank, row_list[exact], axis=1) + 1
+    if queries32 is X32:
+        lists_needed = lists_needed[exact != check[:, None]]
+    if not lists_needed.size:
+        return 1
+    return int(np.sort(lists_needed, axis=None)[math.ceil(IVF_RECALL * lists_needed.size) - 1])
 
 
 def _add_in_chunks(index: Any, X32: np.ndarray, progress: SearchProgress) -> None:
@@ -459,32 +611,6 @@ def _add_in_chunks(index: Any, X32: np.ndarray, progress: SearchProgress) -> Non
     for start in range(0, n, chunk):
         index.add(X32[start : start + chunk])
         progress("index", min(start + chunk, n), n)
-
-
-def _query_ivf(
-    index: Any, X: np.ndarray, queries: np.ndarray, n_neighbors: int, progress: SearchProgress = _no_progress
-) -> tuple[np.ndarray, np.ndarray]:
-    """Search ``index`` with the fewest probed lists whose recall reaches :data:`IVF_RECALL` on
-    a seeded sample of the queries, against their exact neighbours (brute force)."""
-    faiss = _import_faiss()
-    X32 = np.ascontiguousarray(X, dtype=np.float32)
-    queries32 = np.ascontiguousarray(queries, dtype=np.float32)
-    rng = np.random.default_rng(IVF_SEED)
-    check = np.sort(rng.choice(queries32.shape[0], size=min(queries32.shape[0], IVF_CHECK_ROWS), replace=False))
-    _, exact = faiss.knn(queries32[check], X32, n_neighbors)
-    # Past the ladder, doubling up to every list (an exact search of the index's rows).
-    ladder = list(IVF_NPROBES)
-    while ladder[-1] < index.nlist:
-        ladder.append(2 * ladder[-1])
-    for n_probe in ladder:
-        index.nprobe = min(n_probe, index.nlist)
-        if index.nprobe == index.nlist:
-            break
-        _, found = index.search(queries32[check], n_neighbors)
-        if (found[:, :, None] == exact[:, None, :]).any(axis=2).mean() >= IVF_RECALL:
-            break
-    sq_dist, idx = _search_in_chunks(lambda q: index.search(q, n_neighbors), queries32, progress)
-    return _approx_result(sq_dist, idx, X, queries, n_neighbors)
 
 
 def _build_hnsw(X: np.ndarray, progress: SearchProgress = _no_progress) -> Any:

@@ -62,6 +62,7 @@ import math
 import os
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from numbers import Integral
 from typing import Any, Literal
 
@@ -134,6 +135,12 @@ MIN_SEARCH_CHUNK = 2_048 * _CORES
 _ROUNDING = 4 * 2 * (np.finfo(np.float64).eps / 2)
 #: Keeps the tie margin of all-zero data above zero.
 _TINY = np.finfo(np.float64).tiny
+#: Relative slack on the lists' radii and on the distances that bound the exact search of the
+#: check sample: far above float32's rounding of a 64-term sum (64 units of 6e-8).
+_RADIUS_SLACK = 1e-4
+#: A check query whose bound leaves more than this share of the rows to compare it with is
+#: compared with all of them, in one matrix product with the other such queries.
+_BRUTE_FORCE_SHARE = 0.25
 #: Most (query, candidate) pairs held at once while breaking ties (bounds the memory).
 _TIE_PAIRS = 1 << 22
 #: Exact search asks scikit-learn for this many times ``k + 1`` candidates: ties that span
@@ -460,18 +467,16 @@ def _join_search(
     queries32 = X32 if self_join else np.ascontiguousarray(queries, dtype=np.float32)
     centroids = _train_lists(faiss, X32, progress)
     row_list, query_list = _assign_to_lists(faiss, X32, None if self_join else queries32, centroids, progress)
+    lists = _sort_into_lists(X32, row_list, centroids)
     lists_by_distance = _lists_by_distance(centroids)
-    n_probe = _lists_for_recall(faiss, X32, queries32, row_list, query_list, lists_by_distance, n_neighbors, progress)
-    list_sizes = np.bincount(row_list, minlength=centroids.shape[0])
+    check, exact = _exact_sample(faiss, queries32, lists, n_neighbors, progress)
+    lists_needed = _lists_needed(check, exact, row_list, query_list, lists_by_distance, self_join)
     # A block whose nearest lists hold fewer rows than it needs neighbours takes more lists.
-    rows_held = np.cumsum(list_sizes[lists_by_distance], axis=1)
-    lists_probed = np.maximum(n_probe, (rows_held < n_neighbors).sum(axis=1) + 1)
+    rows_held = np.cumsum(lists.sizes()[lists_by_distance], axis=1)
+    lists_probed = np.maximum(lists_needed, (rows_held < n_neighbors).sum(axis=1) + 1)
     del rows_held
-    row_order = np.argsort(row_list, kind="stable")
-    list_starts = np.concatenate(([0], np.cumsum(list_sizes)))
-    members = X32[row_order]  # each list's rows side by side: a block's candidates are a few slices
     if self_join:
-        query_order, query_starts, sorted_queries = row_order, list_starts, members
+        query_order, query_starts, sorted_queries = lists.rows, lists.starts, lists.members
     else:
         query_order = np.argsort(query_list, kind="stable")
         query_starts = np.concatenate(([0], np.cumsum(np.bincount(query_list, minlength=centroids.shape[0]))))
@@ -485,14 +490,13 @@ def _join_search(
 
     def search_block(block: int) -> int:
         first, stop = int(query_starts[block]), int(query_starts[block + 1])
-        probed = lists_by_distance[block, : lists_probed[block]]
-        positions = np.concatenate([np.arange(list_starts[i], list_starts[i + 1]) for i in probed])
+        positions = lists.positions(lists_by_distance[block, : lists_probed[block]])
         # Centred on the block's centroid, the rows' norms are small and so is float32's
         # rounding of the distances the products give (|q|^2 - 2 q.x + |x|^2).
         centre = centroids[block]
-        _, found = faiss.knn(sorted_queries[first:stop] - centre, members[positions] - centre, n_neighbors)
+        _, found = faiss.knn(sorted_queries[first:stop] - centre, lists.members[positions] - centre, n_neighbors)
         targets = query_order[first:stop]
-        rows = row_order[positions[found]]
+        rows = lists.rows[positions[found]]
         idx[targets] = rows
         sq_dist[targets] = _squared_distances(X64, queries64[targets], rows)
         return stop
@@ -572,18 +576,94 @@ def _lists_by_distance(centroids: np.ndarray) -> np.ndarray:
     return np.argsort(between, axis=1, kind="stable")
 
 
-def _lists_for_recall(
-    faiss: Any,
-    X32: np.ndarray,
-    queries32: np.ndarray,
+@dataclass(frozen=True)
+class _SortedLists:
+    """The rows sorted by list: list ``i`` holds ``members[starts[i]:starts[i + 1]]`` (float32),
+    rows ``rows[starts[i]:starts[i + 1]]`` of ``X``, none farther than ``radii[i]`` from its
+    centroid ``centroids[i]``."""
+
+    centroids: np.ndarray
+    members: np.ndarray
+    rows: np.ndarray
+    starts: np.ndarray
+    radii: np.ndarray
+
+    def sizes(self) -> np.ndarray:
+        return np.diff(self.starts)
+
+    def positions(self, lists: np.ndarray) -> np.ndarray:
+        """Where the rows of ``lists`` are in ``members``, list after list."""
+        return np.concatenate([np.arange(self.starts[i], self.starts[i + 1]) for i in lists.tolist()])
+
+
+def _sort_into_lists(X32: np.ndarray, row_list: np.ndarray, centroids: np.ndarray) -> _SortedLists:
+    rows = np.argsort(row_list, kind="stable")
+    starts = np.concatenate(([0], np.cumsum(np.bincount(row_list, minlength=centroids.shape[0]))))
+    members = X32[rows]  # each list's rows side by side: a block's candidates are a few slices
+    radii = np.zeros(centroids.shape[0])
+    for i, centre in enumerate(centroids):
+        if starts[i] < starts[i + 1]:
+            offsets = members[starts[i] : starts[i + 1]] - centre
+            radii[i] = math.sqrt(float(np.einsum("ij,ij->i", offsets, offsets).max()))
+    # A float32 sum of d squares is within d units of float32 round-off of the exact one.
+    radii *= 1 + _RADIUS_SLACK
+    return _SortedLists(centroids=centroids, members=members, rows=rows, starts=starts, radii=radii)
+
+
+def _exact_sample(
+    faiss: Any, queries32: np.ndarray, lists: _SortedLists, n_neighbors: int, progress: SearchProgress
+) -> tuple[np.ndarray, np.ndarray]:
+    """:data:`IVF_CHECK_ROWS` seeded sample queries and their exact ``n_neighbors`` nearest rows.
+
+    Brute force over the lists that can hold one: a list whose centroid is farther from the
+    query than its radius plus the ``n_neighbors``-th distance found among the nearest lists'
+    rows holds none (the triangle inequality), so on clustered data a query is compared with
+    its own cluster's rows rather than with every row. A query for which that leaves more
+    than :data:`_BRUTE_FORCE_SHARE` of the rows (data without clusters) is searched against
+    every row, all such queries in one call.
+    """
+    m = queries32.shape[0]
+    rng = np.random.default_rng(IVF_SEED)
+    check = np.sort(rng.choice(m, size=min(m, IVF_CHECK_ROWS), replace=False))
+    sample = queries32[check]
+    exact = np.empty((check.size, n_neighbors), dtype=np.intp)
+    sizes = lists.sizes()
+    centroids64 = lists.centroids.astype(np.float64)
+    everywhere = []
+    step = max(1, -(-check.size // IVF_CHECK_STEPS))
+    progress("check", 0, check.size)
+    for i, query in enumerate(sample):
+        offsets = centroids64 - query
+        lower_bounds = np.sqrt(np.einsum("ij,ij->i", offsets, offsets)) - lists.radii
+        by_bound = np.argsort(lower_bounds, kind="stable")
+        nearest = by_bound[: int(np.searchsorted(np.cumsum(sizes[by_bound]), n_neighbors)) + 1]
+        positions = lists.positions(nearest)
+        sq_dist, _ = faiss.knn(query[None], lists.members[positions], n_neighbors)
+        reach = math.sqrt(max(float(sq_dist[0, -1]), 0.0)) * (1 + _RADIUS_SLACK) + _TINY
+        scanned = by_bound[lower_bounds[by_bound] <= reach]
+        if sizes[scanned].sum() > _BRUTE_FORCE_SHARE * lists.members.shape[0]:
+            everywhere.append(i)
+        else:
+            positions = lists.positions(scanned)
+            exact[i] = lists.rows[positions[faiss.knn(query[None], lists.members[positions], n_neighbors)[1][0]]]
+        if (i + 1) % step == 0 and i + 1 < check.size:
+            progress("check", i + 1, check.size)
+    if everywhere:
+        exact[everywhere] = lists.rows[faiss.knn(sample[everywhere], lists.members, n_neighbors)[1]]
+    progress("check", check.size, check.size)
+    return check, exact
+
+
+def _lists_needed(
+    check: np.ndarray,
+    exact: np.ndarray,
     row_list: np.ndarray,
     query_list: np.ndarray,
     lists_by_distance: np.ndarray,
-    n_neighbors: int,
-    progress: SearchProgress,
+    self_join: bool,
 ) -> int:
     """The fewest nearest lists a block must join for its candidates to hold :data:`IVF_RECALL`
-    of the exact neighbours of :data:`IVF_CHECK_ROWS` seeded sample queries (brute force).
+    of the exact neighbours ``exact`` of the sample queries ``check``.
 
     A neighbour among the ``n_neighbors`` nearest of all rows that is a candidate is among
     the ``n_neighbors`` nearest candidates too, so this share is the join's recall on the
@@ -591,20 +671,11 @@ def _lists_for_recall(
     read off the rank of each exact neighbour's list, without searching for every number.
     A query left out of its own neighbours is no evidence (it is always a candidate).
     """
-    m = queries32.shape[0]
-    rng = np.random.default_rng(IVF_SEED)
-    check = np.sort(rng.choice(m, size=min(m, IVF_CHECK_ROWS), replace=False))
-    exact = np.empty((check.size, n_neighbors), dtype=np.intp)
-    step = max(1, -(-check.size // IVF_CHECK_STEPS))
-    progress("check", 0, check.size)
-    for start in range(0, check.size, step):
-        exact[start : start + step] = faiss.knn(queries32[check[start : start + step]], X32, n_neighbors)[1]
-        progress("check", min(start + step, check.size), check.size)
     order = lists_by_distance[query_list[check]]
     rank = np.empty_like(order)
     np.put_along_axis(rank, order, np.broadcast_to(np.arange(order.shape[1]), order.shape), axis=1)
     lists_needed = np.take_along_axis(rank, row_list[exact], axis=1) + 1
-    if queries32 is X32:
+    if self_join:
         lists_needed = lists_needed[exact != check[:, None]]
     if not lists_needed.size:
         return 1

@@ -125,3 +125,14 @@ def test_the_check_sample_is_a_stage_of_its_own_in_about_ten_reports(monkeypatch
     check = [(done, total) for stage, done, total in stages if stage == "check"]
     assert check[0] == (0, neighbors.IVF_CHECK_ROWS) and check[-1] == (neighbors.IVF_CHECK_ROWS,) * 2
     assert len(check) == 1 + neighbors.IVF_CHECK_STEPS
+
+
+def test_without_clusters_the_check_falls_back_to_every_row_and_stays_exact(monkeypatch):
+    """Uniform rows in 24 dimensions: the lists' radii prune nothing, so the check sample is
+    searched against every row; asked for recall 1 with every row in the sample, the graph is
+    still the exact one."""
+    monkeypatch.setattr(neighbors, "IVF_RECALL", 1.0)
+    X = np.random.default_rng(4).random((neighbors.IVF_CHECK_ROWS, 24))
+    _, dist = join(X, None, 10)
+    _, exact_dist = graph_with_distances(X, None, 10, algorithm="exact")
+    np.testing.assert_allclose(dist, exact_dist, rtol=1e-6, atol=1e-6)

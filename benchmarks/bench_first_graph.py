@@ -190,7 +190,7 @@ def join_child(X: np.ndarray, sample_file: Path) -> dict[str, object]:
     build, search = ("train", "index"), ("check", "search")
     return {
         "method": "ivf-join",
-        "params": {"lists": neighbors.approx_parameters(X64.shape[0])},
+        "params": {"engine": neighbors.approx_parameters(X64.shape[0])},
         "build_s": sum(clocks[stage][0] for stage in build),
         "build_cpu": sum(clocks[stage][1] for stage in build),
         "search_s": sum(clocks[stage][0] for stage in search),

@@ -94,14 +94,14 @@ APPROX_THRESHOLD = 100_000
 HNSW_LINKS, HNSW_EF_CONSTRUCTION, HNSW_EF_SEARCH = 32, 80, 128
 
 #: Training sets of at least this many rows are searched by a join of inverted lists
-#: (:func:`_join_search`) instead of HNSW: at 300,000 rows (d = 64) an inverted-file index
-#: built and searched the self graph in 0.36 times HNSW's time at recall@10 ≥ 0.99, at
-#: 100,000 in 0.71 times, and the join is faster still (``benchmarks/bench_first_graph.py``,
+#: (:func:`_join_search`) instead of HNSW: at 300,000 rows (d = 64) it built the self graph
+#: in 0.06 times HNSW's CPU time at recall@10 ≥ 0.99, at 1M in 0.22 times that of the
+#: inverted-file index shipped before it, 43 s of CPU (``benchmarks/bench_first_graph.py``,
 #: ``docs/benchmarks.md``). Below it HNSW stays, and so do the graphs already stored.
 IVF_THRESHOLD = 200_000
 #: Lists per square root of the training rows (1,000 lists of about 1,000 rows at 1M rows):
 #: the join's cost grows with the rows a block is compared with, not with the number of
-#: lists, and k-means on 4·sqrt(n) lists cost 24 s of the 1M build against 0.6 s.
+#: lists, and k-means on 4·sqrt(n) lists cost 24.5 s of CPU at 1M rows against 1.0 s.
 IVF_LISTS_PER_ROOT = 1
 #: Training rows per list for the k-means (a seeded sample; 39 is the fewest faiss takes
 #: without a warning), and its iterations (faiss's default is 25).

@@ -12,7 +12,13 @@ noise, d = 64, float32), every item's 10 nearest other items (the self graph, as
 * ``ivf-flat``: ``faiss.IndexIVFFlat``, a coarse quantiser of ``nlist ≈ 4·sqrt(n)`` k-means
   centroids trained on a sample of 64 rows per list (faiss's k-means, seeded, 25
   iterations), ``nprobe`` tuned; ``ivf-flat-quick``: the same trained on 39 rows per list
-  (faiss's least without a warning) in 10 iterations.
+  (faiss's least without a warning) in 10 iterations (the builder shipped before ``ivf-join``);
+* ``ivf-join``: what :func:`engine.neighbors.knn_graph` builds from ``IVF_THRESHOLD`` rows on
+  (lowered to 0 in its process so that it runs at every size), called as the app calls it
+  (float64 features): ``sqrt(n)`` lists, each list's rows searched as one block against the
+  rows of its nearest lists, their number tuned to the recall on the engine's own sample.
+  Its build is the training and the sorting of rows into lists; its search includes the
+  tuning (an exact search of 1,000 rows), which the other methods' ladders leave out.
 
 "Tuned": the smallest value of a fixed ladder whose recall@10 reaches ``--recall`` (0.99)
 on one random sample of ``--sample`` (2,000) rows is used for the whole search (the ladder's
@@ -22,7 +28,8 @@ brute force, self left out by identity). Each method runs in a fresh process tha
 data from one ``.npy`` file (written by another child: a child's peak RSS starts from its
 parent's at the fork), so its peak RSS (``os.wait4``) is its own; CPU is that
 process's user + system time, which moves less with the load than the wall time. The ratio
-column is the method's build + search wall time over ``current``'s in the same run.
+columns are the method's build + search time over ``current``'s and ``ivf-flat-quick``'s in the
+same run (wall and CPU).
 
 Run:  python -m benchmarks.bench_first_graph --sizes 100000 300000 1000000
 Prints a markdown table per size.
@@ -56,6 +63,7 @@ METHODS: tuple[tuple[str, dict[str, int]], ...] = (
     ("hnsw", {"M": 32, "efConstruction": 40}),
     ("ivf-flat", {"train_per_list": 64, "niter": 25}),
     ("ivf-flat-quick", {"train_per_list": 39, "niter": 10}),
+    ("ivf-join", {}),
 )
 
 
@@ -93,6 +101,8 @@ def child(method: str, params: dict[str, int], data: Path, sample_file: Path, ta
 
     X = np.load(data)
     n = X.shape[0]
+    if method == "ivf-join":
+        return join_child(X, sample_file)
     drawn = np.load(sample_file)
     exact_drawn = np.load(sample_file.with_name(sample_file.stem + "_exact.npy"))
     half = drawn.size // 2
@@ -154,6 +164,41 @@ def child(method: str, params: dict[str, int], data: Path, sample_file: Path, ta
     }
 
 
+def join_child(X: np.ndarray, sample_file: Path) -> dict[str, object]:
+    """``ivf-join`` in this process: :func:`engine.neighbors.knn_graph` on every row, timed by
+    its progress reports (build: the ``train`` and ``index`` stages; search: ``check`` and
+    ``search``)."""
+    from engine import neighbors
+
+    neighbors.IVF_THRESHOLD = 0
+    X64 = X.astype(np.float64)
+    del X
+    drawn = np.load(sample_file)
+    exact_drawn = np.load(sample_file.with_name(sample_file.stem + "_exact.npy"))
+    half = drawn.size // 2
+    sample, exact = drawn[half:], exact_drawn[half:]
+    clocks: dict[str, tuple[float, float]] = {}
+
+    def progress(stage: str, done: int, total: int) -> None:
+        if done == 0 or stage not in clocks:
+            clocks[stage] = (time.perf_counter(), time.process_time())
+        if done == total:
+            started, cpu_started = clocks[stage]
+            clocks[stage] = (time.perf_counter() - started, time.process_time() - cpu_started)
+
+    idx, _ = neighbors.knn_graph(X64, k=K, algorithm="approx", progress=progress)
+    build, search = ("train", "index"), ("check", "search")
+    return {
+        "method": "ivf-join",
+        "params": {"engine": neighbors.approx_parameters(X64.shape[0])},
+        "build_s": sum(clocks[stage][0] for stage in build),
+        "build_cpu": sum(clocks[stage][1] for stage in build),
+        "search_s": sum(clocks[stage][0] for stage in search),
+        "search_cpu": sum(clocks[stage][1] for stage in search),
+        "recall": recall(idx[sample], exact),
+    }
+
+
 def exact_neighbours(X: np.ndarray, sample: np.ndarray) -> np.ndarray:
     """Exact ``K`` nearest other rows of the sampled rows (brute force, self left out)."""
     import faiss
@@ -209,16 +254,31 @@ def run_size(n: int, workdir: Path, sample_size: int, target: float, methods: li
 
 
 def print_table(rows: list[dict[str, object]]) -> None:
-    print("| n | method | parameters | build s (CPU) | search s (CPU) | recall@10 | peak RSS MB | ratio to current |")
-    print("|---:|---|---|---:|---:|---:|---:|---:|")
-    current = {r["n"]: float(r["build_s"]) + float(r["search_s"]) for r in rows if r["method"] == "current"}
+    """One line per method and size; the ratios are build + search over ``current``'s and over
+    ``ivf-flat-quick``'s (the builder shipped before ``ivf-join``) in the same run, wall / CPU."""
+    print(
+        "| n | method | parameters | build s (CPU) | search s (CPU) | recall@10 | peak RSS MB "
+        "| ratio to current (wall / CPU) | ratio to ivf-flat-quick (wall / CPU) |"
+    )
+    print("|---:|---|---|---:|---:|---:|---:|---:|---:|")
+
+    def totals(row: dict[str, object]) -> tuple[float, float]:
+        return float(row["build_s"]) + float(row["search_s"]), float(row["build_cpu"]) + float(row["search_cpu"])
+
+    baselines = {
+        name: {r["n"]: totals(r) for r in rows if r["method"] == name} for name in ("current", "ivf-flat-quick")
+    }
     for r in rows:
-        total = float(r["build_s"]) + float(r["search_s"])
-        ratio = f"{total / current[r['n']]:.2f}" if r["n"] in current else "–"
+        wall, cpu = totals(r)
+        ratios = []
+        for name in ("current", "ivf-flat-quick"):
+            base = baselines[name].get(r["n"])
+            ratios.append(f"{wall / base[0]:.2f} / {cpu / base[1]:.2f}" if base else "–")
         params = ", ".join(f"{k}={v}" for k, v in r["params"].items())  # type: ignore[union-attr]
         print(
             f"| {r['n']:,} | {r['method']} | {params} | {r['build_s']:.1f} ({r['build_cpu']:.1f}) "
-            f"| {r['search_s']:.1f} ({r['search_cpu']:.1f}) | {r['recall']:.4f} | {r['rss_mb']:.0f} | {ratio} |"
+            f"| {r['search_s']:.1f} ({r['search_cpu']:.1f}) | {r['recall']:.4f} | {r['rss_mb']:.0f} "
+            f"| {ratios[0]} | {ratios[1]} |"
         )
 
 
@@ -227,7 +287,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 300_000])
     parser.add_argument("--sample", type=int, default=2_000)
     parser.add_argument("--recall", type=float, default=0.99)
-    parser.add_argument("--methods", nargs="+", default=["current", "hnsw", "ivf-flat", "ivf-flat-quick"])
+    parser.add_argument("--methods", nargs="+", default=["current", "hnsw", "ivf-flat", "ivf-flat-quick", "ivf-join"])
     parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()))
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--write", default=None, help=argparse.SUPPRESS)

@@ -11,7 +11,7 @@ Approximate search
 Exact search costs ``O(n_targets · n_instances · d)``: quadratic for the self graph, minutes
 at 100k points in 50 dimensions on a small machine and hours at a million. An HNSW graph
 (Malkov & Yashunin) answers a query in roughly logarithmic time (from :data:`IVF_THRESHOLD`
-training rows on, an inverted-file index replaces it: see below); with ``M = 32`` links per
+training rows on, a join of inverted lists replaces it: see below); with ``M = 32`` links per
 node, ``efConstruction = 80`` and ``efSearch = 128`` it found 99.96 % of the exact 10
 nearest neighbours on clustered Gaussian data (100k points, d = 50; 99.2 % at 1M, on a
 sample of targets). There is no bound on the error: a point the index misses is replaced
@@ -22,16 +22,23 @@ is deterministic: ties are broken by training row (the first ``k`` by (distance,
 which scikit-learn alone does not promise (its choice among equidistant points depends on
 its threads).
 
-From :data:`IVF_THRESHOLD` rows on, the graph comes from ``faiss.IndexIVFFlat`` instead: a
-coarse quantiser of about ``4·sqrt(n)`` k-means centroids (10 iterations on a seeded sample of
-39 rows per list) sorts
-the rows into lists, and a query compares itself with the rows of its ``nprobe`` nearest
-lists. ``nprobe`` is the smallest of a ladder whose recall@k reaches 0.99 on 1,000 sampled
-queries against their exact neighbours (brute force), so the recall is measured on every
-graph built rather than assumed from a benchmark; at 1M clustered points (d = 64) the
-build and search took a fraction of HNSW's time at recall@10 ≥ 0.99
-(``benchmarks/bench_first_graph.py``, ``docs/benchmarks.md``), and HNSW with cheaper build
-parameters did not reach that recall on the same data.
+From :data:`IVF_THRESHOLD` rows on, the graph comes from a join of inverted lists instead
+(:func:`_join_search`): k-means (10 iterations on a seeded sample of 39 rows per list) sorts
+the rows into about ``sqrt(n)`` lists, and the queries of each list, taken as one block,
+are compared with the rows of the lists whose centroids are nearest to their own in one
+call of ``faiss.knn`` (a matrix product and a top-k selection). The queries being the
+indexed rows, this replaces a scan of the probed lists per query (``faiss.IndexIVFFlat``,
+shipped before) by dense products, several times faster at 1M rows. How many lists a block
+joins is tuned on every graph built: the fewest that hold 99 % of the exact neighbours of
+1,000 sampled queries (brute force), so the recall is measured rather than assumed from a
+benchmark, and a block takes more lists when its nearest hold fewer rows than it needs
+neighbours. The neighbours' distances are then recomputed in float64 as the exact search
+computes them (duplicates at exactly 0). At 1M clustered points (d = 64) the graph took a
+fraction of the inverted-file index's time at recall@10 ≥ 0.99, and HNSW with cheaper build
+parameters did not reach that recall on the same data (``benchmarks/bench_first_graph.py``,
+``docs/benchmarks.md``). The join is seeded (training sample, k-means, check sample) and
+each block is searched alone, so the graph does not depend on the threads' timing; faiss's
+k-means sums in threads, so another number of cores may move a centroid's last bits.
 
 Why faiss and not pynndescent (both measured with ``benchmarks/bench_knn.py``, see
 ``docs/benchmarks_scale.md``): at 100k points (d = 50) faiss built and queried the self
@@ -53,7 +60,9 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from numbers import Integral
 from typing import Any, Literal
 
@@ -84,27 +93,28 @@ APPROX_THRESHOLD = 100_000
 #: HNSW parameters: links per node, candidate-list sizes while building and searching.
 HNSW_LINKS, HNSW_EF_CONSTRUCTION, HNSW_EF_SEARCH = 32, 80, 128
 
-#: Training sets of at least this many rows are searched with an inverted-file index
-#: (``faiss.IndexIVFFlat``) instead of HNSW: at 300,000 rows (d = 64) it built and searched
-#: the self graph in 0.36 times HNSW's time at recall@10 ≥ 0.99, at 100,000 in 0.71 times
-#: (``benchmarks/bench_first_graph.py``, ``docs/benchmarks.md``). Below it HNSW stays, and
-#: so do the graphs already stored.
+#: Training sets of at least this many rows are searched by a join of inverted lists
+#: (:func:`_join_search`) instead of HNSW: at 300,000 rows (d = 64) it built the self graph
+#: in 0.06 times HNSW's CPU time at recall@10 ≥ 0.99, at 1M in 0.22 times that of the
+#: inverted-file index shipped before it, 43 s of CPU (``benchmarks/bench_first_graph.py``,
+#: ``docs/benchmarks.md``). Below it HNSW stays, and so do the graphs already stored.
 IVF_THRESHOLD = 200_000
-#: Inverted lists per square root of the training rows (about 4,000 lists at 1M rows).
-IVF_LISTS_PER_ROOT = 4
-#: Training rows per list for the coarse quantiser's k-means (a seeded sample; 39 is the
-#: fewest faiss takes without a warning), and its iterations (faiss's default is 25): at 1M
-#: rows, 64 rows per list and 25 iterations cost 86 s of CPU to build against 64 s, at the
-#: same probed lists and recall.
+#: Lists per square root of the training rows (1,000 lists of about 1,000 rows at 1M rows):
+#: the join's cost grows with the rows a block is compared with, not with the number of
+#: lists, and k-means on 4·sqrt(n) lists cost 24.5 s of CPU at 1M rows against 1.0 s.
+IVF_LISTS_PER_ROOT = 1
+#: Training rows per list for the k-means (a seeded sample; 39 is the fewest faiss takes
+#: without a warning), and its iterations (faiss's default is 25).
 IVF_TRAIN_PER_LIST = 39
 IVF_KMEANS_ITERATIONS = 10
-#: Seeds the training sample, the k-means and the sample the probed lists are tuned on.
+#: Seeds the training sample, the k-means and the sample the joined lists are tuned on.
 IVF_SEED = 1234
-#: Lists probed per query: the first of these whose recall@k reaches :data:`IVF_RECALL` on
-#: :data:`IVF_CHECK_ROWS` sampled queries (against brute force) is used for all of them.
-IVF_NPROBES = (4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
+#: Each block joins the fewest nearest lists that hold this share of the exact neighbours
+#: of :data:`IVF_CHECK_ROWS` sampled queries (brute force, in :data:`IVF_CHECK_STEPS`
+#: progress reports).
 IVF_RECALL = 0.99
 IVF_CHECK_ROWS = 1_000
+IVF_CHECK_STEPS = 10
 
 #: Rows added to the HNSW index, or targets searched, between two progress reports at most.
 #: Large enough that the per-call overhead is negligible (faiss and scikit-learn parallelise
@@ -117,13 +127,20 @@ PROGRESS_STEPS = 100
 #: scikit-learn's exact search spreads a call's queries over its threads only when it has
 #: about a thousand per thread; smaller calls ran twice as slow on 2 cores
 #: (``benchmarks/bench_search_chunks.py``), so a chunk keeps 2,048 queries per core.
-MIN_SEARCH_CHUNK = 2_048 * (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+_CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+MIN_SEARCH_CHUNK = 2_048 * _CORES
 
 #: Exact search, ties: a safety factor of 4 times the 2 * unit round-off of float64 in the
 #: bound on scikit-learn's rounding of squared distances (see ``_ties_by_row``).
 _ROUNDING = 4 * 2 * (np.finfo(np.float64).eps / 2)
 #: Keeps the tie margin of all-zero data above zero.
 _TINY = np.finfo(np.float64).tiny
+#: Relative slack on the lists' radii and on the distances that bound the exact search of the
+#: check sample: far above float32's rounding of a 64-term sum (64 units of 6e-8).
+_RADIUS_SLACK = 1e-4
+#: A check query whose bound leaves more than this share of the rows to compare it with is
+#: compared with all of them, in one matrix product with the other such queries.
+_BRUTE_FORCE_SHARE = 0.25
 #: Most (query, candidate) pairs held at once while breaking ties (bounds the memory).
 _TIE_PAIRS = 1 << 22
 #: Exact search asks scikit-learn for this many times ``k + 1`` candidates: ties that span
@@ -138,10 +155,11 @@ Weights = Literal["uniform", "distance"] | Callable[[np.ndarray], np.ndarray]
 
 
 #: Called by :func:`knn_graph` after each chunk of work, as ``progress(stage, done, total)``.
-#: ``stage`` is ``"train"`` (the sample the inverted-file index's lists are trained on, in one
-#: step: k-means reports nothing on the way), ``"index"`` (rows added to the approximate index;
-#: approximate search only) or ``"search"`` (targets whose neighbours are found); ``done`` of
-#: ``total`` are finished.
+#: ``stage`` is ``"train"`` (the sample the inverted lists are trained on, in one step: k-means
+#: reports nothing on the way), ``"index"`` (rows added to the approximate index or sorted
+#: into lists, separate targets too; approximate search only), ``"check"`` (sampled queries
+#: searched exactly to tune the join of lists) or ``"search"`` (targets whose neighbours are
+#: found); ``done`` of ``total`` are finished.
 #: Every stage starts with a call where ``done == 0`` (when it has rows) and ends with one
 #: where ``done == total``.
 SearchProgress = Callable[[str, int, int], None]
@@ -203,7 +221,7 @@ def knn_graph(
         When ``targets`` is None, leave every instance out of its own neighbourhood
         (by identity, with approximate search too).
     algorithm : {"auto", "exact", "approx"}
-        ``"exact"``: scikit-learn. ``"approx"``: faiss HNSW, or an inverted-file index from
+        ``"exact"``: scikit-learn. ``"approx"``: faiss HNSW, or a join of inverted lists from
         :data:`IVF_THRESHOLD` training rows on (raises :class:`InvalidInput` when faiss is
         not installed). ``"auto"``: approximate when ``X`` has at least
         :data:`APPROX_THRESHOLD` rows and faiss is installed, exact otherwise.
@@ -403,11 +421,11 @@ def approx_parameters(n_instances: int) -> str:
     >>> approx_parameters(150_000)
     'hnsw=32,80,128'
     >>> approx_parameters(1_000_000)
-    'ivf-flat=4,39,10,1234,0.99,1000'
+    'ivf-join=1,39,10,1234,0.99,1000'
     """
     if n_instances >= IVF_THRESHOLD:
         return (
-            f"ivf-flat={IVF_LISTS_PER_ROOT},{IVF_TRAIN_PER_LIST},{IVF_KMEANS_ITERATIONS},"
+            f"ivf-join={IVF_LISTS_PER_ROOT},{IVF_TRAIN_PER_LIST},{IVF_KMEANS_ITERATIONS},"
             f"{IVF_SEED},{IVF_RECALL},{IVF_CHECK_ROWS}"
         )
     return f"hnsw={HNSW_LINKS},{HNSW_EF_CONSTRUCTION},{HNSW_EF_SEARCH}"
@@ -417,7 +435,7 @@ def _approx_search(
     X: np.ndarray, queries: np.ndarray, n_neighbors: int, progress: SearchProgress = _no_progress
 ) -> tuple[np.ndarray, np.ndarray]:
     if X.shape[0] >= IVF_THRESHOLD:
-        return _query_ivf(_build_ivf(X, progress), X, queries, n_neighbors, progress)
+        return _join_search(X, queries, n_neighbors, progress)
     return _query_hnsw(_build_hnsw(X, progress), X, queries, n_neighbors, progress)
 
 
@@ -429,25 +447,239 @@ def _import_faiss() -> Any:
     return faiss
 
 
-def _build_ivf(X: np.ndarray, progress: SearchProgress = _no_progress) -> Any:
-    """An inverted-file index of ``X``: ``IVF_LISTS_PER_ROOT · sqrt(n)`` lists around k-means
-    centroids trained on a seeded sample of ``IVF_TRAIN_PER_LIST`` rows per list."""
+def _join_search(
+    X: np.ndarray, queries: np.ndarray, n_neighbors: int, progress: SearchProgress = _no_progress
+) -> tuple[np.ndarray, np.ndarray]:
+    """The ``n_neighbors`` rows of ``X`` nearest to each query, by a join of inverted lists.
+
+    The rows are sorted into lists around k-means centroids (:func:`_train_lists`), and so are
+    the queries (the same lists when the queries are the rows). The queries of one list form
+    a block, searched in one call against the rows of the lists whose centroids are nearest
+    to its own: one matrix product and a top-k selection in faiss per block, instead of a
+    scan of the lists per query. How many lists a block takes is tuned on every graph built
+    (:func:`_lists_for_recall`). The neighbours' squared distances are then recomputed in
+    float64 as sums of squared differences, as the exact search does, and each row sorted by
+    (distance, row).
+    """
     faiss = _import_faiss()
     X32 = np.ascontiguousarray(X, dtype=np.float32)
-    n = X32.shape[0]
+    self_join = queries is X
+    queries32 = X32 if self_join else np.ascontiguousarray(queries, dtype=np.float32)
+    centroids = _train_lists(faiss, X32, progress)
+    row_list, query_list = _assign_to_lists(faiss, X32, None if self_join else queries32, centroids, progress)
+    lists = _sort_into_lists(X32, row_list, centroids)
+    lists_by_distance = _lists_by_distance(centroids)
+    check, exact = _exact_sample(faiss, queries32, lists, n_neighbors, progress)
+    lists_needed = _lists_needed(check, exact, row_list, query_list, lists_by_distance, self_join)
+    # A block whose nearest lists hold fewer rows than it needs neighbours takes more lists.
+    rows_held = np.cumsum(lists.sizes()[lists_by_distance], axis=1)
+    lists_probed = np.maximum(lists_needed, (rows_held < n_neighbors).sum(axis=1) + 1)
+    del rows_held
+    if self_join:
+        query_order, query_starts, sorted_queries = lists.rows, lists.starts, lists.members
+    else:
+        query_order = np.argsort(query_list, kind="stable")
+        query_starts = np.concatenate(([0], np.cumsum(np.bincount(query_list, minlength=centroids.shape[0]))))
+        sorted_queries = queries32[query_order]
+    del X32, queries32  # the sorted copies replace them
+    X64 = np.asarray(X, dtype=np.float64)
+    queries64 = X64 if self_join else np.asarray(queries, dtype=np.float64)
+    m = queries.shape[0]
+    sq_dist = np.empty((m, n_neighbors))
+    idx = np.empty((m, n_neighbors), dtype=np.intp)
+
+    def search_block(block: int) -> int:
+        first, stop = int(query_starts[block]), int(query_starts[block + 1])
+        positions = lists.positions(lists_by_distance[block, : lists_probed[block]])
+        # Centred on the block's centroid, the rows' norms are small and so is float32's
+        # rounding of the distances the products give (|q|^2 - 2 q.x + |x|^2).
+        centre = centroids[block]
+        _, found = faiss.knn(sorted_queries[first:stop] - centre, lists.members[positions] - centre, n_neighbors)
+        targets = query_order[first:stop]
+        rows = lists.rows[positions[found]]
+        idx[targets] = rows
+        sq_dist[targets] = _squared_distances(X64, queries64[targets], rows)
+        return stop
+
+    chunk = _chunk_size(m)
+    progress("search", 0, m)
+    reported = 0
+    blocks = np.flatnonzero(np.diff(query_starts))
+    for stop in _map_in_threads(faiss, search_block, blocks):
+        if stop - reported >= chunk or stop == m:
+            progress("search", stop, m)
+            reported = stop
+    dist = np.sqrt(sq_dist)
+    order = _row_order(dist, idx)
+    return np.take_along_axis(dist, order, axis=1), np.take_along_axis(idx, order, axis=1)
+
+
+def _map_in_threads(faiss: Any, work: Callable[[int], int], items: np.ndarray) -> Iterator[int]:
+    """``work`` of every item, in order, on one thread per core, each running faiss on one core.
+
+    A block is a small problem (about a thousand queries), which faiss's own threads share
+    slice by slice, meeting after each; blocks on threads of their own never wait for each
+    other. At 300,000 rows (load 7–8 on 2 cores) the whole graph took 13.0–15.4 s of CPU this
+    way against 16.3–18.1 s with faiss's threads, the same graph.
+    """
+
+    def one_core(item: int) -> int:
+        faiss.omp_set_num_threads(1)  # this worker thread's own setting: the caller's is unchanged
+        return work(item)
+
+    with ThreadPoolExecutor(max_workers=_CORES) as pool:
+        yield from pool.map(one_core, items.tolist())
+
+
+def _train_lists(faiss: Any, X32: np.ndarray, progress: SearchProgress) -> np.ndarray:
+    """``IVF_LISTS_PER_ROOT · sqrt(n)`` k-means centroids trained on a seeded sample of
+    ``IVF_TRAIN_PER_LIST`` rows per list (faiss's k-means, seeded)."""
+    n, d = X32.shape
     n_lists = max(1, min(n, round(IVF_LISTS_PER_ROOT * math.sqrt(n))))
-    index = faiss.IndexIVFFlat(faiss.IndexFlatL2(X32.shape[1]), X32.shape[1], n_lists)
-    index.cp.seed = IVF_SEED
-    index.cp.niter = IVF_KMEANS_ITERATIONS
     rng = np.random.default_rng(IVF_SEED)
     sample = np.sort(rng.choice(n, size=min(n, IVF_TRAIN_PER_LIST * n_lists), replace=False))
-    if n:
-        progress("train", 0, sample.size)
-    index.train(X32[sample])
-    if n:
-        progress("train", sample.size, sample.size)
-    _add_in_chunks(index, X32, progress)  # each row goes to its nearest list
-    return index
+    progress("train", 0, sample.size)
+    kmeans = faiss.Kmeans(d, n_lists, niter=IVF_KMEANS_ITERATIONS, seed=IVF_SEED)
+    kmeans.train(X32[sample])
+    progress("train", sample.size, sample.size)
+    return np.asarray(kmeans.centroids, dtype=np.float32)
+
+
+def _assign_to_lists(
+    faiss: Any, X32: np.ndarray, queries32: np.ndarray | None, centroids: np.ndarray, progress: SearchProgress
+) -> tuple[np.ndarray, np.ndarray]:
+    """The list (nearest centroid) of every row and of every separate query (the rows' own
+    lists when ``queries32`` is None), reported as rows indexed."""
+    parts = [X32] if queries32 is None else [X32, queries32]
+    total = sum(part.shape[0] for part in parts)
+    chunk = _chunk_size(total)
+    progress("index", 0, total)
+    done = 0
+    assigned = []
+    for part in parts:
+        nearest = np.empty(part.shape[0], dtype=np.intp)
+        for start in range(0, part.shape[0], chunk):
+            nearest[start : start + chunk] = faiss.knn(part[start : start + chunk], centroids, 1)[1][:, 0]
+            done += min(chunk, part.shape[0] - start)
+            progress("index", done, total)
+        assigned.append(nearest)
+    return assigned[0], assigned[-1]
+
+
+def _lists_by_distance(centroids: np.ndarray) -> np.ndarray:
+    """Row ``i``: every list, nearest centroid to list ``i``'s first (list ``i`` itself),
+    ties by list number."""
+    c64 = centroids.astype(np.float64)
+    norms = np.einsum("ij,ij->i", c64, c64)
+    between = norms[:, None] + norms[None, :] - 2 * (c64 @ c64.T)
+    np.fill_diagonal(between, -np.inf)
+    return np.argsort(between, axis=1, kind="stable")
+
+
+@dataclass(frozen=True)
+class _SortedLists:
+    """The rows sorted by list: list ``i`` holds ``members[starts[i]:starts[i + 1]]`` (float32),
+    rows ``rows[starts[i]:starts[i + 1]]`` of ``X``, none farther than ``radii[i]`` from its
+    centroid ``centroids[i]``."""
+
+    centroids: np.ndarray
+    members: np.ndarray
+    rows: np.ndarray
+    starts: np.ndarray
+    radii: np.ndarray
+
+    def sizes(self) -> np.ndarray:
+        return np.diff(self.starts)
+
+    def positions(self, lists: np.ndarray) -> np.ndarray:
+        """Where the rows of ``lists`` are in ``members``, list after list."""
+        return np.concatenate([np.arange(self.starts[i], self.starts[i + 1]) for i in lists.tolist()])
+
+
+def _sort_into_lists(X32: np.ndarray, row_list: np.ndarray, centroids: np.ndarray) -> _SortedLists:
+    rows = np.argsort(row_list, kind="stable")
+    starts = np.concatenate(([0], np.cumsum(np.bincount(row_list, minlength=centroids.shape[0]))))
+    members = X32[rows]  # each list's rows side by side: a block's candidates are a few slices
+    radii = np.zeros(centroids.shape[0])
+    for i, centre in enumerate(centroids):
+        if starts[i] < starts[i + 1]:
+            offsets = members[starts[i] : starts[i + 1]] - centre
+            radii[i] = math.sqrt(float(np.einsum("ij,ij->i", offsets, offsets).max()))
+    # A float32 sum of d squares is within d units of float32 round-off of the exact one.
+    radii *= 1 + _RADIUS_SLACK
+    return _SortedLists(centroids=centroids, members=members, rows=rows, starts=starts, radii=radii)
+
+
+def _exact_sample(
+    faiss: Any, queries32: np.ndarray, lists: _SortedLists, n_neighbors: int, progress: SearchProgress
+) -> tuple[np.ndarray, np.ndarray]:
+    """:data:`IVF_CHECK_ROWS` seeded sample queries and their exact ``n_neighbors`` nearest rows.
+
+    Brute force over the lists that can hold one: a list whose centroid is farther from the
+    query than its radius plus the ``n_neighbors``-th distance found among the nearest lists'
+    rows holds none (the triangle inequality), so on clustered data a query is compared with
+    its own cluster's rows rather than with every row. A query for which that leaves more
+    than :data:`_BRUTE_FORCE_SHARE` of the rows (data without clusters) is searched against
+    every row, all such queries in one call.
+    """
+    m = queries32.shape[0]
+    rng = np.random.default_rng(IVF_SEED)
+    check = np.sort(rng.choice(m, size=min(m, IVF_CHECK_ROWS), replace=False))
+    sample = queries32[check]
+    exact = np.empty((check.size, n_neighbors), dtype=np.intp)
+    sizes = lists.sizes()
+    centroids64 = lists.centroids.astype(np.float64)
+    everywhere = []
+    step = max(1, -(-check.size // IVF_CHECK_STEPS))
+    progress("check", 0, check.size)
+    for i, query in enumerate(sample):
+        offsets = centroids64 - query
+        lower_bounds = np.sqrt(np.einsum("ij,ij->i", offsets, offsets)) - lists.radii
+        by_bound = np.argsort(lower_bounds, kind="stable")
+        nearest = by_bound[: int(np.searchsorted(np.cumsum(sizes[by_bound]), n_neighbors)) + 1]
+        positions = lists.positions(nearest)
+        sq_dist, _ = faiss.knn(query[None], lists.members[positions], n_neighbors)
+        reach = math.sqrt(max(float(sq_dist[0, -1]), 0.0)) * (1 + _RADIUS_SLACK) + _TINY
+        scanned = by_bound[lower_bounds[by_bound] <= reach]
+        if sizes[scanned].sum() > _BRUTE_FORCE_SHARE * lists.members.shape[0]:
+            everywhere.append(i)
+        else:
+            positions = lists.positions(scanned)
+            exact[i] = lists.rows[positions[faiss.knn(query[None], lists.members[positions], n_neighbors)[1][0]]]
+        if (i + 1) % step == 0 and i + 1 < check.size:
+            progress("check", i + 1, check.size)
+    if everywhere:
+        exact[everywhere] = lists.rows[faiss.knn(sample[everywhere], lists.members, n_neighbors)[1]]
+    progress("check", check.size, check.size)
+    return check, exact
+
+
+def _lists_needed(
+    check: np.ndarray,
+    exact: np.ndarray,
+    row_list: np.ndarray,
+    query_list: np.ndarray,
+    lists_by_distance: np.ndarray,
+    self_join: bool,
+) -> int:
+    """The fewest nearest lists a block must join for its candidates to hold :data:`IVF_RECALL`
+    of the exact neighbours ``exact`` of the sample queries ``check``.
+
+    A neighbour among the ``n_neighbors`` nearest of all rows that is a candidate is among
+    the ``n_neighbors`` nearest candidates too, so this share is the join's recall on the
+    sample (but for ties and float32 rounding); the least number of lists reaching it is
+    read off the rank of each exact neighbour's list, without searching for every number.
+    A query left out of its own neighbours is no evidence (it is always a candidate).
+    """
+    order = lists_by_distance[query_list[check]]
+    rank = np.empty_like(order)
+    np.put_along_axis(rank, order, np.broadcast_to(np.arange(order.shape[1]), order.shape), axis=1)
+    lists_needed = np.take_along_axis(rank, row_list[exact], axis=1) + 1
+    if self_join:
+        lists_needed = lists_needed[exact != check[:, None]]
+    if not lists_needed.size:
+        return 1
+    return int(np.sort(lists_needed, axis=None)[math.ceil(IVF_RECALL * lists_needed.size) - 1])
 
 
 def _add_in_chunks(index: Any, X32: np.ndarray, progress: SearchProgress) -> None:
@@ -459,32 +691,6 @@ def _add_in_chunks(index: Any, X32: np.ndarray, progress: SearchProgress) -> Non
     for start in range(0, n, chunk):
         index.add(X32[start : start + chunk])
         progress("index", min(start + chunk, n), n)
-
-
-def _query_ivf(
-    index: Any, X: np.ndarray, queries: np.ndarray, n_neighbors: int, progress: SearchProgress = _no_progress
-) -> tuple[np.ndarray, np.ndarray]:
-    """Search ``index`` with the fewest probed lists whose recall reaches :data:`IVF_RECALL` on
-    a seeded sample of the queries, against their exact neighbours (brute force)."""
-    faiss = _import_faiss()
-    X32 = np.ascontiguousarray(X, dtype=np.float32)
-    queries32 = np.ascontiguousarray(queries, dtype=np.float32)
-    rng = np.random.default_rng(IVF_SEED)
-    check = np.sort(rng.choice(queries32.shape[0], size=min(queries32.shape[0], IVF_CHECK_ROWS), replace=False))
-    _, exact = faiss.knn(queries32[check], X32, n_neighbors)
-    # Past the ladder, doubling up to every list (an exact search of the index's rows).
-    ladder = list(IVF_NPROBES)
-    while ladder[-1] < index.nlist:
-        ladder.append(2 * ladder[-1])
-    for n_probe in ladder:
-        index.nprobe = min(n_probe, index.nlist)
-        if index.nprobe == index.nlist:
-            break
-        _, found = index.search(queries32[check], n_neighbors)
-        if (found[:, :, None] == exact[:, None, :]).any(axis=2).mean() >= IVF_RECALL:
-            break
-    sq_dist, idx = _search_in_chunks(lambda q: index.search(q, n_neighbors), queries32, progress)
-    return _approx_result(sq_dist, idx, X, queries, n_neighbors)
 
 
 def _build_hnsw(X: np.ndarray, progress: SearchProgress = _no_progress) -> Any:

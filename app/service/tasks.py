@@ -31,6 +31,7 @@ STAGE_NAMES: dict[str, str] = {
     "load": "items loaded",
     "hash": "features hashed",
     "train": "rows the index is trained on",
+    "check": "rows the recall is checked on",
     "index": "rows indexed",
     "search": "neighbours found",
     "save": "graph saved",

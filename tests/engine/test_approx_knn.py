@@ -97,7 +97,7 @@ def test_past_its_threshold_the_inverted_file_index_finds_99_percent_of_the_exac
     )
     again, _ = knn_graph(X, k=10, weights="distance", algorithm="approx")
     np.testing.assert_array_equal(again, idx)
-    assert neighbors.approx_parameters(5_000).startswith("ivf-flat=")
+    assert neighbors.approx_parameters(5_000).startswith("ivf-join=")
     assert neighbors.approx_parameters(999) == "hnsw=32,80,128"
 
 

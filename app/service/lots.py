@@ -101,8 +101,9 @@ FREEZE_RETRY_ANSWERS = 10
 #: also stops its lot where the mean of that probability over the lot would pass this share of
 #: the target. A lot about 1 % wrong certifies at 5 % within about 200 audits where one 2 % wrong
 #: needs more than 400 (``docs/results_labels.md``), and a few dozen audits cannot tell them
-#: apart; on BirdSong the estimate was above the true error of every top slice.
-ESTIMATED_ERROR_SHARE = 0.2
+#: apart; on BirdSong the estimate was above the true error of every top slice (1.5 % estimated
+#: over the top 550 or so, 0.7-1 % true).
+ESTIMATED_ERROR_SHARE = 0.3
 
 #: Threshold learning keeps the lowest margin at which the audited labels above it were at
 #: most this share of the target wrong, on at least LEARN_MIN_AUDITS audits.
@@ -537,7 +538,7 @@ def freeze_lot(
             continue
         if now.lots and np.array_equal(np.sort(now.lots[-1].positions), members):
             continue  # the same items as the lot just settled: nothing new to certify
-        if now.failing and not _clearly_cleaner(score.learned, threshold, now.verdicts[-1]):
+        if now.failing and not _clearly_cleaner(score, threshold, now.verdicts[-1]):
             continue  # the audits have not shown a clearly cleaner lot yet: the failing lot goes on
         if best is None or members.size > best[0].size:
             best = (members, threshold)
@@ -557,18 +558,20 @@ def freeze_lot(
     )
 
 
-def _clearly_cleaner(learned: tuple[np.ndarray, np.ndarray], threshold: float, verdict: LotVerdict) -> bool:
+def _clearly_cleaner(score: SelectionScore, threshold: float, verdict: LotVerdict) -> bool:
     """Whether the audits show that the items scoring at least ``threshold`` are a clearly
-    cleaner lot than a failing one: at least :data:`FAILING_MIN_AUDITS` audited items there, at
-    most half as often wrong as the failing lot's audited prefix. A new lot starts its audits
-    from nothing at a smaller share of the error budget, so a lot about as wrong as the failing
-    one would only delay the statement. (The two lots may be chosen by different scores, so
-    their thresholds are not compared.)"""
-    m, right = learned
+    cleaner lot than a failing one: at least :data:`FAILING_MIN_AUDITS` audited items there
+    (:data:`LEARN_MIN_AUDITS` for a score whose model estimates its own error, which already
+    stops the lot where it is clean), at most half as often wrong as the failing lot's audited
+    prefix. A new lot starts its audits from nothing at a smaller share of the error budget, so
+    a lot about as wrong as the failing one would only delay the statement. (The two lots may be
+    chosen by different scores, so their thresholds are not compared.)"""
+    m, right = score.learned
     above = np.asarray(m) >= threshold
     count = int(above.sum())
     wrong = int((~np.asarray(right, dtype=bool)[above]).sum())
-    return count >= FAILING_MIN_AUDITS and wrong * verdict.audited <= LEARN_ERROR_SHARE * verdict.audit_errors * count
+    enough = LEARN_MIN_AUDITS if score.wrong_probability is not None else FAILING_MIN_AUDITS
+    return count >= enough and wrong * verdict.audited <= LEARN_ERROR_SHARE * verdict.audit_errors * count
 
 
 def _viable(size: int, settings: LabelSettings, level: float) -> bool:

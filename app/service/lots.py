@@ -459,7 +459,7 @@ _LINEAR_SEED = 20_021
 def linear_decisions(features: np.ndarray, sets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each item's label, margin and the label's probability under the EM logistic model fitted
     to ``sets``, its probabilities restricted to the item's own set."""
-    from engine.learners import EmLogisticPllClassifier  # scikit-learn loads in about a second
+    from engine.learners import EmLogisticPllClassifier  # scipy.optimize: only when a lot is chosen
 
     usable = np.flatnonzero(sets.any(axis=1))
     rng = np.random.default_rng(_LINEAR_SEED)

@@ -408,10 +408,11 @@ def selection_scores(
     *agreement* is the linear model's margin (:class:`engine.learners.EmLogisticPllClassifier`,
     fitted to the candidate sets by EM) where it names DST-PLL's label and DST-PLL accepts it,
     0 elsewhere; left out while no audited label is wrong (it could not win). The neighbour vote
-    cannot tell apart items whose neighbours all carry the same
-    candidate set (the segments of one recording, say); the linear model sees the whole space.
-    On BirdSong after 500 answers, the 400 open items DST-PLL is surest of are 5 % wrong, the
-    400 where both agree and the linear model is surest 0-0.3 % (``docs/results_labels.md``).
+    cannot tell apart items whose neighbours all carry the same candidate set (the segments of
+    one recording, say); the linear model sees the whole space. On BirdSong after 500 random
+    answers, the 400 open items DST-PLL is surest of are 5-6 % wrong, the 400 where both agree
+    and the linear model is surest 0-0.2 % (``benchmarks/lot_scores.py``,
+    ``docs/results_labels.md``).
     """
     rows = np.asarray(audited, dtype=np.int64)
     rows = rows[current[rows].sum(axis=1) == 1]
@@ -426,7 +427,7 @@ def selection_scores(
     right = current[rows, loo_labels]
     dst = SelectionScore("dst_margin", np.asarray(model_margins, dtype=np.float64), (loo_margins, right))
     # With no audited label wrong, both thresholds are the reject rule and agreement's items are
-    # some of DST-PLL's: the fit (and scikit-learn's import, in every command) would be wasted.
+    # some of DST-PLL's: the fit (about a second at 100k items, in every command) would be wasted.
     if right.all():
         return (dst,)
     X = features()  # read only now: a session opened from its snapshot has not read them yet
@@ -516,9 +517,9 @@ def freeze_lot(
 ) -> LabelLotRecord | None:
     """The next lot to freeze, or None when no lot is due or too few items qualify.
 
-    Each of ``scores`` (:func:`selection_scores`) learns its threshold from its audited sample
-    (:func:`next_threshold`); the lot is made with the score that lets in the most items (the
-    first on a tie: DST-PLL's margin while no audit is wrong). Its labels are DST-PLL's
+    Each of ``scores`` (:func:`selection_scores`) gives a lot above its threshold
+    (:meth:`SelectionScore.threshold`); of those worth freezing, the largest is (the first on a
+    tie: DST-PLL's margin while no audit is wrong). Its labels are DST-PLL's
     (``model_labels``) and the margins it keeps are DST-PLL's (``model_margins``), whatever the
     score that chose its items.
     """

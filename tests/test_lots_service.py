@@ -36,11 +36,12 @@ def verdict(audited: int, errors: int, *, certified: bool = False) -> LotVerdict
 @pytest.mark.parametrize(
     ("audited", "errors", "certified", "expected"),
     [
-        (FAILING_MIN_AUDITS, 1, False, True),  # 5 % wrong: more than half the 5 % target
-        (FAILING_MIN_AUDITS - 1, 1, False, False),  # too few audits to say
-        (40, 1, False, False),  # 2.5 %: exactly half the target is not more
-        (41, 2, False, True),
-        (FAILING_MIN_AUDITS, 1, True, False),  # a certified lot is delivering, not failing
+        (FAILING_MIN_AUDITS, 2, False, True),  # 10 % wrong: more than half the 5 % target
+        (FAILING_MIN_AUDITS, 1, False, False),  # 5 %, but one wrong audit is weak evidence
+        (FAILING_MIN_AUDITS - 1, 2, False, False),  # too few audits to say
+        (80, 2, False, False),  # 2.5 %: exactly half the target is not more
+        (81, 3, False, True),
+        (FAILING_MIN_AUDITS, 2, True, False),  # a certified lot is delivering, not failing
     ],
 )
 def test_a_lot_fails_when_its_audits_are_more_than_half_the_target_wrong(audited, errors, certified, expected):

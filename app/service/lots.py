@@ -63,6 +63,7 @@ __all__ = [
     "FIRST_STATEMENT_AUDIT_SHARE",
     "MIN_LOT_SIZE",
     "FAILING_MIN_AUDITS",
+    "FAILING_MIN_ERRORS",
     "ESTIMATED_ERROR_SHARE",
     "FREEZE_RETRY_ANSWERS",
     "LotsNow",
@@ -111,8 +112,11 @@ LEARN_ERROR_SHARE = 0.5
 LEARN_MIN_AUDITS = 10
 
 #: A lot not yet certified whose audited prefix, on at least this many audits, is more than
-#: ``FAILING_ERROR_SHARE × target`` wrong is failing (:func:`failing`).
+#: ``FAILING_ERROR_SHARE × target`` wrong, with at least FAILING_MIN_ERRORS wrong, is failing
+#: (:func:`failing`). One wrong audit in 20-40 is what a lot 1 % wrong often shows: replacing it
+#: restarted a clean lot's audits at a smaller share of α (the sample, one key in three).
 FAILING_MIN_AUDITS = 20
+FAILING_MIN_ERRORS = 2
 FAILING_ERROR_SHARE = 0.5
 
 
@@ -334,7 +338,8 @@ def failing(verdict: LotVerdict, target: float) -> bool:
     """Whether a lot's audits say that a stricter lot would pay sooner than more of its audits.
 
     A lot not certified whose audited prefix, on at least :data:`FAILING_MIN_AUDITS` audits,
-    is more than ``LEARN_ERROR_SHARE × target`` wrong. At such a rate a certification takes
+    is more than ``FAILING_ERROR_SHARE × target`` wrong, with at least
+    :data:`FAILING_MIN_ERRORS` wrong audits. At such a rate a certification takes
     hundreds of audits (with confidence, about 800 for a lot 3 % wrong at a 5 % target; on
     average, only a run of lucky audits certifies it). Its audits, a uniform sample of the
     lot, show where the model is good enough: when they show a clearly cleaner lot above a
@@ -346,7 +351,7 @@ def failing(verdict: LotVerdict, target: float) -> bool:
     keeps its share of the error budget, so the next lot pays a little more per statement
     (:func:`engine.lots.lot_alpha`).
     """
-    if verdict.certified or verdict.audited < FAILING_MIN_AUDITS:
+    if verdict.certified or verdict.audited < FAILING_MIN_AUDITS or verdict.audit_errors < FAILING_MIN_ERRORS:
         return False
     return verdict.audit_errors > FAILING_ERROR_SHARE * target * verdict.audited
 

@@ -23,6 +23,7 @@ from app.service import (
     session_id_by_name,
     session_label_settings,
 )
+from app.service import lots as lots_module
 from app.service.audits import served_base, served_order
 from app.service.delivery import LABEL_SOURCES, LabelSummary, label_statement
 from app.service.lots import FIRST_STATEMENT_AUDIT_SHARE, ItemStatus, audit_queue, lots_now, slot_uniforms
@@ -643,3 +644,29 @@ def test_label_studio_tasks_leave_out_the_model_labels_of_the_lot_being_audited(
     bench = Workbench.open(bench.session_factory, bench.session_id)
     files = export_label_studio(bench, tmp_path / "off.json", actor=None)
     assert files.n_withheld == 0 and files.n_predictions == int(model.sum())
+
+
+def test_a_command_that_only_reads_leaves_a_failing_lot_to_the_next_answer(bench, monkeypatch):
+    truth = bench.state.true_labels
+    wrong = 0
+    for _ in range(ANSWER_BUDGET):  # the first two audits answered wrong: after 20, the lot fails
+        now = lots_of(bench)
+        if now.failing:
+            break
+        p = int(bench.queue(top=1)[0])
+        in_lot = [lot for lot in now.lots if p in lot.positions]
+        label = int(truth[p])
+        if in_lot and wrong < 2:  # another candidate than the frozen label
+            wrong += 1
+            frozen = int(in_lot[-1].labels[in_lot[-1].positions == p][0])
+            label = int(np.flatnonzero(bench.state.candidates[p] & (np.arange(len(LABELS)) != frozen))[0])
+        bench.record("ann", "answer", position=p, label=label, displayed="query")
+    assert lots_of(bench).failing
+    tried = []
+    real = lots_module.selection_scores
+    monkeypatch.setattr(lots_module, "selection_scores", lambda *a, **k: tried.append(1) or real(*a, **k))
+    reader = Workbench.open(bench.session_factory, bench.session_id, replaces_failing_lots=False)
+    reader.queue(top=1)
+    assert reader.labels().summary.failing is not None and not tried
+    Workbench.open(bench.session_factory, bench.session_id).queue(top=1)
+    assert tried  # an answering process looks for a cleaner lot

@@ -270,7 +270,10 @@ def rank(
     elif session is not None:  # exactly one of FILE and --session, checked above
         Session = open_store(db, create=False)
         with progress_bar(f"session {session}") as report:
-            table = Workbench.open(Session, session_id_by_name(Session, session), progress=report).ranked_table()
+            bench = Workbench.open(
+                Session, session_id_by_name(Session, session), progress=report, replaces_failing_lots=False
+            )
+            table = bench.ranked_table()
     if top is not None:
         table = table.head(top)
     path = write_table(table, output)
@@ -454,7 +457,8 @@ def export(
         table = votes_table(Session, session_id, actor=None)
     else:
         with progress_bar(f"session {session}") as report:
-            table = session_table(Workbench.open(Session, session_id, progress=report), what, actor=None)
+            bench = Workbench.open(Session, session_id, progress=report, replaces_failing_lots=False)
+            table = session_table(bench, what, actor=None)
     path = write_table(table, output)
     out.print(f"Wrote {len(table)} rows to {path}.")
 

@@ -662,11 +662,13 @@ def test_a_command_that_only_reads_leaves_a_failing_lot_to_the_next_answer(bench
             label = int(np.flatnonzero(bench.state.candidates[p] & (np.arange(len(LABELS)) != frozen))[0])
         bench.record("ann", "answer", position=p, label=label, displayed="query")
     assert lots_of(bench).failing
-    tried = []
-    real = lots_module.selection_scores
-    monkeypatch.setattr(lots_module, "selection_scores", lambda *a, **k: tried.append(1) or real(*a, **k))
-    reader = Workbench.open(bench.session_factory, bench.session_id, replaces_failing_lots=False)
+    fitted = []
+    real = lots_module.linear_decisions
+    monkeypatch.setattr(lots_module, "linear_decisions", lambda *a, **k: fitted.append(1) or real(*a, **k))
+    before = len(stored_lots(bench))
+    reader = Workbench.open(bench.session_factory, bench.session_id, fits_lot_models=False)
     reader.queue(top=1)
-    assert reader.labels().summary.failing is not None and not tried
+    assert reader.labels().summary.failing is not None and not fitted
+    assert len(stored_lots(reader)) == before
     Workbench.open(bench.session_factory, bench.session_id).queue(top=1)
-    assert tried  # an answering process looks for a cleaner lot
+    assert fitted  # an answering process looks for a cleaner lot

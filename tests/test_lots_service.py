@@ -253,6 +253,8 @@ def test_the_agreement_score_is_the_linear_margin_where_both_models_name_the_lab
     agree = (proba.argmax(axis=1) == labels) & (margins > 0)
     np.testing.assert_allclose(scored.items, np.where(agree, top[:, -1] - top[:, -2], 0.0))
     assert agree.any() and (~agree).any()
+    # A caller that does not fit the model gets no score once an audit is wrong (no lot now).
+    assert selection_scores(lambda: X, original, current, idx, audited, labels, margins, with_features=False) == ()
     # Features that say nothing leave DST-PLL's margin alone.
     flat = np.ones((X.shape[0], 3))
     assert [s.name for s in selection_scores(lambda: flat, original, current, idx, audited, labels, margins)] == [

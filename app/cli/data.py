@@ -271,7 +271,7 @@ def rank(
         Session = open_store(db, create=False)
         with progress_bar(f"session {session}") as report:
             bench = Workbench.open(
-                Session, session_id_by_name(Session, session), progress=report, replaces_failing_lots=False
+                Session, session_id_by_name(Session, session), progress=report, fits_lot_models=False
             )
             table = bench.ranked_table()
     if top is not None:
@@ -457,7 +457,7 @@ def export(
         table = votes_table(Session, session_id, actor=None)
     else:
         with progress_bar(f"session {session}") as report:
-            bench = Workbench.open(Session, session_id, progress=report, replaces_failing_lots=False)
+            bench = Workbench.open(Session, session_id, progress=report, fits_lot_models=False)
             table = session_table(bench, what, actor=None)
     path = write_table(table, output)
     out.print(f"Wrote {len(table)} rows to {path}.")

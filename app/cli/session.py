@@ -171,7 +171,7 @@ def session_status(
 
     Session = open_store(db, create=False)
     with progress_bar(f"session {name}") as report:
-        bench = Workbench.open(Session, session_id_by_name(Session, name), progress=report, replaces_failing_lots=False)
+        bench = Workbench.open(Session, session_id_by_name(Session, name), progress=report, fits_lot_models=False)
     people, pairs, shared = team_records(bench, actor=None)
     labels = bench.label_statement()
     summary: dict[str, Any] = {

@@ -395,10 +395,14 @@ def selection_scores(
     audited: np.ndarray,
     model_labels: np.ndarray,
     model_margins: np.ndarray,
+    *,
+    with_features: bool = True,
 ) -> tuple[SelectionScore, ...]:
     """The scores the next lot may be chosen by: DST-PLL's margin, and where the features say
     something, the agreement of a linear model of them with DST-PLL. ``features`` gives the
-    feature matrix when it is needed (only when some audited label is wrong).
+    feature matrix when it is needed (only when some audited label is wrong); with
+    ``with_features=False`` there are then no scores (no lot is frozen: the choice is left to a
+    caller that fits the model, so that who looks does not change which lot is frozen).
 
     ``audited`` are the items of the lots' audited prefixes and the learning audits
     (:meth:`LotsNow.audited_positions`): each a uniform draw, so, unlike answers to ranked
@@ -435,6 +439,8 @@ def selection_scores(
     # some of DST-PLL's: the fit (about a second at 100k items, in every command) would be wasted.
     if right.all():
         return (dst,)
+    if not with_features:
+        return ()
     X = features()  # read only now: a session opened from its snapshot has not read them yet
     if X is None or X.ndim != 2 or not (np.ptp(X, axis=0) > 0).any():
         return (dst,)

@@ -175,10 +175,11 @@ class Workbench:
     session_id: int
     #: Read the session's saved working state at open, and save it (:mod:`app.service.working_state`).
     use_snapshot: bool = True
-    #: Look for a lot to replace a failing one (:func:`app.service.lots.failing`). A command that
-    #: only reads (``session status``, ``export``) leaves it to the next answer: the search fits
-    #: a model of the features (about a second at 100k items), and each command is a new process.
-    replaces_failing_lots: bool = True
+    #: Freeze a lot whose choice needs the model of the features (once an audited label is
+    #: wrong: :func:`app.service.lots.selection_scores`). A command that only reads (``session
+    #: status``, ``export``) leaves such a lot to the next answer: the model is fitted again in
+    #: every process (about a second at 100k items), and each command is a new process.
+    fits_lot_models: bool = True
     #: How :meth:`open` got the ranking (from the snapshot or scored afresh).
     opened: working_state.OpenedRanking = field(init=False, repr=False)
     #: The targets, their neighbourhoods and the ranker (:mod:`app.service.ranking_state`);
@@ -239,7 +240,7 @@ class Workbench:
         *,
         progress: ProgressCallback | None = None,
         use_snapshot: bool = True,
-        replaces_failing_lots: bool = True,
+        fits_lot_models: bool = True,
     ) -> Workbench:
         """Read session ``session_id``, load (or build once) its neighbour graph, rank its items.
 
@@ -247,9 +248,9 @@ class Workbench:
         ``hash``, then ``index``/``search``/``save`` when the graph is built, and ``score``.
         The ranking starts from the session's saved working state when it matches, brought up
         to date with the event log (:mod:`app.service.working_state`); ``use_snapshot=False``
-        scores afresh and saves nothing. ``replaces_failing_lots=False``: see the attribute.
+        scores afresh and saves nothing. ``fits_lot_models=False``: see the attribute.
         """
-        bench = cls(session_factory, session_id, use_snapshot, replaces_failing_lots)
+        bench = cls(session_factory, session_id, use_snapshot, fits_lot_models)
         bench._build(ProgressTracker(progress))
         return bench
 
@@ -539,7 +540,6 @@ class Workbench:
             tried = self._freeze_tried_at
             if (
                 now.new_lot_due
-                and (self.replaces_failing_lots or not now.failing)
                 and self._settings.audit_share > 0.0
                 and snap.state.n_instances
                 and (tried is None or n_answered >= tried + lots.FREEZE_RETRY_ANSWERS or n_answered < tried)
@@ -555,6 +555,7 @@ class Workbench:
                         now.audited_positions(),
                         model_labels,
                         model_margins,
+                        with_features=self.fits_lot_models,
                     )
                     fresh = lots.freeze_lot(
                         now,

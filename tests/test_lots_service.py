@@ -36,12 +36,11 @@ def verdict(audited: int, errors: int, *, certified: bool = False) -> LotVerdict
 @pytest.mark.parametrize(
     ("audited", "errors", "certified", "expected"),
     [
-        (FAILING_MIN_AUDITS, 2, False, True),  # 10 % wrong: more than half the 5 % target
-        (FAILING_MIN_AUDITS, 1, False, False),  # 5 %, but one wrong audit is weak evidence
-        (FAILING_MIN_AUDITS - 1, 2, False, False),  # too few audits to say
-        (80, 2, False, False),  # 2.5 %: exactly half the target is not more
-        (81, 3, False, True),
-        (FAILING_MIN_AUDITS, 2, True, False),  # a certified lot is delivering, not failing
+        (FAILING_MIN_AUDITS, 1, False, True),  # 5 % wrong: more than half the 5 % target
+        (FAILING_MIN_AUDITS - 1, 1, False, False),  # too few audits to say
+        (40, 1, False, False),  # 2.5 %: exactly half the target is not more
+        (41, 2, False, True),
+        (FAILING_MIN_AUDITS, 1, True, False),  # a certified lot is delivering, not failing
     ],
 )
 def test_a_lot_fails_when_its_audits_are_more_than_half_the_target_wrong(audited, errors, certified, expected):
@@ -305,3 +304,33 @@ def test_a_score_whose_lot_is_not_clearly_cleaner_gives_way_to_one_whose_lot_is(
         freeze_lot(now, items, labels, margins, SETTINGS, scores=[big], secret=b"k" * 32, session_id=1, last_event_id=1)
         is None
     )
+
+
+@pytest.mark.parametrize(("right", "wrong", "replaced"), [(36, 4, True), (58, 2, False)])
+def test_a_score_that_estimates_its_error_replaces_a_lot_worse_than_the_target_on_fewer_audits(right, wrong, replaced):
+    lot, items = first_lot_audited(right=right, wrong=wrong)  # failing: 10 % or 3.3 % wrong
+    n = right + wrong
+    margins = np.linspace(0.0, 1.0, N_ITEMS)
+    # The wrong audits just below 0.6, 12 clean ones above it: the learned threshold, with fewer
+    # than FAILING_MIN_AUDITS audits above it and at least LEARN_MIN_AUDITS.
+    learned_scores = np.r_[np.full(wrong, 0.55), np.linspace(0.1, 0.5, n - 12 - wrong), np.linspace(0.6, 1.0, 12)]
+    learned_right = np.arange(n) >= wrong
+    now = lots_now([lot], items, SETTINGS)
+    assert now.failing
+
+    def freeze_by(score):
+        return freeze_lot(
+            now,
+            items,
+            np.zeros(N_ITEMS, dtype=np.int64),
+            margins,
+            SETTINGS,
+            scores=[score],
+            secret=b"k" * 32,
+            session_id=1,
+            last_event_id=1,
+        )
+
+    estimating = SelectionScore("agreement", margins, (learned_scores, learned_right), np.zeros(N_ITEMS))
+    assert (freeze_by(estimating) is not None) is replaced
+    assert freeze_by(SelectionScore("dst_margin", margins, (learned_scores, learned_right))) is None

@@ -63,7 +63,6 @@ __all__ = [
     "FIRST_STATEMENT_AUDIT_SHARE",
     "MIN_LOT_SIZE",
     "FAILING_MIN_AUDITS",
-    "FAILING_MIN_ERRORS",
     "ESTIMATED_ERROR_SHARE",
     "FREEZE_RETRY_ANSWERS",
     "LotsNow",
@@ -112,11 +111,8 @@ LEARN_ERROR_SHARE = 0.5
 LEARN_MIN_AUDITS = 10
 
 #: A lot not yet certified whose audited prefix, on at least this many audits, is more than
-#: ``FAILING_ERROR_SHARE × target`` wrong, with at least FAILING_MIN_ERRORS wrong, is failing
-#: (:func:`failing`). One wrong audit in 20-40 is what a lot 1 % wrong often shows: replacing it
-#: restarted a clean lot's audits at a smaller share of α (the sample, one key in three).
+#: ``FAILING_ERROR_SHARE × target`` wrong is failing (:func:`failing`).
 FAILING_MIN_AUDITS = 20
-FAILING_MIN_ERRORS = 2
 FAILING_ERROR_SHARE = 0.5
 
 
@@ -338,8 +334,7 @@ def failing(verdict: LotVerdict, target: float) -> bool:
     """Whether a lot's audits say that a stricter lot would pay sooner than more of its audits.
 
     A lot not certified whose audited prefix, on at least :data:`FAILING_MIN_AUDITS` audits,
-    is more than ``FAILING_ERROR_SHARE × target`` wrong, with at least
-    :data:`FAILING_MIN_ERRORS` wrong audits. At such a rate a certification takes
+    is more than ``FAILING_ERROR_SHARE × target`` wrong. At such a rate a certification takes
     hundreds of audits (with confidence, about 800 for a lot 3 % wrong at a 5 % target; on
     average, only a run of lucky audits certifies it). Its audits, a uniform sample of the
     lot, show where the model is good enough: when they show a clearly cleaner lot above a
@@ -351,7 +346,7 @@ def failing(verdict: LotVerdict, target: float) -> bool:
     keeps its share of the error budget, so the next lot pays a little more per statement
     (:func:`engine.lots.lot_alpha`).
     """
-    if verdict.certified or verdict.audited < FAILING_MIN_AUDITS or verdict.audit_errors < FAILING_MIN_ERRORS:
+    if verdict.certified or verdict.audited < FAILING_MIN_AUDITS:
         return False
     return verdict.audit_errors > FAILING_ERROR_SHARE * target * verdict.audited
 
@@ -550,7 +545,7 @@ def freeze_lot(
             continue
         if now.lots and np.array_equal(np.sort(now.lots[-1].positions), members):
             continue  # the same items as the lot just settled: nothing new to certify
-        if now.failing and not _clearly_cleaner(score, threshold, now.verdicts[-1]):
+        if now.failing and not _clearly_cleaner(score, threshold, now.verdicts[-1], settings.max_error):
             continue  # the audits have not shown a clearly cleaner lot yet: the failing lot goes on
         if best is None or members.size > best[0].size:
             best = (members, threshold)
@@ -570,19 +565,24 @@ def freeze_lot(
     )
 
 
-def _clearly_cleaner(score: SelectionScore, threshold: float, verdict: LotVerdict) -> bool:
+def _clearly_cleaner(score: SelectionScore, threshold: float, verdict: LotVerdict, target: float) -> bool:
     """Whether the audits show that the items scoring at least ``threshold`` are a clearly
-    cleaner lot than a failing one: at least :data:`FAILING_MIN_AUDITS` audited items there
-    (:data:`LEARN_MIN_AUDITS` for a score whose model estimates its own error, which already
-    stops the lot where it is clean), at most half as often wrong as the failing lot's audited
-    prefix. A new lot starts its audits from nothing at a smaller share of the error budget, so
-    a lot about as wrong as the failing one would only delay the statement. (The two lots may be
-    chosen by different scores, so their thresholds are not compared.)"""
+    cleaner lot than a failing one: at least :data:`FAILING_MIN_AUDITS` audited items there, at
+    most half as often wrong as the failing lot's audited prefix. :data:`LEARN_MIN_AUDITS` are
+    enough for a score whose model estimates its own error (it already stops the lot where it
+    is clean) when the failing lot's audits are more wrong than the target itself: a lot that
+    could never be certified is left sooner, a nearly clean one is not (on the sample, a lot
+    whose one wrong label was among its first 28 audits, replaced on 10 audits, gave its first
+    statement after 196 answers). A new lot starts its audits from nothing at a smaller share
+    of the error budget, so a lot about as wrong as the failing one would only delay the
+    statement. (The two lots may be chosen by different scores, so their thresholds are not
+    compared.)"""
     m, right = score.learned
     above = np.asarray(m) >= threshold
     count = int(above.sum())
     wrong = int((~np.asarray(right, dtype=bool)[above]).sum())
-    enough = LEARN_MIN_AUDITS if score.wrong_probability is not None else FAILING_MIN_AUDITS
+    hopeless_rate = verdict.audit_errors > target * verdict.audited
+    enough = LEARN_MIN_AUDITS if score.wrong_probability is not None and hopeless_rate else FAILING_MIN_AUDITS
     return count >= enough and wrong * verdict.audited <= LEARN_ERROR_SHARE * verdict.audit_errors * count
 
 

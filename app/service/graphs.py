@@ -28,7 +28,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.service.tasks import ProgressTracker
 from app.store import (
-    FeatureMatrix,
+    LazyFeatures,
     StoreUnavailable,
     find_graph,
     find_graph_key,
@@ -123,7 +123,7 @@ def dataset_graph(
     session_factory: sessionmaker[Session],
     *,
     dataset_id: int,
-    X: np.ndarray | FeatureMatrix,
+    X: np.ndarray | LazyFeatures,
     k: int,
     weighting: str,
     progress: ProgressTracker | None = None,
@@ -202,7 +202,7 @@ def dataset_graph(
     return GraphResult(key, idx, w, algorithm, True, seconds)
 
 
-def _matrix(X: np.ndarray | FeatureMatrix) -> np.ndarray:
+def _matrix(X: np.ndarray | LazyFeatures) -> np.ndarray:
     return X if isinstance(X, np.ndarray) else X.array()
 
 

@@ -37,7 +37,7 @@ import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass, fields, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -45,8 +45,15 @@ from app.store.models import EVENT_KINDS, LABELLED_KINDS
 from engine import check_choice
 from engine.exceptions import InvalidInput
 
-if TYPE_CHECKING:
-    from app.store.features import FeatureMatrix
+
+class LazyFeatures(Protocol):
+    """What reads a feature matrix on first use (:class:`app.store.features.FeatureMatrix`;
+    named by its shape here, so that this module imports no other store module)."""
+
+    shape: tuple[int, int]
+
+    def array(self) -> np.ndarray: ...
+
 
 __all__ = [
     "VERDICT_KINDS",
@@ -204,7 +211,7 @@ class SessionState:
     external_ids: tuple[str, ...]
     instance_ids: np.ndarray
     #: The feature matrix, or what reads it when :attr:`X` is first used.
-    features: np.ndarray | FeatureMatrix
+    features: np.ndarray | LazyFeatures
     true_labels: np.ndarray | None
     original_candidates: np.ndarray
     derived: DerivedState

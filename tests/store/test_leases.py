@@ -377,10 +377,13 @@ def test_two_processes_reserving_many_items_never_share_one(team_small):
     assert {who for who, _ in reservations} == {"ann", "bob", "cyd", "dan"}
 
 
-def test_a_store_written_at_0015_upgrades_and_serves_the_same_items(store_url):
+def test_a_store_written_at_0015_upgrades_and_serves_the_same_items(store_url, monkeypatch):
     """Events and leases written before revision 0016: after the upgrade the first
     reservation builds the digest from the whole log and agrees with the oracle."""
     upgrade_database(store_url, "0015")
+    # Today's code writes the old store: the item columns it drops on a write of instances
+    # (revision 0020) did not exist, and the code of 0015 had none to drop.
+    monkeypatch.setattr("app.store.datasets.drop_item_columns", lambda session, dataset_id: None)
     engine = make_engine(store_url)
     try:
         old = sessionmaker(bind=engine)

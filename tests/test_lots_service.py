@@ -22,7 +22,7 @@ from app.service.lots import (
 from app.store import LabelLotRecord, LabelSettings
 from engine.dst_evidence import transductive_decisions
 from engine.learners import EmLogisticPllClassifier
-from engine.lots import LotVerdict, audits_to_certify, lot_alpha
+from engine.lots import LotVerdict, lot_alpha
 
 N_ITEMS = 1_000
 N_LABELS = 2
@@ -334,19 +334,3 @@ def test_a_score_that_estimates_its_error_replaces_a_lot_worse_than_the_target_o
     estimating = SelectionScore("agreement", margins, (learned_scores, learned_right), np.zeros(N_ITEMS))
     assert (freeze_by(estimating) is not None) is replaced
     assert freeze_by(SelectionScore("dst_margin", margins, (learned_scores, learned_right))) is None
-
-
-def test_a_failing_lot_nearer_its_statement_than_any_new_lot_is_audited_on():
-    lot, items = first_lot_audited(right=27, wrong=1)  # 3.6 % wrong on 28 audits: failing
-    now = lots_now([lot], items, SETTINGS)
-    verdict = now.verdicts[0]
-    assert now.failing and 0 <= verdict.audits_left
-    margins = np.linspace(0.0, 1.0, N_ITEMS)
-    # Clearly cleaner above 0.5 (the wrong audit below it), but a new lot there, at the second
-    # lot's share of α, needs more audits than the failing lot still does.
-    learned = (np.r_[0.1, np.linspace(0.5, 1.0, 27)], np.r_[False, np.ones(27, dtype=bool)])
-    members = int((items.open_items & ~items.answered & (margins >= 0.5)).sum())
-    needed = audits_to_certify(members, target=0.05, alpha=lot_alpha(0.1, 2))
-    assert needed > verdict.audits_left
-    _, fresh = freeze(lot, items, learned, margins)
-    assert fresh is None

@@ -547,8 +547,6 @@ def freeze_lot(
             continue  # the same items as the lot just settled: nothing new to certify
         if now.failing and not _clearly_cleaner(score, threshold, now.verdicts[-1], settings.max_error):
             continue  # the audits have not shown a clearly cleaner lot yet: the failing lot goes on
-        if now.failing and not _sooner(members.size, now.verdicts[-1], settings, level):
-            continue  # the failing lot, audited on, would be stated sooner than a new one
         if best is None or members.size > best[0].size:
             best = (members, threshold)
     if best is None:
@@ -586,18 +584,6 @@ def _clearly_cleaner(score: SelectionScore, threshold: float, verdict: LotVerdic
     hopeless_rate = verdict.audit_errors > target * verdict.audited
     enough = LEARN_MIN_AUDITS if score.wrong_probability is not None and hopeless_rate else FAILING_MIN_AUDITS
     return count >= enough and wrong * verdict.audited <= LEARN_ERROR_SHARE * verdict.audit_errors * count
-
-
-def _sooner(size: int, verdict: LotVerdict, settings: LabelSettings, level: float) -> bool:
-    """Whether a new lot of ``size`` items, its audits all right, would be certified on fewer
-    audits than the failing lot still needs, all right (``audits_left``; never when -1). A
-    nearly clean lot with one early wrong audit is closer to its statement than a new lot at a
-    smaller share of the error budget is (on the sample, such a replacement was stated after 196
-    answers, the lot audited on by 200)."""
-    if verdict.audits_left < 0:
-        return True
-    needed = audits_to_certify(size, target=settings.max_error, alpha=level, promise=settings.promise)
-    return 0 <= needed < verdict.audits_left
 
 
 def _viable(size: int, settings: LabelSettings, level: float) -> bool:

@@ -205,11 +205,14 @@ def main(argv: list[str] | None = None) -> int:
         for seed in range(args.seeds)
     ]
     start = time.perf_counter()
+    rows = []
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        rows = list(pool.map(_run, tasks, chunksize=max(1, len(tasks) // (8 * args.jobs))))
+        for row in pool.map(_run, tasks, chunksize=max(1, min(4, len(tasks) // (8 * args.jobs)))):
+            rows.append(row)
+            # Rewritten as campaigns finish, so that a run cut short still leaves its rows.
+            if args.csv and (len(rows) % 20 == 0 or len(rows) == len(tasks)):
+                pd.DataFrame(rows).to_csv(args.csv, index=False)
     df = pd.DataFrame(rows)
-    if args.csv:
-        df.to_csv(args.csv, index=False)
     lines = [f"{len(df)} campaigns, {time.perf_counter() - start:.0f} s wall, target {TARGET:.0%}"]
     lines += validity_table(df) if args.validity else yield_table(df)
     print("\n".join(lines))

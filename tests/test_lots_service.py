@@ -250,8 +250,11 @@ def test_the_agreement_score_is_the_linear_margin_where_both_models_name_the_lab
     proba /= proba.sum(axis=1, keepdims=True)
     top = np.sort(proba, axis=1)
     agree = (proba.argmax(axis=1) == labels) & (margins > 0)
-    np.testing.assert_allclose(scored.items, np.where(agree, top[:, -1] - top[:, -2], 0.0))
-    assert agree.any() and (~agree).any()
+    # Read only where an item may still join a lot (two or more candidates) or was audited.
+    read = (current.sum(axis=1) > 1) | np.isin(np.arange(X.shape[0]), audited)
+    expected = np.where(agree & read, top[:, -1] - top[:, -2], 0.0)
+    np.testing.assert_allclose(scored.items, expected)
+    assert (agree & read).any() and (~agree & read).any() and (agree & ~read).any()
     # A caller that does not fit the model gets no score once an audit is wrong (no lot now).
     assert selection_scores(lambda: X, original, current, idx, audited, labels, margins, with_features=False) == ()
     # Features that say nothing leave DST-PLL's margin alone.

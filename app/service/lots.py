@@ -376,10 +376,14 @@ class SelectionScore:
         rows = np.flatnonzero(free & (self.items >= learned))
         rows = rows[np.argsort(-self.items[rows], kind="stable")]
         mean = np.cumsum(self.wrong_probability[rows]) / np.arange(1, rows.size + 1)
-        ok = np.flatnonzero(
-            (mean <= ESTIMATED_ERROR_SHARE * target) & np.r_[self.items[rows][1:] != self.items[rows][:-1], True]
-        )
+        ok = np.flatnonzero((mean <= ESTIMATED_ERROR_SHARE * target) & _last_of_ties(self.items[rows]))
         return float(self.items[rows[ok[-1]]]) if ok.size else float("inf")
+
+
+def _last_of_ties(descending: np.ndarray) -> np.ndarray:
+    """Where a sorted score may be cut: after the last of each run of equal scores, so that
+    items with equal scores enter a lot together."""
+    return np.r_[descending[1:] != descending[:-1], True]
 
 
 def selection_scores(
@@ -441,7 +445,9 @@ def selection_scores(
         return (dst,)
     sets = np.array(current, dtype=bool)
     sets[rows] = original[rows]
-    labels, margins, probability = linear_decisions(np.asarray(X, dtype=np.float64), sets)
+    # Only items that may still join a lot (two or more candidates) and the audited ones are read.
+    needed = (current.sum(axis=1) > 1) | np.isin(np.arange(n), rows)
+    labels, margins, probability = linear_decisions(np.asarray(X, dtype=np.float64), sets, needed)
     audited_agreement = agreement(labels[rows], margins[rows], loo_labels, loo_margins)
     items_agreement = agreement(labels, margins, model_labels, model_margins)
     return dst, SelectionScore("agreement", items_agreement, (audited_agreement, right), 1.0 - probability)
@@ -463,9 +469,13 @@ LINEAR_COMPONENTS = 64
 _LINEAR_SEED = 20_021
 
 
-def linear_decisions(features: np.ndarray, sets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def linear_decisions(
+    features: np.ndarray, sets: np.ndarray, needed: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each item's label, margin and the label's probability under the EM logistic model fitted
-    to ``sets``, its probabilities restricted to the item's own set."""
+    to ``sets``, its probabilities restricted to the item's own set. Only the ``needed`` items
+    (a bool mask; all by default) are predicted; the others get label -1, margin and
+    probability 0."""
     from engine.learners import EmLogisticPllClassifier  # scipy.optimize: only when a lot is chosen
 
     usable = np.flatnonzero(sets.any(axis=1))
@@ -473,16 +483,21 @@ def linear_decisions(features: np.ndarray, sets: np.ndarray) -> tuple[np.ndarray
     train = (
         usable if usable.size <= LINEAR_TRAIN_ROWS else np.sort(rng.choice(usable, LINEAR_TRAIN_ROWS, replace=False))
     )
-    X = features
-    if X.shape[1] > LINEAR_COMPONENTS:
-        centre = X[train].mean(axis=0)
-        _, _, components = np.linalg.svd(X[train] - centre, full_matrices=False)
-        X = (X - centre) @ components[:LINEAR_COMPONENTS].T
-    model = EmLogisticPllClassifier().fit(X[train], sets[train])
-    proba = model.predict_proba(X) * sets
+    n = sets.shape[0]
+    rows = np.arange(n) if needed is None else np.flatnonzero(needed)
+    fit_on, predict_on = features[train], features[rows]
+    if features.shape[1] > LINEAR_COMPONENTS:
+        centre = fit_on.mean(axis=0)
+        _, _, components = np.linalg.svd(fit_on - centre, full_matrices=False)
+        basis = components[:LINEAR_COMPONENTS].T
+        fit_on, predict_on = (fit_on - centre) @ basis, (predict_on - centre) @ basis
+    model = EmLogisticPllClassifier().fit(fit_on, sets[train])
+    proba = model.predict_proba(predict_on) * sets[rows]
     proba /= np.maximum(proba.sum(axis=1, keepdims=True), np.finfo(np.float64).tiny)
     top = np.sort(proba, axis=1)
-    return proba.argmax(axis=1), top[:, -1] - top[:, -2], top[:, -1]
+    labels, margins, probability = np.full(n, -1, dtype=np.int64), np.zeros(n), np.zeros(n)
+    labels[rows], margins[rows], probability[rows] = proba.argmax(axis=1), top[:, -1] - top[:, -2], top[:, -1]
+    return labels, margins, probability
 
 
 def next_threshold(learned: tuple[np.ndarray, np.ndarray], target: float) -> float:
@@ -503,7 +518,7 @@ def next_threshold(learned: tuple[np.ndarray, np.ndarray], target: float) -> flo
     m, bad = m[order], bad[order]
     count = np.arange(1, m.size + 1)
     ok = (np.cumsum(bad) <= LEARN_ERROR_SHARE * target * count) & (count >= LEARN_MIN_AUDITS)
-    ok &= np.r_[m[1:] != m[:-1], True]  # equal margins enter together
+    ok &= _last_of_ties(m)
     if ok.any():
         return max(default, float(m[np.flatnonzero(ok)[-1]]))
     return max(default, float(np.nextafter(m[bad].max(), np.inf)))

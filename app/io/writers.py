@@ -267,7 +267,7 @@ def _content_columns(content: Mapping[str, Sequence[str | None] | None] | None, 
         values = list(values)
         if len(values) != n:
             raise InvalidInput(f"content[{name!r}] has {len(values)} entries but there are {n} items")
-        if any(v is not None for v in values):
+        if values.count(None) < len(values):  # list.count: C speed on 100k empty cells
             columns[name] = [None if v is None else str(v) for v in values]
     return columns
 
@@ -523,7 +523,17 @@ def neutralise_formulas(df: pd.DataFrame) -> pd.DataFrame:
         column = out[name]
         if pd.api.types.is_numeric_dtype(column.dtype) or pd.api.types.is_bool_dtype(column.dtype):
             continue
-        out[name] = pd.Series([_neutralise(value) for value in column], index=column.index, dtype=object)
+        column = column.astype(object)
+        try:
+            # Vectorised first look: almost no cell starts like a formula.
+            suspect = np.flatnonzero(column.str.startswith(FORMULA_PREFIXES, na=False).to_numpy(dtype=bool))
+        except AttributeError:  # no text in the column
+            suspect = np.arange(len(column))
+        if suspect.size:
+            values = column.to_numpy(copy=True)
+            values[suspect] = [_neutralise(v) for v in values[suspect]]
+            column = pd.Series(values, index=column.index, dtype=object)
+        out[name] = column
     return out
 
 

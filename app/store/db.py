@@ -402,25 +402,22 @@ def _migration_chain() -> dict[str, tuple[str, ...]] | None:
     file. ``tests/store/test_migrations.py`` checks that both readings agree.
     """
     import ast
+    import re
 
     import migrations
 
+    # A line-anchored match, not a parse of each file: ast.parse of twenty files cost 70 ms.
+    constant = re.compile(r"^(revision|down_revision)\s*(?::[^=\n]*)?=\s*(.+?)\s*(?:#.*)?$", re.MULTILINE)
     chain: dict[str, tuple[str, ...]] = {}
     for path in sorted((Path(migrations.__file__).resolve().parent / "versions").glob("*.py")):
         found: dict[str, object] = {}
-        for node in ast.parse(path.read_text(encoding="utf-8"), filename=str(path)).body:
-            target: ast.expr
-            if isinstance(node, ast.AnnAssign) and node.value is not None:
-                target, value = node.target, node.value
-            elif isinstance(node, ast.Assign) and len(node.targets) == 1:
-                target, value = node.targets[0], node.value
-            else:
-                continue
-            if isinstance(target, ast.Name) and target.id in ("revision", "down_revision"):
-                try:
-                    found[target.id] = ast.literal_eval(value)
-                except ValueError:
-                    return None
+        for name, value in constant.findall(path.read_text(encoding="utf-8")):
+            if name in found:
+                return None
+            try:
+                found[name] = ast.literal_eval(value)
+            except (ValueError, SyntaxError):
+                return None
         revision, down = found.get("revision"), found.get("down_revision", ...)
         if not isinstance(revision, str) or revision in chain:
             return None

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from app.io import (
     EXPORT_ONLY_COLUMNS,
@@ -20,6 +23,7 @@ from app.io import (
     read_dataset,
     write_table,
 )
+from app.io.writers import neutralise_formulas
 from engine.exceptions import InvalidInput
 
 NAMES = ["cat", "dog", "=cmd"]
@@ -84,6 +88,38 @@ def test_ranked_table_bad_arguments(change: dict, pattern: str) -> None:
     kwargs.update(change)
     with pytest.raises(InvalidInput, match=pattern):
         ranked_query_table(**kwargs)
+
+
+_CELLS = st.one_of(
+    st.none(),
+    st.floats(allow_nan=True),
+    st.integers(),
+    st.text(alphabet="=+-@\t\r.e0123 aA", max_size=6),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(_CELLS, _CELLS), max_size=12))
+def test_neutralise_formulas_is_the_rule_applied_to_every_cell(rows) -> None:
+    """The vectorised pass against the rule read cell by cell: a text starting like a formula
+    gets a leading quote unless it is a plain number; anything else is kept as it is."""
+    df = (
+        pd.DataFrame(rows, columns=["a", "b"], dtype=object) if rows else pd.DataFrame({"a": [], "b": []}, dtype=object)
+    )
+    plain = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+
+    def rule(cell):
+        if isinstance(cell, str) and cell[:1] in ("=", "+", "-", "@", "\t", "\r") and not plain.fullmatch(cell):
+            return "'" + cell
+        return cell
+
+    out = neutralise_formulas(df)
+    for name in df.columns:
+        expected = [rule(cell) for cell in df[name]]
+        got = out[name].tolist()
+        assert len(got) == len(expected)
+        for g, e in zip(got, expected, strict=True):
+            assert g == e or (g is e) or (isinstance(e, float) and isinstance(g, float) and np.isnan(e) and np.isnan(g))
 
 
 def test_csv_neutralises_formulas_but_not_numbers(tmp_path: Path) -> None:

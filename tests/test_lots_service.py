@@ -268,24 +268,27 @@ def test_the_agreement_score_is_the_linear_margin_where_both_models_name_the_lab
     seed=st.integers(0, 10_000),
     n=st.integers(1, 60),
     target=st.sampled_from([0.02, 0.05, 0.1]),
+    promise=st.sampled_from(["confidence", "average"]),
 )
 @settings(max_examples=200, deadline=None)
-def test_a_score_with_wrong_probabilities_stops_where_their_mean_would_pass_the_share_of_the_target(seed, n, target):
+def test_a_score_with_wrong_probabilities_stops_where_their_mean_would_pass_the_share_of_the_target(
+    seed, n, target, promise
+):
     rng = np.random.default_rng(seed)
     items = rng.choice([0.0, 0.2, 0.4, 0.6, 0.8, 1.0], n)  # ties: equal scores enter together
-    wrong = rng.random(n) * 0.03
+    wrong = rng.random(n) * 0.06
     free = rng.random(n) < 0.8
     no_audits = (np.zeros(0), np.zeros(0, dtype=bool))  # the learned threshold is the reject rule
-    got = SelectionScore("agreement", items, no_audits, wrong).threshold(free, target)
+    got = SelectionScore("agreement", items, no_audits, wrong).threshold(free, target, promise)
     # Brute force: the lowest positive score whose free items at or above it average at most
     # the share of the target.
     best = float("inf")
     for t in np.unique(items[items > 0]):
         above = free & (items >= t)
-        if above.any() and wrong[above].mean() <= ESTIMATED_ERROR_SHARE * target:
+        if above.any() and wrong[above].mean() <= ESTIMATED_ERROR_SHARE[promise] * target:
             best = min(best, float(t))
     np.testing.assert_array_equal(free & (items >= got), free & (items >= best))  # the same lot
-    assert SelectionScore("dst_margin", items, no_audits).threshold(free, target) == np.nextafter(0.0, 1.0)
+    assert SelectionScore("dst_margin", items, no_audits).threshold(free, target, promise) == np.nextafter(0.0, 1.0)
 
 
 def test_a_score_whose_lot_is_not_clearly_cleaner_gives_way_to_one_whose_lot_is():

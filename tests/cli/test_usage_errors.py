@@ -3,7 +3,7 @@ no traceback (issue 13, item 1).
 
 typer 0.26-0.29 parse the command line with their own copy of click (``typer._click``), whose
 exceptions the standalone ``click`` classes never matched: every usage error printed a
-traceback (winnow now pins typer 0.24, which uses the standalone ``click``; both are
+traceback (winnow now pins typer 0.25, which uses the standalone ``click``; both are
 handled). These tests run the entry point as a subprocess, the way a user meets it, so a
 dependency that moves its exceptions again fails here first.
 """

@@ -81,7 +81,9 @@ stopping time is at most ``t/2 + (t/2) Σ_l c_l ≤ t`` (each lot's ``W_l`` is a
 everything before the lot was frozen). The rule is cheaper than the promise with confidence:
 error counts just above ``t/2`` need no evidence at all, the tail only an e-value of 2–10, not
 ``1/α``; and it cannot certify a lot whose delivered labels look much more than ``t/2`` wrong
-once many audits are in (there ``W`` at the truth falls below 1).
+once many audits are in (there ``W`` at the truth falls below 1). The split of ``t`` into halves
+is :data:`AVERAGE_FREE_SHARE`: with any share ``β`` fixed in advance, ``t/2`` becomes ``βt`` on
+the left and ``(1 − β)t`` on the right, and the same proof gives ``βt + (1 − β)t = t``.
 
 References
 ----------

@@ -451,7 +451,8 @@ def selection_scores(
     sets = np.array(current, dtype=bool)
     sets[rows] = original[rows]
     # Only items that may still join a lot (two or more candidates) and the audited ones are read.
-    needed = (current.sum(axis=1) > 1) | np.isin(np.arange(n), rows)
+    needed = current.sum(axis=1) > 1
+    needed[rows] = True
     labels, margins, probability = linear_decisions(np.asarray(X, dtype=np.float64), sets, needed)
     audited_agreement = agreement(labels[rows], margins[rows], loo_labels, loo_margins)
     items_agreement = agreement(labels, margins, model_labels, model_margins)

@@ -26,7 +26,14 @@ from app.service import (
 from app.service import lots as lots_module
 from app.service.audits import served_base, served_order
 from app.service.delivery import LABEL_SOURCES, LabelSummary, label_statement
-from app.service.lots import FIRST_STATEMENT_AUDIT_SHARE, ItemStatus, audit_queue, lots_now, slot_uniforms
+from app.service.lots import (
+    FIRST_LOT_LEARNING_AUDITS,
+    FIRST_STATEMENT_AUDIT_SHARE,
+    ItemStatus,
+    audit_queue,
+    lots_now,
+    slot_uniforms,
+)
 from app.store import (
     LabelSettings,
     SessionSpec,
@@ -65,9 +72,12 @@ def synthetic(seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return X, Y, truth
 
 
-def open_bench(path, *, audit_share: float = 0.5, key: bytes | None = None, texts: bool = False) -> Workbench:
+def open_bench(
+    path, *, audit_share: float = 0.5, key: bytes | None = None, texts: bool = False, promise: str = "confidence"
+) -> Workbench:
     """A session 's' on the synthetic set in the store at ``path`` (with the audit key ``key``
-    when given; a new store draws a random one; each item a text of its own with ``texts``)."""
+    when given; a new store draws a random one; each item a text of its own with ``texts``)
+    under ``promise``."""
     X, Y, truth = synthetic()
     session_factory = open_store(path)
     if key is not None:
@@ -87,7 +97,7 @@ def open_bench(path, *, audit_share: float = 0.5, key: bytes | None = None, text
         return create_labelling_session(s, dataset_id=ds.id, name="s", k=5).id
 
     session_id = write_transaction(session_factory, work)
-    change_label_settings(session_factory, "s", audit_share=audit_share)
+    change_label_settings(session_factory, "s", audit_share=audit_share, promise=promise)
     return Workbench.open(session_factory, session_id)
 
 
@@ -188,6 +198,31 @@ def test_before_any_answer_the_singletons_are_given_and_a_first_lot_waits_for_au
     assert meta["more_audited_answers_needed"] == needed and meta["audited_answers"] == 0
     assert meta["lots"] == 1 and meta["stated_error_bound"] is None and meta["statement"] == labels.statement
     assert "confidence" not in meta
+
+
+def test_on_average_the_first_lot_is_frozen_once_its_learning_audits_are_in(tmp_path):
+    bench = open_bench(tmp_path / "w.db", key=bytes(range(32)), audit_share=0.05, promise="average")
+    needed = FIRST_LOT_LEARNING_AUDITS["average"]
+    labels = bench.labels()
+    assert stored_lots(bench) == [] and labels.summary.learning_left == needed
+    assert labels.summary.audit_share == FIRST_STATEMENT_AUDIT_SHARE  # not the session's 5 %
+    undecided = labels.counts["undecided"]
+    assert labels.statement == (
+        f"model labels: none yet — winnow first audits {needed} more items drawn at random (about "
+        f"{math.ceil(needed / FIRST_STATEMENT_AUDIT_SHARE)} answers at the current audit share of 50%), to "
+        f"learn which of the model's labels to put forward; undecided: {undecided}"
+    )
+    assert labels.table.attrs["metadata"]["learning_audits_needed"] == needed
+    answers = 0
+    while bench.labels().summary.learning_left:
+        left = bench.labels().summary.learning_left
+        assert stored_lots(bench) == []
+        answer_served(bench, 1)
+        answers += 1
+        assert bench.labels().summary.learning_left <= left
+    # The learning audits came at about the first statement's share, and a lot followed them.
+    assert needed <= answers <= 3 * needed
+    assert len(stored_lots(bench)) == 1
 
 
 def test_while_a_lot_is_audited_its_items_are_undecided_and_their_guess_hidden(bench):

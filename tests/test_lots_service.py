@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 from app.service.lots import (
     ESTIMATED_ERROR_SHARE,
     FAILING_MIN_AUDITS,
+    FIRST_LOT_LEARNING_AUDITS,
+    FIRST_STATEMENT_AUDIT_SHARE,
     ItemStatus,
     SelectionScore,
     failing,
@@ -340,3 +342,34 @@ def test_a_score_that_estimates_its_error_replaces_a_lot_worse_than_the_target_o
     estimating = SelectionScore("agreement", margins, (learned_scores, learned_right), np.zeros(N_ITEMS))
     assert (freeze_by(estimating) is not None) is replaced
     assert freeze_by(SelectionScore("dst_margin", margins, (learned_scores, learned_right))) is None
+
+
+@pytest.mark.parametrize("promise", ["confidence", "average"])
+def test_under_the_average_promise_the_first_lot_waits_for_its_learning_audits(promise):
+    settings = LabelSettings(max_error=0.05, audit_share=0.05, promise=promise)
+    learning = np.random.default_rng(3).permutation(N_ITEMS)
+    needed = FIRST_LOT_LEARNING_AUDITS[promise]
+    assert FIRST_LOT_LEARNING_AUDITS["average"] > 0  # the average case below is not vacuous
+    for answered_first in sorted({0, max(needed - 1, 0), needed}):
+        # The learning order's first items answered (its prefix), each with the label 0.
+        items = status(learning[:answered_first], np.zeros(0, dtype=np.int64))
+        now = lots_now([], items, settings, learning=learning)
+        waits = answered_first < needed
+        assert now.learned.size == answered_first
+        assert now.learning_needed == needed - answered_first
+        assert now.new_lot_due is not waits
+        # Learning audits are what the first lot waits for: served at the first statement's share.
+        assert now.audit_share(settings) == (FIRST_STATEMENT_AUDIT_SHARE if waits else settings.audit_share)
+    # Once a lot exists, later learning audits neither hold a lot back nor go faster.
+    later = lots_now(
+        [make_lot(1, np.arange(30))], status(np.arange(30), np.zeros(0, dtype=np.int64)), settings, learning=learning
+    )
+    assert later.learning_needed == 0
+    # With audits off nothing waits (nothing can be certified anyway).
+    off = lots_now(
+        [],
+        status(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)),
+        LabelSettings(max_error=0.05, audit_share=0.0, promise=promise),
+        learning=learning,
+    )
+    assert off.learning_needed == 0

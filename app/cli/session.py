@@ -183,6 +183,7 @@ def session_status(
         "audited_answers": labels.n_audited,
         "stated_error": labels.summary.error_bound,
         "more_audited_answers_needed": labels.summary.audits_left if labels.summary.audits_left >= 0 else None,
+        "learning_audits_needed": labels.summary.learning_left,
         "statement": labels.statement,
         "next": bench.next_queries(top),
         "annotators": [

@@ -101,6 +101,9 @@ class LabelSummary:
     failing : tuple of (int, int) or None, default=None
         ``(wrong, audited)`` of the lot being audited when it is failing
         (:func:`app.service.lots.failing`): winnow looks in its audits for a cleaner lot.
+    learning_left : int, default=0
+        Learning audits still needed before the first lot is frozen
+        (:data:`app.service.lots.FIRST_LOT_LEARNING_AUDITS`).
     """
 
     target: float
@@ -117,14 +120,17 @@ class LabelSummary:
     open_items: int
     audits_off: bool = False
     failing: tuple[int, int] | None = None
+    learning_left: int = 0
 
     @property
     def answers_to_wait(self) -> int | None:
         """About how many answers (audits and ranked queries) until the active lot can be
-        certified at the current share, if every audit is right; None when unknown."""
-        if self.audits_left < 0 or self.audit_share <= 0.0:
+        certified at the current share, if every audit is right, or until the first lot's
+        learning audits are in; None when unknown."""
+        left = self.audits_left if self.audits_left >= 0 else self.learning_left if self.learning_left > 0 else -1
+        if left < 0 or self.audit_share <= 0.0:
             return None
-        return int(np.ceil(self.audits_left / self.audit_share))
+        return int(np.ceil(left / self.audit_share))
 
 
 @dataclass(frozen=True)
@@ -254,6 +260,7 @@ def _summary(now: LotsNow, state: SessionState, settings: LabelSettings, kept: n
         failing=(now.verdicts[active].audit_errors, now.verdicts[active].audited)
         if now.failing and active is not None
         else None,
+        learning_left=now.learning_needed,
     )
 
 
@@ -296,6 +303,10 @@ def label_statement(counts: dict[str, int], summary: LabelSummary) -> str:
     >>> print(label_statement({"model": 0, "undecided": 520}, s))  # doctest: +NORMALIZE_WHITESPACE
     model labels: none yet — the first 402 the model would label need at least 49 more audited
     answers, all right (about 98 answers at the current audit share of 50%); undecided: 520
+    >>> s = LabelSummary(0.05, 0.9, "average", 0, None, 0, 0, 0, 0, -1, 0.5, 520, learning_left=25)
+    >>> print(label_statement({"model": 0, "undecided": 520}, s))  # doctest: +NORMALIZE_WHITESPACE
+    model labels: none yet — winnow first audits 25 more items drawn at random (about 50 answers at
+    the current audit share of 50%), to learn which of the model's labels to put forward; undecided: 520
     """
     undecided = counts.get("undecided", 0)
     tail = f"; undecided: {undecided}"
@@ -329,6 +340,13 @@ def label_statement(counts: dict[str, int], summary: LabelSummary) -> str:
                 f"; their audits found {wrong} wrong in {audited}, more than half the target, so winnow "
                 "looks in them for a cleaner lot the model is surer of"
             )
+    elif summary.learning_left > 0 and not summary.audits_off:
+        wait = summary.answers_to_wait
+        about = f" (about {wait} answers at the current audit share of {summary.audit_share * 100:g}%)" if wait else ""
+        said += (
+            f" — winnow first audits {summary.learning_left} more items drawn at random{about}, to learn which of "
+            "the model's labels to put forward"
+        )
     elif summary.audits_off:
         said += (
             "; audits are off (audit share 0): no more model labels can be stated"
@@ -378,6 +396,7 @@ def statement_metadata(labels: DeliveredLabels) -> dict[str, Any]:
         "audited_answers_all_lots": s.audits_total,
         "lots": s.lots,
         "more_audited_answers_needed": s.audits_left if s.audits_left >= 0 else None,
+        "learning_audits_needed": s.learning_left,
         "counts": dict(labels.counts),
         "statement": labels.statement,
         "model_margin_column": "DST-PLL margin bel - max pl when the lot was frozen, model rows only: "

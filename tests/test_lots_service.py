@@ -358,8 +358,10 @@ def test_under_the_average_promise_the_first_lot_waits_for_its_learning_audits(p
         assert now.learned.size == answered_first
         assert now.learning_needed == needed - answered_first
         assert now.new_lot_due is not waits
-        # Learning audits are what the first lot waits for: served at the first statement's share.
-        assert now.audit_share(settings) == (FIRST_STATEMENT_AUDIT_SHARE if waits else settings.audit_share)
+        # Under a promise that learns first, learning audits are what the first statement waits
+        # for: served at its share until it is made; otherwise at the session's share.
+        learns_first = needed > 0
+        assert now.audit_share(settings) == (FIRST_STATEMENT_AUDIT_SHARE if learns_first else settings.audit_share)
     # Once a lot exists, later learning audits neither hold a lot back nor go faster.
     later = lots_now(
         [make_lot(1, np.arange(30))], status(np.arange(30), np.zeros(0, dtype=np.int64)), settings, learning=learning

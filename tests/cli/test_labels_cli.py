@@ -12,7 +12,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from engine.lots import audits_to_certify, lot_alpha
+from app.service.lots import FIRST_LOT_LEARNING_AUDITS
+from engine.lots import audits_to_certify, lot_alpha, lot_share
 from tests.cli.conftest import SAMPLE
 
 NEW_COLUMNS = ["label", "label_source", "model_margin"]
@@ -78,6 +79,13 @@ def test_settings_are_set_at_import_shown_and_changed(winnow, imported):
     assert "max error 0.05, confidence 0.9, audit share 0.5" in out
     assert f"needs at least {first_lot_cost(0.05, 0.9)} audited answers" in out
     assert first_lot_cost(0.05, 0.9) > first_lot_cost(0.2, 0.5)
+    assert "drawn at random" not in out  # with confidence the first lot is frozen at once
+    out = " ".join(winnow("session", "settings", "week1", "--db", imported, "--promise", "average").stdout.split())
+    needed = audits_to_certify(1000, target=0.05, alpha=lot_share(1), promise="average")
+    assert (
+        f"needs at least {needed} audited answers (none wrong), after "
+        f"{FIRST_LOT_LEARNING_AUDITS['average']} audits of items drawn at random that choose the lot." in out
+    )
 
 
 def test_session_new_takes_the_settings(winnow, imported):

@@ -23,12 +23,12 @@ from app.service import (
     session_label_settings,
     session_table,
 )
-from app.service.lots import ItemStatus, audit_queue, lots_now
+from app.service.lots import FIRST_LOT_LEARNING_AUDITS, ItemStatus, audit_queue, lots_now
 from app.store import label_lots
 from app.store.db import open_store
 from app.ui.components import EXPERT_GIVEN, WITH_MODEL, labelled_curve
 from app.ui.state import STATE_KEY, Keys
-from engine.lots import audits_to_certify, lot_alpha
+from engine.lots import audits_to_certify, lot_alpha, lot_share
 from tests.ui.conftest import events, export_links, fetch_exports, no_exception, plain, position_on_screen, sign_in
 
 SECRET = "a long enough secret"
@@ -282,3 +282,17 @@ def test_audit_items_are_served_unmarked_and_recorded_like_any_other(app, digits
         else:
             assert audits_done(bench) == before
     assert served["audit"] and served["ranked"] and served["withheld"], served
+
+
+def test_what_a_target_costs_on_average_counts_the_audits_that_choose_the_first_lot(app, team_db):
+    change_label_settings(open_store(team_db), "small", promise="average")
+    needed = audits_to_certify(1000, target=0.05, alpha=lot_share(1), promise="average")
+    learning = FIRST_LOT_LEARNING_AUDITS["average"]
+    texts = page_texts(on_sessions_page(app(team_db), team_db, "ada"))
+    expected = (
+        f"A 5% target on average needs at least {needed} error-free audited answers for a first lot of 1,000 "
+        f"items, after {learning} audits of items drawn at random that choose the lot (each wrong one needs more): "
+        f"about "
+        f"{round((needed + learning) / 0.5)} answers in all"
+    )
+    assert any(t.startswith(expected) for t in texts), texts

@@ -42,7 +42,7 @@ from app.service import (
     start_session,
     upload_columns,
 )
-from app.service.lots import FIRST_STATEMENT_AUDIT_SHARE
+from app.service.lots import FIRST_LOT_LEARNING_AUDITS, FIRST_STATEMENT_AUDIT_SHARE
 from app.store import LabelSettings
 from app.store.models import CRITERIA, TARGET_SETS, WEIGHTINGS
 from app.ui import components
@@ -229,15 +229,17 @@ def target_cost(max_error: float, confidence: float, audit_share: float, promise
     level = lot_alpha(1.0 - confidence, 1) if promise == "confidence" else lot_share(1)
     needed = audits_to_certify(1000, target=max_error, alpha=level, promise=promise)
     said = f"at {percent(confidence)} confidence" if promise == "confidence" else "on average"
+    learning = FIRST_LOT_LEARNING_AUDITS[promise]
+    chosen = f", after {learning} audits of items drawn at random that choose the lot" if learning else ""
     text = (
         f"A {percent(max_error)} target {said} needs at least {needed} "
-        "error-free audited answers for a first lot of 1,000 items (each wrong one needs more)"
+        f"error-free audited answers for a first lot of 1,000 items{chosen} (each wrong one needs more)"
     )
     if audit_share > 0:
         first = max(audit_share, FIRST_STATEMENT_AUDIT_SHARE)
         return (
-            text + f": about {round(needed / first)} answers in all, since {percent(first)} of the served items are "
-            f"audits until the first statement and {percent(audit_share)} after it."
+            text + f": about {round((needed + learning) / first)} answers in all, since {percent(first)} of the "
+            f"served items are audits until the first statement and {percent(audit_share)} after it."
         )
     return text + ": with an audit share of 0% no audit is served, so no model label is given."
 

@@ -120,8 +120,7 @@ def session_settings(
     Example: winnow session settings week1 --max-error 0.02 --confidence 0.95 --audit 0.1
     """
     from app.service import change_label_settings, session_label_settings
-    from app.service.lots import FIRST_LOT_LEARNING_AUDITS
-    from engine.lots import audits_to_certify, lot_alpha, lot_share
+    from app.service.lots import first_lot_cost
 
     Session = open_store(db, create=False)
     if max_error is None and confidence is None and audit is None and promise is None:
@@ -130,9 +129,7 @@ def session_settings(
         settings = change_label_settings(
             Session, name, max_error=max_error, confidence=confidence, audit_share=audit, promise=promise
         )
-    level = lot_alpha(1 - settings.confidence, 1) if settings.promise == "confidence" else lot_share(1)
-    needed = audits_to_certify(1000, target=settings.max_error, alpha=level, promise=settings.promise)
-    learning = FIRST_LOT_LEARNING_AUDITS[settings.promise]
+    needed, learning = first_lot_cost(settings.max_error, settings.confidence, settings.promise)
     chosen = f", after {learning} audits of items drawn at random that choose the lot" if learning else ""
     out.print(
         f"Session {name!r}: max error {settings.max_error:g}, confidence {settings.confidence:g}, "

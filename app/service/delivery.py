@@ -127,8 +127,8 @@ class LabelSummary:
         """About how many answers (audits and ranked queries) until the active lot can be
         certified at the current share, if every audit is right, or until the first lot's
         learning audits are in; None when unknown."""
-        left = self.audits_left if self.audits_left >= 0 else self.learning_left if self.learning_left > 0 else -1
-        if left < 0 or self.audit_share <= 0.0:
+        left = self.audits_left if self.audits_left >= 0 else self.learning_left if self.learning_left > 0 else None
+        if left is None or self.audit_share <= 0.0:
             return None
         return int(np.ceil(left / self.audit_share))
 
@@ -325,10 +325,10 @@ def label_statement(counts: dict[str, int], summary: LabelSummary) -> str:
         said = "model labels: none — no lot of at least 20 open items the model would label is waiting for audits"
     else:
         said = "model labels: none yet"
+    wait = summary.answers_to_wait
+    about = f" (about {wait} answers at the current audit share of {summary.audit_share * 100:g}%)" if wait else ""
     # audits_left is 0 when the lot being audited is certified already: nothing to wait for.
     if summary.audits_left > 0 and not summary.audits_off:
-        wait = summary.answers_to_wait
-        about = f" (about {wait} answers at the current audit share of {summary.audit_share * 100:g}%)" if wait else ""
         which = "the first" if summary.lots == 1 else "the next"
         said += (
             f"{' —' if not summary.model_labels else '; '} {which} {summary.active_lot_size} the model would label "
@@ -341,8 +341,6 @@ def label_statement(counts: dict[str, int], summary: LabelSummary) -> str:
                 "looks in them for a cleaner lot the model is surer of"
             )
     elif summary.learning_left > 0 and not summary.audits_off:
-        wait = summary.answers_to_wait
-        about = f" (about {wait} answers at the current audit share of {summary.audit_share * 100:g}%)" if wait else ""
         said += (
             f" — winnow first audits {summary.learning_left} more items drawn at random{about}, to learn which of "
             "the model's labels to put forward"

@@ -69,6 +69,7 @@ __all__ = [
     "ESTIMATED_ERROR_SHARE",
     "FREEZE_RETRY_ANSWERS",
     "FIRST_LOT_LEARNING_AUDITS",
+    "first_lot_cost",
     "LotsNow",
     "lot_order",
     "learning_order",
@@ -185,6 +186,15 @@ class ItemStatus:
     @property
     def n_instances(self) -> int:
         return int(self.answered.size)
+
+
+def first_lot_cost(max_error: float, confidence: float, promise: str, lot_size: int = 1000) -> tuple[int, int]:
+    """What a first lot of ``lot_size`` items costs: the error-free audited answers that certify it
+    (:func:`engine.lots.audits_to_certify` at the first lot's level) and the learning audits it
+    waits for before it is frozen (:data:`FIRST_LOT_LEARNING_AUDITS`)."""
+    level = lot_alpha(1.0 - confidence, 1) if promise == "confidence" else lot_share(1)
+    needed = audits_to_certify(lot_size, target=max_error, alpha=level, promise=promise)
+    return needed, FIRST_LOT_LEARNING_AUDITS[promise]
 
 
 def lot_outcomes(lot: LabelLotRecord, items: ItemStatus) -> tuple[np.ndarray, np.ndarray]:

@@ -42,7 +42,7 @@ from app.service import (
     start_session,
     upload_columns,
 )
-from app.service.lots import FIRST_LOT_LEARNING_AUDITS, FIRST_STATEMENT_AUDIT_SHARE
+from app.service.lots import FIRST_STATEMENT_AUDIT_SHARE, first_lot_cost
 from app.store import LabelSettings
 from app.store.models import CRITERIA, TARGET_SETS, WEIGHTINGS
 from app.ui import components
@@ -50,7 +50,7 @@ from app.ui import state as ui
 from app.ui.building import show_build_progress
 from engine.choices import DEFAULT_STRATEGY
 from engine.exceptions import InvalidInput
-from engine.lots import PROMISES, audits_to_certify, lot_alpha, lot_share
+from engine.lots import PROMISES
 
 tab = ui.current()
 session_factory = ui.store(tab.db)
@@ -226,10 +226,8 @@ def settings_text(max_error: float, confidence: float, audit_share: float, promi
 
 def target_cost(max_error: float, confidence: float, audit_share: float, promise: str) -> str:
     """What a target costs, in plain words: the error-free audited answers a first lot needs."""
-    level = lot_alpha(1.0 - confidence, 1) if promise == "confidence" else lot_share(1)
-    needed = audits_to_certify(1000, target=max_error, alpha=level, promise=promise)
+    needed, learning = first_lot_cost(max_error, confidence, promise)
     said = f"at {percent(confidence)} confidence" if promise == "confidence" else "on average"
-    learning = FIRST_LOT_LEARNING_AUDITS[promise]
     chosen = f", after {learning} audits of items drawn at random that choose the lot" if learning else ""
     text = (
         f"A {percent(max_error)} target {said} needs at least {needed} "

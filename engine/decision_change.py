@@ -54,9 +54,10 @@ Cost and incrementality
 Scoring everything is ``O(T · k · s · M)`` for ``T`` targets, mean set size ``s`` and ``M``
 labels, in chunks of at most 2**18 (target, neighbour, answer) triples. After an answer at
 ``n`` only these change: the votes of the targets holding ``n`` (set ``A``), the posteriors of
-``n`` and of the items whose own row is in ``A``, hence the terms of the targets in ``A`` and
-of the targets holding one of those items (about ``k + k²`` targets), and the scores of the
-items they hold. :class:`DecisionChangeRanker` recomputes exactly those, with the same
+``n`` and of the items whose own row is in ``A`` (set ``P``), hence every term of the targets
+in ``A`` and, elsewhere, only the terms ``c_{t,m}`` with ``m`` in ``P`` (about ``k²`` pairs: a
+term reads its own target's votes and its own neighbour alone), and the scores of the items
+``A`` holds and of ``P``. :class:`DecisionChangeRanker` recomputes exactly those, with the same
 kernels and in the same summation order as a full scoring, so incremental and fresh scores
 agree bit for bit.
 
@@ -130,12 +131,37 @@ def _terms(
     Returns a float array of shape (len(rows), k); 0 where the neighbour is precise or has
     weight 0.
     """
-    k = idx.shape[1]
-    out = np.zeros((rows.size, k))
-    if rows.size == 0:
-        return out
-    movable = (sizes[idx[rows]] >= 2) & (w[rows] > 0)
-    pair_row, pair_pos = np.nonzero(movable)
+    out = np.zeros((rows.size, idx.shape[1]))
+    pair_row, pair_pos = np.nonzero(_movable(idx, w, sizes, rows, slice(None)))
+    out[pair_row, pair_pos] = _pair_terms(idx, w, Y, sizes, votes, post, rows, pair_row, pair_pos)
+    return out
+
+
+def _movable(idx: np.ndarray, w: np.ndarray, sizes: np.ndarray, rows: np.ndarray, pos: Any) -> np.ndarray:
+    """Whether the pairs ``(rows, pos)`` have a term that can be non-zero: a partial neighbour
+    with a positive weight."""
+    movable: np.ndarray = (sizes[idx[rows, pos]] >= 2) & (w[rows, pos] > 0)
+    return movable
+
+
+def _pair_terms(
+    idx: np.ndarray,
+    w: np.ndarray,
+    Y: np.ndarray,
+    sizes: np.ndarray,
+    votes: np.ndarray,
+    post: np.ndarray,
+    rows: np.ndarray,
+    pair_row: np.ndarray,
+    pair_pos: np.ndarray,
+) -> np.ndarray:
+    """``c[rows[pair_row], pair_pos]`` for pairs whose neighbour is partial with a positive
+    weight (:func:`_movable`), one value per pair.
+
+    A pair's term depends on its own target's votes and neighbour alone, so computing a
+    subset of a row's pairs gives the same bits as computing the whole row.
+    """
+    out = np.zeros(pair_row.size)
     if pair_row.size == 0:
         return out
     row_votes = votes[rows]
@@ -163,9 +189,7 @@ def _terms(
         moved[np.arange(label.size), label] = False  # y_n \ {λ} lose the weight a
         after = _decision(row_votes[local_row] - a[:, None] * moved)
         change = 0.5 * np.abs(after - before[local_row]).sum(axis=1)  # total variation
-        out[pair_row[chunk], pair_pos[chunk]] = np.bincount(
-            triple_pair, weights=post[items[triple_pair], label] * change, minlength=items.size
-        )
+        out[chunk] = np.bincount(triple_pair, weights=post[items[triple_pair], label] * change, minlength=items.size)
         pair_start = pair_stop
     return out
 
@@ -400,10 +424,23 @@ class DecisionChangeRanker:
         moved = np.union1d(rows, self.targets[voting])
         self.posterior[moved] = _item_posteriors(moved, self._own, self.votes, self.w, self.Y)
         self.own_change[moved] = _own_change(self.posterior[moved], self.Y[moved])
-        # Terms change where votes changed and where the answered neighbour's posterior changed.
-        rows = np.union1d(voting, self.targets_of(moved))
-        self.terms[rows] = _terms(self.idx, self.w, self.Y, self.sizes, self.votes, self.posterior, rows)
-        rescored = np.union1d(moved, self.idx[rows].ravel())
+        # Terms change in whole where votes changed, and elsewhere only at the pairs whose
+        # neighbour's posterior (or set) changed: a term reads its own target's votes and its
+        # own neighbour alone. Those pairs' terms add up into the moved items' own scores.
+        self.terms[voting] = _terms(self.idx, self.w, self.Y, self.sizes, self.votes, self.posterior, voting)
+        positions = self._positions_of(moved)
+        in_voting = np.zeros(self.idx.shape[0], dtype=bool)
+        in_voting[voting] = True
+        positions = positions[~in_voting[positions // self._k]]
+        pair_row, pair_pos = np.divmod(positions, self._k)
+        self.terms[pair_row, pair_pos] = 0.0
+        movable = _movable(self.idx, self.w, self.sizes, pair_row, pair_pos)
+        pair_row, pair_pos = pair_row[movable], pair_pos[movable]
+        each_pair = np.arange(pair_row.size)
+        self.terms[pair_row, pair_pos] = _pair_terms(
+            self.idx, self.w, self.Y, self.sizes, self.votes, self.posterior, pair_row, each_pair, pair_pos
+        )
+        rescored = np.union1d(moved, self.idx[voting].ravel())
         self._rescore(rescored)
         return rescored
 

@@ -34,6 +34,7 @@ import math
 import secrets
 import zlib
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from sqlalchemy import delete, select
@@ -182,34 +183,32 @@ def load_session_snapshot(session: Session, session_id: int) -> StoredSnapshot |
     plain ``.npy`` array. The caller rebuilds and saves a new one then.
     """
     columns = (
-        SessionSnapshotPart.name,
         SessionSnapshotPart.token,
         SessionSnapshotPart.format_version,
         SessionSnapshotPart.identity,
         SessionSnapshotPart.last_event_id,
-        SessionSnapshotPart.digest,
     )
-    rows = session.execute(select(*columns).where(SessionSnapshotPart.session_id == session_id)).all()
-    if not rows:
-        return None
-    if len({(r.token, r.format_version, r.identity, r.last_event_id) for r in rows}) != 1:
-        return None
-    first = rows[0]
+    rows = session.execute(
+        select(*columns, SessionSnapshotPart.name, SessionSnapshotPart.digest, SessionSnapshotPart.data)
+        .where(SessionSnapshotPart.session_id == session_id)
+        .execution_options(yield_per=1)  # one part's bytes at a time besides the arrays
+    )
+    written: tuple[Any, ...] | None = None  # the first part's token and header
     arrays: dict[str, np.ndarray] = {}
-    for row in rows:
-        data = session.execute(
-            select(SessionSnapshotPart.data).where(
-                SessionSnapshotPart.session_id == session_id,
-                SessionSnapshotPart.name == row.name,
-                SessionSnapshotPart.token == first.token,
-            )
-        ).scalar_one_or_none()
-        if data is None or not digest_matches(data, row.digest):
-            return None
-        try:
-            arrays[row.name] = decode_array(bytes(data))
-        except ValueError:
-            return None
-        del data
-    header = SnapshotHeader(int(first.format_version), str(first.identity), int(first.last_event_id))
+    with rows:
+        for row in rows:
+            written = tuple(row[: len(columns)]) if written is None else written
+            if tuple(row[: len(columns)]) != written:
+                return None
+            if row.data is None or not digest_matches(row.data, row.digest):
+                return None
+            try:
+                arrays[row.name] = decode_array(bytes(row.data))
+            except ValueError:
+                return None
+            del row
+    if written is None:
+        return None
+    _, version, identity, last_event_id = written
+    header = SnapshotHeader(int(version), str(identity), int(last_event_id))
     return StoredSnapshot(header, arrays)

@@ -94,6 +94,25 @@ def test_incremental_scores_equal_fresh_scores_bit_for_bit(problem, data):
         np.testing.assert_array_equal(ranker.scores, decision_change_scores(idx, w, ranker.Y, targets=targets))
 
 
+
+@settings(max_examples=60, deadline=None)
+@given(graph_problems(), st.data())
+def test_updates_of_several_items_at_once_equal_fresh_terms_and_scores_bit_for_bit(problem, data):
+    # A session opened from its snapshot applies every item another process answered in one
+    # update: answers, narrowed sets and widened ones (an undo gives the set back).
+    idx, w, Y, targets = problem
+    ranker = DecisionChangeRanker(idx, w, Y, targets=targets)
+    for _ in range(data.draw(st.integers(1, 3))):
+        items = data.draw(st.lists(st.integers(0, Y.shape[0] - 1), min_size=1, max_size=5, unique=True))
+        sets = np.array([data.draw(st.lists(st.booleans(), min_size=Y.shape[1], max_size=Y.shape[1])) for _ in items])
+        assume(sets.any(axis=1).all())
+        ranker.update(np.array(items), sets)
+        fresh = DecisionChangeRanker(idx, w, ranker.Y, targets=targets)
+        np.testing.assert_array_equal(ranker.posterior, fresh.posterior)
+        np.testing.assert_array_equal(ranker.terms, fresh.terms)
+        np.testing.assert_array_equal(ranker.scores, fresh.scores)
+
+
 def _greedy(ranker, batch):
     """Greedy batch by the definition: pick the best, take its targets' terms off, repeat."""
     work = np.where(ranker.Y.sum(axis=1) >= 2, ranker.scores, -np.inf)

@@ -94,7 +94,6 @@ def test_incremental_scores_equal_fresh_scores_bit_for_bit(problem, data):
         np.testing.assert_array_equal(ranker.scores, decision_change_scores(idx, w, ranker.Y, targets=targets))
 
 
-
 @settings(max_examples=60, deadline=None)
 @given(graph_problems(), st.data())
 def test_updates_of_several_items_at_once_equal_fresh_terms_and_scores_bit_for_bit(problem, data):

@@ -1,5 +1,5 @@
 """``python -m app.cli``: the ``winnow`` command without the installed entry point."""
 
-from app.cli import main
+from app.cli import run
 
-main()
+run()

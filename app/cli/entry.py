@@ -1,10 +1,12 @@
-"""The ``winnow`` typer app with every command registered, and :func:`main`, its entry point.
+"""The ``winnow`` typer app with every command registered, and its entry points.
 
-:func:`main` turns every user error into one line on stderr and exit status 2, never a traceback.
+:func:`main` turns every user error into one line on stderr and exit status 2, never a traceback;
+:func:`run` is the installed command.
 """
 
 from __future__ import annotations
 
+import gc
 import sys
 
 import typer
@@ -15,6 +17,7 @@ from app.cli.server import ui
 from app.cli.session import session_app
 from app.cli.user import user_app
 from app.cli_simulate import simulate_command
+from app.store import close_stores
 from engine.exceptions import SolverError, WinnowError
 
 # The file readers, the workbench and the engine pull in pandas, scikit-learn and OR-Tools
@@ -117,3 +120,20 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     # Outside standalone mode click returns a command's exit status instead of exiting.
     sys.exit(result if isinstance(result, int) and not isinstance(result, bool) else 0)
+
+
+def run() -> None:
+    """The installed ``winnow`` command: :func:`main`, then a quick exit.
+
+    Once a command is done, the interpreter's last garbage collections walk every object its
+    imports made, SQLAlchemy's above all: 0.1 s of every command, a tenth of ``session
+    status`` on 100,000 items (``docs/benchmarks.md``). The stores are closed here (SQLite
+    checkpoints its WAL, a PostgreSQL server sees the connections end), the commands close
+    their files themselves, and what is left is frozen out of those collections; exit
+    handlers still run.
+    """
+    try:
+        main()
+    finally:
+        close_stores()
+        gc.freeze()

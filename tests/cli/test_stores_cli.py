@@ -4,6 +4,7 @@ point, as a user meets it."""
 
 from __future__ import annotations
 
+import csv
 import os
 import socket
 import sqlite3
@@ -180,3 +181,21 @@ def test_ignoring_a_column_that_has_a_role_is_one_line(tmp_path, small_csv, comm
     assert "'candidates' (holds the candidate sets)" in line and "'id' (holds the ids)" in line
     assert "small.csv" in line
     assert not (tmp_path / "r.csv").exists()
+
+
+def test_a_command_closes_its_store_before_its_quick_exit(tmp_path, small_csv):
+    # The installed command skips the interpreter's last collections (app.cli.run): the stores
+    # are closed first, so SQLite checkpoints the answers into the file and removes its WAL,
+    # and another process reading the file alone (no -wal beside it) sees them.
+    db = tmp_path / "s.db"
+    run_winnow("import", small_csv, "--db", db, "--name", "d")
+    run_winnow("session", "new", "s", "--dataset", "d", "--db", db)
+    first = run_winnow("export", "s", "--db", db, "--what", "ranked", "-o", tmp_path / "r.csv")
+    assert "Wrote" in first.stdout
+    with open(tmp_path / "r.csv", newline="") as ranked:
+        item = next(csv.DictReader(ranked))["id"]
+    run_winnow("answer", "s", item, "--db", db, "--kind", "skip")
+    assert not [p.name for p in tmp_path.iterdir() if p.name in ("s.db-wal", "s.db-shm")]
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
+        assert con.execute("SELECT count(*) FROM answer_events").fetchone() == (1,)
+    con.close()

@@ -257,6 +257,12 @@ def test_the_agreement_score_is_the_linear_margin_where_both_models_name_the_lab
     expected = np.where(agree & read, top[:, -1] - top[:, -2], 0.0)
     np.testing.assert_allclose(scored.items, expected)
     assert (agree & read).any() and (~agree & read).any() and (agree & ~read).any()
+    # Both scores now carry the linear model's estimate of how often DST-PLL's label is wrong:
+    # 1 - p where the two agree, at least p (the linear model's own label's) where they do not.
+    p_top = np.where(read, top[:, -1], 0.0)
+    np.testing.assert_allclose(scored.wrong_probability, 1.0 - p_top)
+    np.testing.assert_allclose(dst.wrong_probability, np.where(expected > 0, 1.0 - p_top, p_top))
+    np.testing.assert_array_equal(dst.items, margins)
     # A caller that does not fit the model gets no score once an audit is wrong (no lot now).
     assert selection_scores(lambda: X, original, current, idx, audited, labels, margins, with_features=False) == ()
     # Features that say nothing leave DST-PLL's margin alone.

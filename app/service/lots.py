@@ -8,7 +8,9 @@ The statistics are :mod:`engine.lots`; this module applies them to a session's s
   threshold (:func:`next_threshold`: DST-PLL's own reject rule, margin > 0, until the audits
   say where the model is good enough now; the score, DST-PLL's margin or its agreement with a
   linear model of the features, is the one whose learned threshold lets in the most items:
-  :func:`selection_scores`), if there are at least :data:`MIN_LOT_SIZE` of them and the lot
+  :func:`selection_scores`; once that model is fitted, either lot also stops where its
+  estimate of the lot's error passes :data:`ESTIMATED_ERROR_SHARE` of the target), if there
+  are at least :data:`MIN_LOT_SIZE` of them and the lot
   could deliver half its items. Under the average promise the first lot also waits for
   :data:`FIRST_LOT_LEARNING_AUDITS` learning audits, so that no lot is frozen blind. Their
   labels (DST-PLL's) are frozen then: the lot's statement

@@ -9,7 +9,11 @@ back; this module only stores and checks bytes.
 What makes a snapshot trustworthy, and what does not:
 
 * every array is one :class:`~app.store.models.SessionSnapshotPart` row (``.npy`` bytes, no
-  pickle), read one at a time so that a reader holds at most one blob besides the arrays;
+  pickle), or, past :data:`PIECE_BYTES`, several rows holding slices of its first axis
+  (``name#0000``, ``name#0001``, …); rows are written and read one at a time, so that a writer
+  or a reader holds at most one piece's bytes besides the arrays (at 1M items a whole part was
+  160 MB, and its bytes with the database driver's copy of them made the peak of the first
+  ``rank``);
 * all the parts of one snapshot are written in one transaction and carry the same random
   ``token``: a reader that finds two tokens (parts of two writes) gets no snapshot;
 * ``digest`` (a CRC-32 of the bytes, ``crc32:`` and 8 hex digits; the SHA-256 in parts
@@ -33,6 +37,7 @@ import io
 import math
 import secrets
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,7 +58,15 @@ __all__ = [
     "drop_session_snapshot",
     "part_digest",
     "digest_matches",
+    "PIECE_BYTES",
 ]
+
+#: An array of more bytes than this is stored in pieces, slices of its first axis of at most
+#: this many bytes each (module docstring).
+PIECE_BYTES = 16 * 2**20
+
+#: Between an array's name and the number of one of its pieces.
+_PIECE_MARK = "#"
 
 #: More than any .npy header numpy reads (its limit is 10,000 bytes).
 _HEADER_MAX = 1 << 16
@@ -111,8 +124,20 @@ def encode_array(array: np.ndarray) -> bytes:
     return buffer.getvalue()
 
 
-def decode_array(data: bytes) -> np.ndarray:
-    """The array of ``.npy`` bytes, writable (a copy of the bytes), never unpickled.
+def _pieces(arrays: dict[str, np.ndarray]) -> Iterator[tuple[str, np.ndarray]]:
+    """The rows to write: each array whole, or in numbered slices past :data:`PIECE_BYTES`."""
+    for name, array in arrays.items():
+        if array.ndim == 0 or array.nbytes <= PIECE_BYTES:
+            yield name, array
+            continue
+        per_piece = max(1, PIECE_BYTES // max(1, array[:1].nbytes))
+        for number, start in enumerate(range(0, array.shape[0], per_piece)):
+            yield f"{name}{_PIECE_MARK}{number:04d}", array[start : start + per_piece]
+
+
+def decode_array(data: bytes, *, copy: bool = True) -> np.ndarray:
+    """The array of ``.npy`` bytes, writable (a copy of the bytes), never unpickled; with
+    ``copy=False``, a read-only view of ``data``.
 
     The header is read by numpy's ``.npy`` functions and the data copied once from the
     bytes: ``numpy.load`` on a stream copies them in chunks through the stream, 1.4 s for
@@ -138,7 +163,7 @@ def decode_array(data: bytes) -> np.ndarray:
         raise ValueError(f"{len(view) - offset} bytes of data for {count} values of {dtype.str}")
     flat = np.frombuffer(view, dtype=dtype, count=count, offset=offset)
     array = flat.reshape(shape[::-1]).T if fortran else flat.reshape(shape)
-    return array.copy(order="K")
+    return array.copy(order="K") if copy else array
 
 
 def save_session_snapshot(
@@ -151,7 +176,7 @@ def save_session_snapshot(
     check_int(session_id, "session_id")
     token = secrets.token_hex(16)
     session.execute(delete(SessionSnapshotPart).where(SessionSnapshotPart.session_id == session_id))
-    for name, array in arrays.items():
+    for name, array in _pieces(arrays):
         data = encode_array(array)
         session.add(
             SessionSnapshotPart(
@@ -168,6 +193,17 @@ def save_session_snapshot(
         # Written part by part: the session holds at most one part's bytes besides the arrays.
         session.flush()
         session.expunge_all()
+
+
+def _joined(numbered: dict[int, np.ndarray]) -> np.ndarray | None:
+    """The array whose pieces are ``numbered`` (a writable copy), or None when a piece is
+    missing or they do not make one array (another shape or kind)."""
+    if sorted(numbered) != list(range(len(numbered))):
+        return None
+    parts = [numbered[number] for number in range(len(numbered))]
+    if any(p.shape[1:] != parts[0].shape[1:] or p.dtype != parts[0].dtype for p in parts):
+        return None
+    return np.concatenate(parts)
 
 
 def drop_session_snapshot(session: Session, session_id: int) -> None:
@@ -195,6 +231,7 @@ def load_session_snapshot(session: Session, session_id: int) -> StoredSnapshot |
     )
     written: tuple[Any, ...] | None = None  # the first part's token and header
     arrays: dict[str, np.ndarray] = {}
+    pieces: dict[str, dict[int, np.ndarray]] = {}  # read-only views of the pieces' bytes
     with rows:
         for row in rows:
             written = tuple(row[: len(columns)]) if written is None else written
@@ -202,11 +239,24 @@ def load_session_snapshot(session: Session, session_id: int) -> StoredSnapshot |
                 return None
             if row.data is None or not digest_matches(row.data, row.digest):
                 return None
+            name, mark, number = str(row.name).partition(_PIECE_MARK)
+            if mark and not number.isdigit():
+                return None
             try:
-                arrays[row.name] = decode_array(bytes(row.data))
+                array = decode_array(bytes(row.data), copy=not mark)
             except ValueError:
                 return None
-            del row
+            if mark:
+                pieces.setdefault(name, {})[int(number)] = array
+            else:
+                arrays[name] = array
+            del row, array
+    for name, numbered in pieces.items():
+        joined = _joined(numbered)
+        if joined is None or name in arrays:
+            return None
+        arrays[name] = joined
+        numbered.clear()
     if written is None:
         return None
     _, version, identity, last_event_id = written

@@ -171,6 +171,49 @@ def test_a_snapshot_resaved_past_the_threshold_is_read_back_whole(store, monkeyp
     _assert_same_working_state(reread, Workbench.open(store, session_id, use_snapshot=False))
 
 
+def test_a_large_array_is_stored_in_pieces_and_read_back_whole(store, monkeypatch):
+    # Past PIECE_BYTES an array is written as slices of its first axis, so that a writer or a
+    # reader holds one piece's bytes besides the arrays (at 1M items a part was 160 MB).
+    from app.store import snapshots
+
+    monkeypatch.setattr(snapshots, "PIECE_BYTES", 200)
+    session_id = _session(store, "decision_change", 8)
+    bench = Workbench.open(store, session_id)
+    with store() as s:
+        names = {
+            str(n): len(d)
+            for n, d in s.execute(
+                select(SessionSnapshotPart.name, SessionSnapshotPart.data).where(
+                    SessionSnapshotPart.session_id == session_id
+                )
+            )
+        }
+        stored = load_session_snapshot(s, session_id)
+    votes = sorted(n for n in names if n.startswith("ranker.votes#"))
+    assert votes == [f"ranker.votes#{i:04d}" for i in range(len(votes))] and len(votes) > 1
+    assert "ranker.votes" not in names
+    assert max(names[n] for n in votes) <= 200 + 128  # a piece's data and its .npy header
+    assert stored is not None
+    for name, array in bench.ranking.state_arrays().items():
+        np.testing.assert_array_equal(stored.arrays[name], array)
+        assert stored.arrays[name].flags.writeable
+    reopened = Workbench.open(store, session_id)
+    assert reopened.opened.source == "snapshot"
+    _assert_same_working_state(reopened, Workbench.open(store, session_id, use_snapshot=False))
+
+    # A piece missing, or one of another kind, is no snapshot.
+    def drop_a_piece(s):
+        s.execute(
+            SessionSnapshotPart.__table__.delete().where(
+                SessionSnapshotPart.session_id == session_id, SessionSnapshotPart.name == votes[1]
+            )
+        )
+
+    write_transaction(store, drop_a_piece)
+    with store() as s:
+        assert load_session_snapshot(s, session_id) is None
+
+
 def _flip_a_byte(s, session_id):
     part = s.scalars(select(SessionSnapshotPart).where(SessionSnapshotPart.session_id == session_id)).first()
     data = bytearray(part.data)

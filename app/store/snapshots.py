@@ -215,8 +215,9 @@ def load_session_snapshot(session: Session, session_id: int) -> StoredSnapshot |
     """The session's snapshot, or ``None`` when it has none or it cannot be trusted.
 
     ``None`` also when the parts disagree on their token or header (two writes mixed), when a
-    part's bytes do not match its digest (the store's bytes changed), or when a part is not a
-    plain ``.npy`` array. The caller rebuilds and saves a new one then.
+    part's bytes do not match its digest (the store's bytes changed), when a part is not a
+    plain ``.npy`` array, or when an array's pieces are missing or do not fit together. The
+    caller rebuilds and saves a new one then.
     """
     columns = (
         SessionSnapshotPart.token,

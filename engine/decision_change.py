@@ -429,9 +429,7 @@ class DecisionChangeRanker:
         # own neighbour alone. Those pairs' terms add up into the moved items' own scores.
         self.terms[voting] = _terms(self.idx, self.w, self.Y, self.sizes, self.votes, self.posterior, voting)
         positions = self._positions_of(moved)
-        in_voting = np.zeros(self.idx.shape[0], dtype=bool)
-        in_voting[voting] = True
-        positions = positions[~in_voting[positions // self._k]]
+        positions = positions[~np.isin(positions // self._k, voting)]  # no mask over every target per answer
         pair_row, pair_pos = np.divmod(positions, self._k)
         self.terms[pair_row, pair_pos] = 0.0
         movable = _movable(self.idx, self.w, self.sizes, pair_row, pair_pos)

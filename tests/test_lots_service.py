@@ -49,6 +49,11 @@ def test_a_lot_fails_when_its_audits_are_more_than_half_the_target_wrong(audited
     assert failing(verdict(audited, errors, certified=certified), 0.05) is expected
 
 
+def test_under_the_average_promise_the_sampling_plan_ends_a_lot_not_failing():
+    assert failing(verdict(41, 2), 0.05, "confidence")
+    assert not failing(verdict(41, 2), 0.05, "average")
+
+
 def make_lot(number: int, positions: np.ndarray, threshold: float = 1e-9) -> LabelLotRecord:
     positions = np.asarray(positions, dtype=np.int64)
     return LabelLotRecord(

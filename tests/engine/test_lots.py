@@ -3,6 +3,7 @@ prefix, and the promise on delivered labels under every-answer reading and adver
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -13,14 +14,20 @@ from scipy.stats import betabinom
 
 from engine.exceptions import InvalidInput
 from engine.lots import (
+    AVERAGE_KEPT_SHARE,
+    EXACT_LOT_SIZE,
     OUTCOME_RIGHT,
     OUTCOME_UNKNOWN,
     OUTCOME_WRONG,
+    SamplingPlan,
     audit_prefix,
     audits_to_certify,
+    average_plan,
     lot_alpha,
     lot_error_bounds,
     lot_verdict,
+    outgoing_quality,
+    worst_outgoing,
 )
 
 
@@ -49,18 +56,6 @@ def direct_interval(big_n: int, n: int, k: int, alpha: float, target: float) -> 
     return inside[0], inside[-1]
 
 
-def direct_average_certified(big_n: int, n: int, k: int, share: float, target: float) -> bool:
-    """The average rule for a lot whose only answers are its audits: every ``E`` whose delivered
-    share ``g(E)`` exceeds ``t/2`` has ``g(E) − t/2 ≤ (t/2) · share · m_n / L_n(E)``."""
-    likelihoods, marginal = direct_evidence(big_n, n, k, target)
-    delivered = big_n - n
-    for e, lik in enumerate(likelihoods):
-        excess = max(e - k, 0) / delivered - target / 2
-        if lik > 0 and excess > 0 and excess * lik > target / 2 * share * marginal * (1 + 1e-9):
-            return False
-    return True
-
-
 @settings(max_examples=150, deadline=None)
 @given(
     big_n=st.integers(1, 40),
@@ -74,16 +69,83 @@ def test_bounds_equal_the_direct_computation(big_n, data, alpha, target):
     assert lot_error_bounds(big_n, n, k, alpha=alpha, target=target) == direct_interval(big_n, n, k, alpha, target)
 
 
+def direct_outgoing(plan: SamplingPlan, wrong: int) -> tuple[float, float]:
+    """AOQ and acceptance by enumerating every placement of ``wrong`` wrong labels in the audit
+    order (all equally likely), each walked prefix by prefix."""
+    total = accepted = 0.0
+    places = list(itertools.combinations(range(plan.lot_size), wrong))
+    for place in places:
+        x = np.zeros(plan.lot_size, dtype=int)
+        x[list(place)] = 1
+        for n in range(plan.start, plan.last + 1):
+            found = int(x[:n].sum())
+            if found <= math.floor(plan.slope * (n - plan.start) + 1e-9):
+                total += (wrong - found) / (plan.lot_size - n)
+                accepted += 1
+                break
+    return total / len(places), accepted / len(places)
+
+
+@settings(max_examples=120, deadline=None)
+@given(big_n=st.integers(2, 9), data=st.data(), slope=st.sampled_from([0.0, 0.1, 0.25, 0.5]))
+def test_outgoing_quality_equals_the_enumeration(big_n, data, slope):
+    last = data.draw(st.integers(1, big_n - 1))
+    plan = SamplingPlan(big_n, data.draw(st.integers(1, last)), slope, last)
+    aoq, accepted = outgoing_quality(plan, np.arange(big_n + 1))
+    for wrong in range(big_n + 1):
+        direct = direct_outgoing(plan, wrong)
+        assert aoq[wrong] == pytest.approx(direct[0], abs=1e-12)
+        assert accepted[wrong] == pytest.approx(direct[1], abs=1e-12)
+
+
+@pytest.mark.parametrize(("big_n", "budget"), [(40, 0.05), (1000, 0.03), (3000, 0.0075)])
+def test_a_designed_plan_keeps_its_budget_at_every_error_count(big_n, budget):
+    plan = average_plan(big_n, budget)
+    aoq, _ = outgoing_quality(plan, np.arange(big_n + 1))
+    assert aoq.max() <= budget
+    earlier = SamplingPlan(big_n, plan.start - 1, plan.slope, plan.last)
+    assert plan.start == 1 or outgoing_quality(earlier, np.arange(big_n + 1))[0].max() > budget
+
+
+def test_the_grid_bound_of_a_large_lot_is_above_every_exact_value():
+    """Past EXACT_LOT_SIZE the worst case is bounded on a grid of E: never below the exact one."""
+    big_n = EXACT_LOT_SIZE + 1000
+    for start in (5, 15, 30):
+        plan = SamplingPlan(big_n, start, 0.03, 60)
+        exact = outgoing_quality(plan, np.arange(big_n + 1))[0].max()
+        assert exact <= worst_outgoing(plan, 1.0) <= exact * 1.05
+
+
+def direct_average_verdict(outcomes, answered, share: float, target: float) -> bool:
+    """Certified under the average promise, walked prefix by prefix from the plan's definition."""
+    big_n = outcomes.size
+    plan = average_plan(big_n, AVERAGE_KEPT_SHARE * target * share)
+    if plan is None:  # a lot too small for the budget
+        return False
+    found = 0
+    for n in range(1, big_n + 1):
+        if outcomes[n - 1] == OUTCOME_UNKNOWN:
+            return False
+        found += int(outcomes[n - 1] == OUTCOME_WRONG)
+        if plan.start <= n <= plan.last and found <= math.floor(plan.slope * (n - plan.start) + 1e-9):
+            delivered = int((~answered).sum())
+            return 0 < delivered and delivered >= AVERAGE_KEPT_SHARE * (big_n - n)
+    return False
+
+
 @settings(max_examples=150, deadline=None)
-@given(big_n=st.integers(2, 40), data=st.data(), share=st.sampled_from([0.75, 0.1875]))
-def test_average_rule_equals_the_direct_computation(big_n, data, share):
+@given(big_n=st.integers(60, 400), data=st.data(), share=st.sampled_from([0.75, 0.1875]))
+def test_average_verdict_equals_the_plan_walked_by_hand(big_n, data, share):
     n = data.draw(st.integers(0, big_n - 1))
-    k = data.draw(st.integers(0, n))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
     outcomes = np.full(big_n, OUTCOME_UNKNOWN)
-    outcomes[:n] = OUTCOME_RIGHT
-    outcomes[:k] = OUTCOME_WRONG
-    verdict = lot_verdict(outcomes, outcomes != OUTCOME_UNKNOWN, target=0.1, alpha=share, promise="average")
-    assert verdict.certified == direct_average_certified(big_n, n, k, share, 0.1)
+    outcomes[:n] = np.where(rng.random(n) < data.draw(st.sampled_from([0.0, 0.02, 0.1])), OUTCOME_WRONG, OUTCOME_RIGHT)
+    answered = outcomes != OUTCOME_UNKNOWN
+    elsewhere = rng.random(big_n) < data.draw(st.sampled_from([0.0, 0.1, 0.4]))
+    answered |= elsewhere
+    outcomes[elsewhere & (outcomes == OUTCOME_UNKNOWN)] = OUTCOME_RIGHT
+    verdict = lot_verdict(outcomes, answered, target=0.05, alpha=share, promise="average")
+    assert verdict.certified == direct_average_verdict(outcomes, answered, share, 0.05)
 
 
 def test_no_audit_bounds_nothing_and_the_worked_example():

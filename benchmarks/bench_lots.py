@@ -7,6 +7,7 @@ beta-binomial prior ``a = 1``, ``b = 4 / target``; an interval is every error co
 likelihood exceeds ``α`` times the mixture's): the same running intersection with each interval
 found by a full scan over the ``N + 1`` error counts, and the round before's verdict, one
 interval (the latest prefix's) by full scan. The bounds are checked equal to the references'.
+A second table times the average promise's verdict, whose first read designs the lot's plan.
 
     python -m benchmarks.bench_lots --sizes 20000 200000 600000 --audits 300
 """
@@ -84,7 +85,27 @@ def main(argv: list[str] | None = None) -> int:
             f"| {size:,} | {before_seconds:.3f} | {scan_seconds:.3f} | {now_first:.3f} "
             f"| {now_first / before_seconds:.2f} | {now_again:.3f} |"
         )
+    average_table(args.sizes, args.audits)
     return 0
+
+
+def average_table(sizes: list[int], audits: int) -> None:
+    """The average promise's verdict: its first read designs the lot's sampling plan
+    (``engine.lots.average_plan``, cached per process); the promise with confidence's verdict of
+    the same lot, in the same process, is the baseline."""
+    print(f"\naverage promise, first lot's share, {audits} audits (CPU s)")
+    print("| lot size | confidence (baseline) | average, first read (plan designed) | ratio | average, again |")
+    print("|---:|---:|---:|---:|---:|")
+    for size in sizes:
+        size += 1  # not the first table's lots: nothing of theirs is cached
+        rng = np.random.default_rng(size)
+        outcomes = np.full(size, OUTCOME_UNKNOWN, dtype=np.int64)
+        outcomes[:audits] = (rng.random(audits) < 0.02).astype(np.int64)
+        answered = outcomes != OUTCOME_UNKNOWN
+        baseline, _ = cpu(lot_verdict, outcomes, answered, target=TARGET, alpha=ALPHA)
+        first, _ = cpu(lot_verdict, outcomes, answered, target=TARGET, alpha=0.75, promise="average")
+        again, _ = cpu(lot_verdict, outcomes, answered, target=TARGET, alpha=0.75, promise="average")
+        print(f"| {size:,} | {baseline:.3f} | {first:.3f} | {first / baseline:.2f} | {again:.4f} |")
 
 
 if __name__ == "__main__":

@@ -341,8 +341,9 @@ def worst_outgoing(plan: SamplingPlan, budget: float) -> float:
     points = np.unique(np.concatenate([np.arange(400), np.geomspace(400, big_n, _grid_size(big_n)).round()]))
     points = points.astype(np.int64)
     aoq, accepted = outgoing_quality(plan, points)
-    between = points[1:] * accepted[:-1] / (big_n - plan.last)
-    return float(max(aoq.max(), between.max()))
+    gaps = np.flatnonzero(np.diff(points) > 1)  # cells with error counts between their ends
+    between = points[gaps + 1] * accepted[gaps] / (big_n - plan.last)
+    return float(max(aoq.max(), between.max(initial=0.0)))
 
 
 def _grid_size(big_n: int) -> int:

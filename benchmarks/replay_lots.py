@@ -35,6 +35,7 @@ from app.service.lots import (
     freeze_lot,
     learning_order,
     linear_decisions,
+    lot_items_in_audit_order,
     lots_now,
     selection_scores,
 )
@@ -183,7 +184,9 @@ def replay(
             item = int(queue[0])
             audits += 1
         else:
-            item = _ranked_pick(strategy, context, rng, partial, now.in_lots(n), queue, Y, pool.idx)
+            item = _ranked_pick(
+                strategy, context, rng, partial, now.in_lots(n), lot_items_in_audit_order(now), Y, pool.idx
+            )
         Y[item] = False
         Y[item, pool.truth[item]] = True
         answered[item] = True
@@ -196,8 +199,8 @@ def replay(
 def _ranked_pick(
     strategy, context, rng, partial: np.ndarray, deferred: np.ndarray, queue: np.ndarray, Y: np.ndarray, idx
 ) -> int:
-    """The query order's next item; items of a lot wait until the others are done, the active
-    lot's in its audit order (as in a session: app.service.lots.lot_last_order)."""
+    """The query order's next item; items of a lot wait until the others are done, then come in
+    their lots' audit order (as in a session: app.service.lots.lot_last_order)."""
     if not (partial & ~deferred).any() and queue.size:
         return int(queue[0])
     if strategy is None:  # easy first: the open item of largest margin, undecided ones first

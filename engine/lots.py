@@ -89,21 +89,25 @@ so ``P_acc`` falls with ``E``: couple the lots by adding one wrong item). Above 
 ``P_acc ≤ b`` the bound is ``P_acc`` itself.
 
 The labels delivered from an accepted lot are its items nobody has answered, ``D``, a subset of
-the items outside the prefix: they hold at most ``E − X_τ`` wrong labels. A lot delivers only
-while ``|D| ≥ ρ (N − τ)`` (``ρ`` = :data:`AVERAGE_KEPT_SHARE`), so its delivered share wrong is at
-most ``(E − X_τ) / (ρ (N − τ))`` however the answers elsewhere chose the items they took out.
-Lot ``l``'s plan has ``b_l = ρ t c_l`` with ``Σ_l c_l ≤ 1`` (``c_l = lot_share(l)``). The
-delivered labels of all lots together are at most
+the items outside its audited prefix, whose length ``n`` grows past ``τ`` as answers reach the
+next items of the audit order: they hold at most ``E − X_n`` wrong labels. The share wrong of the
+items outside the prefix, ``M_n = (E − X_n) / (N − n)``, is a martingale in ``n`` (sampling
+without replacement), so at any stopping time ``n ≥ τ``, the moment a person reads included,
+``E[M_n 1{accepted}] = E[M_τ 1{accepted}] = AOQ(E)`` (optional stopping, ``M`` bounded). Answers
+out of the audit order may pick out right labels: a lot delivers only while
+``|D| ≥ ρ (N − n)`` (``ρ`` = :data:`AVERAGE_KEPT_SHARE`), so its delivered share wrong is at most
+``M_n / ρ`` however those answers chose their items. Lot ``l``'s plan has ``b_l = ρ t c_l`` with
+``Σ_l c_l ≤ 1`` (``c_l = lot_share(l)``). At a read, the delivered labels of all lots together are
+at most
 
-    FDP_τ ≤ Σ_l (E_l − X_l) / (ρ (N_l − τ_l)) · 1{lot l accepted}
+    FDP ≤ Σ_l M_l / ρ · 1{lot l accepted}
 
-wrong at **every** moment at once (a share of several lots is at most the sum of their shares),
-and given everything before lot ``l`` was frozen (its random order is drawn then) the ``l``-th
-term has expectation ``AOQ_l(E_l) / ρ ≤ t c_l``. So ``E[FDP_τ] ≤ t`` for every ``τ``, chosen by
-looking or not: the bound is on the sum over all acceptances that ever happen, which no reading
-moves. Leaving a lot before it is accepted (a failing lot, a superseded one) only removes
-acceptances. The plan is designed for the target the lot was frozen with; at a lower target it
-certifies nothing (a new lot is frozen for it).
+wrong (a share of several lots is at most the sum of their shares; ``M_l`` at the lot's prefix
+then), and given everything before lot ``l`` was frozen (its random order is drawn then) the
+``l``-th term has expectation ``AOQ_l(E_l) / ρ ≤ t c_l`` at any stopping time. So
+``E[FDP_τ] ≤ t`` for every ``τ``, chosen by looking or not. Leaving a lot before it is accepted (a
+failing lot, a superseded one) only removes acceptances. The plan is designed for the target the
+lot was frozen with; at a lower target it certifies nothing (a new lot is frozen for it).
 
 What this buys over a confidence sequence: a lot about as wrong as ``b`` is accepted after a few
 dozen audits most of the time (``docs/results_labels.md``), while a statement with confidence
@@ -559,10 +563,11 @@ def _average_verdict(
     if plan is None or target < prior * (1.0 - 1e-9):
         return False, True, -1
     accepted = plan.accepted_at(prefix_errors)
-    if accepted >= 0:
-        certified = 0 < delivered and AVERAGE_KEPT_SHARE * (big_n - accepted) <= delivered
-        return certified, not certified, 0 if certified else -1
     n = int(prefix_errors.size)
+    if accepted >= 0:
+        # Answers that extend the prefix keep the rest a uniform sample: only the others count.
+        certified = 0 < delivered and AVERAGE_KEPT_SHARE * (big_n - n) <= delivered
+        return certified, not certified, 0 if certified else -1
     errors = int(prefix_errors[-1]) if n else 0
     if delivered == 0 or n >= plan.last or errors > int(plan.acceptance_number(plan.last)):
         return False, True, -1

@@ -18,6 +18,7 @@ from app.service.lots import (
     SelectionScore,
     failing,
     freeze_lot,
+    lot_items_in_audit_order,
     lots_now,
     selection_scores,
 )
@@ -386,3 +387,22 @@ def test_under_the_average_promise_the_first_lot_waits_for_its_learning_audits(p
         learning=learning,
     )
     assert off.learning_needed == 0
+
+
+def test_a_certified_lot_is_served_in_its_audit_order_and_keeps_delivering_under_average():
+    """Answers that reach a certified lot take its next items in its audit order: under the average
+    promise those only extend its audited prefix, so the lot goes on delivering to its last item;
+    answers out of that order take it out of delivery once a tenth of the rest is gone."""
+    average = LabelSettings(max_error=0.05, audit_share=0.05, promise="average")
+    lot = make_lot(1, np.arange(600))
+    order = lot.positions
+    now = lots_now([lot], status(order[:60], order[:0]), average)
+    assert now.verdicts[0].certified
+    queue = lot_items_in_audit_order(now)
+    assert np.array_equal(queue, order[60:])
+    in_order = lots_now([lot], status(order[:500], order[:0]), average)
+    assert in_order.verdicts[0].certified and in_order.verdicts[0].delivered == 100
+    elsewhere = np.r_[order[:60], order[-60:]]  # 60 of the 540 past the prefix, out of order
+    assert not lots_now([lot], status(elsewhere, order[:0]), average).verdicts[0].certified
+    fewer = np.r_[order[:60], order[-50:]]  # 50 of 540: nine in ten stay
+    assert lots_now([lot], status(fewer, order[:0]), average).verdicts[0].certified

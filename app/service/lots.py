@@ -89,6 +89,7 @@ __all__ = [
     "next_threshold",
     "freeze_lot",
     "audit_queue",
+    "lot_items_in_audit_order",
     "lot_last_order",
 ]
 
@@ -692,6 +693,20 @@ def audit_queue(now: LotsNow) -> np.ndarray:
     # are served when nobody has answered them.
     waiting = rest[(outcomes[rest] == OUTCOME_UNKNOWN) & ~answered[rest]]
     return lot.positions[waiting]
+
+
+def lot_items_in_audit_order(now: LotsNow) -> np.ndarray:
+    """The active lot's audit queue (:func:`audit_queue`), then every certified lot's items
+    nobody answered, in its audit order from its known prefix on: answering them extends each
+    lot's audited prefix instead of taking labels out of its delivered ones in another order
+    (under the average promise only answers out of the audit order count against a lot's
+    delivery, :data:`engine.lots.AVERAGE_KEPT_SHARE`)."""
+    parts = [audit_queue(now)]
+    for i, (lot, verdict, answered) in enumerate(zip(now.lots, now.verdicts, now.answered, strict=True)):
+        if verdict.certified and i != now.active:  # the active lot's are its audit queue
+            rest = np.arange(verdict.audited, lot.positions.size)
+            parts.append(lot.positions[rest[~answered[rest]]])
+    return np.concatenate(parts)
 
 
 def lot_last_order(ranked: np.ndarray, in_lots: np.ndarray, queue: np.ndarray) -> np.ndarray:

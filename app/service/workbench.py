@@ -479,12 +479,12 @@ class Workbench:
         # Enough ranked items for the first ``top`` slots whichever suspects they hold.
         depth = None if top is None else top + asked.size
         now = self._lots_for(snap)
-        # Items of a lot (audited or delivered) wait with the skipped ones, and the active lot's
-        # come in its audit order (app.service.lots.lot_last_order).
+        # Items of a lot (audited or delivered) wait with the skipped ones, and come in their
+        # lots' audit order, the active lot's first (app.service.lots.lot_last_order).
         in_lots = now.in_lots(snap.state.n_instances)
         deferred = np.asarray(snap.state.skipped) | in_lots
         ranked = snap.ranking.queue(snap.state.open_items, deferred, top=None if in_lots.any() else depth)
-        ranked = lots.lot_last_order(ranked, in_lots, lots.audit_queue(now))
+        ranked = lots.lot_last_order(ranked, in_lots, lots.lot_items_in_audit_order(now))
         served = suspects.interleave_suspects(ranked, asked, deferred=deferred)
         return served if top is None else served[:top]
 

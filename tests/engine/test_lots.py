@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from scipy.stats import betabinom
 
@@ -66,6 +66,10 @@ def direct_interval(big_n: int, n: int, k: int, alpha: float, target: float) -> 
 def test_bounds_equal_the_direct_computation(big_n, data, alpha, target):
     n = data.draw(st.integers(1, big_n))
     k = data.draw(st.integers(0, n))
+    likelihoods, marginal = direct_evidence(big_n, n, k, target)
+    # An exact tie with the level (e.g. N = 26, 24 right audits, E = 1: 2/26 against 0.1 · 80/104)
+    # falls either way in floating point, in both computations.
+    assume(all(abs(lik - alpha * marginal) > 1e-9 * alpha * marginal for lik in likelihoods))
     assert lot_error_bounds(big_n, n, k, alpha=alpha, target=target) == direct_interval(big_n, n, k, alpha, target)
 
 
@@ -122,14 +126,15 @@ def direct_average_verdict(outcomes, answered, share: float, target: float) -> b
     plan = average_plan(big_n, AVERAGE_KEPT_SHARE * target * share)
     if plan is None:  # a lot too small for the budget
         return False
+    known = np.flatnonzero(outcomes == OUTCOME_UNKNOWN)
+    prefix = int(known[0]) if known.size else big_n
     found = 0
-    for n in range(1, big_n + 1):
-        if outcomes[n - 1] == OUTCOME_UNKNOWN:
-            return False
+    for n in range(1, prefix + 1):
         found += int(outcomes[n - 1] == OUTCOME_WRONG)
         if plan.start <= n <= plan.last and found <= math.floor(plan.slope * (n - plan.start) + 1e-9):
             delivered = int((~answered).sum())
-            return 0 < delivered and delivered >= AVERAGE_KEPT_SHARE * (big_n - n)
+            # Answers past the prefix out of its order count against the delivery, not those in it.
+            return 0 < delivered and delivered >= AVERAGE_KEPT_SHARE * (big_n - prefix)
     return False
 
 

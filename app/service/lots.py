@@ -37,7 +37,8 @@ The statistics are :mod:`engine.lots`; this module applies them to a session's s
   where it is sure; and a lot whose items are not answered elsewhere keeps its labels to
   deliver (a lot's bound counts its wrong labels, so each item answered outside the audits
   leaves the same bound over fewer delivered labels). The active lot's items come in its
-  audit order (:func:`lot_last_order`), so answering them extends the audited prefix.
+  audit order, then the certified lots' in theirs (:func:`lot_items_in_audit_order`,
+  :func:`lot_last_order`), so answering them extends the audited prefixes.
 * **Outcomes.** An item of a lot whose candidate set an expert settled (an audit or any
   other answer) tells whether its frozen label was right; "none of these" and another label
   outside the set make it wrong; an item in conflict is answered with an unknown outcome.

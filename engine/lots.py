@@ -361,7 +361,7 @@ def average_plan(lot_size: int, budget: float) -> SamplingPlan | None:
 
     Slope ``budget`` (a lot as wrong as its budget is accepted more often than not, within
     :data:`AVERAGE_PLAN_AUDITS` audits); ``start`` the earliest found by bisection that meets
-    the bound (checked again at the end). None when no start does (a lot too small).
+    the bound. None when no start does (a lot too small).
 
     >>> average_plan(1000, 0.03)
     SamplingPlan(lot_size=1000, start=15, slope=0.03, last=150)
@@ -381,7 +381,7 @@ def average_plan(lot_size: int, budget: float) -> SamplingPlan | None:
     while lo < hi:
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if meets(mid) else (mid + 1, hi)
-    return SamplingPlan(big_n, lo, budget, last) if meets(lo) else SamplingPlan(big_n, last, budget, last)
+    return SamplingPlan(big_n, lo, budget, last)  # the bisection keeps ``hi`` meeting the bound
 
 
 def lot_error_bounds(lot_size: int, audited: int, errors: int, *, alpha: float, target: float) -> tuple[int, int]:
@@ -527,7 +527,14 @@ def _verdict(
     bound = (high - known_wrong) / delivered if delivered else 1.0
     if promise == "average":
         certified, hopeless, left = _average_verdict(
-            outcomes, answered, prefix_errors, target=target, share=alpha, prior=prior, with_countdown=with_countdown
+            outcomes,
+            answered,
+            prefix_errors,
+            delivered,
+            target=target,
+            share=alpha,
+            prior=prior,
+            with_countdown=with_countdown,
         )
         return LotVerdict(big_n, n, k, known_wrong, delivered, high, low, bound, certified, hopeless, left)
 
@@ -550,6 +557,7 @@ def _average_verdict(
     outcomes: np.ndarray,
     answered: np.ndarray,
     prefix_errors: np.ndarray,
+    delivered: int,
     *,
     target: float,
     share: float,
@@ -558,7 +566,6 @@ def _average_verdict(
 ) -> tuple[bool, bool, int]:
     """Certified, hopeless and the countdown under the average promise (module docstring)."""
     big_n = int(outcomes.size)
-    delivered = int((~answered).sum())
     plan = average_plan(big_n, AVERAGE_KEPT_SHARE * prior * share)
     if plan is None or target < prior * (1.0 - 1e-9):
         return False, True, -1

@@ -186,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--orders", nargs="+", default=list(ORDERS))
     parser.add_argument("--promises", nargs="+", default=list(PROMISES))
     parser.add_argument("--seeds", type=int, default=200)
+    parser.add_argument("--first-seed", type=int, default=0, help="seeds run from here (to extend an earlier run)")
     parser.add_argument("--budget", type=int, default=300)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--csv", type=Path, default=None, help="write every campaign's row here")
@@ -202,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in args.sets
         for order in orders
         for promise in args.promises
-        for seed in range(args.seeds)
+        for seed in range(args.first_seed, args.first_seed + args.seeds)
     ]
     start = time.perf_counter()
     rows = []

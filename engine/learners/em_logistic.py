@@ -27,7 +27,6 @@ from typing import Any
 
 import numpy as np
 from scipy.optimize import minimize
-from scipy.special import logsumexp
 
 from engine._validation import check_scalar, check_training_data
 from engine.exceptions import NotFittedError
@@ -121,10 +120,9 @@ class EmLogisticPllClassifier:
 
         def loss_and_gradient(flat: np.ndarray) -> tuple[float, np.ndarray]:
             weights = flat.reshape(shape)
-            z = Xb @ weights
-            log_p = z - logsumexp(z, axis=1, keepdims=True)
+            proba, log_p = _softmax_and_log(Xb @ weights)
             loss = -(soft * log_p).sum() / n + penalty * (weights[:-1] ** 2).sum()
-            gradient = Xb.T @ (np.exp(log_p) - soft) / n
+            gradient = Xb.T @ (proba - soft) / n
             gradient[:-1] += 2.0 * penalty * weights[:-1]
             return float(loss), gradient.ravel()
 
@@ -135,4 +133,14 @@ class EmLogisticPllClassifier:
 
 
 def _softmax(z: np.ndarray) -> np.ndarray:
-    return np.asarray(np.exp(z - logsumexp(z, axis=1, keepdims=True)))
+    return _softmax_and_log(z)[0]
+
+
+def _softmax_and_log(z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Row-wise softmax of ``z`` and its log, shifted by each row's maximum so that nothing
+    overflows. Written out rather than with ``scipy.special.logsumexp``, whose checks cost two
+    thirds of a fit's time on lost (the loss is evaluated about 300 times per fit)."""
+    shifted = z - z.max(axis=1, keepdims=True)
+    exp = np.exp(shifted)
+    total = exp.sum(axis=1, keepdims=True)
+    return exp / total, shifted - np.log(total)

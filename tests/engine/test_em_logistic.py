@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy.special import softmax
 from sklearn.linear_model import LogisticRegression
 
 from engine.exceptions import InvalidInput, NotFittedError
@@ -79,3 +80,17 @@ def test_misuse_is_refused_with_a_clear_error():
         EmLogisticPllClassifier(penalty=-1.0).fit(np.zeros((2, 1)), np.eye(2, dtype=bool))
     with pytest.raises(InvalidInput, match="empty candidate set"):
         EmLogisticPllClassifier().fit(np.zeros((2, 1)), np.array([[True, False], [False, False]]))
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), n_labels=st.integers(2, 5), scale=st.sampled_from([1.0, 1e3, 1e6]))
+def test_probabilities_are_the_softmax_of_the_linear_scores_even_far_from_the_data(seed, n_labels, scale):
+    """The softmax is written out in the engine; scipy's (log-sum-exp) is the oracle, on points far
+    enough out that an unshifted exponential would overflow."""
+    X, Y, _ = problem(seed, 60, 3, n_labels, extra=0.3)
+    model = EmLogisticPllClassifier().fit(X, Y)
+    far = np.random.default_rng(seed).normal(0.0, scale, (20, 3))
+    scores = ((far - X.mean(axis=0)) / X.std(axis=0)) @ model.coef_ + model.intercept_
+    proba = model.predict_proba(far)
+    assert np.isfinite(proba).all()
+    np.testing.assert_allclose(proba, softmax(scores, axis=1), rtol=1e-9, atol=1e-12)

@@ -11,12 +11,12 @@ loss, as the engine computed it before; both fits must give the same coefficient
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 from scipy.optimize import minimize
 from scipy.special import logsumexp
 
+from benchmarks.bench_lots import cpu
 from engine.learners.em_logistic import EmLogisticPllClassifier
 
 
@@ -56,12 +56,6 @@ def problem(n: int, n_features: int, n_labels: int, seed: int) -> tuple[np.ndarr
     extra = rng.random(n) < 2 / 3
     Y[np.flatnonzero(extra), rng.integers(n_labels, size=int(extra.sum()))] = True
     return X, Y
-
-
-def cpu(work, *args):
-    start = time.process_time()
-    result = work(*args)
-    return time.process_time() - start, result
 
 
 def main(argv: list[str] | None = None) -> int:

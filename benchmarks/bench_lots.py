@@ -1,8 +1,8 @@
-"""A lot's verdict, as every page run and command computes it, against the ways it could be computed.
+"""A set's verdict, as every page run and command computes it, against the ways it could be computed.
 
 The verdict intersects the confidence sequence's intervals over every audited prefix
-(``engine.lots``), finding each interval by bisection around the likelihood's mode. Two
-references, written out here from the definition in ``engine.lots``'s docstring (a
+(``engine.promises.ConfidenceTest``), finding each interval by bisection around the likelihood's
+mode. Two references, written out here from the definition in ``engine.promises``'s docstring (a
 beta-binomial prior ``a = 1``, ``b = 4 / target``; an interval is every error count whose
 likelihood exceeds ``α`` times the mixture's): the same running intersection with each interval
 found by a full scan over the ``N + 1`` error counts, and the round before's verdict, one
@@ -21,7 +21,7 @@ import time
 import numpy as np
 from scipy.special import betaln, gammaln
 
-from engine.lots import OUTCOME_UNKNOWN, lot_verdict
+from engine.promises import AverageTest, ConfidenceTest, average_plan
 
 TARGET, ALPHA = 0.05, 0.075
 
@@ -71,16 +71,15 @@ def main(argv: list[str] | None = None) -> int:
     print("|---:|---:|---:|---:|---:|---:|")
     for size in args.sizes:
         rng = np.random.default_rng(size)
-        outcomes = np.full(size, OUTCOME_UNKNOWN, dtype=np.int64)
-        outcomes[: args.audits] = (rng.random(args.audits) < 0.02).astype(np.int64)
-        answered = outcomes != OUTCOME_UNKNOWN
-        errors = np.cumsum(outcomes[: args.audits])
+        errors = np.cumsum(rng.random(args.audits) < 0.02)
+        test = ConfidenceTest(size, TARGET, ALPHA)
 
-        now_first, now = cpu(lot_verdict, outcomes, answered, target=TARGET, alpha=ALPHA)
-        now_again, _ = cpu(lot_verdict, outcomes, answered, target=TARGET, alpha=ALPHA)
+        now_first, now = cpu(test.verdict, errors)
+        now_again, _ = cpu(test.verdict, errors)
         scan_seconds, scanned = cpu(running_full_scan, size, errors)
         before_seconds, _ = cpu(full_scan_interval, size, args.audits, int(errors[-1]))
-        assert (now.low, now.high) == scanned, "bisection and full scan disagree"
+        if now.wrong_bound != scanned[1]:
+            raise SystemExit(f"bisection and full scan disagree at {size}: {now.wrong_bound} != {scanned[1]}")
         print(
             f"| {size:,} | {before_seconds:.3f} | {scan_seconds:.3f} | {now_first:.3f} "
             f"| {now_first / before_seconds:.2f} | {now_again:.3f} |"
@@ -90,21 +89,24 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def average_table(sizes: list[int], audits: int) -> None:
-    """The average promise's verdict: its first read designs the lot's sampling plan
-    (``engine.lots.average_plan``, cached per process); the promise with confidence's verdict of
-    the same lot, in the same process, is the baseline."""
+    """The average promise's verdict: its first read designs the set's sampling plan
+    (``engine.promises.average_plan``, cached per process); the promise with confidence's verdict
+    of the same set, in the same process, is the baseline."""
     print(f"\naverage promise, first lot's share, {audits} audits (CPU s)")
     print("| lot size | confidence (baseline) | average, first read (plan designed) | ratio | average, again |")
     print("|---:|---:|---:|---:|---:|")
     for size in sizes:
         size += 1  # not the first table's lots: nothing of theirs is cached
         rng = np.random.default_rng(size)
-        outcomes = np.full(size, OUTCOME_UNKNOWN, dtype=np.int64)
-        outcomes[:audits] = (rng.random(audits) < 0.02).astype(np.int64)
-        answered = outcomes != OUTCOME_UNKNOWN
-        baseline, _ = cpu(lot_verdict, outcomes, answered, target=TARGET, alpha=ALPHA)
-        first, _ = cpu(lot_verdict, outcomes, answered, target=TARGET, alpha=0.75, promise="average")
-        again, _ = cpu(lot_verdict, outcomes, answered, target=TARGET, alpha=0.75, promise="average")
+        errors = np.cumsum(rng.random(audits) < 0.02)
+        baseline, _ = cpu(ConfidenceTest(size, TARGET, ALPHA).verdict, errors)
+
+        def average_verdict(size: int = size) -> object:
+            plan = average_plan(size, TARGET * 0.5)
+            return None if plan is None else AverageTest(size, plan).verdict(errors)
+
+        first, _ = cpu(average_verdict)
+        again, _ = cpu(average_verdict)
         print(f"| {size:,} | {baseline:.3f} | {first:.3f} | {first / baseline:.2f} | {again:.4f} |")
 
 

@@ -1,8 +1,8 @@
 """Model labels delivered under a promise that holds whenever the user looks (issue 28).
 
-Every campaign is :func:`benchmarks.replay_lots.replay`: the app's own lot logic
-(:mod:`app.service.lots`), a simulated expert who is always right, and the statement read after
-**every** answer. Two tables:
+Every campaign is :func:`benchmarks.replay_lots.replay`: the loop a session runs
+(:mod:`engine.labelling_loop`), a simulated expert who is always right, and the statement read
+after **every** answer. Two tables:
 
 * **Validity** (``--validity``): for each data set, query order and promise, many seeded
   campaigns of ``--budget`` answers. Reported: the share of campaigns in which some read showed
@@ -46,8 +46,8 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from app.store import LabelSettings  # noqa: E402
 from benchmarks.replay_lots import Pool, replay  # noqa: E402
+from engine.labelling_loop import LoopSettings  # noqa: E402
 from engine.neighbors import knn_graph  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -116,10 +116,10 @@ def _pool(name: str) -> Pool:
 
 def _run(task: tuple[str, str, str, int, int]) -> dict:
     name, order, promise, seed, budget = task
-    settings = LabelSettings(max_error=TARGET, promise=promise)
+    settings = LoopSettings(max_error=TARGET, promise=promise)
     start = time.perf_counter()
     reads = replay(_pool(name), order, seed=seed, budget=budget, settings=settings, ceiling_at=BUDGETS)
-    delivered = np.asarray(reads.delivered)
+    delivered = np.asarray(reads.stated)
     error = reads.error
     stated = np.flatnonzero(delivered > 0)
     first = int(stated[0]) if stated.size else -1

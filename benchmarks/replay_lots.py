@@ -1,23 +1,21 @@
 """Replay labelling campaigns the way a person uses winnow, reading the statement after every answer.
 
 One campaign: a pool (features, candidate sets, hidden truth) and its k-NN graph; a simulated
-expert, always right, answers one served item at a time. Served slot ``j`` is an audit when a
-seeded uniform is below the share of :meth:`app.service.lots.LotsNow.audit_share`; an audit
-serves the head of :func:`app.service.lots.audit_queue`, any other slot the next pick of the
-query order. Lots are frozen by :func:`app.service.lots.freeze_lot` from DST-PLL's transductive
-labels and margins (:func:`engine.dst.transductive_decisions`), exactly as a session freezes
-them; the certified lots' unanswered items are the delivered model labels. So the lot logic is
-the app's own code; only the store and the pages are left out.
+expert, always right, answers the item served first, one at a time. What is served, which lots
+are frozen and what is stated is :func:`engine.labelling_loop.run_loop` and
+:func:`engine.labelling_loop.served_order`, the code a session runs; the model is DST-PLL's
+transductive decision (:func:`engine.dst.transductive_decisions`), as in a session. The replay
+only plays the expert and keeps the state a store would derive from the answers.
 
 After **every** answer the statement is read, as a person who watches the Progress page does:
-the delivered labels are compared with the truth. A campaign **breaks the promise** when at some
-read the delivered labels are more than ``target`` wrong; the share of broken campaigns must
-stay at or below ``1 − confidence`` whatever the query order and whenever the person stops.
+the certified sets, with the expert's label on the items answered and the frozen model label on
+the others, are compared with the truth. A campaign **breaks the promise with confidence** when
+at some read they are more than ``target`` wrong; the share of broken campaigns must stay at or
+below ``1 − confidence`` whatever the query order. The promise **on average** bounds the mean of
+that share at any read.
 
 Orders: any name of :data:`engine.strategies.STRATEGIES`, and ``easy_first`` (the open item of
-largest DST-PLL margin first: the order that most drains the easy items from a lot, the worst
-case for a statement about a moving population). As in a session, items
-of a lot are served after the others.
+largest DST-PLL margin first: the order that most drains easy items).
 """
 
 from __future__ import annotations
@@ -26,24 +24,21 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app.service.lots import (
-    FREEZE_RETRY_ANSWERS,
-    ItemStatus,
-    LotsNow,
-    agreement,
-    audit_queue,
-    freeze_lot,
-    learning_order,
-    linear_decisions,
-    lot_items_in_audit_order,
-    lots_now,
-    selection_scores,
-)
-from app.store import LabelLotRecord, LabelSettings
 from engine.dst import transductive_decisions
+from engine.labelling_loop import (
+    STATEMENT_EVERY,
+    ItemsAt,
+    Loop,
+    LoopSettings,
+    ServedOrder,
+    VerdictLog,
+    run_loop,
+    served_order,
+    slot_uniforms,
+)
 from engine.strategies import CampaignContext, make_strategy
 
-__all__ = ["Pool", "Reads", "replay", "ceiling"]
+__all__ = ["Pool", "Reads", "Campaign", "replay", "ceiling"]
 
 
 @dataclass(frozen=True)
@@ -59,31 +54,30 @@ class Pool:
 
 @dataclass
 class Reads:
-    """What the person saw after each answer (index ``t`` = after ``t`` answers)."""
+    """What the person saw after each answer (index ``t`` = after ``t`` answers).
 
-    delivered: list[int] = field(default_factory=list)
+    ``stated`` counts the labels of certified sets, ``wrong`` the wrong ones among them as
+    handed back, ``model_labels`` the ones with a model label (no answer).
+    """
+
+    stated: list[int] = field(default_factory=list)
     wrong: list[int] = field(default_factory=list)
+    model_labels: list[int] = field(default_factory=list)
     audits: list[int] = field(default_factory=list)
     ceiling: dict[int, int] = field(default_factory=dict)
 
     @property
     def error(self) -> np.ndarray:
-        d = np.asarray(self.delivered, dtype=float)
+        d = np.asarray(self.stated, dtype=float)
         return np.divide(np.asarray(self.wrong, dtype=float), d, out=np.zeros_like(d), where=d > 0)
 
     def broken(self, target: float) -> bool:
-        """At some read, the delivered labels were more than ``target`` wrong."""
+        """At some read, the stated labels were more than ``target`` wrong."""
         return bool((self.error > target + 1e-12).any())
-
-    def first_statement_broken(self, target: float) -> bool | None:
-        """The labels delivered at the first read that stated some (None: never stated)."""
-        d = np.asarray(self.delivered)
-        first = np.flatnonzero(d > 0)
-        return None if first.size == 0 else bool(self.error[first[0]] > target + 1e-12)
 
 
 def ceiling(labels: np.ndarray, scores: np.ndarray, truth: np.ndarray, target: float) -> int:
-    """The most open items a threshold on ``scores``, chosen with the truth, keeps at ≤ ``target`` error."""
+    """The most items a threshold on ``scores``, chosen with the truth, keeps at ≤ ``target`` error."""
     if labels.size == 0:
         return 0
     order = np.argsort(-scores, kind="stable")
@@ -93,16 +87,111 @@ def ceiling(labels: np.ndarray, scores: np.ndarray, truth: np.ndarray, target: f
     return int(ends[ok[-1]] + 1) if ok.size else 0
 
 
-def _status(Y: np.ndarray, answered: np.ndarray) -> ItemStatus:
-    n = Y.shape[0]
-    nothing = np.zeros(n, dtype=bool)
-    return ItemStatus(
-        candidates=Y,
-        answered=answered,
-        none_of_these=nothing,
-        in_conflict=nothing,
-        open_items=(Y.sum(axis=1) >= 2) & ~answered,
-    )
+class Campaign:
+    """A session's state kept from its answers alone, and the loop read from it.
+
+    The expert (or a test playing one) calls :meth:`answer`, :meth:`skip` and :meth:`undo`;
+    :meth:`served` and :meth:`loop` read. ``key`` plays the store's secret.
+    """
+
+    def __init__(self, pool: Pool, settings: LoopSettings, *, key: bytes, session: int = 1) -> None:
+        self.pool = pool
+        self.settings = settings
+        self.key = key
+        self.session = session
+        n = pool.Y.shape[0]
+        self.Y = pool.Y.copy()
+        self.answered = np.zeros(n, dtype=bool)
+        self.skipped = np.zeros(n, dtype=bool)
+        self._skip_order: list[int] = []
+        self._positions: list[int] = []
+        self._labels: list[int] = []
+        self._history: list[tuple[str, int]] = []  # (kind, item), for undo
+        self._snapshots: dict[int, ItemsAt] = {0: ItemsAt(self.Y.copy(), self.answered.copy())}
+        self._frozen: dict = {}
+        self._uniforms = slot_uniforms(key, session, 4 * n + 16)
+
+    # ---------------------------------------------------------------- the person's actions
+
+    def answer(self, item: int, label: int) -> None:
+        self.Y[item] = False
+        self.Y[item, label] = True
+        self.answered[item] = True
+        self.skipped[item] = False
+        self._positions.append(item)
+        self._labels.append(label)
+        self._history.append(("answer", item))
+        if len(self._positions) % STATEMENT_EVERY == 0:
+            self._snapshots[len(self._positions)] = ItemsAt(self.Y.copy(), self.answered.copy())
+
+    def skip(self, item: int) -> None:
+        self.skipped[item] = True
+        self._skip_order.append(item)
+        self._history.append(("skip", item))
+
+    def undo(self) -> None:
+        """Undo the last answer or skip (the verdict stays in the log, as events do)."""
+        kind, item = self._history.pop()
+        if kind == "answer":
+            self.Y[item] = self.pool.Y[item]
+            self.answered[item] = False
+        else:
+            self.skipped[item] = False
+            self._skip_order.remove(item)
+
+    # ---------------------------------------------------------------- reading
+
+    def loop(self) -> Loop:
+        log = VerdictLog(np.asarray(self._positions, dtype=np.int64), np.asarray(self._labels, dtype=np.int64))
+        result = run_loop(
+            log,
+            n_items=self.Y.shape[0],
+            items_at=self._snapshots.__getitem__,
+            model=self.model,
+            settings_at=lambda v: self.settings,
+            key=self.key,
+            session=self.session,
+            known=self._frozen,
+        )
+        self._frozen = dict(result.frozen)
+        return result
+
+    def model(self, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        labels, _, margin = transductive_decisions(candidates, self.pool.idx, random_state=0)
+        return labels, margin
+
+    def ranked(self, strategy, context: CampaignContext, rng, loop: Loop) -> np.ndarray:
+        """Open items by the order's score, items of lots after them, skipped ones last (in
+        the order skipped), as a session ranks them."""
+        partial = (self.Y.sum(axis=1) >= 2) & ~self.answered
+        in_lots = loop.in_lots(self.Y.shape[0])
+        if strategy is None:  # easy first: largest DST-PLL margin first
+            _, margin = self.model(self.Y)
+            score = margin
+        else:
+            score = np.asarray(strategy.scores(context), dtype=np.float64)
+        tiebreak = rng.random(score.size)
+        first = np.flatnonzero(partial & ~in_lots & ~self.skipped)
+        later = np.flatnonzero(partial & in_lots & ~self.skipped)
+        first = first[np.lexsort((tiebreak[first], -score[first]))]
+        later = later[np.lexsort((tiebreak[later], -score[later]))]
+        skipped = np.asarray([i for i in self._skip_order if partial[i]], dtype=np.int64)
+        return np.concatenate([first, later, skipped])
+
+    def served(self, ranked: np.ndarray, loop: Loop, top: int | None = 1) -> ServedOrder:
+        queue = loop.audit_queue(self.answered, self.skipped)
+        base = int(self.answered.sum() + self.skipped.sum())
+        uniforms = self._uniforms
+        return served_order(
+            ranked, queue, base=base, audit_share=self.settings.audit_share, uniforms=lambda n: uniforms[:n], top=top
+        )
+
+    def stated(self, loop: Loop) -> tuple[int, int, int]:
+        """Labels stated (certified sets), how many are wrong as handed back, model labels."""
+        member, label, _ = loop.delivered(self.Y.shape[0])
+        handed = np.where(self.answered, self.Y.argmax(axis=1), label)
+        wrong = member & (handed != self.pool.truth)
+        return int(member.sum()), int(wrong.sum()), int((member & ~self.answered).sum())
 
 
 def replay(
@@ -111,107 +200,42 @@ def replay(
     *,
     seed: int,
     budget: int,
-    settings: LabelSettings,
+    settings: LoopSettings,
     ceiling_at: tuple[int, ...] = (),
 ) -> Reads:
     """One campaign of ``budget`` answers; the statement read after each (module docstring)."""
-    Y = pool.Y.copy()
-    n = Y.shape[0]
-    answered = np.zeros(n, dtype=bool)
-    secret = np.random.default_rng([seed, 7]).bytes(32)
-    slot_u = np.random.default_rng([seed, 8]).random(budget + 1)
+    key = np.random.default_rng([seed, 7]).bytes(32)
+    campaign = Campaign(pool, settings, key=key, session=seed)
     rng = np.random.default_rng([seed, 9])
-    view = Y.view()
+    view = campaign.Y.view()
     view.flags.writeable = False
     context = CampaignContext(pool.X, view, pool.idx, pool.w)
     strategy = None if order == "easy_first" else make_strategy(order, fresh=True)
     if strategy is not None:
         strategy.start(context, rng)
-    lots: list[LabelLotRecord] = []
     reads = Reads()
     audits = 0
-
-    def model() -> tuple[np.ndarray, np.ndarray]:
-        labels, _, margin = transductive_decisions(Y, pool.idx, random_state=0)
-        return labels, margin
-
-    tried: list[int] = []  # answered items at the last attempt that froze nothing
-    learning = learning_order(secret, seed, pool.Y.sum(axis=1) >= 2)
-
-    def current() -> LotsNow:
-        items = _status(Y, answered)
-        now = lots_now(lots, items, settings, learning=learning)
-        n_answered = int(answered.sum())
-        if now.new_lot_due and (not tried or n_answered >= tried[-1] + FREEZE_RETRY_ANSWERS):
-            labels, margin = model()
-            scores = selection_scores(lambda: pool.X, pool.Y, Y, pool.idx, now.audited_positions(), labels, margin)
-            fresh = freeze_lot(
-                now, items, labels, margin, settings, scores=scores, secret=secret, session_id=seed, last_event_id=0
-            )
-            if fresh is not None:
-                lots.append(fresh)
-                now = lots_now(lots, items, settings, learning=learning)
-                tried.clear()
-            else:
-                tried.append(n_answered)
-        return now
-
     for t in range(budget + 1):
-        now = current()
-        kept, label, _ = now.delivered(n)
-        kept &= ~answered
-        reads.delivered.append(int(kept.sum()))
-        reads.wrong.append(int((label[kept] != pool.truth[kept]).sum()))
+        loop = campaign.loop()
+        stated, wrong, model_labels = campaign.stated(loop)
+        reads.stated.append(stated)
+        reads.wrong.append(wrong)
+        reads.model_labels.append(model_labels)
         reads.audits.append(audits)
         if t in ceiling_at:
-            labels, margin = model()
-            open_rows = np.flatnonzero((Y.sum(axis=1) >= 2) & ~answered)
-            # The larger ceiling of the scores a lot may be chosen by (app.service.lots.selection_scores).
-            scores = [margin]
-            if np.ptp(pool.X, axis=0).any():
-                scores.append(agreement(*linear_decisions(pool.X, Y)[:2], labels, margin))
-            reads.ceiling[t] = max(
-                ceiling(labels[open_rows], score[open_rows], pool.truth[open_rows], settings.max_error)
-                for score in scores
-            )
+            labels, margin = campaign.model(campaign.Y)
+            rows = np.flatnonzero((campaign.Y.sum(axis=1) >= 2) & ~campaign.answered)
+            reads.ceiling[t] = ceiling(labels[rows], margin[rows], pool.truth[rows], settings.max_error)
         if t == budget:
             break
-        partial = (Y.sum(axis=1) >= 2) & ~answered
-        if not partial.any():
+        ranked = campaign.ranked(strategy, context, rng, loop)
+        served = campaign.served(ranked, loop)
+        if served.positions.size == 0:
             break
-        queue = audit_queue(now)
-        if queue.size and slot_u[t] < now.audit_share(settings):
-            item = int(queue[0])
-            audits += 1
-        else:
-            item = _ranked_pick(
-                strategy, context, rng, partial, now.in_lots(n), lot_items_in_audit_order(now), Y, pool.idx
-            )
-        Y[item] = False
-        Y[item, pool.truth[item]] = True
-        answered[item] = True
+        item = int(served.positions[0])
+        audits += int(served.audit[0])
+        campaign.answer(item, int(pool.truth[item]))
         if strategy is not None:
-            strategy.observe(item, Y[item].copy())
+            strategy.observe(item, campaign.Y[item].copy())
         context.n_answers += 1
     return reads
-
-
-def _ranked_pick(
-    strategy, context, rng, partial: np.ndarray, deferred: np.ndarray, queue: np.ndarray, Y: np.ndarray, idx
-) -> int:
-    """The query order's next item; items of a lot wait until the others are done, then come in
-    their lots' audit order (as in a session: app.service.lots.lot_last_order)."""
-    if not (partial & ~deferred).any() and queue.size:
-        return int(queue[0])
-    if strategy is None:  # easy first: the open item of largest margin, undecided ones first
-        _, _, margin = transductive_decisions(Y, idx, random_state=0)
-        score = np.where(partial, margin, -np.inf) - 10.0 * deferred
-        return int(np.argmax(score))
-    # The top of the order's ranking among the items of no lot, as a session serves it (the
-    # ranking, not a greedy batch: one item is served at a time); ties at random.
-    askable = partial & ~deferred
-    if not askable.any():
-        askable = partial
-    score = np.where(askable, np.asarray(strategy.scores(context), dtype=np.float64), -np.inf)
-    tied = np.flatnonzero(score == score.max())
-    return int(tied[rng.integers(tied.size)])

@@ -1,7 +1,5 @@
 # The public names of the engine package, loaded lazily by __init__.py (lazy_loader.attach_stub).
 from ._validation import check_candidates, check_choice
-from .accept_scores import dst_margin, margin_then_posterior, posterior_scores
-from .calibration import Calibration, audits_needed, binomial_upper_bound, calibrate_threshold
 from .decision_change import DecisionChangeRanker
 from .dst import DstPllClassifier, predict_from_neighbors, transductive_decisions
 from .exceptions import InvalidInput, NotFittedError, SolverError, WinnowError
@@ -71,13 +69,6 @@ __all__ = [
     "OnlinePartialLabelPegasos",
     "RkNNClassifier",
     "EmLogisticPllClassifier",
-    "Calibration",
-    "audits_needed",
-    "binomial_upper_bound",
-    "calibrate_threshold",
-    "dst_margin",
-    "posterior_scores",
-    "margin_then_posterior",
     "SUSPECT_CRITERIA",
     "SuspectSets",
     "suspect_scores",

@@ -188,6 +188,7 @@ def import_command(
                 max_error=settings.max_error,
                 confidence=settings.confidence,
                 audit_share=settings.audit_share,
+                promise=settings.promise,
             )
         out.print(f"Created session {spec.name!r}.")
 
@@ -270,9 +271,7 @@ def rank(
     elif session is not None:  # exactly one of FILE and --session, checked above
         Session = open_store(db, create=False)
         with progress_bar(f"session {session}") as report:
-            bench = Workbench.open(
-                Session, session_id_by_name(Session, session), progress=report, fits_lot_models=False
-            )
+            bench = Workbench.open(Session, session_id_by_name(Session, session), progress=report)
             table = bench.ranked_table()
     if top is not None:
         table = table.head(top)
@@ -457,7 +456,7 @@ def export(
         table = votes_table(Session, session_id, actor=None)
     else:
         with progress_bar(f"session {session}") as report:
-            bench = Workbench.open(Session, session_id, progress=report, fits_lot_models=False)
+            bench = Workbench.open(Session, session_id, progress=report)
             table = session_table(bench, what, actor=None)
     path = write_table(table, output)
     out.print(f"Wrote {len(table)} rows to {path}.")

@@ -49,8 +49,8 @@ ConfidenceOption = typer.Option(
 AuditOption = typer.Option(
     None,
     "--audit",
-    help="Share of served items that are audits once model labels are stated, 0 to 0.5 (default 0.05; "
-    "at least 0.5 until then).",
+    help="Share of served items that are audits while the model's labels are being checked, "
+    "0 to 0.5 (default 0.5; 0: no audits, so no model label is stated).",
 )
 PromiseOption = typer.Option(
     None,

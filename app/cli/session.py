@@ -65,6 +65,7 @@ def session_new(
             max_error=settings.max_error,
             confidence=settings.confidence,
             audit_share=settings.audit_share,
+            promise=settings.promise,
         )
     if overlap != 1:
         set_session_overlap(Session, name, overlap)
@@ -112,15 +113,15 @@ def session_settings(
 ) -> None:
     """Show or change how far model labels must be trusted, and the share of audits.
 
-    With no option, prints the current values. A target needs audits: with no error among
-    them, about 60 audited answers certify a first lot at 5% with 90% confidence (about 26
-    with --promise average); until then half the served items are audits (the audit share
-    applies once model labels are stated).
+    With no option, prints the current values. A change applies to the lots of model labels
+    frozen after it; a lot keeps the settings it was frozen with. With no error among them,
+    about 65 audited answers let a lot of 1,000 labels be stated at 5% with 90% confidence
+    (about 20 with --promise average); `winnow session status` says what the lot being checked
+    needs.
 
-    Example: winnow session settings week1 --max-error 0.02 --confidence 0.95 --audit 0.1
+    Example: winnow session settings week1 --max-error 0.02 --confidence 0.95 --audit 0.3
     """
     from app.service import change_label_settings, session_label_settings
-    from app.service.lots import first_lot_cost
 
     Session = open_store(db, create=False)
     if max_error is None and confidence is None and audit is None and promise is None:
@@ -129,12 +130,9 @@ def session_settings(
         settings = change_label_settings(
             Session, name, max_error=max_error, confidence=confidence, audit_share=audit, promise=promise
         )
-    needed, learning = first_lot_cost(settings.max_error, settings.confidence, settings.promise)
-    chosen = f", after {learning} audits of items drawn at random that choose the lot" if learning else ""
     out.print(
         f"Session {name!r}: max error {settings.max_error:g}, confidence {settings.confidence:g}, "
-        f"audit share {settings.audit_share:g}, promise {settings.promise}; a first lot of 1,000 items needs at "
-        f"least {needed} audited answers (none wrong){chosen}.",
+        f"audit share {settings.audit_share:g}, promise {settings.promise}.",
         markup=False,
         highlight=False,
     )
@@ -171,7 +169,7 @@ def session_status(
 
     Session = open_store(db, create=False)
     with progress_bar(f"session {name}") as report:
-        bench = Workbench.open(Session, session_id_by_name(Session, name), progress=report, fits_lot_models=False)
+        bench = Workbench.open(Session, session_id_by_name(Session, name), progress=report)
     people, pairs, shared = team_records(bench, actor=None)
     labels = bench.label_statement()
     summary: dict[str, Any] = {
@@ -181,9 +179,9 @@ def session_status(
         **shared,
         "labels": dict(labels.counts),
         "audited_answers": labels.n_audited,
+        "stated_labels": labels.summary.stated,
         "stated_error": labels.summary.error_bound,
-        "more_audited_answers_needed": labels.summary.audits_left if labels.summary.audits_left >= 0 else None,
-        "learning_audits_needed": labels.summary.learning_left,
+        "lot_ends_in_answers": labels.summary.lot_ends_in,
         "statement": labels.statement,
         "next": bench.next_queries(top),
         "annotators": [

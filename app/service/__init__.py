@@ -19,7 +19,6 @@ Modules
 ``hotkeys``    a session's keyboard keys as editable text, and changing them (admins)
 ``delivery``   the labelled dataset handed back: final labels, their sources, the stated error;
                a session's label settings
-``audits``     which served slots are audits, and the items drawn for them
 ``graphs``     a dataset's k-NN graph, built once, persisted and loaded by content hash
 ``tasks``      progress reports of heavy work, and background builds shared per process
 ``auth``       accounts, sign-in and the single-user / team mode decision

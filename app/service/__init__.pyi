@@ -19,7 +19,9 @@ from .delivery import (
     LABEL_SOURCES,
     DeliveredLabels,
     change_label_settings,
+    promise_words,
     session_label_settings,
+    statement_cost,
 )
 from .exports import (
     AUDIT_COLUMNS,
@@ -219,4 +221,6 @@ __all__ = [
     "LABEL_SOURCES",
     "session_label_settings",
     "change_label_settings",
+    "promise_words",
+    "statement_cost",
 ]

@@ -11,10 +11,12 @@ Every item gets one **label source** (see ``docs/architecture.md``'s vocabulary)
     left by the votes is not the truth, and winnow has not measured how often it is wrong
     (the statement says so);
 ``model``
-    an open item nobody answered whose label comes from a **certified lot**
-    (:mod:`app.service.lots`, :mod:`engine.lots`): DST-PLL's label frozen when the lot was
-    made, handed back because the lot's audits bound the error of its undelivered labels at
-    the session's ``max_error``, with its ``confidence``, at every moment the result is read;
+    an item nobody answered in a **certified set** of a lot (:mod:`engine.labelling_loop`,
+    :mod:`engine.promises`): DST-PLL's label frozen when the lot was made, handed back
+    because the lot's audits certified the set under the promise in force when it was frozen.
+    The promise is about the set as handed back: with its items an expert answered (their
+    expert label), at most ``max_error`` of its labels are wrong, with ``confidence`` or on
+    average, at every moment the result is read;
 ``undecided``
     everything else: open items in no certified lot, items in conflict, and items flagged
     "none of these" (no label is known). The Rejects page lists exactly these.
@@ -32,7 +34,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.service.lots import LotsNow
 from app.store import (
     LabelSettings,
     SessionState,
@@ -45,6 +46,8 @@ from app.store import (
 if TYPE_CHECKING:
     import pandas as pd
 
+    from engine.labelling_loop import Loop
+
 __all__ = [
     "LABEL_SOURCES",
     "DeliveredLabels",
@@ -52,6 +55,8 @@ __all__ = [
     "LabelSummary",
     "session_label_settings",
     "change_label_settings",
+    "statement_cost",
+    "promise_words",
     "decide_labels",
     "label_statement",
     "delivered_table",
@@ -64,73 +69,60 @@ LABEL_SOURCES: tuple[str, ...] = ("expert", "given", "crowd", "model", "undecide
 
 @dataclass(frozen=True)
 class LabelSummary:
-    """What winnow states about its model labels now, and what it waits for.
+    """What winnow states about its model labels now, and what comes next.
 
     Attributes
     ----------
     target : float
-        The session's ``max_error``.
+        The target error of the stated sets (the session's ``max_error`` when none is stated).
     confidence : float
-        The session's confidence: with at least this probability, every statement made at
-        any moment holds (the promise "confidence").
+        Their confidence (the promise "confidence").
     promise : str
-        ``"confidence"`` or ``"average"`` (:data:`engine.lots.PROMISES`).
+        ``"confidence"`` or ``"average"`` (:data:`engine.promises.PROMISES`): the promise of
+        the stated sets, or the session's when none is stated.
     model_labels : int
-        Model labels delivered (unanswered items of certified lots).
+        Model labels handed back (items of certified sets nobody answered).
+    stated : int
+        Items of the certified sets: the labels the promise is about (model labels and the
+        answers experts gave on the same items).
     error_bound : float or None
-        Under the promise "confidence", the bound on their error now (``≤ target``); None
-        when none are delivered, and under the promise "average" (which proves no bound
-        tighter than its target).
+        With confidence, the bound on the share of wrong labels among ``stated`` now
+        (``≤ target``); None when nothing is stated or on average.
     audited : int
-        Audited answers backing the certified lots (their audited prefixes).
-    audits_total : int
-        Audited answers in every lot, the one being audited included.
+        Audited answers read by the lots with a certified set.
     lots : int
         Lots frozen so far.
     active_lot_size : int
         Items of the lot being audited (0 when none is).
-    audits_left : int
-        Fewest further audited answers, all right, that would certify it (-1 when no lot is
-        being audited).
+    lot_ends_in : int or None
+        Answers until the lot being audited ends at the latest (or, with no lot, until winnow
+        looks again for one); None when nothing is left.
     audit_share : float
-        Share of served items that are audits now.
+        Share of served items that are audits while a lot is audited.
     open_items : int
         Items still open (two or more candidates, no verdict).
-    audits_off : bool, default=False
-        The session's audit share is 0: no audit is served, so nothing more can be certified.
-    failing : tuple of (int, int) or None, default=None
-        ``(wrong, audited)`` of the lot being audited when it is failing
-        (:func:`app.service.lots.failing`): winnow looks in its audits for a cleaner lot.
-    learning_left : int, default=0
-        Learning audits still needed before the first lot is frozen
-        (:data:`app.service.lots.FIRST_LOT_LEARNING_AUDITS`).
+    mixed_promises : bool, default=False
+        The stated sets were frozen under different settings (the statement names the first).
     """
 
     target: float
     confidence: float
     promise: str
     model_labels: int
+    stated: int
     error_bound: float | None
     audited: int
-    audits_total: int
     lots: int
     active_lot_size: int
-    audits_left: int
+    lot_ends_in: int | None
     audit_share: float
     open_items: int
-    audits_off: bool = False
-    failing: tuple[int, int] | None = None
-    learning_left: int = 0
+    mixed_promises: bool = False
 
     @property
-    def answers_to_wait(self) -> int | None:
-        """About how many answers (audits and ranked queries) until the active lot can be
-        certified at the current share, if every audit is right, or until the first lot's
-        learning audits are in; None when unknown."""
-        left = self.audits_left if self.audits_left >= 0 else self.learning_left if self.learning_left > 0 else None
-        if left is None or self.audit_share <= 0.0:
-            return None
-        return int(np.ceil(left / self.audit_share))
+    def audits_off(self) -> bool:
+        """No audit is served, so nothing more can be certified."""
+        return self.audit_share <= 0.0
 
 
 @dataclass(frozen=True)
@@ -235,44 +227,67 @@ def change_label_settings(
     return write_transaction(session_factory, work)
 
 
-# ---------------------------------------------------------------------------------- labels
+def statement_cost(settings: LabelSettings, lot_size: int, lot_number: int = 1) -> str:
+    """What it costs to state a lot's labels, in plain words, for the lot at hand.
 
+    >>> print(statement_cost(LabelSettings(), 423))  # doctest: +NORMALIZE_WHITESPACE
+    The model's 423 surest labels (lot 1) are stated after at least 63 audited answers, none
+    wrong (each wrong one needs more): about 126 answers, since half of the served items are audits.
+    """
+    from engine.labelling_loop import LoopSettings, audits_to_state
 
-def _summary(now: LotsNow, state: SessionState, settings: LabelSettings, kept: np.ndarray) -> LabelSummary:
-    certified = [(lot, v) for lot, v in zip(now.lots, now.verdicts, strict=True) if v.certified]
-    delivered = sum(v.delivered for _, v in certified)
-    wrong_at_most = sum(v.high - v.known_wrong for _, v in certified)
-    active = now.active
-    return LabelSummary(
-        target=settings.max_error,
-        confidence=settings.confidence,
-        promise=settings.promise,
-        model_labels=int(kept.sum()),
-        error_bound=wrong_at_most / delivered if delivered and settings.promise == "confidence" else None,
-        audited=sum(v.audited for _, v in certified),
-        audits_total=sum(v.audited for v in now.verdicts),
-        lots=len(now.lots),
-        active_lot_size=0 if active is None else now.verdicts[active].lot_size,
-        audits_left=-1 if active is None else now.verdicts[active].audits_left,
-        audit_share=now.audit_share(settings),
-        open_items=int(np.asarray(state.open_items).sum()),
-        audits_off=settings.audit_share <= 0.0,
-        failing=(now.verdicts[active].audit_errors, now.verdicts[active].audited)
-        if now.failing and active is not None
-        else None,
-        learning_left=now.learning_needed,
+    loop_settings = LoopSettings(settings.max_error, settings.confidence, settings.promise, settings.audit_share)
+    needed = audits_to_state(lot_size, loop_settings, lot_number)
+    which = f"The model's {lot_size} surest labels (lot {lot_number})"
+    if needed is None:
+        return f"{which} are too few to be stated at these settings; winnow waits for a larger lot."
+    text = f"{which} are stated after at least {needed} audited answers, none wrong (each wrong one needs more)"
+    if settings.audit_share <= 0:
+        return text + ": with an audit share of 0% no audit is served, so no model label is stated."
+    share = "half" if settings.audit_share == 0.5 else f"{settings.audit_share * 100:g}%"
+    return (
+        text + f": about {round(needed / settings.audit_share)} answers, since {share} of the served items are audits."
     )
 
 
-def decide_labels(state: SessionState, now: LotsNow, settings: LabelSettings, *, from_votes: bool) -> LabelDecision:
+# ---------------------------------------------------------------------------------- labels
+
+
+def _summary(loop: Loop, state: SessionState, settings: LabelSettings, kept: np.ndarray, verdicts: int) -> LabelSummary:
+    stated = loop.stated_sets
+    promises = {(s.lot.promise.name, s.lot.promise.target, getattr(s.lot.promise, "confidence", None)) for s in stated}
+    first = stated[0].lot.promise if stated else None
+    size = sum(s.certified for s in stated)
+    bounds = [s.wrong_bound for s in stated]
+    bound = sum(b for b in bounds if b is not None) / size if size and None not in bounds else None
+    active = loop.active
+    return LabelSummary(
+        target=first.target if first is not None else settings.max_error,
+        confidence=getattr(first, "confidence", settings.confidence) if first is not None else settings.confidence,
+        promise=first.name if first is not None else settings.promise,
+        model_labels=int(kept.sum()),
+        stated=size,
+        error_bound=bound,
+        audited=sum(s.audited for s in stated),
+        lots=len(loop.lots),
+        active_lot_size=0 if active is None else int(active.lot.items.size),
+        lot_ends_in=None if loop.next_lot_at is None else max(0, loop.next_lot_at - verdicts),
+        audit_share=settings.audit_share,
+        open_items=int(np.asarray(state.open_items).sum()),
+        mixed_promises=len(promises) > 1,
+    )
+
+
+def decide_labels(state: SessionState, loop: Loop, settings: LabelSettings, *, from_votes: bool) -> LabelDecision:
     """Every item's final label and source (see the module docstring).
 
     Parameters
     ----------
     state : SessionState
-    now : app.service.lots.LotsNow
+    loop : engine.labelling_loop.Loop
         The session's lots and their verdicts.
     settings : LabelSettings
+        The settings in force (the audit share; the statement's promise when nothing is stated).
     from_votes : bool
         The dataset's candidate sets were made from crowd votes (single labels are ``crowd``).
     """
@@ -281,7 +296,7 @@ def decide_labels(state: SessionState, now: LotsNow, settings: LabelSettings, *,
     sizes = candidates.sum(axis=1)
     answered = np.asarray(state.answered)
     flagged = np.asarray(state.none_of_these) | state.in_conflict
-    kept, model_label, model_margin = now.delivered(n)
+    kept, model_label, model_margin = loop.delivered(n)
     kept &= ~answered & ~flagged
 
     source = np.full(n, LABEL_SOURCES.index("undecided"), dtype=np.int64)
@@ -293,66 +308,60 @@ def decide_labels(state: SessionState, now: LotsNow, settings: LabelSettings, *,
     label[kept] = model_label[kept]
     margin = np.full(n, np.nan)
     margin[kept] = model_margin[kept]
-    return LabelDecision(label, source, margin, kept, _summary(now, state, settings, kept))
+    return LabelDecision(label, source, margin, kept, _summary(loop, state, settings, kept, loop.verdicts))
+
+
+def promise_words(summary: LabelSummary) -> str:
+    """The promise in words: "at most 5% wrong, with 90% confidence" or "… on average"."""
+    if summary.promise == "confidence":
+        return f"at most {summary.target * 100:g}% wrong, with {summary.confidence * 100:g}% confidence"
+    return f"at most {summary.target * 100:g}% wrong on average"
 
 
 def label_statement(counts: dict[str, int], summary: LabelSummary) -> str:
     """What winnow states about its model labels, in one line (:attr:`DeliveredLabels.statement`).
 
-    >>> s = LabelSummary(0.05, 0.9, "confidence", 0, None, 0, 12, 1, 402, 49, 0.5, 520)
+    >>> s = LabelSummary(0.05, 0.9, "confidence", 0, 0, None, 0, 1, 402, 230, 0.5, 520)
     >>> print(label_statement({"model": 0, "undecided": 520}, s))  # doctest: +NORMALIZE_WHITESPACE
-    model labels: none yet — the first 402 the model would label need at least 49 more audited
-    answers, all right (about 98 answers at the current audit share of 50%); undecided: 520
-    >>> s = LabelSummary(0.05, 0.9, "average", 0, None, 0, 0, 0, 0, -1, 0.5, 520, learning_left=25)
-    >>> print(label_statement({"model": 0, "undecided": 520}, s))  # doctest: +NORMALIZE_WHITESPACE
-    model labels: none yet — winnow first audits 25 more items drawn at random (about 50 answers at
-    the current audit share of 50%), to learn which of the model's labels to put forward; undecided: 520
+    model labels: none yet — half of the served items check the model's labels on 402 items
+    (lot 1, for at most 230 more answers); undecided: 520
+    >>> s = LabelSummary(0.05, 0.9, "confidence", 380, 423, 0.041, 73, 1, 0, 60, 0.5, 97)
+    >>> print(label_statement({"model": 380, "undecided": 97}, s))  # doctest: +NORMALIZE_WHITESPACE
+    model labels: 380 — these and the 43 expert answers on the same items are at most 5% wrong,
+    with 90% confidence (bound now 4.1%, from 73 audited answers, assumed right); undecided: 97
     """
     undecided = counts.get("undecided", 0)
     tail = f"; undecided: {undecided}"
     if counts.get("crowd", 0):
         tail += f"; crowd labels: {counts['crowd']} (single labels left by the votes; their error is not measured)"
-    if summary.promise == "confidence":
-        promise = f"at most {summary.target * 100:g}% wrong, with {summary.confidence * 100:g}% confidence"
-    else:
-        promise = f"at most {summary.target * 100:g}% wrong on average"
-    if summary.model_labels:
+    if summary.stated:
+        answered = summary.stated - summary.model_labels
         now = "" if summary.error_bound is None else f"bound now {summary.error_bound * 100:.1f}%, "
-        said = f"model labels: {summary.model_labels}, {promise} ({now}from {summary.audited} audited answers)"
-    elif summary.audits_off:
-        said = "model labels: none yet"
-    elif summary.audit_share <= 0.0 and summary.lots and summary.audits_left < 0 and summary.open_items:
-        said = "model labels: none — no lot of at least 20 open items the model would label is waiting for audits"
+        with_answers = f" and the {answered} expert answers on the same items" if answered else ""
+        said = (
+            f"model labels: {summary.model_labels} — these{with_answers} are {promise_words(summary)} "
+            f"({now}from {summary.audited} audited answers, assumed right)"
+        )
+        if summary.mixed_promises:
+            said += " (lots frozen under other settings keep theirs)"
     else:
         said = "model labels: none yet"
-    wait = summary.answers_to_wait
-    about = f" (about {wait} answers at the current audit share of {summary.audit_share * 100:g}%)" if wait else ""
-    # audits_left is 0 when the lot being audited is certified already: nothing to wait for.
-    if summary.audits_left > 0 and not summary.audits_off:
-        which = "the first" if summary.lots == 1 else "the next"
+    if summary.audits_off:
+        said += "; audits are off (audit share 0): no more model labels can be stated"
+    elif summary.active_lot_size:
+        share = "half" if summary.audit_share == 0.5 else f"{summary.audit_share * 100:g}%"
+        ends = f", for at most {summary.lot_ends_in} more answers" if summary.lot_ends_in is not None else ""
         said += (
-            f"{' —' if not summary.model_labels else '; '} {which} {summary.active_lot_size} the model would label "
-            f"need at least {summary.audits_left} more audited answers, all right{about}"
-        ).replace(";  ", "; ")
-        if summary.failing is not None:
-            wrong, audited = summary.failing
-            said += (
-                f"; their audits found {wrong} wrong in {audited}, more than half the target, so winnow "
-                "looks in them for a cleaner lot the model is surer of"
-            )
-    elif summary.learning_left > 0 and not summary.audits_off:
-        said += (
-            f" — winnow first audits {summary.learning_left} more items drawn at random{about}, to learn which of "
-            "the model's labels to put forward"
-        )
-    elif summary.audits_off:
-        said += (
-            "; audits are off (audit share 0): no more model labels can be stated"
-            if summary.model_labels
-            else " — audits are off (audit share 0): no model label can be stated"
+            f"{'; ' if summary.stated else ' — '}{share} of the served items check the model's labels on "
+            f"{summary.active_lot_size} items (lot {summary.lots}{ends})"
         )
     elif not summary.open_items:
         said += " — nothing is left open"
+    elif summary.lot_ends_in is not None:
+        said += (
+            f"{'; ' if summary.stated else ' — '}the model is sure of too few open items to check; "
+            f"winnow looks again in {summary.lot_ends_in} answers"
+        )
     return said + tail
 
 
@@ -379,22 +388,23 @@ def statement_metadata(labels: DeliveredLabels) -> dict[str, Any]:
     """The export's metadata (the JSON header object, the Parquet key-value metadata)."""
     s = labels.summary
     return {
-        "target_error": labels.settings.max_error,
-        "promise": labels.settings.promise,
+        "target_error": s.target,
+        "promise": s.promise,
         "promise_meaning": (
-            "at most target_error of the model labels are wrong, with probability statement_confidence, "
-            "whenever the statement is read"
-            if labels.settings.promise == "confidence"
-            else "the expected share of wrong model labels is at most target_error, whenever the statement is read"
+            "at most target_error of the labels of the certified sets (model labels, and expert answers on the "
+            "same items) are wrong, with probability statement_confidence, whenever the statement is read; "
+            "the audited answers are assumed right"
+            if s.promise == "confidence"
+            else "the expected share of wrong labels among the certified sets (model labels, and expert answers "
+            "on the same items) is at most target_error, whenever the statement is read; the audited answers "
+            "are assumed right"
         ),
-        "statement_confidence": labels.settings.confidence if labels.settings.promise == "confidence" else None,
+        "statement_confidence": s.confidence if s.promise == "confidence" else None,
         "audit_share": labels.settings.audit_share,
+        "stated_labels": s.stated,
         "stated_error_bound": s.error_bound,
         "audited_answers": s.audited,
-        "audited_answers_all_lots": s.audits_total,
         "lots": s.lots,
-        "more_audited_answers_needed": s.audits_left if s.audits_left >= 0 else None,
-        "learning_audits_needed": s.learning_left,
         "counts": dict(labels.counts),
         "statement": labels.statement,
         "model_margin_column": "DST-PLL margin bel - max pl when the lot was frozen, model rows only: "

@@ -13,8 +13,9 @@ and small enough to read at once:
 * :mod:`app.service.answers`: which answers a page may still give, and the write of one;
 * :mod:`app.service.item_content` and :mod:`app.service.session_tables`: what a person looks
   at, and the export tables;
-* :mod:`app.service.lots` and :mod:`app.service.audits`: the lots of model labels frozen for
-  certification, which served slots are audits and which lot item each one serves;
+* :mod:`engine.labelling_loop`: the lots of model labels frozen for certification, which
+  served slots are audits and which lot item each one serves, read from the answers alone
+  (:meth:`Workbench.loop`);
 * :mod:`app.service.delivery`: the labelled dataset handed back (a final label per item, its
   source) and what is stated about the model labels' error.
 
@@ -35,13 +36,12 @@ process, for all tabs). Readers never wait for a write:
   presses of one tab are judged one after the other); no reader takes ``lock``;
 * applying new events (``_apply_lock``) holds no write transaction; the explanations, which
   read the ranker's own arrays, and the DST-PLL model take short locks of their own, held
-  while memory is patched, never while the store is written. Freezing a new lot keeps
-  a short lock too.
+  while memory is patched, never while the store is written. Reading the lots
+  (:meth:`Workbench.loop`) writes nothing: they are a function of the answers.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 from collections import OrderedDict
@@ -53,7 +53,7 @@ import numpy as np
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.service import answers, audits, delivery, explanations, lots, session_tables, suspects, working_state
+from app.service import answers, delivery, explanations, session_tables, suspects, working_state
 from app.service.answers import OFFERS, CheckedItem, StaleAnswer
 from app.service.delivery import DeliveredLabels
 from app.service.explanations import AnswerEffect, Neighbour, QueryExplanation, TargetExplanation
@@ -64,10 +64,10 @@ from app.service.ranking_state import RankingState, RankingView
 from app.service.tasks import ProgressCallback, ProgressTracker
 from app.store import (
     ACTION_KEYS,
+    VERDICT_KINDS,
     DerivedState,
     EventRecord,
     IncrementalDerivation,
-    LabelLotRecord,
     LabelSettings,
     SessionConfig,
     SessionState,
@@ -75,18 +75,29 @@ from app.store import (
     audit_secret,
     dataset_has_votes,
     default_hotkeys,
+    derive_state,
     events_after,
     feature_matrix_stored,
-    label_lots,
-    label_settings,
+    label_settings_history,
     lease_holders,
     load_state,
     save_feature_matrix,
     save_item_columns,
-    save_label_lot,
     set_session_hotkeys,
     stored_audit_secret,
     write_transaction,
+)
+from engine.dst import transductive_decisions
+from engine.labelling_loop import (
+    ItemsAt,
+    Loop,
+    LoopSettings,
+    Lot,
+    ServedOrder,
+    VerdictLog,
+    run_loop,
+    served_order,
+    slot_uniforms,
 )
 from engine.ranking import Ranker, ranking_order
 
@@ -175,11 +186,6 @@ class Workbench:
     session_id: int
     #: Read the session's saved working state at open, and save it (:mod:`app.service.working_state`).
     use_snapshot: bool = True
-    #: Freeze a lot whose choice needs the model of the features (once an audited label is
-    #: wrong: :func:`app.service.lots.selection_scores`). A command that only reads (``session
-    #: status``, ``export``) leaves such a lot to the next answer: the model is fitted again in
-    #: every process (about a second at 100k items), and each command is a new process.
-    fits_lot_models: bool = True
     #: How :meth:`open` got the ranking (from the snapshot or scored afresh).
     opened: working_state.OpenedRanking = field(init=False, repr=False)
     #: The targets, their neighbourhoods and the ranker (:mod:`app.service.ranking_state`);
@@ -197,38 +203,35 @@ class Workbench:
     _ranker_lock: threading.Lock = field(init=False, default_factory=threading.Lock, repr=False)
     #: The DST-PLL model is updated in place when read: one reader at a time.
     _model_lock: threading.RLock = field(init=False, default_factory=threading.RLock, repr=False)
-    #: Held while a new lot is frozen and stored.
-    _lots_lock: threading.Lock = field(init=False, default_factory=threading.Lock, repr=False)
+    #: Held while the lots are read from the answers (:meth:`loop`).
+    _loop_lock: threading.Lock = field(init=False, default_factory=threading.Lock, repr=False)
     _model: ModelView = field(init=False, repr=False)
     _content: ContentReader = field(init=False, repr=False)
-    #: The session's label settings and its lots, read again by :meth:`refresh`; both
-    #: replaced whole, never changed in place.
-    _settings: LabelSettings = field(init=False, repr=False)
-    _lots: tuple[LabelLotRecord, ...] = field(init=False, default=(), repr=False)
+    #: Every change of the session's label settings (:func:`app.store.label_settings_history`),
+    #: read again by :meth:`refresh`; replaced whole, never changed in place.
+    _settings_history: tuple[tuple[int, LabelSettings], ...] = field(init=False, default=(), repr=False)
     #: The store's secret (seeds the audit order; never shown) and whether the dataset's
     #: sets were made from crowd votes.
     _secret: bytes = field(init=False, default=b"", repr=False)
     _from_votes: bool = field(init=False, default=False, repr=False)
-    #: The lots' verdicts of one snapshot, lots and settings.
-    _lots_kept: tuple[_Snapshot, tuple[LabelLotRecord, ...], LabelSettings, lots.LotsNow] | None = field(
+    #: The lots read at one snapshot and settings history, and the lots frozen so far (a
+    #: function of the answers: kept so that the model is not run again for them).
+    _loop_kept: tuple[_Snapshot, tuple[tuple[int, LabelSettings], ...], Loop] | None = field(
         init=False, default=None, repr=False
     )
-    #: The order of learning audits (app.service.lots.learning_order), drawn once.
-    _learning_order: np.ndarray = field(init=False, default_factory=lambda: np.zeros(0, dtype=np.int64), repr=False)
-    #: Answered items when a lot was last looked for and none was worth freezing.
-    _freeze_tried_at: int | None = field(init=False, default=None, repr=False)
-    #: The last whole served order: its snapshot, lots and settings, and the order.
-    _served_kept: tuple[_Snapshot, tuple[LabelLotRecord, ...], LabelSettings, audits.ServedOrder] | None = field(
+    _frozen: dict[int, Lot | None] = field(init=False, default_factory=dict, repr=False)
+    #: The last whole served order, with the snapshot and settings history it was made from.
+    _served_kept: tuple[_Snapshot, tuple[tuple[int, LabelSettings], ...], ServedOrder] | None = field(
         init=False, default=None, repr=False
     )
     #: Items drawn as the first of the queue -> the largest event id the queue was made from
     #: the last time (oldest first, at most :data:`SERVED_REMEMBERED`), and its lock.
     _served_heads: OrderedDict[int, int] = field(init=False, default_factory=OrderedDict, repr=False)
     _heads_lock: threading.Lock = field(init=False, default_factory=threading.Lock, repr=False)
-    #: The last :meth:`labels`, with the number of events and draws it was computed from.
-    _labels: tuple[int, int, LabelSettings, DeliveredLabels] | None = field(init=False, default=None, repr=False)
+    #: The last :meth:`labels`, with the snapshot's event count and settings history it was made from.
+    _labels: tuple[int, object, DeliveredLabels] | None = field(init=False, default=None, repr=False)
     #: The last label decision and its statement, with the same key.
-    _decision: tuple[int, int, LabelSettings, delivery.LabelDecision, LabelStatement] | None = field(
+    _decision: tuple[int, object, delivery.LabelDecision, LabelStatement] | None = field(
         init=False, default=None, repr=False
     )
 
@@ -240,7 +243,6 @@ class Workbench:
         *,
         progress: ProgressCallback | None = None,
         use_snapshot: bool = True,
-        fits_lot_models: bool = True,
     ) -> Workbench:
         """Read session ``session_id``, load (or build once) its neighbour graph, rank its items.
 
@@ -248,9 +250,9 @@ class Workbench:
         ``hash``, then ``index``/``search``/``save`` when the graph is built, and ``score``.
         The ranking starts from the session's saved working state when it matches, brought up
         to date with the event log (:mod:`app.service.working_state`); ``use_snapshot=False``
-        scores afresh and saves nothing. ``fits_lot_models=False``: see the attribute.
+        scores afresh and saves nothing.
         """
-        bench = cls(session_factory, session_id, use_snapshot, fits_lot_models)
+        bench = cls(session_factory, session_id, use_snapshot)
         bench._build(ProgressTracker(progress))
         return bench
 
@@ -332,18 +334,14 @@ class Workbench:
         with self.session_factory() as s:
             loaded = load_state(s, self.session_id, derive=derive)
             blocks_missing = not feature_matrix_stored(s, loaded.config.dataset_id)
-            self._settings = label_settings(s, self.session_id)
-            self._lots = tuple(label_lots(s, self.session_id))
+            self._settings_history = tuple(label_settings_history(s, self.session_id))
             self._from_votes = dataset_has_votes(s, loaded.config.dataset_id)
             secret = stored_audit_secret(s)
         if loaded.item_columns_token is None and loaded.n_instances:
             # Read from the rows this time: keep them in one piece for the next open.
             loaded = replace(loaded, item_columns_token=_saved_item_columns(self.session_factory, loaded))
-        # The audit key is made once per store, by the first session that needs it.
+        # The audit key is made with the store (migration 0021); a store that lost it gets one.
         self._secret = secret if secret is not None else write_transaction(self.session_factory, audit_secret)
-        self._learning_order = lots.learning_order(
-            self._secret, self.session_id, np.asarray(loaded.original_candidates).sum(axis=1) >= 2
-        )
         cfg = loaded.config
         n = loaded.n_instances
         if blocks_missing and n:
@@ -407,7 +405,7 @@ class Workbench:
 
     def refresh(self) -> np.ndarray:
         """Catch up with events other tabs or processes recorded, and re-read the session's
-        label settings and lots.
+        label settings.
 
         Reads only the events after the last one seen (and a short window below it:
         :data:`REREAD_WINDOW`), re-derives only their items and re-scores only the targets
@@ -415,13 +413,7 @@ class Workbench:
         Returns the positions whose candidate sets changed.
         """
         with self.session_factory() as s:
-            settings = label_settings(s, self.session_id)
-            stored = tuple(label_lots(s, self.session_id))
-        self._settings = settings
-        with self._lots_lock:
-            # Lots are only ever added: keep the longer list (one frozen here after the read).
-            if len(stored) >= len(self._lots):
-                self._lots = stored
+            self._settings_history = tuple(label_settings_history(s, self.session_id))
         return self._catch_up()
 
     def _catch_up(self) -> np.ndarray:
@@ -475,110 +467,117 @@ class Workbench:
         return suspects.suspects_to_serve(suspects.session_suspects(self.graph, snap.state), snap.state)
 
     def _ranked(self, snap: _Snapshot, top: int | None = None) -> np.ndarray:
+        # Open items by score; then the items of lots (delivered, or served by the audit
+        # slots); then the skipped ones in the order they were skipped, whatever they are, so
+        # that where a skipped item comes back says nothing about it.
+        st = snap.state
         asked = self._suspects_to_serve(snap)
-        # Enough ranked items for the first ``top`` slots whichever suspects they hold.
-        depth = None if top is None else top + asked.size
-        now = self._lots_for(snap)
-        # Items of a lot (audited or delivered) wait with the skipped ones, and come in their
-        # lots' audit order, the active lot's first (app.service.lots.lot_last_order).
-        in_lots = now.in_lots(snap.state.n_instances)
-        deferred = np.asarray(snap.state.skipped) | in_lots
-        ranked = snap.ranking.queue(snap.state.open_items, deferred, top=None if in_lots.any() else depth)
-        ranked = lots.lot_last_order(ranked, in_lots, lots.lot_items_in_audit_order(now))
-        served = suspects.interleave_suspects(ranked, asked, deferred=deferred)
+        in_lots = self.loop_at(snap).in_lots(st.n_instances)
+        skipped = np.asarray(st.skipped)
+        open_items = np.asarray(st.open_items)
+        nothing = np.zeros(st.n_instances, dtype=bool)
+        first = snap.ranking.queue(open_items & ~in_lots & ~skipped, nothing)
+        later = snap.ranking.queue(open_items & in_lots & ~skipped, nothing)
+        ranked = np.concatenate([first, later, self._skipped_in_order(st)])
+        served = suspects.interleave_suspects(ranked, asked, deferred=skipped | in_lots)
         return served if top is None else served[:top]
 
+    def _skipped_in_order(self, st: SessionState) -> np.ndarray:
+        """The open items skipped now, in the order of their skips (oldest first)."""
+        skipped = np.flatnonzero(np.asarray(st.skipped) & np.asarray(st.open_items))
+        when = [max(e.id for e in self._log.item_events(p) if e.kind == "skip") for p in skipped.tolist()]
+        return skipped[np.argsort(when, kind="stable")] if skipped.size else skipped
+
     def is_audit(self, position: int) -> bool:
-        """Whether the item at ``position`` belongs to a lot's audited prefix or is waiting in the
-        active lot's audit queue (for tests: nothing shows it)."""
-        now = self._lots_for(self._snapshot)
-        for lot, verdict in zip(now.lots, now.verdicts, strict=True):
-            if int(position) in set(lot.positions[: verdict.audited].tolist()):
-                return True
-        return int(position) in set(lots.audit_queue(now).tolist())
+        """Whether the item at ``position`` belongs to the lot being audited (for tests:
+        nothing shows it)."""
+        active = self.loop().active
+        return active is not None and int(position) in set(active.lot.items.tolist())
 
     @property
     def label_settings(self) -> LabelSettings:
-        """The session's target error, confidence and audit share (as last read)."""
-        return self._settings
+        """The session's settings in force: target error, promise, confidence, audit share."""
+        history = self._settings_history
+        return history[-1][1] if history else LabelSettings()
 
-    def _served(self, snap: _Snapshot, top: int | None) -> audits.ServedOrder:
-        # The whole served order is kept per snapshot (and lots and settings): team mode
-        # reserves from it on every page run, and it changes only when the state does.
-        # The whole order is made even for a ``top``: the ranked list under it is whole
-        # anyway, and a page run asks for the first item more than once.
-        now = self._lots_for(snap)
+    def _served(self, snap: _Snapshot, top: int | None) -> ServedOrder:
+        # The whole served order is kept per snapshot (and settings): team mode reserves from
+        # it on every page run, and it changes only when the state does.
         kept = self._served_kept
-        if kept is not None and kept[0] is snap and kept[1] is self._lots and kept[2] == self._settings:
-            order = kept[3]
+        history = self._settings_history
+        if kept is not None and kept[0] is snap and kept[1] is history:
+            order = kept[2]
         else:
             st = snap.state
             secret, session_id = self._secret, self.session_id
-            order = audits.served_order(
+            order = served_order(
                 self._ranked(snap),
-                lots.audit_queue(now),
-                base=audits.served_base(st.answered, st.skipped),
-                audit_share=now.audit_share(self._settings),
-                uniforms=lambda n: lots.slot_uniforms(secret, session_id, n),
+                self.loop_at(snap).audit_queue(st.answered, st.skipped),
+                base=int(np.asarray(st.answered).sum() + np.asarray(st.skipped).sum()),
+                audit_share=self.label_settings.audit_share,
+                uniforms=lambda n: slot_uniforms(secret, session_id, n),
             )
-            self._served_kept = (snap, self._lots, self._settings, order)
+            self._served_kept = (snap, history, order)
         if top is not None:
-            order = audits.ServedOrder(order.positions[:top], order.audit[:top])
+            order = ServedOrder(order.positions[:top], order.audit[:top])
         if order.positions.size:
             self._remember_served(int(order.positions[0]), snap.last_event_id)
         return order
 
-    def _lots_for(self, snap: _Snapshot) -> lots.LotsNow:
-        """The lots' verdicts at ``snap``; freezes the next lot first when one is due."""
-        kept = self._lots_kept
-        if kept is not None and kept[0] is snap and kept[1] is self._lots and kept[2] == self._settings:
-            return kept[3]
-        with self._lots_lock:
-            items = lots.ItemStatus.of(snap.state)
-            now = lots.lots_now(list(self._lots), items, self._settings, learning=self._learning_order)
-            n_answered = int(items.answered.sum())
-            tried = self._freeze_tried_at
-            if (
-                now.new_lot_due
-                and self._settings.audit_share > 0.0
-                and snap.state.n_instances
-                and (tried is None or n_answered >= tried + lots.FREEZE_RETRY_ANSWERS or n_answered < tried)
-            ):
-                st = snap.state
-                with self._model_lock:
-                    model_labels, model_margins = self._model.decisions(lambda: st.X, st.candidates, self.config.k)
-                    scores = lots.selection_scores(
-                        lambda: st.X,
-                        np.asarray(st.original_candidates),
-                        items.candidates,
-                        self.graph.idx,
-                        now.audited_positions(),
-                        model_labels,
-                        model_margins,
-                        with_features=self.fits_lot_models,
-                    )
-                    fresh = lots.freeze_lot(
-                        now,
-                        items,
-                        model_labels,
-                        model_margins,
-                        self._settings,
-                        scores=scores,
-                        secret=self._secret,
-                        session_id=self.session_id,
-                        last_event_id=snap.last_event_id,
-                    )
-                self._freeze_tried_at = None if fresh is not None else n_answered
-                if fresh is not None:
-                    # Another process may have frozen this lot first: its lot stands.
-                    stored = write_transaction(
-                        self.session_factory,
-                        functools.partial(save_label_lot, session_id=self.session_id, lot=fresh),
-                    )
-                    self._lots = tuple(stored)
-                    now = lots.lots_now(list(self._lots), items, self._settings, learning=self._learning_order)
-            self._lots_kept = (snap, self._lots, self._settings, now)
-            return now
+    def loop(self) -> Loop:
+        """The session's lots of model labels and what their audits say
+        (:func:`engine.labelling_loop.run_loop`), from the answers seen so far. Writes nothing."""
+        return self.loop_at(self._snapshot)
+
+    def loop_at(self, snap: _Snapshot) -> Loop:
+        kept = self._loop_kept
+        history = self._settings_history
+        if kept is not None and kept[0] is snap and kept[1] is history:
+            return kept[2]
+        with self._loop_lock:
+            events = self._log.events()
+            # The events of this snapshot only (the log may have moved on since it was taken).
+            events = [e for e in events if e.id <= snap.last_event_id]
+            verdicts = [e for e in events if e.kind in VERDICT_KINDS]
+            log = VerdictLog(
+                np.asarray([e.position for e in verdicts], dtype=np.int64),
+                np.asarray([-1 if e.kind == "none_of_these" else int(e.label or 0) for e in verdicts], dtype=np.int64),
+            )
+            original = np.asarray(snap.state.original_candidates)
+
+            def items_at(v: int) -> ItemsAt:
+                # The events before the (v+1)-th verdict: what the session was when it had v.
+                cut = verdicts[v].id if v < len(verdicts) else None
+                derived = derive_state([e for e in events if cut is None or e.id < cut], original)
+                return ItemsAt(derived.candidates, derived.answered)
+
+            def settings_at(v: int) -> LoopSettings:
+                # The settings recorded before the first verdict that could audit a lot frozen at v.
+                cut = verdicts[v].id if v < len(verdicts) else None
+                chosen = LabelSettings()
+                for after_event_id, settings in history:
+                    if cut is None or after_event_id < cut:
+                        chosen = settings
+                return LoopSettings(chosen.max_error, chosen.confidence, chosen.promise, chosen.audit_share)
+
+            loop = run_loop(
+                log,
+                n_items=snap.state.n_instances,
+                items_at=items_at,
+                model=self._model_decisions,
+                settings_at=settings_at,
+                key=self._secret,
+                session=self.session_id,
+                known=self._frozen,
+            )
+            self._frozen = dict(loop.frozen)
+            self._loop_kept = (snap, history, loop)
+            return loop
+
+    def _model_decisions(self, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """DST-PLL's label and margin of every item given ``candidates`` (what a lot freezes)."""
+        labels, _, margins = transductive_decisions(candidates, self.graph.idx, random_state=0)
+        return labels, margins
 
     def _remember_served(self, position: int, last_event_id: int) -> None:
         """Remember that the first of the queue, made from the events up to ``last_event_id``,
@@ -651,14 +650,9 @@ class Workbench:
     def lot_audits_served(self) -> bool:
         """Whether the served order holds audits of a lot now: items the model is sure of, which
         would stand out by why they were chosen (the targets an answer moves, what each answer
-        would change), so :meth:`explain` says none of it. Learning audits (no lot being
-        audited) only choose the next lot's threshold and certify nothing: the explanation
-        stays while they are served, as it is what most sessions show most of the time."""
-        # From the lots alone: a lot being audited, items of it waiting and a positive share put
-        # audits among the served slots. Building the whole served order to look would cost a
-        # full ranking per answer on a large session.
-        now = self._lots_for(self._snapshot)
-        return now.active is not None and now.audit_share(self._settings) > 0 and lots.audit_queue(now).size > 0
+        would change), so :meth:`explain` says none of it, for every item alike."""
+        st = self._snapshot.state
+        return self.label_settings.audit_share > 0 and self.loop().audit_queue(st.answered, st.skipped).size > 0
 
     def explain(self, position: int, *, while_auditing: bool = False) -> QueryExplanation:
         """Why ``position`` is worth asking: the targets it can change, one of them in detail
@@ -704,17 +698,17 @@ class Workbench:
             queue = self._model.rejects(st.X, st.candidates, listed, k)
             if k != self.config.k:
                 return queue
-            kept = self._decided(st)[3].model_kept
+            kept = self._decided(self._snapshot)[2].model_kept
             auditing = self.items_being_audited()
             return replace(queue, accepted=kept[queue.positions], guess_hidden=auditing[queue.positions])
 
     def items_being_audited(self) -> np.ndarray:
         """The items of the lot being audited (bool array of shape (n_instances,)): any of them
         may be an audit, so no page shows the model's guess for them."""
-        now = self._lots_for(self._snapshot)
+        active = self.loop().active
         auditing = np.zeros(self._snapshot.state.n_instances, dtype=bool)
-        if now.active is not None:
-            auditing[now.lots[now.active].positions] = True
+        if active is not None:
+            auditing[active.lot.items] = True
         return auditing
 
     def dst_view(self, positions: np.ndarray | list[int]) -> RejectQueue:
@@ -908,7 +902,7 @@ class Workbench:
         (only the items an answer touches); the result is kept until the next event, draw or
         settings change.
         """
-        return self._labels_for(self.state)
+        return self._labels_for(self._snapshot)
 
     def label_statement(self) -> LabelStatement:
         """What :meth:`labels` states, without its table: the items per label source, the
@@ -918,41 +912,37 @@ class Workbench:
         next event, draw or settings change); the table, which reads every item's content
         reference, is only made by :meth:`labels`.
         """
-        return self._decided(self.state)[4]
+        return self._decided(self._snapshot)[3]
 
-    def _decided(self, st: SessionState) -> tuple[int, int, LabelSettings, delivery.LabelDecision, LabelStatement]:
-        """The label decision of ``st`` and its statement, after the key they were made for
-        (events, lots, settings)."""
-        snap = self._snapshot
-        now = (
-            self._lots_for(snap)
-            if snap.state is st
-            else lots.lots_now(list(self._lots), lots.ItemStatus.of(st), self._settings, learning=self._learning_order)
-        )
+    def _decided(self, snap: _Snapshot) -> tuple[int, object, delivery.LabelDecision, LabelStatement]:
+        """The label decision of ``snap`` and its statement, with the key they were made for
+        (the number of events and the settings history)."""
+        st = snap.state
+        loop = self.loop_at(snap)
+        history = self._settings_history
         with self._model_lock:
-            key = (st.n_events, len(self._lots), self._settings)
-            if self._decision is not None and self._decision[:3] == key:
+            key = (st.n_events, history)
+            if self._decision is not None and self._decision[:2] == key:
                 return self._decision
-            decision = delivery.decide_labels(st, now, self._settings, from_votes=self._from_votes)
+            settings = self.label_settings
+            decision = delivery.decide_labels(st, loop, settings, from_votes=self._from_votes)
             counts = decision.counts()
             stated = LabelStatement(
                 counts=counts,
                 summary=decision.summary,
-                settings=self._settings,
+                settings=settings,
                 statement=delivery.label_statement(counts, decision.summary),
             )
             self._decision = (*key, decision, stated)
             return self._decision
 
-    def _labels_for(self, st: SessionState) -> DeliveredLabels:
-        # The table is made from the decision it is cached with (same key), whatever lots
-        # another thread froze meanwhile; the decision is taken before the model's lock, as
-        # _lots_for takes the lots' lock first.
-        n_events, n_lots, settings, decision, stated = self._decided(st)
-        key = (n_events, n_lots, settings)
+    def _labels_for(self, snap: _Snapshot) -> DeliveredLabels:
+        # The table is made from the decision it is cached with (same key).
+        st = snap.state
+        n_events, history, decision, stated = self._decided(snap)
         with self._model_lock:
-            if self._labels is not None and self._labels[:3] == key:
-                return self._labels[3]
+            if self._labels is not None and self._labels[:2] == (n_events, history):
+                return self._labels[2]
             base = session_tables.labelled_table(st, self._content.export_content())
             labels = DeliveredLabels(
                 table=delivery.delivered_table(base, decision, self.label_names),
@@ -962,5 +952,5 @@ class Workbench:
                 statement=stated.statement,
             )
             labels.table.attrs["metadata"] = delivery.statement_metadata(labels)
-            self._labels = (*key, labels)
+            self._labels = (n_events, history, labels)
             return labels

@@ -107,12 +107,10 @@ from app.store.hotkeys import (
 )
 from app.store.item_columns import find_graph_key, save_graph_key, save_item_columns
 from app.store.labels import (
-    LabelLotRecord,
     LabelSettings,
     audit_secret,
-    label_lots,
     label_settings,
-    save_label_lot,
+    label_settings_history,
     set_label_settings,
     stored_audit_secret,
 )
@@ -337,13 +335,11 @@ __all__ = [
     "lease_holders",
     "next_item",
     "release_lease",
-    # label settings and audit draws
+    # label settings and the audit key
     "LabelSettings",
     "label_settings",
+    "label_settings_history",
     "set_label_settings",
-    "LabelLotRecord",
-    "label_lots",
-    "save_label_lot",
     "audit_secret",
     "stored_audit_secret",
     # feature matrices in blocks

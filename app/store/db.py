@@ -47,6 +47,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, Operati
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.store.errors import InvalidRecord, StoreBusy, StoreUnavailable
+from app.store.labels import audit_secret
 
 __all__ = [
     "DEFAULT_SQLITE_SYNCHRONOUS",
@@ -612,6 +613,9 @@ def open_store(path_or_url: str | os.PathLike[str], *, create: bool = True) -> s
             # stop other commands from opening it.
             if check_store(url, create=create, engine=engine) != head_revision():
                 upgrade_database(url, engine=engine)
+                # The audit key is made with the store (or at its upgrade), never by a reader.
+                with Session(bind=engine) as s, s.begin():
+                    audit_secret(s)
         except DBAPIError as exc:
             if is_locked_error(exc):
                 busy = store_busy(engine)

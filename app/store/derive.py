@@ -609,6 +609,10 @@ class IncrementalDerivation:
         """How many distinct events were added."""
         return len(self._by_id)
 
+    def events(self) -> list[EventRecord]:
+        """Every event added so far, oldest (lowest id) first."""
+        return sorted(self._by_id.values(), key=lambda e: e.id)
+
     def item_events(self, position: int) -> tuple[EventRecord, ...]:
         """Every event about the item at ``position`` added so far, oldest (lowest id) first."""
         return self._items.get(int(position), ())

@@ -1,12 +1,11 @@
-"""A session's label settings (the error the user accepts in model labels), its lots, and the store's secret.
+"""A session's label settings (the error the user accepts in model labels) and the store's secret.
 
-* :class:`LabelSettings` — the largest error accepted in model labels, the confidence with
-  which it must hold, and the share of served items that are audits; read with
-  :func:`label_settings` (the defaults when the session never set them), written with
-  :func:`set_label_settings` (admins only, recorded in the audit log with what changed).
-* Lots — the frozen lots of model labels (:mod:`app.service.lots` decides when one is made
-  and what it holds); :func:`label_lots` reads them, :func:`save_label_lot` stores a new one,
-  once: a lot another process froze first stands.
+* :class:`LabelSettings` — the largest error accepted in model labels, the promise and the
+  confidence with which it must hold, and the share of served items that are audits; read
+  with :func:`label_settings` (the defaults when the session never set them), written with
+  :func:`set_label_settings` (admins only, recorded in the audit log with what changed). Each
+  change is a new row, never updated: :func:`label_settings_history` gives them all, so that a
+  lot of model labels keeps the settings it was frozen with (:mod:`engine.labelling_loop`).
 * :func:`audit_secret` — the store's random key that seeds the audit order.
 
 Writes run inside a SAVEPOINT of the caller's session; the caller owns the transaction.
@@ -20,24 +19,21 @@ from dataclasses import dataclass
 from numbers import Real
 from typing import Any
 
-import numpy as np
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.store.errors import InvalidRecord
-from app.store.models import Instance, LabelLot, SessionLabelSettings, StoreSecret, utcnow
+from app.store.models import AnswerEvent, LabelSettingsChange, StoreSecret
 from app.store.policies import authorize_session
 from app.store.records import get_labelling_session
 from app.store.users import record_audit
 
 __all__ = [
     "LabelSettings",
-    "LabelLotRecord",
     "label_settings",
+    "label_settings_history",
     "set_label_settings",
-    "label_lots",
-    "save_label_lot",
     "audit_secret",
     "stored_audit_secret",
 ]
@@ -63,12 +59,11 @@ class LabelSettings:
     confidence : float, default=0.90
         Probability with which the stated error must hold, ``0.5 <= confidence < 1``.
     promise : {"confidence", "average"}, default="confidence"
-        What a stated error means (:data:`engine.lots.PROMISES`): "at most ``max_error`` wrong,
+        What a stated error means (:data:`engine.promises.PROMISES`): "at most ``max_error`` wrong,
         with ``confidence``" or "at most ``max_error`` wrong on average" (``confidence`` unused).
-    audit_share : float, default=0.05
-        Share of the served items that are audits once a first lot is certified,
-        ``0 <= audit_share <= 0.5`` (0: no audits, so no model label is ever stated). Until
-        then :data:`app.service.lots.FIRST_STATEMENT_AUDIT_SHARE` of them are, at least.
+    audit_share : float, default=0.5
+        Share of the served items that are audits while a lot of model labels is being
+        checked, ``0 <= audit_share <= 0.5`` (0: no audits, so no model label is ever stated).
 
     Raises
     ------
@@ -80,7 +75,7 @@ class LabelSettings:
 
     max_error: float = 0.05
     confidence: float = 0.90
-    audit_share: float = 0.05
+    audit_share: float = 0.5
     promise: str = "confidence"
 
     def __post_init__(self) -> None:
@@ -93,9 +88,9 @@ class LabelSettings:
             raise InvalidRecord(f"confidence must be >= 0.5 and < 1 (e.g. 0.9), got {confidence!r}")
         if not 0.0 <= audit_share <= 0.5:
             raise InvalidRecord(f"audit_share must be >= 0 and <= 0.5 (e.g. 0.05), got {audit_share!r}")
-        # Imported here: engine.lots loads scipy.special (about 0.2 s), which the commands that
-        # never read label settings (``winnow answer``, ``import``) need not pay for.
-        from engine.lots import PROMISES
+        # Imported here: the engine's package loads lazily, and the commands that never read
+        # label settings (``winnow answer``, ``import``) need not pay for it.
+        from engine.promises import PROMISES
 
         if self.promise not in PROMISES:
             raise InvalidRecord(f"promise must be one of {', '.join(PROMISES)}; got {self.promise!r}")
@@ -105,15 +100,30 @@ class LabelSettings:
         object.__setattr__(self, "audit_share", audit_share)
 
 
-def label_settings(session: Session, session_id: int) -> LabelSettings:
-    """The session's label settings (the defaults of :class:`LabelSettings` when never set)."""
+def label_settings_history(session: Session, session_id: int) -> list[tuple[int, LabelSettings]]:
+    """Every change of the session's label settings, first first: the largest event id of the
+    store when it was made, and the settings from then on (empty: the defaults throughout)."""
     labelling = get_labelling_session(session, session_id)
-    row = session.get(SessionLabelSettings, labelling.id)
-    if row is None:
-        return LabelSettings()
-    return LabelSettings(
-        max_error=row.max_error, confidence=row.confidence, audit_share=row.audit_share, promise=row.promise
+    rows = session.scalars(
+        select(LabelSettingsChange)
+        .where(LabelSettingsChange.session_id == labelling.id)
+        .order_by(LabelSettingsChange.id)
     )
+    return [
+        (
+            row.after_event_id,
+            LabelSettings(
+                max_error=row.max_error, confidence=row.confidence, audit_share=row.audit_share, promise=row.promise
+            ),
+        )
+        for row in rows
+    ]
+
+
+def label_settings(session: Session, session_id: int) -> LabelSettings:
+    """The session's label settings in force (the defaults of :class:`LabelSettings` when never set)."""
+    history = label_settings_history(session, session_id)
+    return history[-1][1] if history else LabelSettings()
 
 
 def _describe_change(before: LabelSettings, after: LabelSettings) -> str:
@@ -164,20 +174,17 @@ def set_label_settings(
     authorize_session(session, actor, "change_settings", labelling, what="session label settings")
     before = label_settings(session, labelling.id)
     with session.begin_nested():
-        row = session.get(SessionLabelSettings, labelling.id)
-        if row is None:
-            session.add(
-                SessionLabelSettings(
-                    session_id=labelling.id,
-                    max_error=settings.max_error,
-                    confidence=settings.confidence,
-                    audit_share=settings.audit_share,
-                    promise=settings.promise,
-                )
+        last_event = session.scalar(select(func.max(AnswerEvent.id)))
+        session.add(
+            LabelSettingsChange(
+                session_id=labelling.id,
+                after_event_id=int(last_event or 0),
+                max_error=settings.max_error,
+                confidence=settings.confidence,
+                audit_share=settings.audit_share,
+                promise=settings.promise,
             )
-        else:
-            row.max_error, row.confidence = settings.max_error, settings.confidence
-            row.audit_share, row.promise = settings.audit_share, settings.promise
+        )
         record_audit(
             session,
             "label_settings_changed",
@@ -188,107 +195,6 @@ def set_label_settings(
         )
         session.flush()
     return settings
-
-
-@dataclass(frozen=True, eq=False)
-class LabelLotRecord:
-    """A frozen lot of model labels (:class:`app.store.models.LabelLot`), as arrays.
-
-    Attributes
-    ----------
-    number : int
-        1 for the session's first lot, then 2, 3, ...
-    positions : int array of shape (lot_size,)
-        Dataset positions of the lot's items, in audit order.
-    labels : int array of shape (lot_size,)
-        The frozen model label of each.
-    margins : float array of shape (lot_size,)
-        Their accept scores when the lot was frozen.
-    alpha, target, threshold : float
-        The lot's miscoverage, the target its prior was set for, and the score that let items in.
-    after_event_id : int
-        The largest event id the labels were computed from.
-    """
-
-    number: int
-    positions: np.ndarray
-    labels: np.ndarray
-    margins: np.ndarray
-    alpha: float
-    target: float
-    threshold: float
-    after_event_id: int
-
-
-def label_lots(session: Session, session_id: int) -> list[LabelLotRecord]:
-    """The session's lots, first first."""
-    labelling = get_labelling_session(session, session_id)
-    rows = session.scalars(select(LabelLot).where(LabelLot.session_id == labelling.id).order_by(LabelLot.number))
-    return [
-        LabelLotRecord(
-            number=row.number,
-            positions=np.frombuffer(row.positions, dtype="<i8").astype(np.int64),
-            labels=np.frombuffer(row.labels, dtype="<i4").astype(np.int64),
-            margins=np.frombuffer(row.margins, dtype="<f8").astype(np.float64),
-            alpha=row.alpha,
-            target=row.target,
-            threshold=row.threshold,
-            after_event_id=row.after_event_id,
-        )
-        for row in rows
-    ]
-
-
-def save_label_lot(session: Session, session_id: int, lot: LabelLotRecord) -> list[LabelLotRecord]:
-    """Store a new lot (its number must be the next one); returns every lot of the session.
-
-    When another process froze lot ``lot.number`` first, nothing is stored and its lot is
-    returned among the others: a lot is written once and never changed.
-
-    Raises
-    ------
-    InvalidRecord
-        The arrays differ in length, a position is outside the dataset or repeated, or the
-        number skips one.
-    """
-    labelling = get_labelling_session(session, session_id)
-    positions = np.asarray(lot.positions, dtype=np.int64)
-    size = positions.size
-    if np.asarray(lot.labels).shape != (size,) or np.asarray(lot.margins).shape != (size,):
-        raise InvalidRecord(f"a lot's labels and margins must have one value per item ({size})")
-    n_items = session.scalar(
-        select(func.count()).select_from(Instance).where(Instance.dataset_id == labelling.dataset_id)
-    )
-    if size and (positions.min() < 0 or positions.max() >= int(n_items or 0) or np.unique(positions).size != size):
-        raise InvalidRecord(f"a lot's positions must be distinct items of session {labelling.name!r}'s dataset")
-    existing = label_lots(session, labelling.id)
-    if lot.number != len(existing) + 1:
-        return existing
-    try:
-        with session.begin_nested():
-            session.add(
-                LabelLot(
-                    session_id=labelling.id,
-                    number=lot.number,
-                    after_event_id=int(lot.after_event_id),
-                    alpha=float(lot.alpha),
-                    target=float(lot.target),
-                    threshold=float(lot.threshold),
-                    positions=positions.astype("<i8").tobytes(),
-                    labels=np.asarray(lot.labels).astype("<i4").tobytes(),
-                    margins=np.asarray(lot.margins, dtype=np.float64).astype("<f8").tobytes(),
-                    created_at=utcnow(),
-                )
-            )
-            session.flush()
-    except IntegrityError:
-        # Another process froze this lot since the read above: its lot stands. Any other
-        # violation is a fault of this write, and is raised.
-        stored = label_lots(session, labelling.id)
-        if len(stored) < lot.number:
-            raise
-        return stored
-    return label_lots(session, labelling.id)
 
 
 #: The ``store_secrets`` row whose key seeds the audit order.

@@ -74,8 +74,7 @@ __all__ = [
     "User",
     "SessionAssignment",
     "SessionTeamSettings",
-    "SessionLabelSettings",
-    "LabelLot",
+    "LabelSettingsChange",
     "AuditEvent",
     "ItemLease",
     "LeaseCursor",
@@ -504,69 +503,39 @@ class SessionTeamSettings(Base):
     __table_args__ = (CheckConstraint("overlap >= 1", name="overlap_positive"),)
 
 
-class SessionLabelSettings(Base):
-    """A labelling session's label settings (no row: the defaults of
-    :class:`app.store.labels.LabelSettings`).
+class LabelSettingsChange(Base):
+    """A labelling session's label settings from the moment they were set: one row per change,
+    never updated (no row: the defaults of :class:`app.store.labels.LabelSettings`).
 
-    Beside ``labelling_sessions`` for the reason :class:`SessionTeamSettings` is. The bounds
-    are those :class:`~app.store.labels.LabelSettings` checks, kept by CHECK constraints too.
+    The settings in force are the latest row. A lot of model labels is frozen under the
+    settings of the latest row recorded before the first verdict that could test it
+    (:mod:`engine.labelling_loop`): ``after_event_id`` is the largest event id when the change
+    was made, so a change applies to the lots frozen after it and never to one already tested.
+    The bounds are those :class:`~app.store.labels.LabelSettings` checks, kept by CHECK
+    constraints too.
     """
 
-    __tablename__ = "session_label_settings"
+    __tablename__ = "label_settings_changes"
 
-    session_id: Mapped[int] = mapped_column(ForeignKey("labelling_sessions.id"), primary_key=True)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    session_id: Mapped[int] = mapped_column(ForeignKey("labelling_sessions.id"), index=True)
+    #: The largest event id of the store when the change was made.
+    after_event_id: Mapped[int] = mapped_column(Integer)
     #: Largest error accepted in model labels (a rate strictly between 0 and 0.5).
     max_error: Mapped[float] = mapped_column(Float)
     #: Probability with which the stated error must hold, in [0.5, 1).
     confidence: Mapped[float] = mapped_column(Float)
     #: Share of the served items that are audits, in [0, 0.5].
     audit_share: Mapped[float] = mapped_column(Float)
-    #: What a stated error means: "confidence" or "average" (engine.lots.PROMISES).
-    promise: Mapped[str] = mapped_column(String(20), default="confidence", server_default="confidence")
+    #: What a stated error means: "confidence" or "average" (engine.promises.PROMISES).
+    promise: Mapped[str] = mapped_column(String(20))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
     __table_args__ = (
         CheckConstraint("max_error > 0 AND max_error < 0.5", name="max_error_range"),
         CheckConstraint("confidence >= 0.5 AND confidence < 1", name="confidence_range"),
         CheckConstraint("audit_share >= 0 AND audit_share <= 0.5", name="audit_share_range"),
         CheckConstraint("promise IN ('confidence', 'average')", name="promise_known"),
-    )
-
-
-class LabelLot(Base):
-    """A lot of model labels, frozen once: the items, the label each gets and the order in which
-    they are audited (:mod:`engine.lots`, :mod:`app.service.lots`).
-
-    Written once, never changed: a statement is about exactly these labels. The arrays are
-    little-endian bytes of one value per item, in audit order.
-    """
-
-    __tablename__ = "label_lots"
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    session_id: Mapped[int] = mapped_column(ForeignKey("labelling_sessions.id"))
-    #: 1 for the session's first lot, then 2, 3, ...
-    number: Mapped[int] = mapped_column(Integer)
-    #: The largest event id the frozen labels were computed from.
-    after_event_id: Mapped[int] = mapped_column(Integer)
-    #: This lot's share of the miscoverage (``engine.lots.lot_alpha``).
-    alpha: Mapped[float] = mapped_column(Float)
-    #: The target error the lot's prior was set for (fixed before its first audit).
-    target: Mapped[float] = mapped_column(Float)
-    #: Items whose accept score (DST-PLL margin) reached this entered the lot.
-    threshold: Mapped[float] = mapped_column(Float)
-    #: int64 dataset positions, in audit order.
-    positions: Mapped[bytes] = mapped_column(LargeBinary)
-    #: int32 frozen model labels.
-    labels: Mapped[bytes] = mapped_column(LargeBinary)
-    #: float64 accept scores at freezing (to learn the next lot's threshold).
-    margins: Mapped[bytes] = mapped_column(LargeBinary)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
-
-    __table_args__ = (
-        UniqueConstraint("session_id", "number"),
-        CheckConstraint("number >= 1", name="number_positive"),
-        CheckConstraint("alpha > 0 AND alpha < 1", name="alpha_range"),
-        CheckConstraint("target > 0 AND target < 1", name="target_range"),
     )
 
 

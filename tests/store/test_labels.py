@@ -1,6 +1,6 @@
-"""A session's label settings and label lots in the store (issues 20 and 28), on SQLite and
-PostgreSQL: defaults, checks, admins only and audited; lots stored once per number and never
-changed; the store's audit key made once; 0017 replaces audit_draws with label_lots."""
+"""A session's label settings in the store (issues 20, 28 and 42), on SQLite and PostgreSQL:
+defaults, checks, admins only and audited; every change a row never rewritten; the store's audit
+key made once, with the store; 0021 keeps the settings as changes and drops the stored lots."""
 
 from __future__ import annotations
 
@@ -13,31 +13,31 @@ from sqlalchemy.exc import DatabaseError, IntegrityError
 
 from app.store import (
     InvalidRecord,
-    LabelLotRecord,
     LabelSettings,
     PermissionDenied,
     add_user,
     assign_users,
     audit_log,
     audit_secret,
+    close_stores,
     downgrade_database,
-    label_lots,
     label_settings,
+    label_settings_history,
     make_engine,
-    save_label_lot,
+    open_store,
     set_label_settings,
     stored_audit_secret,
     upgrade_database,
     write_transaction,
 )
-from app.store.models import LabelLot, SessionLabelSettings
+from app.store.models import LabelSettingsChange
 
 PASSWORD = "correct horse battery"
 
 
 def test_defaults_until_set_then_what_was_set(small):
     with small.Session() as s:
-        assert label_settings(s, small.session_id) == LabelSettings(0.05, 0.90, 0.05)
+        assert label_settings(s, small.session_id) == LabelSettings(0.05, 0.90, 0.5)
     chosen = LabelSettings(max_error=0.02, confidence=0.95, audit_share=0.1)
     assert (
         write_transaction(small.Session, lambda s: set_label_settings(s, session_id=small.session_id, settings=chosen))
@@ -45,18 +45,18 @@ def test_defaults_until_set_then_what_was_set(small):
     )
     with small.Session() as s:
         assert label_settings(s, small.session_id) == chosen
-        assert s.scalar(select(func.count()).select_from(SessionLabelSettings)) == 1
-    # A second change updates the one row.
+        assert s.scalar(select(func.count()).select_from(LabelSettingsChange)) == 1
+    # A second change is a second row.
     write_transaction(
         small.Session,
         lambda s: set_label_settings(s, session_id=small.session_id, settings=LabelSettings(audit_share=0.0)),
     )
     with small.Session() as s:
         assert label_settings(s, small.session_id) == LabelSettings(0.05, 0.90, 0.0)
-        assert s.scalar(select(func.count()).select_from(SessionLabelSettings)) == 1
+        assert s.scalar(select(func.count()).select_from(LabelSettingsChange)) == 2
         rows = [r for r in audit_log(s, session_id=small.session_id) if r["kind"] == "label_settings_changed"]
     assert [r["detail"] for r in rows] == [
-        "max_error 0.05 -> 0.02; confidence 0.9 -> 0.95; audit_share 0.05 -> 0.1",
+        "max_error 0.05 -> 0.02; confidence 0.9 -> 0.95; audit_share 0.5 -> 0.1",
         "max_error 0.02 -> 0.05; confidence 0.95 -> 0.9; audit_share 0.1 -> 0",
     ]
     assert [r["actor"] for r in rows] == [None, None]
@@ -112,121 +112,58 @@ def test_only_an_admin_changes_label_settings_and_the_change_is_audited(small):
     assert [(r["actor"], r["detail"]) for r in rows] == [("ada", "max_error 0.05 -> 0.01")]
 
 
-def lot(number: int, positions, *, labels=None, margins=None, alpha: float = 0.075) -> LabelLotRecord:
-    positions = np.asarray(positions, dtype=np.int64)
-    return LabelLotRecord(
-        number=number,
-        positions=positions,
-        labels=np.zeros(positions.size, dtype=np.int64) if labels is None else np.asarray(labels),
-        margins=np.linspace(1.0, 0.5, positions.size) if margins is None else np.asarray(margins),
-        alpha=alpha,
-        target=0.05,
-        threshold=0.25,
-        after_event_id=7,
-    )
-
-
-def same_lot(a: LabelLotRecord, b: LabelLotRecord) -> bool:
-    return (
-        (a.number, a.alpha, a.target, a.threshold, a.after_event_id)
-        == (b.number, b.alpha, b.target, b.threshold, b.after_event_id)
-        and a.positions.tolist() == b.positions.tolist()
-        and a.labels.tolist() == b.labels.tolist()
-        and a.margins.tolist() == b.margins.tolist()
-    )
-
-
-def test_lots_are_stored_once_per_number_and_read_back_in_audit_order(small):
-    def save(record):
-        return write_transaction(small.Session, lambda s: save_label_lot(s, small.session_id, record))
-
-    first = lot(1, [4, 0, 3], labels=[3, 1, 2], margins=[0.9, 0.5, 0.25])
-    stored = save(first)
-    assert len(stored) == 1 and same_lot(stored[0], first)
-    assert stored[0].positions.dtype == np.int64 and stored[0].labels.dtype == np.int64
-    # Another process froze lot 1 first: its lot stands, the new one is not stored.
-    again = save(lot(1, [1, 2], labels=[0, 0]))
-    assert len(again) == 1 and same_lot(again[0], first)
-    # A number that skips one is not stored either.
-    assert [r.number for r in save(lot(3, [1]))] == [1]
-    second = lot(2, [2, 1], labels=[0, 1])
-    both = save(second)
-    assert [r.number for r in both] == [1, 2] and same_lot(both[1], second)
-    with small.Session() as s:
-        read = label_lots(s, small.session_id)
-        assert len(read) == 2 and same_lot(read[0], first) and same_lot(read[1], second)
-        assert s.scalar(select(func.count()).select_from(LabelLot)) == 2
-
-
-def test_a_lot_frozen_by_another_process_in_between_stands_and_other_faults_are_raised(small, monkeypatch):
-    from app.store import labels as store_labels
-
-    first = lot(1, [4, 0, 3])
-    write_transaction(small.Session, lambda s: save_label_lot(s, small.session_id, first))
-    # This process read "no lot yet" just before the other one stored lot 1: the insert clashes
-    # on (session, number), and the lot already stored is the one that stands.
-    real = store_labels.label_lots
-    stale: list[list] = [[]]
-
-    def label_lots_once_stale(s, session_id):
-        return stale.pop() if stale else real(s, session_id)
-
-    monkeypatch.setattr(store_labels, "label_lots", label_lots_once_stale)
-    stored = write_transaction(small.Session, lambda s: save_label_lot(s, small.session_id, lot(1, [1, 2])))
-    assert len(stored) == 1 and same_lot(stored[0], first)
-    # A violation that is not that clash (here an alpha the table refuses) is this write's fault.
-    with pytest.raises(IntegrityError):
-        write_transaction(small.Session, lambda s: save_label_lot(s, small.session_id, lot(2, [1, 2], alpha=1.5)))
-    with small.Session() as s:
-        assert [r.number for r in label_lots(s, small.session_id)] == [1]
-
-
-@pytest.mark.parametrize(
-    "record, match",
-    [
-        (lot(1, [0, 1], labels=[0]), "one value per item"),
-        (lot(1, [0, 1], margins=[0.5]), "one value per item"),
-        (lot(1, [0, 99]), "distinct items of session 'first'"),
-        (lot(1, [-1, 0]), "distinct items of session 'first'"),
-        (lot(1, [2, 2]), "distinct items of session 'first'"),
-    ],
-)
-def test_bad_lots_are_refused_and_nothing_is_stored(small, record, match):
-    with pytest.raises(InvalidRecord, match=match):
-        write_transaction(small.Session, lambda s: save_label_lot(s, small.session_id, record))
-    with small.Session() as s:
-        assert label_lots(s, small.session_id) == []
-
-
 def test_the_audit_key_is_made_once_per_store_and_kept(small, store_url, random_audit_key):
     with small.Session() as s:
-        assert stored_audit_secret(s) is None  # a read makes nothing
-    key = write_transaction(small.Session, audit_secret)
+        key = stored_audit_secret(s)  # made with the store
     assert isinstance(key, bytes) and len(key) == 32
     assert write_transaction(small.Session, audit_secret) == key
     with small.Session() as s:
         assert stored_audit_secret(s) == key
 
 
-def test_0017_replaces_audit_draws_with_label_lots_and_downgrades_back(store_url):
-    upgrade_database(store_url, "0016")
+def test_each_change_is_a_row_never_rewritten_with_the_event_it_follows(small):
+    first, second = LabelSettings(max_error=0.02), LabelSettings(max_error=0.03, promise="average")
+    for chosen in (first, second):
+        write_transaction(
+            small.Session, lambda s, c=chosen: set_label_settings(s, session_id=small.session_id, settings=c)
+        )
+    with small.Session() as s:
+        assert label_settings_history(s, small.session_id) == [(0, first), (0, second)]
+        assert label_settings(s, small.session_id) == second
+    for statement in ("UPDATE label_settings_changes SET max_error = 0.3", "DELETE FROM label_settings_changes"):
+        with pytest.raises(DatabaseError, match="append-only"), small.Session() as s, s.begin():
+            s.execute(text(statement))
+
+
+def test_0021_keeps_the_settings_as_changes_drops_the_lots_and_downgrades_back(small, store_url):
+    for chosen in (LabelSettings(max_error=0.02), LabelSettings(max_error=0.03, promise="average")):
+        write_transaction(
+            small.Session, lambda s, c=chosen: set_label_settings(s, session_id=small.session_id, settings=c)
+        )
+    close_stores()
+    downgrade_database(store_url, "0020")
     engine = make_engine(store_url)
     try:
         with engine.connect() as conn:
             tables = set(inspect(conn).get_table_names())
-        assert "audit_draws" in tables and "label_lots" not in tables
-        upgrade_database(store_url, "0017")
+            kept = conn.execute(text("SELECT max_error, promise FROM session_label_settings")).all()
+        assert {"label_lots", "session_label_settings"} <= tables and "label_settings_changes" not in tables
+        assert kept == [(0.03, "average")]
+        upgrade_database(store_url, "0021")
         with engine.connect() as conn:
             tables = set(inspect(conn).get_table_names())
-            columns = {c["name"] for c in inspect(conn).get_columns("label_lots")}
-        assert "label_lots" in tables and "audit_draws" not in tables
-        assert {"session_id", "number", "positions", "labels", "margins", "alpha", "target", "threshold"} <= columns
-        downgrade_database(store_url, "0016")
-        with engine.connect() as conn:
-            tables = set(inspect(conn).get_table_names())
-        assert "audit_draws" in tables and "label_lots" not in tables
+            rows = conn.execute(text("SELECT after_event_id, max_error, promise FROM label_settings_changes")).all()
+        assert not {"label_lots", "session_label_settings"} & tables
+        assert rows == [(0, 0.03, "average")]
     finally:
         engine.dispose()
+
+
+def test_a_new_store_has_its_audit_key_before_anything_reads_it(tmp_path):
+    Session = open_store(tmp_path / "new.db")
+    with Session() as s:
+        key = stored_audit_secret(s)
+    assert isinstance(key, bytes) and len(key) == 32
 
 
 def test_0014_takes_label_settings_changes_and_keeps_the_audit_log_append_only(store_url):

@@ -3,8 +3,9 @@ set the open session's keyboard keys and its model-label settings.
 
 The model-label settings (the largest error accepted in model labels, the confidence of that
 bound, the share of served items that are audits) are shown to everyone who may open the
-session, editable by admins only (the store refuses anyone else), with what a target costs in
-audited answers (:func:`engine.lots.audits_to_certify`, never a number written here).
+session, editable by admins only (the store refuses anyone else), with what a statement costs
+for the lot the session is checking now (:func:`app.service.statement_cost`, never a number
+written here).
 
 What the page offers follows the store's access policies, asked as the signed-in user: the
 list holds the sessions the user may open (an annotator's: those assigned to them), the "New
@@ -30,6 +31,7 @@ import streamlit as st
 from app.io import SUPPORTED_EXTENSIONS, VOTE_EXTENSIONS
 from app.service import (
     UPLOAD_EXTENSIONS,
+    Workbench,
     change_label_settings,
     creation_rights,
     dataset_names,
@@ -40,9 +42,9 @@ from app.service import (
     session_summaries,
     set_session_keys,
     start_session,
+    statement_cost,
     upload_columns,
 )
-from app.service.lots import FIRST_STATEMENT_AUDIT_SHARE, first_lot_cost
 from app.store import LabelSettings
 from app.store.models import CRITERIA, TARGET_SETS, WEIGHTINGS
 from app.ui import components
@@ -50,7 +52,7 @@ from app.ui import state as ui
 from app.ui.building import show_build_progress
 from engine.choices import DEFAULT_STRATEGY
 from engine.exceptions import InvalidInput
-from engine.lots import PROMISES
+from engine.promises import PROMISES
 
 tab = ui.current()
 session_factory = ui.store(tab.db)
@@ -212,7 +214,7 @@ def percent(share: float) -> str:
     return f"{share * 100:.4g}%"
 
 
-#: How each promise reads (engine.lots.PROMISES).
+#: How each promise reads (engine.promises.PROMISES).
 PROMISE_WORDS = {
     "confidence": "at most the error below, with the confidence below, whenever the labels are read",
     "average": "at most the error below on average (the confidence is not used)",
@@ -224,22 +226,13 @@ def settings_text(max_error: float, confidence: float, audit_share: float, promi
     return f"largest model-label error {percent(max_error)} {said}; audit share {percent(audit_share)}"
 
 
-def target_cost(max_error: float, confidence: float, audit_share: float, promise: str) -> str:
-    """What a target costs, in plain words: the error-free audited answers a first lot needs."""
-    needed, learning = first_lot_cost(max_error, confidence, promise)
-    said = f"at {percent(confidence)} confidence" if promise == "confidence" else "on average"
-    chosen = f", after {learning} audits of items drawn at random that choose the lot" if learning else ""
-    text = (
-        f"A {percent(max_error)} target {said} needs at least {needed} "
-        f"error-free audited answers for a first lot of 1,000 items{chosen} (each wrong one needs more)"
-    )
-    if audit_share > 0:
-        first = max(audit_share, FIRST_STATEMENT_AUDIT_SHARE)
-        return (
-            text + f": about {round((needed + learning) / first)} answers in all, since {percent(first)} of the "
-            f"served items are audits until the first statement and {percent(audit_share)} after it."
-        )
-    return text + ": with an audit share of 0% no audit is served, so no model label is given."
+def target_cost(open_bench: Workbench, max_error: float, confidence: float, audit_share: float, promise: str) -> str:
+    """What a statement costs at these settings, for the lot the open session is checking."""
+    active = open_bench.loop().active
+    if active is None:
+        return "No lot of model labels is being checked now: the statement above says when the next one comes."
+    settings = LabelSettings(max_error=max_error, confidence=confidence, audit_share=audit_share, promise=promise)
+    return statement_cost(settings, int(active.lot.items.size), active.lot.number)
 
 
 def save_label_settings(session_id: int, session_name: str) -> None:
@@ -427,8 +420,10 @@ if "create" in may and sources:
             key=ui.Keys.new_label_setting(name),
             help=meaning,
         )
-    rates = [float(st.session_state[ui.Keys.new_label_setting(n)]) / 100 for n, *_ in LABEL_SETTINGS]
-    st.caption(target_cost(rates[0], rates[1], rates[2], defaults.promise))
+    st.caption(
+        "What a statement costs depends on how many items the model is sure of: the open session's "
+        "settings below show it."
+    )
 
     st.button(
         "Create session",
@@ -507,7 +502,7 @@ if tab.workbench is not None and "open" in rights:
         st.caption("An admin sets these.")
         shown = [saved.max_error, saved.confidence, saved.audit_share, saved.promise]
         st.text(settings_text(*shown).capitalize())
-    st.text(target_cost(*shown))
+    st.text(target_cost(bench, *shown))
 if tab.label_settings_notice is not None:  # also when the refusal took the editor away
     level, text = tab.label_settings_notice
     tab.label_settings_notice = None

@@ -4,7 +4,7 @@ One campaign: a pool (features, candidate sets, hidden truth) and its k-NN graph
 expert, always right, answers the item served first, one at a time. What is served, which lots
 are frozen and what is stated is :func:`engine.labelling_loop.run_loop` and
 :func:`engine.labelling_loop.served_order`, the code a session runs; the model is DST-PLL's
-transductive decision (:func:`engine.dst.transductive_decisions`), as in a session. The replay
+transductive decision scored by :class:`engine.lot_model.LotModel`, as in a session. The replay
 only plays the expert and keeps the state a store would derive from the answers.
 
 After **every** answer the statement is read, as a person who watches the Progress page does:
@@ -36,9 +36,10 @@ from engine.labelling_loop import (
     served_order,
     slot_uniforms,
 )
+from engine.lot_model import LotModel
 from engine.strategies import CampaignContext, make_strategy
 
-__all__ = ["Pool", "Reads", "Campaign", "replay", "ceiling"]
+__all__ = ["Pool", "Reads", "Campaign", "PLAYERS", "replay", "ceiling"]
 
 
 @dataclass(frozen=True)
@@ -104,12 +105,14 @@ class Campaign:
         self.answered = np.zeros(n, dtype=bool)
         self.skipped = np.zeros(n, dtype=bool)
         self._skip_order: list[int] = []
-        self._positions: list[int] = []
+        self._positions: list[int] = []  # the first verdict on each item, in order
+        self._verdicted: set[int] = set()
         self._labels: list[int] = []
         self._history: list[tuple[str, int]] = []  # (kind, item), for undo
         self._snapshots: dict[int, ItemsAt] = {0: ItemsAt(self.Y.copy(), self.answered.copy())}
         self._frozen: dict = {}
         self._uniforms = slot_uniforms(key, session, 4 * n + 16)
+        self.model = LotModel(pool.idx, pool.X)
 
     # ---------------------------------------------------------------- the person's actions
 
@@ -118,9 +121,12 @@ class Campaign:
         self.Y[item, label] = True
         self.answered[item] = True
         self.skipped[item] = False
+        self._history.append(("answer", item))
+        if item in self._verdicted:
+            return  # the loop reads an item's first verdict only
+        self._verdicted.add(item)
         self._positions.append(item)
         self._labels.append(label)
-        self._history.append(("answer", item))
         if len(self._positions) % STATEMENT_EVERY == 0:
             self._snapshots[len(self._positions)] = ItemsAt(self.Y.copy(), self.answered.copy())
 
@@ -141,7 +147,8 @@ class Campaign:
 
     # ---------------------------------------------------------------- reading
 
-    def loop(self) -> Loop:
+    def loop(self, *, reuse: bool = True) -> Loop:
+        """The loop at the answers so far; ``reuse=False`` freezes every lot again."""
         log = VerdictLog(np.asarray(self._positions, dtype=np.int64), np.asarray(self._labels, dtype=np.int64))
         result = run_loop(
             log,
@@ -151,14 +158,11 @@ class Campaign:
             settings_at=lambda v: self.settings,
             key=self.key,
             session=self.session,
-            known=self._frozen,
+            known=self._frozen if reuse else None,
         )
-        self._frozen = dict(result.frozen)
+        if reuse:
+            self._frozen = dict(result.frozen)
         return result
-
-    def model(self, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        labels, _, margin = transductive_decisions(candidates, self.pool.idx, random_state=0)
-        return labels, margin
 
     def ranked(self, strategy, context: CampaignContext, rng, loop: Loop) -> np.ndarray:
         """Open items by the order's score, items of lots after them, skipped ones last (in
@@ -166,8 +170,7 @@ class Campaign:
         partial = (self.Y.sum(axis=1) >= 2) & ~self.answered
         in_lots = loop.in_lots(self.Y.shape[0])
         if strategy is None:  # easy first: largest DST-PLL margin first
-            _, margin = self.model(self.Y)
-            score = margin
+            score = transductive_decisions(self.Y, self.pool.idx, random_state=0)[2]
         else:
             score = np.asarray(strategy.scores(context), dtype=np.float64)
         tiebreak = rng.random(score.size)
@@ -187,11 +190,16 @@ class Campaign:
         )
 
     def stated(self, loop: Loop) -> tuple[int, int, int]:
-        """Labels stated (certified sets), how many are wrong as handed back, model labels."""
+        """Labels stated (certified sets), how many are wrong as handed back (a model label
+        that is not the truth; the promise assumes the answers right), and the model labels."""
         member, label, _ = loop.delivered(self.Y.shape[0])
-        handed = np.where(self.answered, self.Y.argmax(axis=1), label)
-        wrong = member & (handed != self.pool.truth)
-        return int(member.sum()), int(wrong.sum()), int((member & ~self.answered).sum())
+        model = member & ~self.answered
+        wrong = model & (label != self.pool.truth)
+        return int(member.sum()), int(wrong.sum()), int(model.sum())
+
+
+#: How the simulated person plays (:func:`replay`).
+PLAYERS: tuple[str, ...] = ("honest", "skipper", "prober")
 
 
 def replay(
@@ -202,8 +210,18 @@ def replay(
     budget: int,
     settings: LoopSettings,
     ceiling_at: tuple[int, ...] = (),
+    player: str = "honest",
 ) -> Reads:
-    """One campaign of ``budget`` answers; the statement read after each (module docstring)."""
+    """One campaign of ``budget`` answers; the statement read after each (module docstring).
+
+    ``player``: ``"honest"`` answers the served item; ``"skipper"`` knows the truth and the
+    model's frozen labels and skips every served item of the lot being audited whose frozen label
+    is wrong (to hide the wrong ones from the audits), answering it only when nothing else is
+    left; ``"prober"`` answers, then undoes and tries every other label before giving the true
+    one again (to steer an audit's outcome).
+    """
+    if player not in PLAYERS:
+        raise ValueError(f"player must be one of {', '.join(PLAYERS)}; got {player!r}")
     key = np.random.default_rng([seed, 7]).bytes(32)
     campaign = Campaign(pool, settings, key=key, session=seed)
     rng = np.random.default_rng([seed, 9])
@@ -214,28 +232,52 @@ def replay(
     if strategy is not None:
         strategy.start(context, rng)
     reads = Reads()
-    audits = 0
-    for t in range(budget + 1):
+    audits = answers = 0
+    skips_in_a_row = 0
+    while True:
         loop = campaign.loop()
-        stated, wrong, model_labels = campaign.stated(loop)
-        reads.stated.append(stated)
-        reads.wrong.append(wrong)
-        reads.model_labels.append(model_labels)
-        reads.audits.append(audits)
-        if t in ceiling_at:
-            labels, margin = campaign.model(campaign.Y)
-            rows = np.flatnonzero((campaign.Y.sum(axis=1) >= 2) & ~campaign.answered)
-            reads.ceiling[t] = ceiling(labels[rows], margin[rows], pool.truth[rows], settings.max_error)
-        if t == budget:
+        if skips_in_a_row == 0:
+            stated, wrong, model_labels = campaign.stated(loop)
+            reads.stated.append(stated)
+            reads.wrong.append(wrong)
+            reads.model_labels.append(model_labels)
+            reads.audits.append(audits)
+            if answers in ceiling_at:
+                labels, score = campaign.model(campaign.Y)
+                rows = np.flatnonzero((campaign.Y.sum(axis=1) >= 2) & ~campaign.answered)
+                reads.ceiling[answers] = ceiling(labels[rows], score[rows], pool.truth[rows], settings.max_error)
+        if answers == budget:
             break
         ranked = campaign.ranked(strategy, context, rng, loop)
         served = campaign.served(ranked, loop)
         if served.positions.size == 0:
             break
         item = int(served.positions[0])
+        truth = int(pool.truth[item])
+        if player == "skipper" and skips_in_a_row < int(campaign.skipped.sum()) + 1 and _hides(loop, item, truth):
+            campaign.skip(item)
+            skips_in_a_row += 1
+            continue
+        skips_in_a_row = 0
         audits += int(served.audit[0])
-        campaign.answer(item, int(pool.truth[item]))
+        campaign.answer(item, truth)
+        if player == "prober":
+            for other in np.flatnonzero(pool.Y[item]):
+                campaign.undo()
+                campaign.answer(item, int(other))
+            campaign.undo()
+            campaign.answer(item, truth)
+        answers += 1
         if strategy is not None:
             strategy.observe(item, campaign.Y[item].copy())
         context.n_answers += 1
     return reads
+
+
+def _hides(loop: Loop, item: int, truth: int) -> bool:
+    """Whether ``item`` is in the lot being audited with a wrong frozen label (what a skipper skips)."""
+    active = loop.active
+    if active is None:
+        return False
+    where = np.flatnonzero(active.lot.items == item)
+    return bool(where.size) and int(active.lot.labels[where[0]]) != truth

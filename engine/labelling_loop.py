@@ -5,25 +5,28 @@ force when each lot was frozen (:func:`run_loop`). The app and the replay benchm
 it; nothing here reads a store or a page, and reading a session never changes it.
 
 The clock
-    Every verdict (an answer, another label, "none of these") is counted in the order it was
-    recorded, undone ones included: ``v`` verdicts have been given. The loop only looks at
-    **checkpoints**, multiples of :data:`STATEMENT_EVERY` verdicts: what a session states
-    changes only there, so no single answer shows its effect on a statement.
+    The first verdict on each item (an answer, another label, "none of these") is counted in the
+    order it was recorded: ``v`` items have had one. Undoing and answering again does not move
+    the clock. The loop only looks at **checkpoints**, multiples of :data:`STATEMENT_EVERY`:
+    what a session states changes only there, so no single answer shows its effect on a
+    statement.
 
 Lots
     Lot 1 is frozen at ``v = 0``. The model (DST-PLL, given the candidate sets after the first
     ``v`` verdicts) labels every item still to settle (two or more candidates, no verdict, not
-    delivered yet); the items it accepts (margin > 0), in order of margin, make the lot. Its
-    labels are fixed then. Nested **sets** of the lot, its best :data:`SET_FRACTIONS` by
-    margin, are each tested under the promise in force (:mod:`engine.promises`), with
-    :data:`SET_SHARES` of the lot's share of it (:func:`lot_share`). The lot is audited in one
-    uniformly random order drawn from the key; restricted to a set it is a uniformly random
-    order of that set, so one stream of audits tests every set. A lot ends at the first
-    checkpoint where each set is certified or hopeless, or :data:`LOT_ANSWERS` verdicts after it
-    was frozen; the next lot is frozen there from the model as it is then (items of certified
-    sets stay delivered; the others may join it). When no lot can be frozen, the loop tries
-    again :data:`RETRY_ANSWERS` verdicts later. So the points where lots are frozen are fixed by
-    the answers alone, and a dirty lot gives way within :data:`LOT_ANSWERS` verdicts.
+    delivered yet); the items it accepts (margin > 0) make the lot, their labels fixed then. By
+    margin, the lot is cut into **layers** (:data:`LAYER_FRACTIONS`: its best quarter, the next
+    quarter, the rest), each audited in a uniformly random order drawn from the key and tested
+    under the promise in force (:mod:`engine.promises`) with :data:`LAYER_SHARES` of the lot's
+    share of it (:func:`lot_share`). Statements are about **sets**, the best ``j`` layers
+    together: set ``j`` is certified when its layers' tests together back it
+    (:meth:`engine.promises.Promise.judge`). The layers are audited one after another, best
+    first, each until its set is certified. A lot ends at the first checkpoint where every set is
+    certified or the next one is hopeless, or :data:`LOT_ANSWERS` verdicts after it was frozen;
+    the next lot is frozen there from the model as it is then (items of certified sets stay
+    delivered; the others may join it). When no lot can be frozen, the loop tries again
+    :data:`RETRY_ANSWERS` verdicts later. So the points where lots are frozen are fixed by the
+    answers alone, and a dirty lot gives way within :data:`LOT_ANSWERS` verdicts.
 
 Outcomes
     An item's outcome for its lot is its **first** verdict: right when it names the frozen
@@ -33,7 +36,8 @@ Outcomes
 Serving
     Served slot ``j`` (the number of items answered or skipped before it) is an audit when the
     ``j``-th uniform of a stream drawn from the key is below the audit share: audit slots serve
-    the active lot's items nobody has answered or skipped, in its audit order; the other slots
+    the items of the layer being audited that nobody has answered or skipped, in their audit
+    order; the other slots
     serve the ranked queue (:func:`served_order`). A skipped audit goes to the end with every
     other skipped item, in the order they were skipped, and an undone one comes back to the
     slot it had: skip and undo treat an audit like any other item.
@@ -46,7 +50,9 @@ Settings
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import itertools
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -59,8 +65,8 @@ __all__ = [
     "STATEMENT_EVERY",
     "LOT_ANSWERS",
     "RETRY_ANSWERS",
-    "SET_FRACTIONS",
-    "SET_SHARES",
+    "LAYER_FRACTIONS",
+    "LAYER_SHARES",
     "LoopSettings",
     "VerdictLog",
     "ItemsAt",
@@ -79,22 +85,24 @@ __all__ = [
 STATEMENT_EVERY = 10
 
 #: A lot is audited for at most this many verdicts after it is frozen. At the default audit
-#: share (half the served items) that is 150 audits: a set about 2 % wrong needs about that
-#: many to be certified at 5 % with 90 % confidence, and a set the audits cannot certify by
+#: share (half the served items) that is 200 audits: each layer of a lot the model labels well
+#: is stated within about 60 (:func:`audits_to_state`), and a lot the audits cannot certify by
 #: then is better replaced by one the model, having learned from these answers, labels anew.
-LOT_ANSWERS = 300
+LOT_ANSWERS = 400
 
 #: When no lot can be frozen (the model accepts too few items), the loop looks again this many
 #: verdicts later.
 RETRY_ANSWERS = 50
 
-#: The nested sets of a lot: its best items by margin, as shares of the lot. The whole lot is
-#: DST-PLL's own accept rule; the halves let a lot whose lower-margin half is too wrong still
-#: certify its best labels.
-SET_FRACTIONS: tuple[float, ...] = (1.0, 0.5, 0.25)
+#: The layers of a lot, by margin: the sets its statements are about hold the best quarter,
+#: the best half and all of its items. The best quarter is audited first, so the first labels
+#: are stated after a few dozen audits even where the model's lower margins are too often
+#: wrong; each further layer adds its labels once its own audits back them.
+LAYER_FRACTIONS: tuple[float, ...] = (0.25, 0.5, 1.0)
 
-#: Each set's share of its lot's share of the promise (sums to 1).
-SET_SHARES: tuple[float, ...] = (0.8, 0.1, 0.1)
+#: Each layer's share of its lot's share of the promise (sums to 1): half to the first, which
+#: the first statement waits for.
+LAYER_SHARES: tuple[float, ...] = (0.5, 0.25, 0.25)
 
 
 def lot_share(number: int) -> float:
@@ -111,12 +119,13 @@ def lot_share(number: int) -> float:
 
 def audits_to_state(size: int, settings: LoopSettings, number: int = 1) -> int | None:
     """Fewest audited answers, none wrong, after which lot ``number`` of ``size`` items states its
-    labels (its whole set certified); None when it never could.
+    first labels (its best layer); None when it never could.
 
     >>> audits_to_state(1000, LoopSettings())
-    68
+    61
     """
-    test = settings.make_promise().test(int(size), lot_share(number) * SET_SHARES[0])
+    layer = int(math.ceil(LAYER_FRACTIONS[0] * size))
+    test = settings.make_promise().test(layer, lot_share(number) * LAYER_SHARES[0])
     if test is None or not test.verdict(np.zeros(test.size, dtype=np.int64)).certified:
         return None
     lo, hi = 1, test.size  # with no wrong label, a longer prefix only certifies more
@@ -141,7 +150,7 @@ class LoopSettings:
 
 @dataclass(frozen=True)
 class VerdictLog:
-    """Every verdict of a session in the order recorded, undone ones included.
+    """The first verdict on each item of a session, in the order recorded (undone ones included).
 
     Attributes
     ----------
@@ -180,7 +189,7 @@ class ItemsAt:
 
 @dataclass(frozen=True)
 class Lot:
-    """A lot, frozen once: its items in audit order, their labels, and its sets' tests.
+    """A lot, frozen once: its items in audit order, their labels, and its layers' tests.
 
     Attributes
     ----------
@@ -189,16 +198,15 @@ class Lot:
     frozen_at : int
         The verdict count it was frozen at.
     items : int array of shape (size,)
-        Its items, in audit order.
+        Its items in audit order: the first layer's in a random order, then the second's, ….
     labels : int array of shape (size,)
         Their frozen model labels.
     margins : float array of shape (size,)
         The model's margins when it was frozen.
-    ranks : int array of shape (size,)
-        Each item's rank by margin (0 the largest); set ``j`` holds the ranks below
-        ``sets[j].size``.
+    layers : int array of shape (size,)
+        Each item's layer (0 holds the largest margins).
     tests : tuple of SetTest
-        One per set, smallest set last.
+        One per layer; set ``j`` is layers ``0 … j``.
     promise : Promise
         The promise in force when it was frozen.
     """
@@ -208,9 +216,14 @@ class Lot:
     items: np.ndarray
     labels: np.ndarray
     margins: np.ndarray
-    ranks: np.ndarray
+    layers: np.ndarray
     tests: tuple[SetTest, ...]
     promise: Promise
+
+    @property
+    def set_sizes(self) -> tuple[int, ...]:
+        """Items of set ``j`` (layers ``0 … j``)."""
+        return tuple(int(v) for v in np.cumsum([t.size for t in self.tests]))
 
 
 @dataclass(frozen=True)
@@ -221,9 +234,12 @@ class LotState:
     ----------
     lot : Lot
     verdicts : tuple of SetVerdict
-        One per set.
+        One per layer.
     certified : int
-        Items of its largest certified set (0: none).
+        The number of layers of its largest certified set (0: none).
+    current : int or None
+        The layer being audited (None when the lot is decided: every set certified, or the
+        next one hopeless).
     ended_at : int or None
         The checkpoint where it ended; None while it is the lot being audited.
     """
@@ -231,33 +247,29 @@ class LotState:
     lot: Lot
     verdicts: tuple[SetVerdict, ...]
     certified: int
+    current: int | None
     ended_at: int | None
 
     @property
-    def decided(self) -> bool:
-        return all(v.certified or v.hopeless for v in self.verdicts)
+    def certified_mask(self) -> np.ndarray:
+        """Its items in the largest certified set (in audit order)."""
+        return self.lot.layers < self.certified
 
     @property
-    def certified_items(self) -> np.ndarray:
-        """The items of its largest certified set."""
-        return self.lot.items[self.lot.ranks < self.certified]
-
-    @property
-    def certified_labels(self) -> np.ndarray:
-        return self.lot.labels[self.lot.ranks < self.certified]
+    def stated(self) -> int:
+        """Items of its largest certified set."""
+        return self.lot.set_sizes[self.certified - 1] if self.certified else 0
 
     @property
     def wrong_bound(self) -> int | None:
         """With confidence, the bound on the wrong labels of its largest certified set."""
-        for test, verdict in zip(self.lot.tests, self.verdicts, strict=True):
-            if verdict.certified and test.size == self.certified:
-                return verdict.wrong_bound
-        return None
+        bounds = [v.wrong_bound for v in self.verdicts[: self.certified]]
+        return None if not self.certified or None in bounds else sum(int(b) for b in bounds if b is not None)
 
     @property
     def audited(self) -> int:
-        """Audited answers read by its largest set (the lot's own audited prefix)."""
-        return self.verdicts[0].audited if self.verdicts else 0
+        """Audited answers its layers read."""
+        return sum(v.audited for v in self.verdicts)
 
 
 @dataclass(frozen=True)
@@ -277,8 +289,8 @@ class Loop:
         The verdict count at which the lot being audited ends at the latest (or, with no lot,
         the next attempt to freeze one); None when nothing is left to label.
     frozen : dict of int to Lot or None
-        Every attempt to freeze a lot, by the verdict count it was made at (None: nothing
-        could be frozen): what :func:`run_loop` may reuse for a longer log.
+        Every sealed attempt to freeze a lot, by the verdict count it was made at (None:
+        nothing could be frozen): what :func:`run_loop` may reuse for a longer log.
     """
 
     lots: tuple[LotState, ...]
@@ -300,7 +312,7 @@ class Loop:
         label = np.full(n_items, -1, dtype=np.int64)
         margin = np.full(n_items, np.nan)
         for state in self.lots:
-            keep = state.lot.ranks < state.certified
+            keep = state.certified_mask
             member[state.lot.items[keep]] = True
             label[state.lot.items[keep]] = state.lot.labels[keep]
             margin[state.lot.items[keep]] = state.lot.margins[keep]
@@ -314,10 +326,11 @@ class Loop:
         return member
 
     def audit_queue(self, answered: np.ndarray, skipped: np.ndarray) -> np.ndarray:
-        """The active lot's items that nobody has answered or skipped, in audit order."""
-        if self.active is None:
+        """The items of the layer being audited that nobody has answered or skipped, in audit order."""
+        active = self.active
+        if active is None or active.current is None:
             return np.zeros(0, dtype=np.int64)
-        items = self.active.lot.items
+        items = active.lot.items[active.lot.layers == active.current]
         queue: np.ndarray = items[~np.asarray(answered)[items] & ~np.asarray(skipped)[items]]
         return queue
 
@@ -338,10 +351,6 @@ def slot_uniforms(key: bytes, session: int, n: int) -> np.ndarray:
     return np.random.default_rng(_seed(key, 0, session)).random(int(n))
 
 
-def _audit_order(key: bytes, session: int, number: int, size: int) -> np.ndarray:
-    return np.random.default_rng(_seed(key, 1, session, number)).permutation(int(size))
-
-
 def _freeze(
     number: int,
     at: int,
@@ -352,53 +361,64 @@ def _freeze(
     key: bytes,
     session: int,
 ) -> Lot | None:
-    """Lot ``number`` frozen at ``at`` verdicts, or None when no set of it could be certified."""
+    """Lot ``number`` frozen at ``at`` verdicts, or None when none of its sets could be certified."""
     free = (np.asarray(items.candidates).sum(axis=1) >= 2) & ~np.asarray(items.settled) & ~delivered
     if not free.any():
         return None
     labels, margins = model(np.asarray(items.candidates))
-    members = np.flatnonzero(free & (np.asarray(margins) > 0))
+    margins = np.asarray(margins, dtype=np.float64)
+    members = np.flatnonzero(free & (margins > 0))
     if members.size == 0:
         return None
-    by_margin = members[np.argsort(-np.asarray(margins)[members], kind="stable")]
-    rank = np.empty(by_margin.size, dtype=np.int64)
-    rank[np.argsort(-np.asarray(margins)[members], kind="stable")] = np.arange(by_margin.size)
+    by_margin = members[np.argsort(-margins[members], kind="stable")]
+    # A layer too small to be certified on its own share joins the next one.
+    bounds = [int(math.ceil(f * by_margin.size)) for f in LAYER_FRACTIONS]
     tests: list[SetTest] = []
-    for fraction, share in zip(SET_FRACTIONS, SET_SHARES, strict=True):
-        size = int(math.ceil(fraction * members.size))
-        test = promise.test(size, lot_share(number) * share) if size else None
-        if test is not None and all(t.size != size for t in tests):
+    edges: list[int] = [0]
+    share = 0.0
+    for end, layer_share in zip(bounds, LAYER_SHARES, strict=True):
+        share += layer_share
+        test = promise.test(end - edges[-1], lot_share(number) * share) if end > edges[-1] else None
+        if test is not None:
             tests.append(test)
+            edges.append(end)
+            share = 0.0
     if not tests:
         return None
-    order = _audit_order(key, session, number, members.size)
+    rng = np.random.default_rng(_seed(key, 1, session, number))
+    order = np.concatenate([rng.permutation(by_margin[lo:hi]) for lo, hi in itertools.pairwise(edges)])
+    layer_of = np.repeat(np.arange(len(tests)), np.diff(edges))
     return Lot(
         number=number,
         frozen_at=at,
-        items=members[order],
-        labels=np.asarray(labels, dtype=np.int64)[members[order]],
-        margins=np.asarray(margins, dtype=np.float64)[members[order]],
-        ranks=rank[order],
+        items=order,
+        labels=np.asarray(labels, dtype=np.int64)[order],
+        margins=margins[order],
+        layers=layer_of,
         tests=tuple(tests),
         promise=promise,
     )
 
 
-def _evaluate(lot: Lot, first_at: np.ndarray, first_label: np.ndarray, at: int) -> tuple[SetVerdict, ...]:
-    """Each set's verdict from the first verdicts given before ``at``."""
+def _evaluate(lot: Lot, first_at: np.ndarray, first_label: np.ndarray, at: int) -> LotState:
+    """The lot's layers and sets from the first verdicts given before ``at`` (not yet ended)."""
     known = first_at[lot.items] < at
     wrong = known & (first_label[lot.items] != lot.labels)
     verdicts = []
-    for test in lot.tests:
-        member = lot.ranks < test.size
-        seen = known[member]
+    for layer, test in enumerate(lot.tests):
+        seen, bad = known[lot.layers == layer], wrong[lot.layers == layer]
         prefix = int(np.argmin(seen)) if not seen.all() else int(seen.size)
-        verdicts.append(test.verdict(np.cumsum(wrong[member][:prefix])))
-    return tuple(verdicts)
-
-
-def _largest_certified(lot: Lot, verdicts: tuple[SetVerdict, ...]) -> int:
-    return max((t.size for t, v in zip(lot.tests, verdicts, strict=True) if v.certified), default=0)
+        verdicts.append(test.verdict(np.cumsum(bad[:prefix])))
+    certified, current = 0, None
+    for j, size in enumerate(lot.set_sizes):
+        ok, hopeless = lot.promise.judge(tuple(verdicts[: j + 1]), size)
+        if ok:
+            certified = j + 1
+        elif current is None:
+            # The first set not certified: its last layer is audited, unless it cannot be.
+            current = None if hopeless else j
+            break
+    return LotState(lot, tuple(verdicts), certified, current, None)
 
 
 def run_loop(
@@ -454,7 +474,11 @@ def run_loop(
             lot = _freeze(
                 len(states) + 1, at, items_at(at), delivered, model, settings_at(at).make_promise(), key, session
             )
-        frozen[at] = lot
+        if at < len(log):
+            # Sealed: the verdict after it exists, so the events and settings it was frozen from
+            # are fixed. A lot frozen at the last verdict is provisional until the next one
+            # (an undo or a change of settings before it still counts), so it is not kept.
+            frozen[at] = lot
         if lot is None:
             # Nothing could be frozen: look again later, unless nothing is left to label.
             retry = at + RETRY_ANSWERS if _anything_to_label(items_at, at, delivered) else None
@@ -462,16 +486,15 @@ def run_loop(
                 return Loop(tuple(states), checkpoint, len(log), retry, frozen)
             at = retry
             continue
-        ended = None
-        verdicts = _evaluate(lot, first_at, first_label, at)
+        state = _evaluate(lot, first_at, first_label, at)
         for point in range(at + STATEMENT_EVERY, checkpoint + 1, STATEMENT_EVERY):
-            verdicts = _evaluate(lot, first_at, first_label, point)
-            if all(v.certified or v.hopeless for v in verdicts) or point >= at + LOT_ANSWERS:
-                ended = point
+            state = _evaluate(lot, first_at, first_label, point)
+            if state.current is None or point >= at + LOT_ANSWERS:
+                state = dataclasses.replace(state, ended_at=point)
                 break
-        state = LotState(lot, verdicts, _largest_certified(lot, verdicts), ended)
         states.append(state)
-        delivered[state.certified_items] = True
+        delivered[state.lot.items[state.certified_mask]] = True
+        ended = state.ended_at
         if ended is None:
             return Loop(tuple(states), checkpoint, len(log), at + LOT_ANSWERS, frozen)
         at = ended

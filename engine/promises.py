@@ -114,13 +114,16 @@ class SetVerdict:
     wrong_bound : int or None
         With confidence: the upper end of the confidence sequence for the set's wrong labels;
         None on average (which bounds no single set).
+    wrong_floor : int or None
+        With confidence: its lower end.
     """
 
     audited: int
     wrong: int
     certified: bool
     hopeless: bool
-    wrong_bound: int | None
+    wrong_bound: int | None = None
+    wrong_floor: int | None = None
 
 
 class SetTest(Protocol):
@@ -154,6 +157,11 @@ class Promise(Protocol):
         such a set could never be certified."""
         ...
 
+    def judge(self, parts: tuple[SetVerdict, ...], size: int) -> tuple[bool, bool]:
+        """Whether the union of disjoint sets (``size`` labels), each with its own test's
+        verdict, is certified, and whether it is hopeless."""
+        ...
+
 
 @dataclass(frozen=True)
 class ConfidenceTest:
@@ -169,7 +177,7 @@ class ConfidenceTest:
         k = int(errors[-1]) if n else 0
         low, high = _running_bounds(self.size, errors, self.alpha, self.target)
         allowed = self.target * self.size
-        return SetVerdict(n, k, high <= allowed, low > allowed, high)
+        return SetVerdict(n, k, high <= allowed, low > allowed, high, low)
 
 
 @dataclass(frozen=True)
@@ -185,7 +193,7 @@ class AverageTest:
         k = int(errors[-1]) if n else 0
         accepted = self.plan.accepted_at(errors) >= 0
         past = n >= self.plan.last or k > int(self.plan.acceptance_number(self.plan.last))
-        return SetVerdict(n, k, accepted, not accepted and past, None)
+        return SetVerdict(n, k, accepted, not accepted and past)
 
 
 @dataclass(frozen=True)
@@ -206,6 +214,13 @@ class ConfidencePromise:
         # A set mostly audited before it could be certified would hand back little.
         return ConfidenceTest(size, self.target, alpha) if 0 <= needed <= size // 2 else None
 
+    def judge(self, parts: tuple[SetVerdict, ...], size: int) -> tuple[bool, bool]:
+        """Every part's sequence covers its wrong labels at once (a union bound over the parts'
+        shares), so their upper ends add up to a bound on the union's."""
+        high = sum(int(v.wrong_bound if v.wrong_bound is not None else size) for v in parts)
+        low = sum(int(v.wrong_floor or 0) for v in parts)
+        return high <= self.target * size, low > self.target * size
+
 
 @dataclass(frozen=True)
 class AveragePromise:
@@ -220,6 +235,11 @@ class AveragePromise:
     def test(self, size: int, share: float) -> AverageTest | None:
         plan = average_plan(size, self.target * share)
         return None if plan is None else AverageTest(size, plan)
+
+    def judge(self, parts: tuple[SetVerdict, ...], size: int) -> tuple[bool, bool]:
+        """The union's share of wrong labels is at most the sum of its parts' shares, so it is
+        certified once every part is accepted."""
+        return all(v.certified for v in parts), any(v.hopeless for v in parts)
 
 
 def make_promise(name: str, *, target: float, confidence: float) -> ConfidencePromise | AveragePromise:

@@ -1,22 +1,24 @@
-"""The promise the way a person uses winnow: campaigns replayed with the app's own lot logic
-(benchmarks.replay_lots), the statement read after every answer.
+"""The promises the way a person uses winnow: campaigns replayed with the loop a session runs
+(benchmarks.replay_lots over engine.labelling_loop), the statement read after every answer, in
+several query orders, by honest people and by people playing against it (skipping the items
+whose model label is wrong, or undoing and trying every label).
 
-A check that can fail: the same replay with a plug-in rule (state when the audited prefix looks
-good enough) breaks the promise on a lot that is too wrong, and the checker sees it."""
+A check that can fail: the same replay with a plug-in rule (state once the audited share wrong
+looks below the target) breaks the promise on a lot that is too wrong, and the checker sees it.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-import app.service.lots as service_lots
-from app.store import LabelSettings
-from benchmarks.replay_lots import Pool, replay
-from engine.lots import LotVerdict, audit_prefix
+from benchmarks.replay_lots import Pool, Reads, replay
+from engine.labelling_loop import LoopSettings
 from engine.neighbors import knn_graph
+from engine.promises import ConfidencePromise, SetVerdict
 
 TARGET = 0.05
-SEEDS = 24
+SEEDS = 30
 
 
 def blobs(flipped: float, seed: int = 0) -> Pool:
@@ -39,14 +41,15 @@ def blobs(flipped: float, seed: int = 0) -> Pool:
     return Pool(X, Y, truth, idx, w)
 
 
-def campaigns(pool: Pool, promise: str, budget: int = 220) -> list:
-    settings = LabelSettings(max_error=TARGET, promise=promise)
-    return [replay(pool, "participation", seed=seed, budget=budget, settings=settings) for seed in range(SEEDS)]
+def campaigns(pool: Pool, promise: str, *, order: str = "participation", player: str = "honest", budget: int = 200):
+    settings = LoopSettings(max_error=TARGET, promise=promise)
+    return [
+        replay(pool, order, seed=seed, budget=budget, settings=settings, player=player) for seed in range(SEEDS)
+    ]
 
 
-def first_statement_error(reads) -> float:
-    delivered = np.asarray(reads.delivered)
-    stated = np.flatnonzero(delivered > 0)
+def first_statement_error(reads: Reads) -> float:
+    stated = np.flatnonzero(np.asarray(reads.stated) > 0)
     return float(reads.error[stated[0]]) if stated.size else 0.0
 
 
@@ -60,40 +63,36 @@ def bad() -> Pool:
     return blobs(0.10, seed=1)
 
 
-def test_labels_arrive_and_every_read_keeps_the_promise_with_confidence(good):
-    runs = campaigns(good, "confidence")
-    stated = sum(np.asarray(r.delivered).max() > 0 for r in runs)
-    broken = sum(r.broken(TARGET) for r in runs)
-    assert stated >= SEEDS // 2  # the check is not vacuous: statements are made
-    assert broken / SEEDS <= 0.1 + 0.1  # 1 - confidence, with the noise of 24 runs
+@pytest.mark.parametrize(
+    ("order", "player"),
+    [("participation", "honest"), ("easy_first", "honest"), ("random", "skipper"), ("participation", "prober")],
+)
+def test_labels_arrive_and_every_read_keeps_the_promise_with_confidence(good, bad, order, player):
+    runs = campaigns(good, "confidence", order=order, player=player)
+    if player != "skipper":  # a skipper holds the audits back: it may well be stated nothing
+        assert sum(max(r.stated) > 0 for r in runs) >= SEEDS // 2  # not vacuous: statements are made
+    for pool_runs in (runs, campaigns(bad, "confidence", order=order, player=player)):
+        broken = sum(r.broken(TARGET) for r in pool_runs)
+        assert broken / SEEDS <= 0.1 + 0.1  # 1 - confidence, with the noise of 30 runs
 
 
-def test_a_lot_too_wrong_is_not_stated_with_confidence(bad):
-    runs = campaigns(bad, "confidence")
-    assert sum(r.broken(TARGET) for r in runs) / SEEDS <= 0.1 + 0.1
-
-
-def test_the_average_promise_holds_when_exporting_at_the_first_statement(good, bad):
+@pytest.mark.parametrize("player", ["honest", "skipper"])
+def test_the_average_promise_holds_at_the_first_statement_and_at_the_end(good, bad, player):
     for pool in (good, bad):
-        runs = campaigns(pool, "average")
-        mean_at_first = np.mean([first_statement_error(r) for r in runs])
-        mean_at_end = np.mean([r.error[-1] for r in runs])
-        assert mean_at_first <= TARGET + 0.02 and mean_at_end <= TARGET + 0.02
+        runs = campaigns(pool, "average", player=player)
+        assert np.mean([first_statement_error(r) for r in runs]) <= TARGET + 0.02
+        assert np.mean([r.error[-1] for r in runs]) <= TARGET + 0.02
+        assert np.mean([r.error.max() for r in runs]) <= TARGET + 0.02  # the reader who stops at the worst read
 
 
 def test_a_plug_in_rule_breaks_the_promise_and_the_check_sees_it(bad, monkeypatch):
-    """Certify when the audited prefix's error is at most the target after 10 audits: what a
-    reader of a single estimate would do. On a lot one item in ten wrong it states wrong labels."""
+    """Certify when the audited share wrong is at most the target after 10 audits: what a reader
+    of a single estimate would do. On a lot one item in ten wrong it states wrong labels."""
 
-    def plug_in(outcomes, answered, *, target, alpha, prior_target=None, promise="confidence", countdown=True):
-        outcomes, answered = np.asarray(outcomes), np.asarray(answered)
-        n, k = audit_prefix(outcomes)
-        delivered = int((~answered).sum())
-        certified = n >= 10 and k <= target * n and delivered > 0
-        return LotVerdict(
-            outcomes.size, n, k, 0, delivered, 0, 0, k / max(n, 1), certified, False, 0 if certified else 1
-        )
+    def plug_in(self, parts: tuple[SetVerdict, ...], size: int) -> tuple[bool, bool]:
+        audited, wrong = sum(v.audited for v in parts), sum(v.wrong for v in parts)
+        return audited >= 10 and wrong <= self.target * audited, False
 
-    monkeypatch.setattr(service_lots, "lot_verdict", plug_in)
+    monkeypatch.setattr(ConfidencePromise, "judge", plug_in)
     runs = campaigns(bad, "confidence", budget=120)
     assert sum(r.broken(TARGET) for r in runs) / SEEDS > 0.3

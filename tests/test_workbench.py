@@ -80,6 +80,20 @@ def test_answered_item_leaves_the_queue_and_skipped_goes_last(bench_factory):
     assert bench.state.candidates[second].sum() == 1
 
 
+def test_skipped_items_come_back_in_skip_order(bench_factory):
+    """Whatever an item is (a ranked query or an audit), a skip sends it after every item not
+    skipped, behind the items skipped before it: where it comes back says nothing about it."""
+    bench = bench_factory()
+    skipped = []
+    for _ in range(4):
+        first = int(bench.queue(top=1)[0])
+        bench.record("ann", "skip", position=first)
+        skipped.append(first)
+        assert bench.ranked_queue()[-len(skipped) :].tolist() == skipped
+    bench.record("ann", "undo")
+    assert bench.ranked_queue()[-3:].tolist() == skipped[:3]
+
+
 @pytest.mark.parametrize("target_set", ["all", "unlabelled"])
 def test_default_session_ranks_by_decision_change_like_a_fresh_ranker(bench_factory, target_set):
     """A session made without a criterion ranks by DEFAULT_STRATEGY (decision_change); after
@@ -110,15 +124,15 @@ def test_default_session_ranks_by_decision_change_like_a_fresh_ranker(bench_fact
             bench.idx, bench.w, candidates, targets=bench.targets, random_state=bench.session_id
         )
         np.testing.assert_array_equal(bench.scores, fresh.scores)
-        # The ranking's order, with one slot in SUSPECT_EVERY for the suspect items to ask.
+        # The ranking's order, with one slot in SUSPECT_EVERY for the suspect items to ask; the
+        # skipped items after it (in the order they were skipped: test_skipped_items_come_back_in_skip_order).
         skipped = np.asarray(bench.state.skipped)
+        open_items = np.asarray(bench.state.open_items)
         asked = suspects_to_serve(workbench_suspects(bench), bench.state)
-        np.testing.assert_array_equal(
-            bench.ranked_queue(),
-            interleave_suspects(
-                ranking_order(fresh.scores, bench.state.open_items, deferred=skipped), asked, deferred=skipped
-            ),
-        )
+        head = interleave_suspects(ranking_order(fresh.scores, open_items & ~skipped), asked, deferred=skipped)
+        served = bench.ranked_queue()
+        np.testing.assert_array_equal(served[: head.size], head)
+        assert sorted(served[head.size :].tolist()) == np.flatnonzero(open_items & skipped).tolist()
         reopened = Workbench.open(bench.session_factory, bench.session_id)
         np.testing.assert_array_equal(reopened.scores, bench.scores)
         assert reopened.n_open == bench.n_open

@@ -87,7 +87,6 @@ from app.store import (
     stored_audit_secret,
     write_transaction,
 )
-from engine.dst import transductive_decisions
 from engine.labelling_loop import (
     ItemsAt,
     Loop,
@@ -99,6 +98,7 @@ from engine.labelling_loop import (
     served_order,
     slot_uniforms,
 )
+from engine.lot_model import LotModel
 from engine.ranking import Ranker, ranking_order
 
 if TYPE_CHECKING:
@@ -538,7 +538,12 @@ class Workbench:
             events = self._log.events()
             # The events of this snapshot only (the log may have moved on since it was taken).
             events = [e for e in events if e.id <= snap.last_event_id]
-            verdicts = [e for e in events if e.kind in VERDICT_KINDS]
+            # The first verdict on each item: the loop's clock and its outcomes.
+            verdicts, seen = [], set()
+            for e in events:
+                if e.kind in VERDICT_KINDS and e.position not in seen:
+                    seen.add(e.position)
+                    verdicts.append(e)
             log = VerdictLog(
                 np.asarray([e.position for e in verdicts], dtype=np.int64),
                 np.asarray([-1 if e.kind == "none_of_these" else int(e.label or 0) for e in verdicts], dtype=np.int64),
@@ -575,9 +580,9 @@ class Workbench:
             return loop
 
     def _model_decisions(self, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """DST-PLL's label and margin of every item given ``candidates`` (what a lot freezes)."""
-        labels, _, margins = transductive_decisions(candidates, self.graph.idx, random_state=0)
-        return labels, margins
+        """Every item's label and score given ``candidates``: what a lot freezes
+        (:class:`engine.lot_model.LotModel`; the features are read only now)."""
+        return LotModel(self.graph.idx, self._snapshot.state.X)(candidates)
 
     def _remember_served(self, position: int, last_event_id: int) -> None:
         """Remember that the first of the queue, made from the events up to ``last_event_id``,

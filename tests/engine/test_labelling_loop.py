@@ -1,0 +1,274 @@
+"""engine.labelling_loop and engine.promises: the loop is a function of the answers alone.
+
+Checked against oracles: the served order against a slot-by-slot construction, the loop's reuse
+of lots frozen earlier against a run from scratch, reads interleaved at random against none,
+the promises' tests against their definitions; and the rules a person can play against: the
+first verdict is the outcome, a skip sends any item to the end, a lot keeps its settings.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from benchmarks.replay_lots import Campaign, Pool
+from engine.labelling_loop import (
+    LAYER_SHARES,
+    STATEMENT_EVERY,
+    ItemsAt,
+    LoopSettings,
+    VerdictLog,
+    audits_to_state,
+    lot_share,
+    run_loop,
+    served_order,
+)
+from engine.neighbors import knn_graph
+from engine.promises import AveragePromise, ConfidencePromise, ConfidenceTest, SetVerdict, lot_error_bounds
+
+
+def blobs(n_per: int = 60, flipped: float = 0.02, seed: int = 0) -> Pool:
+    """Three separated blobs, most items with a second candidate; a few truly of another class."""
+    rng = np.random.default_rng(seed)
+    centres = np.array([[0.0, 0.0], [10.0, 0.0], [0.0, 10.0]])
+    blob = np.repeat(np.arange(3), n_per)
+    X = centres[blob] + rng.normal(scale=0.7, size=(blob.size, 2))
+    truth = blob.copy()
+    off = rng.random(blob.size) < flipped
+    truth[off] = (blob[off] + 1) % 3
+    Y = np.zeros((blob.size, 3), dtype=bool)
+    Y[np.arange(blob.size), truth] = True
+    partial = rng.random(blob.size) < 0.85
+    other = np.where(off, blob, (truth + rng.integers(1, 3, size=blob.size)) % 3)
+    Y[np.flatnonzero(partial), other[partial]] = True
+    idx, w = knn_graph(X, k=8)
+    return Pool(X, Y, truth, idx, w)
+
+
+POOL = blobs()
+KEY = b"k" * 32
+LOOSE = LoopSettings(max_error=0.2, confidence=0.6)  # a few audits state something on 180 items
+
+
+def test_the_shares_sum_to_one():
+    assert math.isclose(sum(LAYER_SHARES), 1.0)
+    assert math.isclose(sum(lot_share(n) for n in range(1, 200_000)), 1.0, abs_tol=1e-5)
+
+
+def test_first_verdicts_are_the_first_per_item():
+    log = VerdictLog(np.array([3, 1, 3, 0]), np.array([2, -1, 0, 1]))
+    at, label = log.first_verdicts(5)
+    assert at.tolist() == [3, 1, 4, 0, 4] and label.tolist() == [1, -1, -1, 2, -1]
+
+
+def slot_by_slot(ranked, queue, base, share, u):
+    """The served order by brute force: the most audits ``a`` such that the first ``a`` queue
+    items fit the audit slots of an order made of them and the ranked items left; then each
+    audit slot takes the next of them, every other slot the next ranked item left."""
+    ranked, queue = list(ranked), list(queue)
+    flags = [x < share for x in u[base:]] if share > 0 else [False] * (len(ranked) + len(queue))
+    for a in range(len(queue), -1, -1):
+        rest = [r for r in ranked if r not in queue[:a]]
+        length = len(rest) + a
+        if sum(flags[:length]) >= a:
+            break
+    out, audit, q, r = [], [], 0, 0
+    for j in range(length):
+        if flags[j] and q < a:
+            out.append(queue[q])
+            audit.append(True)
+            q += 1
+        else:
+            out.append(rest[r])
+            audit.append(False)
+            r += 1
+    return out, audit
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    n=st.integers(1, 30),
+    q=st.integers(0, 10),
+    base=st.integers(0, 20),
+    share=st.sampled_from([0.0, 0.2, 0.5]),
+    seed=st.integers(0, 10_000),
+)
+def test_served_order_against_a_slot_by_slot_construction(n, q, base, share, seed):
+    rng = np.random.default_rng(seed)
+    items = rng.permutation(60)
+    queue = items[:q]
+    ranked = rng.permutation(np.concatenate([items[q : q + n], queue[rng.random(q) < 0.5]]))
+    u = rng.random(200)
+    order = served_order(ranked, queue, base=base, audit_share=share, uniforms=lambda m: u[:m])
+    positions = order.positions.tolist()
+    assert len(set(positions)) == len(positions)  # nothing served twice
+    assert set(positions) == set(ranked.tolist()) | set(queue.tolist()[: int(order.audit.sum())])
+    served_audits = [p for p, a in zip(positions, order.audit.tolist(), strict=True) if a]
+    assert served_audits == queue.tolist()[: len(served_audits)]  # audits in the queue's order
+    if share > 0 and q:
+        expected = slot_by_slot(ranked.tolist(), queue.tolist(), base, share, u)
+        assert (positions, order.audit.tolist()) == expected
+
+
+def campaign(pool: Pool = POOL, settings: LoopSettings = LOOSE, key: bytes = KEY) -> Campaign:
+    return Campaign(pool, settings, key=key, session=7)
+
+
+def play(c: Campaign, moves: list[int], *, read_between: bool) -> None:
+    """Moves: 0 answer the served item truthfully, 1 skip it, 2 undo, 3 answer it wrongly."""
+    for move in moves:
+        loop = c.loop() if read_between else None
+        if move == 2:
+            if c._history:
+                c.undo()
+            continue
+        served = c.served(c.ranked(None, None, np.random.default_rng(0), loop or c.loop()), loop or c.loop())
+        if served.positions.size == 0:
+            return
+        item = int(served.positions[0])
+        if move == 1:
+            c.skip(item)
+        else:
+            truth = int(c.pool.truth[item])
+            c.answer(item, truth if move == 0 else (truth + 1) % c.Y.shape[1])
+
+
+def same_loop(a, b) -> bool:
+    if len(a.lots) != len(b.lots) or a.next_lot_at != b.next_lot_at:
+        return False
+    for x, y in zip(a.lots, b.lots, strict=True):
+        if not (np.array_equal(x.lot.items, y.lot.items) and np.array_equal(x.lot.labels, y.lot.labels)):
+            return False
+        if (x.certified, x.current, x.ended_at, x.verdicts) != (y.certified, y.current, y.ended_at, y.verdicts):
+            return False
+    return True
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(moves=st.lists(st.sampled_from([0, 0, 0, 0, 1, 2, 3]), min_size=20, max_size=70))
+def test_reads_change_nothing_and_the_loop_reuses_lots_exactly(moves):
+    """The same answers, read after every move or never: the same lots, verdicts and order; and a
+    loop run from scratch on the final log equals the one that reused earlier lots."""
+    watched, unwatched = campaign(), campaign()
+    play(watched, moves, read_between=True)
+    play(unwatched, moves, read_between=False)
+    assert watched._positions == unwatched._positions
+    seen = watched.loop()
+    assert same_loop(seen, unwatched.loop())
+    assert same_loop(watched.loop(reuse=False), seen)
+
+
+def test_the_first_verdict_is_the_outcome_whatever_is_answered_after_an_undo():
+    """Answer an audit, undo, answer it otherwise: the lot reads the first answer."""
+    honest, probing = campaign(), campaign()
+    for c, probe in ((honest, False), (probing, True)):
+        for _ in range(3 * STATEMENT_EVERY):
+            loop = c.loop()
+            queue = loop.audit_queue(c.answered, c.skipped)
+            item = int(queue[0])
+            truth = int(c.pool.truth[item])
+            c.answer(item, truth)
+            if probe:  # try the other labels: one of them may be the frozen one
+                for other in range(c.Y.shape[1]):
+                    c.undo()
+                    c.answer(item, other)
+                c.undo()
+                c.answer(item, truth)
+    a, b = honest.loop(), probing.loop()
+    assert [s.verdicts for s in a.lots] == [s.verdicts for s in b.lots]
+    assert [s.certified for s in a.lots] == [s.certified for s in b.lots]
+
+
+def test_a_skipped_item_goes_to_the_end_behind_earlier_skips_whatever_it_is():
+    c = campaign()
+    skipped, audits = [], 0
+    for _ in range(20):
+        loop = c.loop()
+        ranked = c.ranked(None, None, np.random.default_rng(0), loop)
+        served = c.served(ranked, loop, top=None)
+        item = int(served.positions[0])
+        audits += int(served.audit[0])
+        c.skip(item)
+        skipped.append(item)
+        loop = c.loop()
+        order = c.served(c.ranked(None, None, np.random.default_rng(0), loop), loop, top=None).positions
+        assert order[-len(skipped) :].tolist() == skipped
+    assert 0 < audits < 20  # both kinds were skipped
+
+
+def test_a_lot_keeps_the_settings_it_was_frozen_with():
+    """settings_at(v) is read for the lot frozen at v; a change after its first audit is not."""
+    pool = POOL
+    log_positions, log_labels = [], []
+    items = ItemsAt(pool.Y, np.zeros(pool.Y.shape[0], dtype=bool))
+
+    def model(candidates):
+        return np.asarray(pool.truth), np.ones(pool.Y.shape[0])
+
+    def loop(settings_at):
+        log = VerdictLog(np.asarray(log_positions, dtype=np.int64), np.asarray(log_labels, dtype=np.int64))
+        return run_loop(
+            log,
+            n_items=pool.Y.shape[0],
+            items_at=lambda v: items,
+            model=model,
+            settings_at=settings_at,
+            key=KEY,
+            session=1,
+        )
+
+    strict = lambda v: LoopSettings(max_error=0.05)  # noqa: E731
+    average = lambda v: LoopSettings(max_error=0.05, promise="average")  # noqa: E731
+    first = loop(strict).lots[0].lot
+    assert isinstance(first.promise, ConfidencePromise)
+    assert isinstance(loop(average).lots[0].lot.promise, AveragePromise)  # not sealed: the change counts
+    # Once a verdict follows its freeze, the lot is what it was frozen with, for any later reader.
+    item = int(first.items[0])
+    log_positions.append(item)
+    log_labels.append(int(pool.truth[item]))
+    changed_after = lambda v: LoopSettings(max_error=0.05) if v == 0 else LoopSettings(promise="average")  # noqa: E731
+    assert isinstance(loop(changed_after).lots[0].lot.promise, ConfidencePromise)
+
+
+def test_the_confidence_judge_adds_the_parts_bounds():
+    promise = ConfidencePromise(0.05, 0.9)
+    parts = (SetVerdict(60, 0, True, False, 4, 0), SetVerdict(60, 1, False, False, 8, 1))
+    assert promise.judge(parts, 200) == (False, False)  # 4 + 8 wrong at most, above 5 % of 200
+    assert promise.judge(parts, 240) == (True, False)
+    assert promise.judge((SetVerdict(60, 9, False, False, 30, 11),), 200) == (False, True)
+
+
+def test_a_confidence_test_is_the_running_intersection_of_the_sequence():
+    test = ConfidenceTest(1000, 0.05, 0.075)
+    errors = np.cumsum(np.r_[np.zeros(50, int), 1, np.zeros(30, int)])
+    verdict = test.verdict(errors)
+    highs = [lot_error_bounds(1000, n, int(errors[n - 1]), alpha=0.075, target=0.05)[1] for n in range(1, 82)]
+    assert verdict.wrong_bound == min(highs) and verdict.certified == (min(highs) <= 50)
+
+
+def test_audits_to_state_is_the_first_statement_of_an_untouched_lot():
+    needed = audits_to_state(1000, LoopSettings())
+    assert needed is not None and 30 < needed < 120
+    assert audits_to_state(1000, LoopSettings(promise="average")) < needed
+    assert audits_to_state(10, LoopSettings()) is None
+
+
+@pytest.mark.parametrize("promise", ["confidence", "average"])
+def test_labels_once_stated_stay_stated(promise):
+    c = campaign(settings=LoopSettings(max_error=0.2, confidence=0.6, promise=promise))
+    stated_before = 0
+    for _ in range(150):
+        loop = c.loop()
+        member, _, _ = loop.delivered(c.Y.shape[0])
+        assert member.sum() >= stated_before
+        stated_before = int(member.sum())
+        served = c.served(c.ranked(None, None, np.random.default_rng(0), loop), loop)
+        if served.positions.size == 0:
+            break
+        item = int(served.positions[0])
+        c.answer(item, int(c.pool.truth[item]))
+    assert stated_before > 0

@@ -1,0 +1,157 @@
+"""engine.promises: the confidence sequence against a direct computation and its coverage over
+every prefix; the average promise's sampling plans against an enumeration of audit orders."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+from scipy.stats import betabinom
+
+from engine.exceptions import InvalidInput
+from engine.promises import (
+    EXACT_LOT_SIZE,
+    SamplingPlan,
+    average_plan,
+    lot_error_bounds,
+    outgoing_quality,
+    worst_outgoing,
+)
+
+
+def direct_evidence(big_n: int, n: int, k: int, target: float) -> tuple[list[float], float]:
+    """``L_n(E)`` for every ``E`` by explicit products, and ``m_n`` as an explicit mixture over the prior."""
+    a, b = 1.0, 4.0 / target
+
+    def likelihood(e: int) -> float:  # probability of one sequence with k wrong in n draws
+        p = 1.0
+        wrong, right = e, big_n - e
+        for i in range(k):
+            p *= (wrong - i) / (big_n - i)
+        for j in range(n - k):
+            p *= (right - j) / (big_n - k - j)
+        return max(p, 0.0)
+
+    prior = betabinom(big_n, a, b)
+    likelihoods = [likelihood(e) for e in range(big_n + 1)]
+    return likelihoods, sum(prior.pmf(e) * lik for e, lik in enumerate(likelihoods))
+
+
+def direct_interval(big_n: int, n: int, k: int, alpha: float, target: float) -> tuple[int, int]:
+    """{E : L_n(E) > α m_n}."""
+    likelihoods, marginal = direct_evidence(big_n, n, k, target)
+    inside = [e for e, lik in enumerate(likelihoods) if lik > alpha * marginal]
+    return inside[0], inside[-1]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    big_n=st.integers(1, 40),
+    data=st.data(),
+    alpha=st.sampled_from([0.05, 0.1, 0.2]),
+    target=st.sampled_from([0.02, 0.05, 0.1]),
+)
+def test_bounds_equal_the_direct_computation(big_n, data, alpha, target):
+    n = data.draw(st.integers(1, big_n))
+    k = data.draw(st.integers(0, n))
+    likelihoods, marginal = direct_evidence(big_n, n, k, target)
+    # An exact tie with the level (e.g. N = 26, 24 right audits, E = 1: 2/26 against 0.1 · 80/104)
+    # falls either way in floating point, in both computations.
+    assume(all(abs(lik - alpha * marginal) > 1e-9 * alpha * marginal for lik in likelihoods))
+    assert lot_error_bounds(big_n, n, k, alpha=alpha, target=target) == direct_interval(big_n, n, k, alpha, target)
+
+
+def direct_outgoing(plan: SamplingPlan, wrong: int) -> tuple[float, float]:
+    """AOQ and acceptance by enumerating every placement of ``wrong`` wrong labels in the audit
+    order (all equally likely), each walked prefix by prefix."""
+    total = accepted = 0.0
+    places = list(itertools.combinations(range(plan.lot_size), wrong))
+    for place in places:
+        x = np.zeros(plan.lot_size, dtype=int)
+        x[list(place)] = 1
+        for n in range(plan.start, plan.last + 1):
+            found = int(x[:n].sum())
+            if found <= math.floor(plan.slope * (n - plan.start) + 1e-9):
+                total += (wrong - found) / (plan.lot_size - n)
+                accepted += 1
+                break
+    return total / len(places), accepted / len(places)
+
+
+@settings(max_examples=120, deadline=None)
+@given(big_n=st.integers(2, 9), data=st.data(), slope=st.sampled_from([0.0, 0.1, 0.25, 0.5]))
+def test_outgoing_quality_equals_the_enumeration(big_n, data, slope):
+    last = data.draw(st.integers(1, big_n - 1))
+    plan = SamplingPlan(big_n, data.draw(st.integers(1, last)), slope, last)
+    aoq, accepted = outgoing_quality(plan, np.arange(big_n + 1))
+    for wrong in range(big_n + 1):
+        direct = direct_outgoing(plan, wrong)
+        assert aoq[wrong] == pytest.approx(direct[0], abs=1e-12)
+        assert accepted[wrong] == pytest.approx(direct[1], abs=1e-12)
+
+
+@pytest.mark.parametrize(("big_n", "budget"), [(40, 0.05), (1000, 0.03), (3000, 0.0075)])
+def test_a_designed_plan_keeps_its_budget_at_every_error_count(big_n, budget):
+    plan = average_plan(big_n, budget)
+    aoq, _ = outgoing_quality(plan, np.arange(big_n + 1))
+    assert aoq.max() <= budget
+    earlier = SamplingPlan(big_n, plan.start - 1, plan.slope, plan.last)
+    assert plan.start == 1 or outgoing_quality(earlier, np.arange(big_n + 1))[0].max() > budget
+
+
+def test_the_grid_bound_of_a_large_lot_is_above_every_exact_value():
+    """Past EXACT_LOT_SIZE the worst case is bounded on a grid of E: never below the exact one."""
+    big_n = EXACT_LOT_SIZE + 1000
+    for start in (5, 15, 30):
+        plan = SamplingPlan(big_n, start, 0.03, 60)
+        exact = outgoing_quality(plan, np.arange(big_n + 1))[0].max()
+        assert exact <= worst_outgoing(plan, 1.0) <= exact * 1.05
+
+
+def test_no_audit_bounds_nothing_and_the_worked_example():
+    assert lot_error_bounds(1000, 0, 0, alpha=0.1, target=0.05) == (0, 1000)
+    low, high = lot_error_bounds(1000, 56, 0, alpha=0.1, target=0.05)
+    assert low == 0 and high / 1000 <= 0.05 < lot_error_bounds(1000, 50, 0, alpha=0.1, target=0.05)[1] / 1000
+
+
+@pytest.mark.parametrize(
+    ("args", "error", "match"),
+    [
+        ((10, 11, 0), InvalidInput, "audited must be <= lot_size"),
+        ((10, 3, 4), InvalidInput, "errors must be <= audited"),
+        ((10, -1, 0), InvalidInput, "audited"),
+        ((10.5, 1, 0), TypeError, "lot_size"),
+    ],
+)
+def test_bounds_refuse_bad_counts(args, error, match):
+    with pytest.raises(error, match=match):
+        lot_error_bounds(*args, alpha=0.1, target=0.05)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1.0, 1.5])
+def test_bounds_refuse_bad_levels(alpha):
+    with pytest.raises(InvalidInput, match="alpha"):
+        lot_error_bounds(10, 1, 0, alpha=alpha, target=0.05)
+
+
+@pytest.mark.parametrize("wrong", [2, 8, 15, 30])
+def test_every_prefix_is_covered_with_probability_at_least_one_minus_alpha(wrong):
+    """The sequence must hold at every prefix at once: read after every audit, in 1,500 random orders."""
+    big_n, alpha, runs = 150, 0.1, 1500
+    rng = np.random.default_rng(wrong)
+    missed = 0
+    for _ in range(runs):
+        x = np.zeros(big_n, dtype=np.int64)
+        x[rng.permutation(big_n)[:wrong]] = 1
+        errors = np.cumsum(x)
+        for n in range(1, big_n + 1):
+            low, high = lot_error_bounds(big_n, n, int(errors[n - 1]), alpha=alpha, target=0.05)
+            if not low <= wrong <= high:
+                missed += 1
+                break
+    # Ville's inequality: at most alpha; the binomial noise of 1,500 runs is below 0.025.
+    assert missed / runs <= alpha + 0.025

@@ -257,7 +257,7 @@ def _summary(loop: Loop, state: SessionState, settings: LabelSettings, kept: np.
     stated = loop.stated_sets
     promises = {(s.lot.promise.name, s.lot.promise.target, getattr(s.lot.promise, "confidence", None)) for s in stated}
     first = stated[0].lot.promise if stated else None
-    size = sum(s.certified for s in stated)
+    size = sum(s.stated for s in stated)
     bounds = [s.wrong_bound for s in stated]
     bound = sum(b for b in bounds if b is not None) / size if size and None not in bounds else None
     active = loop.active

@@ -22,13 +22,12 @@ from app.service import (
     export_bytes,
     session_label_settings,
     session_table,
+    statement_cost,
 )
-from app.service.lots import FIRST_LOT_LEARNING_AUDITS, ItemStatus, audit_queue, lots_now
-from app.store import label_lots
+from app.store import LabelSettings
 from app.store.db import open_store
 from app.ui.components import EXPERT_GIVEN, WITH_MODEL, labelled_curve
 from app.ui.state import STATE_KEY, Keys
-from engine.lots import audits_to_certify, lot_alpha, lot_share
 from tests.ui.conftest import events, export_links, fetch_exports, no_exception, plain, position_on_screen, sign_in
 
 SECRET = "a long enough secret"
@@ -154,35 +153,29 @@ def setting_inputs(at) -> dict[str, object]:
     return {keys[w.key]: w for w in at.number_input if w.key in keys}
 
 
-def first_lot_cost(max_error: float, confidence: float) -> int:
-    return audits_to_certify(1000, target=max_error, alpha=lot_alpha(1 - confidence, 1))
-
-
-def cost_line(max_error: float, confidence: float) -> str:
-    return (
-        f"A {max_error * 100:g}% target at {confidence * 100:g}% confidence needs at least "
-        f"{first_lot_cost(max_error, confidence)} error-free audited answers for a first lot of 1,000 items"
-    )
+def cost_line(at, max_error: float, confidence: float, audit_share: float = 0.5, promise: str = "confidence") -> str:
+    """What the Sessions page says a statement costs, for the lot the open session checks."""
+    bench: Workbench = at.session_state[STATE_KEY].workbench
+    active = bench.loop().active
+    if active is None:
+        return "No lot of model labels is being checked now"
+    settings = LabelSettings(max_error=max_error, confidence=confidence, audit_share=audit_share, promise=promise)
+    return statement_cost(settings, int(active.lot.items.size), active.lot.number)
 
 
 def test_an_admin_changes_the_model_label_settings_and_sees_what_a_target_costs(app, team_db):
     ada = on_sessions_page(app(team_db), team_db, "ada")
     inputs = setting_inputs(ada)
-    assert {name: w.value for name, w in inputs.items()} == {"max_error": 5.0, "confidence": 90.0, "audit_share": 5.0}
+    assert {name: w.value for name, w in inputs.items()} == {"max_error": 5.0, "confidence": 90.0, "audit_share": 50.0}
     texts = page_texts(ada)
-    assert any(t.startswith(cost_line(0.05, 0.90)) for t in texts), texts
-    # Until the first statement half the served items are audits, whatever the (lower) share.
-    needed = first_lot_cost(0.05, 0.90)
-    assert any(
-        f"about {round(needed / 0.5)} answers in all, since 50% of the served items are audits" in t for t in texts
-    )
+    assert any(t.startswith(cost_line(ada, 0.05, 0.90)) for t in texts), texts
 
     inputs["max_error"].set_value(2.0)
     inputs["confidence"].set_value(95.0)
     inputs["audit_share"].set_value(10.0)
     ada.run()
     # The cost follows the values entered, before they are saved.
-    assert any(t.startswith(cost_line(0.02, 0.95)) for t in page_texts(ada))
+    assert any(t.startswith(cost_line(ada, 0.02, 0.95, 0.10)) for t in page_texts(ada))
     ada.button(key=Keys.LABEL_SETTINGS_SAVE).click().run()
     no_exception(ada)
     saved = session_label_settings(open_store(team_db), "small")
@@ -196,7 +189,7 @@ def test_an_admin_changes_the_model_label_settings_and_sees_what_a_target_costs(
         assert not [b for b in at.button if b.key == Keys.LABEL_SETTINGS_SAVE]
         texts = page_texts(at)
         assert "Largest model-label error 2% at 95% confidence; audit share 10%" in texts, texts
-        assert any(t.startswith(cost_line(0.02, 0.95)) for t in texts)
+        assert any(t.startswith(cost_line(at, 0.02, 0.95, 0.10)) for t in texts)
         assert "An admin sets these." in texts
 
 
@@ -223,25 +216,21 @@ def test_single_user_mode_edits_the_settings_without_signing_in(app, small_db):
     at.button(key=Keys.LABEL_SETTINGS_SAVE).click().run()
     no_exception(at)
     assert session_label_settings(open_store(small_db), "small").audit_share == pytest.approx(0.20)
-    # Zero audits: the page says that no model label can then be given.
+    # Zero audits: the page says what that means for the lot being checked.
     setting_inputs(at)["audit_share"].set_value(0.0)
     at.run()
-    assert any("no audit is served, so no model label is given" in t for t in page_texts(at))
+    expected = cost_line(at, 0.05, 0.9, 0.0)
+    assert any(t.startswith(expected) for t in page_texts(at)), expected
+    assert "No lot" in expected or expected.endswith("no audit is served, so no model label is stated.")
 
 
 # ------------------------------------------------------------------------------ Query page
 
 
 def audit_head(bench: Workbench) -> int | None:
-    """The first item of the active lot's audit queue (what the next audit slot serves)."""
-    with bench.session_factory() as s:
-        lots = label_lots(s, bench.session_id)
-    queue = audit_queue(lots_now(lots, ItemStatus.of(bench.state), bench.label_settings))
+    """The first item of the layer being audited (what the next audit slot serves)."""
+    queue = bench.loop().audit_queue(bench.state.answered, bench.state.skipped)
     return int(queue[0]) if queue.size else None
-
-
-def audits_done(bench: Workbench) -> int:
-    return bench.labels().summary.audits_total
 
 
 def test_audit_items_are_served_unmarked_and_recorded_like_any_other(app, digits_db):
@@ -258,8 +247,7 @@ def test_audit_items_are_served_unmarked_and_recorded_like_any_other(app, digits
         served["audit" if audit else "ranked"] += 1
         texts = " ".join(page_texts(at) + [plain(b.label) for b in at.button] + [h.value for h in at.subheader])
         assert "audit" not in texts.lower()  # nothing on screen says which items are audits
-        # Nor why the item was chosen while a lot's audits are served: every item says the same
-        # instead (learning audits certify nothing, and the explanation stays while they are).
+        # Nor why the item was chosen while a lot's audits are served: every item says the same.
         withheld = "winnow does not say why an item was chosen" in texts
         assert withheld == bench.lot_audits_served() and withheld == ("If you say" not in texts)
         served["withheld"] += withheld
@@ -268,31 +256,19 @@ def test_audit_items_are_served_unmarked_and_recorded_like_any_other(app, digits
         answers = [b.key for b in at.button if b.key and b.key.startswith(f"query_answer_{position}_")]
         candidates = np.flatnonzero(bench.state.candidates[position])
         assert answers == [Keys.answer(position, int(m)) for m in candidates]
-        before = audits_done(bench)
         label = int(candidates[-1])
         answered = answer_on_screen(at, lambda _, chosen=label: chosen)
         assert answered == position
         last = events(digits_db)[-1]
         assert (last["kind"], last["position"], last["label"]) == ("answer", position, label)
         assert any(f"Recorded: {bench.state.external_ids[position]} is" in plain(s.value) for s in at.success)
-        # An audit extends the lot's audited prefix (by more than one when later items of the
-        # lot were answered already); a ranked answer does not.
         if audit:
-            assert audits_done(bench) >= before + 1 and bench.is_audit(position)
-        else:
-            assert audits_done(bench) == before
+            assert bench.is_audit(position)
     assert served["audit"] and served["ranked"] and served["withheld"], served
 
 
-def test_what_a_target_costs_on_average_counts_the_audits_that_choose_the_first_lot(app, team_db):
+def test_what_a_statement_costs_on_average_is_said_for_the_lot_at_hand(app, team_db):
     change_label_settings(open_store(team_db), "small", promise="average")
-    needed = audits_to_certify(1000, target=0.05, alpha=lot_share(1), promise="average")
-    learning = FIRST_LOT_LEARNING_AUDITS["average"]
-    texts = page_texts(on_sessions_page(app(team_db), team_db, "ada"))
-    expected = (
-        f"A 5% target on average needs at least {needed} error-free audited answers for a first lot of 1,000 "
-        f"items, after {learning} audits of items drawn at random that choose the lot (each wrong one needs more): "
-        f"about "
-        f"{round((needed + learning) / 0.5)} answers in all"
-    )
-    assert any(t.startswith(expected) for t in texts), texts
+    ada = on_sessions_page(app(team_db), team_db, "ada")
+    expected = cost_line(ada, 0.05, 0.9, 0.5, "average")
+    assert any(t.startswith(expected) for t in page_texts(ada)), expected

@@ -101,7 +101,7 @@ def average_table(sizes: list[int], audits: int) -> None:
         errors = np.cumsum(rng.random(audits) < 0.02)
         baseline, _ = cpu(ConfidenceTest(size, TARGET, ALPHA).verdict, errors)
 
-        def average_verdict(size: int = size) -> object:
+        def average_verdict(size: int = size, errors: np.ndarray = errors) -> object:
             plan = average_plan(size, TARGET * 0.5)
             return None if plan is None else AverageTest(size, plan).verdict(errors)
 

@@ -10,9 +10,12 @@ after **every** answer. Two tables:
   ``1 − confidence`` of them), the same share given that something was stated, and the mean
   share of wrong delivered labels when the person exports at the first statement and at the end
   (the promise *on average* bounds these means by the target; 0 when nothing is delivered).
-* **Yield** (``--yield``): per budget (0, 100, 200, 500, 1,000 answers), model labels delivered,
-  the *ceiling* (the most open items a threshold on DST-PLL's margin, chosen with the truth,
-  keeps at ≤ target error), their true error, and the audits spent, for each promise.
+* **Yield** (``--yield``): per budget (0, 100, 200, 500, 1,000 answers), the labels stated (and
+  how many of them are model labels), their true error, the **anchor** of the promise on the
+  same state with as many uniform audits (Learn then Test with a betting test for *with
+  confidence*, Conformal Labeling for *on average*: ``benchmarks.anchors``), the *ceiling* (the
+  most open items a threshold on the lot score, chosen with the truth, keeps at ≤ target error)
+  and the audits spent.
 
 Data: ``sample`` (the bundled ``sample_data/digits_partial.npz``), the digits protocols of
 ``docs/results_strategy.md`` (800 rows of scikit-learn's digits; the noisy-expert one left out,
@@ -114,11 +117,12 @@ def _pool(name: str) -> Pool:
     return _loaders()[name]()
 
 
-def _run(task: tuple[str, str, str, int, int]) -> dict:
-    name, order, promise, seed, budget = task
+def _run(task: tuple[str, str, str, str, int, int]) -> dict:
+    name, order, promise, player, seed, budget = task
     settings = LoopSettings(max_error=TARGET, promise=promise)
     start = time.perf_counter()
-    reads = replay(_pool(name), order, seed=seed, budget=budget, settings=settings, ceiling_at=BUDGETS)
+    at = BUDGETS if budget >= max(BUDGETS) else ()
+    reads = replay(_pool(name), order, seed=seed, budget=budget, settings=settings, ceiling_at=at, player=player)
     delivered = np.asarray(reads.stated)
     error = reads.error
     stated = np.flatnonzero(delivered > 0)
@@ -132,38 +136,47 @@ def _run(task: tuple[str, str, str, int, int]) -> dict:
         "seconds": time.perf_counter() - start,
         "first_statement": first,
         "broken_any_read": reads.broken(TARGET),
+        "player": player,
         "fdp_first_statement": float(error[first]) if first >= 0 else 0.0,
         "fdp_end": float(error[-1]),
+        "fdp_max": float(error.max()),
     }
     for b in BUDGETS:
         at = min(b, len(delivered) - 1)
         row[f"delivered_{b}"] = int(delivered[at])
+        row[f"model_labels_{b}"] = int(reads.model_labels[at])
         row[f"true_error_{b}"] = float(error[at])
         row[f"audits_{b}"] = int(reads.audits[at])
         row[f"ceiling_{b}"] = reads.ceiling.get(b, np.nan)
+        # The anchor of this promise, on the same state with as many uniform audits.
+        anchor = (reads.ltt if promise == "confidence" else reads.conformal).get(b, (np.nan, np.nan))
+        row[f"anchor_{b}"] = anchor[0]
+        row[f"anchor_error_{b}"] = anchor[1] / anchor[0] if anchor[0] else 0.0
     return row
 
 
 def validity_table(df: pd.DataFrame) -> list[str]:
     out = [
-        "| set | order | promise | runs | stated | broken at some read | broken, given stated "
-        "| mean FDP, export at first statement | mean FDP at the end |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| set | order · player | promise | runs | stated | broken at some read | broken, given stated "
+        "| mean FDP, export at first statement | mean FDP at the end | mean of the worst read's FDP |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for (name, order, promise), g in df.groupby(["set", "order", "promise"], sort=False):
+    for (name, order, promise, player), g in df.groupby(["set", "order", "promise", "player"], sort=False):
         stated = g["first_statement"] >= 0
         given = f"{g.loc[stated, 'broken_any_read'].mean():.1%}" if stated.any() else "–"
         out.append(
-            f"| {name} | {order} | {promise} | {len(g)} | {stated.mean():.0%} | {g['broken_any_read'].mean():.1%} "
-            f"| {given} | {g['fdp_first_statement'].mean():.2%} | {g['fdp_end'].mean():.2%} |"
+            f"| {name} | {order} · {player} | {promise} | {len(g)} | {stated.mean():.0%} "
+            f"| {g['broken_any_read'].mean():.1%} | {given} | {g['fdp_first_statement'].mean():.2%} "
+            f"| {g['fdp_end'].mean():.2%} | {g['fdp_max'].mean():.2%} |"
         )
     return out
 
 
 def yield_table(df: pd.DataFrame) -> list[str]:
     out = [
-        "| set | promise | answers | delivered | ceiling | share of ceiling | true error | audits spent |",
-        "|---|---|---|---|---|---|---|---|",
+        "| set | promise | answers | stated (model labels) | true error | anchor | anchor's true error "
+        "| ceiling | stated / ceiling | audits spent |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for (name, promise), g in df.groupby(["set", "promise"], sort=False):
         for b in BUDGETS:
@@ -172,8 +185,9 @@ def yield_table(df: pd.DataFrame) -> list[str]:
             delivered, ceiling = g[f"delivered_{b}"].mean(), g[f"ceiling_{b}"].mean()
             share = f"{delivered / ceiling:.0%}" if ceiling > 0 else "–"
             out.append(
-                f"| {name} | {promise} | {b} | {delivered:.0f} | {ceiling:.0f} | {share} "
-                f"| {g[f'true_error_{b}'].mean():.2%} | {g[f'audits_{b}'].mean():.0f} |"
+                f"| {name} | {promise} | {b} | {delivered:.0f} ({g[f'model_labels_{b}'].mean():.0f}) "
+                f"| {g[f'true_error_{b}'].mean():.2%} | {g[f'anchor_{b}'].mean():.0f} "
+                f"| {g[f'anchor_error_{b}'].mean():.2%} | {ceiling:.0f} | {share} | {g[f'audits_{b}'].mean():.0f} |"
             )
     return out
 
@@ -185,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sets", nargs="+", default=["sample"], help="data sets (sample, lost, BirdSong, ...)")
     parser.add_argument("--orders", nargs="+", default=list(ORDERS))
     parser.add_argument("--promises", nargs="+", default=list(PROMISES))
+    parser.add_argument("--players", nargs="+", default=["honest"], help="honest, skipper, prober")
     parser.add_argument("--seeds", type=int, default=200)
     parser.add_argument("--first-seed", type=int, default=0, help="seeds run from here (to extend an earlier run)")
     parser.add_argument("--budget", type=int, default=300)
@@ -199,10 +214,11 @@ def main(argv: list[str] | None = None) -> int:
     orders = args.orders if args.validity else ["default"]
     budget = args.budget if args.validity else max(BUDGETS)
     tasks = [
-        (name, order, promise, seed, budget)
+        (name, order, promise, player, seed, budget)
         for name in args.sets
         for order in orders
         for promise in args.promises
+        for player in (args.players if args.validity else ["honest"])
         for seed in range(args.first_seed, args.first_seed + args.seeds)
     ]
     start = time.perf_counter()

@@ -66,6 +66,10 @@ class Reads:
     model_labels: list[int] = field(default_factory=list)
     audits: list[int] = field(default_factory=list)
     ceiling: dict[int, int] = field(default_factory=dict)
+    #: At the ``ceiling_at`` reads: (labels handed back, wrong among them) by Conformal Labeling
+    #: and by Learn then Test on the same state with as many uniform audits (benchmarks.anchors).
+    conformal: dict[int, tuple[int, int]] = field(default_factory=dict)
+    ltt: dict[int, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def error(self) -> np.ndarray:
@@ -243,9 +247,10 @@ def replay(
             reads.model_labels.append(model_labels)
             reads.audits.append(audits)
             if answers in ceiling_at:
-                labels, score = campaign.model(campaign.Y)
+                labels, score, _ = campaign.model(campaign.Y)
                 rows = np.flatnonzero((campaign.Y.sum(axis=1) >= 2) & ~campaign.answered)
                 reads.ceiling[answers] = ceiling(labels[rows], score[rows], pool.truth[rows], settings.max_error)
+                _anchors(reads, answers, labels[rows], score[rows], pool.truth[rows], audits, settings, seed)
         if answers == budget:
             break
         ranked = campaign.ranked(strategy, context, rng, loop)
@@ -272,6 +277,29 @@ def replay(
             strategy.observe(item, campaign.Y[item].copy())
         context.n_answers += 1
     return reads
+
+
+def _anchors(
+    reads: Reads,
+    at: int,
+    labels: np.ndarray,
+    scores: np.ndarray,
+    truth: np.ndarray,
+    audits: int,
+    settings: LoopSettings,
+    seed: int,
+) -> None:
+    """The anchors on the items the model would label now, with as many uniform audits."""
+    from benchmarks.anchors import conformal_labeling, learn_then_test, uniform_audits
+
+    keep = scores > 0
+    labels, scores, wrong = labels[keep], scores[keep], (labels != truth)[keep]
+    audited = uniform_audits(scores.size, audits, seed)
+    for name, chosen in (
+        ("conformal", conformal_labeling(scores, wrong, audited, settings.max_error)),
+        ("ltt", learn_then_test(scores, wrong, audited, settings.max_error, settings.confidence)),
+    ):
+        getattr(reads, name)[at] = (int(chosen.sum()), int((chosen & wrong).sum()))
 
 
 def _hides(loop: Loop, item: int, truth: int) -> bool:

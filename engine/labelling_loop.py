@@ -92,7 +92,7 @@ LOT_ANSWERS = 400
 
 #: When no lot can be frozen (the model accepts too few items), the loop looks again this many
 #: verdicts later.
-RETRY_ANSWERS = 50
+RETRY_ANSWERS = 20
 
 #: The layers of a lot, by margin: the sets its statements are about hold the best quarter,
 #: the best half and all of its items. The best quarter is audited first, so the first labels
@@ -202,9 +202,9 @@ class Lot:
     labels : int array of shape (size,)
         Their frozen model labels.
     margins : float array of shape (size,)
-        The model's margins when it was frozen.
+        DST-PLL's margins when it was frozen (what the labelled export shows).
     layers : int array of shape (size,)
-        Each item's layer (0 holds the largest margins).
+        Each item's layer (0 holds the largest scores).
     tests : tuple of SetTest
         One per layer; set ``j`` is layers ``0 … j``.
     promise : Promise
@@ -356,7 +356,7 @@ def _freeze(
     at: int,
     items: ItemsAt,
     delivered: np.ndarray,
-    model: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
+    model: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]],
     promise: Promise,
     key: bytes,
     session: int,
@@ -365,12 +365,12 @@ def _freeze(
     free = (np.asarray(items.candidates).sum(axis=1) >= 2) & ~np.asarray(items.settled) & ~delivered
     if not free.any():
         return None
-    labels, margins = model(np.asarray(items.candidates))
-    margins = np.asarray(margins, dtype=np.float64)
-    members = np.flatnonzero(free & (margins > 0))
+    labels, scores, margins = model(np.asarray(items.candidates))
+    scores = np.asarray(scores, dtype=np.float64)
+    members = np.flatnonzero(free & (scores > 0))
     if members.size == 0:
         return None
-    by_margin = members[np.argsort(-margins[members], kind="stable")]
+    by_margin = members[np.argsort(-scores[members], kind="stable")]
     # A layer too small to be certified on its own share joins the next one.
     bounds = [int(math.ceil(f * by_margin.size)) for f in LAYER_FRACTIONS]
     tests: list[SetTest] = []
@@ -393,7 +393,7 @@ def _freeze(
         frozen_at=at,
         items=order,
         labels=np.asarray(labels, dtype=np.int64)[order],
-        margins=margins[order],
+        margins=np.asarray(margins, dtype=np.float64)[order],
         layers=layer_of,
         tests=tuple(tests),
         promise=promise,
@@ -426,7 +426,7 @@ def run_loop(
     *,
     n_items: int,
     items_at: Callable[[int], ItemsAt],
-    model: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
+    model: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]],
     settings_at: Callable[[int], LoopSettings],
     key: bytes,
     session: int,
@@ -444,7 +444,8 @@ def run_loop(
         ``items_at(v)``: the items after the first ``v`` verdicts (called only where a lot is
         frozen).
     model : callable
-        ``model(candidates)``: each item's label and margin (margin > 0: the model accepts it).
+        ``model(candidates)``: each item's label, score (> 0: the model would label it; higher:
+        surer) and DST-PLL margin (:class:`engine.lot_model.LotModel`).
     settings_at : callable
         ``settings_at(v)``: the settings in force for a lot frozen at ``v`` verdicts.
     key : bytes

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.dst import transductive_decisions
+from engine.dst_evidence import transductive_decisions
 
 __all__ = ["LotModel", "LINEAR_TRAIN_ROWS", "LINEAR_COMPONENTS"]
 
@@ -35,7 +35,8 @@ _LINEAR_SEED = 20_021
 
 
 class LotModel:
-    """``model(candidates) -> (labels, scores)`` for :func:`engine.labelling_loop.run_loop`.
+    """``model(candidates) -> (labels, scores, margins)`` for :func:`engine.labelling_loop.run_loop`:
+    DST-PLL's labels, the lot score, and DST-PLL's margins.
 
     Parameters
     ----------
@@ -50,22 +51,22 @@ class LotModel:
         usable = X is not None and np.ndim(X) == 2 and bool((np.ptp(np.asarray(X), axis=0) > 0).any())
         self.X = np.asarray(X, dtype=np.float64) if usable else None
 
-    def __call__(self, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def __call__(self, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         labels, _, margins = transductive_decisions(candidates, self.idx, random_state=0)
         margins = np.asarray(margins, dtype=np.float64)
         if self.X is None:
-            return labels, margins
+            return labels, margins, margins
         partial = np.asarray(candidates).sum(axis=1) >= 2
         linear_labels, linear_margins = _linear_decisions(self.X, np.asarray(candidates, dtype=bool), partial)
         agree = (linear_labels == labels) & (margins > 0) & partial
         # Agreeing items by the linear model's margin, above every other item (which keep DST-PLL's order).
-        return labels, np.where(agree, 1.0 + linear_margins, margins - 1.0)
+        return labels, np.where(agree, 1.0 + linear_margins, margins - 1.0), margins
 
 
 def _linear_decisions(features: np.ndarray, sets: np.ndarray, needed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each needed item's label and margin under the EM logistic model fitted to ``sets``, its
     probabilities restricted to the item's own set (-1 and 0 elsewhere)."""
-    from engine.learners import EmLogisticPllClassifier  # scipy.optimize: only when a lot is frozen
+    from engine.learners.em_logistic import EmLogisticPllClassifier  # scipy.optimize: only when a lot is frozen
 
     usable = np.flatnonzero(sets.any(axis=1))
     rng = np.random.default_rng(_LINEAR_SEED)

@@ -23,7 +23,8 @@ Every item gets one **label source** (see ``docs/architecture.md``'s vocabulary)
 
 ``model_margin`` (model rows only) is DST-PLL's margin ``bel(ŷ) − max pl`` when the lot was
 frozen: it orders model labels (higher is more trusted) and is **not** a probability of being
-right. What winnow guarantees is the statement about the model labels as a whole.
+right. What winnow guarantees is the statement about the stated
+labels as a whole.
 """
 
 from __future__ import annotations

@@ -579,8 +579,8 @@ class Workbench:
             self._loop_kept = (snap, history, loop)
             return loop
 
-    def _model_decisions(self, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Every item's label and score given ``candidates``: what a lot freezes
+    def _model_decisions(self, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every item's label, score and DST-PLL margin given ``candidates``: what a lot freezes
         (:class:`engine.lot_model.LotModel`; the features are read only now)."""
         return LotModel(self.graph.idx, self._snapshot.state.X)(candidates)
 

@@ -22,14 +22,14 @@ from app.store.models import StoreSecret, Vote
 from tests.cli.test_usage_errors import one_line_error
 from tests.io.label_studio_exports import FIRST_ID, GENRES, choice, image_tasks, text_tasks, truth, write_tasks
 
-#: Enough tasks for a lot of model labels (a lot takes at least 20 open items; 40 of these are
-#: open). DST-PLL's own rule accepts none of them (every margin is -1 on these texts): the first
-#: round of answers teaches the lots where the model is good enough, a lot of the rest is
-#: frozen, and the second round's audits certify it at the loose target below.
-N_TASKS = 60
-FIRST_ROUND = 20
-#: Then answers two at a time until model labels appear (a wrong frozen label costs audits).
-LATER_ROUND, MOST_ROUNDS = 2, 20
+#: Enough tasks for a lot of model labels: 160 of these are open. DST-PLL's own rule accepts
+#: none of them at first (every margin is -1 on these texts): the first round of answers
+#: teaches the model, a lot is frozen after 20 of them (engine.labelling_loop.RETRY_ANSWERS),
+#: and the audits among the next answers state its best layers at the loose target below.
+N_TASKS = 240
+FIRST_ROUND = 30
+#: Then answers ten at a time until model labels appear (a wrong frozen label costs audits).
+LATER_ROUND, MOST_ROUNDS = 10, 10
 
 
 @pytest.fixture(scope="module")

@@ -207,7 +207,7 @@ def test_a_lot_keeps_the_settings_it_was_frozen_with():
     items = ItemsAt(pool.Y, np.zeros(pool.Y.shape[0], dtype=bool))
 
     def model(candidates):
-        return np.asarray(pool.truth), np.ones(pool.Y.shape[0])
+        return np.asarray(pool.truth), np.ones(pool.Y.shape[0]), np.ones(pool.Y.shape[0])
 
     def loop(settings_at):
         log = VerdictLog(np.asarray(log_positions, dtype=np.int64), np.asarray(log_labels, dtype=np.int64))

@@ -246,10 +246,10 @@ def test_a_session_reopened_finds_its_graph_without_reading_its_features(small):
     listen = lambda conn, cursor, statement, *rest: statements.append(statement)  # noqa: E731
     event.listen(engine, "before_cursor_execute", listen)
     try:
+        # Opening and counting read no feature; freezing a lot of model labels does (its model
+        # is a linear model of the features: engine.lot_model), once per process.
         again = Workbench.open(small.Session, small.session_id)
         again.summary()
-        again.label_statement()
-        again.next_queries(3)
     finally:
         event.remove(engine, "before_cursor_execute", listen)
     assert not any(map(_reads_features, statements)), statements

@@ -43,9 +43,7 @@ def blobs(flipped: float, seed: int = 0) -> Pool:
 
 def campaigns(pool: Pool, promise: str, *, order: str = "participation", player: str = "honest", budget: int = 200):
     settings = LoopSettings(max_error=TARGET, promise=promise)
-    return [
-        replay(pool, order, seed=seed, budget=budget, settings=settings, player=player) for seed in range(SEEDS)
-    ]
+    return [replay(pool, order, seed=seed, budget=budget, settings=settings, player=player) for seed in range(SEEDS)]
 
 
 def first_statement_error(reads: Reads) -> float:

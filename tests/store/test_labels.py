@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-import numpy as np
 import pytest
 from sqlalchemy import func, inspect, select, text
 from sqlalchemy.exc import DatabaseError, IntegrityError

@@ -190,7 +190,13 @@ class Campaign:
         base = int(self.answered.sum() + self.skipped.sum())
         uniforms = self._uniforms
         return served_order(
-            ranked, queue, base=base, audit_share=self.settings.audit_share, uniforms=lambda n: uniforms[:n], top=top
+            ranked,
+            queue,
+            base=base,
+            audit_share=self.settings.audit_share,
+            uniforms=lambda n: uniforms[:n],
+            skipped_at_end=int(self.skipped[ranked].sum()),
+            top=top,
         )
 
     def stated(self, loop: Loop) -> tuple[int, int, int]:

@@ -36,8 +36,8 @@ Outcomes
 Serving
     Served slot ``j`` (the number of items answered or skipped before it) is an audit when the
     ``j``-th uniform of a stream drawn from the key is below the audit share: audit slots serve
-    the items of the layer being audited that nobody has answered or skipped, in their audit
-    order; the other slots
+    the items of the layer being audited (then of the next layers) that nobody has answered or
+    skipped, in their audit order; the other slots
     serve the ranked queue (:func:`served_order`). A skipped audit goes to the end with every
     other skipped item, in the order they were skipped, and an undone one comes back to the
     slot it had: skip and undo treat an audit like any other item.
@@ -122,7 +122,7 @@ def audits_to_state(size: int, settings: LoopSettings, number: int = 1) -> int |
     first labels (its best layer); None when it never could.
 
     >>> audits_to_state(1000, LoopSettings())
-    61
+    66
     """
     layer = int(math.ceil(LAYER_FRACTIONS[0] * size))
     test = settings.make_promise().test(layer, lot_share(number) * LAYER_SHARES[0])
@@ -326,11 +326,13 @@ class Loop:
         return member
 
     def audit_queue(self, answered: np.ndarray, skipped: np.ndarray) -> np.ndarray:
-        """The items of the layer being audited that nobody has answered or skipped, in audit order."""
+        """The items of the layer being audited and of the layers after it that nobody has
+        answered or skipped, in audit order (a list of answers taken at once, from the ranked
+        export, goes on into the next layer)."""
         active = self.active
         if active is None or active.current is None:
             return np.zeros(0, dtype=np.int64)
-        items = active.lot.items[active.lot.layers == active.current]
+        items = active.lot.items[active.lot.layers >= active.current]
         queue: np.ndarray = items[~np.asarray(answered)[items] & ~np.asarray(skipped)[items]]
         return queue
 
@@ -521,6 +523,7 @@ def served_order(
     base: int,
     audit_share: float,
     uniforms: Callable[[int], np.ndarray],
+    skipped_at_end: int = 0,
     top: int | None = None,
 ) -> ServedOrder:
     """The ranked queue with the audit slots interleaved (module docstring, "Serving").
@@ -537,6 +540,9 @@ def served_order(
         The share of audit slots.
     uniforms : callable
         ``uniforms(n)``: the session's first ``n`` slot uniforms (:func:`slot_uniforms`).
+    skipped_at_end : int, default=0
+        The last ``skipped_at_end`` items of ``ranked`` are skipped ones: they are served after
+        every other item and every audit, audits among them too.
     top : int, optional
         Stop after this many items.
 
@@ -546,6 +552,18 @@ def served_order(
     """
     ranked = np.asarray(ranked, dtype=np.int64)
     queue = np.asarray(queue, dtype=np.int64)
+    if skipped_at_end > 0:
+        head = served_order(
+            ranked[:-skipped_at_end], queue, base=base, audit_share=audit_share, uniforms=uniforms, top=top
+        )
+        if top is not None and head.positions.size >= top:
+            return head
+        tail = ranked[-skipped_at_end:]
+        if top is not None:
+            tail = tail[: max(int(top), 0) - head.positions.size]
+        return ServedOrder(
+            np.concatenate([head.positions, tail]), np.concatenate([head.audit, np.zeros(tail.size, dtype=bool)])
+        )
     if audit_share <= 0.0 or queue.size == 0:
         head = ranked if top is None else ranked[: max(int(top), 0)]
         return ServedOrder(head, np.zeros(head.size, dtype=bool))

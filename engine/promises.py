@@ -260,7 +260,7 @@ def audits_to_certify(size: int, *, target: float, alpha: float) -> int:
     ``1 − alpha`` (-1: none do).
 
     >>> audits_to_certify(1000, target=0.05, alpha=0.075)
-    64
+    59
     """
     big_n = check_count(size, "size")
     target, alpha = check_level(target, "target"), check_level(alpha, "alpha")

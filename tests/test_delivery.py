@@ -119,12 +119,14 @@ def secret_of(bench: Workbench) -> bytes:
 def expected_served_order(bench: Workbench):
     """The served order as the store's key and the loop say it."""
     st = bench.state
+    ranked = bench.ranked_queue()
     return served_order(
-        bench.ranked_queue(),
+        ranked,
         bench.loop().audit_queue(st.answered, st.skipped),
         base=int(np.asarray(st.answered).sum() + np.asarray(st.skipped).sum()),
         audit_share=bench.label_settings.audit_share,
         uniforms=lambda n: slot_uniforms(secret_of(bench), bench.session_id, n),
+        skipped_at_end=int(np.asarray(st.skipped)[ranked].sum()),
     )
 
 

@@ -232,8 +232,8 @@ def statement_cost(settings: LabelSettings, lot_size: int, lot_number: int = 1) 
     """What it costs to state a lot's labels, in plain words, for the lot at hand.
 
     >>> print(statement_cost(LabelSettings(), 423))  # doctest: +NORMALIZE_WHITESPACE
-    The model's 423 surest labels (lot 1) are stated after at least 63 audited answers, none
-    wrong (each wrong one needs more): about 126 answers, since half of the served items are audits.
+    The model's 423 surest labels (lot 1) are stated after at least 51 audited answers, none
+    wrong (each wrong one needs more): about 102 answers, since half of the served items are audits.
     """
     from engine.labelling_loop import LoopSettings, audits_to_state
 
@@ -329,7 +329,8 @@ def label_statement(counts: dict[str, int], summary: LabelSummary) -> str:
     >>> s = LabelSummary(0.05, 0.9, "confidence", 380, 423, 0.041, 73, 1, 0, 60, 0.5, 97)
     >>> print(label_statement({"model": 380, "undecided": 97}, s))  # doctest: +NORMALIZE_WHITESPACE
     model labels: 380 — these and the 43 expert answers on the same items are at most 5% wrong,
-    with 90% confidence (bound now 4.1%, from 73 audited answers, assumed right); undecided: 97
+    with 90% confidence (bound now 4.1%, from 73 audited answers, assumed right); the model is
+    sure of too few open items to check; winnow looks again in 60 answers; undecided: 97
     """
     undecided = counts.get("undecided", 0)
     tail = f"; undecided: {undecided}"

@@ -510,12 +510,14 @@ class Workbench:
         else:
             st = snap.state
             secret, session_id = self._secret, self.session_id
+            ranked = self._ranked(snap)
             order = served_order(
-                self._ranked(snap),
+                ranked,
                 self.loop_at(snap).audit_queue(st.answered, st.skipped),
                 base=int(np.asarray(st.answered).sum() + np.asarray(st.skipped).sum()),
                 audit_share=self.label_settings.audit_share,
                 uniforms=lambda n: slot_uniforms(secret, session_id, n),
+                skipped_at_end=int(np.asarray(st.skipped)[ranked].sum()),
             )
             self._served_kept = (snap, history, order)
         if top is not None:

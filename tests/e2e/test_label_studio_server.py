@@ -290,9 +290,14 @@ def guess(text: str, candidates: list[str]) -> str:
     return candidates[0]
 
 
+#: The expert answers of the crowd session: two checkpoints of the labelling loop, so that the
+#: audits among them state a layer of the first lot with items left unanswered.
+N_ANSWERS = 20
+
+
 @pytest.fixture(scope="module")
 def crowd(tmp_path_factory) -> dict[str, Any]:
-    """The crowd sample (80 songs, their votes) in a session: 12 expert answers by ada, model
+    """The crowd sample (80 songs, their votes) in a session: N_ANSWERS expert answers by ada, model
     labels at a loose error target, exported for Label Studio."""
     folder = tmp_path_factory.mktemp("crowd")
     db = folder / "w.db"
@@ -304,7 +309,7 @@ def crowd(tmp_path_factory) -> dict[str, Any]:
         "--session", "s", "--max-error", "0.45", "--confidence", "0.5", "--audit", "0.5",
     )  # fmt: skip
     run_winnow("export", "s", "--what", "ranked", "-o", folder / "ranked.csv", "--db", db)
-    served = read_csv(folder / "ranked.csv")[:12]
+    served = read_csv(folder / "ranked.csv")[:N_ANSWERS]
     answers = {row["id"]: guess(row["text"], row["candidates"].split("|")) for row in served}
     (folder / "answers.csv").write_text("id,label\n" + "".join(f"{i},{g}\n" for i, g in answers.items()))
     run_winnow("answer", "s", "--from", folder / "answers.csv", "--annotator", "ada", "--db", db)
@@ -333,8 +338,12 @@ def test_winnow_tasks_import_with_every_annotation_and_prediction(label_studio, 
     written = json.loads((crowd["folder"] / "tasks.json").read_text())
     n_predictions = sum(len(t["predictions"]) for t in written)
     n_model = crowd["n_model"]
-    assert f"(12 expert answers as annotations, {n_model} model labels as predictions)" in crowd["stdout"]
-    assert (response["task_count"], response["annotation_count"], response["prediction_count"]) == (80, 12, n_model)
+    assert f"({N_ANSWERS} expert answers as annotations, {n_model} model labels as predictions)" in crowd["stdout"]
+    assert (response["task_count"], response["annotation_count"], response["prediction_count"]) == (
+        80,
+        N_ANSWERS,
+        n_model,
+    )
     assert n_predictions == n_model
     exported = json.loads(label_studio.export(project, crowd["folder"] / "ls_export.json").read_text())
     by_id = {t["data"]["id"]: t for t in exported}

@@ -65,11 +65,14 @@ def test_first_verdicts_are_the_first_per_item():
     assert at.tolist() == [3, 1, 4, 0, 4] and label.tolist() == [1, -1, -1, 2, -1]
 
 
-def slot_by_slot(ranked, queue, base, share, u):
+def slot_by_slot(ranked, queue, base, share, u, skipped_at_end=0):
     """The served order by brute force: the most audits ``a`` such that the first ``a`` queue
     items fit the audit slots of an order made of them and the ranked items left; then each
-    audit slot takes the next of them, every other slot the next ranked item left."""
+    audit slot takes the next of them, every other slot the next ranked item left; the
+    skipped items after all of them."""
     ranked, queue = list(ranked), list(queue)
+    skipped = ranked[len(ranked) - skipped_at_end :]
+    ranked = ranked[: len(ranked) - skipped_at_end]
     flags = [x < share for x in u[base:]] if share > 0 else [False] * (len(ranked) + len(queue))
     for a in range(len(queue), -1, -1):
         rest = [r for r in ranked if r not in queue[:a]]
@@ -86,7 +89,7 @@ def slot_by_slot(ranked, queue, base, share, u):
             out.append(rest[r])
             audit.append(False)
             r += 1
-    return out, audit
+    return out + skipped, audit + [False] * len(skipped)
 
 
 @settings(max_examples=200, deadline=None)
@@ -95,23 +98,34 @@ def slot_by_slot(ranked, queue, base, share, u):
     q=st.integers(0, 10),
     base=st.integers(0, 20),
     share=st.sampled_from([0.0, 0.2, 0.5]),
+    n_skipped=st.integers(0, 5),
     seed=st.integers(0, 10_000),
 )
-def test_served_order_against_a_slot_by_slot_construction(n, q, base, share, seed):
+def test_served_order_against_a_slot_by_slot_construction(n, q, base, share, n_skipped, seed):
     rng = np.random.default_rng(seed)
     items = rng.permutation(60)
     queue = items[:q]
+    skipped = items[50 : 50 + n_skipped]
     ranked = rng.permutation(np.concatenate([items[q : q + n], queue[rng.random(q) < 0.5]]))
+    ranked = np.concatenate([ranked, skipped])
     u = rng.random(200)
-    order = served_order(ranked, queue, base=base, audit_share=share, uniforms=lambda m: u[:m])
+    order = served_order(
+        ranked, queue, base=base, audit_share=share, uniforms=lambda m: u[:m], skipped_at_end=n_skipped
+    )
     positions = order.positions.tolist()
     assert len(set(positions)) == len(positions)  # nothing served twice
     assert set(positions) == set(ranked.tolist()) | set(queue.tolist()[: int(order.audit.sum())])
+    assert positions[len(positions) - n_skipped :] == skipped.tolist()  # skipped items come back last
     served_audits = [p for p, a in zip(positions, order.audit.tolist(), strict=True) if a]
     assert served_audits == queue.tolist()[: len(served_audits)]  # audits in the queue's order
     if share > 0 and q:
-        expected = slot_by_slot(ranked.tolist(), queue.tolist(), base, share, u)
+        expected = slot_by_slot(ranked.tolist(), queue.tolist(), base, share, u, n_skipped)
         assert (positions, order.audit.tolist()) == expected
+    top = int(rng.integers(0, len(positions) + 2))
+    cut = served_order(
+        ranked, queue, base=base, audit_share=share, uniforms=lambda m: u[:m], skipped_at_end=n_skipped, top=top
+    )
+    assert (cut.positions.tolist(), cut.audit.tolist()) == (positions[:top], order.audit.tolist()[:top])
 
 
 def campaign(pool: Pool = POOL, settings: LoopSettings = LOOSE, key: bytes = KEY) -> Campaign:

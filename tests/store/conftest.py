@@ -381,6 +381,11 @@ def store(store_url):
 
 @pytest.fixture
 def small(store, store_url) -> SmallStore:
+    return small_store(store, store_url)
+
+
+def small_store(store: sessionmaker[Session], store_url: str) -> SmallStore:
+    """Dataset ``toy`` (the five items above) and session ``first`` on it, in an empty store."""
     rng = np.random.default_rng(0)
     X = rng.normal(size=(len(CANDIDATES), 3))
 

@@ -83,7 +83,7 @@ def stop(process: subprocess.Popen) -> None:
             process.wait()
 
 
-def wait_healthy(url: str, process: subprocess.Popen, timeout: float = 90.0) -> None:
+def wait_healthy(url: str, process: subprocess.Popen, timeout: float = 180.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:

@@ -355,7 +355,8 @@ def test_an_import_ends_the_server_session_of_a_dead_importer_and_takes_its_name
     """Through the installed ``winnow``: the lock's holder is a process of this host that no
     longer runs, so its server session is ended and the import goes on (issue 43)."""
     csv = tmp_path / "child.csv"
-    csv.write_text("id,f1,f2,candidates\n" + "".join(f"r{i},{i},{i % 3},{'a|b' if i % 2 else 'b'}\n" for i in range(12)))
+    rows = [f"r{i},{i},{i % 3},{'a|b' if i % 2 else 'b'}" for i in range(12)]
+    csv.write_text("\n".join(["id,f1,f2,candidates", *rows]) + "\n")
     with dead_importer_with_a_live_connection(postgresql_store.url):
         assert _unpublished(postgresql_store.Session) == ["child"]
         result = subprocess.run(

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.deadlines import wait_for
 from tests.tools import tool_missing
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -112,14 +113,15 @@ def answer_rows(db: Path) -> list[tuple]:
     ]
 
 
-def wait_for_rows(db: Path, n: int, timeout: float = 30.0) -> list[tuple]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+def wait_for_rows(db: Path, n: int) -> list[tuple]:
+    """The answer rows, once there are at least ``n`` (the server writes them a moment after
+    the key press)."""
+
+    def enough() -> list[tuple]:
         rows = answer_rows(db)
-        if len(rows) >= n:
-            return rows
-        time.sleep(0.1)
-    raise AssertionError(f"expected {n} answer_events rows, found {answer_rows(db)}")
+        return rows if len(rows) >= n else []
+
+    return wait_for(enough, what=f"{n} answer_events rows")
 
 
 def settle(page) -> None:

@@ -246,6 +246,12 @@ def remove_abandoned_imports(session_factory: sessionmaker[Session]) -> list[str
     An import is abandoned when nobody holds its lock (see the module docstring): its process
     is gone, on whatever host or in whatever PID namespace it ran. Imports still running are
     left alone, however long they take.
+
+    Raises
+    ------
+    StoreBusy
+        On PostgreSQL, when the server still holds the lock of an import whose process is gone
+        (on this host) :data:`IMPORT_TAKEOVER_SECONDS` after its session was asked to end.
     """
     with session_factory() as s:
         staged = s.execute(select(Dataset.id, Dataset.name, Dataset.staged_by).where(~Dataset.published)).all()

@@ -295,8 +295,12 @@ def start_importer(url: str, *args: str) -> tuple[subprocess.Popen[str], list[st
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
     )
     assert child.stdout is not None
-    said = child.stdout.readline().split()
-    assert said[:1] == ["staged"], (said, child.poll())
+    try:
+        said = child.stdout.readline().split()
+        assert said[:1] == ["staged"], (said, child.poll())
+    except BaseException:
+        kill(child)  # not left waiting for ever
+        raise
     return child, said[1:]
 
 

@@ -9,8 +9,11 @@ STAMP := $(VENV)/.installed
 DB ?= winnow.db
 PORT ?= 8501
 # Test processes: most tests wait on a subprocess (the CLI, a server, Chromium), so two keep
-# two cores busy. Test files are dealt whole (--dist loadfile), so a module's fixtures are built once.
+# two cores busy. Test files are dealt whole (--dist loadfile), so a module's fixtures (a
+# server) are built once, in the order of collection (--no-loadscope-reorder), where
+# tests/conftest.py puts the slowest first; the 15 slowest tests are listed at the end.
 JOBS ?= 2
+PYTEST_WORKERS = -n $(JOBS) --dist loadfile --no-loadscope-reorder --durations=15
 
 .PHONY: run test test-fast browser postgres label-studio demo clean lock
 
@@ -76,12 +79,12 @@ CHECKS = $(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/mypy engi
 test: $(STAMP) browser postgres label-studio
 	$(CHECKS)
 	$(BIN)/python -m pytest -q -p no:cacheprovider --doctest-modules $(DOCTEST_PATHS)
-	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(JOBS) --dist loadfile
+	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_WORKERS)
 
 test-fast: $(STAMP)
 	$(CHECKS)
 	$(BIN)/python -m pytest -q -p no:cacheprovider --doctest-modules $(DOCTEST_PATHS)
-	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(JOBS) --dist loadfile -m "not e2e"
+	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_WORKERS) -m "not e2e"
 
 clean:
 	rm -rf $(VENV) $(LOCK_VENV) $(LS_VENV) *.egg-info .pytest_cache .hypothesis

@@ -4,6 +4,11 @@ The store's audit key is random in use (:func:`app.store.labels.audit_secret`), 
 slots are audits, and which lot items they ask about, change from run to run. In-process tests
 draw it from the test's own name instead: every test sees a different key, and a failure comes
 back on the next run. Tests of the key itself ask for ``random_audit_key``.
+
+``make test`` deals whole modules to two workers (``--dist loadfile --no-loadscope-reorder``):
+each worker takes the next module in collection order once it is free. The slowest modules
+(:data:`DEALT_FIRST`) are put first, so that no long module starts last and runs alone while the
+other worker waits (longest first: the greedy order that balances two workers best).
 """
 
 from __future__ import annotations
@@ -14,6 +19,31 @@ import secrets
 import pytest
 
 import app.store.labels
+
+#: The slowest modules, slowest first, as measured in docs/test_suite.md. Only the order of the
+#: run depends on it: a module missing here, or a new slow one, is run all the same.
+DEALT_FIRST = (
+    "tests/cli/test_cli.py",
+    "tests/cli/test_labels_cli.py",
+    "tests/engine/test_lots.py",
+    "tests/e2e/test_label_studio_server.py",
+    "tests/cli/test_label_studio_cli.py",
+    "tests/cli/test_stores_cli.py",
+    "tests/store/test_session_snapshots.py",
+    "tests/store/test_users.py",
+    "tests/cli/test_hostile_inputs.py",
+    "tests/test_promise_replay.py",
+    "tests/store/test_repo.py",
+    "tests/cli/test_hostile_corpus.py",
+    "tests/e2e/test_browser.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {module: i for i, module in enumerate(DEALT_FIRST)}
+    items.sort(
+        key=lambda item: rank.get(item.nodeid.partition("::")[0], len(rank))
+    )  # stable: the rest keep their order
 
 
 class _KeyFromTestName:

@@ -28,6 +28,15 @@ dataset id's offset in the store's lock file ``<store>-imports`` (made ``0600``)
 depends on host names or process ids, so a command in another PID namespace (a container) on
 the same host name cannot take a running import for a dead one (issue 23, item 7), and the
 lock is taken before the staged row is committed, so nobody can see the row without it.
+
+PostgreSQL drops a session's lock only once it notices that the client is gone, which may take
+a while after a ``kill -9`` on a loaded machine (and, when the client's host vanished, as long as
+TCP keeps the dead connection). So the lock's connection is named after its process
+(``application_name``: this host's boot and PID namespace, the pid and the process's start
+time): an import that finds the lock held by a process of its own host and namespace that no
+longer runs ends that server session (``pg_terminate_backend``) and waits at most
+:data:`IMPORT_TAKEOVER_SECONDS` for the lock to go, saying so on the log ``winnow.imports``
+when it takes more than a second, then fails in one line naming the server process.
 """
 
 from __future__ import annotations
@@ -36,6 +45,8 @@ import contextlib
 import errno
 import fcntl
 import functools
+import hashlib
+import logging
 import os
 import socket
 import struct
@@ -48,12 +59,13 @@ from typing import Any, cast
 
 from sqlalchemy import Connection, CursorResult, Engine, delete, func, select, update
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.crash_points import crash_point
 from app.store.datasets import CheckedDataset, check_dataset_name_free, write_instances
 from app.store.db import write_transaction
-from app.store.errors import InvalidRecord, StoreUnavailable
+from app.store.errors import InvalidRecord, StoreBusy, StoreUnavailable
 from app.store.features import save_feature_matrix
 from app.store.models import Dataset, Instance, Vote, utcnow
 from app.store.sessions import SessionSpec, check_session_name_free, check_session_spec, create_labelling_session
@@ -62,6 +74,7 @@ __all__ = [
     "STAGE_ROWS",
     "SQLITE_STAGE_PAUSE",
     "PG_IMPORT_LOCK_CLASS",
+    "IMPORT_TAKEOVER_SECONDS",
     "IMPORT_LOCK_SUFFIX",
     "ImportResult",
     "import_dataset",
@@ -82,6 +95,15 @@ SQLITE_STAGE_PAUSE = 0.1
 #: First key of the PostgreSQL advisory lock an import holds (the second is the dataset id).
 #: Advisory locks are per database, so imports into stores on one server do not collide.
 PG_IMPORT_LOCK_CLASS = 0x77696E6E  # "winn"
+
+#: Seconds an import waits for PostgreSQL to let go of the lock of an import whose process is
+#: gone (after ending its server session), before it gives up with a message.
+IMPORT_TAKEOVER_SECONDS = 30.0
+
+#: Prefix of the ``application_name`` of an import's lock connection on PostgreSQL.
+_PG_LOCK_APPLICATION = "winnow import"
+
+log = logging.getLogger("winnow.imports")
 
 #: Suffix of the lock file next to a SQLite store (``winnow.db`` -> ``winnow.db-imports``).
 IMPORT_LOCK_SUFFIX = "-imports"
@@ -224,13 +246,26 @@ def remove_abandoned_imports(session_factory: sessionmaker[Session]) -> list[str
     An import is abandoned when nobody holds its lock (see the module docstring): its process
     is gone, on whatever host or in whatever PID namespace it ran. Imports still running are
     left alone, however long they take.
+
+    Raises
+    ------
+    StoreBusy
+        On PostgreSQL, when the server still holds the lock of an import whose process is gone
+        (on this host) :data:`IMPORT_TAKEOVER_SECONDS` after its session was asked to end.
     """
     with session_factory() as s:
-        staged = s.execute(select(Dataset.id, Dataset.name).where(~Dataset.published)).all()
+        staged = s.execute(select(Dataset.id, Dataset.name, Dataset.staged_by).where(~Dataset.published)).all()
     bind = _engine_of(session_factory)
     removed = []
-    for dataset_id, name in staged:
-        if not _import_running(bind, dataset_id):
+    for dataset_id, name, staged_by in staged:
+        if bind.dialect.name == "postgresql":
+            holder = _pg_lock_holder(bind, dataset_id)
+            if holder is not None and _holder_is_gone(holder.application_name):
+                holder = _end_dead_holder(bind, dataset_id, holder, f"the import of dataset {name!r} by {staged_by}")
+            running = holder is not None
+        else:
+            running = _import_running(bind, dataset_id)
+        if not running:
             _discard(session_factory, dataset_id)
             removed.append(name)
     return removed
@@ -388,6 +423,10 @@ def _import_lock(engine: Engine, dataset_id: int) -> Iterator[None]:
         # session-level, so it outlives the transactions and dies with the connection.
         connection = engine.connect()
         try:
+            # Named before it locks: whoever sees the lock can tell whether its process still runs.
+            connection.exec_driver_sql(
+                "SELECT set_config('application_name', %(name)s, false)", {"name": _lock_application_name()}
+            )
             taken = connection.exec_driver_sql(
                 f"SELECT pg_try_advisory_lock({PG_IMPORT_LOCK_CLASS}, {int(dataset_id)})"
             ).scalar_one()
@@ -398,6 +437,7 @@ def _import_lock(engine: Engine, dataset_id: int) -> Iterator[None]:
         finally:
             with contextlib.suppress(Exception):
                 connection.exec_driver_sql(f"SELECT pg_advisory_unlock({PG_IMPORT_LOCK_CLASS}, {int(dataset_id)})")
+                connection.exec_driver_sql("RESET application_name")  # back to the pool unnamed
                 connection.commit()
             connection.close()
         return
@@ -426,13 +466,7 @@ def _import_lock(engine: Engine, dataset_id: int) -> Iterator[None]:
 def _import_running(engine: Engine, dataset_id: int) -> bool:
     """Whether some process (this one included) holds the lock of ``dataset_id``'s import."""
     if engine.dialect.name == "postgresql":
-        with engine.connect() as connection:
-            held = connection.exec_driver_sql(
-                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted"
-                " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
-                f" AND classid = {PG_IMPORT_LOCK_CLASS} AND objid = {int(dataset_id)} AND objsubid = 2"
-            ).scalar_one()
-        return bool(held)
+        return _pg_lock_holder(engine, dataset_id) is not None
     path = _lock_file(engine) if engine.dialect.name == "sqlite" else None
     if path is None:
         with _in_memory_lock:
@@ -449,3 +483,113 @@ def _import_running(engine: Engine, dataset_id: int) -> bool:
         return False
     finally:
         os.close(fd)
+
+
+# --------------------------------------------------------------------------------------------
+# PostgreSQL: the server session holding an import's lock, and whether its process is gone
+
+
+@dataclass(frozen=True)
+class _PgHolder:
+    """The server session that holds an import's advisory lock."""
+
+    #: Its server process id (``pg_backend_pid()`` of the importer's lock connection).
+    backend: int
+    #: The connection's ``application_name``: :func:`_lock_application_name` of its client.
+    application_name: str
+
+
+def _pg_lock_holder(engine: Engine, dataset_id: int) -> _PgHolder | None:
+    with engine.connect() as connection:
+        row = connection.exec_driver_sql(
+            "SELECT l.pid, coalesce(a.application_name, '') FROM pg_locks l"
+            " LEFT JOIN pg_stat_activity a ON a.pid = l.pid"
+            " WHERE l.locktype = 'advisory' AND l.granted"
+            " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+            f" AND l.classid = {PG_IMPORT_LOCK_CLASS} AND l.objid = {int(dataset_id)} AND l.objsubid = 2"
+        ).first()
+    return None if row is None else _PgHolder(int(row[0]), str(row[1]))
+
+
+@functools.cache
+def _namespace_tag() -> str | None:
+    """Names this host, its boot and this PID namespace: where a pid names the same process as
+    here. ``None`` where the system does not tell (no ``/proc``)."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None
+    return hashlib.sha256(f"{socket.gethostname()}\0{boot}\0{namespace}".encode()).hexdigest()[:12]
+
+
+def _start_time(pid: int) -> str | None:
+    """When process ``pid`` started (clock ticks since boot), ``None`` if it does not run here."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rpartition(")")[2].split()  # the command name may hold spaces and parentheses
+    return fields[19] if len(fields) > 19 else None  # field 22 of proc_pid_stat(5)
+
+
+def _lock_application_name() -> str:
+    """``winnow import TAG PID START`` for this process, or plain ``winnow import`` where the
+    system does not tell enough to know later whether the process still runs."""
+    tag, start = _namespace_tag(), _start_time(os.getpid())
+    if tag is None or start is None:
+        return _PG_LOCK_APPLICATION
+    return f"{_PG_LOCK_APPLICATION} {tag} {os.getpid()} {start}"
+
+
+def _holder_is_gone(application_name: str) -> bool:
+    """Whether the lock's client was a process of this host and PID namespace that no longer
+    runs (its pid is free, or taken by a process started later). Anything else, e.g. a client
+    on another host, may still be running: only its own server can tell, by dropping the lock."""
+    parts = application_name.split(" ")
+    if len(parts) != 5 or " ".join(parts[:2]) != _PG_LOCK_APPLICATION or not parts[3].isdigit():
+        return False
+    tag, pid, start = parts[2], int(parts[3]), parts[4]
+    return tag == _namespace_tag() and _start_time(pid) != start
+
+
+def _end_dead_holder(engine: Engine, dataset_id: int, holder: _PgHolder, what: str) -> _PgHolder | None:
+    """End the server session of an import whose process is gone, and wait (at most
+    :data:`IMPORT_TAKEOVER_SECONDS`) until PostgreSQL lets go of its lock.
+
+    Returns the holder still found (``None`` once the lock is free, or another live import's
+    holder that took it meanwhile); raises :class:`StoreBusy` when the dead one keeps it.
+    """
+    _terminate_backend(engine, holder.backend)
+    started = time.monotonic()
+    told = False
+    while True:
+        current = _pg_lock_holder(engine, dataset_id)
+        if current is None or current.backend != holder.backend:
+            return current
+        waited = time.monotonic() - started
+        if waited >= IMPORT_TAKEOVER_SECONDS:
+            raise StoreBusy(
+                f"{what} has ended (its process is gone), but PostgreSQL still holds its lock "
+                f"(server process {holder.backend}) after {waited:.0f} s; try again later, or have the "
+                f"database's owner run SELECT pg_terminate_backend({holder.backend})"
+            )
+        if not told and waited >= 1.0:
+            log.warning(
+                "%s has ended (its process is gone); waiting up to %.0f s for PostgreSQL to end its "
+                "server process %d, which still holds the import's lock",
+                what,
+                IMPORT_TAKEOVER_SECONDS,
+                holder.backend,
+            )
+            told = True
+        time.sleep(0.1)
+
+
+def _terminate_backend(engine: Engine, backend: int) -> None:
+    with engine.connect() as connection:
+        try:
+            connection.exec_driver_sql(f"SELECT pg_terminate_backend({int(backend)})")
+            connection.commit()
+        except DBAPIError:  # no right to end it: PostgreSQL ends it once it sees the client gone
+            connection.rollback()

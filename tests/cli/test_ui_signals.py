@@ -12,13 +12,13 @@ import os
 import signal
 import socket
 import subprocess
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
 from tests.cli.conftest import WINNOW
+from tests.deadlines import wait_for
 
 
 def free_port() -> int:
@@ -77,12 +77,7 @@ def test_a_stop_signal_stops_the_server_child(tmp_path, signum):
         env=env,
     )
     try:
-        # A bounded wait for the server to come up (not a timing assertion: it only fails if
-        # the server never answers).
-        for _ in range(600):
-            if healthy(port) or parent.poll() is not None:
-                break
-            time.sleep(0.5)
+        wait_for(lambda: parent.poll() is not None or healthy(port), what=f"winnow ui to answer on port {port}")
         assert parent.poll() is None and healthy(port), parent.communicate(timeout=30)
         (child,) = children(parent.pid)
         command = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")

@@ -34,6 +34,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.deadlines import wait_for
+from tests.tools import tool_missing
+
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path(os.environ.get("WINNOW_CHROMIUM", "/usr/bin/chromium"))
 DOCS = ROOT / "docs"
@@ -53,10 +56,14 @@ HOSTILE_NAME = "![x](http://127.0.0.1:9/winnow-e2e-p.png)"
 pytestmark = pytest.mark.e2e
 
 
-def browser_missing(reason: str) -> None:
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"{reason} (CI=true: run `make browser` first)")
-    pytest.skip(reason)
+def require_chromium() -> None:
+    """Skip (fail under ``CI=true``) unless Chromium and Playwright are there."""
+    if not CHROMIUM.exists():
+        tool_missing(f"Chromium not found at {CHROMIUM}", install="make browser")
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        tool_missing("the playwright package is not installed", install="pip install -e '.[dev]'")
 
 
 def free_port() -> int:
@@ -77,7 +84,7 @@ def stop(process: subprocess.Popen) -> None:
             process.wait()
 
 
-def wait_healthy(url: str, process: subprocess.Popen, timeout: float = 90.0) -> None:
+def wait_healthy(url: str, process: subprocess.Popen, timeout: float = 180.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -106,14 +113,15 @@ def answer_rows(db: Path) -> list[tuple]:
     ]
 
 
-def wait_for_rows(db: Path, n: int, timeout: float = 30.0) -> list[tuple]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+def wait_for_rows(db: Path, n: int) -> list[tuple]:
+    """The answer rows, once there are at least ``n`` (the server writes them a moment after
+    the key press)."""
+
+    def enough() -> list[tuple]:
         rows = answer_rows(db)
-        if len(rows) >= n:
-            return rows
-        time.sleep(0.1)
-    raise AssertionError(f"expected {n} answer_events rows, found {answer_rows(db)}")
+        return rows if len(rows) >= n else []
+
+    return wait_for(enough, what=f"{n} answer_events rows")
 
 
 def settle(page) -> None:
@@ -163,12 +171,9 @@ def empty_server(tmp_path: Path):
 
 @pytest.fixture
 def browser():
-    if not CHROMIUM.exists():
-        browser_missing(f"Chromium not found at {CHROMIUM}; install it with `make browser`")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        browser_missing("the playwright package is not installed (pip install -e '.[dev]')")
+    require_chromium()
+    from playwright.sync_api import sync_playwright
+
     with sync_playwright() as p:
         chromium = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
         try:

@@ -29,8 +29,8 @@ from tests.e2e.test_browser import (
     CHROMIUM,
     CHROMIUM_ARGS,
     ROOT,
-    browser_missing,
     free_port,
+    require_chromium,
     settle,
     stop,
     wait_healthy,
@@ -291,8 +291,7 @@ def test_a_session_id_from_an_upload_url_does_not_resume_a_signed_in_admin(serve
     """The attack of issue 23, replayed: an admin signs in in Chromium and uploads a file; the
     Streamlit session id is read off the upload URL; a second client without any cookie opens
     the websocket naming that id, and is shown only the sign-in page."""
-    if not CHROMIUM.exists():
-        browser_missing(f"Chromium not found at {CHROMIUM}; install it with `make browser`")
+    require_chromium()
     from playwright.sync_api import expect, sync_playwright
 
     data = tmp_path / "tiny.csv"
@@ -338,8 +337,7 @@ def test_an_export_link_is_its_owners_alone_and_item_images_still_show(server, t
     export link gives her the file, in the browser and over HTTP with her cookie; the same URL
     gives an admin, another annotator, ann's own second sign-in and an anonymous client one
     plain 404. The item images of the Query page (Streamlit media) still load for her."""
-    if not CHROMIUM.exists():
-        browser_missing(f"Chromium not found at {CHROMIUM}; install it with `make browser`")
+    require_chromium()
     from playwright.sync_api import expect, sync_playwright
 
     winnow("user", "add", "dan", "--role", "annotator", "--password-stdin", "--db", str(server.db), stdin=SECRET + "\n")

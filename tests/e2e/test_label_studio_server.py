@@ -49,6 +49,7 @@ from app.service import prediction_model_version
 from app.store import open_store, write_transaction
 from app.store.labels import AUDIT_ORDER_KEY
 from app.store.models import StoreSecret
+from tests.tools import tool_missing
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "sample_data"
@@ -80,12 +81,6 @@ print(json.dumps(made))
 """
 
 pytestmark = pytest.mark.e2e
-
-
-def server_missing(reason: str) -> None:
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"{reason} (CI=true: run `make label-studio` first)")
-    pytest.skip(reason)
 
 
 def free_port() -> int:
@@ -219,7 +214,7 @@ def stop(process: subprocess.Popen) -> None:
 def label_studio(tmp_path_factory) -> Iterator[LabelStudio]:
     """One Label Studio server for the module (it takes 40-60 s to start on two cores)."""
     if not LABEL_STUDIO.is_file():
-        server_missing(f"Label Studio is not installed at {LABEL_STUDIO}")
+        tool_missing(f"Label Studio is not installed at {LABEL_STUDIO}", install="make label-studio")
     folder = tmp_path_factory.mktemp("label_studio")
     document_root = folder / "files"
     (document_root / "photos").mkdir(parents=True)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS, ROOT, QueryPage, browser_missing, serving, settle
+from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS, ROOT, QueryPage, require_chromium, serving, settle
 
 pytestmark = pytest.mark.e2e
 
@@ -53,12 +53,8 @@ def rows(db: Path) -> list[tuple]:
 
 
 def test_two_annotators_a_conflict_and_a_reviewer(team_server):
-    if not CHROMIUM.exists():
-        browser_missing(f"Chromium not found at {CHROMIUM}; install it with `make browser`")
-    try:
-        from playwright.sync_api import expect, sync_playwright
-    except ImportError:
-        browser_missing("the playwright package is not installed (pip install -e '.[dev]')")
+    require_chromium()
+    from playwright.sync_api import expect, sync_playwright
 
     url, db = team_server
     with sync_playwright() as p:

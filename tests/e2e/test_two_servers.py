@@ -26,8 +26,8 @@ from tests.e2e.test_browser import (
     CHROMIUM_ARGS,
     ROOT,
     QueryPage,
-    browser_missing,
     free_port,
+    require_chromium,
     stop,
     wait_healthy,
 )
@@ -106,12 +106,8 @@ def events(url: str) -> list[tuple[str, str, str, str | None]]:
 
 
 def test_two_servers_on_one_postgresql_store_serve_two_annotators_different_items(team_store, tmp_path):
-    if not CHROMIUM.exists():
-        browser_missing(f"Chromium not found at {CHROMIUM}; install it with `make browser`")
-    try:
-        from playwright.sync_api import expect, sync_playwright
-    except ImportError:
-        browser_missing("the playwright package is not installed (pip install -e '.[dev]')")
+    require_chromium()
+    from playwright.sync_api import expect, sync_playwright
 
     with servers(team_store, tmp_path, 2) as urls, sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)

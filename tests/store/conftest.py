@@ -30,7 +30,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import numpy as np
 import pytest
@@ -50,6 +50,7 @@ from app.store import (
     open_store,
     write_transaction,
 )
+from tests.tools import tool_missing
 
 LABELS = ["cat", "dog", "bird", "fish"]
 # position: candidate set
@@ -71,17 +72,6 @@ PG_USER = "postgres"
 
 # --------------------------------------------------------------------------------------------
 # The PostgreSQL server
-
-
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
-
-
-def _unavailable(reason: str) -> NoReturn:
-    """Skip the PostgreSQL tests locally; fail them in CI, where the server must be there."""
-    if _in_ci():
-        pytest.fail(f"CI=true and PostgreSQL is needed, but {reason}", pytrace=False)
-    pytest.skip(reason)
 
 
 def find_postgres_bindir() -> Path | None:
@@ -337,7 +327,7 @@ def postgres_server() -> Iterator[PostgresServer]:
     try:
         server = _early_start.result() if _early_start is not None else start_postgres_server()
     except PostgresUnavailable as exc:
-        _unavailable(str(exc))
+        tool_missing(f"PostgreSQL cannot be started: {exc}", install="make postgres")
     try:
         yield server
     finally:
@@ -391,6 +381,11 @@ def store(store_url):
 
 @pytest.fixture
 def small(store, store_url) -> SmallStore:
+    return small_store(store, store_url)
+
+
+def small_store(store: sessionmaker[Session], store_url: str) -> SmallStore:
+    """Dataset ``toy`` (the five items above) and session ``first`` on it, in an empty store."""
     rng = np.random.default_rng(0)
     X = rng.normal(size=(len(CANDIDATES), 3))
 

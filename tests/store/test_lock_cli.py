@@ -17,6 +17,7 @@ from sqlalchemy.engine import make_url
 
 from app.store.db import PG_WRITE_LOCK
 from tests.cli.conftest import WINNOW
+from tests.deadlines import wait_for
 
 from .conftest import row_counts
 
@@ -64,6 +65,19 @@ def lock_held(url: str) -> Iterator[subprocess.Popen[str]]:
         yield holder
     finally:
         holder.communicate(timeout=60)  # closing stdin ends it; its transaction rolls back
+        if parsed.get_backend_name() != "sqlite":
+            # The kernel frees a dead process's SQLite lock at once; PostgreSQL ends its session
+            # (and the advisory lock) only once it notices the client has gone.
+            wait_for(lambda: not holder_sessions(plain), what="PostgreSQL to end the holder's session")
+
+
+def holder_sessions(url: str) -> list[int]:
+    """Server processes of the holder's connections that PostgreSQL still keeps."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as connection:
+        rows = connection.execute("SELECT pid FROM pg_stat_activity WHERE application_name = 'long-writer'")
+        return [pid for (pid,) in rows.fetchall()]
 
 
 def one_line_busy(result: subprocess.CompletedProcess[str]) -> str:

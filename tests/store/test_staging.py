@@ -4,12 +4,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
 import textwrap
 import threading
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -20,21 +23,27 @@ from app.store import (
     InvalidRecord,
     RecordNotFound,
     SessionSpec,
+    StoreBusy,
     check_dataset,
+    close_stores,
     get_dataset_by_name,
     import_dataset,
     list_datasets,
+    open_store,
     record_event,
     remove_abandoned_imports,
     session_configs,
+    staging,
     write_transaction,
 )
 from app.store import datasets as datasets_module
 from app.store.datasets import write_instances
 from app.store.models import utcnow
 from app.store.staging import importer_name
+from tests.cli.conftest import WINNOW
+from tests.deadlines import wait_for
 
-from .conftest import row_counts
+from .conftest import PostgresServer, SmallStore, row_counts, small_store
 
 N = 50
 
@@ -252,7 +261,7 @@ def test_an_import_is_abandoned_when_nobody_holds_its_lock_whatever_its_host_and
 
 
 _IMPORTER = textwrap.dedent("""
-    import sys, threading
+    import os, sys, threading
     import numpy as np
     from app.store import check_dataset, import_dataset, open_store
 
@@ -265,33 +274,128 @@ _IMPORTER = textwrap.dedent("""
 
     def pause(done, total):
         if done == 10:
-            print("staged", flush=True)
+            # "linger": a child keeps this process's descriptors, the lock's connection among
+            # them, so that its server session outlives this process.
+            heir = os.fork() if sys.argv[2:] == ["linger"] else None
+            if heir != 0:
+                print("staged", heir or "", flush=True)
             threading.Event().wait()  # until killed
 
     import_dataset(open_store(sys.argv[1]), checked, batch_rows=10, on_batch=pause)
 """)
 
 
-def test_an_import_in_another_process_is_kept_while_it_runs_and_removed_once_killed(small, store_url):
-    """The lock dies with the process: kill -9 frees it, and the next import removes the rows."""
-    before = row_counts(small.Session)
+def start_importer(url: str, *args: str) -> tuple[subprocess.Popen[str], list[str]]:
+    """A process importing dataset ``child``, paused after its first batch until killed; also
+    returns what it printed once paused (``staged`` and, with ``linger``, its child's pid)."""
     child = subprocess.Popen(
-        [sys.executable, "-c", _IMPORTER, store_url],
+        [sys.executable, "-c", _IMPORTER, url, *args],
         stdout=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
     )
+    assert child.stdout is not None
     try:
-        assert child.stdout.readline().strip() == "staged", child.poll()
+        said = child.stdout.readline().split()
+        assert said[:1] == ["staged"], (said, child.poll())
+    except BaseException:
+        kill(child)  # not left waiting for ever
+        raise
+    return child, said[1:]
+
+
+def kill(process: subprocess.Popen[str]) -> None:
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=60)
+
+
+def test_an_import_in_another_process_is_kept_while_it_runs_and_removed_once_killed(small, store_url):
+    """The lock dies with the process: kill -9 frees it, and the next import removes the rows."""
+    before = row_counts(small.Session)
+    child, _ = start_importer(store_url)
+    try:
         assert remove_abandoned_imports(small.Session) == []
         assert _unpublished(small.Session) == ["child"]
         import_dataset(small.Session, data("other"))  # an import starting meanwhile leaves it alone
         assert _unpublished(small.Session) == ["child"]
     finally:
-        child.send_signal(signal.SIGKILL)
-        child.wait(timeout=60)
-    # The next import removes the dead one's rows and may take its name.
+        kill(child)
+    # The next import removes the dead one's rows and may take its name at once, even when
+    # PostgreSQL has not noticed yet that the dead process's connection is gone (issue 43).
     import_dataset(small.Session, data("child"))
     assert _unpublished(small.Session) == []
     assert visible(small.Session)[0] == ["toy", "other", "child"]
     assert row_counts(small.Session)["instances"] == before["instances"] + 2 * N
+
+
+@pytest.fixture
+def postgresql_store(postgres_server: PostgresServer) -> Iterator[SmallStore]:
+    """A store on the session's PostgreSQL server alone, for what only PostgreSQL does."""
+    name = postgres_server.acquire_database()
+    url = postgres_server.url(name)
+    try:
+        yield small_store(open_store(url), url)
+    finally:
+        close_stores()
+        postgres_server.release_database(name)
+
+
+@contextlib.contextmanager
+def dead_importer_with_a_live_connection(url: str) -> Iterator[int]:
+    """An importer killed while its lock's connection stays open in a child of its own, so that
+    PostgreSQL keeps its session and lock as if it had not noticed the death; yields the dead
+    importer's pid."""
+    importer, (heir,) = start_importer(url, "linger")
+    try:
+        kill(importer)
+        yield importer.pid
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(heir), signal.SIGKILL)
+
+
+@pytest.mark.postgresql
+def test_an_import_ends_the_server_session_of_a_dead_importer_and_takes_its_name(postgresql_store, tmp_path):
+    """Through the installed ``winnow``: the lock's holder is a process of this host that no
+    longer runs, so its server session is ended and the import goes on (issue 43)."""
+    csv = tmp_path / "child.csv"
+    rows = [f"r{i},{i},{i % 3},{'a|b' if i % 2 else 'b'}" for i in range(12)]
+    csv.write_text("\n".join(["id,f1,f2,candidates", *rows]) + "\n")
+    with dead_importer_with_a_live_connection(postgresql_store.url):
+        assert _unpublished(postgresql_store.Session) == ["child"]
+        result = subprocess.run(
+            [str(WINNOW), "import", csv, "--db", postgresql_store.url],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "NO_COLOR": "1"},
+            timeout=300,
+        )
+        assert result.returncode == 0, result.stderr
+        assert "Traceback" not in result.stderr
+    assert _unpublished(postgresql_store.Session) == []
+    assert visible(postgresql_store.Session)[0] == ["toy", "child"]
+
+
+@pytest.mark.postgresql
+def test_a_dead_importers_lock_that_postgresql_keeps_is_waited_for_with_a_deadline(
+    postgresql_store, monkeypatch, caplog
+):
+    """Where the server session cannot be ended (no right to), the import says what it waits
+    for, for how long, and then gives up in one line naming the server process."""
+    monkeypatch.setattr(staging, "_terminate_backend", lambda engine, backend: None)
+    monkeypatch.setattr(staging, "IMPORT_TAKEOVER_SECONDS", 3.0)
+    with dead_importer_with_a_live_connection(postgresql_store.url) as pid:
+        with pytest.raises(StoreBusy) as raised:
+            import_dataset(postgresql_store.Session, data("child"))
+        message = str(raised.value)
+        assert "\n" not in message
+        assert re.fullmatch(
+            rf"the import of dataset 'child' by .*:{pid} has ended \(its process is gone\), but PostgreSQL "
+            r"still holds its lock \(server process (\d+)\) after 3 s; try again later, or have the "
+            r"database's owner run SELECT pg_terminate_backend\(\1\)",
+            message,
+        ), message
+        assert any("waiting up to 3 s for PostgreSQL to end its server process" in r.message for r in caplog.records)
+        assert _unpublished(postgresql_store.Session) == ["child"]
+    # Once the session is gone, so are the rows.
+    wait_for(lambda: remove_abandoned_imports(postgresql_store.Session) == ["child"], what="the lock to go")

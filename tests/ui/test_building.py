@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -13,10 +12,8 @@ from app.service import create_session, import_file
 from app.store.db import open_store
 from app.ui import state as ui_state
 from app.ui.state import STATE_KEY, Keys
+from tests.deadlines import wait_for
 from tests.ui.conftest import no_exception, small_csv_bytes
-
-#: Reruns a test waits for a small background build to finish (each a few ms apart).
-MAX_POLLS = 200
 
 
 @pytest.fixture
@@ -53,15 +50,25 @@ def two_sessions(db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     gate.set()
 
 
+def rerun_until(at, condition, what: str):
+    """Rerun the app (as the page's poll does) until ``condition()`` holds; returns its value."""
+
+    def rerun_and_check():
+        found = condition()
+        if not found:
+            at.run()
+            no_exception(at)
+        return found
+
+    return wait_for(rerun_and_check, what=what)
+
+
 def poll_until_open(at, session_id: int):
-    for _ in range(MAX_POLLS):
-        tab = at.session_state[STATE_KEY]
-        if tab.workbench is not None and tab.workbench.session_id == session_id:
-            return tab.workbench
-        time.sleep(0.05)
-        at.run()
-        no_exception(at)
-    raise AssertionError(f"session {session_id} did not open after {MAX_POLLS} reruns")
+    def open_workbench():
+        bench = at.session_state[STATE_KEY].workbench
+        return bench if bench is not None and bench.session_id == session_id else None
+
+    return rerun_until(at, open_workbench, f"session {session_id} to open")
 
 
 def test_a_building_session_shows_progress_and_another_session_can_be_opened(app, db, two_sessions):
@@ -139,11 +146,7 @@ def test_a_large_upload_is_imported_in_the_background_with_progress(app, db, mon
     assert at.button(key=Keys.CREATE).disabled
     gate.set()
     assert job.wait(60)
-    for _ in range(MAX_POLLS):
-        at.run()
-        no_exception(at)
-        if at.session_state[STATE_KEY].session_id is not None:
-            break
+    rerun_until(at, lambda: at.session_state[STATE_KEY].session_id is not None, "the uploaded session to open")
     assert at.session_state[STATE_KEY].creating is None
     bench = poll_until_open(at, at.session_state[STATE_KEY].session_id)
     assert bench.config.name == "birds" and bench.state.n_instances == 60
@@ -157,16 +160,20 @@ def test_a_small_session_opened_within_the_run_shows_each_stage_until_it_opens(a
     def slow(Session, *, progress, **kwargs):
         def reporting(stage, done, total):
             progress(stage, done, total)
-            time.sleep(0.4)  # each stage takes a while: the bar is drawn, then follows
+            # Each report stays until the page has drawn it, however busy the machine.
+            wait_for(lambda: (stage, done) in drawn, what=f"the page to draw {stage} {done}/{total}")
 
         return real(Session, progress=reporting, **kwargs)
 
     captions: list[str] = []
+    drawn: set[tuple[str, int]] = set()
     shown = ui_state.build_progress_text
 
     def recorded(job, *args):
         fraction, text = shown(job, *args)
         captions.append(text)
+        if job.latest is not None:
+            drawn.add((job.latest.stage, job.latest.done))
         assert 0.0 <= fraction <= 1.0
         return fraction, text
 

@@ -68,10 +68,14 @@ def import_command(
         "made from them and the votes are stored.",
     ),
     min_votes: int | None = typer.Option(
-        None, "--min-votes", help="With --votes: keep labels with at least N votes (default: every voted label)."
+        None,
+        "--min-votes",
+        help="With --votes: keep labels with at least N votes (default: every voted label); not with --min-share.",
     ),
     min_share: float | None = typer.Option(
-        None, "--min-share", help="With --votes: keep labels with at least this share (0 to 1] of the item's votes."
+        None,
+        "--min-share",
+        help="With --votes: keep labels with at least this share (0 to 1] of the item's votes; not with --min-votes.",
     ),
     user_map: Path | None = typer.Option(
         None,
@@ -97,8 +101,8 @@ def import_command(
     needs numeric columns or --features-from.
 
     With --votes, the candidate sets come from a crowd's votes: the union of the labels voted
-    for, or those with at least --min-votes N votes / --min-share S of the item's votes (an item
-    where no label reaches them keeps its most voted labels); items without a vote get every
+    for, or those with at least --min-votes N votes or --min-share S of the item's votes (one of
+    the two; an item where no label reaches it keeps its most voted labels); items without a vote get every
     label. The votes are stored and shown to the expert.
 
     A Label Studio JSON export (project.json) is read as items and votes: each task's data (text,
@@ -128,6 +132,8 @@ def import_command(
     label_studio = file.suffix.lower() == ".json"  # a Label Studio export: its annotations are the votes
     if votes is None and (min_votes is not None or min_share is not None) and not label_studio:
         raise UserError("--min-votes and --min-share read the votes: give --votes FILE too")
+    if min_votes is not None and min_share is not None:
+        raise UserError("--min-votes and --min-share each decide which voted labels are kept: give one, not both")
     if votes is not None and label_studio:
         raise UserError(f"{file.name} is a Label Studio export: its annotations are the votes; drop --votes")
     if votes is not None and is_folder:

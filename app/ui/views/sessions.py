@@ -355,7 +355,7 @@ if "create" in may and sources:
                 step=1,
                 key=MIN_VOTES,
                 help="Keep labels with at least this many votes (empty: every label voted for). An item where "
-                "no label reaches it keeps its most voted labels.",
+                "no label reaches it keeps its most voted labels. Not with a minimum share.",
             )
             threshold_cols[1].number_input(
                 "Minimum share",
@@ -364,7 +364,8 @@ if "create" in may and sources:
                 value=None,
                 step=0.05,
                 key=MIN_SHARE,
-                help="Keep labels with at least this share of the item's votes (empty: no share needed).",
+                help="Keep labels with at least this share of the item's votes (empty: no share needed). Not with a "
+                "minimum number of votes.",
             )
         header = upload_columns(uploaded.name, uploaded.getvalue()) if uploaded is not None else []
         if header:

@@ -399,6 +399,7 @@ def export(
         EXPORT_KINDS,
         LABEL_STUDIO_FORMAT,
         Workbench,
+        check_label_studio_export,
         events_table,
         export_label_studio,
         session_id_by_name,
@@ -426,6 +427,10 @@ def export(
     Session = open_store(db, create=False)
     session_id = session_id_by_name(Session, session)
     if fmt == LABEL_STUDIO_FORMAT:
+        # Refused from the store alone, not after the session is opened and scored.
+        check_label_studio_export(
+            Session, session_id, actor=None, from_name=from_name, to_name=to_name, label_config=label_config
+        )
         with progress_bar(f"session {session}") as report:
             bench = Workbench.open(Session, session_id, progress=report)
         files = export_label_studio(

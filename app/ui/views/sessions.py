@@ -48,6 +48,7 @@ from app.store.models import CRITERIA, TARGET_SETS, WEIGHTINGS
 from app.ui import components
 from app.ui import state as ui
 from app.ui.building import show_build_progress
+from app.ui.errors import shown_error
 from engine.choices import DEFAULT_STRATEGY
 from engine.exceptions import InvalidInput
 from engine.lots import PROMISES
@@ -113,7 +114,10 @@ def create_from_form() -> None:
         tab.new_label_settings = LabelSettings(
             max_error=rates["max_error"], confidence=rates["confidence"], audit_share=rates["audit_share"]
         )
-    except (InvalidInput, TypeError) as exc:
+    except InvalidInput as exc:
+        tab.notice = ("error", shown_error(exc))
+        return
+    except TypeError as exc:
         tab.notice = ("error", str(exc))
         return
     options = dict(
@@ -149,7 +153,7 @@ def finish_create() -> None:
     tab.creating = None
     ui.builds().discard(job.key)
     if isinstance(job.error, InvalidInput):
-        tab.notice = ("error", str(job.error))
+        tab.notice = ("error", shown_error(job.error))
         return
     if job.error is not None:
         raise job.error
@@ -174,7 +178,7 @@ def save_hotkeys(field: str, reset: bool) -> None:
             mapping = parse_hotkeys_text(st.session_state.get(field, ""), bench.label_names)
             keys = set_session_keys(bench, mapping, actor=tab.user)
     except InvalidInput as exc:
-        tab.hotkeys_notice = ("error", str(exc))
+        tab.hotkeys_notice = ("error", shown_error(exc))
         return
     st.session_state[field] = hotkeys_text(keys, bench.label_names)
     tab.hotkeys_notice = ("ok", f"Saved the keys of session {bench.config.name}.")
@@ -259,7 +263,7 @@ def save_label_settings(session_id: int, session_name: str) -> None:
         )
         saved = session_label_settings(session_factory, session_name)
     except InvalidInput as exc:
-        tab.label_settings_notice = ("error", str(exc))
+        tab.label_settings_notice = ("error", shown_error(exc))
         return
     said = settings_text(saved.max_error, saved.confidence, saved.audit_share, saved.promise)
     tab.label_settings_notice = ("ok", f"Saved the model-label settings of session {session_name}: {said}.")

@@ -109,9 +109,12 @@ def import_command(
     image, audio) and the annotators' single choices (--min-votes / --min-share apply to them);
     see docs/label_studio.md.
 
-    Examples: winnow import sample_data/digits_partial.csv --db winnow.db --session first;
-    winnow import sample_data/texts.csv; winnow import sample_data/photos --labels sample_data/photos_labels.csv;
-    winnow import sample_data/crowd_items.csv --votes sample_data/crowd_votes.csv --min-votes 2
+    Examples:
+    winnow import sample_data/digits_partial.csv --db winnow.db --session first
+    winnow import sample_data/texts.csv
+    winnow import sample_data/photos --labels sample_data/photos_labels.csv
+    winnow import sample_data/crowd_items.csv \\
+      --votes sample_data/crowd_votes.csv --min-votes 2
     """
     from app.service import change_label_settings, import_file
 
@@ -201,7 +204,9 @@ def import_command(
 def init(db: str = DbOption) -> None:
     """Create an empty store (or upgrade an existing one); other commands than import need one.
 
-    Example: winnow init --db team.db   (then winnow user add ada --role admin --db team.db)
+    Then create the first admin: winnow user add ada --role admin --db team.db
+
+    Example: winnow init --db team.db
     """
     open_store(db, create=True)
     out.print(f"{db} is a winnow store, its schema up to date.", markup=False, highlight=False)
@@ -236,9 +241,11 @@ def rank(
 ) -> None:
     """Write the ranked query list: which partial items to settle first.
 
-    Example: winnow rank sample_data/digits_partial.csv --criterion apl -k 10 -o ranked.csv
-    (add --workers 4 or --dask tcp://host:8786 to score over Dask); a file of texts works as
-    it is: winnow rank sample_data/texts.csv -o ranked.csv
+    Add --workers 4 or --dask tcp://host:8786 to score over Dask. A file of texts works as it is.
+
+    Examples:
+    winnow rank sample_data/digits_partial.csv --criterion apl -k 10 -o ranked.csv
+    winnow rank sample_data/texts.csv -o ranked.csv
     """
     if (file is None) == (session is None):
         raise UserError("give either a FILE or --session NAME")
@@ -312,9 +319,13 @@ def answer(
 ) -> None:
     """Record one answer (for scripts and pipelines), or a file of answers with --from.
 
-    Examples: winnow answer week1 d0042 8 --annotator alice --idempotency-key req-0042;
-    winnow answer week1 --from answers.csv (an expert who labelled the ranked export offline; rows
-    "d0042,8", "d0043,,none_of_these", "d0044,cat,other_label" with header id,label,kind)
+    An expert who labelled the ranked export offline records it with --from: a file with the
+    header id,label,kind and rows such as "d0042,8", "d0043,,none_of_these" and
+    "d0044,cat,other_label".
+
+    Examples:
+    winnow answer week1 d0042 8 --annotator alice --idempotency-key req-0042
+    winnow answer week1 --from answers.csv
     """
     from app.service import record_answer, record_answers_file
 
@@ -391,7 +402,8 @@ def export(
     A dataset imported with --votes: --what votes writes id, annotator, label, time per vote, and
     the labelled dataset gets a votes column ("jazz:2|blues:1").
 
-    Examples: winnow export week1 --what labelled -o labelled.jsonl;
+    Examples:
+    winnow export week1 --what labelled -o labelled.jsonl
     winnow export week1 --what labelled --format label-studio -o tasks.json
     """
     from app.io import TABLE_EXTENSIONS, write_table
@@ -480,7 +492,10 @@ def demo(
     ),
     top: int = typer.Option(10, help="How many queries to show."),
 ) -> None:
-    """Rank the bundled sample digits and explain the first query.  Example: winnow demo"""
+    """Rank the bundled sample digits and explain the first query.
+
+    Example: winnow demo
+    """
     from app.service import Workbench, ensure_sample_session
 
     with contextlib.ExitStack() as stack:

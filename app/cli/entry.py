@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import gc
+import inspect
 import io
 import sys
 from collections.abc import Callable, Iterator
@@ -111,12 +112,29 @@ def _commands(command: Any) -> Iterator[Any]:
         yield from _commands(sub)
 
 
+def readable_help(text: str | None) -> str | None:
+    r"""``text`` with each prose paragraph on one line, for the help to wrap at the terminal's width.
+
+    typer keeps a docstring's line breaks after its first paragraph, so a sentence broke where
+    the source does and again where the terminal does ("with no error among" / "them" at 80
+    columns). A paragraph beginning with "Example" keeps its lines: one command line each.
+
+    >>> readable_help("Show it.\n\nWith no option,\nprints it.\n\nExamples:\nwinnow a\nwinnow b")
+    'Show it.\n\nWith no option, prints it.\n\nExamples:\nwinnow a\nwinnow b'
+    """
+    if not text:
+        return text
+    paragraphs = inspect.cleandoc(text).split("\n\n")
+    return "\n\n".join(p if p.startswith("Example") else " ".join(p.split()) for p in paragraphs)
+
+
 def cli_command() -> Any:
-    """The click command of :data:`app`, every text parameter refusing a value that is not
-    UTF-8 before any command runs: one home for the rule, whatever command a new name is
-    added to."""
+    """The click command of :data:`app`: every text parameter refusing a value that is not
+    UTF-8 before any command runs (one home for the rule, whatever command a new name is
+    added to), and every help text as :func:`readable_help` makes it."""
     command = typer.main.get_command(app)
     for each in _commands(command):
+        each.help = readable_help(each.help)
         for param in each.params:
             if param.type.name == "text":
                 param.callback = _utf8_names(param.callback)

@@ -72,12 +72,14 @@ def ui(
         False, "--dev", help="Show full error details (tracebacks) in the browser: development only."
     ),
 ) -> None:
-    """Open the annotator's browser app on a database.  Example: winnow ui --db winnow.db
+    """Open the annotator's browser app on a database.
 
     On localhost with no user accounts the app opens straight away (single-user mode); with
     accounts, or on any other address, everyone signs in first (see docs/deployment.md).
     Behind a reverse proxy, name it in $WINNOW_TRUSTED_PROXIES (e.g. 127.0.0.1): only its
     X-Forwarded-For is believed.
+
+    Example: winnow ui --db winnow.db
     """
     check_port_free(port, address)
     from app.io import MAX_UPLOAD_VARIABLE, max_upload_bytes

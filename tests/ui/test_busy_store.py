@@ -21,9 +21,7 @@ from tests.store.test_lock_cli import lock_held
 from tests.ui.conftest import count_rows, no_exception, plain, position_on_screen
 
 
-def test_an_answer_while_another_process_writes_says_so_without_path_or_process(
-    app, small_db, monkeypatch, caplog
-):
+def test_an_answer_while_another_process_writes_says_so_without_path_or_process(app, small_db, monkeypatch, caplog):
     monkeypatch.setenv("WINNOW_BUSY_TIMEOUT_MS", "300")
     close_stores()  # connections made from now on wait 0.3 s for a lock, not 30 s
     at = app(small_db)

@@ -128,8 +128,9 @@ def simulate_command(
     answers, and PL-kNN / DST-PLL are scored on a held-out test set. 'default' names the strategy labelling
     sessions use by default; the table's 'picked' column lists the rows each step asked.
 
-    Example: winnow simulate sample_data/digits_partial.csv -s apl,random,margin --budget 200 --batch 20
-    --seeds 5 -o results.csv --plot curves.png
+    Example:
+    winnow simulate sample_data/digits_partial.csv -s apl,random,margin \\
+      --budget 200 --batch 20 --seeds 5 -o results.csv --plot curves.png
     """
     names = parse_strategies(strategies)
     if budget < 1:

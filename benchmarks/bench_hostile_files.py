@@ -1,7 +1,8 @@
-"""Peak memory of the installed ``winnow`` refusing the hostile files of issue 29, and how long
-a 60,000-answer file holds the store's write lock.
+"""Peak memory of the installed ``winnow`` refusing the hostile files of issue 29, how long
+a 60,000-answer file holds the store's write lock, and names on the command line that are not
+UTF-8 (issue 44).
 
-Two tables:
+Three tables:
 
 1. For each file: its size on disk, the outcome (one line, exit 2) and the peak resident memory
    of that one ``winnow`` child (``os.wait4``), with the ratio to a 6-row CSV imported in the
@@ -11,8 +12,11 @@ Two tables:
    (:func:`app.store.record_events`, what ``winnow answer --from`` runs) against answers recorded
    one at a time with :func:`app.store.record_event` (the path before issue 29), on the same
    items, in this process; the time is what the write lock is held.
+3. Each command given a name with the byte 0xff (``winnow session status $'s\\xff'``): its exit
+   status, the lines it wrote on stderr, whether one was a traceback, and whether the store
+   changed (it must not: one line, exit 2).
 
-Run: ``python -m benchmarks.bench_hostile_files [--answers 60000] [--keep FOLDER] [--only memory|lock]``
+Run: ``python -m benchmarks.bench_hostile_files [--answers 60000] [--keep FOLDER] [--only memory|lock|arguments]``
 (needs about 250 MB of disk for the files).
 """
 
@@ -35,6 +39,12 @@ MiB = 1 << 20
 
 def run_measured(args: list[str]) -> tuple[int, str, int]:
     """Exit status, last line of stderr and peak RSS (bytes) of one ``winnow`` child."""
+    code, lines, peak = run_lines(args)
+    return code, lines[-1] if lines else "", peak
+
+
+def run_lines(args: list[str]) -> tuple[int, list[str], int]:
+    """Exit status, the lines of stderr and peak RSS (bytes) of one ``winnow`` child."""
     env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200"}
     env.pop("WINNOW_MAX_DECOMPRESSED_BYTES", None)
     child = subprocess.Popen([str(WINNOW), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
@@ -50,7 +60,7 @@ def run_measured(args: list[str]) -> tuple[int, str, int]:
     for reader in readers:
         reader.join(timeout=60)
     lines = streams["err"].decode(errors="replace").strip().splitlines()
-    return child.returncode, lines[-1] if lines else "", usage.ru_maxrss * 1024
+    return child.returncode, lines, usage.ru_maxrss * 1024
 
 
 def votes_parquet_40m(folder: Path) -> Path:
@@ -183,19 +193,63 @@ def lock_table(folder: Path, n_answers: int) -> None:
     print(f"| {n_answers:,} | {batch:.1f} | {single:.1f} | {single / batch:.1f} |")
 
 
+#: What Python makes of the byte 0xff in an argument (``os.fsdecode(b"\\xff")``).
+NOT_UTF8 = "\udcff"
+
+
+def arguments_table(folder: Path) -> None:
+    """Every command that looks a name up, given one that is not UTF-8."""
+    import hashlib
+
+    db = folder / "names.db"
+    seed = items_csv(folder, 20, "names_seed.csv")
+    code, lines, _ = run_lines(["import", str(seed), "--db", str(db), "--name", "d", "--session", "s", "-k", "2"])
+    assert code == 0, lines
+    bad = f"x{NOT_UTF8}"
+    cases = [
+        ["export", bad, "-o", str(folder / "out.csv")],
+        ["session", "status", bad],
+        ["session", "settings", bad],
+        ["session", "settings", bad, "--audit", "0.1"],
+        ["answer", bad, "x1", "a"],
+        ["answer", "s", bad, "a"],
+        ["answer", "s", "x1", bad],
+        ["session", "overlap", bad, "2"],
+        ["session", "new", "t", "--dataset", bad],
+        ["session", "assign", "s", bad],
+        ["rank", "--session", bad, "-o", str(folder / "r.csv")],
+        ["user", "add", bad],
+        ["import", str(seed), "--name", bad],
+    ]
+    print()
+    print("| command (x\\xff: the byte 0xff) | exit | stderr lines | traceback | store changed |")
+    print("|---|---:|---:|---|---|")
+    for args in cases:
+        before = hashlib.sha256(db.read_bytes()).hexdigest()
+        code, lines, _ = run_lines([*args, "--db", str(db)])
+        changed = hashlib.sha256(db.read_bytes()).hexdigest() != before
+        shown = " ".join("x\\xff" if a == bad else Path(a).name if a.startswith(str(folder)) else a for a in args)
+        traceback = any(line.startswith("Traceback") for line in lines)
+        print(f"| `{shown}` | {code} | {len(lines)} | {'yes' if traceback else 'no'} | {'yes' if changed else 'no'} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--answers", type=int, default=60_000)
     parser.add_argument("--keep", default=None, help="Folder for the files (default: a temporary one).")
-    parser.add_argument("--only", choices=("memory", "lock"), default=None, help="Print one of the two tables.")
+    parser.add_argument(
+        "--only", choices=("memory", "lock", "arguments"), default=None, help="Print one of the three tables."
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as temporary:
         folder = Path(args.keep or temporary)
         folder.mkdir(parents=True, exist_ok=True)
-        if args.only != "lock":
+        if args.only in (None, "memory"):
             memory_table(folder)
-        if args.only != "memory":
+        if args.only in (None, "lock"):
             lock_table(folder, args.answers)
+        if args.only in (None, "arguments"):
+            arguments_table(folder)
 
 
 if __name__ == "__main__":

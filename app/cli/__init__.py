@@ -6,6 +6,6 @@ exit status 2 and one line on stderr (``error: ...``); the database is left unch
 each write is a single transaction.
 """
 
-from app.cli.entry import app, click_exception_classes, main, run
+from app.cli.entry import app, click_exception_classes, main, readable_help, run
 
-__all__ = ["app", "click_exception_classes", "main", "run"]
+__all__ = ["app", "click_exception_classes", "main", "readable_help", "run"]

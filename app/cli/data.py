@@ -68,10 +68,14 @@ def import_command(
         "made from them and the votes are stored.",
     ),
     min_votes: int | None = typer.Option(
-        None, "--min-votes", help="With --votes: keep labels with at least N votes (default: every voted label)."
+        None,
+        "--min-votes",
+        help="With --votes: keep labels with at least N votes (default: every voted label); not with --min-share.",
     ),
     min_share: float | None = typer.Option(
-        None, "--min-share", help="With --votes: keep labels with at least this share (0 to 1] of the item's votes."
+        None,
+        "--min-share",
+        help="With --votes: keep labels with at least this share (0 to 1] of the item's votes; not with --min-votes.",
     ),
     user_map: Path | None = typer.Option(
         None,
@@ -97,17 +101,20 @@ def import_command(
     needs numeric columns or --features-from.
 
     With --votes, the candidate sets come from a crowd's votes: the union of the labels voted
-    for, or those with at least --min-votes N votes / --min-share S of the item's votes (an item
-    where no label reaches them keeps its most voted labels); items without a vote get every
+    for, or those with at least --min-votes N votes or --min-share S of the item's votes (one of
+    the two; an item where no label reaches it keeps its most voted labels); items without a vote get every
     label. The votes are stored and shown to the expert.
 
     A Label Studio JSON export (project.json) is read as items and votes: each task's data (text,
     image, audio) and the annotators' single choices (--min-votes / --min-share apply to them);
     see docs/label_studio.md.
 
-    Examples: winnow import sample_data/digits_partial.csv --db winnow.db --session first;
-    winnow import sample_data/texts.csv; winnow import sample_data/photos --labels sample_data/photos_labels.csv;
-    winnow import sample_data/crowd_items.csv --votes sample_data/crowd_votes.csv --min-votes 2
+    Examples:
+    winnow import sample_data/digits_partial.csv --db winnow.db --session first
+    winnow import sample_data/texts.csv
+    winnow import sample_data/photos --labels sample_data/photos_labels.csv
+    winnow import sample_data/crowd_items.csv \\
+      --votes sample_data/crowd_votes.csv --min-votes 2
     """
     from app.service import change_label_settings, import_file
 
@@ -128,6 +135,8 @@ def import_command(
     label_studio = file.suffix.lower() == ".json"  # a Label Studio export: its annotations are the votes
     if votes is None and (min_votes is not None or min_share is not None) and not label_studio:
         raise UserError("--min-votes and --min-share read the votes: give --votes FILE too")
+    if min_votes is not None and min_share is not None:
+        raise UserError("--min-votes and --min-share each decide which voted labels are kept: give one, not both")
     if votes is not None and label_studio:
         raise UserError(f"{file.name} is a Label Studio export: its annotations are the votes; drop --votes")
     if votes is not None and is_folder:
@@ -196,7 +205,9 @@ def import_command(
 def init(db: str = DbOption) -> None:
     """Create an empty store (or upgrade an existing one); other commands than import need one.
 
-    Example: winnow init --db team.db   (then winnow user add ada --role admin --db team.db)
+    Then create the first admin: winnow user add ada --role admin --db team.db
+
+    Example: winnow init --db team.db
     """
     open_store(db, create=True)
     out.print(f"{db} is a winnow store, its schema up to date.", markup=False, highlight=False)
@@ -231,9 +242,11 @@ def rank(
 ) -> None:
     """Write the ranked query list: which partial items to settle first.
 
-    Example: winnow rank sample_data/digits_partial.csv --criterion apl -k 10 -o ranked.csv
-    (add --workers 4 or --dask tcp://host:8786 to score over Dask); a file of texts works as
-    it is: winnow rank sample_data/texts.csv -o ranked.csv
+    Add --workers 4 or --dask tcp://host:8786 to score over Dask. A file of texts works as it is.
+
+    Examples:
+    winnow rank sample_data/digits_partial.csv --criterion apl -k 10 -o ranked.csv
+    winnow rank sample_data/texts.csv -o ranked.csv
     """
     if (file is None) == (session is None):
         raise UserError("give either a FILE or --session NAME")
@@ -305,9 +318,13 @@ def answer(
 ) -> None:
     """Record one answer (for scripts and pipelines), or a file of answers with --from.
 
-    Examples: winnow answer week1 d0042 8 --annotator alice --idempotency-key req-0042;
-    winnow answer week1 --from answers.csv (an expert who labelled the ranked export offline; rows
-    "d0042,8", "d0043,,none_of_these", "d0044,cat,other_label" with header id,label,kind)
+    An expert who labelled the ranked export offline records it with --from: a file with the
+    header id,label,kind and rows such as "d0042,8", "d0043,,none_of_these" and
+    "d0044,cat,other_label".
+
+    Examples:
+    winnow answer week1 d0042 8 --annotator alice --idempotency-key req-0042
+    winnow answer week1 --from answers.csv
     """
     from app.service import record_answer, record_answers_file
 
@@ -384,7 +401,8 @@ def export(
     A dataset imported with --votes: --what votes writes id, annotator, label, time per vote, and
     the labelled dataset gets a votes column ("jazz:2|blues:1").
 
-    Examples: winnow export week1 --what labelled -o labelled.jsonl;
+    Examples:
+    winnow export week1 --what labelled -o labelled.jsonl
     winnow export week1 --what labelled --format label-studio -o tasks.json
     """
     from app.io import TABLE_EXTENSIONS, write_table
@@ -392,6 +410,7 @@ def export(
         EXPORT_KINDS,
         LABEL_STUDIO_FORMAT,
         Workbench,
+        check_label_studio_export,
         events_table,
         export_label_studio,
         session_id_by_name,
@@ -419,6 +438,10 @@ def export(
     Session = open_store(db, create=False)
     session_id = session_id_by_name(Session, session)
     if fmt == LABEL_STUDIO_FORMAT:
+        # Refused from the store alone, not after the session is opened and scored.
+        check_label_studio_export(
+            Session, session_id, actor=None, from_name=from_name, to_name=to_name, label_config=label_config
+        )
         with progress_bar(f"session {session}") as report:
             bench = Workbench.open(Session, session_id, progress=report)
         files = export_label_studio(
@@ -468,7 +491,10 @@ def demo(
     ),
     top: int = typer.Option(10, help="How many queries to show."),
 ) -> None:
-    """Rank the bundled sample digits and explain the first query.  Example: winnow demo"""
+    """Rank the bundled sample digits and explain the first query.
+
+    Example: winnow demo
+    """
     from app.service import Workbench, ensure_sample_session
 
     with contextlib.ExitStack() as stack:

@@ -7,11 +7,16 @@
 from __future__ import annotations
 
 import gc
+import inspect
+import io
 import sys
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import typer
+import typer.main
 
-from app.cli.console import UserError, err, out
+from app.cli.console import UserError, err, out, printable
 from app.cli.data import answer, demo, export, import_command, init, rank
 from app.cli.server import ui
 from app.cli.session import session_app
@@ -66,6 +71,76 @@ def click_exception_classes(name: str) -> tuple[type[BaseException], ...]:
     return tuple(found)
 
 
+def _not_utf8(value: str) -> bool:
+    """True when ``value`` holds a lone surrogate: on POSIX, Python decodes the bytes of an
+    argument that are not UTF-8 as U+DC80-U+DCFF ("surrogateescape")."""
+    return any("\ud800" <= ch <= "\udfff" for ch in value)
+
+
+def _as_typed(value: str) -> str:
+    r"""``value`` as the user typed it, its undecodable bytes written ``\xff``."""
+    try:
+        return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate no byte decodes to: not from the command line
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _utf8_names(previous: Callable[..., Any] | None) -> Callable[..., Any]:
+    """A click parameter callback refusing a value that is not UTF-8, then calling ``previous``.
+
+    Names, ids, labels, column names and store URLs are stored and compared as UTF-8 text; a
+    database lookup with one that is not ended in a ``UnicodeEncodeError`` traceback. A file
+    argument (a ``Path`` parameter) may be any name the system opens: it is not checked here.
+    """
+
+    def check(ctx: Any, param: Any, value: Any) -> Any:
+        values = value if isinstance(value, (list, tuple)) else [value]
+        for one in values:
+            if isinstance(one, str) and _not_utf8(one):
+                label = param.opts[0] if param.param_type_name == "option" else param.human_readable_name
+                raise UserError(
+                    f"{label} '{printable(_as_typed(one)).plain}' is not UTF-8 text (see '{ctx.command_path} --help')"
+                )
+        return value if previous is None else previous(ctx, param, value)
+
+    return check
+
+
+def _commands(command: Any) -> Iterator[Any]:
+    yield command
+    for sub in getattr(command, "commands", {}).values():
+        yield from _commands(sub)
+
+
+def readable_help(text: str | None) -> str | None:
+    r"""``text`` with each prose paragraph on one line, for the help to wrap at the terminal's width.
+
+    typer keeps a docstring's line breaks after its first paragraph, so a sentence broke where
+    the source does and again where the terminal does ("with no error among" / "them" at 80
+    columns). A paragraph beginning with "Example" keeps its lines: one command line each.
+
+    >>> readable_help("Show it.\n\nWith no option,\nprints it.\n\nExamples:\nwinnow a\nwinnow b")
+    'Show it.\n\nWith no option, prints it.\n\nExamples:\nwinnow a\nwinnow b'
+    """
+    if not text:
+        return text
+    paragraphs = inspect.cleandoc(text).split("\n\n")
+    return "\n\n".join(p if p.startswith("Example") else " ".join(p.split()) for p in paragraphs)
+
+
+def cli_command() -> Any:
+    """The click command of :data:`app`: every text parameter refusing a value that is not
+    UTF-8 before any command runs (one home for the rule, whatever command a new name is
+    added to), and every help text as :func:`readable_help` makes it."""
+    command = typer.main.get_command(app)
+    for each in _commands(command):
+        each.help = readable_help(each.help)
+        for param in each.params:
+            if param.type.name == "text":
+                param.callback = _utf8_names(param.callback)
+    return command
+
+
 def _fail(message: str, status: int) -> None:
     """Print ``error: <message>`` as one line on stderr and exit with ``status``."""
     one_line = " ".join(message.split())
@@ -98,7 +173,7 @@ def main(argv: list[str] | None = None) -> None:
     # click turns Ctrl+C into Abort.
     interrupts: tuple[type[BaseException], ...] = (KeyboardInterrupt, *click_exception_classes("Abort"))
     try:
-        result = app(args=args, standalone_mode=False)
+        result = cli_command()(args=args, standalone_mode=False)
     except no_args_is_help as exc:  # `winnow` or `winnow session` alone: the help, as --help
         ctx = getattr(exc, "ctx", None)
         out.print(ctx.get_help() if ctx is not None else str(exc), markup=False, highlight=False)
@@ -131,7 +206,13 @@ def run() -> None:
     checkpoints its WAL, a PostgreSQL server sees the connections end), the commands close
     their files themselves, and what is left is frozen out of those collections; exit
     handlers still run.
+
+    A path that is not UTF-8 (``d\\xff.csv``, a file the system opens) is written back to
+    standard output as the bytes it is, as Python does in the POSIX locale: in a UTF-8
+    locale, naming it once the work was done ended in a ``UnicodeEncodeError`` traceback.
     """
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        sys.stdout.reconfigure(errors="surrogateescape")
     try:
         main()
     finally:

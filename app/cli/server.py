@@ -72,14 +72,21 @@ def ui(
         False, "--dev", help="Show full error details (tracebacks) in the browser: development only."
     ),
 ) -> None:
-    """Open the annotator's browser app on a database.  Example: winnow ui --db winnow.db
+    """Open the annotator's browser app on a database.
 
     On localhost with no user accounts the app opens straight away (single-user mode); with
     accounts, or on any other address, everyone signs in first (see docs/deployment.md).
+    Behind a reverse proxy, name it in $WINNOW_TRUSTED_PROXIES (e.g. 127.0.0.1): only its
+    X-Forwarded-For is believed.
+
+    Example: winnow ui --db winnow.db
     """
     check_port_free(port, address)
     from app.io import MAX_UPLOAD_VARIABLE, max_upload_bytes
     from app.service import has_users, is_local_address
+    from app.service.auth import FORWARDED_ALLOW_VARIABLE, trusted_proxies
+
+    proxies = trusted_proxies()
 
     Session = open_store(db, create=sample)  # --sample imports the sample: it may make the store
     if sample:
@@ -126,8 +133,10 @@ def ui(
         *(["--dev"] if dev else []),
     ]
     # The app checks uploads against the same limit as Streamlit (its own cap, in case the
-    # browser's is bypassed).
-    env = {**os.environ, MAX_UPLOAD_VARIABLE: str(upload_mb)}
+    # browser's is bypassed). uvicorn believes X-Forwarded-For only from the proxies the
+    # operator names: by default it believes any local client, which could then pass for a
+    # new address on every sign-in attempt and never meet the rate limit.
+    env = {**os.environ, MAX_UPLOAD_VARIABLE: str(upload_mb), FORWARDED_ALLOW_VARIABLE: proxies}
     url = f"http://localhost:{port}"
     server = subprocess.Popen(command, env=env)
     with _forward_stop_signals(server):

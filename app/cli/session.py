@@ -43,7 +43,9 @@ def session_new(
 ) -> None:
     """Start a labelling session on an imported dataset.
 
-    Example: winnow session new week1 --dataset digits_partial --criterion apl -k 10 --max-error 0.05 --audit 0.05
+    Example:
+    winnow session new week1 --dataset digits_partial --criterion apl -k 10 \\
+      --max-error 0.05 --audit 0.05
     """
     from app.service import change_label_settings, create_session, dataset_id_by_name, set_session_overlap
 
@@ -78,7 +80,10 @@ def session_assign(
     users: list[str] = typer.Argument(..., help="User names."),
     db: str = DbOption,
 ) -> None:
-    """Let users answer in a session.  Example: winnow session assign week1 alice bob"""
+    """Let users answer in a session.
+
+    Example: winnow session assign week1 alice bob
+    """
     from app.service import assign
 
     added = assign(open_store(db, create=False), name, users)
@@ -95,7 +100,10 @@ def session_overlap_command(
     overlap: int = typer.Argument(..., min=1, help="Annotators who answer each item."),
     db: str = DbOption,
 ) -> None:
-    """Set how many annotators answer each item.  Example: winnow session overlap week1 2"""
+    """Set how many annotators answer each item.
+
+    Example: winnow session overlap week1 2
+    """
     from app.service import set_session_overlap
 
     set_session_overlap(open_store(db, create=False), name, overlap)
@@ -140,7 +148,10 @@ def session_settings(
 
 @session_app.command("list")
 def session_list(db: str = DbOption) -> None:
-    """List the sessions of a database.  Example: winnow session list --db winnow.db"""
+    """List the sessions of a database.
+
+    Example: winnow session list --db winnow.db
+    """
     from app.service import session_summaries
 
     table = Table("session", "dataset", "k", "weighting", "criterion", "targets", "created")
@@ -164,7 +175,10 @@ def session_status(
     top: int = typer.Option(5, help="How many next queries to show."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
-    """Progress of a session and its next queries.  Example: winnow session status week1"""
+    """Progress of a session and its next queries.
+
+    Example: winnow session status week1
+    """
     from app.service import Workbench, overlap_of, session_id_by_name, team_records
 
     Session = open_store(db, create=False)

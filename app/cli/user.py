@@ -38,7 +38,9 @@ def user_add(
 ) -> None:
     """Create an account; the first admin is made this way.
 
-    Example: winnow user add alice --role annotator   (then type the password twice)
+    Then type the password twice.
+
+    Example: winnow user add alice --role annotator
     """
     from app.service import create_user
     from app.store.models import ROLES
@@ -51,7 +53,10 @@ def user_add(
 
 @user_app.command("list")
 def user_list(db: str = DbOption) -> None:
-    """List the accounts.  Example: winnow user list"""
+    """List the accounts.
+
+    Example: winnow user list
+    """
     from app.service import users
 
     table = Table("user", "role", "active", "sessions", "created")
@@ -99,7 +104,10 @@ def user_audit(
 
 @user_app.command("disable")
 def user_disable(name: str = typer.Argument(...), db: str = DbOption) -> None:
-    """Disable an account: it can no longer sign in or answer.  Example: winnow user disable bob"""
+    """Disable an account: it can no longer sign in or answer.
+
+    Example: winnow user disable bob
+    """
     from app.service import disable_user
 
     disable_user(open_store(db, create=False), name)
@@ -112,7 +120,10 @@ def user_role(
     role: str = typer.Argument(..., help="admin, annotator or reviewer."),
     db: str = DbOption,
 ) -> None:
-    """Change a user's role.  Example: winnow user role bob reviewer"""
+    """Change a user's role.
+
+    Example: winnow user role bob reviewer
+    """
     from app.service import change_role
 
     user = change_role(open_store(db, create=False), name, role)
@@ -125,7 +136,10 @@ def user_passwd(
     password_stdin: bool = typer.Option(False, "--password-stdin", help="Read the password from standard input."),
     db: str = DbOption,
 ) -> None:
-    """Set a user's password.  Example: winnow user passwd alice"""
+    """Set a user's password.
+
+    Example: winnow user passwd alice
+    """
     from app.service import change_password
 
     Session = open_store(db, create=False)

@@ -9,6 +9,8 @@ may write what is made by the store (:mod:`app.store.users`), not here.
 
 from __future__ import annotations
 
+import ipaddress
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -41,6 +43,9 @@ from engine.exceptions import InvalidInput
 __all__ = [
     "LOCAL_ADDRESSES",
     "OIDC_NAME_CLAIMS",
+    "TRUSTED_PROXIES_VARIABLE",
+    "FORWARDED_ALLOW_VARIABLE",
+    "trusted_proxies",
     "SignInRefused",
     "is_local_address",
     "sign_in_required",
@@ -64,6 +69,13 @@ __all__ = [
 
 #: Server addresses that only this machine can reach.
 LOCAL_ADDRESSES: tuple[str, ...] = ("localhost", "127.0.0.1", "::1")
+#: The reverse proxies whose ``X-Forwarded-For`` and ``X-Forwarded-Proto`` the server believes:
+#: addresses or networks, comma-separated (``127.0.0.1`` for nginx on the same machine). Unset:
+#: none, so every client is known by the address it connects from.
+TRUSTED_PROXIES_VARIABLE = "WINNOW_TRUSTED_PROXIES"
+#: uvicorn's own setting of the same (default: 127.0.0.1 and ::1, which let any local client
+#: name itself anew on every sign-in attempt); ``winnow ui`` sets it from the one above.
+FORWARDED_ALLOW_VARIABLE = "FORWARDED_ALLOW_IPS"
 #: Claims of an OIDC identity that name the winnow user, in order of preference.
 OIDC_NAME_CLAIMS: tuple[str, ...] = ("preferred_username", "email")
 
@@ -82,6 +94,33 @@ def is_local_address(address: str | None) -> bool:
     (True, False, False)
     """
     return (address or "").strip().strip("[]").lower() in LOCAL_ADDRESSES
+
+
+def trusted_proxies(environ: Mapping[str, str] | None = None) -> str:
+    """``$WINNOW_TRUSTED_PROXIES`` checked, as uvicorn's ``FORWARDED_ALLOW_IPS`` value (``""``: none).
+
+    >>> trusted_proxies({"WINNOW_TRUSTED_PROXIES": " 127.0.0.1, 10.0.0.0/8 "})
+    '127.0.0.1,10.0.0.0/8'
+    >>> trusted_proxies({})
+    ''
+
+    Raises
+    ------
+    InvalidInput
+        An entry that is neither an IP address nor a network (``*`` included: trusting every
+        client's word is what the setting exists to avoid).
+    """
+    text = (os.environ if environ is None else environ).get(TRUSTED_PROXIES_VARIABLE, "")
+    entries = [entry.strip() for entry in text.split(",") if entry.strip()]
+    for entry in entries:
+        try:
+            ipaddress.ip_network(entry, strict=False)
+        except ValueError:
+            raise InvalidInput(
+                f"${TRUSTED_PROXIES_VARIABLE} lists {entry!r}, which is not an IP address or network "
+                "(give the reverse proxy's address, e.g. 127.0.0.1)"
+            ) from None
+    return ",".join(entries)
 
 
 def has_users(session_factory: sessionmaker[Session]) -> bool:

@@ -25,12 +25,22 @@ from app.service import session_tables
 from app.service.suspects import workbench_suspects
 from app.service.tasks import ProgressCallback, ProgressTracker
 from app.service.votes import crowd_votes, vote_column, votes_table
-from app.store import audit_log, authorize_session, dataset_content, event_log, get_dataset_by_id, session_actions
+from app.store import (
+    DatasetContent,
+    audit_log,
+    authorize_session,
+    dataset_content,
+    event_log,
+    get_dataset_by_id,
+    session_actions,
+    session_dataset_size,
+)
 from engine import check_choice
 from engine.choices import DEFAULT_STRATEGY
 from engine.exceptions import InvalidInput
 
 if TYPE_CHECKING:
+    from app.io.label_studio_tasks import LabelConfig
     from app.service.workbench import Workbench
     from engine.choices import Criterion
     from engine.neighbors import Weights
@@ -49,6 +59,8 @@ __all__ = [
     "LABEL_STUDIO_FORMAT",
     "LabelStudioFiles",
     "prediction_model_version",
+    "LabelStudioPlan",
+    "check_label_studio_export",
     "export_label_studio",
 ]
 
@@ -248,6 +260,81 @@ def prediction_model_version(session_name: str) -> str:
     return f"winnow-{installed}-dstpll-{session_name}"
 
 
+@dataclass(frozen=True)
+class LabelStudioPlan:
+    """What :func:`check_label_studio_export` found: the export can be made.
+
+    Attributes
+    ----------
+    content : DatasetContent
+        The items' content (some item has some).
+    shown : str
+        What the tasks show: ``"image"``, ``"audio"``, ``"text"`` or ``"link"``.
+    project : LabelConfig or None
+        The project's labelling config, when one was given (read and checked against the labels).
+    from_name, to_name, data_key : str or None
+        The control, its object and the data key: given, or those of the Label Studio project
+        the dataset was imported from.
+    """
+
+    content: DatasetContent
+    shown: str
+    project: LabelConfig | None
+    from_name: str | None
+    to_name: str | None
+    data_key: str | None
+
+
+def check_label_studio_export(
+    session_factory: sessionmaker[Session],
+    session_id: int,
+    *,
+    actor: str | None,
+    from_name: str | None = None,
+    to_name: str | None = None,
+    label_config: str | Path | None = None,
+) -> LabelStudioPlan:
+    """Refuse a Label Studio export that cannot be made, from the store alone: before the
+    session is opened and scored (tens of seconds on 20,000 items), so a refusal is immediate.
+
+    Parameters are those of :func:`export_label_studio`.
+
+    Raises
+    ------
+    app.store.PermissionDenied
+        ``actor`` may not export the labelled dataset.
+    InvalidInput
+        The items have no content, a name and a config both given, or a
+        :class:`~app.io.DataFileError` naming ``label_config`` (unreadable, or its control
+        cannot show the items or lacks a label).
+    """
+    from app.io.label_studio_tasks import check_tasks_fit, read_label_config
+
+    project = read_label_config(label_config) if label_config is not None else None
+    if project is not None and (from_name is not None or to_name is not None):
+        raise InvalidInput("the labelling config names the control and its object: give no from_name or to_name")
+    with session_factory() as s:
+        authorize_session(s, actor, "export_labelled", session_id, what="export labelled")
+        dataset_id, _ = session_dataset_size(s, session_id)
+        content = dataset_content(s, dataset_id)
+        dataset = get_dataset_by_id(s, dataset_id)
+        imported, label_names = dataset.label_studio_control, list(dataset.label_names)
+    if not content.has_content:
+        raise InvalidInput(
+            "the items have no content (text, image, audio or link): Label Studio has nothing to show; "
+            "export --what labelled as CSV or JSON instead"
+        )
+    kinds = [k for k in content.media_kinds if k is not None]
+    shown = kinds[0] if kinds else "text" if any(t is not None for t in content.texts) else "link"
+    if project is not None and label_config is not None:
+        check_tasks_fit(project, label_config, label_names, shown)
+    data_key = project.data_key if project is not None else None
+    if project is None and from_name is None and to_name is None and imported:
+        # A dataset read from a Label Studio export: the tasks fit the same project's control.
+        from_name, to_name, data_key = imported["from_name"], imported["to_name"], imported.get("data_key")
+    return LabelStudioPlan(content, shown, project, from_name, to_name, data_key)
+
+
 def export_label_studio(
     bench: Workbench,
     path: str | Path,
@@ -291,28 +378,27 @@ def export_label_studio(
     InvalidInput
         The items have no content, or a bad name or path; a
         :class:`~app.io.DataFileError` naming ``label_config`` when the tasks do not fit it.
+        What can be refused before the session is opened is
+        :func:`check_label_studio_export`'s, which callers holding no workbench yet call first.
     """
     from app.io.label_studio_tasks import (
         DEFAULT_FROM_NAME,
-        check_tasks_fit,
         label_studio_tasks,
         labelling_config,
         local_files_setup,
-        read_label_config,
         write_label_studio,
     )
 
-    project = read_label_config(label_config) if label_config is not None else None
-    if project is not None and (from_name is not None or to_name is not None):
-        raise InvalidInput("the labelling config names the control and its object: give no from_name or to_name")
-    with bench.session_factory() as s:
-        authorize_session(s, actor, "export_labelled", bench.session_id, what="export labelled")
-        content = dataset_content(s, bench.config.dataset_id)
-        imported = get_dataset_by_id(s, bench.config.dataset_id).label_studio_control
-    data_key = project.data_key if project is not None else None
-    if project is None and from_name is None and to_name is None and imported:
-        # A dataset read from a Label Studio export: the tasks fit the same project's control.
-        from_name, to_name, data_key = imported["from_name"], imported["to_name"], imported.get("data_key")
+    plan = check_label_studio_export(
+        bench.session_factory,
+        bench.session_id,
+        actor=actor,
+        from_name=from_name,
+        to_name=to_name,
+        label_config=label_config,
+    )
+    project, content, shown = plan.project, plan.content, plan.shown
+    from_name, to_name, data_key = plan.from_name, plan.to_name, plan.data_key
     table = bench.labelled_table()
     withheld = (table["label_source"].to_numpy() == "model") & bench.items_being_audited()
     withheld &= bench.lot_audits_served()
@@ -337,10 +423,7 @@ def export_label_studio(
             [bench.label_names[j] for j in np.flatnonzero(row)] for row in np.asarray(bench.state.original_candidates)
         ],
     )
-    kinds = [k for k in content.media_kinds if k is not None]
-    shown = kinds[0] if kinds else "text" if any(t is not None for t in content.texts) else "link"
     if project is not None and label_config is not None:
-        check_tasks_fit(project, label_config, bench.label_names, shown)
         config = Path(label_config).read_text(encoding="utf-8-sig").rstrip("\n")
     else:
         keys = {key for task in tasks for key in task["data"] if key != "id"}

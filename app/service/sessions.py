@@ -19,7 +19,7 @@ import numpy as np
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.service.tasks import ProgressCallback, ProgressTracker
-from app.service.votes import read_items_with_votes, votes_brought_by
+from app.service.votes import check_vote_options, read_items_with_votes, votes_brought_by
 from app.store import (
     READ_ACTIONS,
     SESSION_ACTIONS,
@@ -56,7 +56,6 @@ from app.store import (
 from engine import check_choice
 from engine.choices import DEFAULT_STRATEGY
 from engine.exceptions import InvalidInput
-from engine.votes import check_vote_thresholds
 
 if TYPE_CHECKING:
     from app.io import LoadedDataset
@@ -152,8 +151,8 @@ def import_file(
         and the votes stored with the items (:func:`app.service.votes.read_items_with_votes`).
     min_votes, min_share : optional
         With ``votes`` or a Label Studio export (``.json``, whose annotations are the votes):
-        keep the labels with at least this many votes / this share of the item's votes
-        (:mod:`engine.votes`).
+        keep the labels with at least this many votes, or this share of the item's votes
+        (:mod:`engine.votes`); one of the two, not both.
     user_map : str or Path, optional
         With a Label Studio export: the JSON list of its users (``GET /api/users/``), so that
         annotators named by id are kept by email (:func:`app.io.read_user_map`).
@@ -187,7 +186,7 @@ def import_file(
     if user_map is not None and not brings_votes:
         raise InvalidInput("a user map goes with a Label Studio export (.json)")
     if votes is not None or brings_votes:
-        check_vote_thresholds(min_votes, min_share)
+        check_vote_options(min_votes, min_share)
         if Path(path).is_dir():
             raise InvalidInput(f"votes go with a data file of items; {Path(path).name!r} is a folder")
     if session is not None:

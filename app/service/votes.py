@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 __all__ = [
     "VOTE_COLUMNS",
     "VoteSummary",
+    "check_vote_options",
     "read_items_with_votes",
     "votes_brought_by",
     "vote_spec",
@@ -84,6 +85,26 @@ class VoteSummary:
         return f"{self.n_votes} {plural}: " + ", ".join(f"{name} ×{count}" for name, count in self.counts)
 
 
+def check_vote_options(min_votes: object = None, min_share: object = None) -> tuple[int | None, float | None]:
+    """``(min_votes, min_share)`` checked (:func:`engine.votes.check_vote_thresholds`), at most one of them.
+
+    Both at once would keep only the labels meeting the two, which no reader of the options
+    expects from "at least N votes" and "at least this share"; one is asked for instead.
+
+    Raises
+    ------
+    InvalidInput
+        A threshold out of range, or both given.
+    """
+    if min_votes is not None and min_share is not None:
+        raise InvalidInput(
+            f"a minimum number of votes (min_votes={min_votes!r}) and a minimum share "
+            f"(min_share={min_share!r}) were both given: each alone decides which voted labels are kept, "
+            "give one, not both"
+        )
+    return check_vote_thresholds(min_votes, min_share)
+
+
 def read_items_with_votes(
     path: str | os.PathLike[str],
     votes_path: str | os.PathLike[str],
@@ -108,7 +129,7 @@ def read_items_with_votes(
     votes_path : path
         The votes file (:func:`app.io.read_votes`).
     min_votes, min_share : optional
-        The thresholds, checked before either file is read.
+        The thresholds, at most one of them, checked before either file is read.
     read_options : dict
         Keyword arguments of :func:`app.io.read_dataset` (columns, content, ``min_rows``...).
 
@@ -125,7 +146,7 @@ def read_items_with_votes(
     """
     from app.io import apply_votes, read_dataset, read_votes, vote_label_names
 
-    min_votes, min_share = check_vote_thresholds(min_votes, min_share)
+    min_votes, min_share = check_vote_options(min_votes, min_share)
     votes = read_votes(votes_path)
     items = read_dataset(path, default_labels=vote_label_names(votes), **read_options)
     loaded, matched = apply_votes(items, votes, min_votes=min_votes, min_share=min_share)
@@ -164,7 +185,7 @@ def votes_brought_by(
 
     if loaded.votes is None:
         raise InvalidInput(f"{Path(loaded.source).name!r} brings no votes")
-    min_votes, min_share = check_vote_thresholds(min_votes, min_share)
+    min_votes, min_share = check_vote_options(min_votes, min_share)
     votes = loaded.votes
     loaded, matched = apply_votes(loaded, votes, min_votes=min_votes, min_share=min_share)
     return loaded, vote_spec(matched)

@@ -28,6 +28,7 @@ from app.service.auth import sign_out as end_sign_in
 from app.ui import components
 from app.ui import state as ui
 from app.ui.building import show_build_progress
+from app.ui.errors import shown_error
 from engine.exceptions import InvalidInput
 
 if TYPE_CHECKING:  # types only: the UI runs no SQL
@@ -65,7 +66,7 @@ def open_or_explain(session_factory: sessionmaker[Session], tab: ui.TabState) ->
     try:
         return ui.sync_workbench(session_factory, tab)
     except InvalidInput as exc:
-        reason = str(exc)
+        reason = shown_error(exc)
     except Exception:  # noqa: BLE001 - anything else: logged for the operator, never shown
         logger.exception("session %s could not be opened", tab.session_id)
         reason = "an unexpected error (the server log has the details)"

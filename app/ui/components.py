@@ -37,6 +37,7 @@ from app.service import (
     session_table,
     team_figures,
 )
+from app.ui.errors import shown_error
 from app.ui.state import TabState, current
 from app.ui.state import annotator as ui_annotator
 from engine.exceptions import InvalidInput
@@ -102,7 +103,7 @@ def workbench_or_stop(bench: Workbench | None) -> Workbench:
     try:  # asked on every run, never cached: an assignment or a role can change at any time
         check_session_action(bench.session_factory, bench.session_id, "open", actor=current().user)
     except InvalidInput as exc:
-        st.error(md(f"This session is not open to you: {exc}"))
+        st.error(md(f"This session is not open to you: {shown_error(exc)}"))
         st.page_link("views/sessions.py", label="Open a session assigned to you", icon=":material/folder_open:")
         st.stop()
     return bench
@@ -385,7 +386,7 @@ def content_or_warning(bench: Workbench, position: int) -> ItemContent:
     try:
         return bench.item_content(position)
     except InvalidInput as exc:
-        st.warning(md(str(exc)))
+        st.warning(md(shown_error(exc)))
         return ItemContent(text=None, image_path=None, audio_path=None, link=None)
 
 

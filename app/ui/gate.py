@@ -26,6 +26,10 @@ session state. In team mode:
 * Sign-in attempts are rate-limited per client address (:class:`SignInLimiter`, in memory:
   no row is written for an attempt refused by it, and no password is hashed for it), so a flood
   of guesses, for known or unknown names alike, cannot take the server's CPU from real users.
+  The address is the one the client connects from, or the one a proxy named in
+  ``$WINNOW_TRUSTED_PROXIES`` forwards for (uvicorn reads ``X-Forwarded-For`` from those
+  alone: ``winnow ui`` sets its ``FORWARDED_ALLOW_IPS``), so a client cannot name itself anew
+  on every attempt.
 
 In single-user mode (localhost, no accounts) the gate only strips the identity header and keeps
 the cache clear off.

@@ -38,6 +38,7 @@ from app.service import BuildJob, BuildRegistry, StaleAnswer, Workbench, session
 from app.service.auth import account_signed_in, active_user, sign_in_with_identity
 from app.store import LabelSettings, UserInfo, open_store
 from app.ui.building import OPENING, build_progress_text
+from app.ui.errors import shown_error
 from app.ui.gate import IDENTITY_KEY, oidc_configured
 from engine.exceptions import InvalidInput
 
@@ -427,7 +428,7 @@ def record(
     except StaleAnswer as exc:
         state.notice = ("info", str(exc))
     except InvalidInput as exc:
-        state.notice = ("error", str(exc))
+        state.notice = ("error", shown_error(exc))
     return None
 
 

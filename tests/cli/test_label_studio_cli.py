@@ -252,15 +252,38 @@ def test_a_project_config_gives_the_control_object_and_data_key(round_trip, winn
         ("<View>", r"config\.xml: is not XML"),
     ],
 )
-def test_an_export_that_does_not_fit_the_project_config_is_refused(round_trip, winnow, tmp_path, config, message):
+def test_an_export_that_does_not_fit_the_project_config_is_refused(
+    round_trip, winnow, tmp_path, monkeypatch, config, message
+):
     _, out, _, _ = round_trip
     (tmp_path / "config.xml").write_text(config)
+    # Refused before the session is opened: opening it would write its progress on stderr.
+    monkeypatch.setenv("WINNOW_PROGRESS", "always")
     result = winnow(
         "export", "s", "--what", "labelled", "--format", "label-studio", "--label-config", tmp_path / "config.xml",
         "-o", tmp_path / "tasks.json", "--db", out.parent / "w.db", check=False,
     )  # fmt: skip
     assert re.search(message, one_line_error(result))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["config.xml"]
+
+
+def test_items_without_content_are_refused_before_the_session_is_opened(tmp_path, winnow, small_csv, monkeypatch):
+    """Issue 44: the refusal came after the session was opened and scored (27-114 s on 21,878
+    items); with progress lines on, opening it would write them, and only the error is written."""
+    db = tmp_path / "w.db"
+    winnow("import", small_csv, "--db", db, "--session", "s", "-k", "3")
+    monkeypatch.setenv("WINNOW_PROGRESS", "always")
+    result = winnow(
+        "export", "s", "--what", "labelled", "--format", "label-studio", "-o", tmp_path / "tasks.json", "--db", db,
+        check=False,
+    )  # fmt: skip
+    assert one_line_error(result) == (
+        "error: the items have no content (text, image, audio or link): Label Studio has nothing to show; "
+        "export --what labelled as CSV or JSON instead"
+    )
+    assert not (tmp_path / "tasks.json").exists()
+    opened = winnow("export", "s", "--what", "labelled", "-o", tmp_path / "labelled.csv", "--db", db)
+    assert "session s" in opened.stderr, "the progress lines the refusal above did without"
 
 
 def test_label_config_goes_without_from_name(round_trip, winnow, tmp_path):

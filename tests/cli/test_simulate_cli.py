@@ -76,7 +76,7 @@ def _main(argv, capsys):
 
 def test_simulate_help_has_an_example(capsys):
     code, out, _ = _main(["simulate", "--help"], capsys)
-    assert code == 0 and "Example: winnow simulate" in out and "--plot" in out
+    assert code == 0 and "Example:" in out and "winnow simulate sample_data" in out and "--plot" in out
 
 
 @pytest.mark.parametrize(

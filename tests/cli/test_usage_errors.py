@@ -99,3 +99,12 @@ def test_the_click_of_the_installed_typer_is_found():
     click_module = getattr(typer.main, "click", None) or getattr(typer.main, "_click", None)
     assert click_module is not None, "typer.main imports neither click nor typer._click"
     assert click_module.exceptions.ClickException in click_exception_classes("ClickException")
+
+
+def test_a_trusted_proxy_that_is_not_an_address_is_one_line_exit_2(tmp_path, monkeypatch):
+    """Issue 44: ``*`` (uvicorn's "believe everyone") or a name is refused before a server starts."""
+    for value in ("*", "proxy.example.org", "127.0.0.1, 10.0.0.300"):
+        monkeypatch.setenv("WINNOW_TRUSTED_PROXIES", value)
+        line = one_line_error(run_winnow("ui", "--db", tmp_path / "w.db", "--port", str(_closed_port()), check=False))
+        assert "$WINNOW_TRUSTED_PROXIES lists" in line and "is not an IP address or network" in line
+    assert not any(tmp_path.iterdir())

@@ -77,6 +77,7 @@ def _votes_with(tmp_path, extra):
         ("unknown_item", r"votes.csv, row 300 (spreadsheet row 301), column 'id': unknown item 'song999'"),
         ("min_share", "min_share must be a number in (0, 1], got 1.5"),
         ("no_votes", "--min-votes and --min-share read the votes: give --votes FILE too"),
+        ("both", "--min-votes and --min-share each decide which voted labels are kept: give one, not both"),
     ],
 )
 def test_bad_votes_are_one_line_exit_2_and_nothing_is_written(winnow, tmp_path, case, message):
@@ -88,6 +89,8 @@ def test_bad_votes_are_one_line_exit_2_and_nothing_is_written(winnow, tmp_path, 
         votes = _votes_with(tmp_path, "song999,crowd01,jazz,\n")
     elif case == "min_share":
         extra = ["--min-share", "1.5"]
+    elif case == "both":  # issue 44: the pair was accepted, and kept only the labels meeting both
+        extra = ["--min-votes", "2", "--min-share", "0.5"]
     if case == "no_votes":
         args = ["import", items, "--min-votes", "2", "--db", db]
     else:

@@ -15,7 +15,7 @@ ITEMS = ROOT / "sample_data" / "crowd_items.csv"
 VOTES = ROOT / "sample_data" / "crowd_votes.csv"
 
 
-def _upload(at, votes: bytes, min_votes: int | None = None):
+def _upload(at, votes: bytes, min_votes: int | None = None, min_share: float | None = None):
     at.switch_page("views/sessions.py").run()
     no_exception(at)
     at.file_uploader(key=Keys.UPLOAD).set_value(("crowd_items.csv", ITEMS.read_bytes(), "text/csv"))
@@ -23,6 +23,8 @@ def _upload(at, votes: bytes, min_votes: int | None = None):
     at.run()
     if min_votes is not None:
         at.number_input(key="sessions_min_votes").set_value(min_votes)
+    if min_share is not None:
+        at.number_input(key="sessions_min_share").set_value(min_share)
     at.number_input(key=Keys.K).set_value(3)
     at.button(key=Keys.CREATE).click().run()
     no_exception(at)
@@ -67,6 +69,14 @@ def test_a_vote_for_an_unknown_item_names_the_votes_file_and_writes_nothing(app,
     assert "winnow-votes-" not in errors[0]
     assert count_rows(db, Dataset) == count_rows(db, LabellingSession) == count_rows(db, Instance) == 0
     assert count_rows(db, Vote) == 0
+
+
+def test_a_minimum_of_votes_and_a_minimum_share_together_are_refused(app, db):
+    """Issue 44: both thresholds at once kept only the labels meeting both, unannounced."""
+    at = _upload(app(db), VOTES.read_bytes(), min_votes=2, min_share=0.5)
+    errors = [plain(e.value) for e in at.error]
+    assert len(errors) == 1 and "give one, not both" in errors[0], errors
+    assert count_rows(db, Dataset) == count_rows(db, Instance) == count_rows(db, Vote) == 0
 
 
 def test_the_review_page_shows_the_votes_of_the_conflict_on_screen(app, db):

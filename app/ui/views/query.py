@@ -22,6 +22,7 @@ from app.service import ACTION_KEYS, reserve_next_item, vote_summary, workbench_
 from app.ui import components
 from app.ui import state as ui
 from app.ui.components import md
+from app.ui.errors import shown_error
 from engine.exceptions import InvalidInput
 
 tab = ui.current()
@@ -126,7 +127,7 @@ if tab.user is not None:
     try:
         reserved = reserve_next_item(bench, tab.user)
     except InvalidInput as exc:  # e.g. not assigned to this session
-        st.error(md(str(exc)))  # names are user content: shown as text, never as Markdown
+        st.error(md(shown_error(exc)))  # names are user content: shown as text, never as Markdown
         st.stop()
     queue = np.array([] if reserved is None else [reserved], dtype=int)
 else:

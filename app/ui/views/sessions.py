@@ -50,6 +50,7 @@ from app.store.models import CRITERIA, TARGET_SETS, WEIGHTINGS
 from app.ui import components
 from app.ui import state as ui
 from app.ui.building import show_build_progress
+from app.ui.errors import shown_error
 from engine.choices import DEFAULT_STRATEGY
 from engine.exceptions import InvalidInput
 from engine.promises import PROMISES
@@ -115,7 +116,10 @@ def create_from_form() -> None:
         tab.new_label_settings = LabelSettings(
             max_error=rates["max_error"], confidence=rates["confidence"], audit_share=rates["audit_share"]
         )
-    except (InvalidInput, TypeError) as exc:
+    except InvalidInput as exc:
+        tab.notice = ("error", shown_error(exc))
+        return
+    except TypeError as exc:
         tab.notice = ("error", str(exc))
         return
     options = dict(
@@ -151,7 +155,7 @@ def finish_create() -> None:
     tab.creating = None
     ui.builds().discard(job.key)
     if isinstance(job.error, InvalidInput):
-        tab.notice = ("error", str(job.error))
+        tab.notice = ("error", shown_error(job.error))
         return
     if job.error is not None:
         raise job.error
@@ -176,7 +180,7 @@ def save_hotkeys(field: str, reset: bool) -> None:
             mapping = parse_hotkeys_text(st.session_state.get(field, ""), bench.label_names)
             keys = set_session_keys(bench, mapping, actor=tab.user)
     except InvalidInput as exc:
-        tab.hotkeys_notice = ("error", str(exc))
+        tab.hotkeys_notice = ("error", shown_error(exc))
         return
     st.session_state[field] = hotkeys_text(keys, bench.label_names)
     tab.hotkeys_notice = ("ok", f"Saved the keys of session {bench.config.name}.")
@@ -252,7 +256,7 @@ def save_label_settings(session_id: int, session_name: str) -> None:
         )
         saved = session_label_settings(session_factory, session_name)
     except InvalidInput as exc:
-        tab.label_settings_notice = ("error", str(exc))
+        tab.label_settings_notice = ("error", shown_error(exc))
         return
     said = settings_text(saved.max_error, saved.confidence, saved.audit_share, saved.promise)
     tab.label_settings_notice = ("ok", f"Saved the model-label settings of session {session_name}: {said}.")
@@ -348,7 +352,7 @@ if "create" in may and sources:
                 step=1,
                 key=MIN_VOTES,
                 help="Keep labels with at least this many votes (empty: every label voted for). An item where "
-                "no label reaches it keeps its most voted labels.",
+                "no label reaches it keeps its most voted labels. Not with a minimum share.",
             )
             threshold_cols[1].number_input(
                 "Minimum share",
@@ -357,7 +361,8 @@ if "create" in may and sources:
                 value=None,
                 step=0.05,
                 key=MIN_SHARE,
-                help="Keep labels with at least this share of the item's votes (empty: no share needed).",
+                help="Keep labels with at least this share of the item's votes (empty: no share needed). Not with a "
+                "minimum number of votes.",
             )
         header = upload_columns(uploaded.name, uploaded.getvalue()) if uploaded is not None else []
         if header:

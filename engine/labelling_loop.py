@@ -18,8 +18,9 @@ Lots
     margin, the lot is cut into **layers** (:data:`LAYER_FRACTIONS`: its best quarter, the next
     quarter, the rest), each audited in a uniformly random order drawn from the key and tested
     under the promise in force (:mod:`engine.promises`) with :data:`LAYER_SHARES` of the lot's
-    share of it (:func:`lot_share`). Statements are about **sets**, the best ``j`` layers
-    together: set ``j`` is certified when its layers' tests together back it
+    share of it (:func:`lot_share`; on average, also read among the labels already stated:
+    :mod:`engine.promises`, "Several sets"). Statements are about **sets**, the best ``j``
+    layers together: set ``j`` is certified when its layers' tests together back it
     (:meth:`engine.promises.Promise.judge`). The layers are audited one after another, best
     first, each until its set is certified. A lot ends at the first checkpoint where every set is
     certified or the next one is hopeless, or :data:`LOT_ANSWERS` verdicts after it was frozen;
@@ -117,15 +118,17 @@ def lot_share(number: int) -> float:
     return 6.0 / (math.pi**2 * int(number) ** 2)
 
 
-def audits_to_state(size: int, settings: LoopSettings, number: int = 1) -> int | None:
+def audits_to_state(size: int, settings: LoopSettings, number: int = 1, stated_before: int = 0) -> int | None:
     """Fewest audited answers, none wrong, after which lot ``number`` of ``size`` items states its
-    first labels (its best layer); None when it never could.
+    first labels (its best layer), ``stated_before`` labels being stated when it was frozen;
+    None when it never could.
 
     >>> audits_to_state(1000, LoopSettings())
     66
     """
     layer = int(math.ceil(LAYER_FRACTIONS[0] * size))
-    test = settings.make_promise().test(layer, lot_share(number) * LAYER_SHARES[0])
+    share = lot_share(number) * LAYER_SHARES[0]
+    test = settings.make_promise().test(layer, share, among=stated_before + layer)
     if test is None or not test.verdict(np.zeros(test.size, dtype=np.int64)).certified:
         return None
     lo, hi = 1, test.size  # with no wrong label, a longer prefix only certifies more
@@ -364,6 +367,7 @@ def _freeze(
     session: int,
 ) -> Lot | None:
     """Lot ``number`` frozen at ``at`` verdicts, or None when none of its sets could be certified."""
+    stated_before = int(np.asarray(delivered).sum())
     free = (np.asarray(items.candidates).sum(axis=1) >= 2) & ~np.asarray(items.settled) & ~delivered
     if not free.any():
         return None
@@ -380,7 +384,9 @@ def _freeze(
     share = 0.0
     for end, layer_share in zip(bounds, LAYER_SHARES, strict=True):
         share += layer_share
-        test = promise.test(end - edges[-1], lot_share(number) * share) if end > edges[-1] else None
+        # A layer is stated with the labels stated before its lot and the layers before it.
+        among = stated_before + end
+        test = promise.test(end - edges[-1], lot_share(number) * share, among=among) if end > edges[-1] else None
         if test is not None:
             tests.append(test)
             edges.append(end)

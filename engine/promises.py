@@ -34,12 +34,22 @@ On average (:class:`AveragePromise`)
     every later read too.
 
 Several sets
-    A session tests several nested sets per lot and several lots one after another
-    (:mod:`engine.labelling_loop`). Each set gets a **share** of the promise: of ``δ`` with
-    confidence (a union bound, so every certified set holds at once with probability
-    ``1 − δ``), of ``t`` on average (the share wrong of several sets together is at most the
-    sum of their shares, so the expectations add up to at most ``t``). The shares of all sets
-    of a session sum to at most 1.
+    A session tests several disjoint parts (the layers of its lots) one after another
+    (:mod:`engine.labelling_loop`); the statement is about the union of the certified ones. Each
+    part gets a **share** ``s_u`` of the promise; the shares of a session sum to at most 1.
+
+    With confidence, the share is of ``δ``: a union bound, so every certified part's sequence
+    covers its wrong labels at once with probability ``1 − δ``.
+
+    On average, a part is also read among the labels stated before it: when part ``u`` (``N_u``
+    labels, ``w_u`` of them wrong as handed back) is certified, at least ``A_u`` labels are stated
+    with it (those certified before its lot was frozen, the parts of its set, itself), and stated
+    labels stay stated. So at any read the share wrong is ``Σ w_u / M ≤ Σ w_u / A_u`` over the
+    certified parts, and its expectation is at most ``Σ (N_u / A_u) · AOQ_u``. Giving part ``u``
+    the budget ``AOQ_u ≤ t · s_u · A_u / N_u`` (``A_u`` known when its plan is made, before any of
+    its audits) keeps the sum at most ``t``: a late part, read among many labels already stated,
+    gets a larger budget than its share alone would give. Each budget is capped at ``t``, so no
+    part is certified dirtier than the promise.
 
 Both promises assume the audited answers are right.
 
@@ -152,9 +162,10 @@ class Promise(Protocol):
         """The error rate promised."""
         ...
 
-    def test(self, size: int, share: float) -> SetTest | None:
+    def test(self, size: int, share: float, *, among: int | None = None) -> SetTest | None:
         """The test of a set of ``size`` labels with ``share`` of the promise, or None when
-        such a set could never be certified."""
+        such a set could never be certified. ``among``: the fewest labels it is stated with,
+        itself included (module docstring, "Several sets"); ``size`` when not given."""
         ...
 
     def judge(self, parts: tuple[SetVerdict, ...], size: int) -> tuple[bool, bool]:
@@ -208,7 +219,7 @@ class ConfidencePromise:
         check_level(self.target, "target")
         check_level(self.confidence, "confidence")
 
-    def test(self, size: int, share: float) -> ConfidenceTest | None:
+    def test(self, size: int, share: float, *, among: int | None = None) -> ConfidenceTest | None:
         alpha = (1.0 - self.confidence) * share
         needed = audits_to_certify(size, target=self.target, alpha=alpha)
         # A set mostly audited before it could be certified would hand back little.
@@ -232,8 +243,9 @@ class AveragePromise:
     def __post_init__(self) -> None:
         check_level(self.target, "target")
 
-    def test(self, size: int, share: float) -> AverageTest | None:
-        plan = average_plan(size, self.target * share)
+    def test(self, size: int, share: float, *, among: int | None = None) -> AverageTest | None:
+        diluted = share * max(int(among if among is not None else size), size) / size
+        plan = average_plan(size, self.target * min(1.0, diluted))
         return None if plan is None else AverageTest(size, plan)
 
     def judge(self, parts: tuple[SetVerdict, ...], size: int) -> tuple[bool, bool]:

@@ -8,13 +8,13 @@ whose right labels are known (the audits), and choose which of the other labels 
   wrong, ``p_j = (1 + #{audited wrong i : s_i ≥ s_j}) / (n + 1)``, then Benjamini–Hochberg at
   the target; the expected share of wrong labels handed back is at most the target for a sample
   of fixed size read once.
-* :func:`learn_then_test` — Angelopoulos et al. 2021 (arXiv:2110.01052) with a betting test
-  (Waudby-Smith and Ramdas 2024), for the promise *with confidence*: thresholds from the highest
-  score down, each tested by a betting e-process on the audited items above it for "the share
-  wrong above it is at least the target"; fixed-sequence testing keeps the lowest threshold
-  reached before the first that fails, at level ``1 − confidence``. The sequence starts at the
-  first threshold with at least :data:`LTT_MIN_AUDITS` audited items above it (which items were
-  audited says nothing about their labels, so this choice keeps the test valid).
+* :func:`learn_then_test` — Angelopoulos et al. 2021 (arXiv:2110.01052) with the binomial tail
+  p-value, for the promise *with confidence*: thresholds from the highest score down, each
+  tested for "the share wrong above it is at least the target" by ``P(Bin(n, target) ≤ k)``
+  on its ``n`` audited items, ``k`` of them wrong; fixed-sequence testing keeps the lowest
+  threshold reached before the first that fails, at level ``1 − confidence``. The sequence
+  starts at the first threshold with :func:`ltt_min_audits` audited items above it (which
+  items were audited says nothing about their labels, so this choice keeps the test valid).
 
 Neither is anytime-valid as used here (a single read of a sample of fixed size); they are the
 ceiling a fixed-sample design reaches on the same state with as many audits.
@@ -23,11 +23,18 @@ ceiling a fixed-sample design reaches on the same state with as many audits.
 from __future__ import annotations
 
 import numpy as np
+from scipy.stats import binom
 
-__all__ = ["conformal_labeling", "learn_then_test", "uniform_audits", "LTT_MIN_AUDITS"]
+__all__ = ["conformal_labeling", "learn_then_test", "uniform_audits", "ltt_min_audits"]
 
-#: Learn then Test starts at the first threshold with this many audited items above it.
-LTT_MIN_AUDITS = 30
+def ltt_min_audits(target: float, confidence: float) -> int:
+    """Audits above the first threshold Learn then Test tries: ten more than the fewest that,
+    all right, reject at the level (so one wrong label does not end the sequence at once).
+
+    >>> ltt_min_audits(0.05, 0.9)
+    55
+    """
+    return int(np.ceil(np.log(1.0 - confidence) / np.log(1.0 - target))) + 10
 
 
 def uniform_audits(pool_size: int, n: int, seed: int) -> np.ndarray:
@@ -65,20 +72,6 @@ def conformal_labeling(scores: np.ndarray, wrong: np.ndarray, audited: np.ndarra
     return out
 
 
-def _betting_rejects(x: np.ndarray, target: float, alpha: float) -> bool:
-    """Whether a betting e-process on the 0/1 outcomes ``x`` (1 wrong) rejects "mean ≥ target"
-    at level ``alpha``: capital ``Π (1 + λ_i (target − x_i))`` with a predictable plug-in bet."""
-    capital, wrong, n = 1.0, 0.0, 0
-    for xi in x:
-        mean = (wrong + 0.5) / (n + 1.0)
-        bet = min(max((target - mean) / max(mean * (1 - mean), 1e-6), 0.0), 0.99 / target)
-        capital *= 1.0 + bet * (target - xi)
-        if capital >= 1.0 / alpha:
-            return True
-        wrong, n = wrong + xi, n + 1
-    return False
-
-
 def learn_then_test(
     scores: np.ndarray, wrong: np.ndarray, audited: np.ndarray, target: float, confidence: float, grid: int = 40
 ) -> np.ndarray:
@@ -90,16 +83,16 @@ def learn_then_test(
     order = np.argsort(-scores, kind="stable")
     is_audited = np.zeros(m, dtype=bool)
     is_audited[audited] = True
+    first = ltt_min_audits(target, confidence)
     # Thresholds: the pool's top 1/grid, 2/grid, … by score; tested from the top down.
     kept = 0
     for k in range(1, grid + 1):
         top = order[: int(np.ceil(k * m / grid))]
         sample = top[is_audited[top]]
-        # The audits above a threshold, in the order they were drawn, are a uniform sample of it.
-        drawn = audited[np.isin(audited, sample)]
-        if drawn.size < LTT_MIN_AUDITS and k < grid:
+        drawn = audited[np.isin(audited, sample)]  # a uniform sample of the items above it
+        if drawn.size < first and k < grid:
             continue
-        if not _betting_rejects(wrong[drawn].astype(float), target, 1.0 - confidence):
+        if binom.cdf(int(wrong[drawn].sum()), drawn.size, target) > 1.0 - confidence:
             break
         kept = top.size
     out[order[:kept]] = True

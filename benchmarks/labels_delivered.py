@@ -12,7 +12,7 @@ after **every** answer. Two tables:
   (the promise *on average* bounds these means by the target; 0 when nothing is delivered).
 * **Yield** (``--yield``): per budget (0, 100, 200, 500, 1,000 answers), the labels stated (and
   how many of them are model labels), their true error, the **anchor** of the promise on the
-  same state with as many uniform audits (Learn then Test with a betting test for *with
+  same state with as many uniform audits (Learn then Test with a binomial test for *with
   confidence*, Conformal Labeling for *on average*: ``benchmarks.anchors``), the *ceiling* (the
   most open items a threshold on the lot score, chosen with the truth, keeps at ≤ target error)
   and the audits spent.

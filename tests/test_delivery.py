@@ -185,6 +185,22 @@ def test_model_labels_arrive_from_a_certified_set_with_its_frozen_labels(bench):
     assert (table.loc[model, "label"].to_numpy() == truth).mean() >= 0.95
 
 
+def test_no_audit_still_to_answer_has_a_model_label_in_the_download(bench):
+    """Whoever is served audits (a reviewer or admin may also download) never finds the model's
+    label of an audit still to answer in the labelled data (issue 44, item 4)."""
+    truth = bench.state.true_labels
+    seen_audits = 0
+    for _ in range(160):
+        order = expected_served_order(bench)
+        pending = order.positions[order.audit]
+        seen_audits += pending.size > 0
+        source = bench.labels().table["label_source"].to_numpy()
+        assert not (source[pending] == "model").any()
+        p = int(order.positions[0])
+        bench.record("ann", "answer", position=p, label=int(truth[p]), displayed="query")
+    assert seen_audits > 100 and bench.labels().counts["model"] > 0  # audits served, labels stated
+
+
 def test_undecided_items_are_exactly_those_the_rejects_page_lists(bench):
     answer_until_stated(bench)
     open_now = np.flatnonzero(bench.state.open_items)

@@ -1,7 +1,7 @@
 """The EM logistic regression's fit, as a lot's freeze runs it, against a fit on scipy's logsumexp.
 
-``app.service.lots.linear_decisions`` fits :class:`engine.learners.em_logistic.EmLogisticPllClassifier`
-to the candidate sets whenever a lot may be frozen, so a replayed campaign on lost spends most of its
+:class:`engine.lot_model.LotModel` fits :class:`engine.learners.em_logistic.EmLogisticPllClassifier`
+to the candidate sets whenever a lot is frozen, so a replayed campaign on lost spends most of its
 time there. The baseline is the same EM written out here with ``scipy.special.logsumexp`` in the
 loss, as the engine computed it before; both fits must give the same coefficients.
 

@@ -447,8 +447,8 @@ class Workbench:
 
         The ranked queue is :func:`engine.ranking.ranking_order` over the open items, skipped
         ones last; the slots that are audits (chosen by a stream seeded by the store's secret)
-        serve the active lot's items in its random audit order (:mod:`app.service.audits`,
-        :mod:`app.service.lots`). The Query page, ``winnow
+        serve the active lot's items in its random audit order
+        (:func:`engine.labelling_loop.served_order`). The Query page, ``winnow
         session status`` and the ranked export (:meth:`ranked_table`) all serve this order.
         """
         return self._served(self._snapshot, top).positions

@@ -208,7 +208,8 @@ def stored_audit_secret(session: Session) -> bytes | None:
 
 
 def audit_secret(session: Session) -> bytes:
-    """The store's key of the audit order (:mod:`app.service.lots`), made (flushed) on first use.
+    """The store's key of the audit order (:mod:`engine.labelling_loop`), made (flushed) when
+    the store is created (:func:`app.store.open_store`) or, for a store made before, first used.
 
     Never shown, exported or logged: whoever holds it can tell which items are audits.
     """

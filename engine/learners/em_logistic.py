@@ -10,7 +10,7 @@ candidate is a plain labelled example. Features are standardised on the training
 Unlike the neighbour vote, the model sees the whole feature space at once, so it labels alike
 items that are far apart (the segments of one recording, whose neighbours all carry the same
 candidate set, say): winnow uses where it agrees with DST-PLL to find the items to certify
-first (``app.service.lots``).
+first (:class:`engine.lot_model.LotModel`).
 
 Complexity: each M-step costs O(iterations · n · d · M) for n rows, d features and M labels.
 
@@ -38,7 +38,7 @@ class EmLogisticPllClassifier:
     """Multinomial logistic regression fitted to candidate sets by EM (Jin & Ghahramani, 2002).
 
     Not a scikit-learn ``BaseEstimator``: importing scikit-learn costs about a second, and a
-    command that chooses a lot fits this model (``app.service.lots``); the interface is the
+    command that freezes a lot fits this model (:class:`engine.lot_model.LotModel`); the interface is the
     same (``fit``, ``predict_proba``, learned attributes ending in ``_``).
 
     Parameters

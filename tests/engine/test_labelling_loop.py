@@ -286,3 +286,22 @@ def test_labels_once_stated_stay_stated(promise):
         item = int(served.positions[0])
         c.answer(item, int(c.pool.truth[item]))
     assert stated_before > 0
+
+
+def test_what_is_stated_changes_only_at_checkpoints():
+    """No single answer shows its effect on a statement: between two multiples of
+    STATEMENT_EVERY verdicts, the stated labels and every lot's verdicts stay as they were."""
+    c = campaign(settings=LoopSettings(max_error=0.2, confidence=0.6))
+    before, changes = None, 0
+    for _ in range(120):
+        loop = c.loop()
+        member, label, _ = loop.delivered(c.Y.shape[0])
+        now = (member.tolist(), label.tolist(), [(s.certified, s.verdicts) for s in loop.lots])
+        if before is not None and now != before:
+            assert len(c._positions) % STATEMENT_EVERY == 0
+            changes += 1
+        before = now
+        served = c.served(c.ranked(None, None, np.random.default_rng(0), loop), loop)
+        item = int(served.positions[0])
+        c.answer(item, int(c.pool.truth[item]))
+    assert changes >= 3  # not vacuous: statements did change

@@ -27,6 +27,7 @@ from scipy.stats import binom
 
 __all__ = ["conformal_labeling", "learn_then_test", "uniform_audits", "ltt_min_audits"]
 
+
 def ltt_min_audits(target: float, confidence: float) -> int:
     """Audits above the first threshold Learn then Test tries: ten more than the fewest that,
     all right, reject at the level (so one wrong label does not end the sequence at once).

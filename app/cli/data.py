@@ -388,15 +388,15 @@ def export(
 ) -> None:
     """Export a session's ranked query list, labelled dataset, answer log or crowd votes.
 
-    The labelled dataset has every item's final label, its label_source (expert, given, model,
-    undecided) and, for model labels, a confidence in [0, 1] (DST-PLL's margin mapped to [0, 1]:
-    it orders model labels, it is not a probability). JSON writes {"table", "metadata", "label_names",
-    "rows"}: the metadata holds the target error, the confidence, the stated error bound, the number of
-    audited answers and the counts per source; Parquet carries the same as key-value metadata
-    ("winnow"); JSON Lines (.jsonl) carries the rows only. --format label-studio writes the labelled
-    dataset as Label Studio tasks (the expert's answers as annotations, model labels as predictions
-    with score and model_version) and TASKS.label_config.xml, the labelling config to paste into the
-    project (docs/label_studio.md).
+    The labelled dataset has every item's final label, its label_source (expert, given, crowd,
+    model, undecided) and, for model labels, model_margin (DST-PLL's margin when the label was
+    frozen: it orders model labels, it is not a probability). JSON writes {"table", "metadata",
+    "label_names", "rows"}: the metadata holds the promise, the target error, the confidence, the
+    stated labels and error bound, the audited answers and the counts per source; Parquet carries
+    the same as key-value metadata ("winnow"); JSON Lines (.jsonl) carries the rows only.
+    --format label-studio writes the labelled dataset as Label Studio tasks (the expert's answers
+    as annotations, model labels as predictions with score and model_version) and
+    TASKS.label_config.xml, the labelling config to paste into the project (docs/label_studio.md).
 
     A dataset imported with --votes: --what votes writes id, annotator, label, time per vote, and
     the labelled dataset gets a votes column ("jazz:2|blues:1").

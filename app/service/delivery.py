@@ -228,8 +228,9 @@ def change_label_settings(
     return write_transaction(session_factory, work)
 
 
-def statement_cost(settings: LabelSettings, lot_size: int, lot_number: int = 1) -> str:
-    """What it costs to state a lot's labels, in plain words, for the lot at hand.
+def statement_cost(settings: LabelSettings, lot_size: int, lot_number: int = 1, stated_before: int = 0) -> str:
+    """What it costs to state a lot's labels, in plain words, for the lot at hand (frozen when
+    ``stated_before`` labels were stated).
 
     >>> print(statement_cost(LabelSettings(), 423))  # doctest: +NORMALIZE_WHITESPACE
     The model's 423 surest labels (lot 1) are stated after at least 51 audited answers, none
@@ -238,7 +239,7 @@ def statement_cost(settings: LabelSettings, lot_size: int, lot_number: int = 1) 
     from engine.labelling_loop import LoopSettings, audits_to_state
 
     loop_settings = LoopSettings(settings.max_error, settings.confidence, settings.promise, settings.audit_share)
-    needed = audits_to_state(lot_size, loop_settings, lot_number)
+    needed = audits_to_state(lot_size, loop_settings, lot_number, stated_before)
     which = f"The model's {lot_size} surest labels (lot {lot_number})"
     if needed is None:
         return f"{which} are too few to be stated at these settings; winnow waits for a larger lot."
@@ -312,6 +313,11 @@ def decide_labels(state: SessionState, loop: Loop, settings: LabelSettings, *, f
     return LabelDecision(label, source, margin, kept, _summary(loop, state, settings, kept, loop.verdicts))
 
 
+def _answers(n: int, more: str = "") -> str:
+    """``n`` answers, in words: "1 answer", "20 more answers"."""
+    return f"{n} {more}answer" if n == 1 else f"{n} {more}answers"
+
+
 def promise_words(summary: LabelSummary) -> str:
     """The promise in words: "at most 5% wrong, with 90% confidence" or "… on average"."""
     if summary.promise == "confidence":
@@ -352,7 +358,7 @@ def label_statement(counts: dict[str, int], summary: LabelSummary) -> str:
         said += "; audits are off (audit share 0): no more model labels can be stated"
     elif summary.active_lot_size:
         share = "half" if summary.audit_share == 0.5 else f"{summary.audit_share * 100:g}%"
-        ends = f", for at most {summary.lot_ends_in} more answers" if summary.lot_ends_in is not None else ""
+        ends = f", for at most {_answers(summary.lot_ends_in, 'more ')}" if summary.lot_ends_in is not None else ""
         said += (
             f"{'; ' if summary.stated else ' — '}{share} of the served items check the model's labels on "
             f"{summary.active_lot_size} items (lot {summary.lots}{ends})"
@@ -362,7 +368,7 @@ def label_statement(counts: dict[str, int], summary: LabelSummary) -> str:
     elif summary.lot_ends_in is not None:
         said += (
             f"{'; ' if summary.stated else ' — '}the model is sure of too few open items to check; "
-            f"winnow looks again in {summary.lot_ends_in} answers"
+            f"winnow looks again in {_answers(summary.lot_ends_in)}"
         )
     return said + tail
 

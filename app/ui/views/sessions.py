@@ -204,8 +204,8 @@ LABEL_SETTINGS = (
         "audit_share",
         "Audit share (%)",
         (
-            "Share of the items served to annotators that are drawn at random among those the model would label. "
-            "They are asked like any other item; their answers measure the model's error."
+            "Share of the items served to annotators that check the model's labels, drawn at random among the "
+            "labels being checked. They are asked like any other item; their first answers measure the model's error."
         ),
         0.0,
         50.0,
@@ -232,11 +232,13 @@ def settings_text(max_error: float, confidence: float, audit_share: float, promi
 
 def target_cost(open_bench: Workbench, max_error: float, confidence: float, audit_share: float, promise: str) -> str:
     """What a statement costs at these settings, for the lot the open session is checking."""
-    active = open_bench.loop().active
+    loop = open_bench.loop()
+    active = loop.active
     if active is None:
         return "No lot of model labels is being checked now: the statement above says when the next one comes."
     settings = LabelSettings(max_error=max_error, confidence=confidence, audit_share=audit_share, promise=promise)
-    return statement_cost(settings, int(active.lot.items.size), active.lot.number)
+    stated_before = sum(s.stated for s in loop.lots[:-1])
+    return statement_cost(settings, int(active.lot.items.size), active.lot.number, stated_before)
 
 
 def save_label_settings(session_id: int, session_name: str) -> None:

@@ -488,12 +488,6 @@ class Workbench:
         when = [max(e.id for e in self._log.item_events(p) if e.kind == "skip") for p in skipped.tolist()]
         return skipped[np.argsort(when, kind="stable")] if skipped.size else skipped
 
-    def is_audit(self, position: int) -> bool:
-        """Whether the item at ``position`` belongs to the lot being audited (for tests:
-        nothing shows it)."""
-        active = self.loop().active
-        return active is not None and int(position) in set(active.lot.items.tolist())
-
     @property
     def label_settings(self) -> LabelSettings:
         """The session's settings in force: target error, promise, confidence, audit share."""

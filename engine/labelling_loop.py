@@ -559,16 +559,16 @@ def served_order(
     ranked = np.asarray(ranked, dtype=np.int64)
     queue = np.asarray(queue, dtype=np.int64)
     if skipped_at_end > 0:
-        head = served_order(
+        first = served_order(
             ranked[:-skipped_at_end], queue, base=base, audit_share=audit_share, uniforms=uniforms, top=top
         )
-        if top is not None and head.positions.size >= top:
-            return head
+        if top is not None and first.positions.size >= top:
+            return first
         tail = ranked[-skipped_at_end:]
         if top is not None:
-            tail = tail[: max(int(top), 0) - head.positions.size]
+            tail = tail[: max(int(top), 0) - first.positions.size]
         return ServedOrder(
-            np.concatenate([head.positions, tail]), np.concatenate([head.audit, np.zeros(tail.size, dtype=bool)])
+            np.concatenate([first.positions, tail]), np.concatenate([first.audit, np.zeros(tail.size, dtype=bool)])
         )
     if audit_share <= 0.0 or queue.size == 0:
         head = ranked if top is None else ranked[: max(int(top), 0)]

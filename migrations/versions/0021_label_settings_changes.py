@@ -12,6 +12,8 @@ Create Date: 2026-12-05
   settings (``engine.labelling_loop.run_loop``), computed by whoever reads a session and never
   written, so that reading changes nothing. A session of an upgraded store has its lots frozen
   again under the new rules from its answers.
+* ``store_secrets``: a key is never deleted, and never changed once the store holds an answer (the
+  audit order and slots are drawn from it, so a new key would re-draw audits already seen).
 """
 
 from __future__ import annotations
@@ -35,6 +37,15 @@ _SQLITE_TRIGGERS = (
     CREATE TRIGGER label_settings_changes_no_delete BEFORE DELETE ON label_settings_changes
     BEGIN SELECT RAISE(ABORT, 'label_settings_changes is append-only: record a new change instead'); END
     """,
+    """
+    CREATE TRIGGER store_secrets_no_delete BEFORE DELETE ON store_secrets
+    BEGIN SELECT RAISE(ABORT, 'store_secrets are kept: a key is never deleted'); END
+    """,
+    """
+    CREATE TRIGGER store_secrets_fixed_once_answered BEFORE UPDATE ON store_secrets
+    WHEN EXISTS (SELECT 1 FROM answer_events)
+    BEGIN SELECT RAISE(ABORT, 'store_secrets are fixed once the store holds an answer'); END
+    """,
 )
 
 _POSTGRESQL_TRIGGERS = (
@@ -52,6 +63,27 @@ _POSTGRESQL_TRIGGERS = (
     """
     CREATE TRIGGER label_settings_changes_no_truncate BEFORE TRUNCATE ON label_settings_changes
     FOR EACH STATEMENT EXECUTE FUNCTION label_settings_changes_append_only()
+    """,
+    """
+    CREATE FUNCTION store_secrets_kept() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF TG_OP <> 'UPDATE' THEN
+            RAISE EXCEPTION 'store_secrets are kept: a key is never deleted';
+        END IF;
+        IF EXISTS (SELECT 1 FROM answer_events) THEN
+            RAISE EXCEPTION 'store_secrets are fixed once the store holds an answer';
+        END IF;
+        RETURN NEW;
+    END
+    $$
+    """,
+    """
+    CREATE TRIGGER store_secrets_kept BEFORE UPDATE OR DELETE ON store_secrets
+    FOR EACH ROW EXECUTE FUNCTION store_secrets_kept()
+    """,
+    """
+    CREATE TRIGGER store_secrets_no_truncate BEFORE TRUNCATE ON store_secrets
+    FOR EACH STATEMENT EXECUTE FUNCTION store_secrets_kept()
     """,
 )
 
@@ -153,7 +185,13 @@ def downgrade() -> None:
         " WHERE c.id = (SELECT MAX(d.id) FROM label_settings_changes d WHERE d.session_id = c.session_id)"
     )
     dialect = op.get_bind().dialect.name
+    if dialect == "sqlite":
+        op.execute("DROP TRIGGER IF EXISTS store_secrets_no_delete")
+        op.execute("DROP TRIGGER IF EXISTS store_secrets_fixed_once_answered")
     if dialect == "postgresql":
+        op.execute("DROP TRIGGER IF EXISTS store_secrets_no_truncate ON store_secrets")
+        op.execute("DROP TRIGGER IF EXISTS store_secrets_kept ON store_secrets")
+        op.execute("DROP FUNCTION IF EXISTS store_secrets_kept()")
         op.execute("DROP TRIGGER IF EXISTS label_settings_changes_no_truncate ON label_settings_changes")
         op.execute("DROP TRIGGER IF EXISTS label_settings_changes_append_only ON label_settings_changes")
         op.execute("DROP FUNCTION IF EXISTS label_settings_changes_append_only()")

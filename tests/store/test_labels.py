@@ -24,11 +24,13 @@ from app.store import (
     label_settings_history,
     make_engine,
     open_store,
+    record_event,
     set_label_settings,
     stored_audit_secret,
     upgrade_database,
     write_transaction,
 )
+from app.store.labels import AUDIT_ORDER_KEY
 from app.store.models import LabelSettingsChange
 
 PASSWORD = "correct horse battery"
@@ -118,6 +120,24 @@ def test_the_audit_key_is_made_once_per_store_and_kept(small, store_url, random_
     assert write_transaction(small.Session, audit_secret) == key
     with small.Session() as s:
         assert stored_audit_secret(s) == key
+
+
+def test_the_audit_key_is_never_deleted_and_fixed_once_an_answer_exists(small):
+    """A new key would re-draw audits already seen (issue 44, item 5): SQL that goes around winnow
+    may set it before the first answer (tests choose their keys so), never after, and never delete it."""
+    change = text("UPDATE store_secrets SET value = :v WHERE name = :n")
+    with small.Session() as s, s.begin():
+        s.execute(change, {"v": bytes(32), "n": AUDIT_ORDER_KEY})
+    with pytest.raises(DatabaseError, match="never deleted"), small.Session() as s, s.begin():
+        s.execute(text("DELETE FROM store_secrets"))
+    write_transaction(
+        small.Session,
+        lambda s: record_event(s, session_id=small.session_id, annotator="ada", kind="skip", instance_position=0),
+    )
+    with pytest.raises(DatabaseError, match="fixed once the store holds an answer"), small.Session() as s, s.begin():
+        s.execute(change, {"v": bytes(range(32)), "n": AUDIT_ORDER_KEY})
+    with small.Session() as s:
+        assert stored_audit_secret(s) == bytes(32)
 
 
 def test_each_change_is_a_row_never_rewritten_with_the_event_it_follows(small):

@@ -174,6 +174,13 @@ class Promise(Protocol):
         ...
 
 
+def _prefix(prefix_errors: np.ndarray) -> tuple[np.ndarray, int, int]:
+    """The cumulative wrong counts of an audited prefix, its length and its wrong labels."""
+    errors = np.asarray(prefix_errors, dtype=np.int64)
+    n = int(errors.size)
+    return errors, n, int(errors[-1]) if n else 0
+
+
 @dataclass(frozen=True)
 class ConfidenceTest:
     """The confidence sequence of one set (module docstring) at miscoverage ``alpha``."""
@@ -183,9 +190,7 @@ class ConfidenceTest:
     alpha: float
 
     def verdict(self, prefix_errors: np.ndarray) -> SetVerdict:
-        errors = np.asarray(prefix_errors, dtype=np.int64)
-        n = int(errors.size)
-        k = int(errors[-1]) if n else 0
+        errors, n, k = _prefix(prefix_errors)
         low, high = _running_bounds(self.size, errors, self.alpha, self.target)
         allowed = self.target * self.size
         return SetVerdict(n, k, high <= allowed, low > allowed, high, low)
@@ -199,9 +204,7 @@ class AverageTest:
     plan: SamplingPlan
 
     def verdict(self, prefix_errors: np.ndarray) -> SetVerdict:
-        errors = np.asarray(prefix_errors, dtype=np.int64)
-        n = int(errors.size)
-        k = int(errors[-1]) if n else 0
+        errors, n, k = _prefix(prefix_errors)
         accepted = self.plan.accepted_at(errors) >= 0
         past = n >= self.plan.last or k > int(self.plan.acceptance_number(self.plan.last))
         return SetVerdict(n, k, accepted, not accepted and past)

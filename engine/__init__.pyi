@@ -24,6 +24,7 @@ from .suspect import (
     suspect_sets,
     suspect_threshold,
 )
+from .suspicion import neighbour_posterior, suspicion_scores
 from .winners import (
     ambiguous_targets,
     approx_possible_labels,
@@ -77,4 +78,6 @@ __all__ = [
     "outside_suggestions",
     "conformal_p_values",
     "benjamini_hochberg",
+    "neighbour_posterior",
+    "suspicion_scores",
 ]

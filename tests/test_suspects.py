@@ -11,14 +11,16 @@ from app.service import (
     StaleAnswer,
     Workbench,
     change_label_settings,
-    check_still_suspect,
+    check_still_open,
     session_table,
+    workbench_most_suspect,
     workbench_suspects,
+    workbench_suspicion,
 )
 from app.service import suspects as suspects_module
 from app.service.suspects import SUSPECT_EVERY, interleave_suspects, suspects_to_serve
 from app.store import create_dataset, create_labelling_session, open_store, write_transaction
-from engine import benjamini_hochberg, conformal_p_values, open_targets, suspect_scores
+from engine import benjamini_hochberg, conformal_p_values, open_targets, suspect_scores, suspicion_scores
 
 LABELS = ["ant", "bee", "cat"]
 N_PER_CLASS = 150
@@ -103,10 +105,10 @@ def test_the_flagged_items_include_every_set_that_misses_the_truth(bench):
 def test_an_answer_settles_a_suspect_item_and_the_record_check_goes_stale(bench):
     position = 3
     truth = int(TRUTH[position])
-    check_still_suspect(workbench_suspects(bench), position, answered=False)  # still suspect: no error
+    check_still_open(bench.state, position, answered=False)  # not settled: no error
     found_before = workbench_suspects(bench).scores[position]
-    with pytest.raises(StaleAnswer, match="no longer suspect"):
-        check_still_suspect(workbench_suspects(bench), position, answered=True)  # this annotator answered it
+    with pytest.raises(StaleAnswer, match="answered that item"):
+        check_still_open(bench.state, position, answered=True)  # this annotator answered it
     bench.record("ann", "other_label", position=position, label=truth)
     after = workbench_suspects(bench)
     assert after.item(position) is None and not after.flags[position]
@@ -114,23 +116,79 @@ def test_an_answer_settles_a_suspect_item_and_the_record_check_goes_stale(bench)
     full = suspect_scores(bench.graph.idx, bench.graph.w, np.asarray(bench.state.candidates))
     np.testing.assert_array_equal(after.scores, full)
     assert after.scores[position] < found_before  # its neighbours (mostly ants) back its new set
-    with pytest.raises(StaleAnswer, match="no longer suspect"):
-        check_still_suspect(after, position, answered=False)
+    with pytest.raises(StaleAnswer, match="answered that item"):
+        check_still_open(bench.state, position, answered=False)
     # "none of these" does not settle: the item stays suspect (the suggestions say where the truth is).
     bench.record("ann", "none_of_these", position=22)
     assert workbench_suspects(bench).item(22) is not None
 
 
-def test_the_labelled_export_gets_a_suspect_column_and_keeps_its_columns(bench):
+def test_the_labelled_export_gets_suspect_and_suspicion_columns_and_keeps_its_columns(bench):
     table = session_table(bench, "labelled", actor=None)
     columns = list(table.columns)
     assert columns[:6] == ["id", "candidates", "n_candidates", "label", "label_source", "model_margin"]
-    assert columns[6] == "suspect" and table["suspect"].dtype == bool
+    assert columns[6:8] == ["suspect", "suspicion"] and table["suspect"].dtype == bool
     assert {"resolved", "none_of_these", "answered_by", "answered_at"} <= set(columns)
-    flags = workbench_suspects(bench).flags
+    flags, suspicion = workbench_suspects(bench).flags, workbench_suspicion(bench)
     ids = list(bench.state.external_ids)
     assert table["suspect"].tolist() == [bool(flags[ids.index(i)]) for i in table["id"]]
+    assert table["suspicion"].tolist() == [float(suspicion[ids.index(i)]) for i in table["id"]]
     assert table.loc[table["id"] == "i153", "suspect"].item()
+    # The planted misses hold the top of the column: sorting by it is the most-suspect list.
+    top = set(table.sort_values("suspicion", ascending=False, kind="stable")["id"][: len(MISSES)])
+    assert len(top & {f"i{p:03d}" for p in MISSES}) >= 0.9 * len(MISSES)
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json", "jsonl", "parquet"])
+def test_every_export_format_carries_the_suspicion_and_the_metadata_says_what_it_is(bench, tmp_path, fmt):
+    import json
+
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    from app.io import write_table
+
+    table = session_table(bench, "labelled", actor=None)
+    path = write_table(table, tmp_path / f"labelled.{fmt}")
+    if fmt == "csv":
+        written = pd.read_csv(path)
+    elif fmt == "jsonl":
+        written = pd.DataFrame([json.loads(line) for line in path.read_text().splitlines()])
+    elif fmt == "json":
+        payload = json.loads(path.read_text())
+        written, metadata = pd.DataFrame(payload["rows"]), payload["metadata"]
+    else:
+        written = pd.read_parquet(path)
+        metadata = json.loads(pq.read_schema(path).metadata[b"winnow"])
+    np.testing.assert_allclose(written["suspicion"].to_numpy(dtype=float), table["suspicion"].to_numpy(), rtol=1e-15)
+    assert written["suspect"].astype(bool).tolist() == table["suspect"].tolist()
+    if fmt in ("json", "parquet"):  # the formats with metadata
+        assert "most suspect first" in metadata["suspicion_column"]
+        assert "Benjamini-Hochberg" in metadata["suspect_column"] and metadata["fdr"] == 0.1
+        assert "target_error" in metadata  # the label statement's notes are kept
+
+
+def test_the_most_suspect_list_ranks_every_item_not_settled_from_the_first_minute(bench):
+    """No answer yet: every item is listed, by suspicion; the planted misses come first, and
+    the flagged ones say so."""
+    ranked = workbench_most_suspect(bench)
+    suspicion = workbench_suspicion(bench)
+    assert len(ranked) == len(TRUTH)
+    assert np.all(np.diff(suspicion[ranked.positions]) <= 0)
+    assert set(ranked.positions[: len(MISSES)].tolist()) == set(MISSES)
+    flags = workbench_suspects(bench).flags
+    for item in ranked[:30]:
+        assert item.suspicion == suspicion[item.position] and item.flagged == flags[item.position]
+        assert item.text().startswith("Suspect:" if item.flagged else "The neighbours suggest")
+    # An answer settles its item: it leaves the list, and the record check goes stale.
+    bench.record("ann", "other_label", position=3, label=int(TRUTH[3]))
+    after = workbench_most_suspect(bench)
+    assert 3 not in after.positions.tolist() and len(after) == len(TRUTH) - 1
+    with pytest.raises(StaleAnswer, match="answered that item"):
+        check_still_open(bench.state, 3, answered=False)
+    check_still_open(bench.state, 22, answered=False)  # not settled: no error
+    with pytest.raises(StaleAnswer, match="answered that item"):
+        check_still_open(bench.state, 22, answered=True)
 
 
 def test_without_trusted_sets_nothing_is_flagged_and_the_page_says_why(tmp_path):
@@ -233,7 +291,7 @@ def _suspects_from_scratch(bench: Workbench, fdr: float = 0.1) -> dict[str, obje
     if expert.sum() >= suspects_module.EXPERT_CALIBRATION:
         trusted, calibrated_on = expert, "expert answers"
     else:
-        given_single = (np.asarray(state.original_candidates).sum(axis=1) == 1) & ~settled
+        given_single = (np.asarray(state.original_candidates).sum(axis=1) == 1) & ~settled & ~state.none_of_these
         trusted, calibrated_on = expert | given_single, "single given labels and expert answers"
     p_values = conformal_p_values(scores[trusted], scores)
     flags = np.zeros(scores.size, dtype=bool)
@@ -295,13 +353,16 @@ def test_suspects_kept_between_answers_equal_suspects_from_scratch(
 
     with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as patch:
         patch.setattr(suspects_module, "EXPERT_CALIBRATION", expert_calibration)
-        # 1.0: the samples are always patched; 0.0: always sorted afresh.
+        # 1.0: the samples are always patched (and the suspicion of the touched items); 0.0:
+        # always sorted (and scored) afresh.
         patch.setattr(suspects_module, "RESORT_SHARE", resort_share)
+        patch.setattr(suspects_module, "SUSPICION_RESCORE_SHARE", resort_share)
         # 0: the touched rows through the reverse index (from each graph's second update in
         # the process on; its first scans), as at 1M items.
         patch.setattr(suspects_module, "SCAN_MAX_ENTRIES", scan_max)
         bench = open_bench(Path(tmp))
         workbench_suspects(bench, fdr=fdr)
+        workbench_suspicion(bench)
         for kind, position, choice, annotator in ops:
             candidates = np.flatnonzero(bench.state.candidates[position])
             label = int(candidates[choice % candidates.size]) if kind == "answer" else choice
@@ -315,6 +376,11 @@ def test_suspects_kept_between_answers_equal_suspects_from_scratch(
             except (InvalidInput, InvalidRecord, RecordNotFound, StaleAnswer):
                 continue
             _assert_same_suspects(workbench_suspects(bench, fdr=fdr), _suspects_from_scratch(bench, fdr))
+            # The suspicion patched from the last state's: the bits of a full pass.
+            np.testing.assert_array_equal(
+                workbench_suspicion(bench),
+                suspicion_scores(bench.graph.idx, bench.graph.w, np.asarray(bench.state.candidates)),
+            )
             # The open targets the new view patched (RankingState.view), against a full pass.
             assert bench.n_open == int(open_targets(*bench.label_sets()).sum())
             # The set sizes the new state carried over (SessionState.with_derived), patched.

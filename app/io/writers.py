@@ -53,7 +53,8 @@ Output formats (:func:`write_table`, by extension)
     A session's labelled export (:mod:`app.service.delivery`) adds ``"metadata": {...}`` after
     ``"table"``: the target error, the confidence, the audit share, the stated error bound (null
     when none is stated), the threshold, the number of audited answers, the counts per label
-    source and the statement line.
+    source and the statement line, and what its ``suspect`` and ``suspicion`` columns mean
+    (``suspect_column``, ``suspicion_column``, ``fdr``).
 ``.jsonl``
     JSON Lines: one row object per line, as in the ``rows`` of ``.json``; rows only, no
     metadata (the format ML pipelines stream).
@@ -134,10 +135,11 @@ EXPORT_ONLY_COLUMNS: tuple[str, ...] = (
     "label_source",
     "model_margin",
     "suspect",
+    "suspicion",
 )
 """The columns of :data:`LABELLED_COLUMNS` (and the ``label_source`` and ``model_margin`` a
-session's labelled export adds, :mod:`app.service.delivery`, and its ``suspect`` flag,
-:mod:`app.service.suspects`) that have no role when an export is
+session's labelled export adds, :mod:`app.service.delivery`, and its ``suspect`` flag and
+``suspicion``, :mod:`app.service.suspects`) that have no role when an export is
 read back: the others are its ids, candidate sets and true labels, which cannot be ignored."""
 CONTENT_COLUMNS: tuple[str, ...] = ("text", "media_path", "link")
 """Content columns an export may carry, in this order, each only when some item has it."""

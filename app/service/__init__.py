@@ -23,8 +23,8 @@ Modules
 ``tasks``      progress reports of heavy work, and background builds shared per process
 ``auth``       accounts, sign-in and the single-user / team mode decision
 ``team``       the item reserved for each annotator, conflicts in detail, progress, agreement
-``suspects``   items whose set the neighbours' evidence says misses the true label, and
-               the labels they suggest instead
+``suspects``   every item's suspicion that its set misses the true label (most suspect
+               first), the items a test flags, and the labels the neighbours suggest instead
 
 The public names are listed in ``__init__.pyi`` (what type checkers and IDEs read) and loaded
 on first use with ``lazy_loader`` (Scientific Python SPEC 1): the workbench pulls in pandas,

@@ -22,7 +22,7 @@ import pandas as pd
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.service import session_tables
-from app.service.suspects import workbench_suspects
+from app.service.suspects import session_suspects, session_suspicion
 from app.service.tasks import ProgressCallback, ProgressTracker
 from app.service.votes import crowd_votes, vote_column, votes_table
 from app.store import (
@@ -80,8 +80,10 @@ def _quiet(description: str) -> AbstractContextManager[object]:
 
 def session_table(bench: Workbench, what: str, *, actor: str | None) -> pd.DataFrame:
     """The ``ranked`` query list, the ``labelled`` dataset, the ``events`` log or the crowd
-    ``votes`` of a session (:func:`app.service.votes.votes_table`). The labelled dataset of a
-    dataset made from votes gets a last ``votes`` column (``"jazz:2|blues:1"``).
+    ``votes`` of a session (:func:`app.service.votes.votes_table`). The labelled dataset gets
+    the ``suspect`` flag and the ``suspicion`` of every item (:mod:`app.service.suspects`,
+    :func:`app.service.session_tables.with_suspect_columns`); one of a dataset made from votes
+    a last ``votes`` column (``"jazz:2|blues:1"``).
 
     ``actor`` must be allowed the export (``export_ranked``, ``export_labelled`` or
     ``export_events`` of :mod:`app.store.policies.sessions`); ``None`` is the command line.
@@ -100,7 +102,11 @@ def session_table(bench: Workbench, what: str, *, actor: str | None) -> pd.DataF
         authorize_session(s, actor, f"export_{what}", bench.session_id, what=f"export {what}")
     if what == "ranked":
         return bench.ranked_table()
-    table = session_tables.with_suspect_column(bench.labelled_table(), bench.state, workbench_suspects(bench).flags)
+    state = bench.state  # read once: the flags and the suspicion of one moment
+    suspects = session_suspects(bench.graph, state)
+    table = session_tables.with_suspect_columns(
+        bench.labelled_table(), state, suspects.flags, session_suspicion(bench.graph, state), fdr=suspects.fdr
+    )
     # A dataset made from crowd votes: each item's votes as "jazz:2|blues:1", after the
     # existing columns (which stay as they are).
     votes = vote_column(bench.session_factory, bench.config.dataset_id)

@@ -23,7 +23,8 @@ __all__ = [
     "in_served_order",
     "without_scores",
     "labelled_table",
-    "with_suspect_column",
+    "with_suspect_columns",
+    "SUSPECT_COLUMN_NOTES",
 ]
 
 #: The ranked export's columns that hold an item's query score.
@@ -120,10 +121,23 @@ def labelled_table(state: SessionState, content: dict[str, tuple[str | None, ...
     )
 
 
-def with_suspect_column(table: pd.DataFrame, state: SessionState, suspect: np.ndarray) -> pd.DataFrame:
-    """The labelled table with a boolean ``suspect`` column after ``confidence`` (at the end
-    when there is none): whether the item's set probably misses its true label
-    (:mod:`app.service.suspects`). Rows are matched by ``id``; the other columns are kept.
+#: What the labelled export's metadata says of its ``suspect`` and ``suspicion`` columns.
+SUSPECT_COLUMN_NOTES: dict[str, str] = {
+    "suspect_column": "True where a test flags the item's set as probably missing its true label: conformal "
+    "p-values and Benjamini-Hochberg, so that on average at most fdr of the flagged sets are false alarms",
+    "suspicion_column": "how likely the item's set misses its true label, from 0 to 1, higher is more suspect: "
+    "1 - (P(set) + max P(label in set)) / 2 under its neighbours' labels, the item left out; "
+    "sort by it to look at the most suspect first (it ranks, it is not a calibrated probability)",
+}
+
+
+def with_suspect_columns(
+    table: pd.DataFrame, state: SessionState, suspect: np.ndarray, suspicion: np.ndarray, *, fdr: float
+) -> pd.DataFrame:
+    """The labelled table with a boolean ``suspect`` column after ``model_margin`` (at the end
+    when there is none) and the float ``suspicion`` after it (:mod:`app.service.suspects`),
+    and :data:`SUSPECT_COLUMN_NOTES` (with the test's ``fdr``) in its metadata. Rows are
+    matched by ``id``; the other columns are kept.
 
     Parameters
     ----------
@@ -132,12 +146,17 @@ def with_suspect_column(table: pd.DataFrame, state: SessionState, suspect: np.nd
     state : SessionState
     suspect : bool array of shape (n_instances,)
         The flags by dataset position.
+    suspicion : float array of shape (n_instances,)
+        The suspicion by dataset position.
+    fdr : float
+        The false-discovery rate of the flags' test.
     """
     where = {item: position for position, item in enumerate(state.external_ids)}
-    flags = np.asarray(suspect, dtype=bool)
-    column = np.array([bool(flags[where[item]]) for item in table["id"]], dtype=bool)
+    rows = np.array([where[item] for item in table["id"]], dtype=np.int64)
     out = table.copy()
     at = out.columns.get_loc("model_margin") + 1 if "model_margin" in out.columns else len(out.columns)
-    out.insert(at, "suspect", column)
+    out.insert(at, "suspect", np.asarray(suspect, dtype=bool)[rows])
+    out.insert(at + 1, "suspicion", np.asarray(suspicion, dtype=np.float64)[rows])
     out.attrs = dict(table.attrs)
+    out.attrs["metadata"] = {**dict(table.attrs.get("metadata") or {}), **SUSPECT_COLUMN_NOTES, "fdr": fdr}
     return out

@@ -2,6 +2,15 @@
 
 One seam of a session at work: :func:`workbench_suspects` reads a
 :class:`~app.service.workbench.Workbench`'s graph and state under its lock.
+
+Two things, for two needs:
+
+* the **suspicion** of every item (:func:`session_suspicion`, :mod:`engine.suspicion`), from
+  the first minute: every item not settled, most suspect first (:func:`most_suspect`, the
+  Rejects page's list), and the labelled export's ``suspicion`` column;
+* the **flags** below: the items a test certifies, with a guarantee on how many of them are
+  false alarms; shown beside the list and served to the expert.
+
 The scores are Dempster's conflict between the item's set and its neighbours' evidence
 (:func:`engine.suspect_scores`, chosen by ``benchmarks/suspect.py``, see
 ``docs/results_suspect.md``) on the session's persisted neighbour graph and its *current*
@@ -17,7 +26,9 @@ Which items count
   suggestions name where it may be.
 * Every item not settled is tested (BH's family). The p-values are calibrated on the sets
   believed to hold the truth: the expert's answers alone once there are
-  :data:`EXPERT_CALIBRATION` of them, before that the single given labels too. Given
+  :data:`EXPERT_CALIBRATION` of them, before that the single given labels too, except those
+  an annotator flagged "none of these" (said to miss the truth: a known miss in the
+  calibration would only raise every p-value). Given
   singletons that miss the truth (a crowd unanimously wrong) only raise the p-values; answers
   to ranked queries are not a random sample either, and their items, the ambiguous ones, sit in
   mixed neighbourhoods that raise them too: both err towards flagging fewer items.
@@ -34,6 +45,20 @@ search), never a one-click button. The crowd benchmark measured the gain of aski
 (``docs/results_crowd.md``, "winnow + suspect"); the share of slots is a choice, not measured
 against others. The Rejects page lists them too, in a section of their own, with the items
 flagged "none of these" or skipped, which the served order leaves out.
+
+Why the flags stay on Dempster's conflict
+-----------------------------------------
+The suspicion ranks the misses better (``docs/results_suspect.md``), but the served order
+needs the flags after every answer, and an answer changes the suspicion of its items' 3-hop
+neighbourhood (the conflict: one hop). The suspicion is computed when a page or an export
+asks for it, patched from the last one computed (:func:`session_suspicion`). A pre-selected
+top of the ranking would not make the test stronger either: BH over the ``r`` top items needs
+p-values conditional on being selected, and conditional calibration compares each with only
+the trusted sets that would have been selected in its place, as few as the ``r`` are to the
+``m`` items (the bound ``1 / (n + 1) ≤ α k / m`` is the same). At the first minute the given
+singletons calibrate the test, and the sets among them that miss the truth (a crowd's
+unanimous mistakes, the singletons of a planted miss) raise every p-value: no honest test
+flags much then, which is why the list exists.
 """
 
 from __future__ import annotations
@@ -51,7 +76,7 @@ from app.service.answers import StaleAnswer
 from app.service.graphs import GraphResult
 from app.service.ranking_state import local_graph
 from app.store import SessionState, readonly
-from engine import outside_suggestions, suspect_scores
+from engine import outside_suggestions, suspect_scores, suspicion_scores
 from engine.neighbors import ReverseIndex
 from engine.suspect import DEFAULT_FDR, conformal_bh_threshold, replace_sorted, sorted_conformal_p_values
 
@@ -76,10 +101,14 @@ __all__ = [
     "session_suspects",
     "workbench_suspects",
     "settled_items",
+    "session_suspicion",
+    "workbench_suspicion",
+    "most_suspect",
+    "workbench_most_suspect",
+    "check_still_open",
     "SUSPECT_EVERY",
     "suspects_to_serve",
     "interleave_suspects",
-    "check_still_suspect",
     "kept_scores",
     "remember_scores",
     "forget_kept",
@@ -105,19 +134,27 @@ class Suggestion:
 
 @dataclass(frozen=True)
 class SuspectItem:
-    """One suspect item: its score and the labels the neighbours suggest instead."""
+    """One item of a suspect list: its scores and the labels the neighbours suggest instead."""
 
     position: int
     external_id: str
+    #: Dempster's conflict, what the flag tests.
     score: float
     candidates: tuple[str, ...]
     suggestions: tuple[Suggestion, ...]
+    #: :func:`session_suspicion`'s score, when the list was made from it (``None`` otherwise).
+    suspicion: float | None = None
+    #: Whether the test flags it (every item of :attr:`SessionSuspects.items` is flagged).
+    flagged: bool = True
 
     def text(self) -> str:
-        """``"Suspect: the neighbours suggest jazz (7 of 10) or blues (2 of 10)"``."""
+        """``"Suspect: the neighbours suggest jazz (7 of 10) or blues (2 of 10)"`` for a flagged
+        item; ``"The neighbours suggest …"`` for one that is only ranked."""
         if not self.suggestions:
-            return "Suspect: the neighbours' evidence contradicts every candidate"
-        return "Suspect: the neighbours suggest " + " or ".join(s.text() for s in self.suggestions)
+            said = "the neighbours' evidence contradicts every candidate"
+            return f"Suspect: {said}" if self.flagged else f"Not flagged: {said}"
+        said = " or ".join(s.text() for s in self.suggestions)
+        return f"Suspect: the neighbours suggest {said}" if self.flagged else f"The neighbours suggest {said}"
 
 
 class SuspectList(Sequence[SuspectItem]):
@@ -128,9 +165,20 @@ class SuspectList(Sequence[SuspectItem]):
     its suggestions after each answer cost most of an answer's work (issue 32).
     """
 
-    def __init__(self, graph: GraphResult, state: SessionState, scores: np.ndarray, positions: np.ndarray) -> None:
+    def __init__(
+        self,
+        graph: GraphResult,
+        state: SessionState,
+        scores: np.ndarray,
+        positions: np.ndarray,
+        *,
+        suspicion: np.ndarray | None = None,
+        flags: np.ndarray | None = None,
+    ) -> None:
         self.positions = readonly(positions)
         self._graph, self._state, self._scores = graph, state, scores
+        # Without flags every item listed is flagged (the test's list).
+        self._suspicion, self._flags = suspicion, flags
 
     def __len__(self) -> int:
         return int(self.positions.size)
@@ -172,6 +220,8 @@ class SuspectList(Sequence[SuspectItem]):
                     for label, held, share in zip(labels[i], holders[i], support[i], strict=True)
                     if label >= 0
                 ),
+                suspicion=None if self._suspicion is None else float(self._suspicion[p]),
+                flagged=True if self._flags is None else bool(self._flags[p]),
             )
             for i, p in enumerate(positions.tolist())
         )
@@ -252,7 +302,8 @@ def _trusted(state: SessionState, settled: np.ndarray) -> tuple[np.ndarray, str]
     expert = settled & ~np.asarray(state.in_conflict, dtype=bool) & (state.set_sizes == 1)
     if expert.sum() >= EXPERT_CALIBRATION:
         return expert, "expert answers"
-    given = (state.original_sizes == 1) & ~settled
+    # An annotator said the truth is not in it: a known miss would only raise every p-value.
+    given = (state.original_sizes == 1) & ~settled & ~np.asarray(state.none_of_these, dtype=bool)
     return expert | given, "single given labels and expert answers"
 
 
@@ -390,10 +441,12 @@ def remember_scores(graph: GraphResult, state: SessionState, scores: np.ndarray)
 
 
 def forget_kept() -> None:
-    """Drop every kept score, test and result of this process: the next
-    :func:`session_suspects` scores and tests afresh (to check the kept path against)."""
+    """Drop every kept score, test, result and suspicion of this process: the next
+    :func:`session_suspects` and :func:`session_suspicion` score afresh (to check the kept
+    path against)."""
     with _CACHE_LOCK:
         _CACHE.clear()
+        _SUSPICION.clear()
 
 
 def suspects_to_serve(suspects: SessionSuspects, state: SessionState) -> np.ndarray:
@@ -543,12 +596,123 @@ def _result(graph: GraphResult, state: SessionState, scores: np.ndarray, fdr: fl
     )
 
 
-def check_still_suspect(suspects: SessionSuspects, position: int, *, answered: bool) -> None:
-    """Refuse a label chosen for a suspect item from a list that is out of date.
+def check_still_open(state: SessionState, position: int, *, answered: bool) -> None:
+    """Refuse a label chosen for an item of the most-suspect list that is out of date.
 
     Raises :class:`~app.service.answers.StaleAnswer` (nothing is to be written) when the item
-    is no longer suspect (someone settled it) or the annotator already gave a verdict on it
-    (``answered``).
+    is settled (someone answered it) or the annotator already gave a verdict on it
+    (``answered``). The item need not be flagged: the list holds every item not settled.
     """
-    if suspects.item(position) is None or answered:
-        raise StaleAnswer("That item is no longer suspect (someone answered it); nothing was recorded.")
+    if answered or bool(settled_items(state)[position]):
+        raise StaleAnswer("Someone has answered that item meanwhile; nothing was recorded.")
+
+
+# ------------------------------------------------------------------------------ suspicion
+
+#: Past this share of the items to score again after a change (the 3-hop neighbourhoods of
+#: the items whose set changed), every item is scored afresh.
+SUSPICION_RESCORE_SHARE = 0.25
+#: The last suspicion per (session, graph), valid while the session's state is the same object.
+_SUSPICION: OrderedDict[tuple[int, str], tuple[SessionState, np.ndarray]] = OrderedDict()
+
+
+def session_suspicion(graph: GraphResult, state: SessionState) -> np.ndarray:
+    """Every item's suspicion under the session's current sets (:func:`engine.suspicion_scores`).
+
+    Parameters
+    ----------
+    graph : GraphResult
+        The dataset's neighbour graph over all instances.
+    state : SessionState
+
+    Returns
+    -------
+    float array of shape (n_instances,), read-only
+        Higher: more likely that the item's set misses its true label.
+
+    Notes
+    -----
+    Computed when asked (the Rejects page, an export), never on an answer: an item's suspicion
+    reads its 3-hop neighbourhood's sets. The last result is kept per session (16 at most); for
+    a later state of the same session only the items whose set changed since and those with
+    one of them within 3 hops are scored again, on a copy of the sets those read (the same
+    bits as a full pass, :func:`engine.suspicion.neighbour_posterior`'s ``targets``).
+    """
+    key = (state.config.session_id, graph.key)
+    with _CACHE_LOCK:
+        kept = _SUSPICION.get(key)
+    if kept is not None and kept[0] is state:
+        return kept[1]
+    candidates = np.asarray(state.candidates)
+    scores = _suspicion(graph, state, candidates, kept)
+    scores = readonly(scores)
+    with _CACHE_LOCK:
+        _SUSPICION[key] = (state, scores)
+        _SUSPICION.move_to_end(key)
+        while len(_SUSPICION) > _CACHE_SIZE:
+            _SUSPICION.popitem(last=False)
+    return scores
+
+
+def _suspicion(
+    graph: GraphResult, state: SessionState, candidates: np.ndarray, kept: tuple[SessionState, np.ndarray] | None
+) -> np.ndarray:
+    n = candidates.shape[0]
+    if n == 0:
+        return np.zeros(0)
+    before = None if kept is None else np.asarray(kept[0].candidates)
+    if kept is None or before is None or before.shape != candidates.shape:
+        return suspicion_scores(graph.idx, graph.w, candidates)
+    changed = state.changed_since(kept[0])
+    if changed is None:
+        changed = np.flatnonzero((before != candidates).any(axis=1))
+    scores = kept[1].copy()
+    if changed.size == 0:
+        return scores
+    rows = changed
+    for _ in range(3):  # an item reads the sets of its neighbours' neighbours' neighbours
+        rows = _rows_touched(graph, rows)
+        if rows.size > SUSPICION_RESCORE_SHARE * n:
+            return suspicion_scores(graph.idx, graph.w, candidates)
+    scores[rows] = _local_suspicion(graph, candidates, rows)
+    return scores
+
+
+def _local_suspicion(graph: GraphResult, candidates: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The suspicion of ``rows`` from a copy of the graph rows and sets they read (3 hops)."""
+    first = np.unique(graph.idx[rows])
+    second = np.unique(graph.idx[first])
+    with_rows = np.unique(np.concatenate([rows, first, second]))
+    items = np.unique(np.concatenate([with_rows, graph.idx[second].ravel()]))
+    # The items only read as sets keep a row of their own with no weight: it is never read.
+    idx = np.tile(np.arange(items.size)[:, None], (1, graph.idx.shape[1]))
+    w = np.zeros(idx.shape)
+    at = np.searchsorted(items, with_rows)
+    idx[at] = np.searchsorted(items, graph.idx[with_rows])
+    w[at] = graph.w[with_rows]
+    return suspicion_scores(idx, w, candidates[items], targets=np.searchsorted(items, rows))
+
+
+def workbench_suspicion(bench: SessionAtWork) -> np.ndarray:
+    """:func:`session_suspicion` of a workbench's graph and current state (read once)."""
+    return session_suspicion(bench.graph, bench.state)
+
+
+def most_suspect(graph: GraphResult, state: SessionState, *, fdr: float = DEFAULT_FDR) -> SuspectList:
+    """Every item not settled, most suspect first (ties: dataset order), each with its
+    suspicion and whether the test of :func:`session_suspects` flags it.
+
+    Available from the first minute: the flags need trusted sets to compare with, the order
+    does not. Settled items (:func:`settled_items`) are left out: an expert has seen them.
+    """
+    suspicion = session_suspicion(graph, state)
+    found = session_suspects(graph, state, fdr=fdr)
+    open_items = np.flatnonzero(~settled_items(state))
+    order = open_items[np.argsort(-suspicion[open_items], kind="stable")]
+    return SuspectList(graph, state, found.scores, order, suspicion=suspicion, flags=found.flags)
+
+
+def workbench_most_suspect(bench: SessionAtWork, *, fdr: float = DEFAULT_FDR) -> SuspectList:
+    """:func:`most_suspect` of a workbench's graph and its current state (read once)."""
+    state = bench.state
+    return most_suspect(bench.graph, state, fdr=fdr)

@@ -80,7 +80,7 @@ def test_progress_page_shows_the_labels_by_source_and_the_statement_as_the_servi
     # The downloads carry the new columns, in every format, and the same rows as the export.
     downloads = fetch_exports(at)
     exported = session_table(bench, "labelled", actor=None)
-    assert exported.drop(columns="suspect").equals(bench.labelled_table())
+    assert exported.drop(columns=["suspect", "suspicion"]).equals(bench.labelled_table())
     for fmt in ("csv", "json", "jsonl"):
         assert downloads[f"small-labelled.{fmt}"] == export_bytes(exported, fmt)
     frame = pd.read_csv(io.BytesIO(downloads["small-labelled.csv"]), keep_default_na=False)

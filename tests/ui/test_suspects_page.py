@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from app.service import create_session, import_file, workbench_suspects
+from app.service import create_session, import_file, most_suspect, workbench_suspects
 from app.store.db import open_store
 from app.ui.state import STATE_KEY, Keys
 from tests.ui.conftest import LABELS, events, no_exception, position_on_screen, small_table
@@ -74,9 +74,13 @@ def test_the_rejects_page_lists_suspect_sets_and_records_only_a_chosen_label(app
     heading = next(h.value for h in at.subheader if h.value.startswith("Sets that may miss"))
     assert heading == f"Sets that may miss the true label ({len(MISSES) + 1})"
     assert any("on average at most one in 10 is a false alarm" in c.value for c in at.caption)
-    shown = [it.position for it in found.items[:10]]
+    ranked = most_suspect(at.session_state[STATE_KEY].workbench.graph, at.session_state[STATE_KEY].workbench.state)
+    shown = [it.position for it in ranked[:10]]
     assert 6 in shown, "i006's single wrong label is among the most suspect"
-    assert "Item i006: set {eel}\nSuspect: the neighbours suggest bee (5 of 5)" in texts(at)
+    suspicion = f"{ranked[shown.index(6)].suspicion:.2f}"
+    assert f"Item i006: set {{eel}}\nSuspicion {suspicion} · flagged\nSuspect: the neighbours suggest bee (5 of 5)" in (
+        texts(at)
+    )
     record = at.button(key=Keys.suspect_record(6))
     assert record.disabled  # nothing to record before a label is chosen
     choice = at.selectbox(key=Keys.suspect_choice(6))
@@ -89,3 +93,40 @@ def test_the_rejects_page_lists_suspect_sets_and_records_only_a_chosen_label(app
     log = events(suspect_db)
     assert [(e["kind"], e["position"], e["label_name"]) for e in log] == [("other_label", 6, "bee")]
     assert any("i006 is bee" in s.value for s in at.success)
+
+
+def test_the_most_suspect_list_is_there_and_sorted_before_any_answer_when_nothing_is_flagged(app, db, tmp_path):
+    """Three sets miss their truth among 90: too few trusted sets for the test to flag any, and
+    yet the list shows every item not settled, most suspect first, the three misses on top."""
+    table = small_table(n=90)
+    misses = [7, 31, 58]
+    for p in misses:
+        truth = LABELS.index(table.loc[p, "true_label"])
+        table.loc[p, "candidates"] = LABELS[(truth + 2) % len(LABELS)]
+    csv = tmp_path / "three.csv"
+    table.drop(columns="true_label").to_csv(csv, index=False)
+    Session = open_store(db)
+    dataset_id, _ = import_file(Session, csv, name="three", min_rows=6)
+    create_session(
+        Session, dataset_id=dataset_id, name="three", k=5, weighting="uniform", criterion="apl", target_set="all"
+    )
+    at = app(db)
+    at.switch_page("views/rejects.py").run()
+    no_exception(at)
+    assert next(h.value for h in at.subheader if h.value.startswith("Sets that may miss")).endswith("(0)")
+    assert any(c.value.startswith("No item is flagged.") for c in at.caption)
+    assert any(c.value.startswith("Most suspect first") for c in at.caption)
+    listed = [t.value for t in at.text if t.value.startswith("Item i") and "\nSuspicion " in t.value]
+    assert len(listed) == 10
+    values = [float(t.split("\nSuspicion ")[1].split("\n")[0]) for t in listed]
+    assert values == sorted(values, reverse=True)
+    assert {t.split(":")[0] for t in listed[:3]} == {f"Item i{p:03d}" for p in misses}
+    assert not any("flagged" in t for t in listed)
+    assert any(c.value == "The 10 most suspect of 90 are shown; answering one shows the next." for c in at.caption)
+    # An item the test does not flag is recorded from the list like a flagged one.
+    first = int(listed[0].split(":")[0].removeprefix("Item i"))
+    truth = LABELS[first % len(LABELS)]
+    at.selectbox(key=Keys.suspect_choice(first)).set_value(truth).run()
+    at.button(key=Keys.suspect_record(first)).click().run()
+    no_exception(at)
+    assert [(e["kind"], e["position"], e["label_name"]) for e in events(db)] == [("other_label", first, truth)]

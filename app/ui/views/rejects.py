@@ -12,9 +12,10 @@ DST-PLL runs on the current candidate sets (cached per session state) and on the
 persisted neighbour graph (:meth:`Workbench.rejects`: the page searches no neighbours); the
 undecided items (those whose model label is not kept) are listed by margin, smallest first,
 each shown as itself (text, image, audio) with its candidate labels. The expert confirms a
-label (an ``answer`` event) or leaves the item. Suspect sets (the neighbours' evidence contradicts every
-candidate: :mod:`app.service.suspects`) have a section of their own, with the labels the
-neighbours suggest named in words; recording a label outside the set takes two deliberate
+label (an ``answer`` event) or leaves the item. Sets that may miss the true label have a section
+of their own (:mod:`app.service.suspects`): every item not settled, most suspect first, from the
+first minute, each with its suspicion, whether the false-discovery-rate test flags it, and the
+labels the neighbours suggest named in words; recording a label outside the set takes two deliberate
 steps (choose it, then press Record: an ``other_label`` event). The first item listed answers to the keyboard:
 its labels' keys confirm, L leaves it. The model's guess is not pre-selected (it would anchor
 the expert): it waits, with belief and plausibility, in a collapsed expander. Conflicting verdicts are settled with a
@@ -27,7 +28,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app.service import ACTION_KEYS, StaleAnswer, check_still_suspect, workbench_suspects
+from app.service import ACTION_KEYS, StaleAnswer, check_still_open, most_suspect, workbench_suspects
 from app.ui import components
 from app.ui import state as ui
 from app.ui.components import md
@@ -53,8 +54,8 @@ def leave(position: int) -> None:
 
 
 def record_outside_label(position: int) -> None:
-    """The Record button of a suspect item: the label chosen in its select box, outside its set
-    (an ``other_label``); nothing is recorded before a label was chosen."""
+    """The Record button of an item of the most-suspect list: the label chosen in its select box,
+    outside its set (an ``other_label``); nothing is recorded before a label was chosen."""
     bench = tab.workbench
     choice = st.session_state.get(ui.Keys.suspect_choice(position))
     if bench is None or choice is None:
@@ -62,7 +63,7 @@ def record_outside_label(position: int) -> None:
     bench.refresh()  # another tab or annotator may have settled it
     try:
         answered = bench.has_verdict(ui.annotator(tab), position)
-        check_still_suspect(workbench_suspects(bench), position, answered=answered)
+        check_still_open(bench.state, position, answered=answered)
     except StaleAnswer as exc:
         tab.notice = ("info", str(exc))
         return
@@ -212,16 +213,25 @@ if tab.left_alone:
 # ------------------------------------------------------------------------------ suspects
 SUSPECTS_SHOWN = 10
 suspects = workbench_suspects(bench)
+ranked = most_suspect(bench.graph, state, fdr=suspects.fdr)
 st.subheader(f"Sets that may miss the true label ({len(suspects.items)})")
 st.caption(suspects.summary())
-for suspect in suspects.items[:SUSPECTS_SHOWN]:
+st.caption(
+    "Most suspect first: every item not settled, by its suspicion (0 to 1) that its set misses the "
+    "true label, from its neighbours' labels. The items the test flags say “flagged”."
+)
+for suspect in ranked[:SUSPECTS_SHOWN]:
     position = suspect.position
     with st.container(border=True):
         picture, text = st.columns([1, 3])
         with picture:
             components.show_item(bench, position, size="small")
         with text:
-            st.text(f"Item {suspect.external_id}: set {{{', '.join(suspect.candidates)}}}\n{suspect.text()}")
+            flag = " · flagged" if suspect.flagged else ""
+            st.text(
+                f"Item {suspect.external_id}: set {{{', '.join(suspect.candidates)}}}\n"
+                f"Suspicion {suspect.suspicion or 0.0:.2f}{flag}\n{suspect.text()}"
+            )
             # Two deliberate steps: choose a label (the neighbours' suggestions first), then Record.
             suggested = [s.name for s in suspect.suggestions]
             outside = suggested + [
@@ -242,5 +252,5 @@ for suspect in suspects.items[:SUSPECTS_SHOWN]:
                 on_click=record_outside_label,
                 args=(position,),
             )
-if len(suspects.items) > SUSPECTS_SHOWN:
-    st.caption(f"The {SUSPECTS_SHOWN} most suspect of {len(suspects.items)} are shown; answering one shows the next.")
+if len(ranked) > SUSPECTS_SHOWN:
+    st.caption(f"The {SUSPECTS_SHOWN} most suspect of {len(ranked)} are shown; answering one shows the next.")

@@ -180,6 +180,8 @@ def test_the_most_suspect_list_ranks_every_item_not_settled_from_the_first_minut
     for item in ranked[:30]:
         assert item.suspicion == suspicion[item.position] and item.flagged == flags[item.position]
         assert item.text().startswith("Suspect:" if item.flagged else "The neighbours suggest")
+    quiet = [item for item in ranked if not item.suggestions]
+    assert quiet and all(item.text() == "The neighbours hold no label outside the set" for item in quiet)
     # An answer settles its item: it leaves the list, and the record check goes stale.
     bench.record("ann", "other_label", position=3, label=int(TRUTH[3]))
     after = workbench_most_suspect(bench)

@@ -151,8 +151,9 @@ class SuspectItem:
         """``"Suspect: the neighbours suggest jazz (7 of 10) or blues (2 of 10)"`` for a flagged
         item; ``"The neighbours suggest …"`` for one that is only ranked."""
         if not self.suggestions:
-            said = "the neighbours' evidence contradicts every candidate"
-            return f"Suspect: {said}" if self.flagged else f"Not flagged: {said}"
+            if self.flagged:
+                return "Suspect: the neighbours' evidence contradicts every candidate"
+            return "The neighbours hold no label outside the set"
         said = " or ".join(s.text() for s in self.suggestions)
         return f"Suspect: the neighbours suggest {said}" if self.flagged else f"The neighbours suggest {said}"
 

@@ -139,7 +139,7 @@ def ui(
     env = {**os.environ, MAX_UPLOAD_VARIABLE: str(upload_mb), FORWARDED_ALLOW_VARIABLE: proxies}
     url = f"http://localhost:{port}"
     server = subprocess.Popen(command, env=env)
-    with _forward_stop_signals(server):
+    with _forward_stop_signals(server) as stops:
         if _wait_until_healthy(server, f"{url}/_stcore/health"):
             out.print(f"winnow is running at {url} (Ctrl+C to stop)")
             if not headless:
@@ -147,16 +147,21 @@ def ui(
 
                 webbrowser.open(url)
         status = server.wait()  # returns once a forwarded signal has stopped the server
-    raise typer.Exit(status)
+    # A stop that was asked for (Ctrl+C, `kill`) is a success: the child killed by the signal we
+    # passed on reports -15 or -2, which would end `make run` with "Error 241".
+    raise typer.Exit(0 if stops and status < 0 else status)
 
 
 @contextlib.contextmanager
-def _forward_stop_signals(server: subprocess.Popen) -> Iterator[None]:
+def _forward_stop_signals(server: subprocess.Popen) -> Iterator[list[int]]:
     """Pass SIGTERM / SIGINT / SIGHUP on to the Streamlit child, which then stops; the caller
-    waits for it, so the port is free once ``winnow ui`` has exited."""
+    waits for it, so the port is free once ``winnow ui`` has exited. Yields the signals passed on."""
     import signal
 
+    passed: list[int] = []
+
     def forward(signum: int, frame: object) -> None:
+        passed.append(signum)
         if server.poll() is None:
             server.send_signal(signal.SIGTERM if signum == getattr(signal, "SIGHUP", None) else signum)
 
@@ -164,7 +169,7 @@ def _forward_stop_signals(server: subprocess.Popen) -> Iterator[None]:
     wanted = [getattr(signal, name) for name in names if hasattr(signal, name)]
     previous = {signum: signal.signal(signum, forward) for signum in wanted}
     try:
-        yield
+        yield passed
     finally:
         if server.poll() is None:  # an error in this process: do not leave the server behind
             _wait_for(server)

@@ -178,9 +178,7 @@ def test_progress_rejects_query_and_the_cli_count_the_undecided_items_alike(app,
     assert json.loads(status.stdout)["labels"]["undecided"] == undecided
 
 
-def test_a_new_tab_shows_an_answer_given_elsewhere_and_an_unknown_session_is_said_on_every_page(
-    app, two_sessions_db
-):
+def test_a_new_tab_shows_an_answer_given_elsewhere_and_an_unknown_session_is_said_on_every_page(app, two_sessions_db):
     """Issue 46, item 6: a tab opened after an answer recorded from the command line took the
     process's workbench as it was (the old counts until a second click), and an address naming
     no session showed another one on the Progress page without a word."""

@@ -147,14 +147,15 @@ def ui(
 
                 webbrowser.open(url)
         status = server.wait()  # returns once a forwarded signal has stopped the server
-    # A stop that was asked for (Ctrl+C, `kill`) is a success: the child killed by the signal we
-    # passed on reports -15 or -2, which would end `make run` with "Error 241".
-    raise typer.Exit(0 if stops and status < 0 else status)
+    # A stop that was asked for (Ctrl+C, `kill`) is a success, whatever the child reports: -15 for
+    # the SIGTERM passed on (`make run` said "Error 241"), or 1 when Ctrl+C reached it too (the
+    # terminal signals the whole process group, and Streamlit's command line says "Aborted!").
+    raise typer.Exit(0 if stops else status)
 
 
 @contextlib.contextmanager
 def _forward_stop_signals(server: subprocess.Popen) -> Iterator[list[int]]:
-    """Pass SIGTERM / SIGINT / SIGHUP on to the Streamlit child, which then stops; the caller
+    """Pass SIGTERM / SIGINT / SIGHUP on to the Streamlit child (as SIGTERM), which then stops; the caller
     waits for it, so the port is free once ``winnow ui`` has exited. Yields the signals passed on."""
     import signal
 
@@ -163,7 +164,9 @@ def _forward_stop_signals(server: subprocess.Popen) -> Iterator[list[int]]:
     def forward(signum: int, frame: object) -> None:
         passed.append(signum)
         if server.poll() is None:
-            server.send_signal(signal.SIGTERM if signum == getattr(signal, "SIGHUP", None) else signum)
+            # SIGTERM whatever came: Streamlit's command line takes SIGINT as a KeyboardInterrupt,
+            # prints "Aborted!" and exits with status 1, which would read as a failure.
+            server.send_signal(signal.SIGTERM)
 
     names = ("SIGTERM", "SIGINT", "SIGHUP")
     wanted = [getattr(signal, name) for name in names if hasattr(signal, name)]

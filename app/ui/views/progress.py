@@ -43,7 +43,6 @@ components.show_work_status(work)
 cols = st.columns(3)
 cols[0].metric("Events", state.n_events, help="Answers, skips, undos and resolves recorded in this session.")
 cols[1].metric("Answered items", int(last["answered"]))
-cols[2].metric("Open targets", int(last["open_targets"]), help=components.OPEN_TARGETS_HELP)
 
 st.subheader("Labelled data")
 #: What each label source means; a source the service adds later is shown under its own name.
@@ -71,6 +70,9 @@ st.caption(
 left, right = st.columns(2)
 with left:
     st.markdown("**Open targets after each event**")
+    # Beside the chart, not among the counts of labels: it is what the query order works on, not
+    # the work left (a done session may still have open targets).
+    st.caption(f"{int(last['open_targets'])} now. " + components.OPEN_TARGETS_HELP)
     st.vega_lite_chart(
         history[["step", "open_targets"]].rename(columns={"step": "events", "open_targets": "open targets"}),
         components.count_chart("events", "open targets"),

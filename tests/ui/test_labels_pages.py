@@ -20,9 +20,9 @@ from app.service import (
     assign,
     change_label_settings,
     create_user,
+    estimate_words,
     export_bytes,
     session_label_settings,
-    estimate_words,
     session_table,
 )
 from app.store.db import open_store

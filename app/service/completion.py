@@ -185,7 +185,10 @@ def estimate_words(
     if estimate is None:
         if summary.audits_off:
             return "Audits are off (audit share 0%), so the model labels nothing: " + bound
-        return "How many more answers the model's labels could save is not known yet: no lot is being checked. " + bound
+        return (
+            "How many answers the model's labels could save is not known yet: the model is sure of too few "
+            "of the items left for any of its labels to be checked now. " + bound
+        )
     first = (
         f", the first model labels after about {estimate.first_statement:,}"
         if estimate.first_statement is not None and estimate.first_statement > answers

@@ -693,7 +693,7 @@ def team_tables(
 # -------------------------------------------------------------------------------- rejects
 
 
-@st.cache_data(show_spinner="Running DST-PLL on the current candidate sets…", max_entries=16)
+@st.cache_data(show_spinner="Running the model on the current candidate sets…", max_entries=16)
 def reject_queue(db: str, session_id: int, n_events: int, _bench: Workbench) -> RejectQueue:
     """:meth:`Workbench.rejects`, cached by ``(db, session, number of events)``."""
     return _bench.rejects()

@@ -288,3 +288,16 @@ def test_answer_from_refuses_an_item_or_a_kind_too(winnow, imported, tmp_path):
     for extra in (["d0184"], ["--kind", "skip"]):
         result = winnow("answer", "week1", *extra, "--from", path, "--db", imported, check=False)
         one_line_usage_error(result)
+
+
+def test_the_help_names_the_margin_every_label_source_and_the_audit_share_as_a_fraction(winnow):
+    """Issue 46, item 8 (export) and item 3 (one audit share: the option is a fraction, and says
+    which percent of the app it is)."""
+    export = " ".join(winnow("export", "--help").stdout.replace("│", " ").split())
+    assert (
+        "model_margin (DST-PLL's margin when the label was frozen: it orders model labels, it is not a probability)"
+        in (export)
+    )
+    assert "label_source (expert, given, crowd, model, undecided)" in export
+    settings = " ".join(winnow("session", "settings", "--help").stdout.replace("│", " ").split())
+    assert "a fraction from 0 to 0.5 (0.3 is the app's 30%" in settings

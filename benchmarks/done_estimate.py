@@ -8,9 +8,16 @@ at the answer counts of ``--at``, the estimate the app shows (:func:`app.service
 from the same loop and verdicts) is taken, and compared with the answers the campaign really
 needed: until its first model labels were stated, and until it was done.
 
-Run (not part of ``make test``; about a second per key)::
+With ``--app``, the same walk goes through the app itself instead: the sample imported once into
+a SQLite store, copied per key with that key as the store's secret, a
+:class:`app.service.Workbench` serving the items (suspect items interleaved, as the Query page
+does) and recording each answer, and the estimate read as the Sessions page reads it
+(:meth:`app.service.Workbench.answers_estimate`).
 
-    python -m benchmarks.done_estimate --keys 20 --markdown docs/results_estimate.md
+Run (not part of ``make test``; about a second per key, five with ``--app``)::
+
+    python -m benchmarks.done_estimate --keys 20
+    python -m benchmarks.done_estimate --keys 20 --app
 """
 
 from __future__ import annotations
@@ -92,6 +99,66 @@ def replay_to_done(key: int, settings: LoopSettings, read_at: tuple[int, ...]) -
     return run
 
 
+def replay_app_to_done(key: int, template: Path, workdir: Path, read_at: tuple[int, ...]) -> KeyRun:
+    """One walk of the sample through the app (a store copied from ``template``, its secret set
+    from ``key``), answered with the true labels until done."""
+    import shutil
+
+    from app.service import Workbench, session_id_by_name
+    from app.store import write_transaction
+    from app.store.db import close_stores, open_store
+    from app.store.labels import AUDIT_ORDER_KEY
+    from app.store.models import StoreSecret
+
+    db = workdir / f"key{key}.db"
+    shutil.copyfile(template, db)
+    Session = open_store(str(db))
+    try:
+        secret = StoreSecret(name=AUDIT_ORDER_KEY, value=np.random.default_rng([key, 7]).bytes(32))
+        write_transaction(Session, lambda s: s.merge(secret))
+        bench = Workbench.open(Session, session_id_by_name(Session, "demo"))
+        truth = bench.state.true_labels
+        assert truth is not None
+        run = KeyRun(key)
+        answers = 0
+        while answers <= MOST_ANSWERS:
+            if answers in read_at:
+                estimate = bench.answers_estimate()
+                if estimate is not None:
+                    run.estimates[answers] = estimate
+            work = bench.work_status()
+            if run.first_statement is None and work.summary.stated:
+                run.first_statement = answers
+            if work.done:
+                run.done = answers
+                run.audits = work.summary.audited  # the audited answers the statement reads
+                break
+            served = bench.queue(top=1)
+            if served.size == 0:
+                break
+            position = int(served[0])
+            bench.record("expert", "answer", position=position, label=int(truth[position]))
+            answers += 1
+        return run
+    finally:
+        close_stores()
+        db.unlink(missing_ok=True)
+
+
+def _app_template(workdir: Path) -> Path:
+    """The sample imported into a store, its graph built, once: each key's store is a copy."""
+    from app.service import Workbench, ensure_sample_session
+    from app.store.db import close_stores, open_store
+
+    template = workdir / "template.db"
+    Session = open_store(str(template))
+    try:
+        Workbench.open(Session, ensure_sample_session(Session))  # builds and stores the graph
+    finally:
+        close_stores()
+    return template
+
+
 def _off(estimate: int | None, actual: int | None) -> float | None:
     if estimate is None or actual is None or actual == 0:
         return None
@@ -146,13 +213,23 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keys", type=int, default=20, help="store keys (one campaign each)")
     parser.add_argument("--first-key", type=int, default=0)
+    parser.add_argument("--app", action="store_true", help="walk through the app's Workbench and a store")
     parser.add_argument("--markdown", type=Path, default=None, help="also write the tables to this file")
     args = parser.parse_args(argv)
     settings = LoopSettings()
     start = time.perf_counter()
-    runs = [replay_to_done(k, settings, READ_AT) for k in range(args.first_key, args.first_key + args.keys)]
+    keys = range(args.first_key, args.first_key + args.keys)
+    if args.app:
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as folder:
+            template = _app_template(Path(folder))
+            runs = [replay_app_to_done(k, template, Path(folder), READ_AT) for k in keys]
+    else:
+        runs = [replay_to_done(k, settings, READ_AT) for k in keys]
     lines = [
-        f"{len(runs)} store keys on the sample, {time.perf_counter() - start:.0f} s; settings: at most "
+        f"{len(runs)} store keys on the sample{' through the app' if args.app else ''}, "
+        f"{time.perf_counter() - start:.0f} s; settings: at most "
         f"{settings.max_error:.0%} wrong, {settings.confidence:.0%} confidence, audit share {settings.audit_share:.0%}",
         "",
         *tables(runs, READ_AT),

@@ -617,7 +617,7 @@ class Workbench:
             done=statement.summary.done,
             counts=dict(statement.counts),
             summary=statement.summary,
-            answers=len(self._verdicts_at(snap)[2]),
+            answers=self.loop_at(snap).verdicts,
             conflicts=len(st.conflicts),
             estimate=self.answers_estimate() if with_estimate and not statement.summary.done else None,
         )

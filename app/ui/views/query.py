@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from app.service import ACTION_KEYS, reserve_next_item, vote_summary, workbench_suspects
+from app.service import ACTION_KEYS, reserve_next_item, session_rights, vote_summary, workbench_suspects
 from app.ui import components
 from app.ui import state as ui
 from app.ui.components import md
@@ -134,8 +134,9 @@ if work.done and tab.answering_after_done != bench.session_id:
     # Done: no item undecided, nothing left to check. Say so, with the statement, the exports and
     # what more answers would buy, instead of serving the next item as if nothing had happened.
     components.show_work_status(work, statement=bench.label_statement().statement)
-    st.markdown("**Export the labelled data**")
-    components.export_links(bench, kinds=("labelled",))
+    if "export_labelled" in session_rights(bench.session_factory, bench.session_id, actor=tab.user):
+        st.markdown("**Export the labelled data**")
+        components.export_links(bench, kinds=("labelled",))
     if work.counts["model"]:
         st.button(
             "Go on: check model labels one by one",

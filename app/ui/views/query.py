@@ -190,7 +190,7 @@ names = bench.label_names
 hotkeys = bench.hotkeys
 item_id = state.external_ids[position]
 
-left, right = st.columns([3, 2], gap="large")
+left, right = st.columns([5, 4], gap="large")
 with left:
     st.subheader(f"Item {md(item_id)}")
     components.show_item(bench, position, size="large")
@@ -220,7 +220,7 @@ with right:
         )
     outside = [names[m] for m in range(len(names)) if not shown_set[m]]
     # Two buttons a row: on a 1280×720 screen "Another label…" stays above the fold.
-    row = st.columns(2)
+    row = st.columns(2, gap="xsmall")
     row[0].button(
         "None of these",
         key=ui.Keys.none_of_these(position),
@@ -240,7 +240,7 @@ with right:
             args=(position,),
             disabled=nameless,
         )
-    row = st.columns(2)
+    row = st.columns(2, gap="xsmall")
     row[0].button(
         "Skip",
         key=ui.Keys.skip(position),

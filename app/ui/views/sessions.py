@@ -216,9 +216,9 @@ LABEL_SETTINGS = (
 
 #: How each promise reads (engine.promises.PROMISES).
 PROMISE_WORDS = {
-    "confidence": "with confidence: at most the error below in this session, unless it is one of the few "
-    "(1 − confidence) whose random audits looked better than the labels are",
-    "average": "on average: at most the error below over many sessions like this one; one session may be "
+    "confidence": "With confidence: at most the error below in this session, unless it is one of the few "
+    "sessions (1 − confidence of them) whose random audits looked better than the labels are",
+    "average": "On average: at most the error below over many sessions like this one; one session may be "
     "above it (fewer audits; the confidence is not used)",
 }
 
@@ -487,7 +487,7 @@ if tab.workbench is not None and "open" in rights:
             "Promise",
             PROMISES,
             key=promise_field,
-            format_func=lambda p: f"{p}: {PROMISE_WORDS[p]}",
+            format_func=PROMISE_WORDS.__getitem__,
             help="What a stated error means. Both hold whenever the labels are read or exported, and both "
             "assume the audited answers are right.",
         )

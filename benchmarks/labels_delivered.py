@@ -117,6 +117,11 @@ def _pool(name: str) -> Pool:
     return _loaders()[name]()
 
 
+def sample_pool() -> Pool:
+    """The bundled sample (``sample_data/digits_partial.npz``) with its graph, loaded once per process."""
+    return _pool("sample")
+
+
 def _run(task: tuple[str, str, str, str, int, int]) -> dict:
     name, order, promise, player, seed, budget = task
     settings = LoopSettings(max_error=TARGET, promise=promise)

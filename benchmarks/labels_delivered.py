@@ -56,7 +56,7 @@ from engine.neighbors import knn_graph  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 PLL_DIR = ROOT.parent / "shared" / "data" / "pll"
 REAL_SETS = ("lost", "MSRCv2", "BirdSong", "FG-NET")
-ORDERS = ("default", "apl", "participation", "random", "easy_first")
+ORDERS = ("default", "apl", "pl", "participation", "most_partial", "random", "easy_first")
 PROMISES = ("confidence", "average")
 BUDGETS = (0, 100, 200, 500, 1000)
 TARGET = 0.05
@@ -115,6 +115,11 @@ def _loaders() -> dict[str, Callable[[], Pool]]:
 @cache
 def _pool(name: str) -> Pool:
     return _loaders()[name]()
+
+
+def sample_pool() -> Pool:
+    """The bundled sample (``sample_data/digits_partial.npz``) with its graph, loaded once per process."""
+    return _pool("sample")
 
 
 def _run(task: tuple[str, str, str, str, int, int]) -> dict:

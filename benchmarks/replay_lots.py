@@ -151,11 +151,14 @@ class Campaign:
 
     # ---------------------------------------------------------------- reading
 
+    def verdict_log(self) -> VerdictLog:
+        """The first verdict on each item, in the order given (what a store derives from its events)."""
+        return VerdictLog(np.asarray(self._positions, dtype=np.int64), np.asarray(self._labels, dtype=np.int64))
+
     def loop(self, *, reuse: bool = True) -> Loop:
         """The loop at the answers so far; ``reuse=False`` freezes every lot again."""
-        log = VerdictLog(np.asarray(self._positions, dtype=np.int64), np.asarray(self._labels, dtype=np.int64))
         result = run_loop(
-            log,
+            self.verdict_log(),
             n_items=self.Y.shape[0],
             items_at=self._snapshots.__getitem__,
             model=self.model,

@@ -9,16 +9,26 @@ back on the next run. Tests of the key itself ask for ``random_audit_key``.
 each worker takes the next module in collection order once it is free. The slowest modules
 (:data:`DEALT_FIRST`) are put first, so that no long module starts last and runs alone while the
 other worker waits (longest first: the greedy order that balances two workers best).
+
+Numerical libraries run on one thread in tests, in this process and in every process it starts
+(the CLI, the servers): two workers already keep two cores busy, and BLAS threads spinning for a
+core the other worker holds made small fits, the EM logistic model's in the promise replays
+above all, up to eight times slower.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import secrets
 
 import pytest
+import threadpoolctl
 
-import app.store.labels
+for _threads in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_threads, "1")
+
+import app.store.labels  # noqa: E402  (numpy reads the thread settings on import)
 
 #: The slowest modules, slowest first, as measured in docs/test_suite.md. Only the order of the
 #: run depends on it: a module missing here, or a new slow one, is run all the same.
@@ -37,6 +47,9 @@ DEALT_FIRST = (
     "tests/cli/test_hostile_corpus.py",
     "tests/e2e/test_browser.py",
 )
+
+
+threadpoolctl.threadpool_limits(1)  # for libraries loaded before this file (a plugin's numpy)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

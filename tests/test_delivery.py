@@ -152,8 +152,8 @@ def test_before_any_answer_the_singletons_are_given_and_a_first_lot_waits_for_au
     assert (summary.lots, summary.active_lot_size, summary.lot_ends_in) == (1, lot.items.size, 400)
     assert summary.error_bound is None and summary.model_labels == 0 and labels.n_audited == 0
     assert labels.statement == (
-        f"model labels: none yet — half of the served items check the model's labels on {lot.items.size} items "
-        f"(lot 1, for at most 400 more answers); undecided: {int((~singles).sum())}"
+        f"model labels: none yet — 50% of the served items are audits of the model's labels on {lot.items.size} "
+        f"items, for at most 400 more answers; undecided: {int((~singles).sum())}"
     )
     table = labels.table
     assert list(table.columns[:6]) == ["id", "candidates", "n_candidates", "label", "label_source", "model_margin"]
@@ -394,7 +394,7 @@ def test_with_audit_share_zero_nothing_is_audited_and_the_statement_says_so(tmp_
     answer_served(bench, 20)
     labels = bench.labels()
     assert labels.counts["model"] == 0 and labels.counts["expert"] == 20
-    assert "audits are off (audit share 0): no more model labels can be stated" in labels.statement
+    assert "audits are off (audit share 0%): no more model labels can be stated" in labels.statement
 
 
 def test_settings_through_the_service(bench):
@@ -434,7 +434,7 @@ def test_statement_strings():
     )
     assert label_statement({"model": 300, "undecided": 5}, average) == (
         "model labels: 300 — these are at most 5% wrong on average (from 30 audited answers, assumed right); "
-        "half of the served items check the model's labels on 120 items (lot 2, for at most 12 more answers); "
+        "50% of the served items are audits of the model's labels on 120 more items, for at most 12 more answers; "
         "undecided: 5"
     )
     waiting = summary_of(open_items=15, lot_ends_in=40)

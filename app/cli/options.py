@@ -50,7 +50,7 @@ AuditOption = typer.Option(
     None,
     "--audit",
     help="Share of served items that are audits while the model's labels are being checked, "
-    "0 to 0.5 (default 0.5; 0: no audits, so no model label is stated).",
+    "a fraction from 0 to 0.5 (0.3 is the app's 30%; default 0.5; 0: no audits, so no model label is stated).",
 )
 PromiseOption = typer.Option(
     None,

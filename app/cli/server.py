@@ -139,7 +139,7 @@ def ui(
     env = {**os.environ, MAX_UPLOAD_VARIABLE: str(upload_mb), FORWARDED_ALLOW_VARIABLE: proxies}
     url = f"http://localhost:{port}"
     server = subprocess.Popen(command, env=env)
-    with _forward_stop_signals(server):
+    with _forward_stop_signals(server) as stops:
         if _wait_until_healthy(server, f"{url}/_stcore/health"):
             out.print(f"winnow is running at {url} (Ctrl+C to stop)")
             if not headless:
@@ -147,24 +147,32 @@ def ui(
 
                 webbrowser.open(url)
         status = server.wait()  # returns once a forwarded signal has stopped the server
-    raise typer.Exit(status)
+    # A stop that was asked for (Ctrl+C, `kill`) is a success, whatever the child reports: -15 for
+    # the SIGTERM passed on (`make run` said "Error 241"), or 1 when Ctrl+C reached it too (the
+    # terminal signals the whole process group, and Streamlit's command line says "Aborted!").
+    raise typer.Exit(0 if stops else status)
 
 
 @contextlib.contextmanager
-def _forward_stop_signals(server: subprocess.Popen) -> Iterator[None]:
-    """Pass SIGTERM / SIGINT / SIGHUP on to the Streamlit child, which then stops; the caller
-    waits for it, so the port is free once ``winnow ui`` has exited."""
+def _forward_stop_signals(server: subprocess.Popen) -> Iterator[list[int]]:
+    """Pass SIGTERM / SIGINT / SIGHUP on to the Streamlit child (as SIGTERM), which then stops; the caller
+    waits for it, so the port is free once ``winnow ui`` has exited. Yields the signals passed on."""
     import signal
 
+    passed: list[int] = []
+
     def forward(signum: int, frame: object) -> None:
+        passed.append(signum)
         if server.poll() is None:
-            server.send_signal(signal.SIGTERM if signum == getattr(signal, "SIGHUP", None) else signum)
+            # SIGTERM whatever came: Streamlit's command line takes SIGINT as a KeyboardInterrupt,
+            # prints "Aborted!" and exits with status 1, which would read as a failure.
+            server.send_signal(signal.SIGTERM)
 
     names = ("SIGTERM", "SIGINT", "SIGHUP")
     wanted = [getattr(signal, name) for name in names if hasattr(signal, name)]
     previous = {signum: signal.signal(signum, forward) for signum in wanted}
     try:
-        yield
+        yield passed
     finally:
         if server.poll() is None:  # an error in this process: do not leave the server behind
             _wait_for(server)

@@ -45,7 +45,7 @@ def session_new(
 
     Example:
     winnow session new week1 --dataset digits_partial --criterion apl -k 10 \\
-      --max-error 0.05 --audit 0.05
+      --max-error 0.05 --audit 0.3
     """
     from app.service import change_label_settings, create_session, dataset_id_by_name, set_session_overlap
 
@@ -122,14 +122,13 @@ def session_settings(
     """Show or change how far model labels must be trusted, and the share of audits.
 
     With no option, prints the current values. A change applies to the lots of model labels
-    frozen after it; a lot keeps the settings it was frozen with. With no error among them,
-    about 65 audited answers let a lot of 1,000 labels be stated at 5% with 90% confidence
-    (about 20 with --promise average); `winnow session status` says what the lot being checked
-    needs.
+    frozen after it; a lot keeps the settings it was frozen with. Shares are fractions here
+    (--audit 0.3 is the app's "Audit share 30%"). `winnow session status` says about how many
+    answers the session needs.
 
     Example: winnow session settings week1 --max-error 0.02 --confidence 0.95 --audit 0.3
     """
-    from app.service import change_label_settings, session_label_settings
+    from app.service import change_label_settings, session_label_settings, share_percent
 
     Session = open_store(db, create=False)
     if max_error is None and confidence is None and audit is None and promise is None:
@@ -138,9 +137,13 @@ def session_settings(
         settings = change_label_settings(
             Session, name, max_error=max_error, confidence=confidence, audit_share=audit, promise=promise
         )
+    # Fractions, as the options take them, with the percent the app shows beside each.
     out.print(
-        f"Session {name!r}: max error {settings.max_error:g}, confidence {settings.confidence:g}, "
-        f"audit share {settings.audit_share:g}, promise {settings.promise}.",
+        f"Session {name!r}: max error {settings.max_error:g} ({share_percent(settings.max_error)}), "
+        f"confidence {settings.confidence:g} ({share_percent(settings.confidence)}"
+        f"{', not used on average' if settings.promise == 'average' else ''}), "
+        f"audit share {settings.audit_share:g} ({share_percent(settings.audit_share)} of served items), "
+        f"promise {settings.promise}.",
         markup=False,
         highlight=False,
     )
@@ -186,8 +189,16 @@ def session_status(
         bench = Workbench.open(Session, session_id_by_name(Session, name), progress=report)
     people, pairs, shared = team_records(bench, actor=None)
     labels = bench.label_statement()
+    work = bench.work_status(with_estimate=True)
+    estimate = work.estimate
     summary: dict[str, Any] = {
         "session": name,
+        "done": work.done,
+        "work": work.headline,
+        "more_answers": work.more_answers,
+        "answers_estimate": None
+        if estimate is None
+        else {"done": estimate.done, "low": estimate.done_low, "high": estimate.done_high},
         **bench.summary(),
         "overlap": overlap_of(bench),
         **shared,
@@ -195,6 +206,7 @@ def session_status(
         "audited_answers": labels.n_audited,
         "stated_labels": labels.summary.stated,
         "stated_error": labels.summary.error_bound,
+        "audit_share": labels.settings.audit_share,
         "lot_ends_in_answers": labels.summary.lot_ends_in,
         "statement": labels.statement,
         "next": bench.next_queries(top),
@@ -237,6 +249,8 @@ def session_status(
         # "undecided" is the items without a label (the Rejects page's count), not a kind of label.
         out.print(f"{source + (' items' if source == 'undecided' else ' labels'):>18}: {count}")
     out.print(summary["statement"], markup=False, highlight=False)
+    out.print(summary["work"], markup=False, highlight=False)
+    out.print(summary["more_answers"], markup=False, highlight=False)
     if labels.settings.audit_share == 0:
         out.print(
             f"audits are off (audit share 0): no model label can be stated; "

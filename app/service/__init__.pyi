@@ -15,14 +15,16 @@ from .auth import (
     sign_in_with_identity,
     users,
 )
+from .completion import WorkStatus, done_headline, estimate_words, more_answers_words, share_percent, work_is_done
 from .delivery import (
     LABEL_SOURCES,
     DeliveredLabels,
     change_label_settings,
+    promise_meaning,
     promise_words,
     session_label_settings,
-    statement_cost,
 )
+from .estimates import AnswersEstimate, estimate_answers
 from .exports import (
     AUDIT_COLUMNS,
     EVENT_COLUMNS,
@@ -52,6 +54,7 @@ from .sessions import (
     check_session_action,
     create_session,
     creation_rights,
+    dataset_description,
     dataset_id_by_name,
     dataset_names,
     ensure_sample_session,
@@ -236,5 +239,14 @@ __all__ = [
     "session_label_settings",
     "change_label_settings",
     "promise_words",
-    "statement_cost",
+    "promise_meaning",
+    "WorkStatus",
+    "done_headline",
+    "estimate_words",
+    "more_answers_words",
+    "work_is_done",
+    "share_percent",
+    "AnswersEstimate",
+    "estimate_answers",
+    "dataset_description",
 ]

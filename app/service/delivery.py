@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.service.completion import share_percent, work_is_done
 from app.store import (
     LabelSettings,
     SessionState,
@@ -56,8 +57,8 @@ __all__ = [
     "LabelSummary",
     "session_label_settings",
     "change_label_settings",
-    "statement_cost",
     "promise_words",
+    "promise_meaning",
     "decide_labels",
     "label_statement",
     "delivered_table",
@@ -104,6 +105,11 @@ class LabelSummary:
         Items still open (two or more candidates, no verdict).
     mixed_promises : bool, default=False
         The stated sets were frozen under different settings (the statement names the first).
+    wrong_bound : int or None, default=None
+        With confidence, the bound on the wrong labels among ``stated`` (``error_bound`` as a
+        count); None when nothing is stated or on average.
+    done : bool, default=False
+        No item is undecided and no lot is being checked (:func:`app.service.completion.work_is_done`).
     """
 
     target: float
@@ -119,6 +125,8 @@ class LabelSummary:
     audit_share: float
     open_items: int
     mixed_promises: bool = False
+    wrong_bound: int | None = None
+    done: bool = False
 
     @property
     def audits_off(self) -> bool:
@@ -228,40 +236,19 @@ def change_label_settings(
     return write_transaction(session_factory, work)
 
 
-def statement_cost(settings: LabelSettings, lot_size: int, lot_number: int = 1, stated_before: int = 0) -> str:
-    """What it costs to state a lot's labels, in plain words, for the lot at hand (frozen when
-    ``stated_before`` labels were stated).
-
-    >>> print(statement_cost(LabelSettings(), 423))  # doctest: +NORMALIZE_WHITESPACE
-    The model's 423 surest labels (lot 1) are stated after at least 51 audited answers, none
-    wrong (each wrong one needs more): about 102 answers, since half of the served items are audits.
-    """
-    from engine.labelling_loop import LoopSettings, audits_to_state
-
-    loop_settings = LoopSettings(settings.max_error, settings.confidence, settings.promise, settings.audit_share)
-    needed = audits_to_state(lot_size, loop_settings, lot_number, stated_before)
-    which = f"The model's {lot_size} surest labels (lot {lot_number})"
-    if needed is None:
-        return f"{which} are too few to be stated at these settings; winnow waits for a larger lot."
-    text = f"{which} are stated after at least {needed} audited answers, none wrong (each wrong one needs more)"
-    if settings.audit_share <= 0:
-        return text + ": with an audit share of 0% no audit is served, so no model label is stated."
-    share = "half" if settings.audit_share == 0.5 else f"{settings.audit_share * 100:g}%"
-    return (
-        text + f": about {round(needed / settings.audit_share)} answers, since {share} of the served items are audits."
-    )
-
-
 # ---------------------------------------------------------------------------------- labels
 
 
-def _summary(loop: Loop, state: SessionState, settings: LabelSettings, kept: np.ndarray, verdicts: int) -> LabelSummary:
+def _summary(
+    loop: Loop, state: SessionState, settings: LabelSettings, kept: np.ndarray, verdicts: int, undecided: int
+) -> LabelSummary:
     stated = loop.stated_sets
     promises = {(s.lot.promise.name, s.lot.promise.target, getattr(s.lot.promise, "confidence", None)) for s in stated}
     first = stated[0].lot.promise if stated else None
     size = sum(s.stated for s in stated)
     bounds = [s.wrong_bound for s in stated]
-    bound = sum(b for b in bounds if b is not None) / size if size and None not in bounds else None
+    wrong_bound = sum(b for b in bounds if b is not None) if size and None not in bounds else None
+    bound = wrong_bound / size if wrong_bound is not None else None
     active = loop.active
     return LabelSummary(
         target=first.target if first is not None else settings.max_error,
@@ -277,6 +264,8 @@ def _summary(loop: Loop, state: SessionState, settings: LabelSettings, kept: np.
         audit_share=settings.audit_share,
         open_items=int(np.asarray(state.open_items).sum()),
         mixed_promises=len(promises) > 1,
+        wrong_bound=wrong_bound,
+        done=work_is_done(undecided, loop),
     )
 
 
@@ -310,7 +299,8 @@ def decide_labels(state: SessionState, loop: Loop, settings: LabelSettings, *, f
     label[kept] = model_label[kept]
     margin = np.full(n, np.nan)
     margin[kept] = model_margin[kept]
-    return LabelDecision(label, source, margin, kept, _summary(loop, state, settings, kept, loop.verdicts))
+    undecided = int((source == LABEL_SOURCES.index("undecided")).sum())
+    return LabelDecision(label, source, margin, kept, _summary(loop, state, settings, kept, loop.verdicts, undecided))
 
 
 def _answers(n: int, more: str = "") -> str:
@@ -325,13 +315,40 @@ def promise_words(summary: LabelSummary) -> str:
     return f"at most {summary.target * 100:g}% wrong on average"
 
 
+def promise_meaning(summary: LabelSummary) -> str:
+    """What the promise in force allows, in plain words, for a reader who is not a statistician.
+
+    >>> from app.service.delivery import LabelSummary
+    >>> s = LabelSummary(0.05, 0.9, "average", 313, 423, None, 40, 1, 0, None, 0.5, 0)
+    >>> print(promise_meaning(s))  # doctest: +NORMALIZE_WHITESPACE
+    On average: if many sessions like this one were run, the share of wrong labels among the stated
+    ones would be at most 5% on average. This session alone may be above 5%: the promise bounds the
+    mean, not each session (with confidence bounds each session, at the cost of more audits). The
+    confidence setting is not used.
+    """
+    target = f"{summary.target * 100:g}%"
+    if summary.promise == "confidence":
+        miss = f"{(1 - summary.confidence) * 100:g}"
+        return (
+            f"With {summary.confidence * 100:g}% confidence: at most {target} of the stated labels are wrong, "
+            f"unless this session is one of the unlucky {miss} in 100 whose random audits looked better than "
+            "the labels are. It holds whenever you read or export, and assumes the audited answers are right."
+        )
+    return (
+        "On average: if many sessions like this one were run, the share of wrong labels among the stated ones "
+        f"would be at most {target} on average. This session alone may be above {target}: the promise bounds the "
+        "mean, not each session (with confidence bounds each session, at the cost of more audits). The "
+        "confidence setting is not used."
+    )
+
+
 def label_statement(counts: dict[str, int], summary: LabelSummary) -> str:
     """What winnow states about its model labels, in one line (:attr:`DeliveredLabels.statement`).
 
     >>> s = LabelSummary(0.05, 0.9, "confidence", 0, 0, None, 0, 1, 402, 230, 0.5, 520)
     >>> print(label_statement({"model": 0, "undecided": 520}, s))  # doctest: +NORMALIZE_WHITESPACE
-    model labels: none yet — half of the served items check the model's labels on 402 items
-    (lot 1, for at most 230 more answers); undecided: 520
+    model labels: none yet — 50% of the served items are audits of the model's labels on 402 items,
+    for at most 230 more answers; undecided: 520
     >>> s = LabelSummary(0.05, 0.9, "confidence", 380, 423, 0.041, 73, 1, 0, 60, 0.5, 97)
     >>> print(label_statement({"model": 380, "undecided": 97}, s))  # doctest: +NORMALIZE_WHITESPACE
     model labels: 380 — these and the 43 expert answers on the same items are at most 5% wrong,
@@ -351,17 +368,18 @@ def label_statement(counts: dict[str, int], summary: LabelSummary) -> str:
             f"({now}from {summary.audited} audited answers, assumed right)"
         )
         if summary.mixed_promises:
-            said += " (lots frozen under other settings keep theirs)"
+            said += " (labels checked under earlier settings keep theirs)"
     else:
         said = "model labels: none yet"
     if summary.audits_off:
-        said += "; audits are off (audit share 0): no more model labels can be stated"
+        said += "; audits are off (audit share 0%): no more model labels can be stated"
     elif summary.active_lot_size:
-        share = "half" if summary.audit_share == 0.5 else f"{summary.audit_share * 100:g}%"
+        # Which of the model's proposals is checked matters only once there was more than one.
+        which = f"{summary.active_lot_size} more items" if summary.lots > 1 else f"{summary.active_lot_size} items"
         ends = f", for at most {_answers(summary.lot_ends_in, 'more ')}" if summary.lot_ends_in is not None else ""
         said += (
-            f"{'; ' if summary.stated else ' — '}{share} of the served items check the model's labels on "
-            f"{summary.active_lot_size} items (lot {summary.lots}{ends})"
+            f"{'; ' if summary.stated else ' — '}{share_percent(summary.audit_share)} of the served items are "
+            f"audits of the model's labels on {which}{ends}"
         )
     elif not summary.open_items:
         said += " — nothing is left open"
@@ -409,11 +427,18 @@ def statement_metadata(labels: DeliveredLabels) -> dict[str, Any]:
         ),
         "statement_confidence": s.confidence if s.promise == "confidence" else None,
         "audit_share": labels.settings.audit_share,
+        "audit_share_meaning": (
+            f"share of the served items that are audits while the model's labels are checked, as a fraction: "
+            f"{labels.settings.audit_share:g} is the {share_percent(labels.settings.audit_share)} the app shows"
+        ),
         "stated_labels": s.stated,
         "stated_error_bound": s.error_bound,
         "audited_answers": s.audited,
         "lots": s.lots,
+        "lots_meaning": "sets of model labels frozen so far, each checked by its own audits",
         "counts": dict(labels.counts),
+        "done": s.done,
+        "done_meaning": "no item is undecided and no model label is being checked: more answers change no statement",
         "statement": labels.statement,
         "model_margin_column": "DST-PLL margin bel - max pl when the lot was frozen, model rows only: "
         "orders model labels, not a probability",

@@ -63,6 +63,7 @@ if TYPE_CHECKING:
 __all__ = [
     "SAMPLE_FILE",
     "SAMPLE_DATASET",
+    "dataset_description",
     "import_file",
     "import_image_folder",
     "store_dataset",
@@ -86,6 +87,17 @@ __all__ = [
 #: The bundled sample the demo and ``winnow ui --sample`` run on.
 SAMPLE_FILE = Path(__file__).resolve().parents[2] / "sample_data" / "digits_partial.csv"
 SAMPLE_DATASET = "digits_partial"
+#: What the bundled sample is, for a person who opened the demo without reading sample_data/README.md.
+SAMPLE_DESCRIPTION = (
+    "Demo data: 800 handwritten digits (8×8 pixels, scikit-learn's digits). 483 of them carry two to four "
+    "candidate labels, one of them true; the other 317 have one label, given in the data. Answer with the "
+    "digit you see."
+)
+
+
+def dataset_description(dataset_name: str) -> str | None:
+    """What a dataset is, in plain words, when winnow knows (the bundled sample); else None."""
+    return SAMPLE_DESCRIPTION if dataset_name == SAMPLE_DATASET else None
 
 
 def import_file(

@@ -55,7 +55,9 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.service import answers, delivery, explanations, session_tables, suspects, working_state
 from app.service.answers import OFFERS, CheckedItem, StaleAnswer
+from app.service.completion import WorkStatus
 from app.service.delivery import DeliveredLabels
+from app.service.estimates import AnswersEstimate, estimate_answers
 from app.service.explanations import AnswerEffect, Neighbour, QueryExplanation, TargetExplanation
 from app.service.graphs import GraphResult, dataset_graph
 from app.service.item_content import ContentReader, ItemContent
@@ -220,6 +222,8 @@ class Workbench:
         init=False, default=None, repr=False
     )
     _frozen: dict[int, Lot | None] = field(init=False, default_factory=dict, repr=False)
+    #: The answers estimates made, by checkpoint, lot being checked, audit share and settings history.
+    _estimates: dict[tuple[Any, ...], AnswersEstimate | None] = field(init=False, default_factory=dict, repr=False)
     #: The last whole served order, with the snapshot and settings history it was made from.
     _served_kept: tuple[_Snapshot, tuple[tuple[int, LabelSettings], ...], ServedOrder] | None = field(
         init=False, default=None, repr=False
@@ -531,19 +535,7 @@ class Workbench:
         if kept is not None and kept[0] is snap and kept[1] is history:
             return kept[2]
         with self._loop_lock:
-            events = self._log.events()
-            # The events of this snapshot only (the log may have moved on since it was taken).
-            events = [e for e in events if e.id <= snap.last_event_id]
-            # The first verdict on each item: the loop's clock and its outcomes.
-            verdicts, seen = [], set()
-            for e in events:
-                if e.kind in VERDICT_KINDS and e.position not in seen:
-                    seen.add(e.position)
-                    verdicts.append(e)
-            log = VerdictLog(
-                np.asarray([e.position for e in verdicts], dtype=np.int64),
-                np.asarray([-1 if e.kind == "none_of_these" else int(e.label or 0) for e in verdicts], dtype=np.int64),
-            )
+            events, verdicts, log = self._verdicts_at(snap)
             original = np.asarray(snap.state.original_candidates)
 
             def items_at(v: int) -> ItemsAt:
@@ -574,6 +566,70 @@ class Workbench:
             self._frozen = dict(loop.frozen)
             self._loop_kept = (snap, history, loop)
             return loop
+
+    def _verdicts_at(self, snap: _Snapshot) -> tuple[list[EventRecord], list[EventRecord], VerdictLog]:
+        """The events of ``snap``, the first verdict on each item among them (the loop's clock and
+        its outcomes), and those verdicts as the loop reads them."""
+        # The events of this snapshot only (the log may have moved on since it was taken).
+        events = [e for e in self._log.events() if e.id <= snap.last_event_id]
+        verdicts, seen = [], set()
+        for e in events:
+            if e.kind in VERDICT_KINDS and e.position not in seen:
+                seen.add(e.position)
+                verdicts.append(e)
+        log = VerdictLog(
+            np.asarray([e.position for e in verdicts], dtype=np.int64),
+            np.asarray([-1 if e.kind == "none_of_these" else int(e.label or 0) for e in verdicts], dtype=np.int64),
+        )
+        return events, verdicts, log
+
+    def answers_estimate(self, audit_share: float | None = None) -> AnswersEstimate | None:
+        """About how many answers the session needs until it is done, simulated from the lot
+        being checked at the last checkpoint (:func:`app.service.estimates.estimate_answers`);
+        None when no lot is being checked. ``audit_share``: another share than the session's
+        (the Sessions page's field before it is saved). Kept per checkpoint and share."""
+        snap = self._snapshot
+        share = self.label_settings.audit_share if audit_share is None else float(audit_share)
+        loop = self.loop_at(snap)
+        active = loop.active
+        lot = None if active is None else (active.lot.number, active.lot.frozen_at)
+        key = (loop.checkpoint, lot, share, self._settings_history)
+        kept = self._estimates.get(key)
+        if kept is not None or key in self._estimates:
+            return kept
+        _, _, log = self._verdicts_at(snap)
+        partial = np.asarray(snap.state.original_candidates).sum(axis=1) >= 2
+        estimate = estimate_answers(loop, log, partial, share, seed=self.session_id)
+        if len(self._estimates) > 8:
+            self._estimates.clear()
+        self._estimates[key] = estimate
+        return estimate
+
+    def work_status(self, *, with_estimate: bool = False) -> WorkStatus:
+        """Where the work stands: done or not (:func:`app.service.completion.work_is_done`, the
+        one definition), the labels by source, the statement's summary and, with
+        ``with_estimate``, about how many answers are left (a simulation: a few tenths of a
+        second once per checkpoint)."""
+        snap = self._snapshot
+        statement = self._decided(snap)[3]
+        st = snap.state
+        return WorkStatus(
+            done=statement.summary.done,
+            counts=dict(statement.counts),
+            summary=statement.summary,
+            answers=self.loop_at(snap).verdicts,
+            conflicts=len(st.conflicts),
+            estimate=self.answers_estimate() if with_estimate and not statement.summary.done else None,
+        )
+
+    def event_number(self, event_id: int) -> int:
+        """The event's number within this session (1 for its first event), as the pages name it:
+        event ids run across every session of the store."""
+        return sum(1 for e in self._log.events() if e.id <= event_id)
+
+    def undo_target(self, annotator: str) -> EventRecord | None:
+        """The event an undo by ``annotator`` would cancel now (its item and kind), or None."""
+        return self._log.latest_event(annotator)
 
     def _model_decisions(self, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every item's label, score and DST-PLL margin given ``candidates``: what a lot freezes

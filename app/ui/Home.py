@@ -20,8 +20,10 @@ import streamlit as st
 from app.service import (
     SignInRefused,
     Workbench,
+    dataset_description,
     latest_session_id,
     session_id_by_name,
+    session_summaries,
     sign_in_required,
 )
 from app.service.auth import sign_out as end_sign_in
@@ -112,11 +114,13 @@ def main() -> None:
 
     # The URL names the session (a reload, a deep link, a new tab): it wins over the tab's own.
     unknown = ui.session_from_url(tab, lambda name: session_id_by_name(session_factory, name))
-    if unknown is not None:
-        tab.notice = ("error", unknown)
     if tab.session_id is None:
-        # Start on the most recently active session, so `winnow ui --sample` opens on a query;
-        # a team member on the latest session assigned to them, if any.
+        # A tab on the bare address: the session this browser had open last, if the user may
+        # still open it; else the most recently active one, so `winnow ui --sample` opens on a
+        # query; a team member on the latest session assigned to them, if any.
+        listable = {x.name: x.session_id for x in session_summaries(session_factory, actor=tab.user)}
+        tab.session_id = ui.remembered_session(listable)
+    if tab.session_id is None:
         tab.session_id = (
             session_id_by_name(session_factory, assigned[-1])
             if assigned
@@ -125,12 +129,21 @@ def main() -> None:
     bench = open_or_explain(session_factory, tab)
     if tab.building is None:  # while a session builds, the URL keeps naming it
         ui.show_session_in_url(tab, bench.config.name if bench is not None else None)
+    if unknown is not None:
+        # On every page, never silently: the address named a session that does not exist, and
+        # the page shows another one (whose name the address now carries).
+        instead = f" This page shows session {bench.config.name!r} instead." if bench is not None else ""
+        st.error(components.md(unknown + instead))
 
     with st.sidebar:
         if bench is not None:
             # Names are user content: plain text, never Markdown.
             st.markdown("**Session**")
             st.text(f"{bench.config.name}\ndataset {bench.config.dataset_name}")
+            ui.remember_session(bench.config.name)
+            description = dataset_description(bench.config.dataset_name)
+            if description is not None:
+                st.caption(description)
         elif tab.building is not None:
             st.markdown("**Opening a session…**")
         else:

@@ -27,18 +27,24 @@ from PIL import Image, ImageDraw
 from app.dataset_rules import image_shape
 from app.io.media import ContentError, thumbnail_for_display
 from app.service import (
+    EXPORT_MIME,
     DeliveredLabels,
     ItemContent,
     RejectQueue,
     Workbench,
+    WorkStatus,
     check_session_action,
     export_bytes,
+    promise_meaning,
+    safe_file_name,
     session_progress,
+    session_rights,
     session_table,
     team_figures,
 )
+from app.ui import downloads
 from app.ui.errors import shown_error
-from app.ui.state import TabState, current
+from app.ui.state import Keys, TabState, current
 from app.ui.state import annotator as ui_annotator
 from engine.exceptions import InvalidInput
 
@@ -57,6 +63,8 @@ __all__ = [
     "delivered_labels",
     "labelled_curve",
     "export_maker",
+    "export_links",
+    "show_work_status",
     "reject_queue",
     "label_set",
     "style",
@@ -134,15 +142,22 @@ button kbd[aria-label^="Shortcut"] {
 """
 
 
-#: What "open targets" means, in plain words (the Query and Progress pages' help).
+#: What "open targets" means, in plain words (the Progress page's help): what the query order
+#: works on, not what is left to label (that is the undecided items).
 OPEN_TARGETS_HELP = (
-    "Items whose label, as their nearest neighbours vote, still depends on how the neighbours' candidate "
-    "sets are read (their necessary and possible labels differ). Each answer can settle some of them."
+    "Items whose nearest neighbours could still vote for more than one label, depending on which label "
+    "of their sets is the true one. The Query page asks first the answers that settle the most of them. "
+    "Not the work left: that is the undecided items."
 )
 #: What "undecided" means (the same count on the Query, Rejects and Progress pages).
 UNDECIDED_HELP = (
     "Items without a label: no annotator settled them and the model will not label them. "
-    "The Rejects page lists exactly these; the Progress and Rejects pages count the same items."
+    "The Rejects page lists exactly these; the Query, Progress and Rejects pages count the same items."
+)
+#: What "model labels" means (the same count on the Query and Progress pages and in the export).
+MODEL_LABELS_HELP = (
+    "Items nobody answered that carry the model's label, because audited answers back it: the statement "
+    "on the Progress page says how far to trust them."
 )
 
 
@@ -623,10 +638,25 @@ def count_chart(x: str, y: str, *, x_type: str = "quantitative", y_title: str | 
 #: labels its accept rule keeps (a thin dashed one), so both stay visible where they coincide.
 ACCURACY_SPEC: dict = {
     "height": 300,
-    "mark": {"type": "line"},
+    # Clipped to the plot: a wide line at 100 % would otherwise be drawn above the axis's end.
+    "mark": {"type": "line", "clip": True},
     "encoding": {
-        "x": {"field": "events", "type": "quantitative", "title": "events", "axis": COUNT_AXIS},
-        "y": {"field": "accuracy", "type": "quantitative", "title": "accuracy", "axis": {"format": ".0%"}},
+        # The axis ends at the last event (not at a rounder number past the data).
+        "x": {
+            "field": "events",
+            "type": "quantitative",
+            "title": "events",
+            "axis": COUNT_AXIS,
+            "scale": {"nice": False, "zero": True},
+        },
+        # An accuracy lies in [0, 1]: the axis never runs past 100 %.
+        "y": {
+            "field": "accuracy",
+            "type": "quantitative",
+            "title": "accuracy",
+            "axis": {"format": ".0%"},
+            "scale": {"domain": [0, 1], "nice": False},
+        },
         "color": {
             "field": "labels",
             "type": "nominal",
@@ -646,7 +676,7 @@ AGREEMENT_MIN_ITEMS = 10
 def accuracy_frame(history: pd.DataFrame) -> pd.DataFrame:
     """The accuracy chart's data, long form: ``events``, ``accuracy`` and ``labels`` (which line)."""
     frame = history[["step", "dst_accuracy", "accepted_accuracy"]].rename(
-        columns={"step": "events", "dst_accuracy": "every item", "accepted_accuracy": "labels it accepts"}
+        columns={"step": "events", "dst_accuracy": "every item", "accepted_accuracy": "labels it is sure of"}
     )
     return frame.melt(id_vars="events", var_name="labels", value_name="accuracy").dropna()
 
@@ -663,13 +693,64 @@ def team_tables(
 # -------------------------------------------------------------------------------- rejects
 
 
-@st.cache_data(show_spinner="Running DST-PLL on the current candidate sets…", max_entries=16)
+@st.cache_data(show_spinner="Running the model on the current candidate sets…", max_entries=16)
 def reject_queue(db: str, session_id: int, n_events: int, _bench: Workbench) -> RejectQueue:
     """:meth:`Workbench.rejects`, cached by ``(db, session, number of events)``."""
     return _bench.rejects()
 
 
+# -------------------------------------------------------------------------------- the work's state
+
+
+def show_work_status(status: WorkStatus, *, statement: str | None = None) -> None:
+    """Where the work stands, in the service's words (plain text): done or what is left, the
+    statement about the model labels and what its promise means, and what more answers would buy."""
+    (st.success if status.done else st.info)(md(status.headline))
+    if statement is not None:
+        st.text(statement)
+        if status.summary.stated:
+            st.caption(md(promise_meaning(status.summary)))
+    st.text(status.more_answers)
+
+
 # -------------------------------------------------------------------------------- exports
+
+#: The exports a page links to: (what, title), and the formats of each.
+EXPORTS = (
+    ("ranked", "Ranked query list"),
+    ("labelled", "Labelled data"),
+    ("events", "Events log (every answer, skip and undo)"),
+)
+FORMATS = ("csv", "json", "jsonl")
+FORMAT_TITLES = {"csv": "CSV", "json": "JSON", "jsonl": "JSON Lines"}
+#: How often the links are drawn again: well within a ticket's life, so a link on an open
+#: page keeps working while one copied elsewhere dies (app.ui.downloads).
+RENEW_SECONDS = downloads.LIFETIME / 3
+
+
+@st.fragment(run_every=RENEW_SECONDS)
+def export_links(bench: Workbench, kinds: tuple[str, ...] = ("ranked", "labelled", "events")) -> None:
+    """One link per export of ``kinds`` the user may take; its file is made when fetched, as this user."""
+    tab = current()
+    rights = session_rights(bench.session_factory, bench.session_id, actor=tab.user)  # every run: never cached
+    owner = downloads.DownloadOwner(tab.user, tab.sign_in_handle if tab.user is not None else None)
+    base = str(st.get_option("server.baseUrlPath") or "")
+    for what, title in EXPORTS:
+        if what not in kinds or f"export_{what}" not in rights:
+            continue
+        row = st.columns([2, 1, 1, 1])
+        row[0].markdown(f"**{title}**")
+        for column, fmt in zip(row[1:], FORMATS, strict=True):
+            name = f"{what}.{fmt}"
+            token = downloads.DOWNLOADS.issue(
+                owner,
+                safe_file_name(f"{bench.config.name}-{what}.{fmt}"),
+                EXPORT_MIME[fmt],
+                export_maker(bench, what, fmt, tab.user),
+                renew=tab.download_tokens.get(name),
+            )
+            tab.download_tokens[name] = token
+            column.link_button(FORMAT_TITLES[fmt], downloads.download_path(token, base), key=Keys.export(what, fmt))
 
 
 def export_maker(bench: Workbench, what: str, fmt: str, actor: str | None) -> Callable[[], bytes]:

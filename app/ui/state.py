@@ -27,7 +27,7 @@ nothing is recorded (:func:`record`). In team mode the signed-in user is the ann
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from urllib.parse import quote, unquote
@@ -62,6 +62,9 @@ __all__ = [
     "show_session_in_url",
     "annotator_from_browser",
     "remember_annotator",
+    "SESSION_COOKIE",
+    "remembered_session",
+    "remember_session",
     "sync_workbench",
     "BACKGROUND_FROM_ITEMS",
     "BACKGROUND_FROM_BYTES",
@@ -76,6 +79,8 @@ STATE_KEY = "winnow"
 SESSION_PARAM, ANNOTATOR_PARAM = "session", "annotator"
 #: The browser's cookie that remembers the annotator (single-user mode) for new tabs.
 ANNOTATOR_COOKIE = "winnow_annotator"
+#: The browser's cookie that remembers the session last open, for a tab opened on the bare address.
+SESSION_COOKIE = "winnow_session"
 #: The longest annotator name the sidebar field takes (and a URL or cookie may carry).
 NAME_MAX_CHARS = 200
 
@@ -121,6 +126,9 @@ class Keys:
 
     # Query page: the details toggle stays on from item to item.
     QUERY_DETAILS = "query_details"
+    # Query page, once the work is done: go on checking model labels, or stop.
+    KEEP_ANSWERING = "query_keep_answering"
+    STOP_ANSWERING = "query_stop_answering"
     # Query page. Every key names the item on screen (its position): a key press that arrives
     # after the next item is drawn hits a widget that no longer exists, and Streamlit drops it.
 
@@ -252,6 +260,9 @@ class TabState:
     oidc_user: str | None = None
     #: The last session that failed to open in this tab: not tried again until chosen anew.
     failed_session_id: int | None = None
+    #: The session (id) whose work is done but whose model labels this tab chose to go on
+    #: checking: the Query page then serves items again instead of the done panel.
+    answering_after_done: int | None = None
 
 
 @st.cache_resource(show_spinner=False)
@@ -374,6 +385,23 @@ def remember_annotator(state: TabState) -> None:
     _remember(key="remember_annotator", data={"cookie": cookie}, height=0, width="stretch")
 
 
+def remembered_session(listable: Mapping[str, int]) -> int | None:
+    """The session this browser had open last (its cookie), when it is among ``listable`` (the
+    sessions this user may open, by name); else ``None``."""
+    remembered = st.context.cookies.get(SESSION_COOKIE)
+    name = valid_name(unquote(remembered)) if remembered else None
+    return listable.get(name) if name is not None else None
+
+
+def remember_session(name: str | None) -> None:
+    """Remember the open session in a cookie of this browser (a year; sent only to this server),
+    so that a tab opened on the bare address opens it rather than the most recently active one."""
+    if name is None:
+        return
+    cookie = f"{SESSION_COOKIE}={quote(name, safe='')}; path=/; max-age=31536000; SameSite=Strict"
+    _remember(key="remember_session", data={"cookie": cookie}, height=0, width="stretch")
+
+
 def signed_in_account(session_factory: sessionmaker[Session], state: TabState) -> UserInfo | None:
     """Who this browser proves to be on this run, or ``None``.
 
@@ -485,6 +513,7 @@ def sync_workbench(session_factory: sessionmaker[Session], state: TabState) -> W
     if bench is not state.workbench:
         state.workbench = bench
         state.left_alone = set()
-    else:
-        bench.refresh()
+    # Also for a tab that has just taken the process's workbench (a reload, a new tab): it may be
+    # behind answers recorded elsewhere (the command line, another process) since any tab last ran.
+    bench.refresh()
     return bench

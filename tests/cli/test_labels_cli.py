@@ -78,9 +78,9 @@ def true_answers(ranked_csv, path, n):
 
 def test_settings_are_set_at_import_shown_and_changed(winnow, imported):
     out = winnow("session", "settings", "week1", "--db", imported).stdout
-    assert "max error 0.2, confidence 0.5, audit share 0.5, promise confidence" in out
+    assert "max error 0.2 (20%), confidence 0.5 (50%), audit share 0.5 (50% of served items), promise confidence" in out
     out = winnow("session", "settings", "week1", "--db", imported, "--max-error", "0.05", "--confidence", "0.9").stdout
-    assert "max error 0.05, confidence 0.9, audit share 0.5, promise confidence" in out
+    assert "max error 0.05 (5%), confidence 0.9 (90%), audit share 0.5 (50% of served items), promise confidence" in out
     out = winnow("session", "settings", "week1", "--db", imported, "--promise", "average").stdout
     assert "promise average" in out
     assert counts(imported)["label_settings_changes"] == 3  # one row per change, none rewritten
@@ -95,13 +95,16 @@ def test_the_promise_is_kept_wherever_a_session_is_made(winnow, imported, tmp_pa
         db = tmp_path / "fresh.db"
         winnow("import", SAMPLE, "--db", db, "--session", "other", "--promise", "average")
     out = winnow("session", "settings", "other", "--db", db).stdout
-    assert "max error 0.05, confidence 0.9, audit share 0.5, promise average" in out
+    assert (
+        "max error 0.05 (5%), confidence 0.9 (90%, not used on average), audit share 0.5 (50% of served items), "
+        "promise average" in out
+    )
 
 
 def test_session_new_takes_the_settings(winnow, imported):
     winnow("session", "new", "other", "--dataset", "digits_partial", "--db", imported, "--audit", "0.1")
     out = winnow("session", "settings", "other", "--db", imported).stdout
-    assert "max error 0.05, confidence 0.9, audit share 0.1" in out
+    assert "max error 0.05 (5%), confidence 0.9 (90%), audit share 0.1 (10% of served items)" in out
 
 
 @pytest.mark.parametrize(
@@ -132,8 +135,8 @@ def test_import_answer_from_export_labelled_has_the_columns(winnow, imported, tm
     status = winnow("session", "status", "week1", "--db", imported, "--json").stdout
     before_answers = json.loads(status)
     waiting = re.fullmatch(
-        r"model labels: none yet — half of the served items check the model's labels on (\d+) items "
-        r"\(lot 1, for at most 400 more answers\); undecided: 483",
+        r"model labels: none yet — 50% of the served items are audits of the model's labels on (\d+) items, "
+        r"for at most 400 more answers; undecided: 483",
         before_answers["statement"],
     )
     assert waiting, before_answers["statement"]
@@ -213,7 +216,7 @@ def test_with_audits_off_the_status_says_so_and_the_export_is_the_ranking(winnow
     winnow("session", "settings", "week1", "--db", imported, "--audit", "0")
     summary = json.loads(winnow("session", "status", "week1", "--db", imported, "--json").stdout)
     assert summary["statement"] == (
-        "model labels: none yet; audits are off (audit share 0): no more model labels can be stated; undecided: 483"
+        "model labels: none yet; audits are off (audit share 0%): no more model labels can be stated; undecided: 483"
     )
     assert summary["labels"]["model"] == 0
     winnow("export", "week1", "--what", "ranked", "-o", tmp_path / "ranked.csv", "--db", imported)
@@ -285,3 +288,16 @@ def test_answer_from_refuses_an_item_or_a_kind_too(winnow, imported, tmp_path):
     for extra in (["d0184"], ["--kind", "skip"]):
         result = winnow("answer", "week1", *extra, "--from", path, "--db", imported, check=False)
         one_line_usage_error(result)
+
+
+def test_the_help_names_the_margin_every_label_source_and_the_audit_share_as_a_fraction(winnow):
+    """Issue 46, item 8 (export) and item 3 (one audit share: the option is a fraction, and says
+    which percent of the app it is)."""
+    export = " ".join(winnow("export", "--help").stdout.replace("│", " ").split())
+    assert (
+        "model_margin (DST-PLL's margin when the label was frozen: it orders model labels, it is not a probability)"
+        in (export)
+    )
+    assert "label_source (expert, given, crowd, model, undecided)" in export
+    settings = " ".join(winnow("session", "settings", "--help").stdout.replace("│", " ").split())
+    assert "a fraction from 0 to 0.5 (0.3 is the app's 30%" in settings

@@ -237,6 +237,8 @@ def label_studio(tmp_path_factory) -> Iterator[LabelStudio]:
         # No error reports to Label Studio's Sentry (and no waiting on a network there is not).
         "SENTRY_DSN": "",
         "FRONTEND_SENTRY_DSN": "",
+        # Nor a look at pypi.org for a newer release, which waits up to 10 s where there is no network.
+        "LATEST_VERSION_CHECK": "false",
     }
     command = [
         str(LABEL_STUDIO), "start", "--no-browser", "--host", "127.0.0.1", "--port", str(port),

@@ -29,7 +29,7 @@ from tests.e2e.test_browser import (  # noqa: F401  (fixtures)
 pytestmark = pytest.mark.e2e
 
 #: The sources the Progress page shows as metrics (the sample has no crowd votes).
-SOURCES = {"expert": "Expert labels", "given": "Given labels", "model": "Model labels", "undecided": "Undecided"}
+SOURCES = {"expert": "Expert labels", "given": "Given labels", "model": "Model labels", "undecided": "Undecided items"}
 
 
 def metric_value(page, title: str) -> str:

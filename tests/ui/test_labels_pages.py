@@ -1,7 +1,8 @@
-"""The labelled dataset in the browser (issues 20 and 28): the Progress page's labels by source,
+"""The labelled dataset in the browser (issues 20, 28 and 46): the Progress page's labels by source,
 the service's statement and the downloads' new columns; the Sessions page's model-label settings
-(admins edit them, others read them) and what a target costs; audit items on the Query page,
-served and recorded like any other item, extending the lot's audited prefix.
+(admins edit them, others read them) and about how many answers the session needs at the audit
+share entered; audit items on the Query page, served and recorded like any other item, extending
+the lot's audited prefix.
 
 Team tabs sign in as tests/ui/conftest.py does (:func:`tests.ui.conftest.sign_in`)."""
 
@@ -19,15 +20,15 @@ from app.service import (
     assign,
     change_label_settings,
     create_user,
+    estimate_words,
     export_bytes,
     session_label_settings,
     session_table,
-    statement_cost,
 )
-from app.store import LabelSettings
 from app.store.db import open_store
 from app.ui.components import EXPERT_GIVEN, WITH_MODEL, labelled_curve
 from app.ui.state import STATE_KEY, Keys
+from engine.promises import PROMISES
 from tests.ui.conftest import events, export_links, fetch_exports, no_exception, plain, position_on_screen, sign_in
 
 SECRET = "a long enough secret"
@@ -66,7 +67,9 @@ def test_progress_page_shows_the_labels_by_source_and_the_statement_as_the_servi
     metrics = {m.label: m.value for m in at.metric}
     shown = {
         source: metrics[title]
-        for source, title in zip(SOURCES, ("Expert labels", "Given labels", "Model labels", "Undecided"), strict=True)
+        for source, title in zip(
+            SOURCES, ("Expert labels", "Given labels", "Model labels", "Undecided items"), strict=True
+        )
     }
     assert shown == {source: str(labels.counts[source]) for source in SOURCES}
     assert labels.counts["crowd"] == 0
@@ -153,29 +156,29 @@ def setting_inputs(at) -> dict[str, object]:
     return {keys[w.key]: w for w in at.number_input if w.key in keys}
 
 
-def cost_line(at, max_error: float, confidence: float, audit_share: float = 0.5, promise: str = "confidence") -> str:
-    """What the Sessions page says a statement costs, for the lot the open session checks."""
+def answers_line(at, audit_share: float) -> str:
+    """What the Sessions page says about the answers the open session needs at ``audit_share``,
+    as the service words it (the estimate is simulated for the lot being checked)."""
     bench: Workbench = at.session_state[STATE_KEY].workbench
-    active = bench.loop().active
-    if active is None:
-        return "No lot of model labels is being checked now"
-    settings = LabelSettings(max_error=max_error, confidence=confidence, audit_share=audit_share, promise=promise)
-    return statement_cost(settings, int(active.lot.items.size), active.lot.number)
+    work = bench.work_status()
+    if work.done:
+        return work.headline
+    return estimate_words(work.counts, work.summary, bench.answers_estimate(audit_share), work.answers, work.conflicts)
 
 
-def test_an_admin_changes_the_model_label_settings_and_sees_what_a_target_costs(app, team_db):
+def test_an_admin_changes_the_model_label_settings_and_sees_the_answers_left(app, team_db):
     ada = on_sessions_page(app(team_db), team_db, "ada")
     inputs = setting_inputs(ada)
     assert {name: w.value for name, w in inputs.items()} == {"max_error": 5.0, "confidence": 90.0, "audit_share": 50.0}
     texts = page_texts(ada)
-    assert any(t.startswith(cost_line(ada, 0.05, 0.90)) for t in texts), texts
+    assert answers_line(ada, 0.5) in texts, texts
 
     inputs["max_error"].set_value(2.0)
     inputs["confidence"].set_value(95.0)
     inputs["audit_share"].set_value(10.0)
     ada.run()
-    # The cost follows the values entered, before they are saved.
-    assert any(t.startswith(cost_line(ada, 0.02, 0.95, 0.10)) for t in page_texts(ada))
+    # The estimate follows the audit share entered, before it is saved.
+    assert answers_line(ada, 0.10) in page_texts(ada)
     ada.button(key=Keys.LABEL_SETTINGS_SAVE).click().run()
     no_exception(ada)
     saved = session_label_settings(open_store(team_db), "small")
@@ -189,7 +192,7 @@ def test_an_admin_changes_the_model_label_settings_and_sees_what_a_target_costs(
         assert not [b for b in at.button if b.key == Keys.LABEL_SETTINGS_SAVE]
         texts = page_texts(at)
         assert "Largest model-label error 2% at 95% confidence; audit share 10%" in texts, texts
-        assert any(t.startswith(cost_line(at, 0.02, 0.95, 0.10)) for t in texts)
+        assert answers_line(at, 0.10) in texts
         assert "An admin sets these." in texts
 
 
@@ -216,12 +219,11 @@ def test_single_user_mode_edits_the_settings_without_signing_in(app, small_db):
     at.button(key=Keys.LABEL_SETTINGS_SAVE).click().run()
     no_exception(at)
     assert session_label_settings(open_store(small_db), "small").audit_share == pytest.approx(0.20)
-    # Zero audits: the page says what that means for the lot being checked.
+    # Zero audits: the page says what that means for the session.
     setting_inputs(at)["audit_share"].set_value(0.0)
     at.run()
-    expected = cost_line(at, 0.05, 0.9, 0.0)
-    assert any(t.startswith(expected) for t in page_texts(at)), expected
-    assert "No lot" in expected or expected.endswith("no audit is served, so no model label is stated.")
+    expected = answers_line(at, 0.0)
+    assert expected in page_texts(at), expected
 
 
 # ------------------------------------------------------------------------------ Query page
@@ -240,17 +242,20 @@ def test_audit_items_are_served_unmarked_and_recorded_like_any_other(app, digits
     at = app(digits_db)
     bench: Workbench = at.session_state[STATE_KEY].workbench
 
-    served = {"audit": 0, "ranked": 0, "withheld": 0}
+    served = {"audit": 0, "ranked": 0, "without effects": 0}
     for _ in range(12):
         position = position_on_screen(at)
         audit = position == audit_head(bench)
         served["audit" if audit else "ranked"] += 1
         texts = " ".join(page_texts(at) + [plain(b.label) for b in at.button] + [h.value for h in at.subheader])
         assert "audit" not in texts.lower()  # nothing on screen says which items are audits
-        # Nor why the item was chosen while a lot's audits are served: every item says the same.
-        withheld = "winnow does not say why an item was chosen" in texts
-        assert withheld == bench.lot_audits_served() and withheld == ("If you say" not in texts)
-        served["withheld"] += withheld
+        # Nor why the item was chosen while a lot's audits are served: every item shows its
+        # nearest items alike, and no page says it will not say why (issue 46, item 4).
+        headings = [h.value for h in at.subheader]
+        effects = "If you say" in texts
+        assert effects == (not bench.lot_audits_served()) == ("Why this item" in headings)
+        assert "does not say why" not in texts and ("Its nearest items" in headings) != effects
+        served["without effects"] += not effects
         # The label buttons are the item's candidates in label order, as for every item: the
         # model's label is neither shown nor put first.
         answers = [b.key for b in at.button if b.key and b.key.startswith(f"query_answer_{position}_")]
@@ -264,11 +269,17 @@ def test_audit_items_are_served_unmarked_and_recorded_like_any_other(app, digits
         assert any(f"Recorded: {bench.state.external_ids[position]} is" in plain(s.value) for s in at.success)
         if audit:
             assert position in bench.loop().active.lot.items
-    assert served["audit"] and served["ranked"] and served["withheld"], served
+    assert served["audit"] and served["ranked"] and served["without effects"], served
 
 
-def test_what_a_statement_costs_on_average_is_said_for_the_lot_at_hand(app, team_db):
+def test_on_average_the_confidence_is_not_editable_and_the_promise_is_explained(app, team_db):
     change_label_settings(open_store(team_db), "small", promise="average")
     ada = on_sessions_page(app(team_db), team_db, "ada")
-    expected = cost_line(ada, 0.05, 0.9, 0.5, "average")
-    assert any(t.startswith(expected) for t in page_texts(ada)), expected
+    assert answers_line(ada, 0.5) in page_texts(ada)
+    # The confidence means nothing on average: its field is shown, not editable (issue 46, item 7).
+    inputs = setting_inputs(ada)
+    assert inputs["confidence"].disabled and not inputs["max_error"].disabled
+    promise = ada.radio(key=Keys.label_setting(ada.session_state[STATE_KEY].session_id, "promise"))
+    assert "one session may be above it" in promise.options[PROMISES.index("average")]
+    promise.set_value("confidence").run()
+    assert not setting_inputs(ada)["confidence"].disabled

@@ -104,7 +104,11 @@ def test_progress_page_shows_the_replay_and_exports_the_same_files_as_the_cli(ap
     metrics = {m.label: m.value for m in at.metric}
     bench: Workbench = at.session_state[STATE_KEY].workbench
     assert metrics["Events"] == "2" and metrics["Answered items"] == "2"
-    assert metrics["Open targets"] == str(bench.n_open)
+    # No "↓ -312": a change since the start is not what a count says (issue 46, item 8).
+    assert not [m.label for m in at.metric if m.proto.delta]
+    # Open targets are said beside their chart, not among the counts of work (issue 46, item 1).
+    assert "Open targets" not in metrics
+    assert any(c.value.startswith(f"{bench.n_open} now.") for c in at.caption)
     assert len(at.get("vega_lite_chart")) == 5  # labelled items, open targets/rejects, answers, accuracy, set sizes
 
     tables = (

@@ -57,7 +57,9 @@ def test_first_run_opens_the_latest_session_and_asks_the_top_item(app, small_db)
         assert button.proto.shortcut == keys[LABELS[label]]  # the label's own key, on every item
     assert {b.proto.shortcut for b in at.button if b.proto.shortcut} >= {"n", "s", "u"}
     assert metric(at, "Answered items") == 0
-    assert metric(at, "Open targets") == bench.n_open
+    # What is left to label, not the query engine's open targets (issue 46: they stood side by side).
+    assert metric(at, "Undecided items") == bench.work_status().counts["undecided"]
+    assert "Open targets" not in [m.label for m in at.metric]
     effects = [plain(m.value) for m in at.markdown if plain(m.value).startswith("If you say ")]
     assert [e.split(",")[0] for e in effects] == [f"If you say **{LABELS[m]}**" for m in candidates]
 
@@ -93,12 +95,19 @@ def test_skip_undo_none_of_these_and_another_label(app, small_db):
     third = position_on_screen(at)
     outside = [LABELS[m] for m in range(len(LABELS)) if not bench_of(at).state.candidates[third, m]]
     press(at, ACTION_KEYS["other_label"])  # opens the label search
-    assert at.selectbox(key=Keys.other_label(third)).options == outside
+    keys = default_hotkeys(LABELS)
+    own = [LABELS[m] for m in np.flatnonzero(bench_of(at).state.candidates[third])]
+    # The set's own labels are found too, with the key that answers them (not a bare "No results").
+    assert at.selectbox(key=Keys.other_label(third)).options == outside + [
+        f"{name} — in its set: press {keys[name]}" for name in own
+    ]
     at.selectbox(key=Keys.other_label(third)).set_value(outside[0]).run()  # choosing records it
     no_exception(at)
     kinds = [(e["kind"], e["position"], e["label_name"]) for e in events(small_db)]
     assert kinds == [("skip", first, None), ("none_of_these", second, None), ("other_label", third, outside[0])]
     assert bench_of(at).state.wrong_set[third]
+    # Event numbers count this session's events, not the store's ids.
+    assert any("(event 3 of this session)" in plain(s.value) for s in at.success)
 
     press(at, ACTION_KEYS["undo"])
     no_exception(at)
@@ -107,6 +116,16 @@ def test_skip_undo_none_of_these_and_another_label(app, small_db):
     assert log[2]["undone_by_event_id"] == log[-1]["event_id"]
     assert position_on_screen(at) == third  # the undone item is asked again
     assert count_rows(small_db, AnswerEvent) == 4
+    item = bench_of(at).state.external_ids[third]
+    (undone,) = [plain(s.value) for s in at.success if "Undone" in plain(s.value)]
+    assert f"your answer {outside[0]} on {item}" in undone and "event 4 of this session" in undone
+
+    # Typing a label of the item's own set under A and pressing Enter answers with it.
+    press(at, ACTION_KEYS["other_label"])
+    at.selectbox(key=Keys.other_label(third)).set_value(own[0]).run()
+    no_exception(at)
+    last = events(small_db)[-1]
+    assert (last["kind"], last["position"], last["label_name"]) == ("answer", third, own[0])
 
 
 def test_undo_is_offered_only_when_there_is_something_to_undo(app, small_db):
@@ -395,7 +414,7 @@ def test_decision_change_session_asks_explains_and_answers(app, default_db):
         for t in details
     )
     assert any(f"For example target {why.example.target_id}:" in t for t in details)
-    assert metric(at, "Open targets") == bench.n_open
+    assert metric(at, "Undecided items") == bench.work_status().counts["undecided"]
 
     label = int(np.flatnonzero(bench.state.candidates[top])[0])
     at.button(key=Keys.answer(top, label)).click().run()
@@ -406,7 +425,7 @@ def test_decision_change_session_asks_explains_and_answers(app, default_db):
     fresh = Workbench.open(open_store(default_db), bench.session_id)
     np.testing.assert_array_equal(bench_of(at).scores, fresh.scores)
     np.testing.assert_array_equal(bench_of(at).queue(), fresh.queue())
-    assert metric(at, "Open targets") == fresh.n_open
+    assert metric(at, "Undecided items") == fresh.work_status().counts["undecided"]
 
 
 def test_audio_items_get_a_player_long_texts_scroll_and_links_open_elsewhere(app, db, tmp_path):

@@ -19,7 +19,7 @@ from app.store.db import close_stores, open_store
 from app.store.labels import AUDIT_ORDER_KEY
 from app.store.models import StoreSecret
 from app.ui.state import STATE_KEY, Keys
-from tests.ui.conftest import events, no_exception, position_on_screen
+from tests.ui.conftest import events, no_exception, plain, position_on_screen
 
 
 @pytest.fixture
@@ -163,9 +163,10 @@ def test_progress_rejects_query_and_the_cli_count_the_undecided_items_alike(app,
     assert len(bench.state.conflicts) + queue.n_rejected == undecided
     at.switch_page("views/progress.py").run()
     no_exception(at)
+    # Once on Progress (issue 46: it was shown twice), in the labelled data's row of sources.
+    assert [m.label for m in at.metric].count("Undecided items") == 1
     on_progress = metric(at, "Undecided items")
     assert on_query == on_rejects == on_progress == undecided
-    assert metric(at, "Undecided") == undecided  # the labelled data's row of sources
     winnow = Path(sys.executable).with_name("winnow")
     status = subprocess.run(
         [str(winnow), "session", "status", "demo", "--db", busy_db, "--json"],
@@ -175,3 +176,38 @@ def test_progress_rejects_query_and_the_cli_count_the_undecided_items_alike(app,
         timeout=300,
     )
     assert json.loads(status.stdout)["labels"]["undecided"] == undecided
+
+
+def test_a_new_tab_shows_an_answer_given_elsewhere_and_an_unknown_session_is_said_on_every_page(app, two_sessions_db):
+    """Issue 46, item 6: a tab opened after an answer recorded from the command line took the
+    process's workbench as it was (the old counts until a second click), and an address naming
+    no session showed another one on the Progress page without a word."""
+    from app.service import record_answer
+
+    first = app(two_sessions_db)  # opens "other": the process now keeps its workbench
+    assert open_session_name(first) == "other" and metric(first, "Answered items") == 0
+    bench = first.session_state[STATE_KEY].workbench
+    p = int(bench.queue(top=1)[0])
+    record_answer(  # what `winnow answer` does: a write to the store, outside every tab
+        open_store(two_sessions_db),
+        "other",
+        annotator="cli",
+        kind="answer",
+        item=bench.state.external_ids[p],
+        label=bench.label_names[int(np.flatnonzero(bench.state.candidates[p])[0])],
+    )
+    fresh = app(two_sessions_db)  # a new tab, or F5
+    no_exception(fresh)
+    assert fresh.session_state[STATE_KEY].workbench is bench  # the same process-wide workbench
+    assert metric(fresh, "Answered items") == 1
+    fresh.switch_page("views/progress.py").run()
+    assert metric(fresh, "Events") == 1
+
+    stale = app(two_sessions_db, run=False)
+    stale.query_params["session"] = "nosuch"
+    stale.switch_page("views/progress.py").run()
+    no_exception(stale)
+    assert stale.title[0].value == "Progress"
+    (said,) = [plain(e.value) for e in stale.error]
+    assert "No session is called 'nosuch'" in said and "shows session 'other' instead" in said
+    assert stale.query_params["session"] == "other"

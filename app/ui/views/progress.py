@@ -1,5 +1,7 @@
-"""Progress: the labelled dataset winnow hands back (labels by source, the stated error of the
-model's labels and how the labelled items grew with the answers), the session replayed event by
+"""Progress: where the work stands (done or not, by :func:`app.service.work_is_done`; about how many
+answers are left, or what more answers would buy), the labelled dataset winnow hands back (labels
+by source, the stated error of the model's labels and how the labelled items grew with the
+answers), the session replayed event by
 event, candidate-set sizes, and the exports (the ranked query list, the labelled data and the
 events log, as CSV, JSON or JSON Lines). Each export is a download link that only this browser's
 sign-in can use, for a while, and whose file is made when it is fetched (:mod:`app.ui.downloads`):
@@ -19,8 +21,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from app.service import EXPORT_MIME, Workbench, candidate_set_sizes, safe_file_name, session_rights
-from app.ui import components, downloads
+from app.service import candidate_set_sizes, promise_meaning
+from app.ui import components
 from app.ui import state as ui
 
 tab = ui.current()
@@ -35,49 +37,42 @@ last = history.iloc[-1]
 
 settings = bench.label_settings  # as ui.sync_workbench read them on this run (an admin may change them)
 labels = components.delivered_labels(tab.db, bench.session_id, state.n_events, settings, bench)
+work = bench.work_status(with_estimate=True)
+components.show_work_status(work)
 
-cols = st.columns(4)
-cols[0].metric("Events", state.n_events)
-cols[1].metric(
-    "Answered items", int(last["answered"]), delta=int(last["answered"] - history["answered"].iloc[0]) or None
-)
-cols[2].metric(
-    "Open targets",
-    int(last["open_targets"]),
-    delta=int(last["open_targets"] - history["open_targets"].iloc[0]) or None,
-    delta_color="inverse",
-    help=components.OPEN_TARGETS_HELP,
-)
-cols[3].metric("Undecided items", labels.counts["undecided"], help=components.UNDECIDED_HELP)
+cols = st.columns(3)
+cols[0].metric("Events", state.n_events, help="Answers, skips, undos and resolves recorded in this session.")
+cols[1].metric("Answered items", int(last["answered"]))
 
 st.subheader("Labelled data")
 #: What each label source means; a source the service adds later is shown under its own name.
 SOURCES = {
     "expert": ("Expert labels", "Items an annotator answered, or a reviewer resolved."),
     "given": ("Given labels", "Items with a single candidate label: from the import, or left after answers."),
-    "model": (
-        "Model labels",
-        "DST-PLL's labels from lots its audits certified at the session's error target, under the "
-        "session's promise (with confidence or on average; set on the Sessions page).",
-    ),
+    "model": ("Model labels", components.MODEL_LABELS_HELP),
     "crowd": ("Crowd labels", "Single labels left by the crowd's votes: not audited, so their error is not known."),
-    "undecided": ("Undecided", "Items without a label: the Rejects page lists exactly these."),
+    "undecided": ("Undecided items", components.UNDECIDED_HELP),
 }
 by_source = st.columns(len(labels.counts))
 for column, (source, count) in zip(by_source, labels.counts.items(), strict=True):
     title, meaning = SOURCES.get(source, (f"{source.capitalize()} labels", None))
     column.metric(title, count, help=meaning)
 st.text(labels.statement)
+if labels.summary.stated:
+    st.caption(components.md(promise_meaning(labels.summary)))
 st.markdown("**Labelled items against answered items**")
 st.vega_lite_chart(components.labelled_curve(history, labels), components.LABELLED_SPEC)
 st.caption(
     "Expert and given labels after each answer, replayed from the session's events. The model's labels "
-    "are one point, at today's answers: a lot's statement reads its audits as they are now."
+    "are one point, now: they count only once audited answers back them."
 )
 
 left, right = st.columns(2)
 with left:
     st.markdown("**Open targets after each event**")
+    # Beside the chart, not among the counts of labels: it is what the query order works on, not
+    # the work left (a done session may still have open targets).
+    st.caption(f"{int(last['open_targets'])} now. " + components.OPEN_TARGETS_HELP)
     st.vega_lite_chart(
         history[["step", "open_targets"]].rename(columns={"step": "events", "open_targets": "open targets"}),
         components.count_chart("events", "open targets"),
@@ -95,8 +90,8 @@ with right:
 
 if "dst_accuracy" in history:
     st.markdown(
-        "**Accuracy against the known true labels** — DST-PLL's label for every instance (solid), "
-        "and over the labels its own accept rule keeps (dashed)"
+        "**Accuracy against the known true labels** — the model's label for every item (solid), "
+        "and over the labels it is sure of (dashed)"
     )
     st.vega_lite_chart(components.accuracy_frame(history), components.ACCURACY_SPEC)
 
@@ -143,43 +138,7 @@ else:
 st.subheader("Export")
 st.caption(
     "The same files as `winnow export --what ranked|labelled|events`. The labelled data has every "
-    "item's final label, its source (expert, given, model or undecided) and, for model labels, a "
-    "confidence."
+    "item's final label, its source (expert, given, crowd, model or undecided) and, for model labels, "
+    "the model's margin (it orders them; it is not a probability)."
 )
-FORMATS = ("csv", "json", "jsonl")
-FORMAT_TITLES = {"csv": "CSV", "json": "JSON", "jsonl": "JSON Lines"}
-EXPORTS = (
-    ("ranked", "Ranked query list"),
-    ("labelled", "Labelled data"),
-    ("events", "Events log (every answer, skip and undo)"),
-)
-#: How often the links are drawn again: well within a ticket's life, so a link on an open
-#: page keeps working while one copied elsewhere dies (app.ui.downloads).
-RENEW_SECONDS = downloads.LIFETIME / 3
-
-
-@st.fragment(run_every=RENEW_SECONDS)
-def export_links(bench: Workbench) -> None:
-    """One link per export the user may take; its file is made when fetched, as this user."""
-    rights = session_rights(bench.session_factory, bench.session_id, actor=tab.user)  # every run: never cached
-    owner = downloads.DownloadOwner(tab.user, tab.sign_in_handle if tab.user is not None else None)
-    base = str(st.get_option("server.baseUrlPath") or "")
-    for what, title in EXPORTS:
-        if f"export_{what}" not in rights:
-            continue
-        row = st.columns([2, 1, 1, 1])
-        row[0].markdown(f"**{title}**")
-        for column, fmt in zip(row[1:], FORMATS, strict=True):
-            name = f"{what}.{fmt}"
-            token = downloads.DOWNLOADS.issue(
-                owner,
-                safe_file_name(f"{bench.config.name}-{what}.{fmt}"),
-                EXPORT_MIME[fmt],
-                components.export_maker(bench, what, fmt, tab.user),
-                renew=tab.download_tokens.get(name),
-            )
-            tab.download_tokens[name] = token
-            column.link_button(FORMAT_TITLES[fmt], downloads.download_path(token, base), key=ui.Keys.export(what, fmt))
-
-
-export_links(bench)
+components.export_links(bench)

@@ -1,5 +1,7 @@
 """Query: the item worth asking about most, shown as itself, its candidate labels as buttons with
-their keys, and why it is asked.
+their keys, and why it is asked; or, once the session's work is done
+(:func:`app.service.work_is_done`), what is labelled, by whom and with what promise, the
+exports, and what more answers would change.
 
 Each button records one event through :meth:`Workbench.record` in a callback, which also
 patches the ranking incrementally; the rerun that follows then draws the next item. Every
@@ -18,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from app.service import ACTION_KEYS, reserve_next_item, vote_summary, workbench_suspects
+from app.service import ACTION_KEYS, reserve_next_item, session_rights, vote_summary, workbench_suspects
 from app.ui import components
 from app.ui import state as ui
 from app.ui.components import md
@@ -39,6 +41,7 @@ def record(kind: str, position: int | None = None, label: int | None = None, und
     names = bench.label_names
     tab.other_label_for = None
     if kind == "undo":
+        undone = bench.undo_target(ui.annotator(tab))  # named in the notice: which item comes back
         event_id = ui.record(tab, "undo", undoes=undoes)  # refused when nothing is left to undo
     else:
         # In team mode the item on screen is the one the store reserved for this user.
@@ -52,10 +55,11 @@ def record(kind: str, position: int | None = None, label: int | None = None, und
         "other_label": f"{item} is {names[label]} (not in its set)" if label is not None else item,
         "none_of_these": f"{item}: none of these",
         "skip": f"skipped {item}",
-        "undo": "your last event",
     }.get(kind, kind)
+    # Event ids run across every session of the store: the page counts this session's events.
+    number = bench.event_number(event_id)
     if kind == "undo":
-        tab.notice = ("ok", f"Undone: {said} (undo recorded as event {event_id}).")
+        tab.notice = ("ok", f"Undone: {undone_words(undone)} (undo recorded as event {number} of this session).")
         return
     conflict = next((c for c in bench.state.conflicts if c.position == position), None)
     if kind != "undo" and conflict is not None:
@@ -63,19 +67,40 @@ def record(kind: str, position: int | None = None, label: int | None = None, und
         others = [who for who in conflict.annotators if who != ui.annotator(tab)]
         tab.notice = (
             "warning",
-            f"Conflict recorded: {said} (event {event_id}), but {', '.join(others)} "
+            f"Conflict recorded: {said} (event {number}), but {', '.join(others)} "
             "answered differently. A reviewer will settle it. Press U to undo.",
         )
         return
-    tab.notice = ("ok", f"Recorded: {said} (event {event_id}). Press U to undo.")
+    tab.notice = ("ok", f"Recorded: {said} (event {number} of this session). Press U to undo.")
 
 
-def record_other(position: int) -> None:
-    """The label search's callback: choosing a label records it at once."""
+def undone_words(event) -> str:
+    """The event an undo cancelled, naming its item (``event``: :meth:`Workbench.undo_target`)."""
+    if event is None or tab.workbench is None:
+        return "your last event"
+    bench = tab.workbench
+    item = bench.state.external_ids[event.position]
+    if event.kind in ("answer", "other_label", "resolve") and event.label is not None:
+        return f"your answer {bench.label_names[int(event.label)]} on {item}; it can be asked again"
+    if event.kind == "none_of_these":
+        return f"your “none of these” on {item}; it can be asked again"
+    if event.kind == "skip":
+        return f"your skip of {item}"
+    return f"your {event.kind.replace('_', ' ')} on {item}"
+
+
+def record_other(position: int, in_set: tuple[int, ...]) -> None:
+    """The label search's callback: choosing a label records it at once; a label of the item's
+    own set (the search lists them too, so typing one is not a dead end) records an answer."""
     choice = st.session_state.get(ui.Keys.other_label(position))
     if choice is None or tab.workbench is None:
         return
-    record("other_label", position, tab.workbench.label_names.index(choice))
+    label = tab.workbench.label_names.index(choice)
+    record("answer" if label in in_set else "other_label", position, label)
+
+
+def keep_answering(session_id: int | None) -> None:
+    tab.answering_after_done = session_id
 
 
 def open_other(position: int) -> None:
@@ -100,26 +125,39 @@ bench = components.workbench_or_stop(bench)
 
 state = bench.state
 counts = bench.summary()
-undecided = components.delivered_labels(tab.db, bench.session_id, state.n_events, bench.label_settings, bench).counts[
-    "undecided"
-]
-cols = st.columns(4)
-cols[0].metric("Answered items", counts["answered"])
-cols[1].metric(
-    "Open targets",
-    counts["open_targets"],
-    help=components.OPEN_TARGETS_HELP,
-)
-cols[2].metric("Undecided items", undecided, help=components.UNDECIDED_HELP)
-cols[3].metric("Conflicts", counts["conflicts"], help="Settle them on the Rejects page.")
-st.caption(
-    f"{counts['open_targets']} open targets: items whose label, as their nearest neighbours vote, still "
-    "depends on how those neighbours' candidate sets are read. Each answer settles some of them."
-)
-
+work = bench.work_status()
 components.show_notice(tab)
 nameless = components.ask_for_name(tab)  # answers must be someone's: the buttons wait for a name
 last_event = bench.latest_event(ui.annotator(tab)) if not nameless else None
+
+if work.done and tab.answering_after_done != bench.session_id:
+    # Done: no item undecided, nothing left to check. Say so, with the statement, the exports and
+    # what more answers would buy, instead of serving the next item as if nothing had happened.
+    components.show_work_status(work, statement=bench.label_statement().statement)
+    if "export_labelled" in session_rights(bench.session_factory, bench.session_id, actor=tab.user):
+        st.markdown("**Export the labelled data**")
+        components.export_links(bench, kinds=("labelled",))
+    if work.counts["model"]:
+        st.button(
+            "Go on: check model labels one by one",
+            key=ui.Keys.KEEP_ANSWERING,
+            on_click=keep_answering,
+            args=(bench.session_id,),
+            help="Each answer replaces a model label by yours; no statement changes.",
+            disabled=nameless,
+        )
+    st.stop()
+
+cols = st.columns(4)
+cols[0].metric("Answered items", counts["answered"])
+cols[1].metric("Undecided items", work.counts["undecided"], help=components.UNDECIDED_HELP)
+cols[2].metric("Model labels", work.counts["model"], help=components.MODEL_LABELS_HELP)
+cols[3].metric("Conflicts", counts["conflicts"], help="Settle them on the Rejects page.")
+if work.done:
+    st.caption(work.headline + " You are checking model labels: each answer replaces one by yours.")
+    st.button("Stop checking", key=ui.Keys.STOP_ANSWERING, on_click=keep_answering, args=(None,))
+else:
+    st.caption(work.headline + " The Progress page says about how many answers are left.")
 
 if tab.user is not None:
     # Team mode: the item is reserved for this user (a lease in the store), so two annotators
@@ -152,7 +190,7 @@ names = bench.label_names
 hotkeys = bench.hotkeys
 item_id = state.external_ids[position]
 
-left, right = st.columns([3, 2], gap="large")
+left, right = st.columns([5, 4], gap="large")
 with left:
     st.subheader(f"Item {md(item_id)}")
     components.show_item(bench, position, size="large")
@@ -180,7 +218,10 @@ with right:
             help=None if key else "This label has no key (set one on the Sessions page).",
             disabled=nameless,
         )
-    st.button(
+    outside = [names[m] for m in range(len(names)) if not shown_set[m]]
+    # Two buttons a row: on a 1280×720 screen "Another label…" stays above the fold.
+    row = st.columns(2, gap="xsmall")
+    row[0].button(
         "None of these",
         key=ui.Keys.none_of_these(position),
         shortcut=KEY["none_of_these"],
@@ -189,7 +230,17 @@ with right:
         args=("none_of_these", position),
         disabled=nameless,
     )
-    row = st.columns(2)
+    if outside:
+        row[1].button(
+            "Another label…",
+            key=ui.Keys.other(position),
+            shortcut=KEY["other_label"],
+            width="stretch",
+            on_click=open_other,
+            args=(position,),
+            disabled=nameless,
+        )
+    row = st.columns(2, gap="xsmall")
     row[0].button(
         "Skip",
         key=ui.Keys.skip(position),
@@ -208,43 +259,38 @@ with right:
         args=("undo", None, None, last_event),
         disabled=last_event is None,
     )
-    outside = [names[m] for m in range(len(names)) if not shown_set[m]]
-    if outside:
-        st.button(
-            "Another label…",
-            key=ui.Keys.other(position),
-            shortcut=KEY["other_label"],
-            width="stretch",
-            on_click=open_other,
-            args=(position,),
-            disabled=nameless,
+    if outside and tab.other_label_for == position:
+        # Options are drawn as plain text (not Markdown); typing filters them, Enter records. The
+        # set's own labels are listed after the others, saying which key answers them: typing one
+        # finds it instead of "No results", and choosing it records an answer.
+        in_set = tuple(int(m) for m in candidates)
+        own = {names[m]: hotkeys.get(names[m]) for m in in_set}
+        st.selectbox(
+            "Label outside the set (type to search, Enter to record)",
+            outside + list(own),
+            index=None,
+            key=ui.Keys.other_label(position),
+            on_change=record_other,
+            args=(position, in_set),
+            placeholder="Type a label…",
+            format_func=lambda name: (
+                name if name not in own else f"{name} — in its set" + (f": press {own[name]}" if own[name] else "")
+            ),
         )
-        if tab.other_label_for == position:
-            # Options are drawn as plain text (not Markdown); typing filters them, Enter records.
-            st.selectbox(
-                "Label outside the set (type to search, Enter to record)",
-                outside,
-                index=None,
-                key=ui.Keys.other_label(position),
-                on_change=record_other,
-                args=(position,),
-                placeholder="Type a label…",
-            )
-            components.keyboard(
-                focus=f".st-key-{ui.Keys.other_label(position)} input", key=f"keyboard_focus_{position}"
-            )
+        components.keyboard(focus=f".st-key-{ui.Keys.other_label(position)} input", key=f"keyboard_focus_{position}")
     say_if_suspect(position)
 
-st.subheader("Why this item")
 why = bench.explain(position)
-if why.withheld:
-    st.caption(
-        "While the model's labels are being checked, winnow does not say why an item was chosen: the "
-        "checks, drawn at random, would stand out. Answer every item the same way."
-    )
-for effect in why.effects:
-    st.markdown(f"If you say **{md(effect.label)}**, {effect.outcome}.")
+# While audits are served, what an answer would settle is not shown for any item (the audits,
+# drawn at random among the labels the model is sure of, would stand out): the page then shows
+# what it shows for every item alike, the nearest items, under a heading that claims no more.
+if why.effects:
+    st.subheader("Why this item")
+    for effect in why.effects:
+        st.markdown(f"If you say **{md(effect.label)}**, {effect.outcome}.")
 if why.neighbours:
+    if not why.effects:
+        st.subheader("Its nearest items")
     st.markdown(f"**Its {len(why.neighbours)} nearest items** and their candidate labels decide its own label:")
     components.show_neighbours(bench, [neighbour.position for neighbour in why.neighbours])
 

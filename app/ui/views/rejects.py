@@ -46,7 +46,8 @@ def record(kind: str, position: int, label: int) -> None:
     if event_id is not None and bench is not None:  # an event was written: the session is open
         verb = "Resolved" if kind == "resolve" else "Confirmed"
         item = bench.state.external_ids[position]
-        tab.notice = ("ok", f"{verb} {item} as {bench.label_names[label]} (event {event_id}).")
+        number = bench.event_number(event_id)
+        tab.notice = ("ok", f"{verb} {item} as {bench.label_names[label]} (event {number} of this session).")
 
 
 def leave(position: int) -> None:
@@ -71,7 +72,8 @@ def record_outside_label(position: int) -> None:
     event_id = ui.record(tab, "other_label", position=position, label=label)
     if event_id is not None:
         item = bench.state.external_ids[position]
-        tab.notice = ("ok", f"Recorded: {item} is {choice} (not in its set) (event {event_id}).")
+        number = bench.event_number(event_id)
+        tab.notice = ("ok", f"Recorded: {item} is {choice} (not in its set) (event {number} of this session).")
 
 
 st.title("Rejects")
@@ -199,8 +201,8 @@ for n, i in enumerate(rows):
                 continue
             with st.expander("What the model thinks"):
                 st.text(
-                    f"DST-PLL's best guess: {names[int(queue.labels[i])]} (margin {queue.margin[i]:.3f}; its "
-                    "label is kept only where a certified lot backs it)."
+                    f"The model's best guess: {names[int(queue.labels[i])]} (margin {queue.margin[i]:.3f}; it "
+                    "labels an item only where audited answers back it)."
                 )
                 bars = pd.DataFrame(
                     {"belief": queue.belief[i], "plausibility": queue.plausibility[i]},

@@ -29,7 +29,8 @@ def resolve(position: int, label: int) -> None:
     if event_id is not None and bench is not None:  # an event was written: the session is open
         tab.notice = (
             "ok",
-            f"Resolved {bench.state.external_ids[position]} as {bench.label_names[label]} (event {event_id}).",
+            f"Resolved {bench.state.external_ids[position]} as {bench.label_names[label]} "
+            f"(event {bench.event_number(event_id)} of this session).",
         )
 
 
@@ -86,6 +87,13 @@ with middle:
         width="stretch",
     )
     st.markdown("**Resolve as**")
+    components.hide_repeated_keys(
+        [
+            ui.Keys.resolve(position, int(label))
+            for label in conflict.labels
+            if hotkeys.get(names[label]) == names[label]
+        ]
+    )
     for label in conflict.labels:
         key = hotkeys.get(names[label])
         st.button(
@@ -117,7 +125,7 @@ with right:
         )
     else:
         verdict = "accepts" if view.accepted[0] else "would not commit to"
-        st.markdown(f"**DST-PLL** {verdict} **{md(names[int(view.labels[0])])}** (margin {view.margin[0]:.3f})")
+        st.markdown(f"**The model** {verdict} **{md(names[int(view.labels[0])])}** (margin {view.margin[0]:.3f})")
         st.bar_chart(
             pd.DataFrame(
                 {"belief": view.belief[0], "plausibility": view.plausibility[0]}, index=pd.Index(names, name="label")

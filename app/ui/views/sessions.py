@@ -1,11 +1,11 @@
 """Sessions: open a labelling session, or create one from an uploaded file or a stored dataset;
 set the open session's keyboard keys and its model-label settings.
 
-The model-label settings (the largest error accepted in model labels, the confidence of that
-bound, the share of served items that are audits) are shown to everyone who may open the
-session, editable by admins only (the store refuses anyone else), with what a statement costs
-for the lot the session is checking now (:func:`app.service.statement_cost`, never a number
-written here).
+The model-label settings (the promise, the largest error accepted in model labels, the confidence
+of that bound, the share of served items that are audits) are shown to everyone who may open the
+session, editable by admins only (the store refuses anyone else), with about how many answers the
+session needs at the audit share entered, simulated from the lot it is checking now
+(:meth:`app.service.Workbench.answers_estimate`, never a number written here).
 
 What the page offers follows the store's access policies, asked as the signed-in user: the
 list holds the sessions the user may open (an annotator's: those assigned to them), the "New
@@ -35,14 +35,15 @@ from app.service import (
     change_label_settings,
     creation_rights,
     dataset_names,
+    estimate_words,
     hotkeys_text,
     parse_hotkeys_text,
     session_label_settings,
     session_rights,
     session_summaries,
     set_session_keys,
+    share_percent,
     start_session,
-    statement_cost,
     upload_columns,
 )
 from app.store import LabelSettings
@@ -193,8 +194,8 @@ LABEL_SETTINGS = (
         "max_error",
         "Largest model-label error (%)",
         (
-            "Model labels are given only where the audited answers show, at the confidence below, that at most this "
-            "share of them is wrong."
+            "Model labels are given only where the audited answers show, as the promise reads it, that at most "
+            "this share of them is wrong."
         ),
         0.1,
         49.9,
@@ -213,32 +214,28 @@ LABEL_SETTINGS = (
 )
 
 
-def percent(share: float) -> str:
-    """``0.05`` as ``"5%"``, ``0.025`` as ``"2.5%"``."""
-    return f"{share * 100:.4g}%"
-
-
 #: How each promise reads (engine.promises.PROMISES).
 PROMISE_WORDS = {
-    "confidence": "at most the error below, with the confidence below, whenever the labels are read",
-    "average": "at most the error below on average (the confidence is not used)",
+    "confidence": "With confidence: at most the error below in this session, unless it is one of the few "
+    "sessions (1 − confidence of them) whose random audits looked better than the labels are",
+    "average": "On average: at most the error below over many sessions like this one; one session may be "
+    "above it (fewer audits; the confidence is not used)",
 }
 
 
 def settings_text(max_error: float, confidence: float, audit_share: float, promise: str) -> str:
-    said = f"at {percent(confidence)} confidence" if promise == "confidence" else "on average (the promise on average)"
-    return f"largest model-label error {percent(max_error)} {said}; audit share {percent(audit_share)}"
+    said = f"at {share_percent(confidence)} confidence" if promise == "confidence" else "on average"
+    return f"largest model-label error {share_percent(max_error)} {said}; audit share {share_percent(audit_share)}"
 
 
-def target_cost(open_bench: Workbench, max_error: float, confidence: float, audit_share: float, promise: str) -> str:
-    """What a statement costs at these settings, for the lot the open session is checking."""
-    loop = open_bench.loop()
-    active = loop.active
-    if active is None:
-        return "No lot of model labels is being checked now: the statement above says when the next one comes."
-    settings = LabelSettings(max_error=max_error, confidence=confidence, audit_share=audit_share, promise=promise)
-    stated_before = sum(s.stated for s in loop.lots[:-1])
-    return statement_cost(settings, int(active.lot.items.size), active.lot.number, stated_before)
+def answers_left(open_bench: Workbench, audit_share: float) -> str:
+    """About how many answers the open session needs at this audit share, for the lot it is
+    checking (the other settings apply to the lots frozen after they are saved)."""
+    work = open_bench.work_status()
+    if work.done:
+        return work.headline + " " + work.more_answers
+    estimate = open_bench.answers_estimate(audit_share)
+    return estimate_words(work.counts, work.summary, estimate, work.answers, work.conflicts)
 
 
 def save_label_settings(session_id: int, session_name: str) -> None:
@@ -478,26 +475,38 @@ if tab.workbench is not None and "open" in rights:
     saved = session_label_settings(session_factory, bench.config.name)
     if "change_settings" in rights:
         st.caption(
-            "DST-PLL labels an item only where the audited answers back the error target below; the rest "
-            "stays undecided for a person. Changing the settings changes the labels at once."
+            "The model labels an item only where audited answers back the error target below; the rest stays "
+            "undecided for a person. A new error, confidence or promise applies to the model labels proposed "
+            "after it is saved: the labels being checked now keep the settings they were proposed with. A new "
+            "audit share applies at once."
+        )
+        # The promise first: it decides whether the confidence field means anything.
+        promise_field = ui.Keys.label_setting(bench.session_id, "promise")
+        st.session_state.setdefault(promise_field, saved.promise)
+        chosen_promise = st.radio(
+            "Promise",
+            PROMISES,
+            key=promise_field,
+            format_func=PROMISE_WORDS.__getitem__,
+            help="What a stated error means. Both hold whenever the labels are read or exported, and both "
+            "assume the audited answers are right.",
         )
         setting_columns = st.columns(len(LABEL_SETTINGS))
         for column, (name, title, meaning, low, high) in zip(setting_columns, LABEL_SETTINGS, strict=True):
             field = ui.Keys.label_setting(bench.session_id, name)
             st.session_state.setdefault(field, round(getattr(saved, name) * 100, 4))
-            column.number_input(title, min_value=low, max_value=high, step=0.5, format="%.1f", key=field, help=meaning)
-        promise_field = ui.Keys.label_setting(bench.session_id, "promise")
-        st.session_state.setdefault(promise_field, saved.promise)
-        st.radio(
-            "Promise",
-            PROMISES,
-            key=promise_field,
-            format_func=lambda p: f"{p}: {PROMISE_WORDS[p]}",
-            help="What a stated error means. Both hold whenever the labels are read or exported.",
-        )
-        shown = [
-            float(st.session_state[ui.Keys.label_setting(bench.session_id, name)]) / 100 for name, *_ in LABEL_SETTINGS
-        ] + [st.session_state[promise_field]]
+            unused = name == "confidence" and chosen_promise != "confidence"
+            column.number_input(
+                title,
+                min_value=low,
+                max_value=high,
+                step=0.5,
+                format="%.1f",
+                key=field,
+                help=meaning + (" Not used by the promise on average." if name == "confidence" else ""),
+                disabled=unused,
+            )
+        entered_share = float(st.session_state[ui.Keys.label_setting(bench.session_id, "audit_share")]) / 100
         st.button(
             "Save model-label settings",
             key=ui.Keys.LABEL_SETTINGS_SAVE,
@@ -507,9 +516,10 @@ if tab.workbench is not None and "open" in rights:
         )
     else:
         st.caption("An admin sets these.")
-        shown = [saved.max_error, saved.confidence, saved.audit_share, saved.promise]
-        st.text(settings_text(*shown).capitalize())
-    st.text(target_cost(bench, *shown))
+        entered_share = saved.audit_share
+        st.text(settings_text(saved.max_error, saved.confidence, saved.audit_share, saved.promise).capitalize())
+    st.markdown("**Answers left**")
+    st.text(answers_left(bench, entered_share))
 if tab.label_settings_notice is not None:  # also when the refusal took the editor away
     level, text = tab.label_settings_notice
     tab.label_settings_notice = None

@@ -1,0 +1,244 @@
+"""How close the Sessions page's estimate of the answers needed comes on the bundled sample (issue 46).
+
+For each store key, one campaign on ``sample_data/digits_partial.npz`` is replayed with the loop a
+session runs (:class:`benchmarks.replay_lots.Campaign`: the default query order, audits in their
+slots, a simulated expert who is always right) until the session is **done**: no item left
+undecided and no lot being checked (:func:`app.service.completion.work_is_done`). Along the way,
+at the answer counts of ``--at``, the estimate the app shows (:func:`app.service.estimates.estimate_answers`,
+from the same loop and verdicts) is taken, and compared with the answers the campaign really
+needed: until its first model labels were stated, and until it was done.
+
+With ``--app``, the same walk goes through the app itself instead: the sample imported once into
+a SQLite store, copied per key with that key as the store's secret, a
+:class:`app.service.Workbench` serving the items (suspect items interleaved, as the Query page
+does) and recording each answer, and the estimate read as the Sessions page reads it
+(:meth:`app.service.Workbench.answers_estimate`).
+
+Run (not part of ``make test``; about a second per key, five with ``--app``)::
+
+    python -m benchmarks.done_estimate --keys 20
+    python -m benchmarks.done_estimate --keys 20 --app
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import argparse  # noqa: E402 - after the thread limits, which must precede numpy
+import time  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from app.service.completion import work_is_done  # noqa: E402
+from app.service.estimates import AnswersEstimate, estimate_answers  # noqa: E402
+from benchmarks.labels_delivered import sample_pool  # noqa: E402
+from benchmarks.replay_lots import Campaign  # noqa: E402
+from engine.labelling_loop import LoopSettings  # noqa: E402
+from engine.strategies import CampaignContext, make_strategy  # noqa: E402
+
+#: Answer counts at which the estimate is read (the Sessions page before the first answer, then
+#: as a person might look again).
+READ_AT = (0, 50, 100, 150)
+#: The goal of issue 46: the estimate within this share of the answers really needed.
+WITHIN = 0.25
+#: A campaign that is not done after this many answers is cut short (it never was on the sample).
+MOST_ANSWERS = 800
+
+
+@dataclass
+class KeyRun:
+    """One store key's campaign: the answers it needed and the estimates read on the way."""
+
+    key: int
+    first_statement: int | None = None
+    done: int | None = None
+    audits: int = 0
+    estimates: dict[int, AnswersEstimate] = field(default_factory=dict)
+
+
+def replay_to_done(key: int, settings: LoopSettings, read_at: tuple[int, ...]) -> KeyRun:
+    """One campaign of the sample with store key ``key``, answered until done."""
+    pool = sample_pool()
+    partial = pool.Y.sum(axis=1) >= 2
+    campaign = Campaign(pool, settings, key=np.random.default_rng([key, 7]).bytes(32), session=key)
+    rng = np.random.default_rng([key, 9])
+    view = campaign.Y.view()
+    view.flags.writeable = False
+    context = CampaignContext(pool.X, view, pool.idx, pool.w)
+    strategy = make_strategy("default", fresh=True)
+    strategy.start(context, rng)
+    run = KeyRun(key)
+    answers = 0
+    while answers <= MOST_ANSWERS:
+        loop = campaign.loop()
+        if answers in read_at:
+            estimate = estimate_answers(loop, campaign.verdict_log(), partial, settings.audit_share)
+            if estimate is not None:
+                run.estimates[answers] = estimate
+        delivered, _, _ = loop.delivered(partial.size)
+        if run.first_statement is None and delivered.any():
+            run.first_statement = answers
+        undecided = int(((campaign.Y.sum(axis=1) >= 2) & ~campaign.answered & ~delivered).sum())
+        if work_is_done(undecided, loop):
+            run.done = answers
+            break
+        served = campaign.served(campaign.ranked(strategy, context, rng, loop), loop)
+        if served.positions.size == 0:
+            break
+        item = int(served.positions[0])
+        run.audits += int(served.audit[0])
+        campaign.answer(item, int(pool.truth[item]))
+        strategy.observe(item, campaign.Y[item].copy())
+        context.n_answers += 1
+        answers += 1
+    return run
+
+
+def replay_app_to_done(key: int, template: Path, workdir: Path, read_at: tuple[int, ...]) -> KeyRun:
+    """One walk of the sample through the app (a store copied from ``template``, its secret set
+    from ``key``), answered with the true labels until done."""
+    import shutil
+
+    from app.service import Workbench, session_id_by_name
+    from app.store import write_transaction
+    from app.store.db import close_stores, open_store
+    from app.store.labels import AUDIT_ORDER_KEY
+    from app.store.models import StoreSecret
+
+    db = workdir / f"key{key}.db"
+    shutil.copyfile(template, db)
+    Session = open_store(str(db))
+    try:
+        secret = StoreSecret(name=AUDIT_ORDER_KEY, value=np.random.default_rng([key, 7]).bytes(32))
+        write_transaction(Session, lambda s: s.merge(secret))
+        bench = Workbench.open(Session, session_id_by_name(Session, "demo"))
+        truth = bench.state.true_labels
+        assert truth is not None
+        run = KeyRun(key)
+        answers = 0
+        while answers <= MOST_ANSWERS:
+            if answers in read_at:
+                estimate = bench.answers_estimate()
+                if estimate is not None:
+                    run.estimates[answers] = estimate
+            work = bench.work_status()
+            if run.first_statement is None and work.summary.stated:
+                run.first_statement = answers
+            if work.done:
+                run.done = answers
+                run.audits = work.summary.audited  # the audited answers the statement reads
+                break
+            served = bench.queue(top=1)
+            if served.size == 0:
+                break
+            position = int(served[0])
+            bench.record("expert", "answer", position=position, label=int(truth[position]))
+            answers += 1
+        return run
+    finally:
+        close_stores()
+        db.unlink(missing_ok=True)
+
+
+def _app_template(workdir: Path) -> Path:
+    """The sample imported into a store, its graph built, once: each key's store is a copy."""
+    from app.service import Workbench, ensure_sample_session
+    from app.store.db import close_stores, open_store
+
+    template = workdir / "template.db"
+    Session = open_store(str(template))
+    try:
+        Workbench.open(Session, ensure_sample_session(Session))  # builds and stores the graph
+    finally:
+        close_stores()
+    return template
+
+
+def _off(estimate: int | None, actual: int | None) -> float | None:
+    if estimate is None or actual is None or actual == 0:
+        return None
+    return (estimate - actual) / actual
+
+
+def tables(runs: list[KeyRun], read_at: tuple[int, ...]) -> list[str]:
+    """Markdown: one row per key, then the summary per reading point."""
+    head = " | ".join(f"estimate at {a} (10–90 %)" for a in read_at)
+    out = [
+        f"| key | first statement | done | audits | {head} |",
+        "|---|---|---|---|" + "---|" * len(read_at),
+    ]
+    for run in runs:
+        cells = []
+        for a in read_at:
+            e = run.estimates.get(a)
+            if e is None:
+                cells.append("–")
+                continue
+            off = _off(e.done, run.done)
+            mark = "" if off is None or abs(off) <= WITHIN else " ✗"
+            cells.append(f"{e.done} ({e.done_low}–{e.done_high}){mark}")
+        out.append(f"| {run.key} | {run.first_statement} | {run.done} | {run.audits} | " + " | ".join(cells) + " |")
+    out += [
+        "",
+        "| read at (answers) | keys | estimate of done: median | within 25 % of done | mean abs. error "
+        "| done inside the 10–90 % range | estimate of first statement | within 25 % of it |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for a in read_at:
+        pairs = [(r.estimates[a], r) for r in runs if a in r.estimates and r.done is not None]
+        if not pairs:
+            continue
+        offs = np.asarray([_off(e.done, r.done) for e, r in pairs], dtype=float)
+        inside = np.mean([e.done_low <= r.done <= e.done_high for e, r in pairs])
+        firsts = [(e.first_statement, r.first_statement) for e, r in pairs if e.first_statement is not None]
+        first_offs = [_off(e, f) for e, f in firsts if f is not None and f > a]
+        first_cell = f"{int(np.median([e for e, _ in firsts]))}" if firsts else "– (stated already)"
+        first_within = (
+            f"{sum(abs(o) <= WITHIN for o in first_offs if o is not None)} of {len(first_offs)}" if first_offs else "–"
+        )
+        out.append(
+            f"| {a} | {len(pairs)} | {int(np.median([e.done for e, _ in pairs]))} "
+            f"| {int((np.abs(offs) <= WITHIN).sum())} of {len(pairs)} | {np.mean(np.abs(offs)):.0%} "
+            f"| {inside:.0%} | {first_cell} | {first_within} |"
+        )
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--keys", type=int, default=20, help="store keys (one campaign each)")
+    parser.add_argument("--first-key", type=int, default=0)
+    parser.add_argument("--app", action="store_true", help="walk through the app's Workbench and a store")
+    parser.add_argument("--markdown", type=Path, default=None, help="also write the tables to this file")
+    args = parser.parse_args(argv)
+    settings = LoopSettings()
+    start = time.perf_counter()
+    keys = range(args.first_key, args.first_key + args.keys)
+    if args.app:
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as folder:
+            template = _app_template(Path(folder))
+            runs = [replay_app_to_done(k, template, Path(folder), READ_AT) for k in keys]
+    else:
+        runs = [replay_to_done(k, settings, READ_AT) for k in keys]
+    lines = [
+        f"{len(runs)} store keys on the sample{' through the app' if args.app else ''}, "
+        f"{time.perf_counter() - start:.0f} s; settings: at most "
+        f"{settings.max_error:.0%} wrong, {settings.confidence:.0%} confidence, audit share {settings.audit_share:.0%}",
+        "",
+        *tables(runs, READ_AT),
+    ]
+    print("\n".join(lines))
+    if args.markdown is not None:
+        args.markdown.write_text("\n".join(lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,58 @@
+"""When a session is done, and the estimate of the answers left (issue 46), on the bundled sample
+replayed with the loop a session runs (:class:`benchmarks.replay_lots.Campaign`).
+
+The estimate is read from the last checkpoint only: between two checkpoints it must not move,
+or an annotator watching it could tell whether the last item was an audit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from app.service.completion import work_is_done
+from app.service.estimates import estimate_answers
+from benchmarks.labels_delivered import sample_pool
+from benchmarks.replay_lots import Campaign
+from engine.labelling_loop import STATEMENT_EVERY, Loop, LoopSettings
+
+
+@pytest.fixture(scope="module")
+def campaign_at_25() -> tuple[Campaign, list]:
+    """The sample after 25 answers (the true labels, in the served order), and the loop after each."""
+    pool = sample_pool()
+    campaign = Campaign(pool, LoopSettings(), key=bytes(range(32)), session=1)
+    loops = []
+    for _ in range(25):
+        loop = campaign.loop()
+        loops.append((loop, campaign.verdict_log()))
+        ranked = np.flatnonzero((campaign.Y.sum(axis=1) >= 2) & ~campaign.answered)
+        item = int(campaign.served(ranked, loop).positions[0])
+        campaign.answer(item, int(pool.truth[item]))
+    loops.append((campaign.loop(), campaign.verdict_log()))
+    return campaign, loops
+
+
+def test_done_needs_no_undecided_item_and_no_lot_being_checked(campaign_at_25):
+    _, loops = campaign_at_25
+    checking, _ = loops[0]
+    assert checking.active is not None  # lot 1 is frozen at the first answer and checked
+    assert not work_is_done(0, checking)
+    nothing = Loop(lots=(), checkpoint=0, verdicts=0)
+    assert work_is_done(0, nothing) and not work_is_done(1, nothing)
+
+
+def test_the_estimate_moves_only_at_checkpoints(campaign_at_25):
+    campaign, loops = campaign_at_25
+    partial = campaign.pool.Y.sum(axis=1) >= 2
+    estimates = [estimate_answers(loop, log, partial, 0.5, runs=20) for loop, log in loops[10:25]]
+    assert all(e is not None for e in estimates)
+    by_checkpoint: dict[int, set] = {}
+    for verdicts, estimate in enumerate(estimates, start=10):
+        assert estimate.checkpoint == verdicts // STATEMENT_EVERY * STATEMENT_EVERY
+        by_checkpoint.setdefault(estimate.checkpoint, set()).add(estimate)
+    # One estimate per checkpoint, whatever the answers (audits or not) given since.
+    assert {k: len(v) for k, v in by_checkpoint.items()} == {10: 1, 20: 1}
+    for estimate in estimates:
+        assert estimate.checkpoint <= estimate.done_low <= estimate.done <= estimate.done_high
+        assert estimate.first_statement is None or estimate.first_statement <= estimate.done_high

@@ -206,7 +206,7 @@ class AverageTest:
     def verdict(self, prefix_errors: np.ndarray) -> SetVerdict:
         errors, n, k = _prefix(prefix_errors)
         accepted = self.plan.accepted_at(errors) >= 0
-        past = n >= self.plan.last or k > int(self.plan.acceptance_number(self.plan.last))
+        past = n >= self.plan.last or k > self.plan.last_acceptance_number
         return SetVerdict(n, k, accepted, not accepted and past)
 
 
@@ -360,6 +360,11 @@ class SamplingPlan:
         number = np.floor(self.slope * (n - self.start) + 1e-9).astype(np.int64)
         return np.where((n >= self.start) & (n <= self.last), number, -1)
 
+    @functools.cached_property
+    def last_acceptance_number(self) -> int:
+        """:meth:`acceptance_number` at ``last``: more wrong labels than this and the set is hopeless."""
+        return int(self.acceptance_number(self.last))
+
     def accepted_at(self, prefix_errors: np.ndarray) -> int:
         """The prefix where the plan accepted (``prefix_errors[j − 1]`` wrong labels in the first
         ``j``), or -1."""
@@ -510,15 +515,39 @@ def lot_error_bounds(lot_size: int, audited: int, errors: int, *, alpha: float, 
     return _bounds(big_n, n, k, check_level(alpha, "alpha"), check_level(target, "target"))
 
 
+#: Running intersections already computed, by set size, levels and audited prefix
+#: (:func:`_running_bounds`); emptied when it holds this many.
+RUNNING_BOUNDS_KEPT = 65_536
+_running_kept: dict[tuple[int, float, float, bytes], tuple[int, int]] = {}
+
+
 def _running_bounds(big_n: int, prefix_errors: np.ndarray, alpha: float, prior: float) -> tuple[int, int]:
     """The running intersection of the sequence's intervals over the prefixes ``1 … n``
     (``prefix_errors[j − 1]`` wrong labels in the first ``j``; module docstring)."""
-    low, high = 0, big_n
-    for j, errors in enumerate(prefix_errors.tolist(), start=1):
-        lo_j, hi_j = _bounds(big_n, j, errors, alpha, prior)
-        low, high = max(low, lo_j), min(high, hi_j)
+    low, high = _intersection(big_n, prefix_errors, alpha, prior)
     if prefix_errors.size and (low > high or high < int(prefix_errors[-1])):
         # Empty: the truth is outside some interval, the event of probability ≤ α. Say what
         # the latest interval says rather than a bound below the wrong labels already found.
         return _bounds(big_n, int(prefix_errors.size), int(prefix_errors[-1]), alpha, prior)
+    return low, high
+
+
+def _intersection(big_n: int, prefix_errors: np.ndarray, alpha: float, prior: float) -> tuple[int, int]:
+    """The bare running intersection, kept per prefix: a set's verdict is read after every
+    answer while its prefix grows by at most one audit, so each read extends the last one's
+    intersection instead of walking the whole prefix again."""
+    raw = np.ascontiguousarray(prefix_errors, dtype=np.int64).tobytes()
+    key = (big_n, alpha, prior, raw)
+    kept = _running_kept.get(key)
+    if kept is not None:
+        return kept
+    n = len(raw) // 8
+    shorter = _running_kept.get((big_n, alpha, prior, raw[:-8])) if n else None
+    low, high, start = (*shorter, n) if shorter is not None else (0, big_n, 1)
+    for j in range(start, n + 1):
+        lo_j, hi_j = _bounds(big_n, j, int(prefix_errors[j - 1]), alpha, prior)
+        low, high = max(low, lo_j), min(high, hi_j)
+    if len(_running_kept) >= RUNNING_BOUNDS_KEPT:
+        _running_kept.clear()
+    _running_kept[key] = (low, high)
     return low, high

@@ -33,19 +33,24 @@ import app.store.labels  # noqa: E402  (numpy reads the thread settings on impor
 #: The slowest modules, slowest first, as measured in docs/test_suite.md. Only the order of the
 #: run depends on it: a module missing here, or a new slow one, is run all the same.
 DEALT_FIRST = (
-    "tests/cli/test_cli.py",
-    "tests/cli/test_labels_cli.py",
-    "tests/engine/test_lots.py",
-    "tests/e2e/test_label_studio_server.py",
-    "tests/cli/test_label_studio_cli.py",
-    "tests/cli/test_stores_cli.py",
-    "tests/store/test_session_snapshots.py",
-    "tests/store/test_users.py",
-    "tests/cli/test_hostile_inputs.py",
     "tests/test_promise_replay.py",
-    "tests/store/test_repo.py",
-    "tests/cli/test_hostile_corpus.py",
+    "tests/e2e/test_label_studio_server.py",
+    "tests/cli/test_labels_cli.py",
+    "tests/cli/test_cli.py",
+    "tests/cli/test_label_studio_cli.py",
     "tests/e2e/test_browser.py",
+    "tests/store/test_users.py",
+    "tests/cli/test_hostile_corpus.py",
+    "tests/cli/test_stores_cli.py",
+    "tests/e2e/test_url_browser.py",
+    "tests/cli/test_hostile_inputs.py",
+    "tests/e2e/test_gate.py",
+    "tests/cli/test_users_cli.py",
+    "tests/store/test_lock_cli.py",
+    "tests/store/test_session_snapshots.py",
+    "tests/e2e/test_done_browser.py",
+    "tests/e2e/test_team_browser.py",
+    "tests/store/test_repo.py",
 )
 
 

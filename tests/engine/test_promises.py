@@ -15,6 +15,7 @@ from scipy.stats import betabinom
 from engine.exceptions import InvalidInput
 from engine.promises import (
     EXACT_LOT_SIZE,
+    ConfidenceTest,
     SamplingPlan,
     average_plan,
     lot_error_bounds,
@@ -155,3 +156,27 @@ def test_every_prefix_is_covered_with_probability_at_least_one_minus_alpha(wrong
                 break
     # Ville's inequality: at most alpha; the binomial noise of 1,500 runs is below 0.025.
     assert missed / runs <= alpha + 0.025
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    big_n=st.integers(2, 60),
+    data=st.data(),
+    alpha=st.sampled_from([0.05, 0.1]),
+)
+def test_the_running_bounds_kept_between_reads_equal_the_walk_over_the_whole_prefix(big_n, data, alpha):
+    """A set's verdict is read after every answer and its intersection extended from the last
+    read's; reads in any order (growing, repeated, shorter again) give the walk from scratch."""
+    wrong = data.draw(st.lists(st.booleans(), min_size=1, max_size=big_n))
+    errors = np.cumsum(np.asarray(wrong, dtype=np.int64))
+    lengths = data.draw(st.lists(st.integers(0, errors.size), min_size=1, max_size=12))
+    test = ConfidenceTest(big_n, 0.1, alpha)
+    for n in lengths:
+        low, high = 0, big_n
+        for j in range(1, n + 1):
+            lo_j, hi_j = lot_error_bounds(big_n, j, int(errors[j - 1]), alpha=alpha, target=0.1)
+            low, high = max(low, lo_j), min(high, hi_j)
+        if n and (low > high or high < errors[n - 1]):
+            low, high = lot_error_bounds(big_n, n, int(errors[n - 1]), alpha=alpha, target=0.1)
+        verdict = test.verdict(errors[:n])
+        assert (verdict.wrong_floor, verdict.wrong_bound) == (low, high)

@@ -117,6 +117,8 @@ class Campaign:
         self._frozen: dict = {}
         self._uniforms = slot_uniforms(key, session, 4 * n + 16)
         self.model = LotModel(pool.idx, pool.X)
+        #: DST-PLL's margins (easy first) and the sets they were computed from.
+        self._margins: tuple[np.ndarray, np.ndarray] | None = None
 
     # ---------------------------------------------------------------- the person's actions
 
@@ -177,7 +179,7 @@ class Campaign:
         partial = (self.Y.sum(axis=1) >= 2) & ~self.answered
         in_lots = loop.in_lots(self.Y.shape[0])
         if strategy is None:  # easy first: largest DST-PLL margin first
-            score = transductive_decisions(self.Y, self.pool.idx, random_state=0)[2]
+            score = self.margins()
         else:
             score = np.asarray(strategy.scores(context), dtype=np.float64)
         tiebreak = rng.random(score.size)
@@ -187,6 +189,24 @@ class Campaign:
         later = later[np.lexsort((tiebreak[later], -score[later]))]
         skipped = np.asarray([i for i in self._skip_order if partial[i]], dtype=np.int64)
         return np.concatenate([first, later, skipped])
+
+    def margins(self) -> np.ndarray:
+        """DST-PLL's margin of every item on the current sets. A row's margin reads its own set
+        and its neighbours' only, so after an answer just the rows whose set or neighbourhood
+        changed are decided again."""
+        idx = self.pool.idx
+        if self._margins is None:
+            margins = transductive_decisions(self.Y, idx, random_state=0)[2]
+        else:
+            margins, seen = self._margins
+            changed = np.flatnonzero((self.Y != seen).any(axis=1))
+            if changed.size:
+                touched = np.isin(idx, changed).any(axis=1)
+                touched[changed] = True
+                margins = margins.copy()
+                margins[touched] = transductive_decisions(self.Y, idx, np.flatnonzero(touched), random_state=0)[2]
+        self._margins = (margins, self.Y.copy())
+        return margins
 
     def served(self, ranked: np.ndarray, loop: Loop, top: int | None = 1) -> ServedOrder:
         queue = loop.audit_queue(self.answered, self.skipped)

@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from benchmarks.replay_lots import Pool, Reads, replay
+from benchmarks.replay_lots import Campaign, Pool, Reads, replay
+from engine.dst_evidence import transductive_decisions
 from engine.labelling_loop import LoopSettings
 from engine.neighbors import knn_graph
 from engine.promises import ConfidencePromise, SetVerdict
@@ -94,3 +95,16 @@ def test_a_plug_in_rule_breaks_the_promise_and_the_check_sees_it(bad, monkeypatc
     monkeypatch.setattr(ConfidencePromise, "judge", plug_in)
     runs = campaigns(bad, "confidence", budget=120)
     assert sum(r.broken(TARGET) for r in runs) / SEEDS > 0.3
+
+
+def test_the_easy_first_margins_kept_between_answers_equal_dst_pll_on_every_set(good):
+    """The replay decides again only the rows an answer or an undo touches; any other row's
+    margin is what DST-PLL gives on all the sets."""
+    campaign = Campaign(good, LoopSettings(max_error=TARGET), key=b"k" * 32)
+    rng = np.random.default_rng(3)
+    for item in rng.choice(good.Y.shape[0], size=40, replace=False):
+        campaign.answer(int(item), int(good.truth[item]))
+        if rng.random() < 0.3:
+            campaign.undo()
+        expected = transductive_decisions(campaign.Y, good.idx, random_state=0)[2]
+        np.testing.assert_array_equal(campaign.margins(), expected)

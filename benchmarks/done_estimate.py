@@ -4,7 +4,7 @@ For each store key, one campaign on ``sample_data/digits_partial.npz`` is replay
 session runs (:class:`benchmarks.replay_lots.Campaign`: the default query order, audits in their
 slots, a simulated expert who is always right) until the session is **done**: no item left
 undecided and no lot being checked (:func:`app.service.completion.work_is_done`). Along the way,
-at the answer counts of ``--at``, the estimate the app shows (:func:`app.service.estimates.estimate_answers`,
+at the answer counts of ``--at``, the estimate the app shows (:func:`engine.estimates.estimate_answers`,
 from the same loop and verdicts) is taken, and compared with the answers the campaign really
 needed: until its first model labels were stated, and until it was done.
 
@@ -35,9 +35,9 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 
 from app.service.completion import work_is_done  # noqa: E402
-from app.service.estimates import AnswersEstimate, estimate_answers  # noqa: E402
 from benchmarks.labels_delivered import sample_pool  # noqa: E402
 from benchmarks.replay_lots import Campaign  # noqa: E402
+from engine.estimates import AnswersEstimate, estimate_answers  # noqa: E402
 from engine.labelling_loop import LoopSettings  # noqa: E402
 from engine.strategies import CampaignContext, make_strategy  # noqa: E402
 

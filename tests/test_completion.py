@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from app.service.completion import work_is_done
-from app.service.estimates import estimate_answers
 from benchmarks.labels_delivered import sample_pool
 from benchmarks.replay_lots import Campaign
+from engine.estimates import estimate_answers
 from engine.labelling_loop import STATEMENT_EVERY, Loop, LoopSettings
 
 

@@ -20,7 +20,6 @@ Modules
 ``delivery``   the labelled dataset handed back: final labels, their sources, the stated error;
                a session's label settings
 ``completion`` when a session's work is done (one definition), and what more answers would buy
-``estimates``  about how many more answers a session needs, simulated from the lot being checked
 ``graphs``     a dataset's k-NN graph, built once, persisted and loaded by content hash
 ``tasks``      progress reports of heavy work, and background builds shared per process
 ``auth``       accounts, sign-in and the single-user / team mode decision

@@ -24,7 +24,6 @@ from .delivery import (
     promise_words,
     session_label_settings,
 )
-from .estimates import AnswersEstimate, estimate_answers
 from .exports import (
     AUDIT_COLUMNS,
     EVENT_COLUMNS,
@@ -246,7 +245,5 @@ __all__ = [
     "more_answers_words",
     "work_is_done",
     "share_percent",
-    "AnswersEstimate",
-    "estimate_answers",
     "dataset_description",
 ]

@@ -9,7 +9,7 @@ stays stated. Further answers can only replace model labels with experts' labels
 those may be wrong is what the statement already bounds, so that is what they would buy.
 
 Before that, the pages say how many items are undecided and, from the lot being checked, about
-how many more answers the session needs (:mod:`app.service.estimates`).
+how many more answers the session needs (:mod:`engine.estimates`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from app.service.delivery import LabelSummary
-    from app.service.estimates import AnswersEstimate
+    from engine.estimates import AnswersEstimate
     from engine.labelling_loop import Loop
 
 __all__ = [
@@ -169,7 +169,7 @@ def estimate_words(
     """Before done: about how many more answers the session needs, or why that is not known yet.
 
     >>> from app.service.delivery import LabelSummary
-    >>> from app.service.estimates import AnswersEstimate
+    >>> from engine.estimates import AnswersEstimate
     >>> s = LabelSummary(0.05, 0.9, "confidence", 0, 0, None, 0, 1, 423, 400, 0.5, 483)
     >>> e = AnswersEstimate(checkpoint=0, first_statement=110, done=290, done_low=230, done_high=460, runs=100)
     >>> print(estimate_words({"undecided": 483}, s, e, 0))  # doctest: +NORMALIZE_WHITESPACE

@@ -57,7 +57,6 @@ from app.service import answers, delivery, explanations, session_tables, suspect
 from app.service.answers import OFFERS, CheckedItem, StaleAnswer
 from app.service.completion import WorkStatus
 from app.service.delivery import DeliveredLabels
-from app.service.estimates import AnswersEstimate, estimate_answers
 from app.service.explanations import AnswerEffect, Neighbour, QueryExplanation, TargetExplanation
 from app.service.graphs import GraphResult, dataset_graph
 from app.service.item_content import ContentReader, ItemContent
@@ -89,6 +88,7 @@ from app.store import (
     stored_audit_secret,
     write_transaction,
 )
+from engine.estimates import AnswersEstimate, estimate_answers
 from engine.labelling_loop import (
     ItemsAt,
     Loop,
@@ -585,7 +585,7 @@ class Workbench:
 
     def answers_estimate(self, audit_share: float | None = None) -> AnswersEstimate | None:
         """About how many answers the session needs until it is done, simulated from the lot
-        being checked at the last checkpoint (:func:`app.service.estimates.estimate_answers`);
+        being checked at the last checkpoint (:func:`engine.estimates.estimate_answers`);
         None when no lot is being checked. ``audit_share``: another share than the session's
         (the Sessions page's field before it is saved). Kept per checkpoint and share."""
         snap = self._snapshot

@@ -456,7 +456,7 @@ def export(
         )
         if files.n_withheld:
             out.print(
-                f"{files.n_withheld} model labels of the lot still being audited are written as undecided: "
+                f"{files.n_withheld} model labels still being checked by audits are written as undecided: "
                 "annotators who saw them in Label Studio would no longer check them blind. "
                 "`winnow export --what labelled` as CSV or JSON has them "
                 "(with audits off, `winnow session settings --audit 0`, they go out as predictions).",

@@ -440,6 +440,6 @@ def statement_metadata(labels: DeliveredLabels) -> dict[str, Any]:
         "done": s.done,
         "done_meaning": "no item is undecided and no model label is being checked: more answers change no statement",
         "statement": labels.statement,
-        "model_margin_column": "DST-PLL margin bel - max pl when the lot was frozen, model rows only: "
-        "orders model labels, not a probability",
+        "model_margin_column": "the model's margin (DST-PLL: bel - max pl) when its label was proposed for "
+        "checking, model rows only: orders model labels, not a probability",
     }

@@ -613,9 +613,10 @@ def open_store(path_or_url: str | os.PathLike[str], *, create: bool = True) -> s
             # stop other commands from opening it.
             if check_store(url, create=create, engine=engine) != head_revision():
                 upgrade_database(url, engine=engine)
-                # The audit key is made with the store (or at its upgrade), never by a reader.
-                with Session(bind=engine) as s, s.begin():
-                    audit_secret(s)
+                # The audit key is made with the store (or at its upgrade), never by a reader,
+                # under the write lock like any write: processes opening a new store together
+                # would otherwise race from a stale read to the insert.
+                write_transaction(sessionmaker(bind=engine), audit_secret)
         except DBAPIError as exc:
             if is_locked_error(exc):
                 busy = store_busy(engine)

@@ -68,3 +68,16 @@ def record_answers(
     except BaseException:  # report everything to the parent, which fails the test
         barrier.abort()
         results.put((annotator, "error", traceback.format_exc()))
+
+
+def open_new_store(url: str, barrier: Any, results: Any) -> None:
+    """Open (and so create and migrate) the store at the same moment as the other openers;
+    report ``"ok"`` or the traceback on ``results``."""
+    try:
+        from app.store import open_store
+
+        barrier.wait(timeout=180)
+        open_store(url)
+        results.put("ok")
+    except BaseException:
+        results.put(traceback.format_exc())

@@ -18,7 +18,7 @@ from app.store import (
     write_transaction,
 )
 
-from .concurrency_worker import SHARED_ANNOTATOR, record_answers
+from .concurrency_worker import SHARED_ANNOTATOR, open_new_store, record_answers
 
 N_ANSWERS = 150
 N_SHARED = 25
@@ -108,6 +108,30 @@ def test_processes_open_a_new_store_and_record_answers_concurrently(store_url):
             assert undone == n_shared_events // 2
     finally:
         engine.dispose()
+
+
+N_OPENERS = 6
+
+
+def test_many_processes_open_one_new_store_at_once_and_it_gets_one_audit_key(store_url):
+    """Six openers of a new store race through its migration and the making of its audit key
+    (before that key was made under the write lock, 5 of 8 such races on SQLite ended in
+    "is busy" for one of them)."""
+    from app.store import open_store, stored_audit_secret
+
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(N_OPENERS)
+    results = ctx.Queue()
+    openers = [ctx.Process(target=open_new_store, args=(store_url, barrier, results)) for _ in range(N_OPENERS)]
+    for opener in openers:
+        opener.start()
+    outcomes = [results.get(timeout=300) for _ in openers]
+    for opener in openers:
+        opener.join(timeout=60)
+    assert outcomes == ["ok"] * N_OPENERS, "\n".join(o for o in outcomes if o != "ok")
+    with open_store(store_url, create=False)() as s:
+        key = stored_audit_secret(s)
+    assert key is not None and len(key) == 32
 
 
 def test_a_writer_waits_for_the_open_write_transaction(small):

@@ -52,6 +52,7 @@ Settings
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import itertools
 import math
@@ -76,6 +77,7 @@ __all__ = [
     "Loop",
     "lot_share",
     "audits_to_state",
+    "judge_lot",
     "run_loop",
     "slot_uniforms",
     "served_order",
@@ -223,10 +225,15 @@ class Lot:
     tests: tuple[SetTest, ...]
     promise: Promise
 
-    @property
+    @functools.cached_property
     def set_sizes(self) -> tuple[int, ...]:
         """Items of set ``j`` (layers ``0 … j``)."""
         return tuple(int(v) for v in np.cumsum([t.size for t in self.tests]))
+
+    @functools.cached_property
+    def layer_spans(self) -> tuple[tuple[int, int], ...]:
+        """Where each layer lies in the audit order (its items are consecutive)."""
+        return tuple(itertools.pairwise((0, *self.set_sizes)))
 
 
 @dataclass(frozen=True)
@@ -408,25 +415,49 @@ def _freeze(
     )
 
 
-def _evaluate(lot: Lot, first_at: np.ndarray, first_label: np.ndarray, at: int) -> LotState:
-    """The lot's layers and sets from the first verdicts given before ``at`` (not yet ended)."""
-    known = first_at[lot.items] < at
-    wrong = known & (first_label[lot.items] != lot.labels)
+def judge_lot(
+    lot: Lot, known: np.ndarray, wrong: np.ndarray, cache: dict[int, tuple[int, SetVerdict]] | None = None
+) -> tuple[tuple[SetVerdict, ...], int, int | None]:
+    """Each layer's verdict, the lot's largest certified set (0: none) and the layer being
+    audited (None: the lot is decided).
+
+    A layer's test reads the longest prefix of its audit order whose verdicts are all known
+    (``known``, in audit order; ``wrong``: known and not the frozen label). ``cache`` keeps each
+    layer's last verdict by its prefix length, for calls with the same ``wrong`` on a growing
+    ``known``.
+    """
+    cache = {} if cache is None else cache
     verdicts = []
-    for layer, test in enumerate(lot.tests):
-        seen, bad = known[lot.layers == layer], wrong[lot.layers == layer]
-        prefix = int(np.argmin(seen)) if not seen.all() else int(seen.size)
-        verdicts.append(test.verdict(np.cumsum(bad[:prefix])))
-    certified, current = 0, None
+    for layer, (test, (lo, hi)) in enumerate(zip(lot.tests, lot.layer_spans, strict=True)):
+        seen = known[lo:hi]
+        prefix = int(np.argmin(seen)) if not seen.all() else hi - lo
+        kept = cache.get(layer)
+        if kept is None or kept[0] != prefix:
+            kept = (prefix, test.verdict(np.cumsum(wrong[lo : lo + prefix])))
+            cache[layer] = kept
+        verdicts.append(kept[1])
+    certified = 0
     for j, size in enumerate(lot.set_sizes):
         ok, hopeless = lot.promise.judge(tuple(verdicts[: j + 1]), size)
-        if ok:
-            certified = j + 1
-        elif current is None:
+        if not ok:
             # The first set not certified: its last layer is audited, unless it cannot be.
-            current = None if hopeless else j
-            break
-    return LotState(lot, tuple(verdicts), certified, current, None)
+            return tuple(verdicts), certified, None if hopeless else j
+        certified = j + 1
+    return tuple(verdicts), certified, None
+
+
+def _evaluate(lot: Lot, first_at: np.ndarray, first_label: np.ndarray) -> Callable[[int], LotState]:
+    """The lot's state from the first verdicts given before a checkpoint (not yet ended)."""
+    given_at = first_at[lot.items]
+    names_another = first_label[lot.items] != lot.labels
+    cache: dict[int, tuple[int, SetVerdict]] = {}
+
+    def at(point: int) -> LotState:
+        known = given_at < point
+        verdicts, certified, current = judge_lot(lot, known, known & names_another, cache)
+        return LotState(lot, verdicts, certified, current, None)
+
+    return at
 
 
 def run_loop(
@@ -495,9 +526,10 @@ def run_loop(
                 return Loop(tuple(states), checkpoint, len(log), retry, frozen)
             at = retry
             continue
-        state = _evaluate(lot, first_at, first_label, at)
+        state_at = _evaluate(lot, first_at, first_label)
+        state = state_at(at)
         for point in range(at + STATEMENT_EVERY, checkpoint + 1, STATEMENT_EVERY):
-            state = _evaluate(lot, first_at, first_label, point)
+            state = state_at(point)
             if state.current is None or point >= at + LOT_ANSWERS:
                 state = dataclasses.replace(state, ended_at=point)
                 break

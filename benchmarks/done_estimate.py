@@ -14,10 +14,15 @@ a SQLite store, copied per key with that key as the store's secret, a
 does) and recording each answer, and the estimate read as the Sessions page reads it
 (:meth:`app.service.Workbench.answers_estimate`).
 
+"Lot's truth" is the same simulation played with the lot's true wrong labels instead of drawing
+them (``true_labels``): it differs from the session only in the served slots it draws, so it
+shows how closely the simulation follows the loop, apart from the prior.
+
 Run (not part of ``make test``; about a second per key, five with ``--app``)::
 
     python -m benchmarks.done_estimate --keys 20
     python -m benchmarks.done_estimate --keys 20 --app
+    python -m benchmarks.done_estimate --keys 40 --prior-world
 """
 
 from __future__ import annotations
@@ -36,9 +41,10 @@ import numpy as np  # noqa: E402
 
 from app.service.completion import work_is_done  # noqa: E402
 from benchmarks.labels_delivered import sample_pool  # noqa: E402
-from benchmarks.replay_lots import Campaign  # noqa: E402
+from benchmarks.replay_lots import Campaign, Pool  # noqa: E402
 from engine.estimates import AnswersEstimate, estimate_answers  # noqa: E402
-from engine.labelling_loop import LoopSettings  # noqa: E402
+from engine.labelling_loop import LoopSettings, VerdictLog  # noqa: E402
+from engine.promises import _prior  # noqa: E402
 from engine.strategies import CampaignContext, make_strategy  # noqa: E402
 
 #: Answer counts at which the estimate is read (the Sessions page before the first answer, then
@@ -59,11 +65,15 @@ class KeyRun:
     done: int | None = None
     audits: int = 0
     estimates: dict[int, AnswersEstimate] = field(default_factory=dict)
+    #: The same simulation played with the lot's true wrong labels (no draw): how closely the
+    #: simulated served slots follow the session's.
+    played_with_truth: dict[int, AnswersEstimate] = field(default_factory=dict)
 
 
-def replay_to_done(key: int, settings: LoopSettings, read_at: tuple[int, ...]) -> KeyRun:
-    """One campaign of the sample with store key ``key``, answered until done."""
-    pool = sample_pool()
+def replay_to_done(key: int, settings: LoopSettings, read_at: tuple[int, ...], *, prior_world: bool = False) -> KeyRun:
+    """One campaign of the sample with store key ``key``, answered until done; with
+    ``prior_world``, the expert answers the truth of :func:`world_from_the_prior` instead."""
+    pool = world_from_the_prior(key, settings) if prior_world else sample_pool()
     partial = pool.Y.sum(axis=1) >= 2
     campaign = Campaign(pool, settings, key=np.random.default_rng([key, 7]).bytes(32), session=key)
     rng = np.random.default_rng([key, 9])
@@ -77,9 +87,13 @@ def replay_to_done(key: int, settings: LoopSettings, read_at: tuple[int, ...]) -
     while answers <= MOST_ANSWERS:
         loop = campaign.loop()
         if answers in read_at:
-            estimate = estimate_answers(loop, campaign.verdict_log(), partial, settings.audit_share)
+            log = campaign.verdict_log()
+            estimate = estimate_answers(loop, log, partial, settings.audit_share)
             if estimate is not None:
                 run.estimates[answers] = estimate
+                played = estimate_answers(loop, log, partial, settings.audit_share, true_labels=pool.truth)
+                assert played is not None
+                run.played_with_truth[answers] = played
         delivered, _, _ = loop.delivered(partial.size)
         if run.first_statement is None and delivered.any():
             run.first_statement = answers
@@ -97,6 +111,35 @@ def replay_to_done(key: int, settings: LoopSettings, read_at: tuple[int, ...]) -
         context.n_answers += 1
         answers += 1
     return run
+
+
+def world_from_the_prior(key: int, settings: LoopSettings) -> Pool:
+    """The sample with its truth redrawn on the first lot's items, so that its labels are as wrong
+    as the estimate's prior expects: per layer, a rate drawn from the prior
+    (:func:`engine.promises._prior`) and each label wrong at that rate, its truth then another
+    label of the item's candidate set (every label of the lot right otherwise).
+
+    Where the world follows the estimate's assumption, the estimate should be right as often as
+    it says (done inside the 10–90 % range in 8 keys of 10): what is left of its error on the
+    sample itself is the sample's lot being cleaner or dirtier than the prior expects.
+    """
+    pool = sample_pool()
+    campaign = Campaign(pool, settings, key=np.random.default_rng([key, 7]).bytes(32), session=key)
+    active = campaign.loop().active
+    assert active is not None  # the sample's first lot is frozen at the first answer
+    lot = active.lot
+    rng = np.random.default_rng([key, 11])
+    a, b = _prior(lot.promise.target)
+    truth = pool.truth.copy()
+    truth[lot.items] = lot.labels
+    for layer in range(len(lot.tests)):
+        here = np.flatnonzero(lot.layers == layer)
+        wrong = here[rng.random(here.size) < rng.beta(a, b)]
+        for i in wrong.tolist():
+            item = int(lot.items[i])
+            others = np.flatnonzero(pool.Y[item] & (np.arange(pool.Y.shape[1]) != lot.labels[i]))
+            truth[item] = int(rng.choice(others))
+    return Pool(pool.X, pool.Y, truth, pool.idx, pool.w)
 
 
 def replay_app_to_done(key: int, template: Path, workdir: Path, read_at: tuple[int, ...]) -> KeyRun:
@@ -119,6 +162,8 @@ def replay_app_to_done(key: int, template: Path, workdir: Path, read_at: tuple[i
         bench = Workbench.open(Session, session_id_by_name(Session, "demo"))
         truth = bench.state.true_labels
         assert truth is not None
+        partial = np.asarray(bench.state.original_candidates).sum(axis=1) >= 2
+        given: list[int] = []
         run = KeyRun(key)
         answers = 0
         while answers <= MOST_ANSWERS:
@@ -126,6 +171,14 @@ def replay_app_to_done(key: int, template: Path, workdir: Path, read_at: tuple[i
                 estimate = bench.answers_estimate()
                 if estimate is not None:
                     run.estimates[answers] = estimate
+                    # The walk only answers items not answered before: its answers are the verdict log.
+                    log = VerdictLog(np.asarray(given, dtype=np.int64), truth[np.asarray(given, dtype=np.int64)])
+                    share = bench.label_settings.audit_share
+                    played = estimate_answers(
+                        bench.loop(), log, partial, share, seed=bench.session_id, true_labels=truth
+                    )
+                    assert played is not None
+                    run.played_with_truth[answers] = played
             work = bench.work_status()
             if run.first_statement is None and work.summary.stated:
                 run.first_statement = answers
@@ -138,6 +191,7 @@ def replay_app_to_done(key: int, template: Path, workdir: Path, read_at: tuple[i
                 break
             position = int(served[0])
             bench.record("expert", "answer", position=position, label=int(truth[position]))
+            given.append(position)
             answers += 1
         return run
     finally:
@@ -169,8 +223,8 @@ def tables(runs: list[KeyRun], read_at: tuple[int, ...]) -> list[str]:
     """Markdown: one row per key, then the summary per reading point."""
     head = " | ".join(f"estimate at {a} (10–90 %)" for a in read_at)
     out = [
-        f"| key | first statement | done | audits | {head} |",
-        "|---|---|---|---|" + "---|" * len(read_at),
+        f"| key | first statement | done | audits | {head} | lot's truth at {read_at[0]} |",
+        "|---|---|---|---|" + "---|" * (len(read_at) + 1),
     ]
     for run in runs:
         cells = []
@@ -182,12 +236,15 @@ def tables(runs: list[KeyRun], read_at: tuple[int, ...]) -> list[str]:
             off = _off(e.done, run.done)
             mark = "" if off is None or abs(off) <= WITHIN else " ✗"
             cells.append(f"{e.done} ({e.done_low}–{e.done_high}){mark}")
+        played = run.played_with_truth.get(read_at[0])
+        cells.append("–" if played is None else f"{played.done} ({played.done_low}–{played.done_high})")
         out.append(f"| {run.key} | {run.first_statement} | {run.done} | {run.audits} | " + " | ".join(cells) + " |")
     out += [
         "",
         "| read at (answers) | keys | estimate of done: median | within 25 % of done | mean abs. error "
-        "| done inside the 10–90 % range | estimate of first statement | within 25 % of it |",
-        "|---|---|---|---|---|---|---|---|",
+        "| done inside the 10–90 % range | estimate of first statement | within 25 % of it "
+        "| lot's truth: within 25 % | lot's truth: mean error |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for a in read_at:
         pairs = [(r.estimates[a], r) for r in runs if a in r.estimates and r.done is not None]
@@ -201,10 +258,12 @@ def tables(runs: list[KeyRun], read_at: tuple[int, ...]) -> list[str]:
         first_within = (
             f"{sum(abs(o) <= WITHIN for o in first_offs if o is not None)} of {len(first_offs)}" if first_offs else "–"
         )
+        played = np.asarray([_off(r.played_with_truth[a].done, r.done) for _, r in pairs], dtype=float)
         out.append(
             f"| {a} | {len(pairs)} | {int(np.median([e.done for e, _ in pairs]))} "
             f"| {int((np.abs(offs) <= WITHIN).sum())} of {len(pairs)} | {np.mean(np.abs(offs)):.0%} "
-            f"| {inside:.0%} | {first_cell} | {first_within} |"
+            f"| {inside:.0%} | {first_cell} | {first_within} "
+            f"| {int((np.abs(played) <= WITHIN).sum())} of {len(pairs)} | {np.mean(played):+.0%} |"
         )
     return out
 
@@ -214,6 +273,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keys", type=int, default=20, help="store keys (one campaign each)")
     parser.add_argument("--first-key", type=int, default=0)
     parser.add_argument("--app", action="store_true", help="walk through the app's Workbench and a store")
+    parser.add_argument(
+        "--prior-world",
+        action="store_true",
+        help="replay with the first lot's labels as wrong as the estimate's prior expects (world_from_the_prior)",
+    )
     parser.add_argument("--markdown", type=Path, default=None, help="also write the tables to this file")
     args = parser.parse_args(argv)
     settings = LoopSettings()
@@ -226,9 +290,10 @@ def main(argv: list[str] | None = None) -> int:
             template = _app_template(Path(folder))
             runs = [replay_app_to_done(k, template, Path(folder), READ_AT) for k in keys]
     else:
-        runs = [replay_to_done(k, settings, READ_AT) for k in keys]
+        runs = [replay_to_done(k, settings, READ_AT, prior_world=args.prior_world) for k in keys]
     lines = [
-        f"{len(runs)} store keys on the sample{' through the app' if args.app else ''}, "
+        f"{len(runs)} store keys on the sample{' through the app' if args.app else ''}"
+        f"{', its first lot as wrong as the prior expects' if args.prior_world and not args.app else ''}, "
         f"{time.perf_counter() - start:.0f} s; settings: at most "
         f"{settings.max_error:.0%} wrong, {settings.confidence:.0%} confidence, audit share {settings.audit_share:.0%}",
         "",

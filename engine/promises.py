@@ -289,6 +289,8 @@ def audits_to_certify(size: int, *, target: float, alpha: float) -> int:
 
 
 def _prior(target: float) -> tuple[float, float]:
+    """The confidence sequence's beta prior ``(a, b)`` on a set's error rate (module docstring);
+    :mod:`engine.estimates` draws its simulated error rates from it too."""
     return 1.0, 4.0 / target
 
 

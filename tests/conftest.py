@@ -35,6 +35,7 @@ import app.store.labels  # noqa: E402  (numpy reads the thread settings on impor
 DEALT_FIRST = (
     "tests/test_promise_replay.py",
     "tests/e2e/test_label_studio_server.py",
+    "tests/e2e/test_done_browser.py",  # every answer by keyboard: 220–340 by the store's key
     "tests/cli/test_labels_cli.py",
     "tests/cli/test_cli.py",
     "tests/cli/test_label_studio_cli.py",
@@ -48,7 +49,6 @@ DEALT_FIRST = (
     "tests/cli/test_users_cli.py",
     "tests/store/test_lock_cli.py",
     "tests/store/test_session_snapshots.py",
-    "tests/e2e/test_done_browser.py",
     "tests/e2e/test_team_browser.py",
     "tests/store/test_repo.py",
 )

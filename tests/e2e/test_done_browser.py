@@ -4,12 +4,9 @@ status`` and the labelled export's metadata, and the pages say when the work is 
 
 One walk, on ``winnow ui --sample`` (harness of tests/e2e/test_browser.py), at 1280×720:
 
-* the annotator answers the first items with the keyboard ("Another label…" above the fold);
-* a second annotator answers through the service, in this process, on the same SQLite file
-  (what a colleague in another tab or ``winnow answer`` does: a few hundred answers in seconds,
-  where a browser would take minutes) until five answers before the end, known from a rehearsal
-  on a copy of the store; the browser reloads (F5) and gives those five with the keyboard, and the
-  Query page then says the work is done;
+* the annotator answers every item the Query page serves with the keyboard, from the first until
+  the page says the work is done ("Another label…" above the fold); each key press records one
+  answer, on the item shown;
 * the done page, Progress, Rejects and Sessions are read, the labelled JSON downloaded through the
   done page's link, ``winnow session status --json`` run, and every figure compared;
 * then an answer recorded with ``winnow answer`` (a model-labelled item) and another session made
@@ -38,6 +35,7 @@ from tests.e2e.test_browser import (  # noqa: F401  (fixtures)
     SAMPLES,
     UPDATE_SCREENSHOTS,
     QueryPage,
+    answer_rows,
     browser,
     sample_server,
     settle,
@@ -49,10 +47,8 @@ pytestmark = pytest.mark.e2e
 
 WINNOW = Path(sys.executable).with_name("winnow")
 VIEWPORT = {"width": 1280, "height": 720}
-#: The second annotator stops this many answers before the work is done: the browser gives them.
-LEFT_FOR_THE_BROWSER = 5
-#: A bound on the keyboard answers at the end (a wrong rehearsal must not loop forever).
-MOST_BROWSER_ANSWERS = 40
+#: A bound on the keyboard answers (a page that never says done must not loop forever).
+MOST_ANSWERS = 800
 SOURCE_TITLES = {
     "expert": "Expert labels",
     "given": "Given labels",
@@ -109,37 +105,22 @@ def true_labels() -> dict[str, str]:
     return dict(zip(table["id"], table["true_label"], strict=True))
 
 
-def answer_as_a_colleague(db: Path, stop) -> int:
-    """A second annotator answers the served items with their true labels (through the service,
-    as another tab would) until ``stop(workbench, answers given)``; returns how many they gave."""
-    from app.service import Workbench, session_id_by_name
-    from app.store.db import close_stores, open_store
-
-    Session = open_store(str(db))
-    try:
-        bench = Workbench.open(Session, session_id_by_name(Session, "demo"))
-        truth = bench.state.true_labels
-        assert truth is not None
-        given = 0
-        while not stop(bench, given):
-            position = int(bench.queue(top=1)[0])
-            bench.record("colleague", "answer", position=position, label=int(truth[position]))
-            given += 1
-            assert given < 800, "the sample was not done after every item was answered"
-        return given
-    finally:
-        close_stores()
-
-
-def answers_to_done(db: Path, tmp_path: Path) -> int:
-    """How many more answers the session needs until done: played on a copy of the store (same
-    key, same answers so far), since the served order depends on the answers alone."""
-    import sqlite3
-
-    copy = tmp_path / "rehearsal.db"
-    with sqlite3.connect(db) as source, sqlite3.connect(copy) as target:
-        source.backup(target)
-    return answer_as_a_colleague(copy, lambda bench, _: bench.work_status().done)
+def next_item_or_done(page, item: str) -> None:
+    """Wait until the Query page shows another item than ``item``, or none (done), and has redrawn
+    everything else (no element left stale from the run before, none running): the next key press
+    then reaches the next item's buttons. No fixed pause (:func:`settle` waits 0.3 s more): this
+    runs once per answer, a few hundred times."""
+    page.wait_for_function(
+        """old => {
+            const headings = document.querySelectorAll("h3[id^='item-']");
+            if (headings.length > 1) return false;  // a rerun drawing the old and the new heading
+            if (headings.length === 1 && headings[0].innerText.split("Item")[1].trim() === old) return false;
+            if (document.querySelector("[data-testid='stStatusWidget']")) return false;
+            return !document.querySelector("[data-testid='stElementContainer'][data-stale='true']");
+        }""",
+        arg=item,
+        timeout=30_000,
+    )
 
 
 def winnow(*args: str) -> str:
@@ -163,36 +144,26 @@ def test_the_sample_from_its_first_item_to_done_with_one_set_of_numbers(sample_s
     # What the demo data is, in the sidebar.
     expect(page.locator("[data-testid='stSidebar']").get_by_text("Demo data: 800 handwritten digits")).to_be_visible()
 
-    # The first items, with the keyboard; every action in reach on a 1280×720 screen.
-    for n in range(1, 4):
-        another = page.locator("[class*='st-key-query_other_']:not([class*='st-key-query_other_label_']) button")
-        box = another.bounding_box()
-        assert box is not None and box["y"] + box["height"] <= VIEWPORT["height"], box
+    # Every item, with the keyboard, from the first until the Query page says the work is done;
+    # every action in reach on a 1280×720 screen.
+    done_line = page.locator("[data-testid='stAlert']", has_text="Done: all")
+    shown: list[str] = []
+    while not done_line.count():
+        assert len(shown) < MOST_ANSWERS, "the Query page never said the work is done"
+        if len(shown) < 3:
+            another = page.locator("[class*='st-key-query_other_']:not([class*='st-key-query_other_label_']) button")
+            box = another.bounding_box()
+            assert box is not None and box["y"] + box["height"] <= VIEWPORT["height"], box
         item = query.item()
         page.keyboard.press(truth[item])  # digit labels are answered with their own digit
-        wait_for_rows(db, n)
-        query.wait_for_next(item)
-    expect(page.get_by_text("(event 3 of this session)", exact=False)).to_be_visible()
-
-    # The colleague answers all but the last few the session needs; the browser the rest.
-    needed = answers_to_done(db, tmp_path)
-    helped = answer_as_a_colleague(db, lambda _, given: given >= needed - LEFT_FOR_THE_BROWSER)
-    page.reload(wait_until="domcontentloaded")  # F5: the page shows the colleague's answers at once
-    done_line = page.locator("[data-testid='stAlert']", has_text="Done: all")
-    expect(query.heading).to_be_visible(timeout=90_000)
-    settle(page)
-    mine = 3
-    while not done_line.count():
-        assert mine < 3 + MOST_BROWSER_ANSWERS, "the Query page never said the work is done"
-        item = query.item()
-        page.keyboard.press(truth[item])
-        mine += 1
-        wait_for_rows(db, mine + helped)
-        expect(query.heading.filter(has_not_text=item).or_(done_line)).to_be_visible(timeout=30_000)
-        settle(page)
-    # The keyboard gave the answers that ended the work (five, if the rehearsal served the same
-    # items as the server, which it does: the served order is a function of the answers).
-    assert mine > 3
+        shown.append(item)
+        wait_for_rows(db, len(shown))
+        next_item_or_done(page, item)
+        if len(shown) == 3:
+            expect(page.get_by_text("(event 3 of this session)", exact=False)).to_be_visible()
+    # One answer per key press, on the item the page showed, by this annotator, none undone.
+    recorded = [(kind, item, label, undoes, who) for _, kind, item, label, undoes, who in answer_rows(db)]
+    assert recorded == [("answer", i, truth[i], None, ANNOTATOR) for i in shown]
 
     # Done: what is labelled and by whom, the promise, what more answers would buy, the export.
     on_query = done_counts(page)

@@ -44,7 +44,7 @@ from benchmarks.labels_delivered import sample_pool  # noqa: E402
 from benchmarks.replay_lots import Campaign, Pool  # noqa: E402
 from engine.estimates import AnswersEstimate, estimate_answers  # noqa: E402
 from engine.labelling_loop import LoopSettings, VerdictLog  # noqa: E402
-from engine.promises import _prior  # noqa: E402
+from engine.promises import error_rate_prior  # noqa: E402
 from engine.strategies import CampaignContext, make_strategy  # noqa: E402
 
 #: Answer counts at which the estimate is read (the Sessions page before the first answer, then
@@ -116,7 +116,7 @@ def replay_to_done(key: int, settings: LoopSettings, read_at: tuple[int, ...], *
 def world_from_the_prior(key: int, settings: LoopSettings) -> Pool:
     """The sample with its truth redrawn on the first lot's items, so that its labels are as wrong
     as the estimate's prior expects: per layer, a rate drawn from the prior
-    (:func:`engine.promises._prior`) and each label wrong at that rate, its truth then another
+    (:func:`engine.promises.error_rate_prior`) and each label wrong at that rate, its truth then another
     label of the item's candidate set (every label of the lot right otherwise).
 
     Where the world follows the estimate's assumption, the estimate should be right as often as
@@ -129,7 +129,7 @@ def world_from_the_prior(key: int, settings: LoopSettings) -> Pool:
     assert active is not None  # the sample's first lot is frozen at the first answer
     lot = active.lot
     rng = np.random.default_rng([key, 11])
-    a, b = _prior(lot.promise.target)
+    a, b = error_rate_prior(lot.promise.target)
     truth = pool.truth.copy()
     truth[lot.items] = lot.labels
     for layer in range(len(lot.tests)):

@@ -45,8 +45,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.labelling_loop import LOT_ANSWERS, STATEMENT_EVERY, Loop, Lot, VerdictLog
-from engine.promises import SetVerdict, _prior
+from engine.labelling_loop import LOT_ANSWERS, STATEMENT_EVERY, Loop, Lot, VerdictLog, judge_lot
+from engine.promises import SetVerdict, error_rate_prior
 
 __all__ = ["ESTIMATE_RUNS", "AnswersEstimate", "estimate_answers"]
 
@@ -160,7 +160,7 @@ def estimate_answers(
 def _draw_wrong(lot: Lot, known: np.ndarray, wrong: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """``wrong`` with the items without a verdict drawn wrong at a rate per layer drawn from the
     beta posterior of the layer's verdicts (module docstring)."""
-    a, b = _prior(lot.promise.target)
+    a, b = error_rate_prior(lot.promise.target)
     wrong = wrong.copy()
     for layer in range(len(lot.tests)):
         here = lot.layers == layer
@@ -215,7 +215,7 @@ def _play_lot(
     flags = rng.random(max(end - verdicts, 0) + size + outside + 1) < audit_share
     flags_before = np.concatenate([[0], np.cumsum(flags)])
     v, slot = verdicts, 0
-    certified, current = _judge(lot, known, wrong, cached)
+    _, certified, current = judge_lot(lot, known, wrong, cached)
     if certified and not stated_already:
         first = v
     audit_next = 0
@@ -236,13 +236,13 @@ def _play_lot(
         v += 1
         slot += 1
         if v % STATEMENT_EVERY == 0:
-            certified, current = _judge(lot, known, wrong, cached)
+            _, certified, current = judge_lot(lot, known, wrong, cached)
             if certified and first is None and not stated_already:
                 first = v
     if current is not None:
         # Left with nothing to answer before a checkpoint: the lot is judged at the next one.
         v = int(np.ceil(v / STATEMENT_EVERY) * STATEMENT_EVERY)
-        certified, current = _judge(lot, known, wrong, cached)
+        _, certified, current = judge_lot(lot, known, wrong, cached)
         if certified and first is None and not stated_already:
             first = v
     uncertified = int((~known & (lot.layers >= certified)).sum())
@@ -295,28 +295,3 @@ def _ranked_lot_item(
     if not free.any():  # every item left is an audit's: this slot would be one too
         return None
     return int(np.argmax(np.where(free, priority, -1.0)))
-
-
-def _judge(
-    lot: Lot, known: np.ndarray, wrong: np.ndarray, cached: dict[int, tuple[int, SetVerdict]]
-) -> tuple[int, int | None]:
-    """The lot's largest certified set and the layer being audited (None: decided), as the loop
-    judges them: each layer's test reads the prefix of its audit order whose verdicts are all known."""
-    verdicts = []
-    for layer, test in enumerate(lot.tests):
-        here = lot.layers == layer
-        seen, bad = known[here], wrong[here]
-        prefix = int(np.argmin(seen)) if not seen.all() else int(seen.size)
-        kept = cached.get(layer)
-        if kept is None or kept[0] != prefix:
-            kept = (prefix, test.verdict(np.cumsum(bad[:prefix])))
-            cached[layer] = kept
-        verdicts.append(kept[1])
-    certified = 0
-    for j, size in enumerate(lot.set_sizes):
-        ok, hopeless = lot.promise.judge(tuple(verdicts[: j + 1]), size)
-        if ok:
-            certified = j + 1
-        else:
-            return certified, None if hopeless else j
-    return certified, None

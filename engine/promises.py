@@ -86,6 +86,7 @@ __all__ = [
     "ConfidencePromise",
     "AveragePromise",
     "make_promise",
+    "error_rate_prior",
     "SamplingPlan",
     "average_plan",
     "outgoing_quality",
@@ -288,7 +289,7 @@ def audits_to_certify(size: int, *, target: float, alpha: float) -> int:
     return lo
 
 
-def _prior(target: float) -> tuple[float, float]:
+def error_rate_prior(target: float) -> tuple[float, float]:
     """The confidence sequence's beta prior ``(a, b)`` on a set's error rate (module docstring);
     :mod:`engine.estimates` draws its simulated error rates from it too."""
     return 1.0, 4.0 / target
@@ -313,7 +314,7 @@ def _bounds(lot_size: int, audited: int, errors: int, alpha: float, target: floa
     n, k, big_n = audited, errors, lot_size
     if n == 0:
         return 0, big_n
-    a, b = _prior(target)
+    a, b = error_rate_prior(target)
     level = math.log(alpha) + _log_beta(a + k, b + n - k) - _log_beta(a, b)
     lowest, highest = k, big_n - (n - k)
     drawn = math.lgamma(big_n + 1) - math.lgamma(big_n - n + 1)

@@ -30,7 +30,7 @@ process, for all tabs). Readers never wait for a write:
 
 * everything a page reads (the state, the scores, NL/APL) comes from one immutable snapshot
   that the thread applying new events replaces with a new object once it is complete
-  (:attr:`Workbench.state`, :class:`app.service.ranking_state.RankingView`); a reader takes
+  (:attr:`Workbench.state`, :class:`app.service.ranking_state.SessionView`); a reader takes
   the reference once and works on it, whatever is written meanwhile;
 * :meth:`Workbench.record` holds ``lock`` across its check and its write transaction (two
   presses of one tab are judged one after the other); no reader takes ``lock``;
@@ -61,7 +61,7 @@ from app.service.explanations import AnswerEffect, Neighbour, QueryExplanation, 
 from app.service.graphs import GraphResult, dataset_graph
 from app.service.item_content import ContentReader, ItemContent
 from app.service.model_view import ModelView, RejectQueue
-from app.service.ranking_state import RankingState, RankingView
+from app.service.ranking_state import RankingState, SessionView
 from app.service.tasks import ProgressCallback, ProgressTracker
 from app.store import (
     ACTION_KEYS,
@@ -154,16 +154,6 @@ def _saved_item_columns(session_factory: sessionmaker[Session], state: SessionSt
         return None
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class _Snapshot:
-    """Everything a reader needs, at one moment; replaced whole, never changed."""
-
-    state: SessionState
-    ranking: RankingView
-    #: The largest event id the state is derived from.
-    last_event_id: int
-
-
 @dataclass(frozen=True)
 class LabelStatement:
     """What is stated about a session's labels, without the labelled table
@@ -196,7 +186,7 @@ class Workbench:
     ranking: RankingState = field(init=False, repr=False)
     #: Held by :meth:`record` across its checks and its write (never by readers).
     lock: threading.RLock = field(init=False, default_factory=threading.RLock, repr=False)
-    _snapshot: _Snapshot = field(init=False, repr=False)
+    _snapshot: SessionView = field(init=False, repr=False)
     #: The events seen so far and the state derived from them (patched by ``_catch_up``).
     _log: IncrementalDerivation = field(init=False, repr=False)
     #: One thread at a time reads new events and patches the log, ranker and snapshot.
@@ -218,14 +208,14 @@ class Workbench:
     _from_votes: bool = field(init=False, default=False, repr=False)
     #: The lots read at one snapshot and settings history, and the lots frozen so far (a
     #: function of the answers: kept so that the model is not run again for them).
-    _loop_kept: tuple[_Snapshot, tuple[tuple[int, LabelSettings], ...], Loop] | None = field(
+    _loop_kept: tuple[SessionView, tuple[tuple[int, LabelSettings], ...], Loop] | None = field(
         init=False, default=None, repr=False
     )
     _frozen: dict[int, Lot | None] = field(init=False, default_factory=dict, repr=False)
     #: The answers estimates made, by checkpoint, lot being checked, audit share and settings history.
     _estimates: dict[tuple[Any, ...], AnswersEstimate | None] = field(init=False, default_factory=dict, repr=False)
     #: The last whole served order, with the snapshot and settings history it was made from.
-    _served_kept: tuple[_Snapshot, tuple[tuple[int, LabelSettings], ...], ServedOrder] | None = field(
+    _served_kept: tuple[SessionView, tuple[tuple[int, LabelSettings], ...], ServedOrder] | None = field(
         init=False, default=None, repr=False
     )
     #: Items drawn as the first of the queue -> the largest event id the queue was made from
@@ -372,7 +362,7 @@ class Workbench:
             self.session_factory, loaded, graph, self._log.max_id, report=report, use_snapshot=self.use_snapshot
         )
         self.ranking = self.opened.ranking
-        self._snapshot = _Snapshot(loaded, self.ranking.view(np.asarray(loaded.candidates)), self._log.max_id)
+        self._snapshot = SessionView(loaded, self.ranking.view(np.asarray(loaded.candidates)), self._log.max_id)
         # DST-PLL's decisions from the snapshot, when it had them: freezing a lot then fits nothing.
         self._model = ModelView(self._graph_of, self.opened.decisions)
         self._content = ContentReader(self.session_factory, cfg.dataset_id, cfg.dataset_name)
@@ -438,7 +428,7 @@ class Workbench:
                 previous = self._snapshot.ranking
                 view = self.ranking.view(candidates, previous=previous, changed=changed) if changed.size else previous
                 # One assignment: a reader sees the old snapshot or the new one, never a mix.
-                self._snapshot = _Snapshot(state, view, self._log.max_id)
+                self._snapshot = SessionView(state, view, self._log.max_id)
             return changed
 
     @property
@@ -467,10 +457,10 @@ class Workbench:
         (:func:`~app.service.suspects.interleave_suspects`)."""
         return self._ranked(self._snapshot, top)
 
-    def _suspects_to_serve(self, snap: _Snapshot) -> np.ndarray:
+    def _suspects_to_serve(self, snap: SessionView) -> np.ndarray:
         return suspects.suspects_to_serve(suspects.session_suspects(self.graph, snap.state), snap.state)
 
-    def _ranked(self, snap: _Snapshot, top: int | None = None) -> np.ndarray:
+    def _ranked(self, snap: SessionView, top: int | None = None) -> np.ndarray:
         # Open items by score; then the items of lots (delivered, or served by the audit
         # slots); then the skipped ones in the order they were skipped, whatever they are, so
         # that where a skipped item comes back says nothing about it.
@@ -498,7 +488,7 @@ class Workbench:
         history = self._settings_history
         return history[-1][1] if history else LabelSettings()
 
-    def _served(self, snap: _Snapshot, top: int | None) -> ServedOrder:
+    def _served(self, snap: SessionView, top: int | None) -> ServedOrder:
         # The whole served order is kept per snapshot (and settings): team mode reserves from
         # it on every page run, and it changes only when the state does.
         kept = self._served_kept
@@ -529,7 +519,7 @@ class Workbench:
         (:func:`engine.labelling_loop.run_loop`), from the answers seen so far. Writes nothing."""
         return self.loop_at(self._snapshot)
 
-    def loop_at(self, snap: _Snapshot) -> Loop:
+    def loop_at(self, snap: SessionView) -> Loop:
         kept = self._loop_kept
         history = self._settings_history
         if kept is not None and kept[0] is snap and kept[1] is history:
@@ -567,7 +557,7 @@ class Workbench:
             self._loop_kept = (snap, history, loop)
             return loop
 
-    def _verdicts_at(self, snap: _Snapshot) -> tuple[list[EventRecord], list[EventRecord], VerdictLog]:
+    def _verdicts_at(self, snap: SessionView) -> tuple[list[EventRecord], list[EventRecord], VerdictLog]:
         """The events of ``snap``, the first verdict on each item among them (the loop's clock and
         its outcomes), and those verdicts as the loop reads them."""
         # The events of this snapshot only (the log may have moved on since it was taken).
@@ -971,7 +961,7 @@ class Workbench:
         """
         return self._decided(self._snapshot)[3]
 
-    def _decided(self, snap: _Snapshot) -> tuple[int, object, delivery.LabelDecision, LabelStatement]:
+    def _decided(self, snap: SessionView) -> tuple[int, object, delivery.LabelDecision, LabelStatement]:
         """The label decision of ``snap`` and its statement, with the key they were made for
         (the number of events and the settings history)."""
         st = snap.state
@@ -993,7 +983,7 @@ class Workbench:
             self._decision = (*key, decision, stated)
             return self._decision
 
-    def _labels_for(self, snap: _Snapshot) -> DeliveredLabels:
+    def _labels_for(self, snap: SessionView) -> DeliveredLabels:
         # The table is made from the decision it is cached with (same key).
         st = snap.state
         n_events, history, decision, stated = self._decided(snap)

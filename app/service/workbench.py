@@ -60,12 +60,12 @@ from app.service.delivery import DeliveredLabels
 from app.service.explanations import AnswerEffect, Neighbour, QueryExplanation, TargetExplanation
 from app.service.graphs import GraphResult, dataset_graph
 from app.service.item_content import ContentReader, ItemContent
+from app.service.lots import SessionLots, SettingsHistory, settings_in_force
 from app.service.model_view import ModelView, RejectQueue
 from app.service.ranking_state import RankingState, SessionView
 from app.service.tasks import ProgressCallback, ProgressTracker
 from app.store import (
     ACTION_KEYS,
-    VERDICT_KINDS,
     DerivedState,
     EventRecord,
     IncrementalDerivation,
@@ -76,7 +76,6 @@ from app.store import (
     audit_secret,
     dataset_has_votes,
     default_hotkeys,
-    derive_state,
     events_after,
     feature_matrix_stored,
     label_settings_history,
@@ -89,17 +88,7 @@ from app.store import (
     write_transaction,
 )
 from engine.estimates import AnswersEstimate, estimate_answers
-from engine.labelling_loop import (
-    ItemsAt,
-    Loop,
-    LoopSettings,
-    Lot,
-    ServedOrder,
-    VerdictLog,
-    run_loop,
-    served_order,
-    slot_uniforms,
-)
+from engine.labelling_loop import Loop, ServedOrder, served_order, slot_uniforms
 from engine.lot_model import LotModel
 from engine.ranking import Ranker, ranking_order
 
@@ -195,29 +184,21 @@ class Workbench:
     _ranker_lock: threading.Lock = field(init=False, default_factory=threading.Lock, repr=False)
     #: The DST-PLL model is updated in place when read: one reader at a time.
     _model_lock: threading.RLock = field(init=False, default_factory=threading.RLock, repr=False)
-    #: Held while the lots are read from the answers (:meth:`loop`).
-    _loop_lock: threading.Lock = field(init=False, default_factory=threading.Lock, repr=False)
     _model: ModelView = field(init=False, repr=False)
     _content: ContentReader = field(init=False, repr=False)
     #: Every change of the session's label settings (:func:`app.store.label_settings_history`),
     #: read again by :meth:`refresh`; replaced whole, never changed in place.
-    _settings_history: tuple[tuple[int, LabelSettings], ...] = field(init=False, default=(), repr=False)
+    _settings_history: SettingsHistory = field(init=False, default=(), repr=False)
     #: The store's secret (seeds the audit order; never shown) and whether the dataset's
     #: sets were made from crowd votes.
     _secret: bytes = field(init=False, default=b"", repr=False)
     _from_votes: bool = field(init=False, default=False, repr=False)
-    #: The lots read at one snapshot and settings history, and the lots frozen so far (a
-    #: function of the answers: kept so that the model is not run again for them).
-    _loop_kept: tuple[SessionView, tuple[tuple[int, LabelSettings], ...], Loop] | None = field(
-        init=False, default=None, repr=False
-    )
-    _frozen: dict[int, Lot | None] = field(init=False, default_factory=dict, repr=False)
+    #: The lots, read from the answers and kept per snapshot and settings history.
+    _lots: SessionLots = field(init=False, repr=False)
     #: The answers estimates made, by checkpoint, lot being checked, audit share and settings history.
     _estimates: dict[tuple[Any, ...], AnswersEstimate | None] = field(init=False, default_factory=dict, repr=False)
     #: The last whole served order, with the snapshot and settings history it was made from.
-    _served_kept: tuple[SessionView, tuple[tuple[int, LabelSettings], ...], ServedOrder] | None = field(
-        init=False, default=None, repr=False
-    )
+    _served_kept: tuple[SessionView, SettingsHistory, ServedOrder] | None = field(init=False, default=None, repr=False)
     #: Items drawn as the first of the queue -> the largest event id the queue was made from
     #: the last time (oldest first, at most :data:`SERVED_REMEMBERED`), and its lock.
     _served_heads: OrderedDict[int, int] = field(init=False, default_factory=OrderedDict, repr=False)
@@ -366,6 +347,7 @@ class Workbench:
         # DST-PLL's decisions from the snapshot, when it had them: freezing a lot then fits nothing.
         self._model = ModelView(self._graph_of, self.opened.decisions)
         self._content = ContentReader(self.session_factory, cfg.dataset_id, cfg.dataset_name)
+        self._lots = SessionLots(self._log, self._model_decisions, key=self._secret, session_id=self.session_id)
 
     # ------------------------------------------------------------------ reading
 
@@ -466,7 +448,7 @@ class Workbench:
         # that where a skipped item comes back says nothing about it.
         st = snap.state
         asked = self._suspects_to_serve(snap)
-        in_lots = self.loop_at(snap).in_lots(st.n_instances)
+        in_lots = self._loop_at(snap).in_lots(st.n_instances)
         skipped = np.asarray(st.skipped)
         open_items = np.asarray(st.open_items)
         nothing = np.zeros(st.n_instances, dtype=bool)
@@ -485,8 +467,7 @@ class Workbench:
     @property
     def label_settings(self) -> LabelSettings:
         """The session's settings in force: target error, promise, confidence, audit share."""
-        history = self._settings_history
-        return history[-1][1] if history else LabelSettings()
+        return settings_in_force(self._settings_history)
 
     def _served(self, snap: SessionView, top: int | None) -> ServedOrder:
         # The whole served order is kept per snapshot (and settings): team mode reserves from
@@ -501,7 +482,7 @@ class Workbench:
             ranked = self._ranked(snap)
             order = served_order(
                 ranked,
-                self.loop_at(snap).audit_queue(st.answered, st.skipped),
+                self._loop_at(snap).audit_queue(st.answered, st.skipped),
                 base=int(np.asarray(st.answered).sum() + np.asarray(st.skipped).sum()),
                 audit_share=self.label_settings.audit_share,
                 uniforms=lambda n: slot_uniforms(secret, session_id, n),
@@ -517,61 +498,10 @@ class Workbench:
     def loop(self) -> Loop:
         """The session's lots of model labels and what their audits say
         (:func:`engine.labelling_loop.run_loop`), from the answers seen so far. Writes nothing."""
-        return self.loop_at(self._snapshot)
+        return self._loop_at(self._snapshot)
 
-    def loop_at(self, snap: SessionView) -> Loop:
-        kept = self._loop_kept
-        history = self._settings_history
-        if kept is not None and kept[0] is snap and kept[1] is history:
-            return kept[2]
-        with self._loop_lock:
-            events, verdicts, log = self._verdicts_at(snap)
-            original = np.asarray(snap.state.original_candidates)
-
-            def items_at(v: int) -> ItemsAt:
-                # The events before the (v+1)-th verdict: what the session was when it had v.
-                cut = verdicts[v].id if v < len(verdicts) else None
-                derived = derive_state([e for e in events if cut is None or e.id < cut], original)
-                return ItemsAt(derived.candidates, derived.answered)
-
-            def settings_at(v: int) -> LoopSettings:
-                # The settings recorded before the first verdict that could audit a lot frozen at v.
-                cut = verdicts[v].id if v < len(verdicts) else None
-                chosen = LabelSettings()
-                for after_event_id, settings in history:
-                    if cut is None or after_event_id < cut:
-                        chosen = settings
-                return LoopSettings(chosen.max_error, chosen.confidence, chosen.promise, chosen.audit_share)
-
-            loop = run_loop(
-                log,
-                n_items=snap.state.n_instances,
-                items_at=items_at,
-                model=self._model_decisions,
-                settings_at=settings_at,
-                key=self._secret,
-                session=self.session_id,
-                known=self._frozen,
-            )
-            self._frozen = dict(loop.frozen)
-            self._loop_kept = (snap, history, loop)
-            return loop
-
-    def _verdicts_at(self, snap: SessionView) -> tuple[list[EventRecord], list[EventRecord], VerdictLog]:
-        """The events of ``snap``, the first verdict on each item among them (the loop's clock and
-        its outcomes), and those verdicts as the loop reads them."""
-        # The events of this snapshot only (the log may have moved on since it was taken).
-        events = [e for e in self._log.events() if e.id <= snap.last_event_id]
-        verdicts, seen = [], set()
-        for e in events:
-            if e.kind in VERDICT_KINDS and e.position not in seen:
-                seen.add(e.position)
-                verdicts.append(e)
-        log = VerdictLog(
-            np.asarray([e.position for e in verdicts], dtype=np.int64),
-            np.asarray([-1 if e.kind == "none_of_these" else int(e.label or 0) for e in verdicts], dtype=np.int64),
-        )
-        return events, verdicts, log
+    def _loop_at(self, snap: SessionView) -> Loop:
+        return self._lots.at(snap, self._settings_history)
 
     def answers_estimate(self, audit_share: float | None = None) -> AnswersEstimate | None:
         """About how many answers the session needs until it is done, simulated from the lot
@@ -580,14 +510,14 @@ class Workbench:
         (the Sessions page's field before it is saved). Kept per checkpoint and share."""
         snap = self._snapshot
         share = self.label_settings.audit_share if audit_share is None else float(audit_share)
-        loop = self.loop_at(snap)
+        loop = self._loop_at(snap)
         active = loop.active
         lot = None if active is None else (active.lot.number, active.lot.frozen_at)
         key = (loop.checkpoint, lot, share, self._settings_history)
         kept = self._estimates.get(key)
         if kept is not None or key in self._estimates:
             return kept
-        _, _, log = self._verdicts_at(snap)
+        log = self._lots.verdict_log(snap)
         partial = np.asarray(snap.state.original_candidates).sum(axis=1) >= 2
         estimate = estimate_answers(loop, log, partial, share, seed=self.session_id)
         if len(self._estimates) > 8:
@@ -607,7 +537,7 @@ class Workbench:
             done=statement.summary.done,
             counts=dict(statement.counts),
             summary=statement.summary,
-            answers=self.loop_at(snap).verdicts,
+            answers=self._loop_at(snap).verdicts,
             conflicts=len(st.conflicts),
             estimate=self.answers_estimate() if with_estimate and not statement.summary.done else None,
         )
@@ -698,8 +628,7 @@ class Workbench:
         """Whether the served order holds audits of a lot now: items the model is sure of, which
         would stand out by why they were chosen (the targets an answer moves, what each answer
         would change), so :meth:`explain` says none of it, for every item alike."""
-        st = self._snapshot.state
-        return self.label_settings.audit_share > 0 and self.loop().audit_queue(st.answered, st.skipped).size > 0
+        return self._lots.audits_served(self._snapshot, self._settings_history)
 
     def explain(self, position: int, *, while_auditing: bool = False) -> QueryExplanation:
         """Why ``position`` is worth asking: the targets it can change, one of them in detail
@@ -752,11 +681,7 @@ class Workbench:
     def items_being_audited(self) -> np.ndarray:
         """The items of the lot being audited (bool array of shape (n_instances,)): any of them
         may be an audit, so no page shows the model's guess for them."""
-        active = self.loop().active
-        auditing = np.zeros(self._snapshot.state.n_instances, dtype=bool)
-        if active is not None:
-            auditing[active.lot.items] = True
-        return auditing
+        return self._lots.items_being_audited(self._snapshot, self._settings_history)
 
     def dst_view(self, positions: np.ndarray | list[int]) -> RejectQueue:
         """DST-PLL's label, acceptance, margin, belief and plausibility for given items (in the
@@ -965,7 +890,7 @@ class Workbench:
         """The label decision of ``snap`` and its statement, with the key they were made for
         (the number of events and the settings history)."""
         st = snap.state
-        loop = self.loop_at(snap)
+        loop = self._loop_at(snap)
         history = self._settings_history
         with self._model_lock:
             key = (st.n_events, history)

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -53,7 +52,7 @@ import numpy as np
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.service import answers, delivery, explanations, session_tables, suspects, working_state
+from app.service import answers, delivery, explanations, session_tables, working_state
 from app.service.answers import OFFERS, CheckedItem, StaleAnswer
 from app.service.completion import WorkStatus
 from app.service.delivery import DeliveredLabels
@@ -63,6 +62,7 @@ from app.service.item_content import ContentReader, ItemContent
 from app.service.lots import SessionLots, SettingsHistory, settings_in_force
 from app.service.model_view import ModelView, RejectQueue
 from app.service.ranking_state import RankingState, SessionView
+from app.service.serving import ServedQueue
 from app.service.tasks import ProgressCallback, ProgressTracker
 from app.store import (
     ACTION_KEYS,
@@ -88,7 +88,7 @@ from app.store import (
     write_transaction,
 )
 from engine.estimates import AnswersEstimate, estimate_answers
-from engine.labelling_loop import Loop, ServedOrder, served_order, slot_uniforms
+from engine.labelling_loop import Loop, ServedOrder
 from engine.lot_model import LotModel
 from engine.ranking import Ranker, ranking_order
 
@@ -123,10 +123,6 @@ __all__ = [
 #: gap is usually another session's event. The cost is a range scan of at most this many
 #: rows per catch-up.
 REREAD_WINDOW = 64
-
-#: How many items the Query page drew (as the first of :meth:`Workbench.queue`) are
-#: remembered as still on someone's screen (see :meth:`Workbench.record`, ``"query"``).
-SERVED_REMEMBERED = 1024
 
 
 logger = logging.getLogger(__name__)
@@ -189,20 +185,14 @@ class Workbench:
     #: Every change of the session's label settings (:func:`app.store.label_settings_history`),
     #: read again by :meth:`refresh`; replaced whole, never changed in place.
     _settings_history: SettingsHistory = field(init=False, default=(), repr=False)
-    #: The store's secret (seeds the audit order; never shown) and whether the dataset's
-    #: sets were made from crowd votes.
-    _secret: bytes = field(init=False, default=b"", repr=False)
+    #: Whether the dataset's sets were made from crowd votes.
     _from_votes: bool = field(init=False, default=False, repr=False)
     #: The lots, read from the answers and kept per snapshot and settings history.
     _lots: SessionLots = field(init=False, repr=False)
     #: The answers estimates made, by checkpoint, lot being checked, audit share and settings history.
     _estimates: dict[tuple[Any, ...], AnswersEstimate | None] = field(init=False, default_factory=dict, repr=False)
-    #: The last whole served order, with the snapshot and settings history it was made from.
-    _served_kept: tuple[SessionView, SettingsHistory, ServedOrder] | None = field(init=False, default=None, repr=False)
-    #: Items drawn as the first of the queue -> the largest event id the queue was made from
-    #: the last time (oldest first, at most :data:`SERVED_REMEMBERED`), and its lock.
-    _served_heads: OrderedDict[int, int] = field(init=False, default_factory=OrderedDict, repr=False)
-    _heads_lock: threading.Lock = field(init=False, default_factory=threading.Lock, repr=False)
+    #: The served order, kept per snapshot and settings history, and the items drawn as its first.
+    _serving: ServedQueue = field(init=False, repr=False)
     #: The last :meth:`labels`, with the snapshot's event count and settings history it was made from.
     _labels: tuple[int, object, DeliveredLabels] | None = field(init=False, default=None, repr=False)
     #: The last label decision and its statement, with the same key.
@@ -311,12 +301,12 @@ class Workbench:
             blocks_missing = not feature_matrix_stored(s, loaded.config.dataset_id)
             self._settings_history = tuple(label_settings_history(s, self.session_id))
             self._from_votes = dataset_has_votes(s, loaded.config.dataset_id)
-            secret = stored_audit_secret(s)
+            stored_secret = stored_audit_secret(s)
         if loaded.item_columns_token is None and loaded.n_instances:
             # Read from the rows this time: keep them in one piece for the next open.
             loaded = replace(loaded, item_columns_token=_saved_item_columns(self.session_factory, loaded))
         # The audit key is made with the store (migration 0021); a store that lost it gets one.
-        self._secret = secret if secret is not None else write_transaction(self.session_factory, audit_secret)
+        secret = stored_secret if stored_secret is not None else write_transaction(self.session_factory, audit_secret)
         cfg = loaded.config
         n = loaded.n_instances
         if blocks_missing and n:
@@ -347,7 +337,8 @@ class Workbench:
         # DST-PLL's decisions from the snapshot, when it had them: freezing a lot then fits nothing.
         self._model = ModelView(self._graph_of, self.opened.decisions)
         self._content = ContentReader(self.session_factory, cfg.dataset_id, cfg.dataset_name)
-        self._lots = SessionLots(self._log, self._model_decisions, key=self._secret, session_id=self.session_id)
+        self._lots = SessionLots(self._log, self._model_decisions, key=secret, session_id=self.session_id)
+        self._serving = ServedQueue(self.graph, self._log, self._lots, key=secret, session_id=self.session_id)
 
     # ------------------------------------------------------------------ reading
 
@@ -425,7 +416,8 @@ class Workbench:
         ones last; the slots that are audits (chosen by a stream seeded by the store's secret)
         serve the active lot's items in its random audit order
         (:func:`engine.labelling_loop.served_order`). The Query page, ``winnow
-        session status`` and the ranked export (:meth:`ranked_table`) all serve this order.
+        session status`` and the ranked export (:meth:`ranked_table`) all serve this order
+        (:mod:`app.service.serving`).
         """
         return self._served(self._snapshot, top).positions
 
@@ -437,32 +429,7 @@ class Workbench:
         """The ranked queue alone (no audits): open items by score, skipped ones last, and one
         slot in :data:`~app.service.suspects.SUSPECT_EVERY` for the suspect items still to ask
         (:func:`~app.service.suspects.interleave_suspects`)."""
-        return self._ranked(self._snapshot, top)
-
-    def _suspects_to_serve(self, snap: SessionView) -> np.ndarray:
-        return suspects.suspects_to_serve(suspects.session_suspects(self.graph, snap.state), snap.state)
-
-    def _ranked(self, snap: SessionView, top: int | None = None) -> np.ndarray:
-        # Open items by score; then the items of lots (delivered, or served by the audit
-        # slots); then the skipped ones in the order they were skipped, whatever they are, so
-        # that where a skipped item comes back says nothing about it.
-        st = snap.state
-        asked = self._suspects_to_serve(snap)
-        in_lots = self._loop_at(snap).in_lots(st.n_instances)
-        skipped = np.asarray(st.skipped)
-        open_items = np.asarray(st.open_items)
-        nothing = np.zeros(st.n_instances, dtype=bool)
-        first = snap.ranking.queue(open_items & ~in_lots & ~skipped, nothing)
-        later = snap.ranking.queue(open_items & in_lots & ~skipped, nothing)
-        ranked = np.concatenate([first, later, self._skipped_in_order(st)])
-        served = suspects.interleave_suspects(ranked, asked, deferred=skipped | in_lots)
-        return served if top is None else served[:top]
-
-    def _skipped_in_order(self, st: SessionState) -> np.ndarray:
-        """The open items skipped now, in the order of their skips (oldest first)."""
-        skipped = np.flatnonzero(np.asarray(st.skipped) & np.asarray(st.open_items))
-        when = [max(e.id for e in self._log.item_events(p) if e.kind == "skip") for p in skipped.tolist()]
-        return skipped[np.argsort(when, kind="stable")] if skipped.size else skipped
+        return self._serving.ranked(self._snapshot, self._settings_history, top)
 
     @property
     def label_settings(self) -> LabelSettings:
@@ -470,30 +437,7 @@ class Workbench:
         return settings_in_force(self._settings_history)
 
     def _served(self, snap: SessionView, top: int | None) -> ServedOrder:
-        # The whole served order is kept per snapshot (and settings): team mode reserves from
-        # it on every page run, and it changes only when the state does.
-        kept = self._served_kept
-        history = self._settings_history
-        if kept is not None and kept[0] is snap and kept[1] is history:
-            order = kept[2]
-        else:
-            st = snap.state
-            secret, session_id = self._secret, self.session_id
-            ranked = self._ranked(snap)
-            order = served_order(
-                ranked,
-                self._loop_at(snap).audit_queue(st.answered, st.skipped),
-                base=int(np.asarray(st.answered).sum() + np.asarray(st.skipped).sum()),
-                audit_share=self.label_settings.audit_share,
-                uniforms=lambda n: slot_uniforms(secret, session_id, n),
-                skipped_at_end=int(np.asarray(st.skipped)[ranked].sum()),
-            )
-            self._served_kept = (snap, history, order)
-        if top is not None:
-            order = ServedOrder(order.positions[:top], order.audit[:top])
-        if order.positions.size:
-            self._remember_served(int(order.positions[0]), snap.last_event_id)
-        return order
+        return self._serving.served(snap, self._settings_history, top)
 
     def loop(self) -> Loop:
         """The session's lots of model labels and what their audits say
@@ -556,19 +500,6 @@ class Workbench:
         (:class:`engine.lot_model.LotModel`; the features are read only now)."""
         return LotModel(self.graph.idx, self._snapshot.state.X)(candidates)
 
-    def _remember_served(self, position: int, last_event_id: int) -> None:
-        """Remember that the first of the queue, made from the events up to ``last_event_id``,
-        was ``position`` (see :meth:`record`, ``displayed="query"``)."""
-        # The latest moment counts: an item served again after someone skipped it is on screen
-        # as it is now. A quick second press about an item just answered or skipped finds an
-        # event after the moment it was served (the page drew the next item meanwhile).
-        with self._heads_lock:
-            heads = self._served_heads
-            heads[position] = max(last_event_id, heads.get(position, 0))
-            heads.move_to_end(position)
-            while len(heads) > SERVED_REMEMBERED:
-                heads.popitem(last=False)
-
     def label_sets(self) -> tuple[np.ndarray, np.ndarray]:
         """``NL`` and ``APL`` of every target under the current candidate sets.
 
@@ -597,7 +528,7 @@ class Workbench:
             "conflicts": len(st.conflicts),
             "none_of_these": int(st.none_of_these.sum()),
             "open_targets": snap.ranking.n_open,
-            "suspects": int(self._suspects_to_serve(snap).size),
+            "suspects": int(self._serving.suspects_to_ask(snap).size),
         }
 
     def next_queries(self, top: int) -> list[dict[str, Any]]:
@@ -821,13 +752,7 @@ class Workbench:
     def _query_offers(self, position: int) -> bool:
         """Whether the Query page without leases may still show ``position``: it is the first
         of the queue now, or it was drawn as the first and has had no event since."""
-        top = self.queue(top=1)
-        if top.size and int(top[0]) == position:
-            return True
-        served_after = self._served_heads.get(position)
-        if served_after is None or not self.state.open_items[position]:
-            return False
-        return all(e.id <= served_after for e in self._log.item_events(position))
+        return self._serving.offers(position, self._snapshot, self._settings_history)
 
     def _lease_holders(self) -> dict[int, list[str]]:
         with self.session_factory() as s:
@@ -845,7 +770,7 @@ class Workbench:
         audits and suspects in their slots (no column says which rows they are: while audits
         are interleaved, ``score`` and ``open_targets_touched`` are left empty on every row)."""
         snap = self._snapshot
-        asked = self._suspects_to_serve(snap)
+        asked = self._serving.suspects_to_ask(snap)
         listed = np.asarray(snap.state.open_items).copy()
         listed[asked] = True
         table = session_tables.ranked_table(

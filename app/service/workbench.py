@@ -52,10 +52,10 @@ import numpy as np
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.service import answers, delivery, explanations, session_tables, working_state
+from app.service import answers, explanations, session_tables, working_state
 from app.service.answers import OFFERS, CheckedItem, StaleAnswer
 from app.service.completion import WorkStatus
-from app.service.delivery import DeliveredLabels
+from app.service.delivery import DecidedLabels, DeliveredLabels, KeptLabels, LabelStatement
 from app.service.explanations import AnswerEffect, Neighbour, QueryExplanation, TargetExplanation
 from app.service.graphs import GraphResult, dataset_graph
 from app.service.item_content import ContentReader, ItemContent
@@ -139,22 +139,6 @@ def _saved_item_columns(session_factory: sessionmaker[Session], state: SessionSt
         return None
 
 
-@dataclass(frozen=True)
-class LabelStatement:
-    """What is stated about a session's labels, without the labelled table
-    (:meth:`Workbench.label_statement`); the same fields as :class:`DeliveredLabels`."""
-
-    counts: dict[str, int]
-    summary: delivery.LabelSummary
-    settings: LabelSettings
-    statement: str
-
-    @property
-    def n_audited(self) -> int:
-        """Audited answers backing the stated model labels."""
-        return self.summary.audited
-
-
 @dataclass
 class Workbench:
     """Load with :meth:`open`; everything a page or command needs hangs off it."""
@@ -178,27 +162,23 @@ class Workbench:
     _apply_lock: threading.Lock = field(init=False, default_factory=threading.Lock, repr=False)
     #: Held while the ranker is patched and while an explanation reads its arrays.
     _ranker_lock: threading.Lock = field(init=False, default_factory=threading.Lock, repr=False)
-    #: The DST-PLL model is updated in place when read: one reader at a time.
+    #: The DST-PLL model is updated in place when read: one reader at a time. The label
+    #: decision kept beside it (``_kept_labels``) is read under it too.
     _model_lock: threading.RLock = field(init=False, default_factory=threading.RLock, repr=False)
     _model: ModelView = field(init=False, repr=False)
     _content: ContentReader = field(init=False, repr=False)
     #: Every change of the session's label settings (:func:`app.store.label_settings_history`),
     #: read again by :meth:`refresh`; replaced whole, never changed in place.
     _settings_history: SettingsHistory = field(init=False, default=(), repr=False)
-    #: Whether the dataset's sets were made from crowd votes.
-    _from_votes: bool = field(init=False, default=False, repr=False)
     #: The lots, read from the answers and kept per snapshot and settings history.
     _lots: SessionLots = field(init=False, repr=False)
     #: The answers estimates made, by checkpoint, lot being checked, audit share and settings history.
     _estimates: dict[tuple[Any, ...], AnswersEstimate | None] = field(init=False, default_factory=dict, repr=False)
     #: The served order, kept per snapshot and settings history, and the items drawn as its first.
     _serving: ServedQueue = field(init=False, repr=False)
-    #: The last :meth:`labels`, with the snapshot's event count and settings history it was made from.
-    _labels: tuple[int, object, DeliveredLabels] | None = field(init=False, default=None, repr=False)
-    #: The last label decision and its statement, with the same key.
-    _decision: tuple[int, object, delivery.LabelDecision, LabelStatement] | None = field(
-        init=False, default=None, repr=False
-    )
+    #: The label decision, its statement and the labelled table, kept until the next event
+    #: or settings change.
+    _kept_labels: KeptLabels = field(init=False, repr=False)
 
     @classmethod
     def open(
@@ -300,7 +280,7 @@ class Workbench:
             loaded = load_state(s, self.session_id, derive=derive)
             blocks_missing = not feature_matrix_stored(s, loaded.config.dataset_id)
             self._settings_history = tuple(label_settings_history(s, self.session_id))
-            self._from_votes = dataset_has_votes(s, loaded.config.dataset_id)
+            from_votes = dataset_has_votes(s, loaded.config.dataset_id)
             stored_secret = stored_audit_secret(s)
         if loaded.item_columns_token is None and loaded.n_instances:
             # Read from the rows this time: keep them in one piece for the next open.
@@ -339,6 +319,7 @@ class Workbench:
         self._content = ContentReader(self.session_factory, cfg.dataset_id, cfg.dataset_name)
         self._lots = SessionLots(self._log, self._model_decisions, key=secret, session_id=self.session_id)
         self._serving = ServedQueue(self.graph, self._log, self._lots, key=secret, session_id=self.session_id)
+        self._kept_labels = KeptLabels(self._model_lock, from_votes=from_votes)
 
     # ------------------------------------------------------------------ reading
 
@@ -475,7 +456,7 @@ class Workbench:
         ``with_estimate``, about how many answers are left (a simulation: a few tenths of a
         second once per checkpoint)."""
         snap = self._snapshot
-        statement = self._decided(snap)[3]
+        statement = self._decided(snap).statement
         st = snap.state
         return WorkStatus(
             done=statement.summary.done,
@@ -605,7 +586,7 @@ class Workbench:
             queue = self._model.rejects(st.X, st.candidates, listed, k)
             if k != self.config.k:
                 return queue
-            kept = self._decided(self._snapshot)[2].model_kept
+            kept = self._decided(self._snapshot).decision.model_kept
             auditing = self.items_being_audited()
             return replace(queue, accepted=kept[queue.positions], guess_hidden=auditing[queue.positions])
 
@@ -799,7 +780,8 @@ class Workbench:
         (only the items an answer touches); the result is kept until the next event, draw or
         settings change.
         """
-        return self._labels_for(self._snapshot)
+        snap = self._snapshot
+        return self._kept_labels.delivered(snap.state, self._decided(snap), self._content.export_content)
 
     def label_statement(self) -> LabelStatement:
         """What :meth:`labels` states, without its table: the items per label source, the
@@ -809,45 +791,7 @@ class Workbench:
         next event, draw or settings change); the table, which reads every item's content
         reference, is only made by :meth:`labels`.
         """
-        return self._decided(self._snapshot)[3]
+        return self._decided(self._snapshot).statement
 
-    def _decided(self, snap: SessionView) -> tuple[int, object, delivery.LabelDecision, LabelStatement]:
-        """The label decision of ``snap`` and its statement, with the key they were made for
-        (the number of events and the settings history)."""
-        st = snap.state
-        loop = self._loop_at(snap)
-        history = self._settings_history
-        with self._model_lock:
-            key = (st.n_events, history)
-            if self._decision is not None and self._decision[:2] == key:
-                return self._decision
-            settings = self.label_settings
-            decision = delivery.decide_labels(st, loop, settings, from_votes=self._from_votes)
-            counts = decision.counts()
-            stated = LabelStatement(
-                counts=counts,
-                summary=decision.summary,
-                settings=settings,
-                statement=delivery.label_statement(counts, decision.summary),
-            )
-            self._decision = (*key, decision, stated)
-            return self._decision
-
-    def _labels_for(self, snap: SessionView) -> DeliveredLabels:
-        # The table is made from the decision it is cached with (same key).
-        st = snap.state
-        n_events, history, decision, stated = self._decided(snap)
-        with self._model_lock:
-            if self._labels is not None and self._labels[:2] == (n_events, history):
-                return self._labels[2]
-            base = session_tables.labelled_table(st, self._content.export_content())
-            labels = DeliveredLabels(
-                table=delivery.delivered_table(base, decision, self.label_names),
-                counts=stated.counts,
-                summary=stated.summary,
-                settings=stated.settings,
-                statement=stated.statement,
-            )
-            labels.table.attrs["metadata"] = delivery.statement_metadata(labels)
-            self._labels = (n_events, history, labels)
-            return labels
+    def _decided(self, snap: SessionView) -> DecidedLabels:
+        return self._kept_labels.decided(snap.state, self._loop_at(snap), self._settings_history)

@@ -52,9 +52,9 @@ import numpy as np
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.service import answers, explanations, session_tables, working_state
+from app.service import answers, completion, explanations, session_tables, working_state
 from app.service.answers import OFFERS, CheckedItem, StaleAnswer
-from app.service.completion import WorkStatus
+from app.service.completion import AnswersEstimates, WorkStatus
 from app.service.delivery import DecidedLabels, DeliveredLabels, KeptLabels, LabelStatement
 from app.service.explanations import AnswerEffect, Neighbour, QueryExplanation, TargetExplanation
 from app.service.graphs import GraphResult, dataset_graph
@@ -87,7 +87,7 @@ from app.store import (
     stored_audit_secret,
     write_transaction,
 )
-from engine.estimates import AnswersEstimate, estimate_answers
+from engine.estimates import AnswersEstimate
 from engine.labelling_loop import Loop, ServedOrder
 from engine.lot_model import LotModel
 from engine.ranking import Ranker, ranking_order
@@ -173,7 +173,7 @@ class Workbench:
     #: The lots, read from the answers and kept per snapshot and settings history.
     _lots: SessionLots = field(init=False, repr=False)
     #: The answers estimates made, by checkpoint, lot being checked, audit share and settings history.
-    _estimates: dict[tuple[Any, ...], AnswersEstimate | None] = field(init=False, default_factory=dict, repr=False)
+    _estimates: AnswersEstimates = field(init=False, repr=False)
     #: The served order, kept per snapshot and settings history, and the items drawn as its first.
     _serving: ServedQueue = field(init=False, repr=False)
     #: The label decision, its statement and the labelled table, kept until the next event
@@ -320,6 +320,7 @@ class Workbench:
         self._lots = SessionLots(self._log, self._model_decisions, key=secret, session_id=self.session_id)
         self._serving = ServedQueue(self.graph, self._log, self._lots, key=secret, session_id=self.session_id)
         self._kept_labels = KeptLabels(self._model_lock, from_votes=from_votes)
+        self._estimates = AnswersEstimates(self._lots, seed=self.session_id)
 
     # ------------------------------------------------------------------ reading
 
@@ -433,22 +434,7 @@ class Workbench:
         being checked at the last checkpoint (:func:`engine.estimates.estimate_answers`);
         None when no lot is being checked. ``audit_share``: another share than the session's
         (the Sessions page's field before it is saved). Kept per checkpoint and share."""
-        snap = self._snapshot
-        share = self.label_settings.audit_share if audit_share is None else float(audit_share)
-        loop = self._loop_at(snap)
-        active = loop.active
-        lot = None if active is None else (active.lot.number, active.lot.frozen_at)
-        key = (loop.checkpoint, lot, share, self._settings_history)
-        kept = self._estimates.get(key)
-        if kept is not None or key in self._estimates:
-            return kept
-        log = self._lots.verdict_log(snap)
-        partial = np.asarray(snap.state.original_candidates).sum(axis=1) >= 2
-        estimate = estimate_answers(loop, log, partial, share, seed=self.session_id)
-        if len(self._estimates) > 8:
-            self._estimates.clear()
-        self._estimates[key] = estimate
-        return estimate
+        return self._estimates.estimate(self._snapshot, self._settings_history, audit_share)
 
     def work_status(self, *, with_estimate: bool = False) -> WorkStatus:
         """Where the work stands: done or not (:func:`app.service.completion.work_is_done`, the
@@ -456,15 +442,12 @@ class Workbench:
         ``with_estimate``, about how many answers are left (a simulation: a few tenths of a
         second once per checkpoint)."""
         snap = self._snapshot
-        statement = self._decided(snap).statement
-        st = snap.state
-        return WorkStatus(
-            done=statement.summary.done,
-            counts=dict(statement.counts),
-            summary=statement.summary,
-            answers=self._loop_at(snap).verdicts,
-            conflicts=len(st.conflicts),
-            estimate=self.answers_estimate() if with_estimate and not statement.summary.done else None,
+        return completion.work_status(
+            self._decided(snap).statement,
+            self._loop_at(snap),
+            len(snap.state.conflicts),
+            estimate=self.answers_estimate,
+            with_estimate=with_estimate,
         )
 
     def event_number(self, event_id: int) -> int:

@@ -90,7 +90,7 @@ from app.store import (
 from engine.estimates import AnswersEstimate
 from engine.labelling_loop import Loop, ServedOrder
 from engine.lot_model import LotModel
-from engine.ranking import Ranker, ranking_order
+from engine.ranking import Ranker
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -500,20 +500,7 @@ class Workbench:
         label's name (``None`` when unknown). The score is ``None`` on every item while audits
         are interleaved (as in :meth:`ranked_table`)."""
         snap = self._snapshot
-        st = snap.state
-        names = self.label_names
-        truth = st.true_labels
-        order = self._served(snap, None)
-        scored = not order.audit.any()
-        return [
-            {
-                "id": st.external_ids[p],
-                "score": float(snap.ranking.scores[p]) if scored else None,
-                "candidates": [names[m] for m in np.flatnonzero(st.candidates[p])],
-                "true_label": names[truth[p]] if truth is not None and truth[p] >= 0 else None,
-            }
-            for p in order.positions[:top]
-        ]
+        return session_tables.next_queries(snap, self._served(snap, None), top)
 
     def touched(self) -> np.ndarray:
         """For every instance: how many open targets have it among their neighbours (read-only)."""
@@ -734,20 +721,12 @@ class Workbench:
         audits and suspects in their slots (no column says which rows they are: while audits
         are interleaved, ``score`` and ``open_targets_touched`` are left empty on every row)."""
         snap = self._snapshot
-        asked = self._serving.suspects_to_ask(snap)
-        listed = np.asarray(snap.state.open_items).copy()
-        listed[asked] = True
-        table = session_tables.ranked_table(
-            snap.state, snap.ranking.scores, snap.ranking.touched, self._content.export_content(), suspects=asked
+        return session_tables.served_ranked_table(
+            snap,
+            self._content.export_content(),
+            asked=self._serving.suspects_to_ask(snap),
+            served=self._served(snap, None),
         )
-        rows = ranking_order(snap.ranking.scores, listed, deferred=np.asarray(snap.state.skipped))
-        served = self._served(snap, None)
-        out = session_tables.in_served_order(table, rows, served.positions)
-        if served.audit.any():
-            # An audit's query score is out of the ranked order: while audits are interleaved
-            # the scores would tell them apart, so no row shows one (module app.service.audits).
-            out = session_tables.without_scores(out)
-        return out
 
     def labelled_table(self) -> pd.DataFrame:
         """:attr:`labels` ``().table``: every item with its current set, final label, label

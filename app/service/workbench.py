@@ -52,12 +52,12 @@ import numpy as np
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.service import answers, completion, explanations, session_tables, working_state
+from app.service import answers, completion, explanations, model_view, session_tables, working_state
 from app.service.answers import OFFERS, CheckedItem, StaleAnswer
 from app.service.completion import AnswersEstimates, WorkStatus
 from app.service.delivery import DecidedLabels, DeliveredLabels, KeptLabels, LabelStatement
 from app.service.explanations import AnswerEffect, Neighbour, QueryExplanation, TargetExplanation
-from app.service.graphs import GraphResult, dataset_graph
+from app.service.graphs import GraphResult, dataset_graph, graph_with_k
 from app.service.item_content import ContentReader, ItemContent
 from app.service.lots import SessionLots, SettingsHistory, settings_in_force
 from app.service.model_view import ModelView, RejectQueue
@@ -549,16 +549,14 @@ class Workbench:
         a lock of its own (tabs share it), never the one :meth:`record` holds while it writes.
         """
         with self._model_lock:
-            st = self.state
-            k = n_neighbors or self.config.k
-            flagged = np.asarray(st.none_of_these) & ~st.in_conflict
-            listed = np.asarray(st.open_items) | flagged
-            queue = self._model.rejects(st.X, st.candidates, listed, k)
-            if k != self.config.k:
-                return queue
-            kept = self._decided(self._snapshot).decision.model_kept
-            auditing = self.items_being_audited()
-            return replace(queue, accepted=kept[queue.positions], guess_hidden=auditing[queue.positions])
+            return model_view.reject_queue(
+                self._model,
+                self.state,
+                n_neighbors or self.config.k,
+                session_k=self.config.k,
+                model_kept=lambda: self._decided(self._snapshot).decision.model_kept,
+                being_audited=self.items_being_audited,
+            )
 
     def items_being_audited(self) -> np.ndarray:
         """The items of the lot being audited (bool array of shape (n_instances,)): any of them
@@ -578,17 +576,7 @@ class Workbench:
     def _graph_of(self, k: int) -> GraphResult:
         """The dataset's graph with ``k`` neighbours: the session's own when ``k`` is its ``k``
         (any weighting: only the neighbours are used)."""
-        if k == self.config.k:
-            return self.graph
-        state = self.state
-        return dataset_graph(
-            self.session_factory,
-            dataset_id=self.config.dataset_id,
-            X=state.features,
-            k=k,
-            weighting="uniform",
-            item_columns_token=state.item_columns_token,
-        )
+        return graph_with_k(self.session_factory, self.state, self.graph, k)
 
     # ------------------------------------------------------------------ writing
 

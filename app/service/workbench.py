@@ -52,7 +52,7 @@ import numpy as np
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.service import answers, completion, explanations, model_view, session_tables, working_state
+from app.service import answers, completion, explanations, hotkeys, model_view, session_tables, working_state
 from app.service.answers import OFFERS, CheckedItem, StaleAnswer
 from app.service.completion import AnswersEstimates, WorkStatus
 from app.service.delivery import DecidedLabels, DeliveredLabels, KeptLabels, LabelStatement
@@ -79,11 +79,9 @@ from app.store import (
     events_after,
     feature_matrix_stored,
     label_settings_history,
-    lease_holders,
     load_state,
     save_feature_matrix,
     save_item_columns,
-    set_session_hotkeys,
     stored_audit_secret,
     write_transaction,
 )
@@ -637,27 +635,17 @@ class Workbench:
             checked: CheckedItem | None = None
             if displayed is not None or undoes is not None:
                 self._catch_up()
-                if kind == "undo":
-                    latest = self._log.latest_event(annotator)
-                    answers.check_undo(None if latest is None else latest.id, undoes)
-                    checked = CheckedItem(None, undoes=undoes)
-                else:
-                    item_events = self._log.item_events(position) if position is not None else ()
-                    answers.check_displayed(
-                        item_events,
-                        self.state,
-                        annotator,
-                        kind,
-                        position,
-                        displayed,
-                        query_offers=self._query_offers,
-                        lease_holders=self._lease_holders,
-                    )
-                    checked = CheckedItem(
-                        position,
-                        frozenset(e.id for e in item_events),
-                        lease_holder=annotator if displayed == "lease" else None,
-                    )
+                checked = answers.check_answer(
+                    self._log,
+                    self.state,
+                    annotator,
+                    kind,
+                    position=position,
+                    displayed=displayed,
+                    undoes=undoes,
+                    query_offers=self._query_offers,
+                    lease_holders=self._lease_holders,
+                )
             work = answers.event_writer(
                 self.session_id, annotator=annotator, kind=kind, position=position, label=label, checked=checked
             )
@@ -670,12 +658,10 @@ class Workbench:
 
         Validated by :func:`app.store.set_session_hotkeys` (one letter or digit per label, no
         key twice, none of the action keys); returns the mapping now in force. Other tabs
-        that have the session open see the new keys when they open it again.
+        that have the session open see the new keys when they open it again. The command
+        line's change (:func:`app.service.hotkeys.set_session_keys` with no actor).
         """
-        stored = write_transaction(self.session_factory, lambda s: set_session_hotkeys(s, self.session_id, mapping))
-        config = replace(self.config, hotkeys=None if mapping is None else dict(stored))
-        self.state = replace(self.state, config=config)
-        return stored
+        return hotkeys.set_session_keys(self, mapping, actor=None)
 
     def latest_event(self, annotator: str) -> int | None:
         """The id of ``annotator``'s latest event that an undo would cancel, or ``None``
@@ -694,8 +680,7 @@ class Workbench:
         return self._serving.offers(position, self._snapshot, self._settings_history)
 
     def _lease_holders(self) -> dict[int, list[str]]:
-        with self.session_factory() as s:
-            return lease_holders(s, self.session_id)
+        return answers.read_lease_holders(self.session_factory, self.session_id)
 
     # ------------------------------------------------------------------ exports
 

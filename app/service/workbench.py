@@ -13,11 +13,16 @@ and small enough to read at once:
 * :mod:`app.service.answers`: which answers a page may still give, and the write of one;
 * :mod:`app.service.item_content` and :mod:`app.service.session_tables`: what a person looks
   at, and the export tables;
-* :mod:`engine.labelling_loop`: the lots of model labels frozen for certification, which
-  served slots are audits and which lot item each one serves, read from the answers alone
-  (:meth:`Workbench.loop`);
+* :mod:`app.service.lots`: the lots of model labels frozen for certification
+  (:mod:`engine.labelling_loop`), read from the answers alone (:meth:`Workbench.loop`);
+* :mod:`app.service.serving`: the order items are served in, which served slots are audits
+  and which lot item each one serves (:meth:`Workbench.queue`);
 * :mod:`app.service.delivery`: the labelled dataset handed back (a final label per item, its
-  source) and what is stated about the model labels' error.
+  source) and what is stated about the model labels' error;
+* :mod:`app.service.completion`: whether the work is done, and about how many answers are left.
+
+The lots, the served order, the label decision and the estimates are kept per snapshot (and
+settings history) by those modules; the workbench hands them the snapshot a reader took.
 
 The scores are kept up to date as answers arrive (its own or another process's:
 :meth:`Workbench.refresh` reads only the events after the last one it saw

@@ -7,9 +7,11 @@ and computes with public :mod:`engine` names only.
 Modules
 -------
 ``workbench``  :class:`Workbench`: the one facade over a session at work, made of
-               ``ranking_state`` (targets, graph, ranker, queue), ``explanations``,
-               ``model_view`` (DST-PLL rejects), ``answers`` (stale-answer checks, the write),
-               ``item_content`` and ``session_tables`` (export tables)
+               ``ranking_state`` (targets, graph, ranker, NL/APL), ``lots`` (the lots read
+               from the answers), ``serving`` (the served order, audits and suspects in their
+               slots), ``explanations``, ``model_view`` (DST-PLL rejects), ``answers``
+               (stale-answer checks, the write), ``item_content`` and ``session_tables``
+               (export tables)
 ``sessions``   import a file, find / list sessions, record an answer by item id
 ``uploads``    files uploaded in the browser (data file, media, zip archive) as a dataset, and
                the Sessions page's "Create session"

@@ -19,6 +19,7 @@ from .completion import WorkStatus, done_headline, estimate_words, more_answers_
 from .delivery import (
     LABEL_SOURCES,
     DeliveredLabels,
+    LabelStatement,
     change_label_settings,
     promise_meaning,
     promise_words,
@@ -109,7 +110,6 @@ from .workbench import (
     OFFERS,
     AnswerEffect,
     ItemContent,
-    LabelStatement,
     Neighbour,
     QueryExplanation,
     RejectQueue,

@@ -19,11 +19,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from app.store import (
     VERDICT_KINDS,
     EventRecord,
+    IncrementalDerivation,
     SessionState,
     active_events,
     events_after,
@@ -40,6 +41,8 @@ __all__ = [
     "has_verdict",
     "check_undo",
     "check_displayed",
+    "check_answer",
+    "read_lease_holders",
     "event_writer",
 ]
 
@@ -138,6 +141,49 @@ def check_displayed(
             f"Item {item!r} is no longer the one to answer (the page moved on, or someone settled it); "
             "nothing was recorded."
         )
+
+
+def check_answer(
+    log: IncrementalDerivation,
+    state: SessionState,
+    annotator: str,
+    kind: str,
+    *,
+    position: int | None,
+    displayed: str | None,
+    undoes: int | None,
+    query_offers: Callable[[int], bool],
+    lease_holders: Callable[[], dict[int, list[str]]],
+) -> CheckedItem:
+    """Refuse an event from a page that no longer offers it (:func:`check_undo` for an undo,
+    :func:`check_displayed` otherwise), judged on the events seen so far (``log``) and
+    ``state``; returns what the checks saw, for the write to look again inside its transaction."""
+    if kind == "undo":
+        latest = log.latest_event(annotator)
+        check_undo(None if latest is None else latest.id, undoes)
+        return CheckedItem(None, undoes=undoes)
+    item_events = log.item_events(position) if position is not None else ()
+    check_displayed(
+        item_events,
+        state,
+        annotator,
+        kind,
+        position,
+        displayed,
+        query_offers=query_offers,
+        lease_holders=lease_holders,
+    )
+    return CheckedItem(
+        position,
+        frozenset(e.id for e in item_events),
+        lease_holder=annotator if displayed == "lease" else None,
+    )
+
+
+def read_lease_holders(session_factory: sessionmaker[Session], session_id: int) -> dict[int, list[str]]:
+    """Who holds each item reserved in the session now (:func:`app.store.lease_holders`)."""
+    with session_factory() as s:
+        return lease_holders(s, session_id)
 
 
 def event_writer(

@@ -9,22 +9,32 @@ stays stated. Further answers can only replace model labels with experts' labels
 those may be wrong is what the statement already bounds, so that is what they would buy.
 
 Before that, the pages say how many items are undecided and, from the lot being checked, about
-how many more answers the session needs (:mod:`engine.estimates`).
+how many more answers the session needs (:mod:`engine.estimates`, kept per checkpoint by
+:class:`AnswersEstimates`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from app.service.lots import SettingsHistory, settings_in_force
+from engine.estimates import AnswersEstimate, estimate_answers
 
 if TYPE_CHECKING:
-    from app.service.delivery import LabelSummary
-    from engine.estimates import AnswersEstimate
+    from app.service.delivery import LabelStatement, LabelSummary
+    from app.service.lots import SessionLots
+    from app.service.ranking_state import SessionView
     from engine.labelling_loop import Loop
 
 __all__ = [
     "work_is_done",
     "WorkStatus",
+    "work_status",
+    "AnswersEstimates",
     "share_percent",
     "done_headline",
     "more_answers_words",
@@ -101,6 +111,67 @@ class WorkStatus:
         if self.done:
             return more_answers_words(self.counts, self.summary)
         return estimate_words(self.counts, self.summary, self.estimate, self.answers, self.conflicts)
+
+
+def work_status(
+    statement: LabelStatement,
+    loop: Loop,
+    conflicts: int,
+    *,
+    estimate: Callable[[], AnswersEstimate | None],
+    with_estimate: bool = False,
+) -> WorkStatus:
+    """Where the work stands, from what is stated (``statement``) and the lots (``loop``);
+    ``estimate()`` is called only ``with_estimate`` and while the work is not done (a
+    simulation: a few tenths of a second once per checkpoint)."""
+    return WorkStatus(
+        done=statement.summary.done,
+        counts=dict(statement.counts),
+        summary=statement.summary,
+        answers=loop.verdicts,
+        conflicts=conflicts,
+        estimate=estimate() if with_estimate and not statement.summary.done else None,
+    )
+
+
+class AnswersEstimates:
+    """About how many answers a session needs until it is done, simulated from the lot being
+    checked at the last checkpoint (:func:`engine.estimates.estimate_answers`), kept per
+    checkpoint, lot being checked, audit share and settings history.
+
+    Parameters
+    ----------
+    lots : SessionLots
+        The session's lots.
+    seed : int
+        Seeds the simulation (the session's id: the same estimate in every process).
+    """
+
+    def __init__(self, lots: SessionLots, *, seed: int) -> None:
+        self._lots = lots
+        self._seed = seed
+        self._kept: dict[tuple[Any, ...], AnswersEstimate | None] = {}
+
+    def estimate(
+        self, view: SessionView, history: SettingsHistory, audit_share: float | None = None
+    ) -> AnswersEstimate | None:
+        """The estimate at ``view``; None when no lot is being checked. ``audit_share``:
+        another share than the one in force (the Sessions page's field before it is saved)."""
+        share = settings_in_force(history).audit_share if audit_share is None else float(audit_share)
+        loop = self._lots.at(view, history)
+        active = loop.active
+        lot = None if active is None else (active.lot.number, active.lot.frozen_at)
+        key = (loop.checkpoint, lot, share, history)
+        kept = self._kept.get(key)
+        if kept is not None or key in self._kept:
+            return kept
+        log = self._lots.verdict_log(view)
+        partial = np.asarray(view.state.original_candidates).sum(axis=1) >= 2
+        estimate = estimate_answers(loop, log, partial, share, seed=self._seed)
+        if len(self._kept) > 8:
+            self._kept.clear()
+        self._kept[key] = estimate
+        return estimate
 
 
 def done_headline(done: bool, counts: dict[str, int], summary: LabelSummary, conflicts: int = 0) -> str:

@@ -29,13 +29,17 @@ labels as a whole.
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.service import session_tables
 from app.service.completion import share_percent, work_is_done
+from app.service.lots import SettingsHistory, settings_in_force
 from app.store import (
     LabelSettings,
     SessionState,
@@ -55,6 +59,9 @@ __all__ = [
     "DeliveredLabels",
     "LabelDecision",
     "LabelSummary",
+    "LabelStatement",
+    "DecidedLabels",
+    "KeptLabels",
     "session_label_settings",
     "change_label_settings",
     "promise_words",
@@ -193,6 +200,33 @@ class LabelDecision:
         """Items per label source."""
         found = np.bincount(self.source, minlength=len(LABEL_SOURCES))
         return {name: int(found[i]) for i, name in enumerate(LABEL_SOURCES)}
+
+
+@dataclass(frozen=True)
+class LabelStatement:
+    """What is stated about a session's labels, without the labelled table
+    (:meth:`app.service.Workbench.label_statement`); the same fields as :class:`DeliveredLabels`."""
+
+    counts: dict[str, int]
+    summary: LabelSummary
+    settings: LabelSettings
+    statement: str
+
+    @property
+    def n_audited(self) -> int:
+        """Audited answers backing the stated model labels."""
+        return self.summary.audited
+
+
+@dataclass(frozen=True)
+class DecidedLabels:
+    """A label decision and its statement, with the key they were made for: the number of
+    events and the settings history (:meth:`KeptLabels.decided`)."""
+
+    n_events: int
+    history: SettingsHistory
+    decision: LabelDecision
+    statement: LabelStatement
 
 
 # ---------------------------------------------------------------------------------- settings
@@ -443,3 +477,70 @@ def statement_metadata(labels: DeliveredLabels) -> dict[str, Any]:
         "model_margin_column": "the model's margin (DST-PLL: bel - max pl) when its label was proposed for "
         "checking, model rows only: orders model labels, not a probability",
     }
+
+
+# ---------------------------------------------------------------------------------- kept
+
+
+class KeptLabels:
+    """A session's last label decision, its statement and its labelled table, kept until the
+    next event or settings change (the key :class:`DecidedLabels` carries).
+
+    Parameters
+    ----------
+    lock : threading.RLock
+        Held while the kept results are read or made: the workbench passes the lock of its
+        DST-PLL model (:meth:`app.service.Workbench.rejects` reads the decision while it
+        holds that lock, so it must be reentrant).
+    from_votes : bool
+        Whether the dataset's candidate sets were made from crowd votes.
+    """
+
+    def __init__(self, lock: threading.RLock, *, from_votes: bool) -> None:
+        self._lock = lock
+        self._from_votes = from_votes
+        self._decided: DecidedLabels | None = None
+        #: The last delivered labels, with the key of the decision they were made from.
+        self._delivered: tuple[int, SettingsHistory, DeliveredLabels] | None = None
+
+    def decided(self, state: SessionState, loop: Loop, history: SettingsHistory) -> DecidedLabels:
+        """The label decision of ``state`` with the lots ``loop`` under the settings changes
+        ``history`` (:func:`decide_labels`), and its statement."""
+        with self._lock:
+            kept = self._decided
+            if kept is not None and (kept.n_events, kept.history) == (state.n_events, history):
+                return kept
+            settings = settings_in_force(history)
+            decision = decide_labels(state, loop, settings, from_votes=self._from_votes)
+            counts = decision.counts()
+            stated = LabelStatement(
+                counts=counts,
+                summary=decision.summary,
+                settings=settings,
+                statement=label_statement(counts, decision.summary),
+            )
+            self._decided = DecidedLabels(state.n_events, history, decision, stated)
+            return self._decided
+
+    def delivered(
+        self, state: SessionState, decided: DecidedLabels, content: Callable[[], dict[str, tuple[str | None, ...]]]
+    ) -> DeliveredLabels:
+        """The labelled dataset of ``state`` made from ``decided`` (``content()``: the items'
+        content references, :meth:`app.service.item_content.ContentReader.export_content`)."""
+        # The table is made from the decision it is kept with (same key).
+        with self._lock:
+            kept = self._delivered
+            if kept is not None and kept[:2] == (decided.n_events, decided.history):
+                return kept[2]
+            base = session_tables.labelled_table(state, content())
+            stated = decided.statement
+            labels = DeliveredLabels(
+                table=delivered_table(base, decided.decision, state.label_names),
+                counts=stated.counts,
+                summary=stated.summary,
+                settings=stated.settings,
+                statement=stated.statement,
+            )
+            labels.table.attrs["metadata"] = statement_metadata(labels)
+            self._delivered = (decided.n_events, decided.history, labels)
+            return labels

@@ -29,6 +29,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.service.tasks import ProgressTracker
 from app.store import (
     LazyFeatures,
+    SessionState,
     StoreUnavailable,
     find_graph,
     find_graph_key,
@@ -47,6 +48,7 @@ __all__ = [
     "graph_parameters",
     "graph_algorithm",
     "dataset_graph",
+    "graph_with_k",
     "graph_builds",
     "session_dataset",
 ]
@@ -200,6 +202,24 @@ def dataset_graph(
     idx.flags.writeable = False
     w.flags.writeable = False
     return GraphResult(key, idx, w, algorithm, True, seconds)
+
+
+def graph_with_k(
+    session_factory: sessionmaker[Session], state: SessionState, session_graph: GraphResult, k: int
+) -> GraphResult:
+    """The dataset's graph with ``k`` neighbours: the session's own (``session_graph``) when ``k``
+    is its ``k`` (any weighting: only the neighbours are used), otherwise the uniform one
+    :func:`dataset_graph` loads or builds and stores."""
+    if k == state.config.k:
+        return session_graph
+    return dataset_graph(
+        session_factory,
+        dataset_id=state.config.dataset_id,
+        X=state.features,
+        k=k,
+        weighting="uniform",
+        item_columns_token=state.item_columns_token,
+    )
 
 
 def _matrix(X: np.ndarray | LazyFeatures) -> np.ndarray:

@@ -18,18 +18,19 @@ whose margin is never positive, so that no lot ever takes them.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from app.service.graphs import GraphResult
+from app.store import SessionState
 from engine.dst_evidence import transductive_decisions
 
 if TYPE_CHECKING:
     from engine.dst import DstPllClassifier
 
-__all__ = ["RejectQueue", "ModelDecisions", "ModelView"]
+__all__ = ["RejectQueue", "ModelDecisions", "ModelView", "reject_queue"]
 
 #: The seed of DST-PLL's tie-breaking in a session (the classifier's ``random_state``).
 MODEL_SEED = 0
@@ -173,6 +174,34 @@ class ModelView:
         """DST-PLL's label, acceptance, margin, belief and plausibility for ``positions``, in
         the order given."""
         return _queue(self.fitted(X, candidates, k), np.asarray(positions, dtype=int))
+
+
+def reject_queue(
+    model: ModelView,
+    state: SessionState,
+    k: int,
+    *,
+    session_k: int,
+    model_kept: Callable[[], np.ndarray],
+    being_audited: Callable[[], np.ndarray],
+) -> RejectQueue:
+    """The items without a label that the Rejects page lists, with DST-PLL's view of them
+    (:meth:`app.service.workbench.Workbench.rejects`; the caller holds the model's lock).
+
+    ``positions`` are the open items and the items flagged "none of these" (smallest margin
+    first). With the session's own ``k`` (``session_k``), ``accepted`` is ``model_kept()`` (the
+    items whose model label is delivered) and ``guess_hidden`` is ``being_audited()``, both
+    bool arrays of shape (n_instances,); with another ``k``, ``accepted`` is that model's own
+    reject option and nothing is hidden.
+    """
+    flagged = np.asarray(state.none_of_these) & ~state.in_conflict
+    listed = np.asarray(state.open_items) | flagged
+    queue = model.rejects(state.X, state.candidates, listed, k)
+    if k != session_k:
+        return queue
+    kept = model_kept()
+    auditing = being_audited()
+    return replace(queue, accepted=kept[queue.positions], guess_hidden=auditing[queue.positions])
 
 
 def _queue(model: DstPllClassifier, rows: np.ndarray) -> RejectQueue:

@@ -21,14 +21,14 @@ from functools import cached_property
 import numpy as np
 
 from app.service.graphs import GraphResult
-from app.store import SessionConfig, readonly
+from app.store import SessionConfig, SessionState, readonly
 from engine.decision_change import DecisionChangeRanker
 from engine.exceptions import InvalidInput
 from engine.query import AMBIGUITY_CRITERIA, IncrementalRanker, open_neighbourhoods
 from engine.ranking import BASELINE_CRITERIA, Ranker, StaticRanker, ranking_order
 from engine.winners import label_sets, open_targets
 
-__all__ = ["RankingState", "RankingView", "make_ranker", "restore_ranker", "local_graph"]
+__all__ = ["RankingState", "RankingView", "SessionView", "make_ranker", "restore_ranker", "local_graph"]
 
 
 def make_ranker(
@@ -115,6 +115,29 @@ class RankingView:
     def queue(self, open_items: np.ndarray, skipped: np.ndarray, top: int | None = None) -> np.ndarray:
         """Open items by score, skipped ones last (:func:`engine.ranking.ranking_order`)."""
         return ranking_order(self.scores, open_items, deferred=skipped, top=top)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class SessionView:
+    """Everything a reader of a session at work needs, at one moment: replaced whole, never changed.
+
+    The workbench publishes a new one after each batch of events
+    (:attr:`app.service.workbench.Workbench.state`); the seams that keep results per moment
+    (the lots, the served order) compare views by identity.
+
+    Attributes
+    ----------
+    state : SessionState
+        The session as derived from its events up to ``last_event_id``.
+    ranking : RankingView
+        The scores and label sets of those candidate sets.
+    last_event_id : int
+        The largest event id the state is derived from.
+    """
+
+    state: SessionState
+    ranking: RankingView
+    last_event_id: int
 
 
 @dataclass

@@ -11,15 +11,21 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from app.store import SessionConfig, SessionState
+from engine.ranking import ranking_order
 
 # pandas (and the writers, which use it) are imported by the functions that make a table:
 # `winnow session status` and `winnow answer` open a session without making one (0.3-0.5 s).
 if TYPE_CHECKING:
     import pandas as pd
 
+    from app.service.ranking_state import SessionView
+    from engine.labelling_loop import ServedOrder
+
 __all__ = [
     "scoring_params",
     "ranked_table",
+    "served_ranked_table",
+    "next_queries",
     "in_served_order",
     "without_scores",
     "labelled_table",
@@ -61,6 +67,45 @@ def ranked_table(
         deferred=state.skipped,
         content=content,
     )
+
+
+def served_ranked_table(
+    view: SessionView, content: dict[str, tuple[str | None, ...]], *, asked: np.ndarray, served: ServedOrder
+) -> pd.DataFrame:
+    """The ranked query list of ``view``'s open items (conflicts and flagged items set aside)
+    and of the suspect items to ask (``asked``), in the served order ``served``: skipped items
+    last, the audits and suspects in their slots (no column says which rows they are: while
+    audits are interleaved, ``score`` and ``open_targets_touched`` are left empty on every row)."""
+    st = view.state
+    listed = np.asarray(st.open_items).copy()
+    listed[asked] = True
+    table = ranked_table(st, view.ranking.scores, view.ranking.touched, content, suspects=asked)
+    rows = ranking_order(view.ranking.scores, listed, deferred=np.asarray(st.skipped))
+    out = in_served_order(table, rows, served.positions)
+    if served.audit.any():
+        # An audit's query score is out of the ranked order: while audits are interleaved
+        # the scores would tell them apart, so no row shows one.
+        out = without_scores(out)
+    return out
+
+
+def next_queries(view: SessionView, served: ServedOrder, top: int) -> list[dict[str, Any]]:
+    """The first ``top`` items of the served order ``served``: id, score, candidate names and
+    the true label's name (``None`` when unknown). The score is ``None`` on every item while
+    audits are interleaved (as in :func:`served_ranked_table`)."""
+    st = view.state
+    names = st.label_names
+    truth = st.true_labels
+    scored = not served.audit.any()
+    return [
+        {
+            "id": st.external_ids[p],
+            "score": float(view.ranking.scores[p]) if scored else None,
+            "candidates": [names[m] for m in np.flatnonzero(st.candidates[p])],
+            "true_label": names[truth[p]] if truth is not None and truth[p] >= 0 else None,
+        }
+        for p in served.positions[:top]
+    ]
 
 
 def in_served_order(table: pd.DataFrame, ranked: np.ndarray, served: np.ndarray) -> pd.DataFrame:

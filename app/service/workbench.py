@@ -13,11 +13,16 @@ and small enough to read at once:
 * :mod:`app.service.answers`: which answers a page may still give, and the write of one;
 * :mod:`app.service.item_content` and :mod:`app.service.session_tables`: what a person looks
   at, and the export tables;
-* :mod:`engine.labelling_loop`: the lots of model labels frozen for certification, which
-  served slots are audits and which lot item each one serves, read from the answers alone
-  (:meth:`Workbench.loop`);
+* :mod:`app.service.lots`: the lots of model labels frozen for certification
+  (:mod:`engine.labelling_loop`), read from the answers alone (:meth:`Workbench.loop`);
+* :mod:`app.service.serving`: the order items are served in, which served slots are audits
+  and which lot item each one serves (:meth:`Workbench.queue`);
 * :mod:`app.service.delivery`: the labelled dataset handed back (a final label per item, its
-  source) and what is stated about the model labels' error.
+  source) and what is stated about the model labels' error;
+* :mod:`app.service.completion`: whether the work is done, and about how many answers are left.
+
+The lots, the served order, the label decision and the estimates are kept per snapshot (and
+settings history) by those modules; the workbench hands them the snapshot a reader took.
 
 The scores are kept up to date as answers arrive (its own or another process's:
 :meth:`Workbench.refresh` reads only the events after the last one it saw
@@ -30,7 +35,7 @@ process, for all tabs). Readers never wait for a write:
 
 * everything a page reads (the state, the scores, NL/APL) comes from one immutable snapshot
   that the thread applying new events replaces with a new object once it is complete
-  (:attr:`Workbench.state`, :class:`app.service.ranking_state.RankingView`); a reader takes
+  (:attr:`Workbench.state`, :class:`app.service.ranking_state.SessionView`); a reader takes
   the reference once and works on it, whatever is written meanwhile;
 * :meth:`Workbench.record` holds ``lock`` across its check and its write transaction (two
   presses of one tab are judged one after the other); no reader takes ``lock``;
@@ -44,7 +49,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -53,19 +57,20 @@ import numpy as np
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.service import answers, delivery, explanations, session_tables, suspects, working_state
+from app.service import answers, completion, explanations, hotkeys, model_view, session_tables, working_state
 from app.service.answers import OFFERS, CheckedItem, StaleAnswer
-from app.service.completion import WorkStatus
-from app.service.delivery import DeliveredLabels
+from app.service.completion import AnswersEstimates, WorkStatus
+from app.service.delivery import DecidedLabels, DeliveredLabels, KeptLabels, LabelStatement
 from app.service.explanations import AnswerEffect, Neighbour, QueryExplanation, TargetExplanation
-from app.service.graphs import GraphResult, dataset_graph
+from app.service.graphs import GraphResult, dataset_graph, graph_with_k
 from app.service.item_content import ContentReader, ItemContent
+from app.service.lots import SessionLots, SettingsHistory, settings_in_force
 from app.service.model_view import ModelView, RejectQueue
-from app.service.ranking_state import RankingState, RankingView
+from app.service.ranking_state import RankingState, SessionView
+from app.service.serving import ServedQueue
 from app.service.tasks import ProgressCallback, ProgressTracker
 from app.store import (
     ACTION_KEYS,
-    VERDICT_KINDS,
     DerivedState,
     EventRecord,
     IncrementalDerivation,
@@ -76,32 +81,19 @@ from app.store import (
     audit_secret,
     dataset_has_votes,
     default_hotkeys,
-    derive_state,
     events_after,
     feature_matrix_stored,
     label_settings_history,
-    lease_holders,
     load_state,
     save_feature_matrix,
     save_item_columns,
-    set_session_hotkeys,
     stored_audit_secret,
     write_transaction,
 )
-from engine.estimates import AnswersEstimate, estimate_answers
-from engine.labelling_loop import (
-    ItemsAt,
-    Loop,
-    LoopSettings,
-    Lot,
-    ServedOrder,
-    VerdictLog,
-    run_loop,
-    served_order,
-    slot_uniforms,
-)
+from engine.estimates import AnswersEstimate
+from engine.labelling_loop import Loop, ServedOrder
 from engine.lot_model import LotModel
-from engine.ranking import Ranker, ranking_order
+from engine.ranking import Ranker
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -135,10 +127,6 @@ __all__ = [
 #: rows per catch-up.
 REREAD_WINDOW = 64
 
-#: How many items the Query page drew (as the first of :meth:`Workbench.queue`) are
-#: remembered as still on someone's screen (see :meth:`Workbench.record`, ``"query"``).
-SERVED_REMEMBERED = 1024
-
 
 logger = logging.getLogger(__name__)
 
@@ -152,32 +140,6 @@ def _saved_item_columns(session_factory: sessionmaker[Session], state: SessionSt
     except (SQLAlchemyError, StoreUnavailable) as error:
         logger.warning("dataset %d: item columns not kept (%s)", state.config.dataset_id, error)
         return None
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class _Snapshot:
-    """Everything a reader needs, at one moment; replaced whole, never changed."""
-
-    state: SessionState
-    ranking: RankingView
-    #: The largest event id the state is derived from.
-    last_event_id: int
-
-
-@dataclass(frozen=True)
-class LabelStatement:
-    """What is stated about a session's labels, without the labelled table
-    (:meth:`Workbench.label_statement`); the same fields as :class:`DeliveredLabels`."""
-
-    counts: dict[str, int]
-    summary: delivery.LabelSummary
-    settings: LabelSettings
-    statement: str
-
-    @property
-    def n_audited(self) -> int:
-        """Audited answers backing the stated model labels."""
-        return self.summary.audited
 
 
 @dataclass
@@ -196,48 +158,30 @@ class Workbench:
     ranking: RankingState = field(init=False, repr=False)
     #: Held by :meth:`record` across its checks and its write (never by readers).
     lock: threading.RLock = field(init=False, default_factory=threading.RLock, repr=False)
-    _snapshot: _Snapshot = field(init=False, repr=False)
+    _snapshot: SessionView = field(init=False, repr=False)
     #: The events seen so far and the state derived from them (patched by ``_catch_up``).
     _log: IncrementalDerivation = field(init=False, repr=False)
     #: One thread at a time reads new events and patches the log, ranker and snapshot.
     _apply_lock: threading.Lock = field(init=False, default_factory=threading.Lock, repr=False)
     #: Held while the ranker is patched and while an explanation reads its arrays.
     _ranker_lock: threading.Lock = field(init=False, default_factory=threading.Lock, repr=False)
-    #: The DST-PLL model is updated in place when read: one reader at a time.
+    #: The DST-PLL model is updated in place when read: one reader at a time. The label
+    #: decision kept beside it (``_kept_labels``) is read under it too.
     _model_lock: threading.RLock = field(init=False, default_factory=threading.RLock, repr=False)
-    #: Held while the lots are read from the answers (:meth:`loop`).
-    _loop_lock: threading.Lock = field(init=False, default_factory=threading.Lock, repr=False)
     _model: ModelView = field(init=False, repr=False)
     _content: ContentReader = field(init=False, repr=False)
     #: Every change of the session's label settings (:func:`app.store.label_settings_history`),
     #: read again by :meth:`refresh`; replaced whole, never changed in place.
-    _settings_history: tuple[tuple[int, LabelSettings], ...] = field(init=False, default=(), repr=False)
-    #: The store's secret (seeds the audit order; never shown) and whether the dataset's
-    #: sets were made from crowd votes.
-    _secret: bytes = field(init=False, default=b"", repr=False)
-    _from_votes: bool = field(init=False, default=False, repr=False)
-    #: The lots read at one snapshot and settings history, and the lots frozen so far (a
-    #: function of the answers: kept so that the model is not run again for them).
-    _loop_kept: tuple[_Snapshot, tuple[tuple[int, LabelSettings], ...], Loop] | None = field(
-        init=False, default=None, repr=False
-    )
-    _frozen: dict[int, Lot | None] = field(init=False, default_factory=dict, repr=False)
+    _settings_history: SettingsHistory = field(init=False, default=(), repr=False)
+    #: The lots, read from the answers and kept per snapshot and settings history.
+    _lots: SessionLots = field(init=False, repr=False)
     #: The answers estimates made, by checkpoint, lot being checked, audit share and settings history.
-    _estimates: dict[tuple[Any, ...], AnswersEstimate | None] = field(init=False, default_factory=dict, repr=False)
-    #: The last whole served order, with the snapshot and settings history it was made from.
-    _served_kept: tuple[_Snapshot, tuple[tuple[int, LabelSettings], ...], ServedOrder] | None = field(
-        init=False, default=None, repr=False
-    )
-    #: Items drawn as the first of the queue -> the largest event id the queue was made from
-    #: the last time (oldest first, at most :data:`SERVED_REMEMBERED`), and its lock.
-    _served_heads: OrderedDict[int, int] = field(init=False, default_factory=OrderedDict, repr=False)
-    _heads_lock: threading.Lock = field(init=False, default_factory=threading.Lock, repr=False)
-    #: The last :meth:`labels`, with the snapshot's event count and settings history it was made from.
-    _labels: tuple[int, object, DeliveredLabels] | None = field(init=False, default=None, repr=False)
-    #: The last label decision and its statement, with the same key.
-    _decision: tuple[int, object, delivery.LabelDecision, LabelStatement] | None = field(
-        init=False, default=None, repr=False
-    )
+    _estimates: AnswersEstimates = field(init=False, repr=False)
+    #: The served order, kept per snapshot and settings history, and the items drawn as its first.
+    _serving: ServedQueue = field(init=False, repr=False)
+    #: The label decision, its statement and the labelled table, kept until the next event
+    #: or settings change.
+    _kept_labels: KeptLabels = field(init=False, repr=False)
 
     @classmethod
     def open(
@@ -339,13 +283,13 @@ class Workbench:
             loaded = load_state(s, self.session_id, derive=derive)
             blocks_missing = not feature_matrix_stored(s, loaded.config.dataset_id)
             self._settings_history = tuple(label_settings_history(s, self.session_id))
-            self._from_votes = dataset_has_votes(s, loaded.config.dataset_id)
-            secret = stored_audit_secret(s)
+            from_votes = dataset_has_votes(s, loaded.config.dataset_id)
+            stored_secret = stored_audit_secret(s)
         if loaded.item_columns_token is None and loaded.n_instances:
             # Read from the rows this time: keep them in one piece for the next open.
             loaded = replace(loaded, item_columns_token=_saved_item_columns(self.session_factory, loaded))
         # The audit key is made with the store (migration 0021); a store that lost it gets one.
-        self._secret = secret if secret is not None else write_transaction(self.session_factory, audit_secret)
+        secret = stored_secret if stored_secret is not None else write_transaction(self.session_factory, audit_secret)
         cfg = loaded.config
         n = loaded.n_instances
         if blocks_missing and n:
@@ -372,10 +316,14 @@ class Workbench:
             self.session_factory, loaded, graph, self._log.max_id, report=report, use_snapshot=self.use_snapshot
         )
         self.ranking = self.opened.ranking
-        self._snapshot = _Snapshot(loaded, self.ranking.view(np.asarray(loaded.candidates)), self._log.max_id)
+        self._snapshot = SessionView(loaded, self.ranking.view(np.asarray(loaded.candidates)), self._log.max_id)
         # DST-PLL's decisions from the snapshot, when it had them: freezing a lot then fits nothing.
         self._model = ModelView(self._graph_of, self.opened.decisions)
         self._content = ContentReader(self.session_factory, cfg.dataset_id, cfg.dataset_name)
+        self._lots = SessionLots(self._log, self._model_decisions, key=secret, session_id=self.session_id)
+        self._serving = ServedQueue(self.graph, self._log, self._lots, key=secret, session_id=self.session_id)
+        self._kept_labels = KeptLabels(self._model_lock, from_votes=from_votes)
+        self._estimates = AnswersEstimates(self._lots, seed=self.session_id)
 
     # ------------------------------------------------------------------ reading
 
@@ -438,7 +386,7 @@ class Workbench:
                 previous = self._snapshot.ranking
                 view = self.ranking.view(candidates, previous=previous, changed=changed) if changed.size else previous
                 # One assignment: a reader sees the old snapshot or the new one, never a mix.
-                self._snapshot = _Snapshot(state, view, self._log.max_id)
+                self._snapshot = SessionView(state, view, self._log.max_id)
             return changed
 
     @property
@@ -453,7 +401,8 @@ class Workbench:
         ones last; the slots that are audits (chosen by a stream seeded by the store's secret)
         serve the active lot's items in its random audit order
         (:func:`engine.labelling_loop.served_order`). The Query page, ``winnow
-        session status`` and the ranked export (:meth:`ranked_table`) all serve this order.
+        session status`` and the ranked export (:meth:`ranked_table`) all serve this order
+        (:mod:`app.service.serving`).
         """
         return self._served(self._snapshot, top).positions
 
@@ -465,145 +414,30 @@ class Workbench:
         """The ranked queue alone (no audits): open items by score, skipped ones last, and one
         slot in :data:`~app.service.suspects.SUSPECT_EVERY` for the suspect items still to ask
         (:func:`~app.service.suspects.interleave_suspects`)."""
-        return self._ranked(self._snapshot, top)
-
-    def _suspects_to_serve(self, snap: _Snapshot) -> np.ndarray:
-        return suspects.suspects_to_serve(suspects.session_suspects(self.graph, snap.state), snap.state)
-
-    def _ranked(self, snap: _Snapshot, top: int | None = None) -> np.ndarray:
-        # Open items by score; then the items of lots (delivered, or served by the audit
-        # slots); then the skipped ones in the order they were skipped, whatever they are, so
-        # that where a skipped item comes back says nothing about it.
-        st = snap.state
-        asked = self._suspects_to_serve(snap)
-        in_lots = self.loop_at(snap).in_lots(st.n_instances)
-        skipped = np.asarray(st.skipped)
-        open_items = np.asarray(st.open_items)
-        nothing = np.zeros(st.n_instances, dtype=bool)
-        first = snap.ranking.queue(open_items & ~in_lots & ~skipped, nothing)
-        later = snap.ranking.queue(open_items & in_lots & ~skipped, nothing)
-        ranked = np.concatenate([first, later, self._skipped_in_order(st)])
-        served = suspects.interleave_suspects(ranked, asked, deferred=skipped | in_lots)
-        return served if top is None else served[:top]
-
-    def _skipped_in_order(self, st: SessionState) -> np.ndarray:
-        """The open items skipped now, in the order of their skips (oldest first)."""
-        skipped = np.flatnonzero(np.asarray(st.skipped) & np.asarray(st.open_items))
-        when = [max(e.id for e in self._log.item_events(p) if e.kind == "skip") for p in skipped.tolist()]
-        return skipped[np.argsort(when, kind="stable")] if skipped.size else skipped
+        return self._serving.ranked(self._snapshot, self._settings_history, top)
 
     @property
     def label_settings(self) -> LabelSettings:
         """The session's settings in force: target error, promise, confidence, audit share."""
-        history = self._settings_history
-        return history[-1][1] if history else LabelSettings()
+        return settings_in_force(self._settings_history)
 
-    def _served(self, snap: _Snapshot, top: int | None) -> ServedOrder:
-        # The whole served order is kept per snapshot (and settings): team mode reserves from
-        # it on every page run, and it changes only when the state does.
-        kept = self._served_kept
-        history = self._settings_history
-        if kept is not None and kept[0] is snap and kept[1] is history:
-            order = kept[2]
-        else:
-            st = snap.state
-            secret, session_id = self._secret, self.session_id
-            ranked = self._ranked(snap)
-            order = served_order(
-                ranked,
-                self.loop_at(snap).audit_queue(st.answered, st.skipped),
-                base=int(np.asarray(st.answered).sum() + np.asarray(st.skipped).sum()),
-                audit_share=self.label_settings.audit_share,
-                uniforms=lambda n: slot_uniforms(secret, session_id, n),
-                skipped_at_end=int(np.asarray(st.skipped)[ranked].sum()),
-            )
-            self._served_kept = (snap, history, order)
-        if top is not None:
-            order = ServedOrder(order.positions[:top], order.audit[:top])
-        if order.positions.size:
-            self._remember_served(int(order.positions[0]), snap.last_event_id)
-        return order
+    def _served(self, snap: SessionView, top: int | None) -> ServedOrder:
+        return self._serving.served(snap, self._settings_history, top)
 
     def loop(self) -> Loop:
         """The session's lots of model labels and what their audits say
         (:func:`engine.labelling_loop.run_loop`), from the answers seen so far. Writes nothing."""
-        return self.loop_at(self._snapshot)
+        return self._loop_at(self._snapshot)
 
-    def loop_at(self, snap: _Snapshot) -> Loop:
-        kept = self._loop_kept
-        history = self._settings_history
-        if kept is not None and kept[0] is snap and kept[1] is history:
-            return kept[2]
-        with self._loop_lock:
-            events, verdicts, log = self._verdicts_at(snap)
-            original = np.asarray(snap.state.original_candidates)
-
-            def items_at(v: int) -> ItemsAt:
-                # The events before the (v+1)-th verdict: what the session was when it had v.
-                cut = verdicts[v].id if v < len(verdicts) else None
-                derived = derive_state([e for e in events if cut is None or e.id < cut], original)
-                return ItemsAt(derived.candidates, derived.answered)
-
-            def settings_at(v: int) -> LoopSettings:
-                # The settings recorded before the first verdict that could audit a lot frozen at v.
-                cut = verdicts[v].id if v < len(verdicts) else None
-                chosen = LabelSettings()
-                for after_event_id, settings in history:
-                    if cut is None or after_event_id < cut:
-                        chosen = settings
-                return LoopSettings(chosen.max_error, chosen.confidence, chosen.promise, chosen.audit_share)
-
-            loop = run_loop(
-                log,
-                n_items=snap.state.n_instances,
-                items_at=items_at,
-                model=self._model_decisions,
-                settings_at=settings_at,
-                key=self._secret,
-                session=self.session_id,
-                known=self._frozen,
-            )
-            self._frozen = dict(loop.frozen)
-            self._loop_kept = (snap, history, loop)
-            return loop
-
-    def _verdicts_at(self, snap: _Snapshot) -> tuple[list[EventRecord], list[EventRecord], VerdictLog]:
-        """The events of ``snap``, the first verdict on each item among them (the loop's clock and
-        its outcomes), and those verdicts as the loop reads them."""
-        # The events of this snapshot only (the log may have moved on since it was taken).
-        events = [e for e in self._log.events() if e.id <= snap.last_event_id]
-        verdicts, seen = [], set()
-        for e in events:
-            if e.kind in VERDICT_KINDS and e.position not in seen:
-                seen.add(e.position)
-                verdicts.append(e)
-        log = VerdictLog(
-            np.asarray([e.position for e in verdicts], dtype=np.int64),
-            np.asarray([-1 if e.kind == "none_of_these" else int(e.label or 0) for e in verdicts], dtype=np.int64),
-        )
-        return events, verdicts, log
+    def _loop_at(self, snap: SessionView) -> Loop:
+        return self._lots.at(snap, self._settings_history)
 
     def answers_estimate(self, audit_share: float | None = None) -> AnswersEstimate | None:
         """About how many answers the session needs until it is done, simulated from the lot
         being checked at the last checkpoint (:func:`engine.estimates.estimate_answers`);
         None when no lot is being checked. ``audit_share``: another share than the session's
         (the Sessions page's field before it is saved). Kept per checkpoint and share."""
-        snap = self._snapshot
-        share = self.label_settings.audit_share if audit_share is None else float(audit_share)
-        loop = self.loop_at(snap)
-        active = loop.active
-        lot = None if active is None else (active.lot.number, active.lot.frozen_at)
-        key = (loop.checkpoint, lot, share, self._settings_history)
-        kept = self._estimates.get(key)
-        if kept is not None or key in self._estimates:
-            return kept
-        _, _, log = self._verdicts_at(snap)
-        partial = np.asarray(snap.state.original_candidates).sum(axis=1) >= 2
-        estimate = estimate_answers(loop, log, partial, share, seed=self.session_id)
-        if len(self._estimates) > 8:
-            self._estimates.clear()
-        self._estimates[key] = estimate
-        return estimate
+        return self._estimates.estimate(self._snapshot, self._settings_history, audit_share)
 
     def work_status(self, *, with_estimate: bool = False) -> WorkStatus:
         """Where the work stands: done or not (:func:`app.service.completion.work_is_done`, the
@@ -611,15 +445,12 @@ class Workbench:
         ``with_estimate``, about how many answers are left (a simulation: a few tenths of a
         second once per checkpoint)."""
         snap = self._snapshot
-        statement = self._decided(snap)[3]
-        st = snap.state
-        return WorkStatus(
-            done=statement.summary.done,
-            counts=dict(statement.counts),
-            summary=statement.summary,
-            answers=self.loop_at(snap).verdicts,
-            conflicts=len(st.conflicts),
-            estimate=self.answers_estimate() if with_estimate and not statement.summary.done else None,
+        return completion.work_status(
+            self._decided(snap).statement,
+            self._loop_at(snap),
+            len(snap.state.conflicts),
+            estimate=self.answers_estimate,
+            with_estimate=with_estimate,
         )
 
     def event_number(self, event_id: int) -> int:
@@ -635,19 +466,6 @@ class Workbench:
         """Every item's label, score and DST-PLL margin given ``candidates``: what a lot freezes
         (:class:`engine.lot_model.LotModel`; the features are read only now)."""
         return LotModel(self.graph.idx, self._snapshot.state.X)(candidates)
-
-    def _remember_served(self, position: int, last_event_id: int) -> None:
-        """Remember that the first of the queue, made from the events up to ``last_event_id``,
-        was ``position`` (see :meth:`record`, ``displayed="query"``)."""
-        # The latest moment counts: an item served again after someone skipped it is on screen
-        # as it is now. A quick second press about an item just answered or skipped finds an
-        # event after the moment it was served (the page drew the next item meanwhile).
-        with self._heads_lock:
-            heads = self._served_heads
-            heads[position] = max(last_event_id, heads.get(position, 0))
-            heads.move_to_end(position)
-            while len(heads) > SERVED_REMEMBERED:
-                heads.popitem(last=False)
 
     def label_sets(self) -> tuple[np.ndarray, np.ndarray]:
         """``NL`` and ``APL`` of every target under the current candidate sets.
@@ -677,7 +495,7 @@ class Workbench:
             "conflicts": len(st.conflicts),
             "none_of_these": int(st.none_of_these.sum()),
             "open_targets": snap.ranking.n_open,
-            "suspects": int(self._suspects_to_serve(snap).size),
+            "suspects": int(self._serving.suspects_to_ask(snap).size),
         }
 
     def next_queries(self, top: int) -> list[dict[str, Any]]:
@@ -685,20 +503,7 @@ class Workbench:
         label's name (``None`` when unknown). The score is ``None`` on every item while audits
         are interleaved (as in :meth:`ranked_table`)."""
         snap = self._snapshot
-        st = snap.state
-        names = self.label_names
-        truth = st.true_labels
-        order = self._served(snap, None)
-        scored = not order.audit.any()
-        return [
-            {
-                "id": st.external_ids[p],
-                "score": float(snap.ranking.scores[p]) if scored else None,
-                "candidates": [names[m] for m in np.flatnonzero(st.candidates[p])],
-                "true_label": names[truth[p]] if truth is not None and truth[p] >= 0 else None,
-            }
-            for p in order.positions[:top]
-        ]
+        return session_tables.next_queries(snap, self._served(snap, None), top)
 
     def touched(self) -> np.ndarray:
         """For every instance: how many open targets have it among their neighbours (read-only)."""
@@ -708,8 +513,7 @@ class Workbench:
         """Whether the served order holds audits of a lot now: items the model is sure of, which
         would stand out by why they were chosen (the targets an answer moves, what each answer
         would change), so :meth:`explain` says none of it, for every item alike."""
-        st = self._snapshot.state
-        return self.label_settings.audit_share > 0 and self.loop().audit_queue(st.answered, st.skipped).size > 0
+        return self._lots.audits_served(self._snapshot, self._settings_history)
 
     def explain(self, position: int, *, while_auditing: bool = False) -> QueryExplanation:
         """Why ``position`` is worth asking: the targets it can change, one of them in detail
@@ -748,25 +552,19 @@ class Workbench:
         a lock of its own (tabs share it), never the one :meth:`record` holds while it writes.
         """
         with self._model_lock:
-            st = self.state
-            k = n_neighbors or self.config.k
-            flagged = np.asarray(st.none_of_these) & ~st.in_conflict
-            listed = np.asarray(st.open_items) | flagged
-            queue = self._model.rejects(st.X, st.candidates, listed, k)
-            if k != self.config.k:
-                return queue
-            kept = self._decided(self._snapshot)[2].model_kept
-            auditing = self.items_being_audited()
-            return replace(queue, accepted=kept[queue.positions], guess_hidden=auditing[queue.positions])
+            return model_view.reject_queue(
+                self._model,
+                self.state,
+                n_neighbors or self.config.k,
+                session_k=self.config.k,
+                model_kept=lambda: self._decided(self._snapshot).decision.model_kept,
+                being_audited=self.items_being_audited,
+            )
 
     def items_being_audited(self) -> np.ndarray:
         """The items of the lot being audited (bool array of shape (n_instances,)): any of them
         may be an audit, so no page shows the model's guess for them."""
-        active = self.loop().active
-        auditing = np.zeros(self._snapshot.state.n_instances, dtype=bool)
-        if active is not None:
-            auditing[active.lot.items] = True
-        return auditing
+        return self._lots.items_being_audited(self._snapshot, self._settings_history)
 
     def dst_view(self, positions: np.ndarray | list[int]) -> RejectQueue:
         """DST-PLL's label, acceptance, margin, belief and plausibility for given items (in the
@@ -781,17 +579,7 @@ class Workbench:
     def _graph_of(self, k: int) -> GraphResult:
         """The dataset's graph with ``k`` neighbours: the session's own when ``k`` is its ``k``
         (any weighting: only the neighbours are used)."""
-        if k == self.config.k:
-            return self.graph
-        state = self.state
-        return dataset_graph(
-            self.session_factory,
-            dataset_id=self.config.dataset_id,
-            X=state.features,
-            k=k,
-            weighting="uniform",
-            item_columns_token=state.item_columns_token,
-        )
+        return graph_with_k(self.session_factory, self.state, self.graph, k)
 
     # ------------------------------------------------------------------ writing
 
@@ -852,27 +640,17 @@ class Workbench:
             checked: CheckedItem | None = None
             if displayed is not None or undoes is not None:
                 self._catch_up()
-                if kind == "undo":
-                    latest = self._log.latest_event(annotator)
-                    answers.check_undo(None if latest is None else latest.id, undoes)
-                    checked = CheckedItem(None, undoes=undoes)
-                else:
-                    item_events = self._log.item_events(position) if position is not None else ()
-                    answers.check_displayed(
-                        item_events,
-                        self.state,
-                        annotator,
-                        kind,
-                        position,
-                        displayed,
-                        query_offers=self._query_offers,
-                        lease_holders=self._lease_holders,
-                    )
-                    checked = CheckedItem(
-                        position,
-                        frozenset(e.id for e in item_events),
-                        lease_holder=annotator if displayed == "lease" else None,
-                    )
+                checked = answers.check_answer(
+                    self._log,
+                    self.state,
+                    annotator,
+                    kind,
+                    position=position,
+                    displayed=displayed,
+                    undoes=undoes,
+                    query_offers=self._query_offers,
+                    lease_holders=self._lease_holders,
+                )
             work = answers.event_writer(
                 self.session_id, annotator=annotator, kind=kind, position=position, label=label, checked=checked
             )
@@ -885,12 +663,10 @@ class Workbench:
 
         Validated by :func:`app.store.set_session_hotkeys` (one letter or digit per label, no
         key twice, none of the action keys); returns the mapping now in force. Other tabs
-        that have the session open see the new keys when they open it again.
+        that have the session open see the new keys when they open it again. The command
+        line's change (:func:`app.service.hotkeys.set_session_keys` with no actor).
         """
-        stored = write_transaction(self.session_factory, lambda s: set_session_hotkeys(s, self.session_id, mapping))
-        config = replace(self.config, hotkeys=None if mapping is None else dict(stored))
-        self.state = replace(self.state, config=config)
-        return stored
+        return hotkeys.set_session_keys(self, mapping, actor=None)
 
     def latest_event(self, annotator: str) -> int | None:
         """The id of ``annotator``'s latest event that an undo would cancel, or ``None``
@@ -906,17 +682,10 @@ class Workbench:
     def _query_offers(self, position: int) -> bool:
         """Whether the Query page without leases may still show ``position``: it is the first
         of the queue now, or it was drawn as the first and has had no event since."""
-        top = self.queue(top=1)
-        if top.size and int(top[0]) == position:
-            return True
-        served_after = self._served_heads.get(position)
-        if served_after is None or not self.state.open_items[position]:
-            return False
-        return all(e.id <= served_after for e in self._log.item_events(position))
+        return self._serving.offers(position, self._snapshot, self._settings_history)
 
     def _lease_holders(self) -> dict[int, list[str]]:
-        with self.session_factory() as s:
-            return lease_holders(s, self.session_id)
+        return answers.read_lease_holders(self.session_factory, self.session_id)
 
     # ------------------------------------------------------------------ exports
 
@@ -930,20 +699,12 @@ class Workbench:
         audits and suspects in their slots (no column says which rows they are: while audits
         are interleaved, ``score`` and ``open_targets_touched`` are left empty on every row)."""
         snap = self._snapshot
-        asked = self._suspects_to_serve(snap)
-        listed = np.asarray(snap.state.open_items).copy()
-        listed[asked] = True
-        table = session_tables.ranked_table(
-            snap.state, snap.ranking.scores, snap.ranking.touched, self._content.export_content(), suspects=asked
+        return session_tables.served_ranked_table(
+            snap,
+            self._content.export_content(),
+            asked=self._serving.suspects_to_ask(snap),
+            served=self._served(snap, None),
         )
-        rows = ranking_order(snap.ranking.scores, listed, deferred=np.asarray(snap.state.skipped))
-        served = self._served(snap, None)
-        out = session_tables.in_served_order(table, rows, served.positions)
-        if served.audit.any():
-            # An audit's query score is out of the ranked order: while audits are interleaved
-            # the scores would tell them apart, so no row shows one (module app.service.audits).
-            out = session_tables.without_scores(out)
-        return out
 
     def labelled_table(self) -> pd.DataFrame:
         """:attr:`labels` ``().table``: every item with its current set, final label, label
@@ -959,7 +720,8 @@ class Workbench:
         (only the items an answer touches); the result is kept until the next event, draw or
         settings change.
         """
-        return self._labels_for(self._snapshot)
+        snap = self._snapshot
+        return self._kept_labels.delivered(snap.state, self._decided(snap), self._content.export_content)
 
     def label_statement(self) -> LabelStatement:
         """What :meth:`labels` states, without its table: the items per label source, the
@@ -969,45 +731,7 @@ class Workbench:
         next event, draw or settings change); the table, which reads every item's content
         reference, is only made by :meth:`labels`.
         """
-        return self._decided(self._snapshot)[3]
+        return self._decided(self._snapshot).statement
 
-    def _decided(self, snap: _Snapshot) -> tuple[int, object, delivery.LabelDecision, LabelStatement]:
-        """The label decision of ``snap`` and its statement, with the key they were made for
-        (the number of events and the settings history)."""
-        st = snap.state
-        loop = self.loop_at(snap)
-        history = self._settings_history
-        with self._model_lock:
-            key = (st.n_events, history)
-            if self._decision is not None and self._decision[:2] == key:
-                return self._decision
-            settings = self.label_settings
-            decision = delivery.decide_labels(st, loop, settings, from_votes=self._from_votes)
-            counts = decision.counts()
-            stated = LabelStatement(
-                counts=counts,
-                summary=decision.summary,
-                settings=settings,
-                statement=delivery.label_statement(counts, decision.summary),
-            )
-            self._decision = (*key, decision, stated)
-            return self._decision
-
-    def _labels_for(self, snap: _Snapshot) -> DeliveredLabels:
-        # The table is made from the decision it is cached with (same key).
-        st = snap.state
-        n_events, history, decision, stated = self._decided(snap)
-        with self._model_lock:
-            if self._labels is not None and self._labels[:2] == (n_events, history):
-                return self._labels[2]
-            base = session_tables.labelled_table(st, self._content.export_content())
-            labels = DeliveredLabels(
-                table=delivery.delivered_table(base, decision, self.label_names),
-                counts=stated.counts,
-                summary=stated.summary,
-                settings=stated.settings,
-                statement=stated.statement,
-            )
-            labels.table.attrs["metadata"] = delivery.statement_metadata(labels)
-            self._labels = (n_events, history, labels)
-            return labels
+    def _decided(self, snap: SessionView) -> DecidedLabels:
+        return self._kept_labels.decided(snap.state, self._loop_at(snap), self._settings_history)

@@ -24,7 +24,7 @@ from .suspect import (
     suspect_sets,
     suspect_threshold,
 )
-from .suspicion import neighbour_posterior, suspicion_scores
+from .suspicion import FeatureEvidence, feature_evidence, neighbour_posterior, suspicion_scores
 from .winners import (
     ambiguous_targets,
     approx_possible_labels,
@@ -80,4 +80,6 @@ __all__ = [
     "benjamini_hochberg",
     "neighbour_posterior",
     "suspicion_scores",
+    "FeatureEvidence",
+    "feature_evidence",
 ]

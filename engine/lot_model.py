@@ -66,7 +66,8 @@ class LotModel:
 def _linear_decisions(features: np.ndarray, sets: np.ndarray, needed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each needed item's label and margin under the EM logistic model fitted to ``sets``, its
     probabilities restricted to the item's own set (-1 and 0 elsewhere)."""
-    from engine.learners.em_logistic import EmLogisticPllClassifier  # scipy.optimize: only when a lot is frozen
+    # scipy.optimize: only when a lot is frozen
+    from engine.learners.em_logistic import EmLogisticPllClassifier, project_on_principal_axes
 
     usable = np.flatnonzero(sets.any(axis=1))
     rng = np.random.default_rng(_LINEAR_SEED)
@@ -74,12 +75,7 @@ def _linear_decisions(features: np.ndarray, sets: np.ndarray, needed: np.ndarray
         usable if usable.size <= LINEAR_TRAIN_ROWS else np.sort(rng.choice(usable, LINEAR_TRAIN_ROWS, replace=False))
     )
     rows = np.flatnonzero(needed)
-    fit_on, predict_on = features[train], features[rows]
-    if features.shape[1] > LINEAR_COMPONENTS:
-        centre = fit_on.mean(axis=0)
-        _, _, components = np.linalg.svd(fit_on - centre, full_matrices=False)
-        basis = components[:LINEAR_COMPONENTS].T
-        fit_on, predict_on = (fit_on - centre) @ basis, (predict_on - centre) @ basis
+    fit_on, predict_on = project_on_principal_axes(features[train], features[rows], LINEAR_COMPONENTS)
     model = EmLogisticPllClassifier().fit(fit_on, sets[train])
     proba = model.predict_proba(predict_on) * sets[rows]
     proba /= np.maximum(proba.sum(axis=1, keepdims=True), np.finfo(np.float64).tiny)

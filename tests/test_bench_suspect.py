@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from benchmarks import suspect
 from engine import knn_graph
@@ -30,6 +31,10 @@ def test_every_method_ranks_the_planted_crowd_sample_and_the_report_says_where_w
     assert ranked["recall at 2m"].between(0, 1).all() and ranked["precision at m"].between(0, 1).all()
     flags = rows[rows["method"].isin(["flags", "flags on the suspicion"])]
     assert len(flags) == 2 and (flags["flagged misses"] + flags["false flags"] >= 0).all()
+    # The suspicion's stacking weights: the neighbours' and each linear model's, summing to 1.
+    weights = rows[rows["method"] == "suspicion weights"].filter(like="weight: ")
+    assert len(weights) == 1 and weights.sum(axis=1).item() == pytest.approx(1.0)
+    assert "| crowd sample, 8 planted misses |" in suspect.weight_table(rows)
     # The verdict compares the suspicion with the best cleanlab method of each cell.
     best = ranked[ranked["method"].isin(suspect.CLEANLAB)]["recall at 2m"].max()
     mine = ranked[ranked["method"] == "winnow suspicion"]["recall at 2m"].item()

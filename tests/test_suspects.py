@@ -20,7 +20,14 @@ from app.service import (
 from app.service import suspects as suspects_module
 from app.service.suspects import SUSPECT_EVERY, interleave_suspects, suspects_to_serve
 from app.store import create_dataset, create_labelling_session, open_store, write_transaction
-from engine import benjamini_hochberg, conformal_p_values, open_targets, suspect_scores, suspicion_scores
+from engine import (
+    benjamini_hochberg,
+    conformal_p_values,
+    feature_evidence,
+    open_targets,
+    suspect_scores,
+    suspicion_scores,
+)
 
 LABELS = ["ant", "bee", "cat"]
 N_PER_CLASS = 150
@@ -193,6 +200,28 @@ def test_the_most_suspect_list_ranks_every_item_not_settled_from_the_first_minut
         check_still_open(bench.state, 22, answered=True)
 
 
+def test_the_models_of_the_features_are_fitted_again_past_their_share(bench, monkeypatch):
+    """The suspicion pools the neighbours with models of the features fitted to every set: kept
+    while at most EVIDENCE_REFIT_SHARE of the sets changed (the neighbours' part patched), then
+    fitted again; either way the bits of a full pass with the models in use."""
+    monkeypatch.setattr(suspects_module, "EVIDENCE_REFIT_SHARE", 3 / len(TRUTH))
+    suspects_module.forget_kept()
+    idx, w, X = bench.graph.idx, bench.graph.w, bench.state.X
+
+    def full_pass(fitted_to: np.ndarray) -> np.ndarray:
+        evidence = feature_evidence(X, idx, w, fitted_to)
+        return suspicion_scores(idx, w, np.asarray(bench.state.candidates), features=evidence)
+
+    first = np.asarray(bench.state.candidates)
+    partial = [p for p in np.flatnonzero(first.sum(axis=1) >= 2).tolist() if p not in MISSES][:4]
+    np.testing.assert_array_equal(workbench_suspicion(bench), full_pass(first))
+    for position in partial[:3]:  # three sets changed: the models fitted at first still serve
+        bench.record("ann", "answer", position=position, label=int(TRUTH[position]))
+        np.testing.assert_array_equal(workbench_suspicion(bench), full_pass(first))
+    bench.record("ann", "answer", position=partial[3], label=int(TRUTH[partial[3]]))  # a fourth: fitted again
+    np.testing.assert_array_equal(workbench_suspicion(bench), full_pass(np.asarray(bench.state.candidates)))
+
+
 def test_without_trusted_sets_nothing_is_flagged_and_the_page_says_why(tmp_path):
     X, Y, truth = synthetic()
     Y = Y.copy()
@@ -359,12 +388,17 @@ def test_suspects_kept_between_answers_equal_suspects_from_scratch(
         # always sorted (and scored) afresh.
         patch.setattr(suspects_module, "RESORT_SHARE", resort_share)
         patch.setattr(suspects_module, "SUSPICION_RESCORE_SHARE", resort_share)
+        # The models of the features stay those fitted at the first call (their refits:
+        # test_the_models_of_the_features_are_fitted_again_past_their_share).
+        patch.setattr(suspects_module, "EVIDENCE_REFIT_SHARE", 1.0)
         # 0: the touched rows through the reverse index (from each graph's second update in
         # the process on; its first scans), as at 1M items.
         patch.setattr(suspects_module, "SCAN_MAX_ENTRIES", scan_max)
         bench = open_bench(Path(tmp))
+        suspects_module.forget_kept()  # the models of the features kept by an earlier example's session
         workbench_suspects(bench, fdr=fdr)
         workbench_suspicion(bench)
+        evidence = feature_evidence(bench.state.X, bench.graph.idx, bench.graph.w, bench.state.candidates)
         for kind, position, choice, annotator in ops:
             candidates = np.flatnonzero(bench.state.candidates[position])
             label = int(candidates[choice % candidates.size]) if kind == "answer" else choice
@@ -381,7 +415,7 @@ def test_suspects_kept_between_answers_equal_suspects_from_scratch(
             # The suspicion patched from the last state's: the bits of a full pass.
             np.testing.assert_array_equal(
                 workbench_suspicion(bench),
-                suspicion_scores(bench.graph.idx, bench.graph.w, np.asarray(bench.state.candidates)),
+                suspicion_scores(bench.graph.idx, bench.graph.w, np.asarray(bench.state.candidates), features=evidence),
             )
             # The open targets the new view patched (RankingState.view), against a full pass.
             assert bench.n_open == int(open_targets(*bench.label_sets()).sum())

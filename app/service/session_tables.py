@@ -171,7 +171,8 @@ SUSPECT_COLUMN_NOTES: dict[str, str] = {
     "suspect_column": "True where a test flags the item's set as probably missing its true label: conformal "
     "p-values and Benjamini-Hochberg, so that on average at most fdr of the flagged sets are false alarms",
     "suspicion_column": "how likely the item's set misses its true label, from 0 to 1, higher is more suspect: "
-    "1 - (P(set) + max P(label in set)) / 2 under its neighbours' labels, the item left out; "
+    "1 - (P(set) + max P(label in set)) / 2 under its neighbours' labels pooled with linear models of the "
+    "features, the item left out; "
     "sort by it to look at the most suspect first (it ranks, it is not a calibrated probability)",
 }
 

@@ -31,7 +31,7 @@ from scipy.optimize import minimize
 from engine._validation import check_scalar, check_training_data
 from engine.exceptions import NotFittedError
 
-__all__ = ["EmLogisticPllClassifier"]
+__all__ = ["EmLogisticPllClassifier", "project_on_principal_axes"]
 
 
 class EmLogisticPllClassifier:
@@ -130,6 +130,31 @@ class EmLogisticPllClassifier:
             loss_and_gradient, start.ravel(), jac=True, method="L-BFGS-B", options={"maxiter": int(self.max_iter)}
         )
         return np.asarray(result.x).reshape(shape)
+
+
+def project_on_principal_axes(
+    fit_on: np.ndarray, predict_on: np.ndarray, n_components: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Both feature arrays on the first ``n_components`` principal axes of ``fit_on`` (centred
+    on its mean), or unchanged when they have no more columns than that.
+
+    What keeps a fit of this model about a second at 100,000 items and many features
+    (:class:`engine.lot_model.LotModel`, :func:`engine.suspicion.feature_evidence`). The axes
+    read the features only, never a label.
+
+    Examples
+    --------
+    >>> X = np.array([[0.0, 0.0, 1.0], [2.0, 0.0, 1.0], [4.0, 0.0, 1.0]])
+    >>> fit, new = project_on_principal_axes(X, X[:1], 1)
+    >>> np.abs(fit).round(3).ravel().tolist(), np.abs(new).round(3).ravel().tolist()
+    ([2.0, 0.0, 2.0], [2.0])
+    """
+    if fit_on.shape[1] <= n_components:
+        return fit_on, predict_on
+    centre = fit_on.mean(axis=0)
+    _, _, components = np.linalg.svd(fit_on - centre, full_matrices=False)
+    basis = components[:n_components].T
+    return (fit_on - centre) @ basis, (predict_on - centre) @ basis
 
 
 def _softmax(z: np.ndarray) -> np.ndarray:

@@ -220,7 +220,8 @@ st.subheader(f"Sets that may miss the true label ({len(suspects.items)})")
 st.caption(suspects.summary())
 st.caption(
     "Most suspect first: every item not settled, by its suspicion (0 to 1) that its set misses the "
-    "true label, from its neighbours' labels. The items the test flags say “flagged”."
+    "true label, from its neighbours' labels and a linear model of the features. The items the test "
+    "flags say “flagged”."
 )
 for suspect in ranked[:SUSPECTS_SHOWN]:
     position = suspect.position

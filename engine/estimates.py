@@ -48,7 +48,7 @@ import numpy as np
 from engine.labelling_loop import LOT_ANSWERS, STATEMENT_EVERY, Loop, Lot, VerdictLog, judge_lot
 from engine.promises import SetVerdict, error_rate_prior
 
-__all__ = ["ESTIMATE_RUNS", "AnswersEstimate", "estimate_answers"]
+__all__ = ["ESTIMATE_RUNS", "AnswersEstimate", "estimate_answers", "kept_for_audits", "ranked_lot_item"]
 
 #: Simulated runs per estimate: enough for a stable median (a few tenths of a second).
 ESTIMATE_RUNS = 100
@@ -229,7 +229,7 @@ def _play_lot(
         elif outside > 0:
             outside -= 1
         else:
-            item = _ranked_lot_item(known, priority, audit_next, flags_before, slot, outside)
+            item = ranked_lot_item(known, priority, audit_next, flags_before, slot, outside)
             if item is None:
                 break
             known[item] = True
@@ -249,7 +249,7 @@ def _play_lot(
     return first, v + outside + uncertified
 
 
-def _kept_for_audits(known: np.ndarray, queue_start: int, audit_slots: int) -> np.ndarray:
+def kept_for_audits(known: np.ndarray, queue_start: int, audit_slots: int) -> np.ndarray:
     """The lot items a ranked slot may not serve: the next ``audit_slots`` of the audit queue.
 
     :func:`engine.labelling_loop.served_order` gives the audit slots ahead (``audit_slots``:
@@ -271,7 +271,7 @@ def _kept_for_audits(known: np.ndarray, queue_start: int, audit_slots: int) -> n
     -------
     bool array of shape (size,)
 
-    >>> _kept_for_audits(np.array([1, 0, 0, 1, 0, 0], dtype=bool), 1, 3).astype(int).tolist()
+    >>> kept_for_audits(np.array([1, 0, 0, 1, 0, 0], dtype=bool), 1, 3).astype(int).tolist()
     [0, 1, 1, 0, 1, 0]
     """
     kept = np.zeros(known.size, dtype=bool)
@@ -281,17 +281,17 @@ def _kept_for_audits(known: np.ndarray, queue_start: int, audit_slots: int) -> n
     return kept
 
 
-def _ranked_lot_item(
+def ranked_lot_item(
     known: np.ndarray, priority: np.ndarray, queue_start: int, flags_before: np.ndarray, slot: int, outside: int
 ) -> int | None:
     """The lot item a ranked slot serves: the one with the highest priority among those without
-    a verdict and not kept for the audit slots ahead (:func:`_kept_for_audits`)."""
+    a verdict and not kept for the audit slots ahead (:func:`kept_for_audits`)."""
     unknown = ~known
     n_open = int(unknown.sum()) + outside
     if n_open == 0:
         return None
     audit_slots = int(flags_before[min(slot + n_open, flags_before.size - 1)] - flags_before[slot])
-    free = unknown & ~_kept_for_audits(known, queue_start, audit_slots)
+    free = unknown & ~kept_for_audits(known, queue_start, audit_slots)
     if not free.any():  # every item left is an audit's: this slot would be one too
         return None
     return int(np.argmax(np.where(free, priority, -1.0)))

@@ -12,7 +12,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.estimates import _kept_for_audits, _ranked_lot_item
+from engine.estimates import kept_for_audits, ranked_lot_item
 from engine.labelling_loop import served_order
 
 
@@ -37,7 +37,7 @@ def test_the_items_kept_for_audits_are_those_served_order_audits(size, outside, 
 
     flags_before = np.concatenate([[0], np.cumsum(u < share)])
     audit_slots = int(flags_before[ranked.size])  # audit slots among the next, one per open item
-    kept = _kept_for_audits(known, queue_start, audit_slots)
+    kept = kept_for_audits(known, queue_start, audit_slots)
     assert set(order.positions[order.audit].tolist()) == set(np.flatnonzero(kept).tolist())
 
     # The lot item the simulation's first ranked slot takes, when the lot's open items come
@@ -46,4 +46,4 @@ def test_the_items_kept_for_audits_are_those_served_order_audits(size, outside, 
     priority[lot_items] = np.linspace(1.0, 0.5, lot_items.size)
     if outside == 0 and u[0] >= share:
         expected = int(order.positions[0]) if order.positions.size else None
-        assert _ranked_lot_item(known, priority, queue_start, flags_before, 0, 0) == expected
+        assert ranked_lot_item(known, priority, queue_start, flags_before, 0, 0) == expected

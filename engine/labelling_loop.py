@@ -23,11 +23,21 @@ Lots
     layers together: set ``j`` is certified when its layers' tests together back it
     (:meth:`engine.promises.Promise.judge`). The layers are audited one after another, best
     first, each until its set is certified. A lot ends at the first checkpoint where every set is
-    certified or the next one is hopeless, or :data:`LOT_ANSWERS` verdicts after it was frozen;
-    the next lot is frozen there from the model as it is then (items of certified sets stay
-    delivered; the others may join it). When no lot can be frozen, the loop tries again
-    :data:`RETRY_ANSWERS` verdicts later. So the points where lots are frozen are fixed by the
-    answers alone, and a dirty lot gives way within :data:`LOT_ANSWERS` verdicts.
+    certified or the next one is hopeless, or :data:`LOT_ANSWERS` verdicts after it last made
+    progress (was frozen, or had a larger set certified); the next lot is frozen there from the
+    model as it is then (items of certified sets stay delivered; the others may join it). When
+    no lot can be frozen, the loop tries again :data:`RETRY_ANSWERS` verdicts later. So the
+    points where lots are frozen are fixed by the answers alone, and a lot that states nothing
+    more gives way within :data:`LOT_ANSWERS` verdicts.
+
+The promise's shares
+    The shares of a session's tests sum to at most 1 (:mod:`engine.promises`, "Several sets").
+    Lot ``l`` is given :func:`lot_share` ``(l)`` of it, scaled by the **wealth** left over the
+    share the series would have left (``W_l / R_l``, ``R_l = Σ_{m ≥ l} lot_share(m)``). A
+    layer whose test read no audit before its lot ended can never be certified: it puts no
+    label at risk, so its share goes back to the wealth. The rest of a lot's share is spent. So
+    ``W`` never falls below 0 (``lot_share(l) ≤ R_l``), the shares at risk sum to at most 1,
+    and a lot that fails before reaching its lower layers leaves them to the lots after it.
 
 Outcomes
     An item's outcome for its lot is its **first** verdict: right when it names the frozen
@@ -76,6 +86,7 @@ __all__ = [
     "LotState",
     "Loop",
     "lot_share",
+    "share_left_by_series",
     "audits_to_state",
     "judge_lot",
     "run_loop",
@@ -87,10 +98,11 @@ __all__ = [
 #: Statements change only every this many verdicts (module docstring, "The clock").
 STATEMENT_EVERY = 10
 
-#: A lot is audited for at most this many verdicts after it is frozen. At the default audit
-#: share (half the served items) that is 200 audits: each layer of a lot the model labels well
-#: is stated within about 60 (:func:`audits_to_state`), and a lot the audits cannot certify by
-#: then is better replaced by one the model, having learned from these answers, labels anew.
+#: A lot is audited for at most this many verdicts after it last made progress (frozen, or a
+#: larger set certified). At the default audit share (half the served items) that is 200
+#: audits for each layer: a layer the model labels well is stated within about 60
+#: (:func:`audits_to_state`), and a layer the audits cannot certify by then is better replaced
+#: by a lot the model, having learned from these answers, labels anew.
 LOT_ANSWERS = 400
 
 #: When no lot can be frozen (the model accepts too few items), the loop looks again this many
@@ -118,6 +130,15 @@ def lot_share(number: int) -> float:
     [0.608, 0.152, 0.068]
     """
     return 6.0 / (math.pi**2 * int(number) ** 2)
+
+
+def share_left_by_series(number: int) -> float:
+    """``R_l = Σ_{m ≥ l} lot_share(m)``: what the series leaves for lot ``number`` on.
+
+    >>> round(share_left_by_series(2), 3)
+    0.392
+    """
+    return max(1.0 - sum(lot_share(m) for m in range(1, int(number))), 0.0)
 
 
 def audits_to_state(size: int, settings: LoopSettings, number: int = 1, stated_before: int = 0) -> int | None:
@@ -214,6 +235,8 @@ class Lot:
         One per layer; set ``j`` is layers ``0 … j``.
     promise : Promise
         The promise in force when it was frozen.
+    shares : tuple of float
+        Each layer's test's share of the promise (module docstring, "The promise's shares").
     """
 
     number: int
@@ -224,6 +247,7 @@ class Lot:
     layers: np.ndarray
     tests: tuple[SetTest, ...]
     promise: Promise
+    shares: tuple[float, ...] = ()
 
     @functools.cached_property
     def set_sizes(self) -> tuple[int, ...]:
@@ -252,6 +276,9 @@ class LotState:
         next one hopeless).
     ended_at : int or None
         The checkpoint where it ended; None while it is the lot being audited.
+    progress_at : int
+        The checkpoint its largest certified set was certified at (its freezing point when
+        none): it ends :data:`LOT_ANSWERS` verdicts later at the latest.
     """
 
     lot: Lot
@@ -259,6 +286,7 @@ class LotState:
     certified: int
     current: int | None
     ended_at: int | None
+    progress_at: int = 0
 
     @property
     def certified_mask(self) -> np.ndarray:
@@ -280,6 +308,18 @@ class LotState:
     def audited(self) -> int:
         """Audited answers its layers read."""
         return sum(v.audited for v in self.verdicts)
+
+    @property
+    def share_spent(self) -> float:
+        """Its share of the promise at risk: every layer's but those of an ended lot whose
+        test read no audit and certified nothing (module docstring, "The promise's shares")."""
+        if self.ended_at is None:
+            return sum(self.lot.shares)
+        return sum(
+            share
+            for share, verdict in zip(self.lot.shares, self.verdicts, strict=True)
+            if verdict.audited > 0 or verdict.certified
+        )
 
 
 @dataclass(frozen=True)
@@ -372,8 +412,12 @@ def _freeze(
     promise: Promise,
     key: bytes,
     session: int,
+    wealth: float = 1.0,
 ) -> Lot | None:
-    """Lot ``number`` frozen at ``at`` verdicts, or None when none of its sets could be certified."""
+    """Lot ``number`` frozen at ``at`` verdicts, or None when none of its sets could be certified;
+    ``wealth``: the promise's share not yet spent (module docstring, "The promise's shares")."""
+    left = share_left_by_series(number)
+    lot_part = wealth * (min(lot_share(number) / left, 1.0) if left > 0 else 1.0)
     stated_before = int(np.asarray(delivered).sum())
     free = (np.asarray(items.candidates).sum(axis=1) >= 2) & ~np.asarray(items.settled) & ~delivered
     if not free.any():
@@ -387,15 +431,17 @@ def _freeze(
     # A layer too small to be certified on its own share joins the next one.
     bounds = [int(math.ceil(f * by_margin.size)) for f in LAYER_FRACTIONS]
     tests: list[SetTest] = []
+    shares: list[float] = []
     edges: list[int] = [0]
     share = 0.0
     for end, layer_share in zip(bounds, LAYER_SHARES, strict=True):
         share += layer_share
         # A layer is stated with the labels stated before its lot and the layers before it.
         among = stated_before + end
-        test = promise.test(end - edges[-1], lot_share(number) * share, among=among) if end > edges[-1] else None
+        test = promise.test(end - edges[-1], lot_part * share, among=among) if end > edges[-1] else None
         if test is not None:
             tests.append(test)
+            shares.append(lot_part * share)
             edges.append(end)
             share = 0.0
     if not tests:
@@ -412,6 +458,7 @@ def _freeze(
         layers=layer_of,
         tests=tuple(tests),
         promise=promise,
+        shares=tuple(shares),
     )
 
 
@@ -455,7 +502,7 @@ def _evaluate(lot: Lot, first_at: np.ndarray, first_label: np.ndarray) -> Callab
     def at(point: int) -> LotState:
         known = given_at < point
         verdicts, certified, current = judge_lot(lot, known, known & names_another, cache)
-        return LotState(lot, verdicts, certified, current, None)
+        return LotState(lot, verdicts, certified, current, None, lot.frozen_at)
 
     return at
 
@@ -505,15 +552,15 @@ def run_loop(
     frozen: dict[int, Lot | None] = {}
     states: list[LotState] = []
     delivered = np.zeros(n_items, dtype=bool)
+    wealth = 1.0
     at = 0
     while True:
         cached = reuse.get(at, False)
         if cached is None or (isinstance(cached, Lot) and cached.number == len(states) + 1):
             lot = cached
         else:
-            lot = _freeze(
-                len(states) + 1, at, items_at(at), delivered, model, settings_at(at).make_promise(), key, session
-            )
+            promise = settings_at(at).make_promise()
+            lot = _freeze(len(states) + 1, at, items_at(at), delivered, model, promise, key, session, wealth)
         if at < len(log):
             # Sealed: the verdict after it exists, so the events and settings it was frozen from
             # are fixed. A lot frozen at the last verdict is provisional until the next one
@@ -528,16 +575,22 @@ def run_loop(
             continue
         state_at = _evaluate(lot, first_at, first_label)
         state = state_at(at)
+        progress_at = at
         for point in range(at + STATEMENT_EVERY, checkpoint + 1, STATEMENT_EVERY):
+            certified_before = state.certified
             state = state_at(point)
-            if state.current is None or point >= at + LOT_ANSWERS:
+            if state.certified > certified_before:
+                progress_at = point
+            state = dataclasses.replace(state, progress_at=progress_at)
+            if state.current is None or point >= progress_at + LOT_ANSWERS:
                 state = dataclasses.replace(state, ended_at=point)
                 break
         states.append(state)
         delivered[state.lot.items[state.certified_mask]] = True
         ended = state.ended_at
         if ended is None:
-            return Loop(tuple(states), checkpoint, len(log), at + LOT_ANSWERS, frozen)
+            return Loop(tuple(states), checkpoint, len(log), progress_at + LOT_ANSWERS, frozen)
+        wealth = max(wealth - state.share_spent, 0.0)
         at = ended
 
 

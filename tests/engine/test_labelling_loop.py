@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from benchmarks.replay_lots import Campaign, Pool
 from engine.labelling_loop import (
     LAYER_SHARES,
+    LOT_ANSWERS,
     STATEMENT_EVERY,
     ItemsAt,
     LoopSettings,
@@ -26,6 +27,7 @@ from engine.labelling_loop import (
     lot_share,
     run_loop,
     served_order,
+    share_left_by_series,
 )
 from engine.neighbors import knn_graph
 from engine.promises import AveragePromise, ConfidencePromise, ConfidenceTest, SetVerdict, lot_error_bounds
@@ -305,3 +307,88 @@ def test_what_is_stated_changes_only_at_checkpoints():
         item = int(served.positions[0])
         c.answer(item, int(c.pool.truth[item]))
     assert changes >= 3  # not vacuous: statements did change
+
+
+def scripted_loop(n_items: int, accepted: int, wrong_in_lot: np.ndarray, verdicts: list[tuple[int, int]]):
+    """The loop over ``n_items`` two-candidate items whose model accepts the first ``accepted``,
+    labelling them 0 (``wrong_in_lot``: those of them whose truth is 1), after ``verdicts``
+    (item, label) given in order. The lots are frozen from the start's sets: only the answers
+    decide what the loop does."""
+    candidates = np.zeros((n_items, 2), dtype=bool)
+    candidates[:] = True
+    truth = np.zeros(n_items, dtype=np.int64)
+    truth[wrong_in_lot] = 1
+    scores = np.where(np.arange(n_items) < accepted, 1.0 - np.arange(n_items) / n_items, 0.0)
+
+    def items_at(v):
+        settled = np.zeros(n_items, dtype=bool)
+        settled[[item for item, _ in verdicts[:v]]] = True
+        return ItemsAt(candidates, settled)
+
+    def model(sets):
+        return np.zeros(n_items, dtype=np.int64), scores, scores
+
+    log = VerdictLog(np.array([i for i, _ in verdicts], dtype=np.int64), np.array([l for _, l in verdicts], dtype=np.int64))
+    return run_loop(
+        log, n_items=n_items, items_at=items_at, model=model, settings_at=lambda v: LoopSettings(), key=KEY, session=3
+    ), truth
+
+
+def test_a_lot_runs_lot_answers_after_its_last_progress_not_after_its_freezing():
+    """Layer 1 is certified by its audits; then answers outside the lot: the lot stays active
+    until LOT_ANSWERS verdicts after that checkpoint, not after its freezing."""
+    n, accepted = 3000, 2000
+    first, _ = scripted_loop(n, accepted, np.array([], dtype=np.int64), [])
+    lot = first.lots[0].lot
+    layer_one = lot.items[lot.layers == 0]
+    verdicts = [(int(i), 0) for i in layer_one[:150]]  # right, in audit order
+    outside = list(range(accepted, n))
+    loop, _ = scripted_loop(n, accepted, np.array([], dtype=np.int64), verdicts)
+    state = loop.lots[0]
+    assert state.certified >= 1 and state.ended_at is None
+    progress = state.progress_at
+    assert 0 < progress <= 150
+    filler = [(i, 0) for i in outside[: progress + LOT_ANSWERS - STATEMENT_EVERY - len(verdicts)]]
+    loop, _ = scripted_loop(n, accepted, np.array([], dtype=np.int64), verdicts + filler)
+    assert len(verdicts + filler) > LOT_ANSWERS  # past LOT_ANSWERS from its freezing
+    assert loop.lots[0].ended_at is None and loop.next_lot_at == progress + LOT_ANSWERS
+    filler = [(i, 0) for i in outside[: progress + LOT_ANSWERS - len(verdicts)]]
+    loop, _ = scripted_loop(n, accepted, np.array([], dtype=np.int64), verdicts + filler)
+    assert loop.lots[0].ended_at == progress + LOT_ANSWERS
+
+
+def test_a_lot_that_fails_before_its_lower_layers_leaves_their_share_to_the_next():
+    """Lot 1's best layer is half wrong: its audits make it hopeless, its other layers are never
+    audited, so the next lot gets the series' share scaled by the wealth left (module
+    docstring, "The promise's shares"), and the shares at risk never pass 1."""
+    n, accepted = 3000, 2000
+    bad = np.arange(0, accepted, 2)  # every other accepted item is wrong
+    first, truth = scripted_loop(n, accepted, bad, [])
+    lot = first.lots[0].lot
+    verdicts = [(int(i), int(truth[i])) for i in lot.items[lot.layers == 0][:60]]
+    loop, _ = scripted_loop(n, accepted, bad, verdicts)
+    one, two = loop.lots[0], loop.lots[1]
+    assert one.ended_at is not None and one.certified == 0
+    assert [v.audited > 0 for v in one.verdicts] == [True, False, False]
+    spent = one.share_spent
+    assert math.isclose(spent, lot_share(1) * LAYER_SHARES[0])
+    expected = (1.0 - spent) * lot_share(2) / share_left_by_series(2)
+    assert math.isclose(sum(two.lot.shares), expected) and expected > lot_share(2)
+    assert spent + sum(two.lot.shares) <= 1.0
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(moves=st.lists(st.sampled_from([0, 0, 0, 1, 2, 3, 3]), min_size=30, max_size=160), seed=st.integers(0, 50))
+def test_the_shares_at_risk_never_sum_past_one(moves, seed):
+    """Whatever is answered (wrong answers end lots fast), the ended lots' shares spent and the
+    active lot's shares sum to at most 1, and each lot takes the series' part of the wealth."""
+    c = campaign(pool=blobs(seed=seed), key=bytes([seed]) * 32)
+    play(c, moves, read_between=False)
+    loop = c.loop()
+    wealth = 1.0
+    for state in loop.lots:
+        number = state.lot.number
+        part = wealth * min(lot_share(number) / share_left_by_series(number), 1.0)
+        assert sum(state.lot.shares) <= part + 1e-12
+        wealth -= state.share_spent
+        assert wealth >= -1e-12

@@ -18,11 +18,18 @@ does) and recording each answer, and the estimate read as the Sessions page read
 them (``true_labels``): it differs from the session only in the served slots it draws, so it
 shows how closely the simulation follows the loop, apart from the prior.
 
+The estimate draws the lot's error rates with the model's held-out error on the items known when
+the lot was frozen (:func:`engine.estimates.held_out_error`, as the app does);
+``--prior confidence-sequence`` draws them from the confidence sequence's prior alone, as the
+estimate did before. ``--set`` replays another data set of :mod:`benchmarks.labels_delivered`
+than the sample (the replay only).
+
 Run (not part of ``make test``; about a second per key, five with ``--app``)::
 
     python -m benchmarks.done_estimate --keys 20
     python -m benchmarks.done_estimate --keys 20 --app
     python -m benchmarks.done_estimate --keys 40 --prior-world
+    python -m benchmarks.done_estimate --keys 20 --set "digits · crowd of 3"
 """
 
 from __future__ import annotations
@@ -40,9 +47,9 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 
 from app.service.completion import work_is_done  # noqa: E402
-from benchmarks.labels_delivered import sample_pool  # noqa: E402
+from benchmarks.labels_delivered import pool_by_name  # noqa: E402
 from benchmarks.replay_lots import Campaign, Pool  # noqa: E402
-from engine.estimates import AnswersEstimate, estimate_answers  # noqa: E402
+from engine.estimates import AnswersEstimate, HeldOutError, estimate_answers, held_out_error  # noqa: E402
 from engine.labelling_loop import LoopSettings, VerdictLog  # noqa: E402
 from engine.promises import error_rate_prior  # noqa: E402
 from engine.strategies import CampaignContext, make_strategy  # noqa: E402
@@ -68,12 +75,26 @@ class KeyRun:
     #: The same simulation played with the lot's true wrong labels (no draw): how closely the
     #: simulated served slots follow the session's.
     played_with_truth: dict[int, AnswersEstimate] = field(default_factory=dict)
+    #: The first lot: the model's held-out error on the items known when it was frozen, its
+    #: size and its truly wrong labels.
+    first_lot_held_out: HeldOutError | None = None
+    first_lot_size: int = 0
+    first_lot_wrong: int = 0
 
 
-def replay_to_done(key: int, settings: LoopSettings, read_at: tuple[int, ...], *, prior_world: bool = False) -> KeyRun:
-    """One campaign of the sample with store key ``key``, answered until done; with
-    ``prior_world``, the expert answers the truth of :func:`world_from_the_prior` instead."""
-    pool = world_from_the_prior(key, settings) if prior_world else sample_pool()
+def replay_to_done(
+    key: int,
+    settings: LoopSettings,
+    read_at: tuple[int, ...],
+    *,
+    prior_world: bool = False,
+    data: str = "sample",
+    measured_prior: bool = True,
+) -> KeyRun:
+    """One campaign of the data set ``data`` with store key ``key``, answered until done; with
+    ``prior_world``, the expert answers the truth of :func:`world_from_the_prior` instead; with
+    ``measured_prior`` the estimate reads the model's held-out error (as the app's does)."""
+    pool = world_from_the_prior(key, settings, pool_by_name(data)) if prior_world else pool_by_name(data)
     partial = pool.Y.sum(axis=1) >= 2
     campaign = Campaign(pool, settings, key=np.random.default_rng([key, 7]).bytes(32), session=key)
     rng = np.random.default_rng([key, 9])
@@ -83,12 +104,25 @@ def replay_to_done(key: int, settings: LoopSettings, read_at: tuple[int, ...], *
     strategy = make_strategy("default", fresh=True)
     strategy.start(context, rng)
     run = KeyRun(key)
+    held_out: dict[tuple[int, int], HeldOutError] = {}
     answers = 0
     while answers <= MOST_ANSWERS:
         loop = campaign.loop()
+        active = loop.active
+        measure = None
+        if active is not None and measured_prior:
+            lot_key = (active.lot.number, active.lot.frozen_at)
+            if lot_key not in held_out:
+                candidates = campaign.items_at(active.lot.frozen_at).candidates
+                held_out[lot_key] = held_out_error(campaign.model, candidates)
+            measure = held_out[lot_key]
+        if active is not None and active.lot.number == 1 and run.first_lot_size == 0:
+            run.first_lot_held_out = measure
+            run.first_lot_size = int(active.lot.items.size)
+            run.first_lot_wrong = int((pool.truth[active.lot.items] != active.lot.labels).sum())
         if answers in read_at:
             log = campaign.verdict_log()
-            estimate = estimate_answers(loop, log, partial, settings.audit_share)
+            estimate = estimate_answers(loop, log, partial, settings.audit_share, held_out=measure)
             if estimate is not None:
                 run.estimates[answers] = estimate
                 played = estimate_answers(loop, log, partial, settings.audit_share, true_labels=pool.truth)
@@ -113,17 +147,17 @@ def replay_to_done(key: int, settings: LoopSettings, read_at: tuple[int, ...], *
     return run
 
 
-def world_from_the_prior(key: int, settings: LoopSettings) -> Pool:
-    """The sample with its truth redrawn on the first lot's items, so that its labels are as wrong
-    as the estimate's prior expects: per layer, a rate drawn from the prior
+def world_from_the_prior(key: int, settings: LoopSettings, pool: Pool) -> Pool:
+    """``pool`` with its truth redrawn on the first lot's items, so that its labels are as wrong
+    as the confidence sequence's prior expects: per layer, a rate drawn from the prior
     (:func:`engine.promises.error_rate_prior`) and each label wrong at that rate, its truth then another
     label of the item's candidate set (every label of the lot right otherwise).
 
-    Where the world follows the estimate's assumption, the estimate should be right as often as
-    it says (done inside the 10–90 % range in 8 keys of 10): what is left of its error on the
-    sample itself is the sample's lot being cleaner or dirtier than the prior expects.
+    Where the world follows the estimate's assumption (the confidence sequence's prior alone),
+    the estimate should be right as often as it says (done inside the 10–90 % range in 8 keys
+    of 10). The known items keep their labels: in this world the model's held-out error on them
+    says nothing of the lot, the case where the estimate's measured prior does not fit.
     """
-    pool = sample_pool()
     campaign = Campaign(pool, settings, key=np.random.default_rng([key, 7]).bytes(32), session=key)
     active = campaign.loop().active
     assert active is not None  # the sample's first lot is frozen at the first answer
@@ -268,6 +302,25 @@ def tables(runs: list[KeyRun], read_at: tuple[int, ...]) -> list[str]:
     return out
 
 
+def first_lot_lines(runs: list[KeyRun]) -> list[str]:
+    """The first lot's size, its truly wrong labels and the model's held-out error (replay only)."""
+    sized = [r for r in runs if r.first_lot_size]
+    if not sized:
+        return []
+    sizes = sorted({r.first_lot_size for r in sized})
+    wrong = [r.first_lot_wrong for r in sized]
+    measures = sorted({(m.wrong, m.labelled) for r in sized if (m := r.first_lot_held_out) is not None})
+    said = (
+        f"First lot: {', '.join(map(str, sizes))} labels, {min(wrong)}–{max(wrong)} truly wrong "
+        f"(mean {np.mean(wrong) / np.mean([r.first_lot_size for r in sized]):.2%})"
+    )
+    if measures:
+        said += "; the model's held-out error on the known items: " + ", ".join(
+            f"{w} wrong of {n} ({w / max(n, 1):.2%})" for w, n in measures
+        )
+    return [said + ".", ""]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keys", type=int, default=20, help="store keys (one campaign each)")
@@ -278,8 +331,17 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="replay with the first lot's labels as wrong as the estimate's prior expects (world_from_the_prior)",
     )
+    parser.add_argument("--set", dest="data", default="sample", help="the data set to replay (not with --app)")
+    parser.add_argument(
+        "--prior",
+        choices=("measured", "confidence-sequence"),
+        default="measured",
+        help="the estimate's belief on the lot's error (measured: with the model's held-out error, as the app)",
+    )
     parser.add_argument("--markdown", type=Path, default=None, help="also write the tables to this file")
     args = parser.parse_args(argv)
+    if args.app and (args.data != "sample" or args.prior != "measured" or args.prior_world):
+        parser.error("--app walks the sample as the app does: no --set, --prior or --prior-world")
     settings = LoopSettings()
     start = time.perf_counter()
     keys = range(args.first_key, args.first_key + args.keys)
@@ -290,13 +352,24 @@ def main(argv: list[str] | None = None) -> int:
             template = _app_template(Path(folder))
             runs = [replay_app_to_done(k, template, Path(folder), READ_AT) for k in keys]
     else:
-        runs = [replay_to_done(k, settings, READ_AT, prior_world=args.prior_world) for k in keys]
+        runs = [
+            replay_to_done(
+                k,
+                settings,
+                READ_AT,
+                prior_world=args.prior_world,
+                data=args.data,
+                measured_prior=args.prior == "measured",
+            )
+            for k in keys
+        ]
     lines = [
-        f"{len(runs)} store keys on the sample{' through the app' if args.app else ''}"
-        f"{', its first lot as wrong as the prior expects' if args.prior_world and not args.app else ''}, "
-        f"{time.perf_counter() - start:.0f} s; settings: at most "
+        f"{len(runs)} store keys on {args.data}{' through the app' if args.app else ''}"
+        f"{', its first lot as wrong as the prior expects' if args.prior_world else ''}, "
+        f"estimate's prior: {args.prior}, {time.perf_counter() - start:.0f} s; settings: at most "
         f"{settings.max_error:.0%} wrong, {settings.confidence:.0%} confidence, audit share {settings.audit_share:.0%}",
         "",
+        *first_lot_lines(runs),
         *tables(runs, READ_AT),
     ]
     print("\n".join(lines))

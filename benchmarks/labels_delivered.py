@@ -117,6 +117,14 @@ def _pool(name: str) -> Pool:
     return _loaders()[name]()
 
 
+def pool_by_name(name: str) -> Pool:
+    """One of the data sets above by name (``sample``, ``BirdSong``, ``digits · crowd of 3``, …),
+    loaded once per process."""
+    if name not in _loaders():
+        raise ValueError(f"pool_by_name: unknown data set {name!r}; choose one of {sorted(_loaders())}")
+    return _pool(name)
+
+
 def sample_pool() -> Pool:
     """The bundled sample (``sample_data/digits_partial.npz``) with its graph, loaded once per process."""
     return _pool("sample")

@@ -153,6 +153,10 @@ class Campaign:
 
     # ---------------------------------------------------------------- reading
 
+    def items_at(self, v: int) -> ItemsAt:
+        """The items as they were after ``v`` verdicts (kept at every checkpoint, where lots are frozen)."""
+        return self._snapshots[v]
+
     def verdict_log(self) -> VerdictLog:
         """The first verdict on each item, in the order given (what a store derives from its events)."""
         return VerdictLog(np.asarray(self._positions, dtype=np.int64), np.asarray(self._labels, dtype=np.int64))

@@ -12,12 +12,10 @@ audit):
 * how many open items lie outside every lot (the ranked queue serves them first);
 * the audit share.
 
-Each run draws, for every layer, an error rate from the beta posterior of the verdicts seen in
-that layer (the prior of the confidence sequence, ``Beta(1, 4 / target)``, which expects about
-a quarter of the target's errors: a belief about the lots a model freezes, not a measure of this
-one; the lots measured in ``docs/results_labels.md`` (BirdSong, synthetic data) were 0.6–4.3 %
-wrong, the sample's is 0.24 %, so there the estimate leans high until the audits say otherwise), marks the items
-without a verdict wrong at that rate, and
+Each run draws, for every layer, an error rate from the posterior of the verdicts seen in
+that layer (:class:`LotErrorBelief`: the model's error measured on the items whose label was
+known when the lot was frozen, :func:`held_out_error`, weighed against the confidence
+sequence's prior by the audits), marks the items without a verdict wrong at that rate, and
 plays the served slots as :func:`engine.labelling_loop.served_order` serves them: an audit
 slot (probability the audit share, while anything is left to audit) answers the next item of
 the audit order; any other slot an open item outside the lots first, and then a lot item in
@@ -41,17 +39,168 @@ comes on the bundled sample over 20 store keys is measured by ``benchmarks/done_
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from engine.labelling_loop import LOT_ANSWERS, STATEMENT_EVERY, Loop, Lot, VerdictLog, judge_lot
-from engine.promises import SetVerdict, error_rate_prior
+from engine.promises import SetVerdict, error_rate_prior, log_beta
 
-__all__ = ["ESTIMATE_RUNS", "AnswersEstimate", "estimate_answers", "kept_for_audits", "ranked_lot_item"]
+__all__ = [
+    "ESTIMATE_RUNS",
+    "HELD_OUT_FOLDS",
+    "AnswersEstimate",
+    "HeldOutError",
+    "LotErrorBelief",
+    "held_out_error",
+    "estimate_answers",
+    "kept_for_audits",
+    "ranked_lot_item",
+]
 
 #: Simulated runs per estimate: enough for a stable median (a few tenths of a second).
 ESTIMATE_RUNS = 100
+
+#: Folds of :func:`held_out_error`: each item's label is hidden from the model that labels it,
+#: and a fold hides a fifth of the known items only, so the model it is measured on is close to
+#: the one the lot was frozen from. One model call per fold, once per lot.
+HELD_OUT_FOLDS = 5
+
+
+@dataclass(frozen=True)
+class HeldOutError:
+    """The model's labels on items whose label is known, each labelled with its own label hidden
+    (:func:`held_out_error`).
+
+    Attributes
+    ----------
+    labelled : int
+        Known items the model would label (score > 0) with their label hidden.
+    wrong : int
+        Those among them whose model label is not the known label.
+    """
+
+    labelled: int
+    wrong: int
+
+
+def held_out_error(
+    model: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]],
+    candidates: np.ndarray,
+    *,
+    folds: int = HELD_OUT_FOLDS,
+    seed: int = 0,
+) -> HeldOutError:
+    """How often the model is wrong where it would label an item, measured where the label is known.
+
+    The items whose candidate set holds a single label (given in the data, or answered) are
+    cut into ``folds`` folds; for each fold the model labels every item with that fold's sets
+    replaced by all labels (their labels hidden from the model, its own and its neighbours'
+    evidence alike: cross-fitting), and each hidden item the model would label (score > 0, as a
+    lot takes its items) counts, wrong when its label is not the known one.
+
+    This is the one measure of the model's error the session holds before its first audit. It
+    is not the lot's error: the known items are not the lot's (they may be easier or harder to
+    label, and a hidden item is labelled among all labels, a lot item within its candidate
+    set), so :class:`LotErrorBelief` lets the audits decide how far it speaks for the lot.
+
+    Parameters
+    ----------
+    model : callable
+        ``model(candidates) -> (labels, scores, margins)``, what a lot is frozen from
+        (:class:`engine.lot_model.LotModel`).
+    candidates : bool array of shape (n_items, n_labels)
+        The candidate sets the lot was frozen from.
+    folds : int, default=HELD_OUT_FOLDS
+    seed : int, default=0
+        Seeds the folds (a fixed seed: the same measure in every process).
+
+    Returns
+    -------
+    HeldOutError
+
+    Examples
+    --------
+    A model that labels every item 0 and would label them all is wrong on the known item of
+    label 1:
+
+    >>> Y = np.array([[1, 0], [0, 1], [1, 1]], dtype=bool)
+    >>> always_zero = lambda c: (np.zeros(len(c), int), np.ones(len(c)), np.ones(len(c)))
+    >>> held_out_error(always_zero, Y, folds=2)
+    HeldOutError(labelled=2, wrong=1)
+    """
+    candidates = np.asarray(candidates, dtype=bool)
+    known = np.flatnonzero(candidates.sum(axis=1) == 1)
+    if known.size == 0:
+        return HeldOutError(0, 0)
+    known_label = candidates[known].argmax(axis=1)
+    shuffled = np.random.default_rng(seed).permutation(known.size)
+    labelled = wrong = 0
+    for fold in range(min(int(folds), known.size)):
+        rows = shuffled[fold :: int(folds)]
+        hidden = candidates.copy()
+        hidden[known[rows]] = True
+        labels, scores, _ = model(hidden)
+        would_label = np.asarray(scores, dtype=np.float64)[known[rows]] > 0
+        labelled += int(would_label.sum())
+        wrong += int((would_label & (np.asarray(labels)[known[rows]] != known_label[rows])).sum())
+    return HeldOutError(labelled, wrong)
+
+
+@dataclass(frozen=True)
+class LotErrorBelief:
+    """What the estimate believes of a lot's error rate per layer, before and after its verdicts.
+
+    Two hypotheses, equally likely before any audit:
+
+    * the known items speak for the lot: its layers' error rates were drawn like the model's
+      error on the known items, ``Beta(a + wrong, b + labelled − wrong)`` (the confidence
+      sequence's prior ``Beta(a, b)`` updated by :class:`HeldOutError`, as if those were audits);
+    * they do not: ``Beta(a, b)``, the confidence sequence's prior alone.
+
+    The verdicts seen in the lot weigh the two by how likely each makes them (the beta-binomial
+    likelihood of every layer's verdicts: one hypothesis for the whole lot), and each layer's
+    rate is then drawn from its posterior under the hypothesis drawn. So the measure steers the
+    estimate before the first audit, where nothing else is known, and the audits take over where
+    it does not fit the lot (where the known items are cleaner than the lot, a few wrong labels
+    among the first audits suffice); with few known items both hypotheses are nearly the prior.
+    Even odds are the one choice that favours neither. Only the estimate reads this belief: the
+    promise's confidence sequence keeps its own prior (:func:`engine.promises.error_rate_prior`),
+    and nothing here changes what a statement says.
+
+    Attributes
+    ----------
+    priors : tuple of (float, float)
+        The beta prior of each hypothesis.
+    weights : tuple of float
+        The probability of each hypothesis given the lot's verdicts (sums to 1).
+    """
+
+    priors: tuple[tuple[float, float], ...]
+    weights: tuple[float, ...]
+
+    @classmethod
+    def of(cls, target: float, held_out: HeldOutError | None, seen: np.ndarray, bad: np.ndarray) -> LotErrorBelief:
+        """The belief for a lot of error target ``target``, given the known items' measure
+        (None: none taken) and each layer's verdicts (``seen``) and wrong ones (``bad``)."""
+        a, b = error_rate_prior(target)
+        if held_out is None or held_out.labelled == 0:
+            return cls(((a, b),), (1.0,))
+        priors = ((a + held_out.wrong, b + held_out.labelled - held_out.wrong), (a, b))
+        verdicts = list(zip(seen.tolist(), bad.tolist(), strict=True))
+        log_likelihood = [sum(log_beta(a + k, b + n - k) - log_beta(a, b) for n, k in verdicts) for a, b in priors]
+        top = max(log_likelihood)
+        odds = [math.exp(v - top) for v in log_likelihood]
+        return cls(priors, tuple(o / sum(odds) for o in odds))
+
+    def draw_prior(self, rng: np.random.Generator) -> tuple[float, float]:
+        """The prior of one run's hypothesis, drawn by its weight (each layer's rate is then drawn
+        from that prior updated by the layer's verdicts)."""
+        if len(self.priors) == 1:
+            return self.priors[0]
+        return self.priors[int(rng.choice(len(self.priors), p=self.weights))]
 
 
 @dataclass(frozen=True)
@@ -90,6 +239,7 @@ def estimate_answers(
     runs: int = ESTIMATE_RUNS,
     seed: int = 0,
     true_labels: np.ndarray | None = None,
+    held_out: HeldOutError | None = None,
 ) -> AnswersEstimate | None:
     """The answers the session needs, simulated from its last checkpoint (module docstring).
 
@@ -111,6 +261,11 @@ def estimate_answers(
         the runs then play the lot with the wrong labels these say instead of drawing them,
         and differ only in their served slots (how closely those follow a session's).
         Verdicts already given count as given.
+    held_out : HeldOutError, optional
+        The model's error on the items known when the lot was frozen (:func:`held_out_error` on
+        the candidate sets it was frozen from): what the runs draw the lot's error rates from,
+        with the confidence sequence's prior, as :class:`LotErrorBelief` weighs them. Without
+        it, the confidence sequence's prior alone.
 
     Returns
     -------
@@ -139,8 +294,12 @@ def estimate_answers(
     rng = np.random.default_rng([int(seed), int(checkpoint)])
     first_statements: list[int] = []
     dones: list[int] = []
+    layers = np.arange(len(lot.tests))
+    seen = np.asarray([int(known[lot.layers == j].sum()) for j in layers], dtype=np.int64)
+    bad = np.asarray([int(wrong[lot.layers == j].sum()) for j in layers], dtype=np.int64)
+    belief = LotErrorBelief.of(lot.promise.target, held_out, seen, bad)
     for _ in range(int(runs)):
-        outcomes = _draw_wrong(lot, known, wrong, rng) if given is None else given
+        outcomes = _draw_wrong(lot, known, wrong, belief.draw_prior(rng), rng) if given is None else given
         first, done = _play_lot(
             lot, known, outcomes, outside, checkpoint, active.progress_at, audit_share, stated_already, rng
         )
@@ -159,10 +318,12 @@ def estimate_answers(
     )
 
 
-def _draw_wrong(lot: Lot, known: np.ndarray, wrong: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+def _draw_wrong(
+    lot: Lot, known: np.ndarray, wrong: np.ndarray, prior: tuple[float, float], rng: np.random.Generator
+) -> np.ndarray:
     """``wrong`` with the items without a verdict drawn wrong at a rate per layer drawn from the
-    beta posterior of the layer's verdicts (module docstring)."""
-    a, b = error_rate_prior(lot.promise.target)
+    beta posterior of the layer's verdicts under ``prior`` (:meth:`LotErrorBelief.draw_prior`)."""
+    a, b = prior
     wrong = wrong.copy()
     for layer in range(len(lot.tests)):
         here = lot.layers == layer

@@ -87,6 +87,7 @@ __all__ = [
     "AveragePromise",
     "make_promise",
     "error_rate_prior",
+    "log_beta",
     "SamplingPlan",
     "average_plan",
     "outgoing_quality",
@@ -295,7 +296,7 @@ def error_rate_prior(target: float) -> tuple[float, float]:
     return 1.0, 4.0 / target
 
 
-def _log_beta(x: float, y: float) -> float:
+def log_beta(x: float, y: float) -> float:
     """``log B(x, y)`` for the scalars of the prior: ``math.lgamma`` keeps ``scipy.special``
     (0.1-0.3 s to import) out of a command that only reads the high-probability promise's
     verdict (issue 32)."""
@@ -315,7 +316,7 @@ def _bounds(lot_size: int, audited: int, errors: int, alpha: float, target: floa
     if n == 0:
         return 0, big_n
     a, b = error_rate_prior(target)
-    level = math.log(alpha) + _log_beta(a + k, b + n - k) - _log_beta(a, b)
+    level = math.log(alpha) + log_beta(a + k, b + n - k) - log_beta(a, b)
     lowest, highest = k, big_n - (n - k)
     drawn = math.lgamma(big_n + 1) - math.lgamma(big_n - n + 1)
 

@@ -13,7 +13,7 @@ import pytest
 from app.service.completion import work_is_done
 from benchmarks.labels_delivered import sample_pool
 from benchmarks.replay_lots import Campaign
-from engine.estimates import estimate_answers
+from engine.estimates import estimate_answers, held_out_error
 from engine.labelling_loop import STATEMENT_EVERY, Loop, LoopSettings
 
 
@@ -56,3 +56,16 @@ def test_the_estimate_moves_only_at_checkpoints(campaign_at_25):
     for estimate in estimates:
         assert estimate.checkpoint <= estimate.done_low <= estimate.done <= estimate.done_high
         assert estimate.first_statement is None or estimate.first_statement <= estimate.done_high
+
+
+def test_a_clean_held_out_measure_lowers_the_estimate_before_the_first_audit(campaign_at_25):
+    """The sample's model is wrong on none of the known items it would label with their labels
+    hidden: the estimate drawn with that measure expects fewer answers than the prior alone."""
+    campaign, loops = campaign_at_25
+    partial = campaign.pool.Y.sum(axis=1) >= 2
+    loop, log = loops[0]
+    measure = held_out_error(campaign.model, campaign.items_at(loop.active.lot.frozen_at).candidates)
+    assert measure.labelled > 200 and measure.wrong == 0
+    with_measure = estimate_answers(loop, log, partial, 0.5, runs=40, held_out=measure)
+    prior_alone = estimate_answers(loop, log, partial, 0.5, runs=40)
+    assert with_measure.done < prior_alone.done

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from app.service.lots import SettingsHistory, settings_in_force
-from engine.estimates import AnswersEstimate, estimate_answers
+from engine.estimates import AnswersEstimate, HeldOutError, estimate_answers
 
 if TYPE_CHECKING:
     from app.service.delivery import LabelStatement, LabelSummary
@@ -123,7 +123,8 @@ def work_status(
 ) -> WorkStatus:
     """Where the work stands, from what is stated (``statement``) and the lots (``loop``);
     ``estimate()`` is called only ``with_estimate`` and while the work is not done (a
-    simulation: a few tenths of a second once per checkpoint)."""
+    simulation: a few tenths of a second once per checkpoint, and the model run once per fold of
+    :func:`engine.estimates.held_out_error` when a lot is new)."""
     return WorkStatus(
         done=statement.summary.done,
         counts=dict(statement.counts),
@@ -137,7 +138,9 @@ def work_status(
 class AnswersEstimates:
     """About how many answers a session needs until it is done, simulated from the lot being
     checked at the last checkpoint (:func:`engine.estimates.estimate_answers`), kept per
-    checkpoint, lot being checked, audit share and settings history.
+    checkpoint, lot being checked, audit share and settings history; the lot's error rates drawn
+    with the model's held-out error on the items known when it was frozen
+    (:meth:`SessionLots.held_out_error`, measured once per lot).
 
     Parameters
     ----------
@@ -151,6 +154,8 @@ class AnswersEstimates:
         self._lots = lots
         self._seed = seed
         self._kept: dict[tuple[Any, ...], AnswersEstimate | None] = {}
+        #: The model's held-out error per lot (number, verdicts it was frozen at): measured once.
+        self._held_out: dict[tuple[int, int], HeldOutError] = {}
 
     def estimate(
         self, view: SessionView, history: SettingsHistory, audit_share: float | None = None
@@ -167,7 +172,13 @@ class AnswersEstimates:
             return kept
         log = self._lots.verdict_log(view)
         partial = np.asarray(view.state.original_candidates).sum(axis=1) >= 2
-        estimate = estimate_answers(loop, log, partial, share, seed=self._seed)
+        held_out = None
+        if active is not None:
+            lot_key = (active.lot.number, active.lot.frozen_at)
+            held_out = self._held_out.get(lot_key)
+            if held_out is None:
+                held_out = self._held_out[lot_key] = self._lots.held_out_error(view, active.lot)
+        estimate = estimate_answers(loop, log, partial, share, seed=self._seed, held_out=held_out)
         if len(self._kept) > 8:
             self._kept.clear()
         self._kept[key] = estimate

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from app.store import VERDICT_KINDS, EventRecord, IncrementalDerivation, LabelSettings, derive_state
+from engine.estimates import HeldOutError, held_out_error
 from engine.labelling_loop import ItemsAt, Loop, LoopSettings, Lot, VerdictLog, run_loop
 
 if TYPE_CHECKING:
@@ -51,6 +52,14 @@ def first_verdicts(events: Sequence[EventRecord]) -> tuple[list[EventRecord], Ve
         np.asarray([-1 if e.kind == "none_of_these" else int(e.label or 0) for e in verdicts], dtype=np.int64),
     )
     return verdicts, log
+
+
+def _items_at(events: Sequence[EventRecord], verdicts: Sequence[EventRecord], original: np.ndarray, v: int) -> ItemsAt:
+    """The items as they were when the session had ``v`` verdicts: the events before the
+    ``(v + 1)``-th verdict."""
+    cut = verdicts[v].id if v < len(verdicts) else None
+    derived = derive_state([e for e in events if cut is None or e.id < cut], original)
+    return ItemsAt(derived.candidates, derived.answered)
 
 
 class SessionLots:
@@ -106,10 +115,7 @@ class SessionLots:
             original = np.asarray(view.state.original_candidates)
 
             def items_at(v: int) -> ItemsAt:
-                # The events before the (v+1)-th verdict: what the session was when it had v.
-                cut = verdicts[v].id if v < len(verdicts) else None
-                derived = derive_state([e for e in events if cut is None or e.id < cut], original)
-                return ItemsAt(derived.candidates, derived.answered)
+                return _items_at(events, verdicts, original, v)
 
             def settings_at(v: int) -> LoopSettings:
                 # The settings recorded before the first verdict that could audit a lot frozen at v.
@@ -133,6 +139,16 @@ class SessionLots:
             self._frozen = dict(loop.frozen)
             self._kept = (view, history, loop)
             return loop
+
+    def held_out_error(self, view: SessionView, lot: Lot) -> HeldOutError:
+        """The model's error on the items whose label was known when ``lot`` was frozen, each
+        labelled with its label hidden (:func:`engine.estimates.held_out_error`): what the
+        estimate of the answers left draws the lot's error rate from. Runs the model once per
+        fold; the caller keeps the result per lot."""
+        events = self.events(view)
+        verdicts, _ = first_verdicts(events)
+        items = _items_at(events, verdicts, np.asarray(view.state.original_candidates), lot.frozen_at)
+        return held_out_error(self._model, np.asarray(items.candidates))
 
     def items_being_audited(self, view: SessionView, history: SettingsHistory) -> np.ndarray:
         """The items of the lot being audited (bool array of shape (n_instances,)): any of them

@@ -443,7 +443,7 @@ class Workbench:
         """Where the work stands: done or not (:func:`app.service.completion.work_is_done`, the
         one definition), the labels by source, the statement's summary and, with
         ``with_estimate``, about how many answers are left (a simulation: a few tenths of a
-        second once per checkpoint)."""
+        second once per checkpoint, plus the model's held-out error once per lot)."""
         snap = self._snapshot
         return completion.work_status(
             self._decided(snap).statement,

@@ -328,7 +328,8 @@ def scripted_loop(n_items: int, accepted: int, wrong_in_lot: np.ndarray, verdict
     def model(sets):
         return np.zeros(n_items, dtype=np.int64), scores, scores
 
-    log = VerdictLog(np.array([i for i, _ in verdicts], dtype=np.int64), np.array([l for _, l in verdicts], dtype=np.int64))
+    given = np.asarray(verdicts, dtype=np.int64).reshape(-1, 2)
+    log = VerdictLog(given[:, 0], given[:, 1])
     return run_loop(
         log, n_items=n_items, items_at=items_at, model=model, settings_at=lambda v: LoopSettings(), key=KEY, session=3
     ), truth

@@ -29,7 +29,7 @@ reached done 11 answers sooner than the session on average, up to 30; this one 2
 At every checkpoint it judges the lot as
 :func:`engine.labelling_loop.run_loop` does, with the lot's own tests. A run ends when the lot
 ends (every set certified, the next one hopeless, or :data:`engine.labelling_loop.LOT_ANSWERS`
-verdicts after its last progress); the session is then done once every item left outside the
+verdicts after it was frozen); the session is then done once every item left outside the
 certified sets is answered, one answer each (an upper bound: a later lot could label some).
 
 The estimate is the median over the runs, with the 10th and 90th percentiles; how close it
@@ -300,9 +300,7 @@ def estimate_answers(
     belief = LotErrorBelief.of(lot.promise.target, held_out, seen, bad)
     for _ in range(int(runs)):
         outcomes = _draw_wrong(lot, known, wrong, belief.draw_prior(rng), rng) if given is None else given
-        first, done = _play_lot(
-            lot, known, outcomes, outside, checkpoint, active.progress_at, audit_share, stated_already, rng
-        )
+        first, done = _play_lot(lot, known, outcomes, outside, checkpoint, audit_share, stated_already, rng)
         dones.append(done)
         if first is not None:
             first_statements.append(first)
@@ -340,7 +338,6 @@ def _play_lot(
     wrong: np.ndarray,
     outside: int,
     verdicts: int,
-    progress_at: int,
     audit_share: float,
     stated_already: bool,
     rng: np.random.Generator,
@@ -358,8 +355,6 @@ def _play_lot(
         Open items outside every lot: the ranked slots serve them first.
     verdicts : int
         The verdict count to start from (a checkpoint).
-    progress_at : int
-        The checkpoint of the lot's last progress (:attr:`engine.labelling_loop.LotState.progress_at`).
     audit_share : float
     stated_already : bool
         Whether the session states labels already (then no first statement is looked for).
@@ -375,7 +370,7 @@ def _play_lot(
     layer_start = np.searchsorted(lot.layers, np.arange(n_layers + 1))
     cached: dict[int, tuple[int, SetVerdict]] = {}
     first: int | None = None
-    end = progress_at + LOT_ANSWERS
+    end = lot.frozen_at + LOT_ANSWERS
     # The served slots' audit flags from here on, far enough for every slot to look ahead
     # over all the open items (what ``served_order`` counts the audit slots over).
     flags = rng.random(max(end - verdicts, 0) + size + outside + 1) < audit_share
@@ -402,10 +397,7 @@ def _play_lot(
         v += 1
         slot += 1
         if v % STATEMENT_EVERY == 0:
-            certified_before = certified
             _, certified, current = judge_lot(lot, known, wrong, cached)
-            if certified > certified_before:
-                end = v + LOT_ANSWERS
             if certified and first is None and not stated_already:
                 first = v
     if current is not None:

@@ -23,12 +23,11 @@ Lots
     layers together: set ``j`` is certified when its layers' tests together back it
     (:meth:`engine.promises.Promise.judge`). The layers are audited one after another, best
     first, each until its set is certified. A lot ends at the first checkpoint where every set is
-    certified or the next one is hopeless, or :data:`LOT_ANSWERS` verdicts after it last made
-    progress (was frozen, or had a larger set certified); the next lot is frozen there from the
-    model as it is then (items of certified sets stay delivered; the others may join it). When
-    no lot can be frozen, the loop tries again :data:`RETRY_ANSWERS` verdicts later. So the
-    points where lots are frozen are fixed by the answers alone, and a lot that states nothing
-    more gives way within :data:`LOT_ANSWERS` verdicts.
+    certified or the next one is hopeless, or :data:`LOT_ANSWERS` verdicts after it was frozen;
+    the next lot is frozen there from the model as it is then (items of certified sets stay
+    delivered; the others may join it). When no lot can be frozen, the loop tries again
+    :data:`RETRY_ANSWERS` verdicts later. So the points where lots are frozen are fixed by the
+    answers alone, and a dirty lot gives way within :data:`LOT_ANSWERS` verdicts.
 
 The promise's shares
     The shares of a session's tests sum to at most 1 (:mod:`engine.promises`, "Several sets").
@@ -98,11 +97,13 @@ __all__ = [
 #: Statements change only every this many verdicts (module docstring, "The clock").
 STATEMENT_EVERY = 10
 
-#: A lot is audited for at most this many verdicts after it last made progress (frozen, or a
-#: larger set certified). At the default audit share (half the served items) that is 200
-#: audits for each layer: a layer the model labels well is stated within about 60
-#: (:func:`audits_to_state`), and a layer the audits cannot certify by then is better replaced
-#: by a lot the model, having learned from these answers, labels anew.
+#: A lot is audited for at most this many verdicts after it is frozen. At the default audit
+#: share (half the served items) that is 200 audits: each layer of a lot the model labels well
+#: is stated within about 60 (:func:`audits_to_state`), and a lot the audits cannot certify by
+#: then is better replaced by one the model, having learned from these answers, labels anew.
+#: (Counting them from a lot's last certified set instead was measured to state less under
+#: the promise with confidence, where a layer a little dirtier than the target is never
+#: hopeless and held the next lot back: ``docs/results_labels.md``.)
 LOT_ANSWERS = 400
 
 #: When no lot can be frozen (the model accepts too few items), the loop looks again this many
@@ -247,7 +248,7 @@ class Lot:
     layers: np.ndarray
     tests: tuple[SetTest, ...]
     promise: Promise
-    shares: tuple[float, ...] = ()
+    shares: tuple[float, ...]
 
     @functools.cached_property
     def set_sizes(self) -> tuple[int, ...]:
@@ -276,9 +277,6 @@ class LotState:
         next one hopeless).
     ended_at : int or None
         The checkpoint where it ended; None while it is the lot being audited.
-    progress_at : int
-        The checkpoint its largest certified set was certified at (its freezing point when
-        none): it ends :data:`LOT_ANSWERS` verdicts later at the latest.
     """
 
     lot: Lot
@@ -286,7 +284,6 @@ class LotState:
     certified: int
     current: int | None
     ended_at: int | None
-    progress_at: int = 0
 
     @property
     def certified_mask(self) -> np.ndarray:
@@ -502,7 +499,7 @@ def _evaluate(lot: Lot, first_at: np.ndarray, first_label: np.ndarray) -> Callab
     def at(point: int) -> LotState:
         known = given_at < point
         verdicts, certified, current = judge_lot(lot, known, known & names_another, cache)
-        return LotState(lot, verdicts, certified, current, None, lot.frozen_at)
+        return LotState(lot, verdicts, certified, current, None)
 
     return at
 
@@ -575,21 +572,16 @@ def run_loop(
             continue
         state_at = _evaluate(lot, first_at, first_label)
         state = state_at(at)
-        progress_at = at
         for point in range(at + STATEMENT_EVERY, checkpoint + 1, STATEMENT_EVERY):
-            certified_before = state.certified
             state = state_at(point)
-            if state.certified > certified_before:
-                progress_at = point
-            state = dataclasses.replace(state, progress_at=progress_at)
-            if state.current is None or point >= progress_at + LOT_ANSWERS:
+            if state.current is None or point >= at + LOT_ANSWERS:
                 state = dataclasses.replace(state, ended_at=point)
                 break
         states.append(state)
         delivered[state.lot.items[state.certified_mask]] = True
         ended = state.ended_at
         if ended is None:
-            return Loop(tuple(states), checkpoint, len(log), progress_at + LOT_ANSWERS, frozen)
+            return Loop(tuple(states), checkpoint, len(log), at + LOT_ANSWERS, frozen)
         wealth = max(wealth - state.share_spent, 0.0)
         at = ended
 

@@ -18,7 +18,6 @@ from hypothesis import strategies as st
 from benchmarks.replay_lots import Campaign, Pool
 from engine.labelling_loop import (
     LAYER_SHARES,
-    LOT_ANSWERS,
     STATEMENT_EVERY,
     ItemsAt,
     LoopSettings,
@@ -333,29 +332,6 @@ def scripted_loop(n_items: int, accepted: int, wrong_in_lot: np.ndarray, verdict
     return run_loop(
         log, n_items=n_items, items_at=items_at, model=model, settings_at=lambda v: LoopSettings(), key=KEY, session=3
     ), truth
-
-
-def test_a_lot_runs_lot_answers_after_its_last_progress_not_after_its_freezing():
-    """Layer 1 is certified by its audits; then answers outside the lot: the lot stays active
-    until LOT_ANSWERS verdicts after that checkpoint, not after its freezing."""
-    n, accepted = 3000, 2000
-    first, _ = scripted_loop(n, accepted, np.array([], dtype=np.int64), [])
-    lot = first.lots[0].lot
-    layer_one = lot.items[lot.layers == 0]
-    verdicts = [(int(i), 0) for i in layer_one[:150]]  # right, in audit order
-    outside = list(range(accepted, n))
-    loop, _ = scripted_loop(n, accepted, np.array([], dtype=np.int64), verdicts)
-    state = loop.lots[0]
-    assert state.certified >= 1 and state.ended_at is None
-    progress = state.progress_at
-    assert 0 < progress <= 150
-    filler = [(i, 0) for i in outside[: progress + LOT_ANSWERS - STATEMENT_EVERY - len(verdicts)]]
-    loop, _ = scripted_loop(n, accepted, np.array([], dtype=np.int64), verdicts + filler)
-    assert len(verdicts + filler) > LOT_ANSWERS  # past LOT_ANSWERS from its freezing
-    assert loop.lots[0].ended_at is None and loop.next_lot_at == progress + LOT_ANSWERS
-    filler = [(i, 0) for i in outside[: progress + LOT_ANSWERS - len(verdicts)]]
-    loop, _ = scripted_loop(n, accepted, np.array([], dtype=np.int64), verdicts + filler)
-    assert loop.lots[0].ended_at == progress + LOT_ANSWERS
 
 
 def test_a_lot_that_fails_before_its_lower_layers_leaves_their_share_to_the_next():

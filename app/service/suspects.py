@@ -103,6 +103,9 @@ __all__ = [
     "workbench_suspects",
     "settled_items",
     "session_suspicion",
+    "EVIDENCE_REFIT_SHARE",
+    "evidence_checkpoint",
+    "EventHistory",
     "workbench_suspicion",
     "most_suspect",
     "workbench_most_suspect",
@@ -411,6 +414,8 @@ class SessionAtWork(Protocol):
     @property
     def state(self) -> SessionState: ...
 
+    def candidates_after(self, n_events: int) -> tuple[int, np.ndarray]: ...
+
 
 def workbench_suspects(bench: SessionAtWork, *, fdr: float = DEFAULT_FDR) -> SessionSuspects:
     """:func:`session_suspects` of a workbench's graph and its current snapshot's state (read
@@ -614,11 +619,36 @@ def check_still_open(state: SessionState, position: int, *, answered: bool) -> N
 #: Past this share of the items to score again after a change (the 3-hop neighbourhoods of
 #: the items whose set changed), every item is scored afresh.
 SUSPICION_RESCORE_SHARE = 0.25
-#: Past this share of the items whose set changed since the models of the features were
-#: fitted (:func:`engine.feature_evidence`), they are fitted again and every item is scored
-#: afresh; below it their posteriors and weights are kept, and only the neighbours' part of
-#: the suspicion is patched.
+#: The models of the features (:func:`engine.feature_evidence`) are fitted to the sets as
+#: the session's events left them at a checkpoint: every ``ceil(EVIDENCE_REFIT_SHARE · n)``
+#: events (:func:`evidence_checkpoint`). An event changes at most one set, so at most this
+#: share of the sets changed since the fit; meanwhile only the neighbours' part of the
+#: suspicion follows the sets.
 EVIDENCE_REFIT_SHARE = 0.02
+
+
+def evidence_checkpoint(n_events: int, n_items: int) -> int:
+    """How many of a session's first events the models of the features are fitted after.
+
+    The largest multiple of ``ceil(EVIDENCE_REFIT_SHARE · n_items)`` (at least 1) not above
+    ``n_events``: a function of the event log alone, so that every process (the app that saw
+    the answers arrive one by one, a fresh ``winnow export``) fits the same models and gives
+    the same suspicion.
+
+    >>> evidence_checkpoint(0, 800), evidence_checkpoint(15, 800), evidence_checkpoint(37, 800)
+    (0, 0, 32)
+    """
+    if n_events < 0 or n_items < 0:
+        raise ValueError(f"n_events and n_items must be >= 0, got {n_events} and {n_items}")
+    step = max(1, math.ceil(EVIDENCE_REFIT_SHARE * n_items))
+    return (n_events // step) * step
+
+
+class EventHistory(Protocol):
+    """What the suspicion reads of a session's event log (a
+    :class:`~app.service.workbench.Workbench`): the sets after its first events."""
+
+    def candidates_after(self, n_events: int) -> tuple[int, np.ndarray]: ...
 
 
 @dataclass(frozen=True)
@@ -626,15 +656,15 @@ class _KeptSuspicion:
     state: SessionState
     scores: np.ndarray
     evidence: FeatureEvidence
-    #: The sets the evidence was fitted to.
-    fitted_to: np.ndarray
+    #: The checkpoint the evidence was fitted at: events counted and the id of the last one.
+    checkpoint: tuple[int, int]
 
 
 #: The last suspicion per (session, graph), valid while the session's state is the same object.
 _SUSPICION: OrderedDict[tuple[int, str], _KeptSuspicion] = OrderedDict()
 
 
-def session_suspicion(graph: GraphResult, state: SessionState) -> np.ndarray:
+def session_suspicion(graph: GraphResult, state: SessionState, history: EventHistory) -> np.ndarray:
     """Every item's suspicion under the session's current sets (:func:`engine.suspicion_scores`,
     the neighbours pooled with the models of the features, :func:`engine.feature_evidence`).
 
@@ -643,6 +673,8 @@ def session_suspicion(graph: GraphResult, state: SessionState) -> np.ndarray:
     graph : GraphResult
         The dataset's neighbour graph over all instances.
     state : SessionState
+    history : EventHistory
+        The session's event log (the workbench), for the sets at the models' checkpoint.
 
     Returns
     -------
@@ -651,15 +683,16 @@ def session_suspicion(graph: GraphResult, state: SessionState) -> np.ndarray:
 
     Notes
     -----
-    Computed when asked (the Rejects page, an export), never on an answer: an item's suspicion
-    reads its 3-hop neighbourhood's sets, and the models of the features read every set. The
-    last result is kept per session (16 at most). For a later state of the same session the
-    models are kept until more than :data:`EVIDENCE_REFIT_SHARE` of the sets have changed
-    since they were fitted (a fit costs a few tenths of a second at 1,000 items, seconds at
-    100,000); while they are kept, only the items whose set changed since the last result and
-    those with one of them within 3 hops are scored again, on a copy of the sets those read
-    (the same bits as a full pass with the kept models, :func:`engine.suspicion.neighbour_posterior`'s
-    ``targets``).
+    A function of the session's answers alone: the neighbours read the current sets, the
+    models of the features the sets after the first :func:`evidence_checkpoint` events.
+    Computed when asked (the Rejects page, an export), never on an answer: an item's
+    suspicion reads its 3-hop neighbourhood's sets, and the models read every set (a fit
+    costs a few tenths of a second at 1,000 items, seconds at 100,000). The last result is
+    kept per session (16 at most); for a later state of the same session at the same
+    checkpoint the models are kept, and only the items whose set changed since the last
+    result and those with one of them within 3 hops are scored again, on a copy of the sets
+    those read (the same bits as a full pass with the kept models,
+    :func:`engine.suspicion.neighbour_posterior`'s ``targets``).
     """
     key = (state.config.session_id, graph.key)
     with _CACHE_LOCK:
@@ -667,28 +700,21 @@ def session_suspicion(graph: GraphResult, state: SessionState) -> np.ndarray:
     if kept is not None and kept.state is state:
         return kept.scores
     candidates = np.asarray(state.candidates)
-    if kept is not None and _evidence_holds(kept.fitted_to, candidates):
-        evidence, fitted_to = kept.evidence, kept.fitted_to
+    counted = evidence_checkpoint(state.n_events, candidates.shape[0])
+    last_id, fitted_to = history.candidates_after(counted)
+    if kept is not None and kept.checkpoint == (counted, last_id) and kept.state.n_instances == state.n_instances:
+        evidence = kept.evidence
         scores = _suspicion(graph, state, candidates, kept)
     else:
-        evidence, fitted_to = _fit_evidence(graph, state, candidates), candidates
+        evidence = _fit_evidence(graph, state, np.asarray(fitted_to))
         scores = _full_suspicion(graph, candidates, evidence)
     scores = readonly(scores)
     with _CACHE_LOCK:
-        _SUSPICION[key] = _KeptSuspicion(state, scores, evidence, fitted_to)
+        _SUSPICION[key] = _KeptSuspicion(state, scores, evidence, (counted, last_id))
         _SUSPICION.move_to_end(key)
         while len(_SUSPICION) > _CACHE_SIZE:
             _SUSPICION.popitem(last=False)
     return scores
-
-
-def _evidence_holds(fitted_to: np.ndarray, candidates: np.ndarray) -> bool:
-    """The models fitted to ``fitted_to`` still serve ``candidates``: as many items and labels,
-    and at most :data:`EVIDENCE_REFIT_SHARE` of the sets changed."""
-    if fitted_to.shape != candidates.shape:
-        return False
-    changed = int((fitted_to != candidates).any(axis=1).sum())
-    return changed <= EVIDENCE_REFIT_SHARE * candidates.shape[0]
 
 
 def _fit_evidence(graph: GraphResult, state: SessionState, candidates: np.ndarray) -> FeatureEvidence:
@@ -744,17 +770,20 @@ def _local_suspicion(
 
 def workbench_suspicion(bench: SessionAtWork) -> np.ndarray:
     """:func:`session_suspicion` of a workbench's graph and current state (read once)."""
-    return session_suspicion(bench.graph, bench.state)
+    return session_suspicion(bench.graph, bench.state, bench)
 
 
-def most_suspect(graph: GraphResult, state: SessionState, *, fdr: float = DEFAULT_FDR) -> SuspectList:
+def most_suspect(
+    graph: GraphResult, state: SessionState, history: EventHistory, *, fdr: float = DEFAULT_FDR
+) -> SuspectList:
     """Every item not settled, most suspect first (ties: dataset order), each with its
-    suspicion and whether the test of :func:`session_suspects` flags it.
+    suspicion (:func:`session_suspicion`, ``history`` its event log) and whether the test of
+    :func:`session_suspects` flags it.
 
     Available from the first minute: the flags need trusted sets to compare with, the order
     does not. Settled items (:func:`settled_items`) are left out: an expert has seen them.
     """
-    suspicion = session_suspicion(graph, state)
+    suspicion = session_suspicion(graph, state, history)
     found = session_suspects(graph, state, fdr=fdr)
     open_items = np.flatnonzero(~settled_items(state))
     order = open_items[np.argsort(-suspicion[open_items], kind="stable")]
@@ -764,4 +793,4 @@ def most_suspect(graph: GraphResult, state: SessionState, *, fdr: float = DEFAUL
 def workbench_most_suspect(bench: SessionAtWork, *, fdr: float = DEFAULT_FDR) -> SuspectList:
     """:func:`most_suspect` of a workbench's graph and its current state (read once)."""
     state = bench.state
-    return most_suspect(bench.graph, state, fdr=fdr)
+    return most_suspect(bench.graph, state, bench, fdr=fdr)

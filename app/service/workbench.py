@@ -458,6 +458,17 @@ class Workbench:
         event ids run across every session of the store."""
         return sum(1 for e in self._log.events() if e.id <= event_id)
 
+    def candidates_after(self, n_events: int) -> tuple[int, np.ndarray]:
+        """The candidate sets as the session's first ``n_events`` events left them, and the id
+        of the last of them (:meth:`app.store.IncrementalDerivation.candidates_after`): what
+        the suspicion's models of the features are fitted to (:func:`app.service.suspects.session_suspicion`).
+
+        Takes no lock: the log publishes an event's item history before the event itself, so
+        an event arriving meanwhile is either not seen or seen with its history, and either
+        way every set after the first ``n_events`` comes out the same.
+        """
+        return self._log.candidates_after(n_events)
+
     def undo_target(self, annotator: str) -> EventRecord | None:
         """The event an undo by ``annotator`` would cancel now (its item and kind), or None."""
         return self._log.latest_event(annotator)

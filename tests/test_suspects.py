@@ -478,3 +478,68 @@ def test_suspects_kept_between_answers_equal_suspects_from_scratch(
         np.testing.assert_array_equal(fresh.queue(), served)
         assert fresh.summary() == counts
         assert fresh.label_statement() == statement
+
+
+def test_a_dataset_made_from_votes_reads_them_in_the_suspicion_the_same_in_every_process(tmp_path):
+    """Votes of three annotators who confuse ants with bees: the suspicion multiplies each
+    item's posterior by its votes' likelihood under the crowd's confusion matrix, fitted at
+    the checkpoint with the models of the features; a workbench that saw every answer and a
+    fresh one give the same bits, and those of the definition."""
+    from app.store import VoteSpec, check_dataset, derive_state, import_dataset, session_events
+    from engine import crowd_evidence, pooled_posterior
+
+    X, _, truth = synthetic()
+    rng = np.random.default_rng(8)
+    votes = np.where(rng.random((truth.size, 3)) < 0.8, truth[:, None], (truth[:, None] + 1) % 3)
+    Y = np.zeros((truth.size, 3), dtype=bool)
+    Y[np.arange(truth.size)[:, None], votes] = True
+    spec = VoteSpec(
+        positions=np.repeat(np.arange(truth.size), 3),
+        annotators=["ann", "bob", "cid"] * truth.size,
+        labels=votes.ravel(),
+        times=[None] * votes.size,
+        source="votes.csv",
+    )
+    session_factory = open_store(tmp_path / "v.db")
+    checked = check_dataset(
+        name="voted",
+        X=X,
+        candidates=Y,
+        label_names=LABELS,
+        external_ids=[f"i{p:03d}" for p in range(truth.size)],
+        votes=spec,
+    )
+    dataset_id = import_dataset(session_factory, checked).dataset_id
+    session_id = write_transaction(
+        session_factory, lambda s: create_labelling_session(s, dataset_id=dataset_id, name="s", k=6).id
+    )
+    suspects_module.forget_kept()
+    app = Workbench.open(session_factory, session_id)
+    items, labels = app.vote_arrays()
+    assert items.size == votes.size
+    without = suspicion_scores(
+        app.graph.idx, app.graph.w, Y, features=feature_evidence(X, app.graph.idx, app.graph.w, Y)
+    )
+    assert not np.array_equal(workbench_suspicion(app), without)
+    for position in rng.permutation(truth.size)[:25].tolist():
+        app.record(
+            "ann",
+            "other_label" if not Y[position, truth[position]] else "answer",
+            position=position,
+            label=int(truth[position]),
+        )
+        workbench_suspicion(app)
+    seen_by_app = np.array(workbench_suspicion(app))
+    suspects_module.forget_kept()
+    fresh = Workbench.open(session_factory, session_id, use_snapshot=False)
+    np.testing.assert_array_equal(workbench_suspicion(fresh), seen_by_app)
+    # The definition: everything fitted to the sets after the checkpoint's events.
+    state, idx, w = fresh.state, fresh.graph.idx, fresh.graph.w
+    with session_factory() as s:
+        events = session_events(s, session_id)
+    fitted_to = derive_state(events[: suspects_module.evidence_checkpoint(state.n_events, truth.size)], Y).candidates
+    evidence = feature_evidence(X, idx, w, fitted_to)
+    answers = np.where((fitted_to != Y).any(axis=1) & (fitted_to.sum(axis=1) == 1), fitted_to.argmax(axis=1), -1)
+    crowd = crowd_evidence(items, labels, pooled_posterior(idx, w, fitted_to, features=evidence), answers=answers)
+    expected = suspicion_scores(idx, w, np.asarray(state.candidates), features=evidence, crowd=crowd)
+    np.testing.assert_array_equal(seen_by_app, expected)

@@ -77,7 +77,16 @@ from app.service.answers import StaleAnswer
 from app.service.graphs import GraphResult
 from app.service.ranking_state import local_graph
 from app.store import SessionState, readonly
-from engine import FeatureEvidence, feature_evidence, outside_suggestions, suspect_scores, suspicion_scores
+from engine import (
+    CrowdEvidence,
+    FeatureEvidence,
+    crowd_evidence,
+    feature_evidence,
+    outside_suggestions,
+    pooled_posterior,
+    suspect_scores,
+    suspicion_scores,
+)
 from engine.neighbors import ReverseIndex
 from engine.suspect import DEFAULT_FDR, conformal_bh_threshold, replace_sorted, sorted_conformal_p_values
 
@@ -416,6 +425,8 @@ class SessionAtWork(Protocol):
 
     def candidates_after(self, n_events: int) -> tuple[int, np.ndarray]: ...
 
+    def vote_arrays(self) -> tuple[np.ndarray, np.ndarray] | None: ...
+
 
 def workbench_suspects(bench: SessionAtWork, *, fdr: float = DEFAULT_FDR) -> SessionSuspects:
     """:func:`session_suspects` of a workbench's graph and its current snapshot's state (read
@@ -646,9 +657,12 @@ def evidence_checkpoint(n_events: int, n_items: int) -> int:
 
 class EventHistory(Protocol):
     """What the suspicion reads of a session's event log (a
-    :class:`~app.service.workbench.Workbench`): the sets after its first events."""
+    :class:`~app.service.workbench.Workbench`): the sets after its first events, and the
+    crowd votes the dataset was made from (``None`` without)."""
 
     def candidates_after(self, n_events: int) -> tuple[int, np.ndarray]: ...
+
+    def vote_arrays(self) -> tuple[np.ndarray, np.ndarray] | None: ...
 
 
 @dataclass(frozen=True)
@@ -656,6 +670,8 @@ class _KeptSuspicion:
     state: SessionState
     scores: np.ndarray
     evidence: FeatureEvidence
+    #: The crowd's confusion, fitted with the evidence (``None``: the dataset has no votes).
+    crowd: CrowdEvidence | None
     #: The checkpoint the evidence was fitted at: events counted and the id of the last one.
     checkpoint: tuple[int, int]
 
@@ -703,14 +719,15 @@ def session_suspicion(graph: GraphResult, state: SessionState, history: EventHis
     counted = evidence_checkpoint(state.n_events, candidates.shape[0])
     last_id, fitted_to = history.candidates_after(counted)
     if kept is not None and kept.checkpoint == (counted, last_id) and kept.state.n_instances == state.n_instances:
-        evidence = kept.evidence
+        evidence, crowd = kept.evidence, kept.crowd
         scores = _suspicion(graph, state, candidates, kept)
     else:
         evidence = _fit_evidence(graph, state, np.asarray(fitted_to))
-        scores = _full_suspicion(graph, candidates, evidence)
+        crowd = _fit_crowd(graph, state, np.asarray(fitted_to), evidence, history.vote_arrays())
+        scores = _full_suspicion(graph, candidates, evidence, crowd)
     scores = readonly(scores)
     with _CACHE_LOCK:
-        _SUSPICION[key] = _KeptSuspicion(state, scores, evidence, (counted, last_id))
+        _SUSPICION[key] = _KeptSuspicion(state, scores, evidence, crowd, (counted, last_id))
         _SUSPICION.move_to_end(key)
         while len(_SUSPICION) > _CACHE_SIZE:
             _SUSPICION.popitem(last=False)
@@ -723,10 +740,32 @@ def _fit_evidence(graph: GraphResult, state: SessionState, candidates: np.ndarra
     return feature_evidence(state.X, graph.idx, graph.w, candidates)
 
 
-def _full_suspicion(graph: GraphResult, candidates: np.ndarray, evidence: FeatureEvidence) -> np.ndarray:
+def _fit_crowd(
+    graph: GraphResult,
+    state: SessionState,
+    fitted_to: np.ndarray,
+    evidence: FeatureEvidence,
+    votes: tuple[np.ndarray, np.ndarray] | None,
+) -> CrowdEvidence | None:
+    """The crowd's confusion matrix at the checkpoint: the items' pooled posteriors under the
+    checkpoint's sets, and as truth the single labels an expert gave by then (a set that
+    became a single label other than its original one, or a settled single label)."""
+    if votes is None or fitted_to.shape[0] == 0:
+        return None
+    prior = pooled_posterior(graph.idx, graph.w, fitted_to, features=evidence)
+    original = np.asarray(state.original_candidates)
+    single = fitted_to.sum(axis=1) == 1
+    answered = single & (fitted_to != original).any(axis=1)
+    answers = np.where(answered, fitted_to.argmax(axis=1), -1)
+    return crowd_evidence(votes[0], votes[1], prior, answers=answers)
+
+
+def _full_suspicion(
+    graph: GraphResult, candidates: np.ndarray, evidence: FeatureEvidence, crowd: CrowdEvidence | None
+) -> np.ndarray:
     if candidates.shape[0] == 0:
         return np.zeros(0)
-    return suspicion_scores(graph.idx, graph.w, candidates, features=evidence)
+    return suspicion_scores(graph.idx, graph.w, candidates, features=evidence, crowd=crowd)
 
 
 def _suspicion(graph: GraphResult, state: SessionState, candidates: np.ndarray, kept: _KeptSuspicion) -> np.ndarray:
@@ -734,7 +773,7 @@ def _suspicion(graph: GraphResult, state: SessionState, candidates: np.ndarray, 
     n = candidates.shape[0]
     before = np.asarray(kept.state.candidates)
     if before.shape != candidates.shape:
-        return _full_suspicion(graph, candidates, kept.evidence)
+        return _full_suspicion(graph, candidates, kept.evidence, kept.crowd)
     changed = state.changed_since(kept.state)
     if changed is None:
         changed = np.flatnonzero((before != candidates).any(axis=1))
@@ -745,13 +784,17 @@ def _suspicion(graph: GraphResult, state: SessionState, candidates: np.ndarray, 
     for _ in range(3):  # an item reads the sets of its neighbours' neighbours' neighbours
         rows = _rows_touched(graph, rows)
         if rows.size > SUSPICION_RESCORE_SHARE * n:
-            return _full_suspicion(graph, candidates, kept.evidence)
-    scores[rows] = _local_suspicion(graph, candidates, rows, kept.evidence)
+            return _full_suspicion(graph, candidates, kept.evidence, kept.crowd)
+    scores[rows] = _local_suspicion(graph, candidates, rows, kept.evidence, kept.crowd)
     return scores
 
 
 def _local_suspicion(
-    graph: GraphResult, candidates: np.ndarray, rows: np.ndarray, evidence: FeatureEvidence
+    graph: GraphResult,
+    candidates: np.ndarray,
+    rows: np.ndarray,
+    evidence: FeatureEvidence,
+    crowd: CrowdEvidence | None,
 ) -> np.ndarray:
     """The suspicion of ``rows`` from a copy of the graph rows and sets they read (3 hops)."""
     first = np.unique(graph.idx[rows])
@@ -765,7 +808,12 @@ def _local_suspicion(
     idx[at] = np.searchsorted(items, graph.idx[with_rows])
     w[at] = graph.w[with_rows]
     local = replace(evidence, posteriors=evidence.posteriors[:, items])
-    return suspicion_scores(idx, w, candidates[items], targets=np.searchsorted(items, rows), features=local)
+    local_crowd = None
+    if crowd is not None:  # the votes of the items copied, renumbered, in their order
+        held = np.isin(crowd.items, items)
+        local_crowd = replace(crowd, items=np.searchsorted(items, crowd.items[held]), labels=crowd.labels[held])
+    targets = np.searchsorted(items, rows)
+    return suspicion_scores(idx, w, candidates[items], targets=targets, features=local, crowd=local_crowd)
 
 
 def workbench_suspicion(bench: SessionAtWork) -> np.ndarray:

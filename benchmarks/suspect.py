@@ -682,10 +682,13 @@ pools its neighbours' evidence with two linear models of the features, each item
 models fitted without it, weighted by how well each predicts the sets it was not fitted to
 (the weights below): at 0 answers the linear models take from two fifths to nine tenths of
 the weight on wine, breast cancer and the crowd sample, and almost none on digits' crowds and
-iris's crowd of 3. On the generated set (20 features, 8 informative, 6
-labels, two clusters per label) neither separates the labels well and every method finds
-few of the crowd of 3's misses, about 9 per seed: a cell there turns on one or two misses
-found over the five seeds. Few misses make a cell noisy: the crowd sample has 8 among 80
+iris's crowd of 3. Where there are votes the suspicion also reads them, through the
+crowd's confusion matrix (:func:`engine.suspicion.crowd_evidence`): a set whose votes all
+fall on labels one truth is confused with, none naming it, stands out. On the generated set
+(20 features, 8 informative, 6 labels, two clusters per label) neither the neighbours nor a
+linear model separates the labels well, and cleanlab's methods find few of the misses; the
+votes are what find them there (its crowd confuses each label with two others).
+Few misses make a cell noisy: the crowd sample has 8 among 80
 items per seed (5 among the 40 not answered from 100 answers on), wine's crowd of 3 about 2
 among the 89 items not answered; wine and iris have fewer than 200 items, so their 100 and
 300 answers are the same 89 and 75."""

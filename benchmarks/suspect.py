@@ -16,8 +16,9 @@ credited with the dataset order. Methods:
 ``winnow suspicion``
     :func:`engine.suspicion_scores` on the k = 10 graph, pooled with the cross-fitted linear
     models of the case's features (:func:`engine.feature_evidence`, fitted to the sets as the
-    answers left them): what the Rejects page lists and the labelled export's ``suspicion``
-    column holds.
+    answers left them) and, where there are votes, with their likelihood under the crowd's
+    confusion matrix (:func:`engine.suspicion.crowd_evidence`, the answers its truth where
+    given): what the Rejects page lists and the labelled export's ``suspicion`` column holds.
 ``winnow conflict``
     Dempster's conflict (:func:`engine.suspect_scores`), the score the flags test.
 ``cleanlab rank (k-NN)``, ``cleanlab rank (logistic)``
@@ -66,8 +67,9 @@ conflict, false-discovery rate 10 %), calibrated on the single-label sets and th
 beside it the same test on the suspicion (``flags on the suspicion``, not what the service runs).
 
 No parameter was tuned on these protocols after the suspicion was chosen on them (its choice:
-:mod:`engine.suspicion`'s docstring). The pooling with the features was chosen on seeds 5-10,
-which this report does not show; its seeds 0-4 were run once the choice was made.
+:mod:`engine.suspicion`'s docstring). The pooling with the features, and then the votes'
+likelihood (its power, one confusion matrix for the crowd), were chosen on seeds 5-10, which
+this report does not show; its seeds 0-4 were run once each choice was made.
 
 Run from the repository root (a few minutes of one core; cleanlab is a dev dependency)::
 
@@ -99,7 +101,13 @@ from benchmarks.crowd import CROWDS, DATASETS, make_crowd_set  # noqa: E402
 from engine.neighbors import knn_graph  # noqa: E402
 from engine.noise import crowd_candidates, uniform_candidates  # noqa: E402
 from engine.suspect import benjamini_hochberg, conformal_p_values, suspect_scores, suspect_sets  # noqa: E402
-from engine.suspicion import FEATURE_MODELS, feature_evidence, suspicion_scores  # noqa: E402
+from engine.suspicion import (  # noqa: E402
+    FEATURE_MODELS,
+    crowd_evidence,
+    feature_evidence,
+    pooled_posterior,
+    suspicion_scores,
+)
 
 K = 10
 FDR = 0.1
@@ -417,7 +425,15 @@ def judge(case: Case, budget: int, idx: np.ndarray, w: np.ndarray) -> list[dict[
     # The flags, as the service calibrates them.
     trusted = ~judged if budget >= EXPERT_CALIBRATION else ~judged | ((case.Y.sum(axis=1) == 1) & judged)
     evidence = feature_evidence(case.X, idx, w, own)
-    suspicion = suspicion_scores(idx, w, own, features=evidence)
+    crowd = None
+    if case.votes is not None:  # the dataset was made from votes: the suspicion reads them
+        items = np.array([i for i, item in enumerate(case.votes) for _ in item], dtype=np.intp)
+        labels = np.array([label for item in case.votes for _, label in item], dtype=np.intp)
+        answers = np.full(n, -1, dtype=np.intp)
+        answers[answered] = case.y[answered]
+        prior = pooled_posterior(idx, w, own, features=evidence)
+        crowd = crowd_evidence(items, labels, prior, answers=answers)
+    suspicion = suspicion_scores(idx, w, own, features=evidence, crowd=crowd)
     weights = dict(zip(("neighbours", *evidence.names), evidence.weights.tolist(), strict=True))
     rows.append({**base, "method": "suspicion weights", **{f"weight: {m}": v for m, v in weights.items()}})
     for method, flags in (
@@ -666,10 +682,13 @@ pools its neighbours' evidence with two linear models of the features, each item
 models fitted without it, weighted by how well each predicts the sets it was not fitted to
 (the weights below): at 0 answers the linear models take from two fifths to nine tenths of
 the weight on wine, breast cancer and the crowd sample, and almost none on digits' crowds and
-iris's crowd of 3. On the generated set (20 features, 8 informative, 6
-labels, two clusters per label) neither separates the labels well and every method finds
-few of the crowd of 3's misses, about 9 per seed: a cell there turns on one or two misses
-found over the five seeds. Few misses make a cell noisy: the crowd sample has 8 among 80
+iris's crowd of 3. Where there are votes the suspicion also reads them, through the
+crowd's confusion matrix (:func:`engine.suspicion.crowd_evidence`): a set whose votes all
+fall on labels one truth is confused with, none naming it, stands out. On the generated set
+(20 features, 8 informative, 6 labels, two clusters per label) neither the neighbours nor a
+linear model separates the labels well, and cleanlab's methods find few of the misses; the
+votes are what find them there (its crowd confuses each label with two others).
+Few misses make a cell noisy: the crowd sample has 8 among 80
 items per seed (5 among the 40 not answered from 100 answers on), wine's crowd of 3 about 2
 among the 89 items not answered; wine and iris have fewer than 200 items, so their 100 and
 300 answers are the same 89 and 75."""

@@ -24,7 +24,15 @@ from .suspect import (
     suspect_sets,
     suspect_threshold,
 )
-from .suspicion import FeatureEvidence, feature_evidence, neighbour_posterior, suspicion_scores
+from .suspicion import (
+    CrowdEvidence,
+    FeatureEvidence,
+    crowd_evidence,
+    feature_evidence,
+    neighbour_posterior,
+    pooled_posterior,
+    suspicion_scores,
+)
 from .winners import (
     ambiguous_targets,
     approx_possible_labels,
@@ -82,4 +90,7 @@ __all__ = [
     "suspicion_scores",
     "FeatureEvidence",
     "feature_evidence",
+    "CrowdEvidence",
+    "crowd_evidence",
+    "pooled_posterior",
 ]

@@ -200,26 +200,74 @@ def test_the_most_suspect_list_ranks_every_item_not_settled_from_the_first_minut
         check_still_open(bench.state, 22, answered=True)
 
 
-def test_the_models_of_the_features_are_fitted_again_past_their_share(bench, monkeypatch):
-    """The suspicion pools the neighbours with models of the features fitted to every set: kept
-    while at most EVIDENCE_REFIT_SHARE of the sets changed (the neighbours' part patched), then
-    fitted again; either way the bits of a full pass with the models in use."""
+def suspicion_by_definition(bench: Workbench) -> np.ndarray:
+    """The suspicion of the workbench's state from its definition alone: the models of the
+    features fitted to the sets as the first evidence_checkpoint events left them (derived
+    afresh from that part of the log), the neighbours on the current sets."""
+    from app.store import derive_state, session_events
+
+    state = bench.state
+    with bench.session_factory() as s:
+        events = sorted(session_events(s, bench.session_id), key=lambda e: e.id)[: state.n_events]
+    counted = suspects_module.evidence_checkpoint(state.n_events, state.n_instances)
+    fitted_to = derive_state(events[:counted], state.original_candidates).candidates
+    evidence = feature_evidence(state.X, bench.graph.idx, bench.graph.w, fitted_to)
+    return suspicion_scores(bench.graph.idx, bench.graph.w, np.asarray(state.candidates), features=evidence)
+
+
+def test_the_models_of_the_features_are_fitted_again_at_checkpoints_of_the_event_log(bench, monkeypatch):
+    """The models of the features are fitted to the sets after the first multiple of
+    ceil(EVIDENCE_REFIT_SHARE · n) events: kept between checkpoints (the neighbours' part
+    patched), fitted again at the next; either way the bits of the definition."""
     monkeypatch.setattr(suspects_module, "EVIDENCE_REFIT_SHARE", 3 / len(TRUTH))
+    assert suspects_module.evidence_checkpoint(5, len(TRUTH)) == 3
     suspects_module.forget_kept()
-    idx, w, X = bench.graph.idx, bench.graph.w, bench.state.X
-
-    def full_pass(fitted_to: np.ndarray) -> np.ndarray:
-        evidence = feature_evidence(X, idx, w, fitted_to)
-        return suspicion_scores(idx, w, np.asarray(bench.state.candidates), features=evidence)
-
     first = np.asarray(bench.state.candidates)
-    partial = [p for p in np.flatnonzero(first.sum(axis=1) >= 2).tolist() if p not in MISSES][:4]
-    np.testing.assert_array_equal(workbench_suspicion(bench), full_pass(first))
-    for position in partial[:3]:  # three sets changed: the models fitted at first still serve
+    partial = [p for p in np.flatnonzero(first.sum(axis=1) >= 2).tolist() if p not in MISSES][:7]
+    np.testing.assert_array_equal(workbench_suspicion(bench), suspicion_by_definition(bench))
+    for position in partial:  # checkpoints after the third and the sixth event
         bench.record("ann", "answer", position=position, label=int(TRUTH[position]))
-        np.testing.assert_array_equal(workbench_suspicion(bench), full_pass(first))
-    bench.record("ann", "answer", position=partial[3], label=int(TRUTH[partial[3]]))  # a fourth: fitted again
-    np.testing.assert_array_equal(workbench_suspicion(bench), full_pass(np.asarray(bench.state.candidates)))
+        np.testing.assert_array_equal(workbench_suspicion(bench), suspicion_by_definition(bench))
+    # After seven events the models are those fitted after six: not to the current sets.
+    idx, w = bench.graph.idx, bench.graph.w
+    current = feature_evidence(bench.state.X, idx, w, np.asarray(bench.state.candidates))
+    now = suspicion_scores(idx, w, np.asarray(bench.state.candidates), features=current)
+    assert not np.array_equal(workbench_suspicion(bench), now)
+
+
+@pytest.mark.parametrize("share", [suspects_module.EVIDENCE_REFIT_SHARE, 4 / (3 * N_PER_CLASS)])
+def test_the_suspicion_is_the_same_in_a_process_that_saw_every_answer_and_in_a_fresh_one(tmp_path, share):
+    """The determinism the export promises: a workbench that computed the suspicion after
+    every answer, one event at a time (the app), and one opened afresh on the same store with
+    nothing kept (``winnow export``) give the same bits, whatever checkpoints lie between;
+    and so does one that read it only at a few of those states."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(suspects_module, "EVIDENCE_REFIT_SHARE", share)
+        suspects_module.forget_kept()
+        app = open_bench(tmp_path)
+        rng = np.random.default_rng(3)
+        order = rng.permutation(len(TRUTH))[:23]
+        workbench_suspicion(app)
+        for step, position in enumerate(order.tolist()):
+            if step % 5 == 4:
+                app.record("ann", "skip", position=position)
+            elif step % 7 == 6:
+                app.record("ann", "undo", position=None)
+            else:
+                truth = int(TRUTH[position])
+                kind = "answer" if app.state.candidates[position, truth] else "other_label"
+                app.record("ann", kind, position=position, label=truth)
+            workbench_suspicion(app)
+        seen_by_app = np.array(workbench_suspicion(app))
+        suspects_module.forget_kept()
+        fresh = Workbench.open(app.session_factory, app.session_id, use_snapshot=False)
+        np.testing.assert_array_equal(workbench_suspicion(fresh), seen_by_app)
+        np.testing.assert_array_equal(seen_by_app, suspicion_by_definition(fresh))
+        # The export's column, from a third process's view.
+        suspects_module.forget_kept()
+        table = session_table(Workbench.open(app.session_factory, app.session_id), "labelled", actor=None)
+        ids = list(app.state.external_ids)
+        assert table["suspicion"].tolist() == [float(seen_by_app[ids.index(i)]) for i in table["id"]]
 
 
 def test_without_trusted_sets_nothing_is_flagged_and_the_page_says_why(tmp_path):
@@ -430,3 +478,68 @@ def test_suspects_kept_between_answers_equal_suspects_from_scratch(
         np.testing.assert_array_equal(fresh.queue(), served)
         assert fresh.summary() == counts
         assert fresh.label_statement() == statement
+
+
+def test_a_dataset_made_from_votes_reads_them_in_the_suspicion_the_same_in_every_process(tmp_path):
+    """Votes of three annotators who confuse ants with bees: the suspicion multiplies each
+    item's posterior by its votes' likelihood under the crowd's confusion matrix, fitted at
+    the checkpoint with the models of the features; a workbench that saw every answer and a
+    fresh one give the same bits, and those of the definition."""
+    from app.store import VoteSpec, check_dataset, derive_state, import_dataset, session_events
+    from engine import crowd_evidence, pooled_posterior
+
+    X, _, truth = synthetic()
+    rng = np.random.default_rng(8)
+    votes = np.where(rng.random((truth.size, 3)) < 0.8, truth[:, None], (truth[:, None] + 1) % 3)
+    Y = np.zeros((truth.size, 3), dtype=bool)
+    Y[np.arange(truth.size)[:, None], votes] = True
+    spec = VoteSpec(
+        positions=np.repeat(np.arange(truth.size), 3),
+        annotators=["ann", "bob", "cid"] * truth.size,
+        labels=votes.ravel(),
+        times=[None] * votes.size,
+        source="votes.csv",
+    )
+    session_factory = open_store(tmp_path / "v.db")
+    checked = check_dataset(
+        name="voted",
+        X=X,
+        candidates=Y,
+        label_names=LABELS,
+        external_ids=[f"i{p:03d}" for p in range(truth.size)],
+        votes=spec,
+    )
+    dataset_id = import_dataset(session_factory, checked).dataset_id
+    session_id = write_transaction(
+        session_factory, lambda s: create_labelling_session(s, dataset_id=dataset_id, name="s", k=6).id
+    )
+    suspects_module.forget_kept()
+    app = Workbench.open(session_factory, session_id)
+    items, labels = app.vote_arrays()
+    assert items.size == votes.size
+    without = suspicion_scores(
+        app.graph.idx, app.graph.w, Y, features=feature_evidence(X, app.graph.idx, app.graph.w, Y)
+    )
+    assert not np.array_equal(workbench_suspicion(app), without)
+    for position in rng.permutation(truth.size)[:25].tolist():
+        app.record(
+            "ann",
+            "other_label" if not Y[position, truth[position]] else "answer",
+            position=position,
+            label=int(truth[position]),
+        )
+        workbench_suspicion(app)
+    seen_by_app = np.array(workbench_suspicion(app))
+    suspects_module.forget_kept()
+    fresh = Workbench.open(session_factory, session_id, use_snapshot=False)
+    np.testing.assert_array_equal(workbench_suspicion(fresh), seen_by_app)
+    # The definition: everything fitted to the sets after the checkpoint's events.
+    state, idx, w = fresh.state, fresh.graph.idx, fresh.graph.w
+    with session_factory() as s:
+        events = session_events(s, session_id)
+    fitted_to = derive_state(events[: suspects_module.evidence_checkpoint(state.n_events, truth.size)], Y).candidates
+    evidence = feature_evidence(X, idx, w, fitted_to)
+    answers = np.where((fitted_to != Y).any(axis=1) & (fitted_to.sum(axis=1) == 1), fitted_to.argmax(axis=1), -1)
+    crowd = crowd_evidence(items, labels, pooled_posterior(idx, w, fitted_to, features=evidence), answers=answers)
+    expected = suspicion_scores(idx, w, np.asarray(state.candidates), features=evidence, crowd=crowd)
+    np.testing.assert_array_equal(seen_by_app, expected)

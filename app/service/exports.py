@@ -105,7 +105,7 @@ def session_table(bench: Workbench, what: str, *, actor: str | None) -> pd.DataF
     state = bench.state  # read once: the flags and the suspicion of one moment
     suspects = session_suspects(bench.graph, state)
     table = session_tables.with_suspect_columns(
-        bench.labelled_table(), state, suspects.flags, session_suspicion(bench.graph, state), fdr=suspects.fdr
+        bench.labelled_table(), state, suspects.flags, session_suspicion(bench.graph, state, bench), fdr=suspects.fdr
     )
     # A dataset made from crowd votes: each item's votes as "jazz:2|blues:1", after the
     # existing columns (which stay as they are).

@@ -77,7 +77,16 @@ from app.service.answers import StaleAnswer
 from app.service.graphs import GraphResult
 from app.service.ranking_state import local_graph
 from app.store import SessionState, readonly
-from engine import FeatureEvidence, feature_evidence, outside_suggestions, suspect_scores, suspicion_scores
+from engine import (
+    CrowdEvidence,
+    FeatureEvidence,
+    crowd_evidence,
+    feature_evidence,
+    outside_suggestions,
+    pooled_posterior,
+    suspect_scores,
+    suspicion_scores,
+)
 from engine.neighbors import ReverseIndex
 from engine.suspect import DEFAULT_FDR, conformal_bh_threshold, replace_sorted, sorted_conformal_p_values
 
@@ -103,6 +112,9 @@ __all__ = [
     "workbench_suspects",
     "settled_items",
     "session_suspicion",
+    "EVIDENCE_REFIT_SHARE",
+    "evidence_checkpoint",
+    "EventHistory",
     "workbench_suspicion",
     "most_suspect",
     "workbench_most_suspect",
@@ -411,6 +423,10 @@ class SessionAtWork(Protocol):
     @property
     def state(self) -> SessionState: ...
 
+    def candidates_after(self, n_events: int) -> tuple[int, np.ndarray]: ...
+
+    def vote_arrays(self) -> tuple[np.ndarray, np.ndarray] | None: ...
+
 
 def workbench_suspects(bench: SessionAtWork, *, fdr: float = DEFAULT_FDR) -> SessionSuspects:
     """:func:`session_suspects` of a workbench's graph and its current snapshot's state (read
@@ -614,11 +630,39 @@ def check_still_open(state: SessionState, position: int, *, answered: bool) -> N
 #: Past this share of the items to score again after a change (the 3-hop neighbourhoods of
 #: the items whose set changed), every item is scored afresh.
 SUSPICION_RESCORE_SHARE = 0.25
-#: Past this share of the items whose set changed since the models of the features were
-#: fitted (:func:`engine.feature_evidence`), they are fitted again and every item is scored
-#: afresh; below it their posteriors and weights are kept, and only the neighbours' part of
-#: the suspicion is patched.
+#: The models of the features (:func:`engine.feature_evidence`) are fitted to the sets as
+#: the session's events left them at a checkpoint: every ``ceil(EVIDENCE_REFIT_SHARE · n)``
+#: events (:func:`evidence_checkpoint`). An event changes at most one set, so at most this
+#: share of the sets changed since the fit; meanwhile only the neighbours' part of the
+#: suspicion follows the sets.
 EVIDENCE_REFIT_SHARE = 0.02
+
+
+def evidence_checkpoint(n_events: int, n_items: int) -> int:
+    """How many of a session's first events the models of the features are fitted after.
+
+    The largest multiple of ``ceil(EVIDENCE_REFIT_SHARE · n_items)`` (at least 1) not above
+    ``n_events``: a function of the event log alone, so that every process (the app that saw
+    the answers arrive one by one, a fresh ``winnow export``) fits the same models and gives
+    the same suspicion.
+
+    >>> evidence_checkpoint(0, 800), evidence_checkpoint(15, 800), evidence_checkpoint(37, 800)
+    (0, 0, 32)
+    """
+    if n_events < 0 or n_items < 0:
+        raise ValueError(f"n_events and n_items must be >= 0, got {n_events} and {n_items}")
+    step = max(1, math.ceil(EVIDENCE_REFIT_SHARE * n_items))
+    return (n_events // step) * step
+
+
+class EventHistory(Protocol):
+    """What the suspicion reads of a session's event log (a
+    :class:`~app.service.workbench.Workbench`): the sets after its first events, and the
+    crowd votes the dataset was made from (``None`` without)."""
+
+    def candidates_after(self, n_events: int) -> tuple[int, np.ndarray]: ...
+
+    def vote_arrays(self) -> tuple[np.ndarray, np.ndarray] | None: ...
 
 
 @dataclass(frozen=True)
@@ -626,15 +670,17 @@ class _KeptSuspicion:
     state: SessionState
     scores: np.ndarray
     evidence: FeatureEvidence
-    #: The sets the evidence was fitted to.
-    fitted_to: np.ndarray
+    #: The crowd's confusion, fitted with the evidence (``None``: the dataset has no votes).
+    crowd: CrowdEvidence | None
+    #: The checkpoint the evidence was fitted at: events counted and the id of the last one.
+    checkpoint: tuple[int, int]
 
 
 #: The last suspicion per (session, graph), valid while the session's state is the same object.
 _SUSPICION: OrderedDict[tuple[int, str], _KeptSuspicion] = OrderedDict()
 
 
-def session_suspicion(graph: GraphResult, state: SessionState) -> np.ndarray:
+def session_suspicion(graph: GraphResult, state: SessionState, history: EventHistory) -> np.ndarray:
     """Every item's suspicion under the session's current sets (:func:`engine.suspicion_scores`,
     the neighbours pooled with the models of the features, :func:`engine.feature_evidence`).
 
@@ -643,6 +689,8 @@ def session_suspicion(graph: GraphResult, state: SessionState) -> np.ndarray:
     graph : GraphResult
         The dataset's neighbour graph over all instances.
     state : SessionState
+    history : EventHistory
+        The session's event log (the workbench), for the sets at the models' checkpoint.
 
     Returns
     -------
@@ -651,15 +699,16 @@ def session_suspicion(graph: GraphResult, state: SessionState) -> np.ndarray:
 
     Notes
     -----
-    Computed when asked (the Rejects page, an export), never on an answer: an item's suspicion
-    reads its 3-hop neighbourhood's sets, and the models of the features read every set. The
-    last result is kept per session (16 at most). For a later state of the same session the
-    models are kept until more than :data:`EVIDENCE_REFIT_SHARE` of the sets have changed
-    since they were fitted (a fit costs a few tenths of a second at 1,000 items, seconds at
-    100,000); while they are kept, only the items whose set changed since the last result and
-    those with one of them within 3 hops are scored again, on a copy of the sets those read
-    (the same bits as a full pass with the kept models, :func:`engine.suspicion.neighbour_posterior`'s
-    ``targets``).
+    A function of the session's answers alone: the neighbours read the current sets, the
+    models of the features the sets after the first :func:`evidence_checkpoint` events.
+    Computed when asked (the Rejects page, an export), never on an answer: an item's
+    suspicion reads its 3-hop neighbourhood's sets, and the models read every set (a fit
+    costs a few tenths of a second at 1,000 items, seconds at 100,000). The last result is
+    kept per session (16 at most); for a later state of the same session at the same
+    checkpoint the models are kept, and only the items whose set changed since the last
+    result and those with one of them within 3 hops are scored again, on a copy of the sets
+    those read (the same bits as a full pass with the kept models,
+    :func:`engine.suspicion.neighbour_posterior`'s ``targets``).
     """
     key = (state.config.session_id, graph.key)
     with _CACHE_LOCK:
@@ -667,28 +716,22 @@ def session_suspicion(graph: GraphResult, state: SessionState) -> np.ndarray:
     if kept is not None and kept.state is state:
         return kept.scores
     candidates = np.asarray(state.candidates)
-    if kept is not None and _evidence_holds(kept.fitted_to, candidates):
-        evidence, fitted_to = kept.evidence, kept.fitted_to
+    counted = evidence_checkpoint(state.n_events, candidates.shape[0])
+    last_id, fitted_to = history.candidates_after(counted)
+    if kept is not None and kept.checkpoint == (counted, last_id) and kept.state.n_instances == state.n_instances:
+        evidence, crowd = kept.evidence, kept.crowd
         scores = _suspicion(graph, state, candidates, kept)
     else:
-        evidence, fitted_to = _fit_evidence(graph, state, candidates), candidates
-        scores = _full_suspicion(graph, candidates, evidence)
+        evidence = _fit_evidence(graph, state, np.asarray(fitted_to))
+        crowd = _fit_crowd(graph, state, np.asarray(fitted_to), evidence, history.vote_arrays())
+        scores = _full_suspicion(graph, candidates, evidence, crowd)
     scores = readonly(scores)
     with _CACHE_LOCK:
-        _SUSPICION[key] = _KeptSuspicion(state, scores, evidence, fitted_to)
+        _SUSPICION[key] = _KeptSuspicion(state, scores, evidence, crowd, (counted, last_id))
         _SUSPICION.move_to_end(key)
         while len(_SUSPICION) > _CACHE_SIZE:
             _SUSPICION.popitem(last=False)
     return scores
-
-
-def _evidence_holds(fitted_to: np.ndarray, candidates: np.ndarray) -> bool:
-    """The models fitted to ``fitted_to`` still serve ``candidates``: as many items and labels,
-    and at most :data:`EVIDENCE_REFIT_SHARE` of the sets changed."""
-    if fitted_to.shape != candidates.shape:
-        return False
-    changed = int((fitted_to != candidates).any(axis=1).sum())
-    return changed <= EVIDENCE_REFIT_SHARE * candidates.shape[0]
 
 
 def _fit_evidence(graph: GraphResult, state: SessionState, candidates: np.ndarray) -> FeatureEvidence:
@@ -697,10 +740,32 @@ def _fit_evidence(graph: GraphResult, state: SessionState, candidates: np.ndarra
     return feature_evidence(state.X, graph.idx, graph.w, candidates)
 
 
-def _full_suspicion(graph: GraphResult, candidates: np.ndarray, evidence: FeatureEvidence) -> np.ndarray:
+def _fit_crowd(
+    graph: GraphResult,
+    state: SessionState,
+    fitted_to: np.ndarray,
+    evidence: FeatureEvidence,
+    votes: tuple[np.ndarray, np.ndarray] | None,
+) -> CrowdEvidence | None:
+    """The crowd's confusion matrix at the checkpoint: the items' pooled posteriors under the
+    checkpoint's sets, and as truth the single labels an expert gave by then (a set that
+    became a single label other than its original one, or a settled single label)."""
+    if votes is None or fitted_to.shape[0] == 0:
+        return None
+    prior = pooled_posterior(graph.idx, graph.w, fitted_to, features=evidence)
+    original = np.asarray(state.original_candidates)
+    single = fitted_to.sum(axis=1) == 1
+    answered = single & (fitted_to != original).any(axis=1)
+    answers = np.where(answered, fitted_to.argmax(axis=1), -1)
+    return crowd_evidence(votes[0], votes[1], prior, answers=answers)
+
+
+def _full_suspicion(
+    graph: GraphResult, candidates: np.ndarray, evidence: FeatureEvidence, crowd: CrowdEvidence | None
+) -> np.ndarray:
     if candidates.shape[0] == 0:
         return np.zeros(0)
-    return suspicion_scores(graph.idx, graph.w, candidates, features=evidence)
+    return suspicion_scores(graph.idx, graph.w, candidates, features=evidence, crowd=crowd)
 
 
 def _suspicion(graph: GraphResult, state: SessionState, candidates: np.ndarray, kept: _KeptSuspicion) -> np.ndarray:
@@ -708,7 +773,7 @@ def _suspicion(graph: GraphResult, state: SessionState, candidates: np.ndarray, 
     n = candidates.shape[0]
     before = np.asarray(kept.state.candidates)
     if before.shape != candidates.shape:
-        return _full_suspicion(graph, candidates, kept.evidence)
+        return _full_suspicion(graph, candidates, kept.evidence, kept.crowd)
     changed = state.changed_since(kept.state)
     if changed is None:
         changed = np.flatnonzero((before != candidates).any(axis=1))
@@ -719,13 +784,17 @@ def _suspicion(graph: GraphResult, state: SessionState, candidates: np.ndarray, 
     for _ in range(3):  # an item reads the sets of its neighbours' neighbours' neighbours
         rows = _rows_touched(graph, rows)
         if rows.size > SUSPICION_RESCORE_SHARE * n:
-            return _full_suspicion(graph, candidates, kept.evidence)
-    scores[rows] = _local_suspicion(graph, candidates, rows, kept.evidence)
+            return _full_suspicion(graph, candidates, kept.evidence, kept.crowd)
+    scores[rows] = _local_suspicion(graph, candidates, rows, kept.evidence, kept.crowd)
     return scores
 
 
 def _local_suspicion(
-    graph: GraphResult, candidates: np.ndarray, rows: np.ndarray, evidence: FeatureEvidence
+    graph: GraphResult,
+    candidates: np.ndarray,
+    rows: np.ndarray,
+    evidence: FeatureEvidence,
+    crowd: CrowdEvidence | None,
 ) -> np.ndarray:
     """The suspicion of ``rows`` from a copy of the graph rows and sets they read (3 hops)."""
     first = np.unique(graph.idx[rows])
@@ -739,22 +808,30 @@ def _local_suspicion(
     idx[at] = np.searchsorted(items, graph.idx[with_rows])
     w[at] = graph.w[with_rows]
     local = replace(evidence, posteriors=evidence.posteriors[:, items])
-    return suspicion_scores(idx, w, candidates[items], targets=np.searchsorted(items, rows), features=local)
+    local_crowd = None
+    if crowd is not None:  # the votes of the items copied, renumbered, in their order
+        held = np.isin(crowd.items, items)
+        local_crowd = replace(crowd, items=np.searchsorted(items, crowd.items[held]), labels=crowd.labels[held])
+    targets = np.searchsorted(items, rows)
+    return suspicion_scores(idx, w, candidates[items], targets=targets, features=local, crowd=local_crowd)
 
 
 def workbench_suspicion(bench: SessionAtWork) -> np.ndarray:
     """:func:`session_suspicion` of a workbench's graph and current state (read once)."""
-    return session_suspicion(bench.graph, bench.state)
+    return session_suspicion(bench.graph, bench.state, bench)
 
 
-def most_suspect(graph: GraphResult, state: SessionState, *, fdr: float = DEFAULT_FDR) -> SuspectList:
+def most_suspect(
+    graph: GraphResult, state: SessionState, history: EventHistory, *, fdr: float = DEFAULT_FDR
+) -> SuspectList:
     """Every item not settled, most suspect first (ties: dataset order), each with its
-    suspicion and whether the test of :func:`session_suspects` flags it.
+    suspicion (:func:`session_suspicion`, ``history`` its event log) and whether the test of
+    :func:`session_suspects` flags it.
 
     Available from the first minute: the flags need trusted sets to compare with, the order
     does not. Settled items (:func:`settled_items`) are left out: an expert has seen them.
     """
-    suspicion = session_suspicion(graph, state)
+    suspicion = session_suspicion(graph, state, history)
     found = session_suspects(graph, state, fdr=fdr)
     open_items = np.flatnonzero(~settled_items(state))
     order = open_items[np.argsort(-suspicion[open_items], kind="stable")]
@@ -764,4 +841,4 @@ def most_suspect(graph: GraphResult, state: SessionState, *, fdr: float = DEFAUL
 def workbench_most_suspect(bench: SessionAtWork, *, fdr: float = DEFAULT_FDR) -> SuspectList:
     """:func:`most_suspect` of a workbench's graph and its current state (read once)."""
     state = bench.state
-    return most_suspect(bench.graph, state, fdr=fdr)
+    return most_suspect(bench.graph, state, bench, fdr=fdr)

@@ -80,6 +80,7 @@ from app.store import (
     StoreUnavailable,
     audit_secret,
     dataset_has_votes,
+    dataset_votes,
     default_hotkeys,
     events_after,
     feature_matrix_stored,
@@ -182,6 +183,8 @@ class Workbench:
     #: The label decision, its statement and the labelled table, kept until the next event
     #: or settings change.
     _kept_labels: KeptLabels = field(init=False, repr=False)
+    #: The dataset's crowd votes (:meth:`vote_arrays`), read on first use.
+    _votes: tuple[np.ndarray, np.ndarray] | None = field(init=False, repr=False)
 
     @classmethod
     def open(
@@ -457,6 +460,29 @@ class Workbench:
         """The event's number within this session (1 for its first event), as the pages name it:
         event ids run across every session of the store."""
         return sum(1 for e in self._log.events() if e.id <= event_id)
+
+    def candidates_after(self, n_events: int) -> tuple[int, np.ndarray]:
+        """The candidate sets as the session's first ``n_events`` events left them, and the id
+        of the last of them (:meth:`app.store.IncrementalDerivation.candidates_after`): what
+        the suspicion's models of the features are fitted to (:func:`app.service.suspects.session_suspicion`).
+
+        Takes no lock: the log publishes an event's item history before the event itself, so
+        an event arriving meanwhile is either not seen or seen with its history, and either
+        way every set after the first ``n_events`` comes out the same.
+        """
+        return self._log.candidates_after(n_events)
+
+    def vote_arrays(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The dataset's crowd votes as ``(items, labels)`` int arrays (positions and label
+        indices, by position then as stored), or ``None`` when it was not made from votes;
+        read from the store once per workbench (votes are the dataset's, fixed)."""
+        if not hasattr(self, "_votes"):
+            with self.session_factory() as s:
+                stored = dataset_votes(s, self.config.dataset_id)
+            items = np.array([v.position for v in stored], dtype=np.intp)
+            labels = np.array([v.label for v in stored], dtype=np.intp)
+            self._votes = (items, labels) if stored else None
+        return self._votes
 
     def undo_target(self, annotator: str) -> EventRecord | None:
         """The event an undo by ``annotator`` would cancel now (its item and kind), or None."""

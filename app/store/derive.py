@@ -621,6 +621,43 @@ class IncrementalDerivation:
         """:func:`event_to_undo` ``(events, annotator)`` over every event added so far."""
         return self._latest.get(annotator)
 
+    def candidates_after(self, n_events: int) -> tuple[int, np.ndarray]:
+        """The candidate sets as the first ``n_events`` events (lowest ids) left them.
+
+        The same as ``derive_state(events()[:n_events], original).candidates``, but only the
+        items of the later events are derived again (from the part of their history up to
+        the cut): a few items when the cut is close to the end of the log.
+
+        Parameters
+        ----------
+        n_events : int
+            ``0 <= n_events <=`` :attr:`n_events`.
+
+        Returns
+        -------
+        last_id : int
+            The id of the last event counted (0 when ``n_events`` is 0).
+        candidates : bool array of shape (n_instances, n_labels), read-only
+
+        Raises
+        ------
+        ValueError
+            ``n_events`` is negative or more than the events added so far.
+        """
+        ids = sorted(self._by_id)
+        if not 0 <= n_events <= len(ids):
+            raise ValueError(f"n_events must be in [0, {len(ids)}], got {n_events}")
+        last_id = ids[n_events - 1] if n_events else 0
+        later = {self._by_id[i].position for i in ids[n_events:]}
+        current = self._derived.candidates
+        if not later:
+            return last_id, current
+        candidates = np.array(current)
+        for position in sorted(later):
+            before = [e for e in self._items.get(position, ()) if e.id <= last_id]
+            candidates[position] = derive_item(before, self._original[position]).candidates
+        return last_id, readonly(candidates)
+
     def add(self, events: Iterable[EventRecord]) -> np.ndarray:
         """Take in new events (those already added are ignored) and re-derive their items.
 

@@ -137,3 +137,22 @@ def test_an_invalid_event_leaves_the_derivation_as_it_was():
         incremental.add([EventRecord(4, 1, "ann", "undo", None, 9)])
     assert incremental.derived is before
     assert incremental.n_events == 1 and incremental.item_events(1) == ()
+
+
+@settings(max_examples=60, deadline=None)
+@given(deliveries(), st.data())
+def test_the_sets_after_the_first_events_equal_a_derivation_of_those_events_alone(delivery, data):
+    """What the suspicion's models of the features are fitted to (a checkpoint of the log):
+    only the items of the later events derived again, the same sets as the prefix derived."""
+    original, log, chunks = delivery
+    incremental = IncrementalDerivation(original)
+    for chunk in chunks:
+        incremental.add(chunk)
+    everything = sorted(log, key=lambda e: e.id)
+    n_events = data.draw(st.integers(0, len(everything)))
+    last_id, candidates = incremental.candidates_after(n_events)
+    np.testing.assert_array_equal(candidates, derive_state(everything[:n_events], original).candidates)
+    assert last_id == (everything[n_events - 1].id if n_events else 0)
+    assert not candidates.flags.writeable
+    with pytest.raises(ValueError, match="n_events must be in"):
+        incremental.candidates_after(len(everything) + 1)

@@ -74,7 +74,8 @@ def test_the_rejects_page_lists_suspect_sets_and_records_only_a_chosen_label(app
     heading = next(h.value for h in at.subheader if h.value.startswith("Sets that may miss"))
     assert heading == f"Sets that may miss the true label ({len(MISSES) + 1})"
     assert any("on average at most one in 10 is a false alarm" in c.value for c in at.caption)
-    ranked = most_suspect(at.session_state[STATE_KEY].workbench.graph, at.session_state[STATE_KEY].workbench.state)
+    bench = at.session_state[STATE_KEY].workbench
+    ranked = most_suspect(bench.graph, bench.state, bench)
     shown = [it.position for it in ranked[:10]]
     assert 6 in shown, "i006's single wrong label is among the most suspect"
     suspicion = f"{ranked[shown.index(6)].suspicion:.2f}"

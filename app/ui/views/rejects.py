@@ -215,7 +215,7 @@ if tab.left_alone:
 # ------------------------------------------------------------------------------ suspects
 SUSPECTS_SHOWN = 10
 suspects = workbench_suspects(bench)
-ranked = most_suspect(bench.graph, state, fdr=suspects.fdr)
+ranked = most_suspect(bench.graph, state, bench, fdr=suspects.fdr)
 st.subheader(f"Sets that may miss the true label ({len(suspects.items)})")
 st.caption(suspects.summary())
 st.caption(

@@ -60,8 +60,13 @@ __all__ = [
     "ranked_lot_item",
 ]
 
-#: Simulated runs per estimate: enough for a stable median (a few tenths of a second).
-ESTIMATE_RUNS = 100
+#: Simulated runs per estimate. The runs are often bimodal (the audits find a wrong label or
+#: they do not), and the median of too few moves between the modes with the seed: on the
+#: sample before the first answer, over 400 seeds, 100 runs put it at 260–295 (5–95 %) and
+#: within 25 % of the answers 20 store keys needed for as few as 14 of them; 200 runs at
+#: 260–285, and never fewer than 19 (``docs/results_estimate.md``). About twice a few tenths
+#: of a second, once per checkpoint.
+ESTIMATE_RUNS = 200
 
 #: Folds of :func:`held_out_error`: each item's label is hidden from the model that labels it,
 #: and a fold hides a fifth of the known items only, so the model it is measured on is close to

@@ -409,10 +409,6 @@ class Workbench:
         """
         return self._served(self._snapshot, top).positions
 
-    def next_items(self, n: int) -> np.ndarray:
-        """The first ``n`` items of :meth:`queue` (audits interleaved, unmarked)."""
-        return self.queue(top=n)
-
     def ranked_queue(self, top: int | None = None) -> np.ndarray:
         """The ranked queue alone (no audits): open items by score, skipped ones last, and one
         slot in :data:`~app.service.suspects.SUSPECT_EVERY` for the suspect items still to ask
@@ -714,10 +710,6 @@ class Workbench:
         return answers.read_lease_holders(self.session_factory, self.session_id)
 
     # ------------------------------------------------------------------ exports
-
-    def params(self) -> dict[str, Any]:
-        """The session's scoring parameters, as the ranked export records them."""
-        return session_tables.scoring_params(self.config)
 
     def ranked_table(self) -> pd.DataFrame:
         """The ranked query list of the open items (conflicts and flagged items set aside) and

@@ -426,11 +426,11 @@ def write_report(results: pd.DataFrame, path: Path, timing: str | None) -> None:
     if timing:
         add(timing)
     # Learning curves of every setting, drawn by the campaign report's own grid plot.
-    from benchmarks.simulate_campaigns import _grid_plot
+    from benchmarks.simulate_campaigns import grid_plot
 
     figure = path.parent / "strategy" / "accuracy.png"
     figure.parent.mkdir(parents=True, exist_ok=True)
-    _grid_plot(results, settings_order, figure, "accuracy", "PL-kNN test accuracy")
+    grid_plot(results, settings_order, figure, "accuracy", "PL-kNN test accuracy")
     add("")
     add("## Learning curves")
     add("")

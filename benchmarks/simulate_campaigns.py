@@ -251,7 +251,7 @@ def _paired_gain(areas: pd.DataFrame, baseline: str = "random") -> pd.DataFrame:
     return out.reset_index()
 
 
-def _grid_plot(results: pd.DataFrame, names: list[str], path: Path, metric: str, ylabel: str) -> None:
+def grid_plot(results: pd.DataFrame, names: list[str], path: Path, metric: str, ylabel: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -314,11 +314,11 @@ def write_report(
         if not names:
             continue
         acc = FIGURES / f"accuracy_{family}.png"
-        _grid_plot(results, names, acc, "accuracy", "PL-kNN test accuracy")
+        grid_plot(results, names, acc, "accuracy", "PL-kNN test accuracy")
         figures.append((title, acc))
         if family == "real":
             amb = FIGURES / "open_targets_real.png"
-            _grid_plot(results, names, amb, "open_targets", "open training targets")
+            grid_plot(results, names, amb, "open_targets", "open training targets")
             figures.append(("real sets: open targets (NL ≠ APL) left", amb))
     # One example with the CLI's own plot function (what `winnow simulate --plot` draws).
     example = settings_order[0]

@@ -90,7 +90,7 @@ from engine._validation import check_choice, check_scalar
 from engine.choices import PL_METHODS
 from engine.exceptions import InvalidInput, SolverError
 
-__all__ = ["possible_from_graph", "witness_for_row", "METHODS", "MAX_ENUMERATION"]
+__all__ = ["possible_from_graph", "witness_for_row", "exact_pair", "METHODS", "MAX_ENUMERATION"]
 
 #: The exact solvers ``possible_from_graph`` accepts.
 METHODS = PL_METHODS
@@ -208,7 +208,7 @@ def witness_for_row(
     else:
         equal = bool(_equal_positive_weights(w_2d)[0])
         solver = "flow" if equal else "cpsat"
-        found, _ = _exact_pair(idx_row, w_row, Y, label, s, solver, time_limit, target=0)
+        found, _ = exact_pair(idx_row, w_row, Y, label, s, solver, time_limit, target=0)
         if found is None:
             return None
         completion = _complete(idx_row, w_row, Y, label, found)
@@ -264,7 +264,7 @@ def _possible_chunk(
     for t, lam, s in zip(tp[~ok].tolist(), lp[~ok].tolist(), sp[~ok].tolist(), strict=True):
         solver = "flow" if method == "flow" or (method == "auto" and equal[t]) else "cpsat"
         tick = time.perf_counter()
-        found, path = _exact_pair(idx[t], w[t], Y, lam, s, solver, time_limit, target=offset + t)
+        found, path = exact_pair(idx[t], w[t], Y, lam, s, solver, time_limit, target=offset + t)
         stats["solver_seconds"] += time.perf_counter() - tick
         stats[path] += 1
         possible[t, lam] = found is not None
@@ -344,7 +344,7 @@ def _greedy(
 # --------------------------------------------------------------------------- one pair
 
 
-def _exact_pair(
+def exact_pair(
     idx_row: np.ndarray,
     w_row: np.ndarray,
     Y: np.ndarray,

@@ -37,7 +37,7 @@ import numpy as np
 
 from engine import _kernels
 from engine._kernels import CHUNK_TARGETS
-from engine._possible import _exact_pair, possible_from_graph, witness_for_row
+from engine._possible import exact_pair, possible_from_graph, witness_for_row
 from engine._validation import check_candidates, check_neighbors, check_scalar
 from engine.choices import PL_METHODS
 from engine.exceptions import InvalidInput
@@ -311,5 +311,5 @@ def possible_by_cpsat_alone(
     check_scalar(label, "label", kind=Integral, min_value=0, max_value=Y.shape[1] - 1)
     holders = Y[idx_2d[0], int(label)]
     smax = float(np.sum(w_2d[0] * holders))
-    found, _ = _exact_pair(idx_2d[0], w_2d[0], Y, int(label), smax, "cpsat", time_limit, target=0, reduce=False)
+    found, _ = exact_pair(idx_2d[0], w_2d[0], Y, int(label), smax, "cpsat", time_limit, target=0, reduce=False)
     return found is not None

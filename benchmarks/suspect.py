@@ -691,7 +691,11 @@ votes are what find them there (its crowd confuses each label with two others).
 Few misses make a cell noisy: the crowd sample has 8 among 80
 items per seed (5 among the 40 not answered from 100 answers on), wine's crowd of 3 about 2
 among the 89 items not answered; wine and iris have fewer than 200 items, so their 100 and
-300 answers are the same 89 and 75."""
+300 answers are the same 89 and 75. The models of the features are fitted here to the sets as all the
+answers left them; a session fits them at the last checkpoint of its event log (every
+ceil(2 % of the items) events: `app.service.suspects.evidence_checkpoint`), so on digits after
+100 answers a session's models have read the first 72 of them. This table was not measured
+at those checkpoints."""
 
 WEIGHTS = """The mixture weights of the neighbour posterior and the two cross-fitted linear models of the
 features (:func:`engine.feature_evidence`, fitted to the sets as the answers left them), means

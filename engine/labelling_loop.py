@@ -145,7 +145,8 @@ def share_left_by_series(number: int) -> float:
 def audits_to_state(size: int, settings: LoopSettings, number: int = 1, stated_before: int = 0) -> int | None:
     """Fewest audited answers, none wrong, after which lot ``number`` of ``size`` items states its
     first labels (its best layer), ``stated_before`` labels being stated when it was frozen;
-    None when it never could.
+    None when it never could. A later lot is taken at the series' share: the wealth the lots
+    before it gave back (module docstring, "The promise's shares") can only lower the figure.
 
     >>> audits_to_state(1000, LoopSettings())
     66

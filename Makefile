@@ -81,11 +81,13 @@ CHECKS = $(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/mypy engi
 # server and worker processes the tests start would compile them again: about 0.2 s of CPU each.
 BYTECODE = $(BIN)/python -m compileall -q -j 0 app engine tests
 
+# `make test` has installed every tool the tests need (its prerequisites), so none may be
+# skipped: CI=true turns tests/tools.py's "skip when a tool is missing" into a failure.
 test: $(STAMP) browser postgres label-studio
 	$(CHECKS)
 	$(BYTECODE)
 	$(BIN)/python -m pytest -q -p no:cacheprovider --doctest-modules $(DOCTEST_PATHS)
-	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_WORKERS)
+	CI=true $(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_WORKERS)
 
 test-fast: $(STAMP)
 	$(CHECKS)

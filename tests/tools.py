@@ -1,7 +1,7 @@
 """The rule for tests that need a tool outside Python (Chromium, a PostgreSQL server, a Label
-Studio server): on a developer's machine without it they are skipped with the reason; in CI
-(``CI=true``), where the Makefile's targets install every tool, a missing one is a failure, so
-a green CI run has run them all.
+Studio server): run alone with ``pytest`` on a developer's machine without it, they are skipped
+with the reason; under ``make test``, which installs every tool first and sets ``CI=true``, and
+in CI, a missing one is a failure, so a green ``make test`` has run them all.
 """
 
 from __future__ import annotations

@@ -142,38 +142,6 @@ class LabelSummary:
 
 
 @dataclass(frozen=True)
-class DeliveredLabels:
-    """The labelled dataset of a session and what winnow states about its model labels.
-
-    Attributes
-    ----------
-    table : pandas.DataFrame
-        Every column of the labelled export, with ``label`` the final label's name (missing
-        when none), then ``label_source`` (one of :data:`LABEL_SOURCES`) and ``model_margin``
-        (model rows only, see the module docstring).
-    counts : dict of str to int
-        Items per label source (every source present, possibly 0).
-    summary : LabelSummary
-        What is stated, and what the next statement waits for.
-    settings : app.store.LabelSettings
-        The session's target error, confidence and audit share.
-    statement : str
-        The statement in one line (:func:`label_statement`).
-    """
-
-    table: pd.DataFrame
-    counts: dict[str, int]
-    summary: LabelSummary
-    settings: LabelSettings
-    statement: str
-
-    @property
-    def n_audited(self) -> int:
-        """Audited answers backing the stated model labels."""
-        return self.summary.audited
-
-
-@dataclass(frozen=True)
 class LabelDecision:
     """Each item's final label and source, as arrays (before they become a table).
 
@@ -204,8 +172,20 @@ class LabelDecision:
 
 @dataclass(frozen=True)
 class LabelStatement:
-    """What is stated about a session's labels, without the labelled table
-    (:meth:`app.service.Workbench.label_statement`); the same fields as :class:`DeliveredLabels`."""
+    """What winnow states about a session's labels, without the labelled table
+    (:meth:`app.service.Workbench.label_statement`).
+
+    Attributes
+    ----------
+    counts : dict of str to int
+        Items per label source (every source present, possibly 0).
+    summary : LabelSummary
+        What is stated, and what the next statement waits for.
+    settings : app.store.LabelSettings
+        The session's target error, confidence and audit share.
+    statement : str
+        The statement in one line (:func:`label_statement`).
+    """
 
     counts: dict[str, int]
     summary: LabelSummary
@@ -216,6 +196,21 @@ class LabelStatement:
     def n_audited(self) -> int:
         """Audited answers backing the stated model labels."""
         return self.summary.audited
+
+
+@dataclass(frozen=True)
+class DeliveredLabels(LabelStatement):
+    """The labelled dataset of a session with its :class:`LabelStatement`.
+
+    Attributes
+    ----------
+    table : pandas.DataFrame
+        Every column of the labelled export, with ``label`` the final label's name (missing
+        when none), then ``label_source`` (one of :data:`LABEL_SOURCES`) and ``model_margin``
+        (model rows only, see the module docstring).
+    """
+
+    table: pd.DataFrame
 
 
 @dataclass(frozen=True)
@@ -535,11 +530,11 @@ class KeptLabels:
             base = session_tables.labelled_table(state, content())
             stated = decided.statement
             labels = DeliveredLabels(
-                table=delivered_table(base, decided.decision, state.label_names),
                 counts=stated.counts,
                 summary=stated.summary,
                 settings=stated.settings,
                 statement=stated.statement,
+                table=delivered_table(base, decided.decision, state.label_names),
             )
             labels.table.attrs["metadata"] = statement_metadata(labels)
             self._delivered = (decided.n_events, decided.history, labels)

@@ -27,9 +27,10 @@ a session's never do. Given the true wrong labels of the sample's lot, that simu
 reached done 11 answers sooner than the session on average, up to 30; this one 2 later, within
 30 either way: ``benchmarks/done_estimate.py``, column "lot's truth".)
 At every checkpoint it judges the lot as
-:func:`engine.labelling_loop.run_loop` does, with the lot's own tests. A run ends when the lot
-ends (every set certified, the next one hopeless, or :data:`engine.labelling_loop.LOT_ANSWERS`
-verdicts after it was frozen); the session is then done once every item left outside the
+:func:`engine.labelling_loop.run_loop` does (:func:`engine.labelling_loop.judge_lot`), with the
+lot's own tests. A run ends when the lot ends (every set certified, the next one hopeless or out
+of reach before the lot's deadline, :data:`engine.labelling_loop.LOT_ANSWERS` verdicts after it
+was frozen); the session is then done once every item left outside the
 certified sets is answered, one answer each (an upper bound: a later lot could label some).
 
 The estimate is the median over the runs, with the 10th and 90th percentiles; how close it
@@ -381,7 +382,7 @@ def _play_lot(
     flags = rng.random(max(end - verdicts, 0) + size + outside + 1) < audit_share
     flags_before = np.concatenate([[0], np.cumsum(flags)])
     v, slot = verdicts, 0
-    _, certified, current = judge_lot(lot, known, wrong, cached)
+    _, certified, current = judge_lot(lot, known, wrong, cached, at=v)
     if certified and not stated_already:
         first = v
     audit_next = 0
@@ -402,13 +403,13 @@ def _play_lot(
         v += 1
         slot += 1
         if v % STATEMENT_EVERY == 0:
-            _, certified, current = judge_lot(lot, known, wrong, cached)
+            _, certified, current = judge_lot(lot, known, wrong, cached, at=v)
             if certified and first is None and not stated_already:
                 first = v
     if current is not None:
         # Left with nothing to answer before a checkpoint: the lot is judged at the next one.
         v = int(np.ceil(v / STATEMENT_EVERY) * STATEMENT_EVERY)
-        _, certified, current = judge_lot(lot, known, wrong, cached)
+        _, certified, current = judge_lot(lot, known, wrong, cached, at=v)
         if certified and first is None and not stated_already:
             first = v
     uncertified = int((~known & (lot.layers >= certified)).sum())

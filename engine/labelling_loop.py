@@ -24,10 +24,13 @@ Lots
     (:meth:`engine.promises.Promise.judge`). The layers are audited one after another, best
     first, each until its set is certified. A lot ends at the first checkpoint where every set is
     certified or the next one is hopeless, or :data:`LOT_ANSWERS` verdicts after it was frozen;
-    the next lot is frozen there from the model as it is then (items of certified sets stay
-    delivered; the others may join it). When no lot can be frozen, the loop tries again
-    :data:`RETRY_ANSWERS` verdicts later. So the points where lots are frozen are fixed by the
-    answers alone, and a dirty lot gives way within :data:`LOT_ANSWERS` verdicts.
+    a set is also given up as hopeless when it could not be certified by then even if every
+    audit still to come (at the audit share the lot was frozen with) named the frozen label, so
+    a lot that can state no more gives way at once. The next lot is frozen there from the model
+    as it is then (items of certified sets stay delivered; the others may join it). When no lot
+    can be frozen, the loop tries again :data:`RETRY_ANSWERS` verdicts later. So the points
+    where lots are frozen are fixed by the answers alone, and a dirty lot gives way within
+    :data:`LOT_ANSWERS` verdicts.
 
 The promise's shares
     The shares of a session's tests sum to at most 1 (:mod:`engine.promises`, "Several sets").
@@ -237,6 +240,9 @@ class Lot:
         One per layer; set ``j`` is layers ``0 … j``.
     promise : Promise
         The promise in force when it was frozen.
+    audit_share : float
+        The audit share in force when it was frozen: how many audits it can expect before its
+        deadline (:func:`judge_lot`).
     shares : tuple of float
         Each layer's test's share of the promise (module docstring, "The promise's shares").
     """
@@ -249,6 +255,7 @@ class Lot:
     layers: np.ndarray
     tests: tuple[SetTest, ...]
     promise: Promise
+    audit_share: float
     shares: tuple[float, ...]
 
     @functools.cached_property
@@ -407,13 +414,15 @@ def _freeze(
     items: ItemsAt,
     delivered: np.ndarray,
     model: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]],
-    promise: Promise,
+    settings: LoopSettings,
     key: bytes,
     session: int,
     wealth: float = 1.0,
 ) -> Lot | None:
-    """Lot ``number`` frozen at ``at`` verdicts, or None when none of its sets could be certified;
-    ``wealth``: the promise's share not yet spent (module docstring, "The promise's shares")."""
+    """Lot ``number`` frozen at ``at`` verdicts under ``settings``, or None when none of its sets
+    could be certified; ``wealth``: the promise's share not yet spent (module docstring, "The
+    promise's shares")."""
+    promise = settings.make_promise()
     left = share_left_by_series(number)
     lot_part = wealth * (min(lot_share(number) / left, 1.0) if left > 0 else 1.0)
     stated_before = int(np.asarray(delivered).sum())
@@ -456,12 +465,18 @@ def _freeze(
         layers=layer_of,
         tests=tuple(tests),
         promise=promise,
+        audit_share=float(settings.audit_share),
         shares=tuple(shares),
     )
 
 
 def judge_lot(
-    lot: Lot, known: np.ndarray, wrong: np.ndarray, cache: dict[int, tuple[int, SetVerdict]] | None = None
+    lot: Lot,
+    known: np.ndarray,
+    wrong: np.ndarray,
+    cache: dict[int, tuple[int, SetVerdict]] | None = None,
+    *,
+    at: int | None = None,
 ) -> tuple[tuple[SetVerdict, ...], int, int | None]:
     """Each layer's verdict, the lot's largest certified set (0: none) and the layer being
     audited (None: the lot is decided).
@@ -469,10 +484,14 @@ def judge_lot(
     A layer's test reads the longest prefix of its audit order whose verdicts are all known
     (``known``, in audit order; ``wrong``: known and not the frozen label). ``cache`` keeps each
     layer's last verdict by its prefix length, for calls with the same ``wrong`` on a growing
-    ``known``.
+    ``known``. ``at``: the verdict count it is judged at; the set being audited is then also
+    given up when it could not be certified by the lot's deadline even if each of the
+    ``⌈(frozen_at + LOT_ANSWERS − at) · audit_share⌉`` audits still to come named the frozen
+    label (module docstring, "Lots"). This changes no verdict, only when the lot ends.
     """
     cache = {} if cache is None else cache
     verdicts = []
+    prefixes = []
     for layer, (test, (lo, hi)) in enumerate(zip(lot.tests, lot.layer_spans, strict=True)):
         seen = known[lo:hi]
         prefix = int(np.argmin(seen)) if not seen.all() else hi - lo
@@ -481,14 +500,30 @@ def judge_lot(
             kept = (prefix, test.verdict(np.cumsum(wrong[lo : lo + prefix])))
             cache[layer] = kept
         verdicts.append(kept[1])
+        prefixes.append(prefix)
     certified = 0
     for j, size in enumerate(lot.set_sizes):
         ok, hopeless = lot.promise.judge(tuple(verdicts[: j + 1]), size)
         if not ok:
+            if not hopeless and at is not None:
+                audits_left = math.ceil(max(lot.frozen_at + LOT_ANSWERS - at, 0) * lot.audit_share)
+                hopeless = not _certified_if_right(lot, tuple(verdicts[:j]), j, wrong, prefixes[j], audits_left)
             # The first set not certified: its last layer is audited, unless it cannot be.
             return tuple(verdicts), certified, None if hopeless else j
         certified = j + 1
     return tuple(verdicts), certified, None
+
+
+def _certified_if_right(
+    lot: Lot, before: tuple[SetVerdict, ...], layer: int, wrong: np.ndarray, prefix: int, audits: int
+) -> bool:
+    """Whether set ``layer`` would be certified if its last layer's prefix grew by ``audits``
+    audits (as far as the layer goes), each naming the frozen label."""
+    lo, hi = lot.layer_spans[layer]
+    more = min(audits, hi - lo - prefix)
+    hoped = np.concatenate([wrong[lo : lo + prefix], np.zeros(more, dtype=bool)])
+    ok, _ = lot.promise.judge((*before, lot.tests[layer].verdict(np.cumsum(hoped))), lot.set_sizes[layer])
+    return ok
 
 
 def _evaluate(lot: Lot, first_at: np.ndarray, first_label: np.ndarray) -> Callable[[int], LotState]:
@@ -499,7 +534,7 @@ def _evaluate(lot: Lot, first_at: np.ndarray, first_label: np.ndarray) -> Callab
 
     def at(point: int) -> LotState:
         known = given_at < point
-        verdicts, certified, current = judge_lot(lot, known, known & names_another, cache)
+        verdicts, certified, current = judge_lot(lot, known, known & names_another, cache, at=point)
         return LotState(lot, verdicts, certified, current, None)
 
     return at
@@ -557,8 +592,7 @@ def run_loop(
         if cached is None or (isinstance(cached, Lot) and cached.number == len(states) + 1):
             lot = cached
         else:
-            promise = settings_at(at).make_promise()
-            lot = _freeze(len(states) + 1, at, items_at(at), delivered, model, promise, key, session, wealth)
+            lot = _freeze(len(states) + 1, at, items_at(at), delivered, model, settings_at(at), key, session, wealth)
         if at < len(log):
             # Sealed: the verdict after it exists, so the events and settings it was frozen from
             # are fixed. A lot frozen at the last verdict is provisional until the next one

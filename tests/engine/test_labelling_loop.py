@@ -23,6 +23,7 @@ from engine.labelling_loop import (
     LoopSettings,
     VerdictLog,
     audits_to_state,
+    judge_lot,
     lot_share,
     run_loop,
     served_order,
@@ -352,6 +353,33 @@ def test_a_lot_that_fails_before_its_lower_layers_leaves_their_share_to_the_next
     expected = (1.0 - spent) * lot_share(2) / share_left_by_series(2)
     assert math.isclose(sum(two.lot.shares), expected) and expected > lot_share(2)
     assert spent + sum(two.lot.shares) <= 1.0
+
+
+@pytest.mark.parametrize(("wrong_found", "ends"), [(4, False), (5, True)])
+def test_a_lot_that_cannot_be_certified_before_its_deadline_gives_way(wrong_found, ends):
+    """Lot 1's best layer (500 items) with ``wrong_found`` wrong labels among its first 40 audits:
+    its confidence sequence alone never gives up on it, but with 5 wrong, even the 180 audits
+    left before the deadline, all right, could not certify it, so the lot ends at that
+    checkpoint and the next one is frozen there; with 4 they could, and the lot goes on. The
+    verdicts are those of the test alone either way."""
+    n, accepted = 3000, 2000
+    first, _ = scripted_loop(n, accepted, np.zeros(0, dtype=np.int64), [])
+    lot = first.lots[0].lot
+    best = lot.items[lot.layers == 0]
+    wrong_items = best[: 8 * wrong_found : 8]
+    _, truth = scripted_loop(n, accepted, wrong_items, [])
+    audited = [(int(i), int(truth[i])) for i in best[:40]]
+    loop, _ = scripted_loop(n, accepted, wrong_items, audited)
+    one = loop.lots[0]
+    known = np.zeros(lot.items.size, dtype=bool)
+    known[:40] = True
+    alone, certified, current = judge_lot(lot, known, known & (truth[lot.items] != lot.labels))
+    assert certified == 0 and current == 0 and not alone[0].hopeless  # the test alone goes on
+    assert one.verdicts == alone and one.verdicts[0].wrong == wrong_found
+    if ends:
+        assert one.ended_at == 40 and loop.lots[1].lot.frozen_at == 40
+    else:
+        assert one.ended_at is None and len(loop.lots) == 1
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from benchmarks.replay_lots import Campaign, Pool
 from engine.labelling_loop import (
     LAYER_SHARES,
+    LOT_ANSWERS,
     STATEMENT_EVERY,
     ItemsAt,
     LoopSettings,
@@ -355,13 +356,14 @@ def test_a_lot_that_fails_before_its_lower_layers_leaves_their_share_to_the_next
     assert spent + sum(two.lot.shares) <= 1.0
 
 
-@pytest.mark.parametrize(("wrong_found", "ends"), [(4, False), (5, True)])
-def test_a_lot_that_cannot_be_certified_before_its_deadline_gives_way(wrong_found, ends):
-    """Lot 1's best layer (500 items) with ``wrong_found`` wrong labels among its first 40 audits:
-    its confidence sequence alone never gives up on it, but with 5 wrong, even the 180 audits
-    left before the deadline, all right, could not certify it, so the lot ends at that
-    checkpoint and the next one is frozen there; with 4 they could, and the lot goes on. The
-    verdicts are those of the test alone either way."""
+@pytest.mark.parametrize("wrong_found", [0, 2, 4])
+def test_a_lot_ends_once_its_set_could_not_be_certified_before_its_deadline(wrong_found):
+    """Lot 1's best layer (500 items) has ``wrong_found`` wrong labels among its first 40 audits;
+    then only items outside the lot are answered, so no audit is served. The lot ends at the
+    first checkpoint where its first set could not be certified even if each of the audits the
+    audit share still allots it before the deadline named the frozen label (found here by
+    reading the layer's own test on that prefix), and the next lot is frozen there. Its
+    verdicts are those of its test alone: the rule decides when the lot ends, nothing else."""
     n, accepted = 3000, 2000
     first, _ = scripted_loop(n, accepted, np.zeros(0, dtype=np.int64), [])
     lot = first.lots[0].lot
@@ -369,17 +371,25 @@ def test_a_lot_that_cannot_be_certified_before_its_deadline_gives_way(wrong_foun
     wrong_items = best[: 8 * wrong_found : 8]
     _, truth = scripted_loop(n, accepted, wrong_items, [])
     audited = [(int(i), int(truth[i])) for i in best[:40]]
-    loop, _ = scripted_loop(n, accepted, wrong_items, audited)
+    outside = [(int(i), 0) for i in range(accepted, n)][: LOT_ANSWERS - 40]
+    loop, _ = scripted_loop(n, accepted, wrong_items, audited + outside)
+    wrong = truth[best[:40]] != 0
+    share = LoopSettings().audit_share
+    expected = next(
+        point
+        for point in range(40, LOT_ANSWERS + 1, STATEMENT_EVERY)
+        if not lot.tests[0]
+        .verdict(np.cumsum(np.concatenate([wrong, np.zeros(math.ceil((LOT_ANSWERS - point) * share), dtype=bool)])))
+        .certified
+    )
     one = loop.lots[0]
+    assert 40 < expected < LOT_ANSWERS  # the rule, not the deadline, ends it
+    assert one.ended_at == expected and loop.lots[1].lot.frozen_at == expected
     known = np.zeros(lot.items.size, dtype=bool)
     known[:40] = True
     alone, certified, current = judge_lot(lot, known, known & (truth[lot.items] != lot.labels))
     assert certified == 0 and current == 0 and not alone[0].hopeless  # the test alone goes on
     assert one.verdicts == alone and one.verdicts[0].wrong == wrong_found
-    if ends:
-        assert one.ended_at == 40 and loop.lots[1].lot.frozen_at == 40
-    else:
-        assert one.ended_at is None and len(loop.lots) == 1
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

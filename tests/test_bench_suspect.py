@@ -48,3 +48,19 @@ def test_precision_and_recall_at_the_cutoffs():
     assert suspect.at_cutoffs(np.array([0, 1, 2, 3, 4, 5]), miss) == (2 / 3, 1.0)
     # A ranking that returns fewer items (find_label_issues) counts only what it returns.
     assert suspect.at_cutoffs(np.array([5]), miss) == (1 / 3, 1 / 3)
+
+
+def test_a_protocol_runs_seeds_until_each_cell_holds_enough_misses(monkeypatch):
+    """The crowd sample has about 4 misses per seed once half its items are answered: it runs
+    seeds, never those the suspicion was chosen on, until every budget's cell holds
+    ``CELL_MISSES`` misses, and not one seed more."""
+    planted = [(name, make) for name, make in suspect.protocols(quick=True) if name.startswith("crowd sample, 8")]
+    monkeypatch.setattr(suspect, "protocols", lambda quick=False: iter(planted))
+    results = suspect.run(5)
+    flags = results[results["method"] == "flags"]
+    seeds = sorted(set(flags["seed"]))
+    assert not set(seeds) & suspect.CHOICE_SEEDS and 5 < len(seeds) < suspect.MOST_SEEDS
+    misses = flags.groupby("budget")["misses"].sum()
+    assert (misses >= suspect.CELL_MISSES).all()
+    without_last = flags[flags["seed"] != seeds[-1]].groupby("budget")["misses"].sum()
+    assert (without_last < suspect.CELL_MISSES).any()

@@ -136,11 +136,11 @@ def test_import_answer_from_export_labelled_has_the_columns(winnow, imported, tm
     before_answers = json.loads(status)
     waiting = re.fullmatch(
         r"model labels: none yet — 50% of the served items are audits of the model's labels on (\d+) items, "
-        r"for at most 400 more answers; undecided: 483",
+        r"for at most 800 more answers; undecided: 483",
         before_answers["statement"],
     )
     assert waiting, before_answers["statement"]
-    assert 20 <= int(waiting[1]) <= 483 and before_answers["lot_ends_in_answers"] == 400
+    assert 20 <= int(waiting[1]) <= 483 and before_answers["lot_ends_in_answers"] == 800
     assert before_answers["audited_answers"] == 0 and before_answers["stated_error"] is None
     text = winnow("session", "status", "week1", "--db", imported).stdout
     assert before_answers["statement"] in text and "given labels: 317" in text

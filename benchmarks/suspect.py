@@ -70,9 +70,8 @@ No parameter was tuned on these protocols after the suspicion was chosen on them
 :mod:`engine.suspicion`'s docstring). The pooling with the features, and then the votes'
 likelihood (its power, one confusion matrix for the crowd), were chosen on seeds 5-10, which
 this report never shows (:data:`CHOICE_SEEDS`); its other seeds were run once each choice was
-made. A protocol runs at least 5 seeds, and more (at most 30) until every one of its cells
-holds 50 misses over its seeds (:data:`CELL_MISSES`): with 2-5 misses per seed, five seeds
-leave a cell's recall to one item.
+made. A protocol runs at least 5 seeds, and more until each of its cells holds
+:data:`CELL_MISSES` misses over them (at most :data:`MOST_SEEDS` seeds).
 
 Run from the repository root (a few minutes of one core; cleanlab is a dev dependency)::
 

@@ -493,7 +493,6 @@ def judge_lot(
     """
     cache = {} if cache is None else cache
     verdicts = []
-    prefixes = []
     for layer, (test, (lo, hi)) in enumerate(zip(lot.tests, lot.layer_spans, strict=True)):
         seen = known[lo:hi]
         prefix = int(np.argmin(seen)) if not seen.all() else hi - lo
@@ -502,29 +501,29 @@ def judge_lot(
             kept = (prefix, test.verdict(np.cumsum(wrong[lo : lo + prefix])))
             cache[layer] = kept
         verdicts.append(kept[1])
-        prefixes.append(prefix)
     certified = 0
     for j, size in enumerate(lot.set_sizes):
         ok, hopeless = lot.promise.judge(tuple(verdicts[: j + 1]), size)
         if not ok:
             if not hopeless and at is not None:
                 audits_left = math.ceil(max(lot.frozen_at + LOT_ANSWERS - at, 0) * lot.audit_share)
-                hopeless = not _certified_if_right(lot, tuple(verdicts[:j]), j, wrong, prefixes[j], audits_left)
+                hopeless = not _certified_if_right(lot, tuple(verdicts[: j + 1]), wrong, audits_left)
             # The first set not certified: its last layer is audited, unless it cannot be.
             return tuple(verdicts), certified, None if hopeless else j
         certified = j + 1
     return tuple(verdicts), certified, None
 
 
-def _certified_if_right(
-    lot: Lot, before: tuple[SetVerdict, ...], layer: int, wrong: np.ndarray, prefix: int, audits: int
-) -> bool:
-    """Whether set ``layer`` would be certified if its last layer's prefix grew by ``audits``
-    audits (as far as the layer goes), each naming the frozen label."""
+def _certified_if_right(lot: Lot, verdicts: tuple[SetVerdict, ...], wrong: np.ndarray, audits: int) -> bool:
+    """Whether the set of the layers ``verdicts`` judge would be certified if its last layer's
+    audited prefix grew by ``audits`` audits (as far as the layer goes), each naming the frozen
+    label."""
+    layer = len(verdicts) - 1
     lo, hi = lot.layer_spans[layer]
+    prefix = verdicts[layer].audited
     more = min(audits, hi - lo - prefix)
     hoped = np.concatenate([wrong[lo : lo + prefix], np.zeros(more, dtype=bool)])
-    ok, _ = lot.promise.judge((*before, lot.tests[layer].verdict(np.cumsum(hoped))), lot.set_sizes[layer])
+    ok, _ = lot.promise.judge((*verdicts[:layer], lot.tests[layer].verdict(np.cumsum(hoped))), lot.set_sizes[layer])
     return ok
 
 

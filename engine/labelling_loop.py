@@ -34,12 +34,22 @@ Lots
 
 The promise's shares
     The shares of a session's tests sum to at most 1 (:mod:`engine.promises`, "Several sets").
-    Lot ``l`` is given :func:`lot_share` ``(l)`` of it, scaled by the **wealth** left over the
-    share the series would have left (``W_l / R_l``, ``R_l = Σ_{m ≥ l} lot_share(m)``). A
-    layer whose test read no audit before its lot ended can never be certified: it puts no
-    label at risk, so its share goes back to the wealth. The rest of a lot's share is spent. So
-    ``W`` never falls below 0 (``lot_share(l) ≤ R_l``), the shares at risk sum to at most 1,
-    and a lot that fails before reaching its lower layers leaves them to the lots after it.
+    A lot's place ``l`` in the series is 1 + the lots before it that spent some of it; the lot is
+    given :func:`lot_share` ``(l)`` of it, scaled by the **wealth** left over the share the
+    series would have left (``W_l / R_l``, ``R_l = Σ_{m ≥ l} lot_share(m)``). A layer whose
+    test read no audit before its lot ended can never be certified: it puts no label at risk,
+    so its share goes back to the wealth. The rest of a lot's share is spent. So ``W`` never
+    falls below 0 (``lot_share(l) ≤ R_l``), the shares at risk sum to at most 1, and a lot that
+    fails before reaching its lower layers leaves them to the lots after it.
+
+    A lot frozen after one that certified nothing is **piloted** (:mod:`engine.promises`,
+    "Pilots"): the model has been wrong where it was sure, so each layer's test starts only
+    after a short pilot of its audits has found few wrong labels, and a layer that fails its
+    pilot spends nothing and takes no place in the series. Where the model stays that wrong
+    (MSRCv2's early lots, 20–30 % wrong), its lots no longer spend the promise one after
+    another. Lot 1 and a lot after a certified one are not piloted: a pilot's audits cannot
+    certify, and piloting every lot was measured to delay the sample's first statement by
+    about 40 answers and to state less on BirdSong and synthetic2k (``docs/results_labels.md``).
 
 Outcomes
     An item's outcome for its lot is its **first** verdict: right when it names the frozen
@@ -73,7 +83,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from engine.promises import Promise, SetTest, SetVerdict, make_promise
+from engine.promises import Promise, SetTest, SetVerdict, make_promise, piloted_test
 
 __all__ = [
     "STATEMENT_EVERY",
@@ -147,18 +157,21 @@ def share_left_by_series(number: int) -> float:
     return max(1.0 - sum(lot_share(m) for m in range(1, int(number))), 0.0)
 
 
-def audits_to_state(size: int, settings: LoopSettings, number: int = 1, stated_before: int = 0) -> int | None:
-    """Fewest audited answers, none wrong, after which lot ``number`` of ``size`` items states its
-    first labels (its best layer), ``stated_before`` labels being stated when it was frozen;
-    None when it never could. A later lot is taken at the series' share: the wealth the lots
-    before it gave back (module docstring, "The promise's shares") can only lower the figure.
+def audits_to_state(
+    size: int, settings: LoopSettings, number: int = 1, stated_before: int = 0, *, piloted: bool = False
+) -> int | None:
+    """Fewest audited answers, none wrong, after which the lot at place ``number`` in the series,
+    of ``size`` items, states its first labels (its best layer), ``stated_before`` labels being
+    stated when it was frozen, its pilot included when ``piloted``; None when it never could. A
+    later lot is taken at the series' share: the wealth the lots before it gave back (module
+    docstring, "The promise's shares") can only lower the figure.
 
     >>> audits_to_state(1000, LoopSettings())
     66
     """
     layer = int(math.ceil(LAYER_FRACTIONS[0] * size))
     share = lot_share(number) * LAYER_SHARES[0]
-    test = settings.make_promise().test(layer, share, among=stated_before + layer)
+    test = (piloted_test if piloted else _unpiloted)(settings.make_promise(), layer, share, among=stated_before + layer)
     if test is None or not test.verdict(np.zeros(test.size, dtype=np.int64)).certified:
         return None
     lo, hi = 1, test.size  # with no wrong label, a longer prefix only certifies more
@@ -325,7 +338,7 @@ class LotState:
         return sum(
             share
             for share, verdict in zip(self.lot.shares, self.verdicts, strict=True)
-            if verdict.audited > 0 or verdict.certified
+            if verdict.at_risk or verdict.certified
         )
 
 
@@ -419,14 +432,18 @@ def _freeze(
     settings: LoopSettings,
     key: bytes,
     session: int,
+    *,
     wealth: float = 1.0,
+    rank: int | None = None,
+    piloted: bool = False,
 ) -> Lot | None:
     """Lot ``number`` frozen at ``at`` verdicts under ``settings``, or None when none of its sets
-    could be certified; ``wealth``: the promise's share not yet spent (module docstring, "The
-    promise's shares")."""
+    could be certified; ``wealth``: the promise's share not yet spent, ``rank``: its place in the
+    series, 1 + the lots before it that spent some (module docstring, "The promise's shares")."""
     promise = settings.make_promise()
-    left = share_left_by_series(number)
-    lot_part = wealth * (min(lot_share(number) / left, 1.0) if left > 0 else 1.0)
+    rank = number if rank is None else rank
+    left = share_left_by_series(rank)
+    lot_part = wealth * (min(lot_share(rank) / left, 1.0) if left > 0 else 1.0)
     stated_before = int(np.asarray(delivered).sum())
     free = (np.asarray(items.candidates).sum(axis=1) >= 2) & ~np.asarray(items.settled) & ~delivered
     if not free.any():
@@ -447,7 +464,8 @@ def _freeze(
         share += layer_share
         # A layer is stated with the labels stated before its lot and the layers before it.
         among = stated_before + end
-        test = promise.test(end - edges[-1], lot_part * share, among=among) if end > edges[-1] else None
+        make_test = piloted_test if piloted else _unpiloted
+        test = make_test(promise, end - edges[-1], lot_part * share, among=among) if end > edges[-1] else None
         if test is not None:
             tests.append(test)
             shares.append(lot_part * share)
@@ -527,6 +545,10 @@ def _certified_if_right(lot: Lot, verdicts: tuple[SetVerdict, ...], wrong: np.nd
     return ok
 
 
+def _unpiloted(promise: Promise, size: int, share: float, *, among: int | None = None) -> SetTest | None:
+    return promise.test(size, share, among=among)
+
+
 def _evaluate(lot: Lot, first_at: np.ndarray, first_label: np.ndarray) -> Callable[[int], LotState]:
     """The lot's state from the first verdicts given before a checkpoint (not yet ended)."""
     given_at = first_at[lot.items]
@@ -593,7 +615,19 @@ def run_loop(
         if cached is None or (isinstance(cached, Lot) and cached.number == len(states) + 1):
             lot = cached
         else:
-            lot = _freeze(len(states) + 1, at, items_at(at), delivered, model, settings_at(at), key, session, wealth)
+            lot = _freeze(
+                len(states) + 1,
+                at,
+                items_at(at),
+                delivered,
+                model,
+                settings_at(at),
+                key,
+                session,
+                wealth=wealth,
+                rank=1 + sum(1 for s in states if s.share_spent > 0),
+                piloted=bool(states) and states[-1].certified == 0,
+            )
         if at < len(log):
             # Sealed: the verdict after it exists, so the events and settings it was frozen from
             # are fixed. A lot frozen at the last verdict is provisional until the next one

@@ -31,7 +31,16 @@ from engine.labelling_loop import (
     share_left_by_series,
 )
 from engine.neighbors import knn_graph
-from engine.promises import AveragePromise, ConfidencePromise, ConfidenceTest, SetVerdict, lot_error_bounds
+from engine.promises import (
+    PILOT_AUDITS,
+    AveragePromise,
+    ConfidencePromise,
+    ConfidenceTest,
+    PilotedTest,
+    SetVerdict,
+    lot_error_bounds,
+    pilot_allowance,
+)
 
 
 def blobs(n_per: int = 60, flipped: float = 0.02, seed: int = 0) -> Pool:
@@ -272,6 +281,8 @@ def test_audits_to_state_is_the_first_statement_of_an_untouched_lot():
     assert needed is not None and 30 < needed < 120
     assert audits_to_state(1000, LoopSettings(promise="average")) < needed
     assert audits_to_state(10, LoopSettings()) is None
+    # A pilot adds its audits; the test after it, on a layer 20 items smaller, needs one fewer.
+    assert audits_to_state(1000, LoopSettings(), piloted=True) == needed + PILOT_AUDITS - 1
 
 
 @pytest.mark.parametrize("promise", ["confidence", "average"])
@@ -356,6 +367,30 @@ def test_a_lot_that_fails_before_its_lower_layers_leaves_their_share_to_the_next
     assert spent + sum(two.lot.shares) <= 1.0
 
 
+def test_a_lot_after_one_that_certified_nothing_is_piloted_and_a_failed_pilot_spends_nothing():
+    """Lot 1 certified nothing, so lot 2 is piloted (engine.promises, "Pilots"): its best layer,
+    half wrong, fails its pilot, its test reads no audit and it spends nothing; lot 3 then takes
+    lot 2's place in the series with the same wealth, and is piloted too."""
+    n, accepted = 3000, 2000
+    bad = np.arange(0, accepted, 2)  # every other accepted item is wrong
+    first, truth = scripted_loop(n, accepted, bad, [])
+    lot = first.lots[0].lot
+    verdicts = [(int(i), int(truth[i])) for i in lot.items[lot.layers == 0][:60]]
+    second, _ = scripted_loop(n, accepted, bad, verdicts)
+    one, two = second.lots
+    assert not any(isinstance(test, PilotedTest) for test in one.lot.tests)
+    assert all(isinstance(test, PilotedTest) for test in two.lot.tests)
+    assert two.lot.tests[0].allowed == pilot_allowance(LoopSettings().max_error)
+    pilot = [(int(i), int(truth[i])) for i in two.lot.items[two.lot.layers == 0][:PILOT_AUDITS]]
+    third, _ = scripted_loop(n, accepted, bad, verdicts + pilot)
+    one, two, three = third.lots[:3]
+    assert two.ended_at is not None and two.certified == 0 and two.verdicts[0].hopeless
+    assert [v.at_risk for v in two.verdicts] == [False] * len(two.verdicts)
+    assert two.share_spent == 0.0
+    assert math.isclose(sum(three.lot.shares), sum(two.lot.shares))
+    assert all(isinstance(test, PilotedTest) for test in three.lot.tests)
+
+
 @pytest.mark.parametrize("wrong_found", [0, 2, 4])
 def test_a_lot_ends_once_its_set_could_not_be_certified_before_its_deadline(wrong_found):
     """Lot 1's best layer (500 items) has ``wrong_found`` wrong labels among its first 40 audits;
@@ -396,14 +431,15 @@ def test_a_lot_ends_once_its_set_could_not_be_certified_before_its_deadline(wron
 @given(moves=st.lists(st.sampled_from([0, 0, 0, 1, 2, 3, 3]), min_size=30, max_size=160), seed=st.integers(0, 50))
 def test_the_shares_at_risk_never_sum_past_one(moves, seed):
     """Whatever is answered (wrong answers end lots fast), the ended lots' shares spent and the
-    active lot's shares sum to at most 1, and each lot takes the series' part of the wealth."""
+    active lot's shares sum to at most 1, and each lot takes its place's part of the wealth (its
+    place in the series: 1 + the lots before it that spent some)."""
     c = campaign(pool=blobs(seed=seed), key=bytes([seed]) * 32)
     play(c, moves, read_between=False)
     loop = c.loop()
-    wealth = 1.0
+    wealth, rank = 1.0, 1
     for state in loop.lots:
-        number = state.lot.number
-        part = wealth * min(lot_share(number) / share_left_by_series(number), 1.0)
+        part = wealth * min(lot_share(rank) / share_left_by_series(rank), 1.0)
         assert sum(state.lot.shares) <= part + 1e-12
         wealth -= state.share_spent
+        rank += state.share_spent > 0
         assert wealth >= -1e-12

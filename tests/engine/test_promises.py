@@ -10,16 +10,23 @@ import numpy as np
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from scipy.stats import betabinom
+from scipy.stats import betabinom, binom
 
 from engine.exceptions import InvalidInput
 from engine.promises import (
     EXACT_LOT_SIZE,
+    PILOT_AUDITS,
+    PILOT_PASS,
+    AveragePromise,
+    ConfidencePromise,
     ConfidenceTest,
+    PilotedTest,
     SamplingPlan,
     average_plan,
     lot_error_bounds,
     outgoing_quality,
+    pilot_allowance,
+    piloted_test,
     worst_outgoing,
 )
 
@@ -180,3 +187,76 @@ def test_the_running_bounds_kept_between_reads_equal_the_walk_over_the_whole_pre
             low, high = lot_error_bounds(big_n, n, int(errors[n - 1]), alpha=alpha, target=0.1)
         verdict = test.verdict(errors[:n])
         assert (verdict.wrong_floor, verdict.wrong_bound) == (low, high)
+
+
+@settings(max_examples=100, deadline=None)
+@given(target=st.floats(0.001, 0.5), audits=st.integers(1, 60))
+def test_the_pilot_allowance_is_the_binomial_quantile(target, audits):
+    allowed = pilot_allowance(target, audits)
+    assert binom.cdf(allowed, audits, target) >= PILOT_PASS - 1e-12
+    assert allowed == 0 or binom.cdf(allowed - 1, audits, target) < PILOT_PASS + 1e-12
+
+
+def test_a_pilot_allows_what_its_test_would_accept_at_its_own_rate():
+    """With confidence a part is tested against the target; on average against its plan's budget,
+    which a part's share makes smaller than the target."""
+    confident = piloted_test(ConfidencePromise(0.05, 0.9), 1000, 0.3)
+    average = piloted_test(AveragePromise(0.05), 1000, 0.3)
+    assert confident is not None and average is not None
+    assert confident.allowed == pilot_allowance(0.05) == 2
+    assert average.inner.plan.slope == pytest.approx(0.015)
+    assert average.allowed == pilot_allowance(0.015) == 1
+    assert (confident.size, confident.inner.size) == (1000, 1000 - PILOT_AUDITS)
+
+
+@settings(max_examples=150, deadline=None)
+@given(wrong=st.lists(st.booleans(), min_size=0, max_size=120), pilot=st.integers(1, 30), allowed=st.integers(0, 3))
+def test_a_piloted_test_reads_its_inner_test_on_the_items_after_the_pilot(wrong, pilot, allowed):
+    """Before its end the pilot certifies nothing and risks nothing; too many wrong labels in it
+    make the set hopeless for good; after it, the verdict is the inner test's on the rest of the
+    prefix alone, and the share is at risk once that test has read an audit."""
+    inner = ConfidenceTest(400, 0.1, 0.1)
+    test = PilotedTest(400 + pilot, pilot, allowed, inner)
+    errors = np.cumsum(np.asarray(wrong, dtype=np.int64))
+    verdict = test.verdict(errors)
+    assert (verdict.audited, verdict.wrong) == (len(wrong), int(sum(wrong)))
+    in_pilot = int(sum(wrong[:pilot]))
+    if in_pilot > allowed:
+        assert verdict.hopeless and not verdict.certified and not verdict.at_risk
+    elif len(wrong) <= pilot:
+        assert not verdict.hopeless and not verdict.certified and not verdict.at_risk
+    else:
+        alone = inner.verdict(np.cumsum(np.asarray(wrong[pilot:], dtype=np.int64)))
+        assert verdict.at_risk
+        assert (verdict.certified, verdict.hopeless, verdict.wrong_bound, verdict.wrong_floor) == (
+            alone.certified,
+            alone.hopeless,
+            alone.wrong_bound,
+            alone.wrong_floor,
+        )
+
+
+@pytest.mark.parametrize("wrong", [2, 4, 8])
+def test_given_a_passed_pilot_the_sequence_still_covers_the_rest(wrong):
+    """The share of a set is spent only when its pilot passed, so its sequence must cover the
+    wrong labels after the pilot with probability 1 − α given that it passed: over 3,000 random
+    audit orders of a set of 60 labels, read after every audit, the share of passed pilots whose
+    sequence missed at some read stays within three standard errors of α."""
+    promise = ConfidencePromise(0.1, 0.8)
+    test = piloted_test(promise, 60, 1.0)
+    assert test is not None
+    alpha = test.inner.alpha
+    rng = np.random.default_rng(wrong)
+    passed = missed = 0
+    for _ in range(3000):
+        order = rng.permutation(60) < wrong
+        verdict = test.verdict(np.cumsum(order))
+        if not verdict.at_risk:
+            continue
+        passed += 1
+        after = int(order[test.pilot :].sum())
+        reads = (test.verdict(np.cumsum(order[:n])) for n in range(test.pilot + 1, 61))
+        missed += any(read.wrong_bound < after for read in reads)
+    assert passed > 500
+    rate = missed / passed
+    assert rate <= alpha + 3 * math.sqrt(alpha * (1 - alpha) / passed)

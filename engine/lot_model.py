@@ -21,7 +21,10 @@ certify it (:mod:`engine.promises`). The score only decides how many labels arri
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from engine.dst_evidence import transductive_decisions
 
@@ -32,6 +35,12 @@ __all__ = ["LotModel", "LINEAR_TRAIN_ROWS", "LINEAR_COMPONENTS"]
 LINEAR_TRAIN_ROWS = 10_000
 LINEAR_COMPONENTS = 64
 _LINEAR_SEED = 20_021
+
+#: The model runs on one BLAS thread: sums split over threads round differently, and the EM fit
+#: carries that into other scores (BirdSong: up to 0.003 apart between one and two threads), so
+#: the lots a session freezes would depend on the machine's thread count. The thread limit is
+#: process-wide, so freezes in one process take turns.
+_ONE_BLAS_THREAD = threading.Lock()
 
 
 class LotModel:
@@ -52,6 +61,10 @@ class LotModel:
         self.X = np.asarray(X, dtype=np.float64) if usable else None
 
     def __call__(self, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        with _ONE_BLAS_THREAD, threadpool_limits(limits=1):
+            return self._decide(candidates)
+
+    def _decide(self, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         labels, _, margins = transductive_decisions(candidates, self.idx, random_state=0)
         margins = np.asarray(margins, dtype=np.float64)
         if self.X is None:

@@ -83,7 +83,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from engine.promises import Promise, SetTest, SetVerdict, make_promise, piloted_test
+from engine.promises import Promise, SetTest, SetVerdict, make_promise, part_test
 
 __all__ = [
     "STATEMENT_EVERY",
@@ -171,7 +171,7 @@ def audits_to_state(
     """
     layer = int(math.ceil(LAYER_FRACTIONS[0] * size))
     share = lot_share(number) * LAYER_SHARES[0]
-    test = (piloted_test if piloted else _unpiloted)(settings.make_promise(), layer, share, among=stated_before + layer)
+    test = part_test(settings.make_promise(), layer, share, among=stated_before + layer, piloted=piloted)
     if test is None or not test.verdict(np.zeros(test.size, dtype=np.int64)).certified:
         return None
     lo, hi = 1, test.size  # with no wrong label, a longer prefix only certifies more
@@ -464,8 +464,11 @@ def _freeze(
         share += layer_share
         # A layer is stated with the labels stated before its lot and the layers before it.
         among = stated_before + end
-        make_test = piloted_test if piloted else _unpiloted
-        test = make_test(promise, end - edges[-1], lot_part * share, among=among) if end > edges[-1] else None
+        test = (
+            part_test(promise, end - edges[-1], lot_part * share, among=among, piloted=piloted)
+            if end > edges[-1]
+            else None
+        )
         if test is not None:
             tests.append(test)
             shares.append(lot_part * share)
@@ -543,10 +546,6 @@ def _certified_if_right(lot: Lot, verdicts: tuple[SetVerdict, ...], wrong: np.nd
     hoped = np.concatenate([wrong[lo : lo + prefix], np.zeros(more, dtype=bool)])
     ok, _ = lot.promise.judge((*verdicts[:layer], lot.tests[layer].verdict(np.cumsum(hoped))), lot.set_sizes[layer])
     return ok
-
-
-def _unpiloted(promise: Promise, size: int, share: float, *, among: int | None = None) -> SetTest | None:
-    return promise.test(size, share, among=among)
 
 
 def _evaluate(lot: Lot, first_at: np.ndarray, first_label: np.ndarray) -> Callable[[int], LotState]:

@@ -106,7 +106,7 @@ __all__ = [
     "PILOT_PASS",
     "pilot_allowance",
     "PilotedTest",
-    "piloted_test",
+    "part_test",
     "Promise",
     "ConfidencePromise",
     "AveragePromise",
@@ -262,21 +262,21 @@ class AverageTest:
 #: (:func:`engine.labelling_loop.audits_to_state`).
 PILOT_AUDITS = 20
 
-#: A part exactly as wrong as the target passes its pilot with at least this probability.
+#: A part exactly as wrong as its test's rate passes its pilot with at least this probability.
 PILOT_PASS = 0.9
 
 
-def pilot_allowance(target: float, audits: int = PILOT_AUDITS) -> int:
+def pilot_allowance(rate: float, audits: int = PILOT_AUDITS) -> int:
     """Most wrong labels a pilot of ``audits`` may hold and pass: the smallest ``c`` with
-    ``P(Binomial(audits, target) ≤ c) ≥`` :data:`PILOT_PASS`.
+    ``P(Binomial(audits, rate) ≤ c) ≥`` :data:`PILOT_PASS`.
 
     >>> pilot_allowance(0.05), pilot_allowance(0.01)
     (2, 1)
     """
-    target = check_level(target, "target")
+    rate = check_level(rate, "rate")
     below = 0.0
     for c in range(int(audits) + 1):
-        below += math.comb(audits, c) * target**c * (1.0 - target) ** (audits - c)
+        below += math.comb(audits, c) * rate**c * (1.0 - rate) ** (audits - c)
         if below >= PILOT_PASS:
             return c
     return int(audits)
@@ -307,9 +307,14 @@ class PilotedTest:
         return dataclasses.replace(after, audited=n, wrong=k)
 
 
-def piloted_test(promise: Promise, size: int, share: float, *, among: int | None = None) -> PilotedTest | None:
-    """``promise``'s test of a part of ``size`` labels with ``share`` of it, after its pilot; None
-    when the items after the pilot could never be certified."""
+def part_test(
+    promise: Promise, size: int, share: float, *, among: int | None = None, piloted: bool = False
+) -> SetTest | None:
+    """``promise``'s test of a part of ``size`` labels with ``share`` of it (:meth:`Promise.test`),
+    after a pilot when ``piloted`` (module docstring, "Pilots"); None when it could never certify
+    the part."""
+    if not piloted:
+        return promise.test(size, share, among=among)
     rest = int(size) - PILOT_AUDITS
     inner = promise.test(rest, share, among=among) if rest > 0 else None
     if inner is None:

@@ -25,8 +25,8 @@ from engine.promises import (
     average_plan,
     lot_error_bounds,
     outgoing_quality,
+    part_test,
     pilot_allowance,
-    piloted_test,
     worst_outgoing,
 )
 
@@ -200,8 +200,8 @@ def test_the_pilot_allowance_is_the_binomial_quantile(target, audits):
 def test_a_pilot_allows_what_its_test_would_accept_at_its_own_rate():
     """With confidence a part is tested against the target; on average against its plan's budget,
     which a part's share makes smaller than the target."""
-    confident = piloted_test(ConfidencePromise(0.05, 0.9), 1000, 0.3)
-    average = piloted_test(AveragePromise(0.05), 1000, 0.3)
+    confident = part_test(ConfidencePromise(0.05, 0.9), 1000, 0.3, piloted=True)
+    average = part_test(AveragePromise(0.05), 1000, 0.3, piloted=True)
     assert confident is not None and average is not None
     assert confident.allowed == pilot_allowance(0.05) == 2
     assert average.inner.plan.slope == pytest.approx(0.015)
@@ -243,7 +243,7 @@ def test_given_a_passed_pilot_the_sequence_still_covers_the_rest(wrong):
     audit orders of a set of 60 labels, read after every audit, the share of passed pilots whose
     sequence missed at some read stays within three standard errors of α."""
     promise = ConfidencePromise(0.1, 0.8)
-    test = piloted_test(promise, 60, 1.0)
+    test = part_test(promise, 60, 1.0, piloted=True)
     assert test is not None
     alpha = test.inner.alpha
     rng = np.random.default_rng(wrong)

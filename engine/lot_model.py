@@ -53,14 +53,20 @@ class LotModel:
         Each item's neighbours (the dataset's graph, no item its own neighbour).
     X : float array of shape (n_items, n_features), optional
         The features; without them (or when they are constant) the score is DST-PLL's margin.
+    one_blas_thread : bool, default=True
+        Run on one BLAS thread, so that every machine freezes the same lots (see
+        ``_ONE_BLAS_THREAD``); False leaves the machine's threads (a benchmark's baseline).
     """
 
-    def __init__(self, idx: np.ndarray, X: np.ndarray | None = None) -> None:
+    def __init__(self, idx: np.ndarray, X: np.ndarray | None = None, *, one_blas_thread: bool = True) -> None:
         self.idx = np.asarray(idx)
         usable = X is not None and np.ndim(X) == 2 and bool((np.ptp(np.asarray(X), axis=0) > 0).any())
         self.X = np.asarray(X, dtype=np.float64) if usable else None
+        self.one_blas_thread = bool(one_blas_thread)
 
     def __call__(self, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if not self.one_blas_thread:
+            return self._decide(candidates)
         with _ONE_BLAS_THREAD, threadpool_limits(limits=1):
             return self._decide(candidates)
 

@@ -433,15 +433,14 @@ def _freeze(
     key: bytes,
     session: int,
     *,
-    wealth: float = 1.0,
-    rank: int | None = None,
-    piloted: bool = False,
+    wealth: float,
+    rank: int,
+    piloted: bool,
 ) -> Lot | None:
     """Lot ``number`` frozen at ``at`` verdicts under ``settings``, or None when none of its sets
     could be certified; ``wealth``: the promise's share not yet spent, ``rank``: its place in the
     series, 1 + the lots before it that spent some (module docstring, "The promise's shares")."""
     promise = settings.make_promise()
-    rank = number if rank is None else rank
     left = share_left_by_series(rank)
     lot_part = wealth * (min(lot_share(rank) / left, 1.0) if left > 0 else 1.0)
     stated_before = int(np.asarray(delivered).sum())
@@ -607,7 +606,7 @@ def run_loop(
     frozen: dict[int, Lot | None] = {}
     states: list[LotState] = []
     delivered = np.zeros(n_items, dtype=bool)
-    wealth = 1.0
+    wealth, rank = 1.0, 1  # the promise not yet spent; the next lot's place in the series
     at = 0
     while True:
         cached = reuse.get(at, False)
@@ -624,7 +623,7 @@ def run_loop(
                 key,
                 session,
                 wealth=wealth,
-                rank=1 + sum(1 for s in states if s.share_spent > 0),
+                rank=rank,
                 piloted=bool(states) and states[-1].certified == 0,
             )
         if at < len(log):
@@ -652,6 +651,7 @@ def run_loop(
         if ended is None:
             return Loop(tuple(states), checkpoint, len(log), at + LOT_ANSWERS, frozen)
         wealth = max(wealth - state.share_spent, 0.0)
+        rank += state.share_spent > 0
         at = ended
 
 

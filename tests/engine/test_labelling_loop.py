@@ -347,16 +347,25 @@ def scripted_loop(n_items: int, accepted: int, wrong_in_lot: np.ndarray, verdict
     ), truth
 
 
+HALF_WRONG_ITEMS, HALF_WRONG_ACCEPTED = 3000, 2000
+
+
+def half_wrong_lot_audited():
+    """Lot 1 of :func:`scripted_loop` over 3,000 items, 2,000 accepted, every other one wrong, after
+    60 audits of its best layer: the wrong items, the truth, those verdicts and the loop after them."""
+    bad = np.arange(0, HALF_WRONG_ACCEPTED, 2)
+    first, truth = scripted_loop(HALF_WRONG_ITEMS, HALF_WRONG_ACCEPTED, bad, [])
+    lot = first.lots[0].lot
+    verdicts = [(int(i), int(truth[i])) for i in lot.items[lot.layers == 0][:60]]
+    loop, _ = scripted_loop(HALF_WRONG_ITEMS, HALF_WRONG_ACCEPTED, bad, verdicts)
+    return bad, truth, verdicts, loop
+
+
 def test_a_lot_that_fails_before_its_lower_layers_leaves_their_share_to_the_next():
     """Lot 1's best layer is half wrong: its audits make it hopeless, its other layers are never
     audited, so the next lot gets the series' share scaled by the wealth left (module
     docstring, "The promise's shares"), and the shares at risk never pass 1."""
-    n, accepted = 3000, 2000
-    bad = np.arange(0, accepted, 2)  # every other accepted item is wrong
-    first, truth = scripted_loop(n, accepted, bad, [])
-    lot = first.lots[0].lot
-    verdicts = [(int(i), int(truth[i])) for i in lot.items[lot.layers == 0][:60]]
-    loop, _ = scripted_loop(n, accepted, bad, verdicts)
+    _, _, _, loop = half_wrong_lot_audited()
     one, two = loop.lots[0], loop.lots[1]
     assert one.ended_at is not None and one.certified == 0
     assert [v.audited > 0 for v in one.verdicts] == [True, False, False]
@@ -371,18 +380,13 @@ def test_a_lot_after_one_that_certified_nothing_is_piloted_and_a_failed_pilot_sp
     """Lot 1 certified nothing, so lot 2 is piloted (engine.promises, "Pilots"): its best layer,
     half wrong, fails its pilot, its test reads no audit and it spends nothing; lot 3 then takes
     lot 2's place in the series with the same wealth, and is piloted too."""
-    n, accepted = 3000, 2000
-    bad = np.arange(0, accepted, 2)  # every other accepted item is wrong
-    first, truth = scripted_loop(n, accepted, bad, [])
-    lot = first.lots[0].lot
-    verdicts = [(int(i), int(truth[i])) for i in lot.items[lot.layers == 0][:60]]
-    second, _ = scripted_loop(n, accepted, bad, verdicts)
+    bad, truth, verdicts, second = half_wrong_lot_audited()
     one, two = second.lots
     assert not any(isinstance(test, PilotedTest) for test in one.lot.tests)
     assert all(isinstance(test, PilotedTest) for test in two.lot.tests)
     assert two.lot.tests[0].allowed == pilot_allowance(LoopSettings().max_error)
     pilot = [(int(i), int(truth[i])) for i in two.lot.items[two.lot.layers == 0][:PILOT_AUDITS]]
-    third, _ = scripted_loop(n, accepted, bad, verdicts + pilot)
+    third, _ = scripted_loop(HALF_WRONG_ITEMS, HALF_WRONG_ACCEPTED, bad, verdicts + pilot)
     one, two, three = third.lots[:3]
     assert two.ended_at is not None and two.certified == 0 and two.verdicts[0].hopeless
     assert [v.at_risk for v in two.verdicts] == [False] * len(two.verdicts)

@@ -15,11 +15,12 @@ Lots
     Lot 1 is frozen at ``v = 0``. The model (DST-PLL, given the candidate sets after the first
     ``v`` verdicts) labels every item still to settle (two or more candidates, no verdict, not
     delivered yet); the items it accepts (margin > 0) make the lot, their labels fixed then. By
-    margin, the lot is cut into **layers** (:data:`LAYER_FRACTIONS`: its best quarter, the next
-    quarter, the rest), each audited in a uniformly random order drawn from the key and tested
-    under the promise in force (:mod:`engine.promises`) with :data:`LAYER_SHARES` of the lot's
-    share of it (:func:`lot_share`; on average, also read among the labels already stated:
-    :mod:`engine.promises`, "Several sets"). Statements are about **sets**, the best ``j``
+    margin, the lot is cut into **layers** (:func:`layer_plan`: its best quarter, the next
+    quarter, the rest; on average, while nothing is stated, its best half and the rest), each
+    audited in a uniformly random order drawn from the key and tested under the promise in force
+    (:mod:`engine.promises`) with a share of the lot's share of it (:func:`lot_share`; on
+    average, also read among the labels already stated: :mod:`engine.promises`, "Several
+    sets"). Statements are about **sets**, the best ``j``
     layers together: set ``j`` is certified when its layers' tests together back it
     (:meth:`engine.promises.Promise.judge`). The layers are audited one after another, best
     first, each until its set is certified. A lot ends at the first checkpoint where every set is
@@ -91,6 +92,9 @@ __all__ = [
     "RETRY_ANSWERS",
     "LAYER_FRACTIONS",
     "LAYER_SHARES",
+    "ALONE_LAYER_FRACTIONS",
+    "ALONE_LAYER_SHARES",
+    "layer_plan",
     "LoopSettings",
     "VerdictLog",
     "ItemsAt",
@@ -135,6 +139,30 @@ LAYER_FRACTIONS: tuple[float, ...] = (0.25, 0.5, 1.0)
 #: the first statement waits for.
 LAYER_SHARES: tuple[float, ...] = (0.5, 0.25, 0.25)
 
+#: On average, a lot frozen while no label is stated is cut into its best half and the rest,
+#: three quarters of its share to the best half (:func:`layer_plan`).
+ALONE_LAYER_FRACTIONS: tuple[float, ...] = (0.5, 1.0)
+ALONE_LAYER_SHARES: tuple[float, ...] = (0.75, 0.25)
+
+
+def layer_plan(promise: str, stated_before: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """The fractions and shares a lot frozen under ``promise`` with ``stated_before`` labels
+    stated is cut into layers by (module docstring, "Lots").
+
+    On average a layer's budget is ``t · share · A / N`` (``A``: the labels it is stated with,
+    :mod:`engine.promises`, "Several sets"). Read among labels already stated, a small best
+    layer gets a large budget, so such a lot is cut in quarters and states early. With nothing
+    stated, the best layer's budget is ``t · share`` whatever its size: cutting it small buys
+    nothing, so it is the best half with three quarters of the lot's share. With confidence no
+    budget grows with ``A``, and every lot is cut in quarters.
+
+    >>> layer_plan("average", 0), layer_plan("average", 10)
+    (((0.5, 1.0), (0.75, 0.25)), ((0.25, 0.5, 1.0), (0.5, 0.25, 0.25)))
+    """
+    if promise == "average" and stated_before == 0:
+        return ALONE_LAYER_FRACTIONS, ALONE_LAYER_SHARES
+    return LAYER_FRACTIONS, LAYER_SHARES
+
 
 def lot_share(number: int) -> float:
     """Lot ``number``'s share (1, 2, …) of the promise: ``6 / (π² l²)``, summing to 1.
@@ -169,8 +197,9 @@ def audits_to_state(
     >>> audits_to_state(1000, LoopSettings())
     66
     """
-    layer = int(math.ceil(LAYER_FRACTIONS[0] * size))
-    share = lot_share(number) * LAYER_SHARES[0]
+    fractions, shares = layer_plan(settings.promise, stated_before)
+    layer = int(math.ceil(fractions[0] * size))
+    share = lot_share(number) * shares[0]
     test = part_test(settings.make_promise(), layer, share, among=stated_before + layer, piloted=piloted)
     if test is None or not test.verdict(np.zeros(test.size, dtype=np.int64)).certified:
         return None
@@ -454,12 +483,13 @@ def _freeze(
         return None
     by_margin = members[np.argsort(-scores[members], kind="stable")]
     # A layer too small to be certified on its own share joins the next one.
-    bounds = [int(math.ceil(f * by_margin.size)) for f in LAYER_FRACTIONS]
+    fractions, layer_shares = layer_plan(promise.name, stated_before)
+    bounds = [int(math.ceil(f * by_margin.size)) for f in fractions]
     tests: list[SetTest] = []
     shares: list[float] = []
     edges: list[int] = [0]
     share = 0.0
-    for end, layer_share in zip(bounds, LAYER_SHARES, strict=True):
+    for end, layer_share in zip(bounds, layer_shares, strict=True):
         share += layer_share
         # A layer is stated with the labels stated before its lot and the layers before it.
         among = stated_before + end

@@ -25,6 +25,7 @@ from engine.labelling_loop import (
     VerdictLog,
     audits_to_state,
     judge_lot,
+    layer_plan,
     lot_share,
     run_loop,
     served_order,
@@ -67,7 +68,10 @@ LOOSE = LoopSettings(max_error=0.2, confidence=0.6)  # a few audits state someth
 
 
 def test_the_shares_sum_to_one():
-    assert math.isclose(sum(LAYER_SHARES), 1.0)
+    for stated in (0, 1):
+        for promise in ("confidence", "average"):
+            fractions, shares = layer_plan(promise, stated)
+            assert math.isclose(sum(shares), 1.0) and fractions[-1] == 1.0 and list(fractions) == sorted(fractions)
     assert math.isclose(sum(lot_share(n) for n in range(1, 200_000)), 1.0, abs_tol=1e-5)
 
 
@@ -321,11 +325,17 @@ def test_what_is_stated_changes_only_at_checkpoints():
     assert changes >= 3  # not vacuous: statements did change
 
 
-def scripted_loop(n_items: int, accepted: int, wrong_in_lot: np.ndarray, verdicts: list[tuple[int, int]]):
+def scripted_loop(
+    n_items: int,
+    accepted: int,
+    wrong_in_lot: np.ndarray,
+    verdicts: list[tuple[int, int]],
+    settings: LoopSettings = LoopSettings(),  # noqa: B008 - frozen, never changed
+):
     """The loop over ``n_items`` two-candidate items whose model accepts the first ``accepted``,
     labelling them 0 (``wrong_in_lot``: those of them whose truth is 1), after ``verdicts``
-    (item, label) given in order. The lots are frozen from the start's sets: only the answers
-    decide what the loop does."""
+    (item, label) given in order, under ``settings``. The lots are frozen from the start's sets:
+    only the answers decide what the loop does."""
     candidates = np.zeros((n_items, 2), dtype=bool)
     candidates[:] = True
     truth = np.zeros(n_items, dtype=np.int64)
@@ -343,8 +353,27 @@ def scripted_loop(n_items: int, accepted: int, wrong_in_lot: np.ndarray, verdict
     given = np.asarray(verdicts, dtype=np.int64).reshape(-1, 2)
     log = VerdictLog(given[:, 0], given[:, 1])
     return run_loop(
-        log, n_items=n_items, items_at=items_at, model=model, settings_at=lambda v: LoopSettings(), key=KEY, session=3
+        log, n_items=n_items, items_at=items_at, model=model, settings_at=lambda v: settings, key=KEY, session=3
     ), truth
+
+
+@pytest.mark.parametrize("promise", ["confidence", "average"])
+def test_a_lot_is_cut_into_layers_by_its_promise_and_what_is_stated(promise):
+    """layer_plan: lot 1, frozen with nothing stated, is cut on average into its best half (three
+    quarters of its share) and the rest; with confidence into quarters. Each layer holds the
+    items the model is surest of that the layers before it left."""
+    loop, _ = scripted_loop(3000, 2000, np.zeros(0, dtype=np.int64), [], LoopSettings(promise=promise))
+    lot = loop.lots[0].lot
+    fractions, shares = layer_plan(promise, 0)
+    assert (fractions, shares) == (
+        ((0.5, 1.0), (0.75, 0.25)) if promise == "average" else ((0.25, 0.5, 1.0), (0.5, 0.25, 0.25))
+    )
+    assert lot.set_sizes == tuple(math.ceil(f * 2000) for f in fractions)
+    assert np.allclose(lot.shares, [lot_share(1) * s for s in shares])
+    for (lo, hi), size in zip(lot.layer_spans, lot.set_sizes, strict=True):
+        assert set(lot.items[lo:hi].tolist()) == set(range(lo, size))  # scores fall with the index
+    # Read among stated labels, a lot is cut into quarters under either promise.
+    assert layer_plan(promise, 1) == ((0.25, 0.5, 1.0), (0.5, 0.25, 0.25))
 
 
 HALF_WRONG_ITEMS, HALF_WRONG_ACCEPTED = 3000, 2000

@@ -19,19 +19,18 @@ Lots
     quarter, the rest; on average, while nothing is stated, its best half and the rest), each
     audited in a uniformly random order drawn from the key and tested under the promise in force
     (:mod:`engine.promises`) with a share of the lot's share of it (:func:`lot_share`; on
-    average, also read among the labels already stated: :mod:`engine.promises`, "Several
-    sets"). Statements are about **sets**, the best ``j``
-    layers together: set ``j`` is certified when its layers' tests together back it
-    (:meth:`engine.promises.Promise.judge`). The layers are audited one after another, best
-    first, each until its set is certified. A lot ends at the first checkpoint where every set is
-    certified or the next one is hopeless, or :data:`LOT_ANSWERS` verdicts after it was frozen;
-    a set is also given up as hopeless when it could not be certified by then even if every
-    audit still to come (at the audit share the lot was frozen with) named the frozen label, so
-    a lot that can state no more gives way at once. The next lot is frozen there from the model
-    as it is then (items of certified sets stay delivered; the others may join it). When no lot
-    can be frozen, the loop tries again :data:`RETRY_ANSWERS` verdicts later. So the points
-    where lots are frozen are fixed by the answers alone, and a dirty lot gives way within
-    :data:`LOT_ANSWERS` verdicts.
+    average, also read among the labels already stated: :mod:`engine.promises`, "Several sets").
+    Statements are about **sets**, the best ``j`` layers together: set ``j`` is certified when
+    its layers' tests together back it (:meth:`engine.promises.Promise.judge`). The layers are
+    audited one after another, best first, each until its set is certified. A lot ends at the
+    first checkpoint where every set is certified or the next one is hopeless, or
+    :data:`LOT_ANSWERS` verdicts after it was frozen; a set is also given up as hopeless when it
+    could not be certified by then even if every audit still to come (at the audit share the lot
+    was frozen with) named the frozen label, so a lot that can state no more gives way at once.
+    The next lot is frozen there from the model as it is then (items of certified sets stay
+    delivered; the others may join it). When no lot can be frozen, the loop tries again
+    :data:`RETRY_ANSWERS` verdicts later. So the points where lots are frozen are fixed by the
+    answers alone, and a dirty lot gives way within :data:`LOT_ANSWERS` verdicts.
 
 The promise's shares
     The shares of a session's tests sum to at most 1 (:mod:`engine.promises`, "Several sets").

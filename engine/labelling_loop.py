@@ -144,7 +144,7 @@ ALONE_LAYER_FRACTIONS: tuple[float, ...] = (0.5, 1.0)
 ALONE_LAYER_SHARES: tuple[float, ...] = (0.75, 0.25)
 
 
-def layer_plan(promise: str, stated_before: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
+def layer_plan(promise: Promise, stated_before: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """The fractions and shares a lot frozen under ``promise`` with ``stated_before`` labels
     stated is cut into layers by (module docstring, "Lots").
 
@@ -153,12 +153,14 @@ def layer_plan(promise: str, stated_before: int) -> tuple[tuple[float, ...], tup
     layer gets a large budget, so such a lot is cut in quarters and states early. With nothing
     stated, the best layer's budget is ``t · share`` whatever its size: cutting it small buys
     nothing, so it is the best half with three quarters of the lot's share. With confidence no
-    budget grows with ``A``, and every lot is cut in quarters.
+    budget grows with ``A`` (:attr:`engine.promises.Promise.read_among_stated`), and every lot is
+    cut in quarters.
 
-    >>> layer_plan("average", 0), layer_plan("average", 10)
+    >>> from engine.promises import AveragePromise
+    >>> layer_plan(AveragePromise(0.05), 0), layer_plan(AveragePromise(0.05), 10)
     (((0.5, 1.0), (0.75, 0.25)), ((0.25, 0.5, 1.0), (0.5, 0.25, 0.25)))
     """
-    if promise == "average" and stated_before == 0:
+    if promise.read_among_stated and stated_before == 0:
         return ALONE_LAYER_FRACTIONS, ALONE_LAYER_SHARES
     return LAYER_FRACTIONS, LAYER_SHARES
 
@@ -196,10 +198,11 @@ def audits_to_state(
     >>> audits_to_state(1000, LoopSettings())
     66
     """
-    fractions, shares = layer_plan(settings.promise, stated_before)
+    promise = settings.make_promise()
+    fractions, shares = layer_plan(promise, stated_before)
     layer = int(math.ceil(fractions[0] * size))
     share = lot_share(number) * shares[0]
-    test = part_test(settings.make_promise(), layer, share, among=stated_before + layer, piloted=piloted)
+    test = part_test(promise, layer, share, among=stated_before + layer, piloted=piloted)
     if test is None or not test.verdict(np.zeros(test.size, dtype=np.int64)).certified:
         return None
     lo, hi = 1, test.size  # with no wrong label, a longer prefix only certifies more
@@ -482,7 +485,7 @@ def _freeze(
         return None
     by_margin = members[np.argsort(-scores[members], kind="stable")]
     # A layer too small to be certified on its own share joins the next one.
-    fractions, layer_shares = layer_plan(promise.name, stated_before)
+    fractions, layer_shares = layer_plan(promise, stated_before)
     bounds = [int(math.ceil(f * by_margin.size)) for f in fractions]
     tests: list[SetTest] = []
     shares: list[float] = []

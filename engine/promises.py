@@ -200,6 +200,12 @@ class Promise(Protocol):
         """The error rate promised."""
         ...
 
+    @property
+    def read_among_stated(self) -> bool:
+        """Whether a set's test is eased by the labels it is stated with (``among`` in
+        :meth:`test`; module docstring, "Several sets")."""
+        ...
+
     def test(self, size: int, share: float, *, among: int | None = None) -> SetTest | None:
         """The test of a set of ``size`` labels with ``share`` of the promise, or None when
         such a set could never be certified. ``among``: the fewest labels it is stated with,
@@ -331,6 +337,7 @@ class ConfidencePromise:
     target: float
     confidence: float
     name: ClassVar[str] = "confidence"
+    read_among_stated: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
         check_level(self.target, "target")
@@ -356,6 +363,7 @@ class AveragePromise:
 
     target: float
     name: ClassVar[str] = "average"
+    read_among_stated: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         check_level(self.target, "target")

@@ -69,7 +69,7 @@ LOOSE = LoopSettings(max_error=0.2, confidence=0.6)  # a few audits state someth
 
 def test_the_shares_sum_to_one():
     for stated in (0, 1):
-        for promise in ("confidence", "average"):
+        for promise in (LoopSettings(promise=name).make_promise() for name in ("confidence", "average")):
             fractions, shares = layer_plan(promise, stated)
             assert math.isclose(sum(shares), 1.0) and fractions[-1] == 1.0 and list(fractions) == sorted(fractions)
     assert math.isclose(sum(lot_share(n) for n in range(1, 200_000)), 1.0, abs_tol=1e-5)
@@ -364,7 +364,7 @@ def test_a_lot_is_cut_into_layers_by_its_promise_and_what_is_stated(promise):
     items the model is surest of that the layers before it left."""
     loop, _ = scripted_loop(3000, 2000, np.zeros(0, dtype=np.int64), [], LoopSettings(promise=promise))
     lot = loop.lots[0].lot
-    fractions, shares = layer_plan(promise, 0)
+    fractions, shares = layer_plan(lot.promise, 0)
     assert (fractions, shares) == (
         ((0.5, 1.0), (0.75, 0.25)) if promise == "average" else ((0.25, 0.5, 1.0), (0.5, 0.25, 0.25))
     )
@@ -373,7 +373,7 @@ def test_a_lot_is_cut_into_layers_by_its_promise_and_what_is_stated(promise):
     for (lo, hi), size in zip(lot.layer_spans, lot.set_sizes, strict=True):
         assert set(lot.items[lo:hi].tolist()) == set(range(lo, size))  # scores fall with the index
     # Read among stated labels, a lot is cut into quarters under either promise.
-    assert layer_plan(promise, 1) == ((0.25, 0.5, 1.0), (0.5, 0.25, 0.25))
+    assert layer_plan(lot.promise, 1) == ((0.25, 0.5, 1.0), (0.5, 0.25, 0.25))
 
 
 HALF_WRONG_ITEMS, HALF_WRONG_ACCEPTED = 3000, 2000

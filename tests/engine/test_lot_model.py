@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from benchmarks.bench_lot_model_threads import generated
 from engine.lot_model import LotModel
-from engine.neighbors import knn_graph
 
 
 def test_the_scores_do_not_depend_on_the_blas_threads():
@@ -14,13 +14,7 @@ def test_the_scores_do_not_depend_on_the_blas_threads():
     with one and two BLAS threads before the model was run on one, and the EM fit carries such
     a difference much further on real data (0.003 on BirdSong), so lots frozen by two machines
     would differ."""
-    rng = np.random.default_rng(0)
-    n, d, c = 5000, 38, 13
-    truth = rng.integers(0, c, n)
-    X = rng.normal(scale=2.0, size=(c, d))[truth] + rng.normal(scale=2.5, size=(n, d))
-    Y = rng.random((n, c)) < 0.35
-    Y[np.arange(n), truth] = True
-    idx, _ = knn_graph(X, k=10)
+    X, Y, idx = generated(5000, features=38, classes=13)
     model = LotModel(idx, X)
     outputs = []
     for threads in (1, 2):

@@ -26,7 +26,6 @@ import numpy as np
 
 from engine.dst import transductive_decisions
 from engine.labelling_loop import (
-    STATEMENT_EVERY,
     ItemsAt,
     Loop,
     LoopSettings,
@@ -36,6 +35,7 @@ from engine.labelling_loop import (
     served_order,
     slot_uniforms,
 )
+from engine.loop_design import DESIGN
 from engine.lot_model import LotModel
 from engine.strategies import CampaignContext, make_strategy
 
@@ -133,7 +133,7 @@ class Campaign:
         self._verdicted.add(item)
         self._positions.append(item)
         self._labels.append(label)
-        if len(self._positions) % STATEMENT_EVERY == 0:
+        if len(self._positions) % DESIGN.statement_every == 0:
             self._snapshots[len(self._positions)] = ItemsAt(self.Y.copy(), self.answered.copy())
 
     def skip(self, item: int) -> None:

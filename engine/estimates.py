@@ -3,7 +3,7 @@
 The answers needed depend on how many of the frozen model labels are wrong, which nobody knows
 before the audits find them: one wrong label found early in a layer's audit order costs dozens
 of audits more. So the estimate is a simulation of the lot being checked, run from what the
-session holds at its last checkpoint (:data:`engine.labelling_loop.STATEMENT_EVERY`, so that an
+session holds at its last checkpoint (``engine.loop_design.DESIGN.statement_every``, so that an
 estimate moves only where a statement may, and says nothing of whether the last answer was an
 audit):
 
@@ -29,7 +29,7 @@ reached done 11 answers sooner than the session on average, up to 30; this one 2
 At every checkpoint it judges the lot as
 :func:`engine.labelling_loop.run_loop` does (:func:`engine.labelling_loop.judge_lot`), with the
 lot's own tests. A run ends when the lot ends (every set certified, the next one hopeless or out
-of reach before the lot's deadline, :data:`engine.labelling_loop.LOT_ANSWERS` verdicts after it
+of reach before the lot's deadline, ``engine.loop_design.DESIGN.lot_answers`` verdicts after it
 was frozen); the session is then done once every item left outside the
 certified sets is answered, one answer each (an upper bound: a later lot could label some).
 
@@ -46,7 +46,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.labelling_loop import LOT_ANSWERS, STATEMENT_EVERY, Loop, Lot, VerdictLog, judge_lot
+from engine.labelling_loop import Loop, Lot, VerdictLog, judge_lot
+from engine.loop_design import DESIGN
 from engine.promises import SetVerdict, error_rate_prior, log_beta
 
 __all__ = [
@@ -376,7 +377,7 @@ def _play_lot(
     layer_start = np.searchsorted(lot.layers, np.arange(n_layers + 1))
     cached: dict[int, tuple[int, SetVerdict]] = {}
     first: int | None = None
-    end = lot.frozen_at + LOT_ANSWERS
+    end = lot.frozen_at + DESIGN.lot_answers
     # The served slots' audit flags from here on, far enough for every slot to look ahead
     # over all the open items (what ``served_order`` counts the audit slots over).
     flags = rng.random(max(end - verdicts, 0) + size + outside + 1) < audit_share
@@ -402,13 +403,13 @@ def _play_lot(
             known[item] = True
         v += 1
         slot += 1
-        if v % STATEMENT_EVERY == 0:
+        if v % DESIGN.statement_every == 0:
             _, certified, current = judge_lot(lot, known, wrong, cached, at=v)
             if certified and first is None and not stated_already:
                 first = v
     if current is not None:
         # Left with nothing to answer before a checkpoint: the lot is judged at the next one.
-        v = int(np.ceil(v / STATEMENT_EVERY) * STATEMENT_EVERY)
+        v = int(np.ceil(v / DESIGN.statement_every) * DESIGN.statement_every)
         _, certified, current = judge_lot(lot, known, wrong, cached, at=v)
         if certified and first is None and not stated_already:
             first = v

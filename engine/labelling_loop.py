@@ -7,7 +7,7 @@ it; nothing here reads a store or a page, and reading a session never changes it
 The clock
     The first verdict on each item (an answer, another label, "none of these") is counted in the
     order it was recorded: ``v`` items have had one. Undoing and answering again does not move
-    the clock. The loop only looks at **checkpoints**, multiples of :data:`STATEMENT_EVERY`:
+    the clock. The loop only looks at **checkpoints**, multiples of ``DESIGN.statement_every``:
     what a session states changes only there, so no single answer shows its effect on a
     statement.
 
@@ -24,13 +24,13 @@ Lots
     its layers' tests together back it (:meth:`engine.promises.Promise.judge`). The layers are
     audited one after another, best first, each until its set is certified. A lot ends at the
     first checkpoint where every set is certified or the next one is hopeless, or
-    :data:`LOT_ANSWERS` verdicts after it was frozen; a set is also given up as hopeless when it
+    ``DESIGN.lot_answers`` verdicts after it was frozen; a set is also given up as hopeless when it
     could not be certified by then even if every audit still to come (at the audit share the lot
     was frozen with) named the frozen label, so a lot that can state no more gives way at once.
     The next lot is frozen there from the model as it is then (items of certified sets stay
     delivered; the others may join it). When no lot can be frozen, the loop tries again
-    :data:`RETRY_ANSWERS` verdicts later. So the points where lots are frozen are fixed by the
-    answers alone, and a dirty lot gives way within :data:`LOT_ANSWERS` verdicts.
+    ``DESIGN.retry_answers`` verdicts later. So the points where lots are frozen are fixed by the
+    answers alone, and a dirty lot gives way within ``DESIGN.lot_answers`` verdicts.
 
 The promise's shares
     The shares of a session's tests sum to at most 1 (:mod:`engine.promises`, "Several sets").
@@ -83,16 +83,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from engine.loop_design import DESIGN
 from engine.promises import Promise, SetTest, SetVerdict, make_promise, part_test
 
 __all__ = [
-    "STATEMENT_EVERY",
-    "LOT_ANSWERS",
-    "RETRY_ANSWERS",
-    "LAYER_FRACTIONS",
-    "LAYER_SHARES",
-    "ALONE_LAYER_FRACTIONS",
-    "ALONE_LAYER_SHARES",
     "layer_plan",
     "LoopSettings",
     "VerdictLog",
@@ -109,39 +103,6 @@ __all__ = [
     "served_order",
     "ServedOrder",
 ]
-
-#: Statements change only every this many verdicts (module docstring, "The clock").
-STATEMENT_EVERY = 10
-
-#: A lot is audited for at most this many verdicts after it is frozen. At the default audit
-#: share (half the served items) that is 400 audits: about what the confidence sequence needs,
-#: at lot 1's share, to certify a large first layer (4,447 labels) wrong at half the default
-#: target (2.5 %: 420 audits; 2 %: 220; 0 %: 85). A lot that could not be certified by then ends
-#: as soon as that is known (:func:`judge_lot`), so the deadline no longer holds a dirty lot
-#: back; it only lets in, now and then, a lot the model, having learned from the answers,
-#: labels anew. With 200 audits per lot (400 verdicts), large lots a little cleaner than the
-#: target were given up before they could be certified, and their successors, holding nearly
-#: the same items, started their audits from nothing (``docs/results_labels.md``).
-LOT_ANSWERS = 800
-
-#: When no lot can be frozen (the model accepts too few items), the loop looks again this many
-#: verdicts later.
-RETRY_ANSWERS = 20
-
-#: The layers of a lot, by margin: the sets its statements are about hold the best quarter,
-#: the best half and all of its items. The best quarter is audited first, so the first labels
-#: are stated after a few dozen audits even where the model's lower margins are too often
-#: wrong; each further layer adds its labels once its own audits back them.
-LAYER_FRACTIONS: tuple[float, ...] = (0.25, 0.5, 1.0)
-
-#: Each layer's share of its lot's share of the promise (sums to 1): half to the first, which
-#: the first statement waits for.
-LAYER_SHARES: tuple[float, ...] = (0.5, 0.25, 0.25)
-
-#: On average, a lot frozen while no label is stated is cut into its best half and the rest,
-#: three quarters of its share to the best half (:func:`layer_plan`).
-ALONE_LAYER_FRACTIONS: tuple[float, ...] = (0.5, 1.0)
-ALONE_LAYER_SHARES: tuple[float, ...] = (0.75, 0.25)
 
 
 def layer_plan(promise: Promise, stated_before: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
@@ -161,8 +122,8 @@ def layer_plan(promise: Promise, stated_before: int) -> tuple[tuple[float, ...],
     (((0.5, 1.0), (0.75, 0.25)), ((0.25, 0.5, 1.0), (0.5, 0.25, 0.25)))
     """
     if promise.read_among_stated and stated_before == 0:
-        return ALONE_LAYER_FRACTIONS, ALONE_LAYER_SHARES
-    return LAYER_FRACTIONS, LAYER_SHARES
+        return DESIGN.alone_layer_fractions, DESIGN.alone_layer_shares
+    return DESIGN.layer_fractions, DESIGN.layer_shares
 
 
 def lot_share(number: int) -> float:
@@ -385,7 +346,7 @@ class Loop:
         The verdict count the statement is read at.
     verdicts : int
         The verdicts given so far (the checkpoint is the last multiple of
-        :data:`STATEMENT_EVERY` at or below it).
+        ``DESIGN.statement_every`` at or below it).
     next_lot_at : int or None
         The verdict count at which the lot being audited ends at the latest (or, with no lot,
         the next attempt to freeze one); None when nothing is left to label.
@@ -540,7 +501,7 @@ def judge_lot(
     layer's last verdict by its prefix length, for calls with the same ``wrong`` on a growing
     ``known``. ``at``: the verdict count it is judged at; the set being audited is then also
     given up when it could not be certified by the lot's deadline even if each of the
-    ``⌈(frozen_at + LOT_ANSWERS − at) · audit_share⌉`` audits still to come named the frozen
+    ``⌈(frozen_at + DESIGN.lot_answers − at) · audit_share⌉`` audits still to come named the frozen
     label (module docstring, "Lots"). This changes no verdict, only when the lot ends.
     """
     cache = {} if cache is None else cache
@@ -558,7 +519,7 @@ def judge_lot(
         ok, hopeless = lot.promise.judge(tuple(verdicts[: j + 1]), size)
         if not ok:
             if not hopeless and at is not None:
-                audits_left = math.ceil(max(lot.frozen_at + LOT_ANSWERS - at, 0) * lot.audit_share)
+                audits_left = math.ceil(max(lot.frozen_at + DESIGN.lot_answers - at, 0) * lot.audit_share)
                 hopeless = not _certified_if_right(lot, tuple(verdicts[: j + 1]), wrong, audits_left)
             # The first set not certified: its last layer is audited, unless it cannot be.
             return tuple(verdicts), certified, None if hopeless else j
@@ -632,7 +593,7 @@ def run_loop(
     -------
     Loop
     """
-    checkpoint = (len(log) // STATEMENT_EVERY) * STATEMENT_EVERY
+    checkpoint = (len(log) // DESIGN.statement_every) * DESIGN.statement_every
     first_at, first_label = log.first_verdicts(n_items)
     reuse = dict(known or {})
     frozen: dict[int, Lot | None] = {}
@@ -665,23 +626,23 @@ def run_loop(
             frozen[at] = lot
         if lot is None:
             # Nothing could be frozen: look again later, unless nothing is left to label.
-            retry = at + RETRY_ANSWERS if _anything_to_label(items_at, at, delivered) else None
+            retry = at + DESIGN.retry_answers if _anything_to_label(items_at, at, delivered) else None
             if retry is None or retry > checkpoint:
                 return Loop(tuple(states), checkpoint, len(log), retry, frozen)
             at = retry
             continue
         state_at = _evaluate(lot, first_at, first_label)
         state = state_at(at)
-        for point in range(at + STATEMENT_EVERY, checkpoint + 1, STATEMENT_EVERY):
+        for point in range(at + DESIGN.statement_every, checkpoint + 1, DESIGN.statement_every):
             state = state_at(point)
-            if state.current is None or point >= at + LOT_ANSWERS:
+            if state.current is None or point >= at + DESIGN.lot_answers:
                 state = dataclasses.replace(state, ended_at=point)
                 break
         states.append(state)
         delivered[state.lot.items[state.certified_mask]] = True
         ended = state.ended_at
         if ended is None:
-            return Loop(tuple(states), checkpoint, len(log), at + LOT_ANSWERS, frozen)
+            return Loop(tuple(states), checkpoint, len(log), at + DESIGN.lot_answers, frozen)
         wealth = max(wealth - state.share_spent, 0.0)
         rank += state.share_spent > 0
         at = ended

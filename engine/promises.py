@@ -54,11 +54,11 @@ Several sets
 Pilots
     A part's share is put at risk only once its test may certify it. A part may be **piloted**
     (:mod:`engine.labelling_loop` decides which before the part is frozen): the first
-    :data:`PILOT_AUDITS` audits of its order are then a pilot (:class:`PilotedTest`), which
+    ``DESIGN.pilot_audits`` audits of its order are then a pilot (:class:`PilotedTest`), which
     certifies nothing. A pilot with more wrong labels than :func:`pilot_allowance` allows makes
     the part hopeless; a part exactly as wrong as the rate its test holds it to
     (``SetTest.rate``: the target with confidence, the plan's budget on average) passes with
-    probability at least :data:`PILOT_PASS`. After a passed pilot, the part's own test starts on
+    probability at least ``DESIGN.pilot_pass``. After a passed pilot, the part's own test starts on
     its other items. Given what the pilot found, those are still audited in a uniformly random
     order, so the test is valid given the pilot, at the share fixed before it.
 
@@ -95,15 +95,13 @@ import numpy as np
 
 from engine._validation import check_count, check_level
 from engine.exceptions import InvalidInput
+from engine.loop_design import DESIGN
 
 __all__ = [
     "PROMISES",
-    "AVERAGE_PLAN_AUDITS",
     "EXACT_LOT_SIZE",
     "SetVerdict",
     "SetTest",
-    "PILOT_AUDITS",
-    "PILOT_PASS",
     "pilot_allowance",
     "PilotedTest",
     "part_test",
@@ -123,13 +121,6 @@ __all__ = [
 
 #: The names of the two promises (what the store and the command line call them).
 PROMISES: tuple[str, ...] = ("confidence", "average")
-
-#: The average promise: a set is accepted within this many audits or never. Lot 1's best half
-#: (a budget of 2.3 % at the default target) is accepted with probability 0.84 when 2 % wrong
-#: and 0.97 when 1 % wrong; designing a plan takes 0.1 s for a set of 1,000 items (once per
-#: process). A plan of 300 audits would accept large sets a little more often and small ones
-#: less often, for they must start later (``docs/results_labels.md``).
-AVERAGE_PLAN_AUDITS = 150
 
 #: Sets up to this size have their plan's outgoing quality checked at every ``E``; larger ones
 #: on a grid of ``E`` with a bound between its points (:func:`worst_outgoing`).
@@ -263,31 +254,21 @@ class AverageTest:
         return SetVerdict(n, k, accepted, not accepted and past, at_risk=n > 0)
 
 
-#: A part's pilot (module docstring, "Pilots"): its first this many audits. Long enough that a
-#: part four times as wrong as the default target (20 %) fails it four times in five (it passes
-#: with probability 0.21 at 2 wrong allowed); short enough to cost a clean part a third of the
-#: 66 audits an untouched first layer of 1,000 items needs to be certified
-#: (:func:`engine.labelling_loop.audits_to_state`).
-PILOT_AUDITS = 20
-
-#: A part exactly as wrong as its test's rate passes its pilot with at least this probability.
-PILOT_PASS = 0.9
-
-
-def pilot_allowance(rate: float, audits: int = PILOT_AUDITS) -> int:
-    """Most wrong labels a pilot of ``audits`` may hold and pass: the smallest ``c`` with
-    ``P(Binomial(audits, rate) ≤ c) ≥`` :data:`PILOT_PASS`.
+def pilot_allowance(rate: float, audits: int | None = None) -> int:
+    """Most wrong labels a pilot of ``audits`` (``DESIGN.pilot_audits`` when not given) may hold
+    and pass: the smallest ``c`` with ``P(Binomial(audits, rate) ≤ c) ≥ DESIGN.pilot_pass``.
 
     >>> pilot_allowance(0.05), pilot_allowance(0.01)
     (2, 1)
     """
     rate = check_level(rate, "rate")
+    audits = DESIGN.pilot_audits if audits is None else int(audits)
     below = 0.0
-    for c in range(int(audits) + 1):
+    for c in range(audits + 1):
         below += math.comb(audits, c) * rate**c * (1.0 - rate) ** (audits - c)
-        if below >= PILOT_PASS:
+        if below >= DESIGN.pilot_pass:
             return c
-    return int(audits)
+    return audits
 
 
 @dataclass(frozen=True)
@@ -323,11 +304,11 @@ def part_test(
     the part."""
     if not piloted:
         return promise.test(size, share, among=among)
-    rest = int(size) - PILOT_AUDITS
+    rest = int(size) - DESIGN.pilot_audits
     inner = promise.test(rest, share, among=among) if rest > 0 else None
     if inner is None:
         return None
-    return PilotedTest(int(size), PILOT_AUDITS, pilot_allowance(inner.rate), inner)
+    return PilotedTest(int(size), DESIGN.pilot_audits, pilot_allowance(inner.rate), inner)
 
 
 @dataclass(frozen=True)
@@ -566,7 +547,7 @@ def average_plan(lot_size: int, budget: float) -> SamplingPlan | None:
     """The sampling plan of a lot under the average promise: ``AOQ(E) ≤ budget`` for every ``E``.
 
     Slope ``budget`` (a lot as wrong as its budget is accepted more often than not, within
-    :data:`AVERAGE_PLAN_AUDITS` audits); ``start`` the earliest found by bisection that meets
+    ``DESIGN.average_plan_audits`` audits); ``start`` the earliest found by bisection that meets
     the bound. None when no start does (a lot too small).
 
     >>> average_plan(1000, 0.03)
@@ -574,7 +555,7 @@ def average_plan(lot_size: int, budget: float) -> SamplingPlan | None:
     """
     big_n = check_count(lot_size, "lot_size")
     budget = check_level(budget, "budget")
-    last = min(AVERAGE_PLAN_AUDITS, big_n - 1)
+    last = min(DESIGN.average_plan_audits, big_n - 1)
     if last < 1:
         return None
 

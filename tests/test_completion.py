@@ -14,7 +14,8 @@ from app.service.completion import work_is_done
 from benchmarks.labels_delivered import sample_pool
 from benchmarks.replay_lots import Campaign
 from engine.estimates import estimate_answers, held_out_error
-from engine.labelling_loop import STATEMENT_EVERY, Loop, LoopSettings
+from engine.labelling_loop import Loop, LoopSettings
+from engine.loop_design import DESIGN
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +50,7 @@ def test_the_estimate_moves_only_at_checkpoints(campaign_at_25):
     assert all(e is not None for e in estimates)
     by_checkpoint: dict[int, set] = {}
     for verdicts, estimate in enumerate(estimates, start=10):
-        assert estimate.checkpoint == verdicts // STATEMENT_EVERY * STATEMENT_EVERY
+        assert estimate.checkpoint == verdicts // DESIGN.statement_every * DESIGN.statement_every
         by_checkpoint.setdefault(estimate.checkpoint, set()).add(estimate)
     # One estimate per checkpoint, whatever the answers (audits or not) given since.
     assert {k: len(v) for k, v in by_checkpoint.items()} == {10: 1, 20: 1}

@@ -35,7 +35,8 @@ from app.store import (
 from app.store.labels import AUDIT_ORDER_KEY
 from app.store.models import StoreSecret
 from benchmarks.replay_lots import Campaign, Pool
-from engine.labelling_loop import LOT_ANSWERS, LoopSettings, served_order, slot_uniforms
+from engine.labelling_loop import LoopSettings, served_order, slot_uniforms
+from engine.loop_design import DESIGN
 from engine.promises import ConfidencePromise
 from tests.cli.conftest import ROOT, run_winnow
 
@@ -149,11 +150,11 @@ def test_before_any_answer_the_singletons_are_given_and_a_first_lot_waits_for_au
     assert np.asarray(bench.state.open_items)[lot.items].all()
     assert isinstance(lot.promise, ConfidencePromise) and lot.promise.target == 0.05
     summary = labels.summary
-    assert (summary.lots, summary.active_lot_size, summary.lot_ends_in) == (1, lot.items.size, LOT_ANSWERS)
+    assert (summary.lots, summary.active_lot_size, summary.lot_ends_in) == (1, lot.items.size, DESIGN.lot_answers)
     assert summary.error_bound is None and summary.model_labels == 0 and labels.n_audited == 0
     assert labels.statement == (
         f"model labels: none yet — 50% of the served items are audits of the model's labels on {lot.items.size} "
-        f"items, for at most {LOT_ANSWERS} more answers; undecided: {int((~singles).sum())}"
+        f"items, for at most {DESIGN.lot_answers} more answers; undecided: {int((~singles).sum())}"
     )
     table = labels.table
     assert list(table.columns[:6]) == ["id", "candidates", "n_candidates", "label", "label_source", "model_margin"]

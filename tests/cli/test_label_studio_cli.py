@@ -24,7 +24,7 @@ from tests.io.label_studio_exports import FIRST_ID, GENRES, choice, image_tasks,
 
 #: Enough tasks for a lot of model labels: 160 of these are open. DST-PLL's own rule accepts
 #: none of them at first (every margin is -1 on these texts): the first round of answers
-#: teaches the model, a lot is frozen after 20 of them (engine.labelling_loop.RETRY_ANSWERS),
+#: teaches the model, a lot is frozen after 20 of them (engine.loop_design.DESIGN.retry_answers),
 #: and the audits among the next answers state its best layers at the loose target below.
 N_TASKS = 240
 FIRST_ROUND = 30

@@ -17,9 +17,6 @@ from hypothesis import strategies as st
 
 from benchmarks.replay_lots import Campaign, Pool
 from engine.labelling_loop import (
-    LAYER_SHARES,
-    LOT_ANSWERS,
-    STATEMENT_EVERY,
     ItemsAt,
     LoopSettings,
     VerdictLog,
@@ -31,9 +28,9 @@ from engine.labelling_loop import (
     served_order,
     share_left_by_series,
 )
+from engine.loop_design import DESIGN
 from engine.neighbors import knn_graph
 from engine.promises import (
-    PILOT_AUDITS,
     AveragePromise,
     ConfidencePromise,
     ConfidenceTest,
@@ -196,7 +193,7 @@ def test_the_first_verdict_is_the_outcome_whatever_is_answered_after_an_undo():
     """Answer an audit, undo, answer it otherwise: the lot reads the first answer."""
     honest, probing = campaign(), campaign()
     for c, probe in ((honest, False), (probing, True)):
-        for _ in range(3 * STATEMENT_EVERY):
+        for _ in range(3 * DESIGN.statement_every):
             loop = c.loop()
             queue = loop.audit_queue(c.answered, c.skipped)
             item = int(queue[0])
@@ -286,7 +283,7 @@ def test_audits_to_state_is_the_first_statement_of_an_untouched_lot():
     assert audits_to_state(1000, LoopSettings(promise="average")) < needed
     assert audits_to_state(10, LoopSettings()) is None
     # A pilot adds its audits; the test after it, on a layer 20 items smaller, needs one fewer.
-    assert audits_to_state(1000, LoopSettings(), piloted=True) == needed + PILOT_AUDITS - 1
+    assert audits_to_state(1000, LoopSettings(), piloted=True) == needed + DESIGN.pilot_audits - 1
 
 
 @pytest.mark.parametrize("promise", ["confidence", "average"])
@@ -308,7 +305,7 @@ def test_labels_once_stated_stay_stated(promise):
 
 def test_what_is_stated_changes_only_at_checkpoints():
     """No single answer shows its effect on a statement: between two multiples of
-    STATEMENT_EVERY verdicts, the stated labels and every lot's verdicts stay as they were."""
+    DESIGN.statement_every verdicts, the stated labels and every lot's verdicts stay as they were."""
     c = campaign(settings=LoopSettings(max_error=0.2, confidence=0.6))
     before, changes = None, 0
     for _ in range(120):
@@ -316,7 +313,7 @@ def test_what_is_stated_changes_only_at_checkpoints():
         member, label, _ = loop.delivered(c.Y.shape[0])
         now = (member.tolist(), label.tolist(), [(s.certified, s.verdicts) for s in loop.lots])
         if before is not None and now != before:
-            assert len(c._positions) % STATEMENT_EVERY == 0
+            assert len(c._positions) % DESIGN.statement_every == 0
             changes += 1
         before = now
         served = c.served(c.ranked(None, None, np.random.default_rng(0), loop), loop)
@@ -399,7 +396,7 @@ def test_a_lot_that_fails_before_its_lower_layers_leaves_their_share_to_the_next
     assert one.ended_at is not None and one.certified == 0
     assert [v.audited > 0 for v in one.verdicts] == [True, False, False]
     spent = one.share_spent
-    assert math.isclose(spent, lot_share(1) * LAYER_SHARES[0])
+    assert math.isclose(spent, lot_share(1) * DESIGN.layer_shares[0])
     expected = (1.0 - spent) * lot_share(2) / share_left_by_series(2)
     assert math.isclose(sum(two.lot.shares), expected) and expected > lot_share(2)
     assert spent + sum(two.lot.shares) <= 1.0
@@ -414,7 +411,7 @@ def test_a_lot_after_one_that_certified_nothing_is_piloted_and_a_failed_pilot_sp
     assert not any(isinstance(test, PilotedTest) for test in one.lot.tests)
     assert all(isinstance(test, PilotedTest) for test in two.lot.tests)
     assert two.lot.tests[0].allowed == pilot_allowance(LoopSettings().max_error)
-    pilot = [(int(i), int(truth[i])) for i in two.lot.items[two.lot.layers == 0][:PILOT_AUDITS]]
+    pilot = [(int(i), int(truth[i])) for i in two.lot.items[two.lot.layers == 0][: DESIGN.pilot_audits]]
     third, _ = scripted_loop(HALF_WRONG_ITEMS, HALF_WRONG_ACCEPTED, bad, verdicts + pilot)
     one, two, three = third.lots[:3]
     assert two.ended_at is not None and two.certified == 0 and two.verdicts[0].hopeless
@@ -439,19 +436,21 @@ def test_a_lot_ends_once_its_set_could_not_be_certified_before_its_deadline(wron
     wrong_items = best[: 8 * wrong_found : 8]
     _, truth = scripted_loop(n, accepted, wrong_items, [])
     audited = [(int(i), int(truth[i])) for i in best[:40]]
-    outside = [(int(i), 0) for i in range(accepted, n)][: LOT_ANSWERS - 40]
+    outside = [(int(i), 0) for i in range(accepted, n)][: DESIGN.lot_answers - 40]
     loop, _ = scripted_loop(n, accepted, wrong_items, audited + outside)
     wrong = truth[best[:40]] != 0
     share = LoopSettings().audit_share
     expected = next(
         point
-        for point in range(40, LOT_ANSWERS + 1, STATEMENT_EVERY)
+        for point in range(40, DESIGN.lot_answers + 1, DESIGN.statement_every)
         if not lot.tests[0]
-        .verdict(np.cumsum(np.concatenate([wrong, np.zeros(math.ceil((LOT_ANSWERS - point) * share), dtype=bool)])))
+        .verdict(
+            np.cumsum(np.concatenate([wrong, np.zeros(math.ceil((DESIGN.lot_answers - point) * share), dtype=bool)]))
+        )
         .certified
     )
     one = loop.lots[0]
-    assert 40 < expected < LOT_ANSWERS  # the rule, not the deadline, ends it
+    assert 40 < expected < DESIGN.lot_answers  # the rule, not the deadline, ends it
     assert one.ended_at == expected and loop.lots[1].lot.frozen_at == expected
     known = np.zeros(lot.items.size, dtype=bool)
     known[:40] = True

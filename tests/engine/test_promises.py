@@ -13,10 +13,9 @@ from hypothesis import strategies as st
 from scipy.stats import betabinom, binom
 
 from engine.exceptions import InvalidInput
+from engine.loop_design import DESIGN
 from engine.promises import (
     EXACT_LOT_SIZE,
-    PILOT_AUDITS,
-    PILOT_PASS,
     AveragePromise,
     ConfidencePromise,
     ConfidenceTest,
@@ -193,8 +192,8 @@ def test_the_running_bounds_kept_between_reads_equal_the_walk_over_the_whole_pre
 @given(target=st.floats(0.001, 0.5), audits=st.integers(1, 60))
 def test_the_pilot_allowance_is_the_binomial_quantile(target, audits):
     allowed = pilot_allowance(target, audits)
-    assert binom.cdf(allowed, audits, target) >= PILOT_PASS - 1e-12
-    assert allowed == 0 or binom.cdf(allowed - 1, audits, target) < PILOT_PASS + 1e-12
+    assert binom.cdf(allowed, audits, target) >= DESIGN.pilot_pass - 1e-12
+    assert allowed == 0 or binom.cdf(allowed - 1, audits, target) < DESIGN.pilot_pass + 1e-12
 
 
 def test_a_pilot_allows_what_its_test_would_accept_at_its_own_rate():
@@ -206,7 +205,7 @@ def test_a_pilot_allows_what_its_test_would_accept_at_its_own_rate():
     assert confident.allowed == pilot_allowance(0.05) == 2
     assert average.inner.plan.slope == pytest.approx(0.015)
     assert average.allowed == pilot_allowance(0.015) == 1
-    assert (confident.size, confident.inner.size) == (1000, 1000 - PILOT_AUDITS)
+    assert (confident.size, confident.inner.size) == (1000, 1000 - DESIGN.pilot_audits)
 
 
 @settings(max_examples=150, deadline=None)

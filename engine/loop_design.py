@@ -1,0 +1,80 @@
+"""The labelling loop's design: every number the loop and its promises' tests are built from.
+
+One frozen record, :data:`DESIGN`, read by :mod:`engine.labelling_loop` and
+:mod:`engine.promises`. A user's settings (target, confidence, promise, audit share) are not
+here: they are :class:`engine.labelling_loop.LoopSettings`, stored with each lot. What each value
+does, where it comes from and what it was measured against is in ``docs/loop_design.md``;
+a test keeps that page naming every field.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from engine.exceptions import InvalidInput
+
+__all__ = ["LoopDesign", "DESIGN"]
+
+
+@dataclass(frozen=True)
+class LoopDesign:
+    """The loop's design (``docs/loop_design.md`` gives each value's provenance).
+
+    Attributes
+    ----------
+    statement_every : int
+        Statements change, and lots are frozen, only every this many verdicts.
+    lot_answers : int
+        A lot is audited for at most this many verdicts after it is frozen.
+    retry_answers : int
+        When no lot can be frozen, the loop looks again this many verdicts later.
+    layer_fractions, layer_shares : tuple of float
+        A lot's layers by margin (the sets its statements are about hold the best
+        ``layer_fractions[j]`` of it) and each layer's share of the lot's share of the promise.
+    alone_layer_fractions, alone_layer_shares : tuple of float
+        The same for a lot frozen on average while no label is stated.
+    average_plan_audits : int
+        On average, a set is accepted within this many audits or never.
+    pilot_audits : int
+        A piloted part's pilot: its first this many audits.
+    pilot_pass : float
+        A part exactly as wrong as its test's rate passes its pilot with at least this probability.
+    """
+
+    statement_every: int = 10
+    lot_answers: int = 800
+    retry_answers: int = 20
+    layer_fractions: tuple[float, ...] = (0.25, 0.5, 1.0)
+    layer_shares: tuple[float, ...] = (0.5, 0.25, 0.25)
+    alone_layer_fractions: tuple[float, ...] = (0.5, 1.0)
+    alone_layer_shares: tuple[float, ...] = (0.75, 0.25)
+    average_plan_audits: int = 150
+    pilot_audits: int = 20
+    pilot_pass: float = 0.9
+
+    def __post_init__(self) -> None:
+        for name in ("statement_every", "lot_answers", "retry_answers", "average_plan_audits", "pilot_audits"):
+            if int(getattr(self, name)) < 1:
+                raise InvalidInput(f"{name} must be at least 1; got {getattr(self, name)}")
+        # Lots are frozen and end only at checkpoints, where the items are kept.
+        for name in ("lot_answers", "retry_answers"):
+            if getattr(self, name) % self.statement_every:
+                raise InvalidInput(f"{name} must be a multiple of statement_every ({self.statement_every})")
+        _check_layers("layer", self.layer_fractions, self.layer_shares)
+        _check_layers("alone_layer", self.alone_layer_fractions, self.alone_layer_shares)
+        if not 0.0 < self.pilot_pass < 1.0:
+            raise InvalidInput(f"pilot_pass must be strictly between 0 and 1; got {self.pilot_pass}")
+
+
+def _check_layers(name: str, fractions: tuple[float, ...], shares: tuple[float, ...]) -> None:
+    """Fractions rising to 1 (the last set is the whole lot), one positive share each, summing to 1."""
+    rising = all(a < b for a, b in zip((0.0, *fractions), fractions, strict=False))
+    if not fractions or not rising or fractions[-1] != 1.0:
+        raise InvalidInput(f"{name}_fractions must rise from above 0 to 1; got {fractions}")
+    if len(shares) != len(fractions) or min(shares) <= 0.0 or not math.isclose(sum(shares), 1.0):
+        raise InvalidInput(f"{name}_shares must be one positive share per layer, summing to 1; got {shares}")
+
+
+#: The design the loop runs.
+DESIGN = LoopDesign()

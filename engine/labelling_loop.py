@@ -40,7 +40,12 @@ The promise's shares
     test read no audit before its lot ended can never be certified: it puts no label at risk,
     so its share goes back to the wealth. The rest of a lot's share is spent. So ``W`` never
     falls below 0 (``lot_share(l) ≤ R_l``), the shares at risk sum to at most 1, and a lot that
-    fails before reaching its lower layers leaves them to the lots after it.
+    fails before reaching its lower layers leaves them to the lots after it. A lot whose share
+    from the series could certify none of its sets is given all of the wealth instead
+    (:func:`lot_parts`): otherwise, with the wealth and the place in the series unchanged until
+    some lot spends, no lot could ever be frozen again while part of the promise is unspent.
+    When even all of it could certify no set of a lot made of every open item, the loop says
+    so (:attr:`Loop.out_of_promise`): what is missing then is the promise, not the model.
 
     A lot frozen after one that certified nothing is **piloted** (:mod:`engine.promises`,
     "Pilots"): the model has been wrong where it was sure, so each layer's test starts only
@@ -95,6 +100,7 @@ __all__ = [
     "LotState",
     "Loop",
     "lot_share",
+    "lot_parts",
     "share_left_by_series",
     "audits_to_state",
     "judge_lot",
@@ -353,6 +359,12 @@ class Loop:
     frozen : dict of int to Lot or None
         Every sealed attempt to freeze a lot, by the verdict count it was made at (None:
         nothing could be frozen): what :func:`run_loop` may reuse for a longer log.
+    promise_left : float
+        The share of the promise the lots that ended left unspent (module docstring, "The
+        promise's shares").
+    out_of_promise : bool
+        No lot is being audited, and ``promise_left`` could certify none of the sets of a lot
+        made of every open item: what is missing is the promise, not the model's certainty.
     """
 
     lots: tuple[LotState, ...]
@@ -360,6 +372,8 @@ class Loop:
     verdicts: int
     next_lot_at: int | None = None
     frozen: Mapping[int, Lot | None] = field(default_factory=dict, repr=False)
+    promise_left: float = 1.0
+    out_of_promise: bool = False
 
     @property
     def active(self) -> LotState | None:
@@ -433,10 +447,8 @@ def _freeze(
     could be certified; ``wealth``: the promise's share not yet spent, ``rank``: its place in the
     series, 1 + the lots before it that spent some (module docstring, "The promise's shares")."""
     promise = settings.make_promise()
-    left = share_left_by_series(rank)
-    lot_part = wealth * (min(lot_share(rank) / left, 1.0) if left > 0 else 1.0)
     stated_before = int(np.asarray(delivered).sum())
-    free = (np.asarray(items.candidates).sum(axis=1) >= 2) & ~np.asarray(items.settled) & ~delivered
+    free = _open(items, delivered)
     if not free.any():
         return None
     labels, scores, margins = model(np.asarray(items.candidates))
@@ -445,28 +457,11 @@ def _freeze(
     if members.size == 0:
         return None
     by_margin = members[np.argsort(-scores[members], kind="stable")]
-    # A layer too small to be certified on its own share joins the next one.
-    fractions, layer_shares = layer_plan(promise, stated_before)
-    bounds = [int(math.ceil(f * by_margin.size)) for f in fractions]
-    tests: list[SetTest] = []
-    shares: list[float] = []
-    edges: list[int] = [0]
-    share = 0.0
-    for end, layer_share in zip(bounds, layer_shares, strict=True):
-        share += layer_share
-        # A layer is stated with the labels stated before its lot and the layers before it.
-        among = stated_before + end
-        test = (
-            part_test(promise, end - edges[-1], lot_part * share, among=among, piloted=piloted)
-            if end > edges[-1]
-            else None
-        )
-        if test is not None:
-            tests.append(test)
-            shares.append(lot_part * share)
-            edges.append(end)
-            share = 0.0
-    if not tests:
+    for lot_part in lot_parts(wealth, rank):
+        tests, shares, edges = _layer_tests(promise, by_margin.size, stated_before, lot_part, piloted=piloted)
+        if tests:
+            break
+    else:
         return None
     rng = np.random.default_rng(_seed(key, 1, session, number))
     order = np.concatenate([rng.permutation(by_margin[lo:hi]) for lo, hi in itertools.pairwise(edges)])
@@ -483,6 +478,50 @@ def _freeze(
         audit_share=float(settings.audit_share),
         shares=tuple(shares),
     )
+
+
+def lot_parts(wealth: float, rank: int) -> tuple[float, ...]:
+    """The shares of the promise a lot at place ``rank`` in the series is offered, in turn, while
+    ``wealth`` of it is not spent (module docstring, "The promise's shares"): the series' share
+    scaled by the wealth, then, when that could certify none of its sets, all of the wealth.
+
+    >>> [round(p, 3) for p in lot_parts(1.0, 1)], [round(p, 3) for p in lot_parts(0.3, 4)]
+    ([0.608, 1.0], [0.066, 0.3])
+    """
+    left = share_left_by_series(rank)
+    series = wealth * (min(lot_share(rank) / left, 1.0) if left > 0 else 1.0)
+    return (series, wealth) if wealth > series else (series,)
+
+
+def _layer_tests(
+    promise: Promise, size: int, stated_before: int, lot_part: float, *, piloted: bool
+) -> tuple[list[SetTest], list[float], list[int]]:
+    """The tests of the layers a lot of ``size`` items (by margin) is cut into with ``lot_part``
+    of the promise, their shares and the layers' edges; no test when no layer could be certified."""
+    if lot_part <= 0.0:
+        return [], [], [0]
+    fractions, layer_shares = layer_plan(promise, stated_before)
+    bounds = [int(math.ceil(f * size)) for f in fractions]
+    tests: list[SetTest] = []
+    shares: list[float] = []
+    edges: list[int] = [0]
+    share = 0.0
+    # A layer too small to be certified on its own share joins the next one.
+    for end, layer_share in zip(bounds, layer_shares, strict=True):
+        share += layer_share
+        # A layer is stated with the labels stated before its lot and the layers before it.
+        among = stated_before + end
+        test = (
+            part_test(promise, end - edges[-1], lot_part * share, among=among, piloted=piloted)
+            if end > edges[-1]
+            else None
+        )
+        if test is not None:
+            tests.append(test)
+            shares.append(lot_part * share)
+            edges.append(end)
+            share = 0.0
+    return tests, shares, edges
 
 
 def judge_lot(
@@ -628,7 +667,10 @@ def run_loop(
             # Nothing could be frozen: look again later, unless nothing is left to label.
             retry = at + DESIGN.retry_answers if _anything_to_label(items_at, at, delivered) else None
             if retry is None or retry > checkpoint:
-                return Loop(tuple(states), checkpoint, len(log), retry, frozen)
+                out = retry is not None and not _could_certify(
+                    items_at(at), delivered, settings_at(at), wealth, piloted=bool(states) and states[-1].certified == 0
+                )
+                return Loop(tuple(states), checkpoint, len(log), retry, frozen, wealth, out)
             at = retry
             continue
         state_at = _evaluate(lot, first_at, first_label)
@@ -642,15 +684,29 @@ def run_loop(
         delivered[state.lot.items[state.certified_mask]] = True
         ended = state.ended_at
         if ended is None:
-            return Loop(tuple(states), checkpoint, len(log), at + DESIGN.lot_answers, frozen)
+            return Loop(tuple(states), checkpoint, len(log), at + DESIGN.lot_answers, frozen, wealth)
         wealth = max(wealth - state.share_spent, 0.0)
         rank += state.share_spent > 0
         at = ended
 
 
+def _could_certify(
+    items: ItemsAt, delivered: np.ndarray, settings: LoopSettings, wealth: float, *, piloted: bool
+) -> bool:
+    """Whether all of ``wealth`` could certify a set of a lot made of every open item."""
+    free = _open(items, delivered)
+    promise = settings.make_promise()
+    return bool(_layer_tests(promise, int(free.sum()), int(delivered.sum()), wealth, piloted=piloted)[0])
+
+
 def _anything_to_label(items_at: Callable[[int], ItemsAt], at: int, delivered: np.ndarray) -> bool:
-    items = items_at(at)
-    return bool(((np.asarray(items.candidates).sum(axis=1) >= 2) & ~np.asarray(items.settled) & ~delivered).any())
+    return bool(_open(items_at(at), delivered).any())
+
+
+def _open(items: ItemsAt, delivered: np.ndarray) -> np.ndarray:
+    """The items a lot may take: two or more candidates, no verdict, not delivered."""
+    free: np.ndarray = (np.asarray(items.candidates).sum(axis=1) >= 2) & ~np.asarray(items.settled) & ~delivered
+    return free
 
 
 @dataclass(frozen=True)

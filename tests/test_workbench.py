@@ -124,12 +124,17 @@ def test_default_session_ranks_by_decision_change_like_a_fresh_ranker(bench_fact
             bench.idx, bench.w, candidates, targets=bench.targets, random_state=bench.session_id
         )
         np.testing.assert_array_equal(bench.scores, fresh.scores)
-        # The ranking's order, with one slot in SUSPECT_EVERY for the suspect items to ask; the
-        # skipped items after it (in the order they were skipped: test_skipped_items_come_back_in_skip_order).
+        # The ranking's order, the items of lots (served by the audit slots) after the others,
+        # with one slot in SUSPECT_EVERY for the suspect items to ask; the skipped items after
+        # it (in the order they were skipped: test_skipped_items_come_back_in_skip_order).
         skipped = np.asarray(bench.state.skipped)
         open_items = np.asarray(bench.state.open_items)
+        in_lots = bench.loop().in_lots(open_items.size)
         asked = suspects_to_serve(workbench_suspects(bench), bench.state)
-        head = interleave_suspects(ranking_order(fresh.scores, open_items & ~skipped), asked, deferred=skipped)
+        ranked = np.concatenate(
+            [ranking_order(fresh.scores, open_items & ~skipped & ~lots) for lots in (in_lots, ~in_lots)]
+        )
+        head = interleave_suspects(ranked, asked, deferred=skipped | in_lots)
         served = bench.ranked_queue()
         np.testing.assert_array_equal(served[: head.size], head)
         assert sorted(served[head.size :].tolist()) == np.flatnonzero(open_items & skipped).tolist()

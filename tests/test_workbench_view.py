@@ -84,9 +84,14 @@ def test_the_neighbours_are_the_items_k_nearest_with_their_current_sets(bench_fa
 def test_the_explanation_carries_neighbours_and_effects(bench_factory):
     bench = bench_factory()
     position = int(bench.queue(top=1)[0])
-    why = bench.explain(position)
+    why = bench.explain(position, while_auditing=True)
     assert [n.position for n in why.neighbours] == [n.position for n in bench.neighbours(position)]
     assert why.effects == bench.answer_effects(position)
+    # While audits are served, an annotator sees the neighbours only: effects would tell an
+    # audit from a ranked item.
+    assert bench.lot_audits_served()
+    shown = bench.explain(position)
+    assert shown.effects == [] and [n.position for n in shown.neighbours] == [n.position for n in why.neighbours]
 
 
 @pytest.mark.parametrize(

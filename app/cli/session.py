@@ -208,6 +208,8 @@ def session_status(
         "stated_error": labels.summary.error_bound,
         "audit_share": labels.settings.audit_share,
         "lot_ends_in_answers": labels.summary.lot_ends_in,
+        "promise_left": labels.summary.promise_left,
+        "out_of_promise": labels.summary.out_of_promise,
         "statement": labels.statement,
         "next": bench.next_queries(top),
         "annotators": [

@@ -117,6 +117,11 @@ class LabelSummary:
         count); None when nothing is stated or on average.
     done : bool, default=False
         No item is undecided and no lot is being checked (:func:`app.service.completion.work_is_done`).
+    promise_left : float, default=1.0
+        The share of the promise the lots that ended left unspent.
+    out_of_promise : bool, default=False
+        No lot is being checked because ``promise_left`` could certify none of the open items
+        (:attr:`engine.labelling_loop.Loop.out_of_promise`), not because the model is unsure.
     """
 
     target: float
@@ -134,6 +139,8 @@ class LabelSummary:
     mixed_promises: bool = False
     wrong_bound: int | None = None
     done: bool = False
+    promise_left: float = 1.0
+    out_of_promise: bool = False
 
     @property
     def audits_off(self) -> bool:
@@ -295,6 +302,8 @@ def _summary(
         mixed_promises=len(promises) > 1,
         wrong_bound=wrong_bound,
         done=work_is_done(undecided, loop),
+        promise_left=loop.promise_left,
+        out_of_promise=loop.out_of_promise,
     )
 
 
@@ -383,6 +392,11 @@ def label_statement(counts: dict[str, int], summary: LabelSummary) -> str:
     model labels: 380 — these and the 43 expert answers on the same items are at most 5% wrong,
     with 90% confidence (bound now 4.1%, from 73 audited answers, assumed right); the model is
     sure of too few open items to check; winnow looks again in 60 answers; undecided: 97
+    >>> s = LabelSummary(0.05, 0.9, "average", 0, 0, None, 0, 16, 0, 20, 0.5, 350, promise_left=0.28,
+    ...                  out_of_promise=True)
+    >>> print(label_statement({"model": 0, "undecided": 350}, s))  # doctest: +NORMALIZE_WHITESPACE
+    model labels: none yet — what is left of the promise (28% of it) is too little to check the open
+    items, whatever the model is sure of; winnow looks again in 20 answers; undecided: 350
     """
     undecided = counts.get("undecided", 0)
     tail = f"; undecided: {undecided}"
@@ -413,10 +427,13 @@ def label_statement(counts: dict[str, int], summary: LabelSummary) -> str:
     elif not summary.open_items:
         said += " — nothing is left open"
     elif summary.lot_ends_in is not None:
-        said += (
-            f"{'; ' if summary.stated else ' — '}the model is sure of too few open items to check; "
-            f"winnow looks again in {_answers(summary.lot_ends_in)}"
+        why = (
+            f"what is left of the promise ({share_percent(summary.promise_left)} of it) is too little to check "
+            "the open items, whatever the model is sure of"
+            if summary.out_of_promise
+            else "the model is sure of too few open items to check"
         )
+        said += f"{'; ' if summary.stated else ' — '}{why}; winnow looks again in {_answers(summary.lot_ends_in)}"
     return said + tail
 
 

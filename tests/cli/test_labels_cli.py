@@ -141,6 +141,7 @@ def test_import_answer_from_export_labelled_has_the_columns(winnow, imported, tm
     )
     assert waiting, before_answers["statement"]
     assert 20 <= int(waiting[1]) <= 483 and before_answers["lot_ends_in_answers"] == 800
+    assert before_answers["promise_left"] == 1.0 and before_answers["out_of_promise"] is False
     assert before_answers["audited_answers"] == 0 and before_answers["stated_error"] is None
     text = winnow("session", "status", "week1", "--db", imported).stdout
     assert before_answers["statement"] in text and "given labels: 317" in text

@@ -23,6 +23,7 @@ from engine.labelling_loop import (
     audits_to_state,
     judge_lot,
     layer_plan,
+    lot_parts,
     lot_share,
     run_loop,
     served_order,
@@ -37,6 +38,7 @@ from engine.promises import (
     PilotedTest,
     SetVerdict,
     lot_error_bounds,
+    part_test,
     pilot_allowance,
 )
 
@@ -352,6 +354,29 @@ def scripted_loop(
     return run_loop(
         log, n_items=n_items, items_at=items_at, model=model, settings_at=lambda v: settings, key=KEY, session=3
     ), truth
+
+
+def test_a_lot_the_series_cannot_certify_takes_what_is_left_of_the_promise_and_then_says_it_is_spent():
+    """60 items the model accepts: at the series' share (0.61) the confidence sequence could not
+    certify them before half were audited, so lot 1 takes all of the promise. All of them wrong,
+    it fails on its first audits and spends it: from then on the loop says that what is missing is
+    the promise (not the model's certainty), and looks again every retry_answers verdicts."""
+    settings = LoopSettings(promise="confidence")
+    series, rest = lot_parts(1.0, 1)
+    assert part_test(settings.make_promise(), 60, series) is None and part_test(settings.make_promise(), 60, rest)
+    loop, _ = scripted_loop(400, 60, np.zeros(0, dtype=np.int64), [], settings)
+    lot = loop.lots[0].lot
+    assert lot.set_sizes == (60,) and lot.shares == (1.0,) and not loop.out_of_promise
+    wrong = np.arange(60)
+    audits = [(int(i), 1) for i in lot.items[: 2 * DESIGN.statement_every]]
+    loop, _ = scripted_loop(400, 60, wrong, audits, settings)
+    (failed,) = loop.lots
+    assert failed.ended_at == DESIGN.statement_every and failed.certified == 0  # hopeless at once
+    assert math.isclose(failed.share_spent, 1.0) and loop.promise_left == 0.0 and loop.out_of_promise
+    assert loop.next_lot_at == failed.ended_at + DESIGN.retry_answers
+    # Where the promise is whole but the model accepts too few items, the loop says so instead.
+    few, _ = scripted_loop(400, 40, np.zeros(0, dtype=np.int64), [], settings)
+    assert few.lots == () and few.promise_left == 1.0 and not few.out_of_promise
 
 
 @pytest.mark.parametrize("promise", ["confidence", "average"])

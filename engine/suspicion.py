@@ -733,6 +733,19 @@ def _within(votes: np.ndarray, sets: np.ndarray) -> np.ndarray:
     return out
 
 
+#: Taking t's part out of a sum leaves rounding residue (1e-17) where the sum without it is 0;
+#: a label with such a residue would count as voted for, where the definition finds nothing
+#: inside the set and reads it uniformly. Values within this fraction of the sum they came from
+#: are read as 0.
+_RESIDUE = 1e-12
+
+
+def _residue_to_zero(values: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """``values``, with those at most ``_RESIDUE · scale`` (rounding left by a subtraction) set to 0."""
+    out: np.ndarray = np.where(values <= _RESIDUE * scale, 0.0, values)
+    return out
+
+
 def _share(votes: np.ndarray, total: np.ndarray, n_labels: int) -> np.ndarray:
     """``votes / total`` over the last axis; uniform where the total weight is 0."""
     positive = total[..., None] > 0
@@ -807,7 +820,7 @@ def _posterior_chunk(
         mutual = mutual + held[..., b]
     # j's second-round vote without t's own first-round vote.
     raw = second_votes[local[J]] - mutual[..., None] * first[local[t]][:, None, :]
-    weight = totals[J] - mutual
+    weight = _residue_to_zero(totals[J] - mutual, totals[J])
     # Where t is a neighbour of l (l a neighbour of j, l ≠ t), l's first round without t's vote.
     hit = idx[L] == t[:, None, None, None]  # (T, k, k, k)
     ti, ja, lb = np.nonzero(hit.any(axis=-1) & ~is_t)
@@ -815,12 +828,15 @@ def _posterior_chunk(
         held_by = L[ti, ja, lb]
         back = np.where(hit[ti, ja, lb], w[held_by], 0.0).sum(axis=1)
         at = local[held_by]
-        fixed = _within(_share(votes[at] - back[:, None] * Y[t[ti]], totals[held_by] - back, n_labels), Y[held_by])
+        scale = totals[held_by]
+        kept = _residue_to_zero(votes[at] - back[:, None] * Y[t[ti]], scale[:, None])
+        fixed = _within(_share(kept, _residue_to_zero(scale - back, scale), n_labels), Y[held_by])
         change = w_jl[ti, ja, lb][:, None] * (fixed - first[at])
         # The triples come sorted by (target, neighbour): one sum per pair, in neighbour order.
         pair = ti * J.shape[1] + ja
         starts = np.flatnonzero(np.r_[True, pair[1:] != pair[:-1]])
         raw[ti[starts], ja[starts]] += np.add.reduceat(change, starts, axis=0)
+    raw = _residue_to_zero(raw, totals[J][..., None])
     second = _within(_share(raw, weight, n_labels), Y[J])  # q¹_j without t
     w_tj = np.where(J == t[:, None], 0.0, w[t])
     total = w_tj.sum(axis=1)

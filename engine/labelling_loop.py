@@ -641,6 +641,8 @@ def run_loop(
     wealth, rank = 1.0, 1  # the promise not yet spent; the next lot's place in the series
     at = 0
     while True:
+        # A lot after one that certified nothing is piloted (module docstring).
+        piloted = bool(states) and states[-1].certified == 0
         cached = reuse.get(at, False)
         if cached is None or (isinstance(cached, Lot) and cached.number == len(states) + 1):
             lot = cached
@@ -656,7 +658,7 @@ def run_loop(
                 session,
                 wealth=wealth,
                 rank=rank,
-                piloted=bool(states) and states[-1].certified == 0,
+                piloted=piloted,
             )
         if at < len(log):
             # Sealed: the verdict after it exists, so the events and settings it was frozen from
@@ -665,10 +667,11 @@ def run_loop(
             frozen[at] = lot
         if lot is None:
             # Nothing could be frozen: look again later, unless nothing is left to label.
-            retry = at + DESIGN.retry_answers if _anything_to_label(items_at, at, delivered) else None
+            open_items = int(_open(items_at(at), delivered).sum())
+            retry = at + DESIGN.retry_answers if open_items else None
             if retry is None or retry > checkpoint:
                 out = retry is not None and not _could_certify(
-                    items_at(at), delivered, settings_at(at), wealth, piloted=bool(states) and states[-1].certified == 0
+                    open_items, int(delivered.sum()), settings_at(at), wealth, piloted=piloted
                 )
                 return Loop(tuple(states), checkpoint, len(log), retry, frozen, wealth, out)
             at = retry
@@ -690,17 +693,9 @@ def run_loop(
         at = ended
 
 
-def _could_certify(
-    items: ItemsAt, delivered: np.ndarray, settings: LoopSettings, wealth: float, *, piloted: bool
-) -> bool:
-    """Whether all of ``wealth`` could certify a set of a lot made of every open item."""
-    free = _open(items, delivered)
-    promise = settings.make_promise()
-    return bool(_layer_tests(promise, int(free.sum()), int(delivered.sum()), wealth, piloted=piloted)[0])
-
-
-def _anything_to_label(items_at: Callable[[int], ItemsAt], at: int, delivered: np.ndarray) -> bool:
-    return bool(_open(items_at(at), delivered).any())
+def _could_certify(open_items: int, stated: int, settings: LoopSettings, wealth: float, *, piloted: bool) -> bool:
+    """Whether all of ``wealth`` could certify a set of a lot made of every one of the ``open_items``."""
+    return bool(_layer_tests(settings.make_promise(), open_items, stated, wealth, piloted=piloted)[0])
 
 
 def _open(items: ItemsAt, delivered: np.ndarray) -> np.ndarray:

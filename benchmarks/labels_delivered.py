@@ -49,7 +49,7 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from benchmarks.replay_lots import Pool, replay  # noqa: E402
+from benchmarks.replay_lots import Pool, Reads, replay  # noqa: E402
 from engine.labelling_loop import LoopSettings  # noqa: E402
 from engine.neighbors import knn_graph  # noqa: E402
 
@@ -130,12 +130,21 @@ def sample_pool() -> Pool:
     return _pool("sample")
 
 
-def _run(task: tuple[str, str, str, str, int, int]) -> dict:
-    name, order, promise, player, seed, budget = task
+def _run(task: tuple[str, str, str, str, int, int, int]) -> dict:
+    name, order, promise, player, seed, budget, anchors_every = task
     settings = LoopSettings(max_error=TARGET, promise=promise)
     start = time.perf_counter()
     at = BUDGETS if budget >= max(BUDGETS) else ()
-    reads = replay(_pool(name), order, seed=seed, budget=budget, settings=settings, ceiling_at=at, player=player)
+    reads = replay(
+        _pool(name),
+        order,
+        seed=seed,
+        budget=budget,
+        settings=settings,
+        ceiling_at=at,
+        player=player,
+        anchors_every=anchors_every,
+    )
     delivered = np.asarray(reads.stated)
     error = reads.error
     stated = np.flatnonzero(delivered > 0)
@@ -153,7 +162,10 @@ def _run(task: tuple[str, str, str, str, int, int]) -> dict:
         "fdp_first_statement": float(error[first]) if first >= 0 else 0.0,
         "fdp_end": float(error[-1]),
         "fdp_max": float(error.max()),
+        "withdrawn": int(np.sum(reads.withdrawn)),
     }
+    if anchors_every:
+        row.update(anchor_read_figures(reads, promise))
     for b in BUDGETS:
         at = min(b, len(delivered) - 1)
         row[f"delivered_{b}"] = int(delivered[at])
@@ -166,6 +178,55 @@ def _run(task: tuple[str, str, str, str, int, int]) -> dict:
         row[f"anchor_{b}"] = anchor[0]
         row[f"anchor_error_{b}"] = anchor[1] / anchor[0] if anchor[0] else 0.0
     return row
+
+
+def anchor_read_figures(reads: Reads, promise: str) -> dict:
+    """The promise's anchor read every few answers, as the loop's statement is: when it first
+    hands labels back, how wrong they are then and at its worst read, whether some read breaks
+    the target, and the labels it withdraws (handed back at one read, not at the next, while
+    nobody has answered them)."""
+    name = "ltt" if promise == "confidence" else "conformal"
+    fdp, withdrawn, withdrawing = [], 0, 0
+    first = -1
+    before = np.zeros(0, dtype=np.int64)
+    for answers, open_items, choices in reads.anchor_reads:
+        items, wrong = choices[name]
+        fdp.append(float(wrong.sum()) / items.size if items.size else 0.0)
+        if items.size and first < 0:
+            first = answers
+        gone = np.setdiff1d(np.intersect1d(before, open_items), items).size
+        withdrawn += gone
+        withdrawing += gone > 0
+        before = items
+    fdp_read = np.asarray(fdp)
+    stated_at = [j for j, (_, _, choices) in enumerate(reads.anchor_reads) if choices[name][0].size]
+    return {
+        "anchor_first_statement": first,
+        "anchor_fdp_first_statement": float(fdp_read[stated_at[0]]) if stated_at else 0.0,
+        "anchor_fdp_max": float(fdp_read.max(initial=0.0)),
+        "anchor_broken_any_read": bool((fdp_read > TARGET + 1e-12).any()),
+        "anchor_withdrawn": withdrawn,
+        "anchor_withdrawing_reads": withdrawing,
+    }
+
+
+def anchor_reads_table(df: pd.DataFrame, every: int) -> list[str]:
+    out = [
+        f"| set | promise | runs | loop: stated | loop: broken at some read | loop: mean FDP at first statement "
+        f"| loop: labels withdrawn | anchor read every {every}: stated | anchor: broken at some read "
+        f"| anchor: mean FDP at first statement | anchor: mean of the worst read's FDP "
+        f"| anchor: campaigns withdrawing | anchor: labels withdrawn a campaign |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for (name, promise), g in df.groupby(["set", "promise"], sort=False):
+        out.append(
+            f"| {name} | {promise} | {len(g)} | {(g['first_statement'] >= 0).mean():.0%} "
+            f"| {g['broken_any_read'].mean():.1%} | {g['fdp_first_statement'].mean():.2%} | {g['withdrawn'].sum()} "
+            f"| {(g['anchor_first_statement'] >= 0).mean():.0%} | {g['anchor_broken_any_read'].mean():.1%} "
+            f"| {g['anchor_fdp_first_statement'].mean():.2%} | {g['anchor_fdp_max'].mean():.2%} "
+            f"| {(g['anchor_withdrawn'] > 0).mean():.0%} | {g['anchor_withdrawn'].mean():.0f} |"
+        )
+    return out
 
 
 def validity_table(df: pd.DataFrame) -> list[str]:
@@ -216,6 +277,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=200)
     parser.add_argument("--first-seed", type=int, default=0, help="seeds run from here (to extend an earlier run)")
     parser.add_argument("--budget", type=int, default=300)
+    parser.add_argument(
+        "--anchor-reads",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --validity: also read the promise's anchor every N answers (labels it withdraws, its worst read)",
+    )
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--csv", type=Path, default=None, help="write every campaign's row here")
     args = parser.parse_args(argv)
@@ -227,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     orders = args.orders if args.validity else ["default"]
     budget = args.budget if args.validity else max(BUDGETS)
     tasks = [
-        (name, order, promise, player, seed, budget)
+        (name, order, promise, player, seed, budget, args.anchor_reads if args.validity else 0)
         for name in args.sets
         for order in orders
         for promise in args.promises
@@ -245,6 +313,8 @@ def main(argv: list[str] | None = None) -> int:
     df = pd.DataFrame(rows)
     lines = [f"{len(df)} campaigns, {time.perf_counter() - start:.0f} s wall, target {TARGET:.0%}"]
     lines += validity_table(df) if args.validity else yield_table(df)
+    if args.validity and args.anchor_reads:
+        lines += ["", *anchor_reads_table(df, args.anchor_reads)]
     print("\n".join(lines))
     return 0
 

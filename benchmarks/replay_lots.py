@@ -70,6 +70,11 @@ class Reads:
     #: and by Learn then Test on the same state with as many uniform audits (benchmarks.anchors).
     conformal: dict[int, tuple[int, int]] = field(default_factory=dict)
     ltt: dict[int, tuple[int, int]] = field(default_factory=dict)
+    #: Labels stated at the read before and not at this one (the loop never withdraws any).
+    withdrawn: list[int] = field(default_factory=list)
+    #: Every ``anchors_every`` answers: (answers, the open items, {anchor: (the ones it hands
+    #: back, whether each label is wrong)}), for a person who reads an anchor as often as the loop.
+    anchor_reads: list[tuple[int, np.ndarray, dict[str, tuple[np.ndarray, np.ndarray]]]] = field(default_factory=list)
 
     @property
     def error(self) -> np.ndarray:
@@ -248,6 +253,7 @@ def replay(
     settings: LoopSettings,
     ceiling_at: tuple[int, ...] = (),
     player: str = "honest",
+    anchors_every: int = 0,
 ) -> Reads:
     """One campaign of ``budget`` answers; the statement read after each (module docstring).
 
@@ -255,7 +261,8 @@ def replay(
     model's frozen labels and skips every served item of the lot being audited whose frozen label
     is wrong (to hide the wrong ones from the audits), answering it only when nothing else is
     left; ``"prober"`` answers, then undoes and tries every other label before giving the true
-    one again (to steer an audit's outcome).
+    one again (to steer an audit's outcome). ``anchors_every``: also read both anchors every
+    this many answers (:attr:`Reads.anchor_reads`; 0: only at ``ceiling_at``).
     """
     if player not in PLAYERS:
         raise ValueError(f"player must be one of {', '.join(PLAYERS)}; got {player!r}")
@@ -271,19 +278,29 @@ def replay(
     reads = Reads()
     audits = answers = 0
     skips_in_a_row = 0
+    member_before = np.zeros(pool.Y.shape[0], dtype=bool)
     while True:
         loop = campaign.loop()
         if skips_in_a_row == 0:
             stated, wrong, model_labels = campaign.stated(loop)
+            member = loop.delivered(pool.Y.shape[0])[0]
+            reads.withdrawn.append(int((member_before & ~member).sum()))
+            member_before = member
             reads.stated.append(stated)
             reads.wrong.append(wrong)
             reads.model_labels.append(model_labels)
             reads.audits.append(audits)
-            if answers in ceiling_at:
+            every_read = anchors_every > 0 and answers % anchors_every == 0
+            if answers in ceiling_at or every_read:
                 labels, score, _ = campaign.model(campaign.Y)
                 rows = np.flatnonzero((campaign.Y.sum(axis=1) >= 2) & ~campaign.answered)
-                reads.ceiling[answers] = ceiling(labels[rows], score[rows], pool.truth[rows], settings.max_error)
-                _anchors(reads, answers, labels[rows], score[rows], pool.truth[rows], audits, settings, seed)
+                chosen = _anchor_choices(rows, labels[rows], score[rows], pool.truth[rows], audits, settings, seed)
+                if answers in ceiling_at:
+                    reads.ceiling[answers] = ceiling(labels[rows], score[rows], pool.truth[rows], settings.max_error)
+                    for name, (items, wrong_labels) in chosen.items():
+                        getattr(reads, name)[answers] = (int(items.size), int(wrong_labels.sum()))
+                if every_read:
+                    reads.anchor_reads.append((answers, rows, chosen))
         if answers == budget:
             break
         ranked = campaign.ranked(strategy, context, rng, loop)
@@ -312,27 +329,29 @@ def replay(
     return reads
 
 
-def _anchors(
-    reads: Reads,
-    at: int,
+def _anchor_choices(
+    rows: np.ndarray,
     labels: np.ndarray,
     scores: np.ndarray,
     truth: np.ndarray,
     audits: int,
     settings: LoopSettings,
     seed: int,
-) -> None:
-    """The anchors on the items the model would label now, with as many uniform audits."""
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Each anchor on the open items ``rows`` the model would label now, with as many uniform
+    audits: the items it hands back and whether each label is wrong."""
     from benchmarks.anchors import conformal_labeling, learn_then_test, uniform_audits
 
     keep = scores > 0
-    labels, scores, wrong = labels[keep], scores[keep], (labels != truth)[keep]
+    rows, scores, wrong = rows[keep], scores[keep], (labels != truth)[keep]
     audited = uniform_audits(scores.size, audits, seed)
-    for name, chosen in (
-        ("conformal", conformal_labeling(scores, wrong, audited, settings.max_error)),
-        ("ltt", learn_then_test(scores, wrong, audited, settings.max_error, settings.confidence)),
-    ):
-        getattr(reads, name)[at] = (int(chosen.sum()), int((chosen & wrong).sum()))
+    return {
+        name: (rows[chosen], wrong[chosen])
+        for name, chosen in (
+            ("conformal", conformal_labeling(scores, wrong, audited, settings.max_error)),
+            ("ltt", learn_then_test(scores, wrong, audited, settings.max_error, settings.confidence)),
+        )
+    }
 
 
 def _hides(loop: Loop, item: int, truth: int) -> bool:

@@ -3,6 +3,8 @@
 import numpy as np
 
 from benchmarks.anchors import conformal_labeling, learn_then_test
+from benchmarks.labels_delivered import anchor_read_figures
+from benchmarks.replay_lots import Reads
 
 
 def test_learn_then_test_hands_back_a_clean_pool_and_survives_a_wrong_audit():
@@ -39,3 +41,23 @@ def test_conformal_labeling_is_benjamini_hochberg_on_the_conformal_p_values():
     expected = set(test[p <= ranked[passing[-1] - 1]].tolist()) if passing else set()
     assert set(np.flatnonzero(kept).tolist()) == expected
     assert not kept[audited].any()
+
+
+def test_an_anchor_read_as_often_as_the_loop_is_scored_on_its_first_and_worst_reads_and_what_it_withdraws():
+    """Items answered between two reads leave the pool: they are not counted as withdrawn."""
+    nothing = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool))
+    reads = Reads()
+    reads.anchor_reads = [
+        (0, np.arange(10), {"conformal": nothing}),
+        (10, np.arange(10), {"conformal": (np.array([1, 2, 3, 4]), np.array([False, False, False, True]))}),
+        (20, np.arange(2, 10), {"conformal": (np.array([3, 5]), np.array([False, False]))}),  # 1 answered, 2 and 4 gone
+        (30, np.arange(2, 10), {"conformal": (np.array([3, 5, 6]), np.array([False, False, False]))}),
+    ]
+    assert anchor_read_figures(reads, "average") == {
+        "anchor_first_statement": 10,
+        "anchor_fdp_first_statement": 0.25,
+        "anchor_fdp_max": 0.25,
+        "anchor_broken_any_read": True,
+        "anchor_withdrawn": 2,
+        "anchor_withdrawing_reads": 1,
+    }

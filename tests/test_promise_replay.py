@@ -73,6 +73,7 @@ def test_labels_arrive_and_every_read_keeps_the_promise_with_confidence(good, ba
     for pool_runs in (runs, campaigns(bad, "confidence", order=order, player=player)):
         broken = sum(r.broken(TARGET) for r in pool_runs)
         assert broken / SEEDS <= 0.1 + 0.1  # 1 - confidence, with the noise of 30 runs
+        assert sum(sum(r.withdrawn) for r in pool_runs) == 0  # labels once stated stay stated
 
 
 @pytest.mark.parametrize("player", ["honest", "skipper"])
@@ -82,6 +83,7 @@ def test_the_average_promise_holds_at_the_first_statement_and_at_the_end(good, b
         assert np.mean([first_statement_error(r) for r in runs]) <= TARGET + 0.02
         assert np.mean([r.error[-1] for r in runs]) <= TARGET + 0.02
         assert np.mean([r.error.max() for r in runs]) <= TARGET + 0.02  # the reader who stops at the worst read
+        assert sum(sum(r.withdrawn) for r in runs) == 0
 
 
 def test_a_plug_in_rule_breaks_the_promise_and_the_check_sees_it(bad, monkeypatch):

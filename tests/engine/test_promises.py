@@ -110,6 +110,17 @@ def test_a_designed_plan_keeps_its_budget_at_every_error_count(big_n, budget):
     assert plan.start == 1 or outgoing_quality(earlier, np.arange(big_n + 1))[0].max() > budget
 
 
+@settings(max_examples=60, deadline=None)
+@given(budget=st.floats(0.004, 0.3), data=st.data())
+def test_no_plan_certifies_a_set_smaller_than_one_over_its_budget(budget, data):
+    """A set of ``N`` labels with one wrong label its audits missed hands back ``1 / N`` of it
+    wrong when accepted, and no plan tells it from a clean set on those orders, so a set with
+    ``N < 1 / budget`` can never meet its budget: the design must find no plan."""
+    big_n = data.draw(st.integers(2, max(2, math.ceil(1.0 / budget) - 1)))
+    assume(big_n < 1.0 / budget)
+    assert average_plan(big_n, budget) is None
+
+
 def test_the_grid_bound_of_a_large_lot_is_above_every_exact_value():
     """Past EXACT_LOT_SIZE the worst case is bounded on a grid of E: never below the exact one."""
     big_n = EXACT_LOT_SIZE + 1000

@@ -187,13 +187,10 @@ def anchor_read_figures(reads: Reads, promise: str) -> dict:
     nobody has answered them)."""
     name = "ltt" if promise == "confidence" else "conformal"
     fdp, withdrawn, withdrawing = [], 0, 0
-    first = -1
     before = np.zeros(0, dtype=np.int64)
-    for answers, open_items, choices in reads.anchor_reads:
+    for _, open_items, choices in reads.anchor_reads:
         items, wrong = choices[name]
         fdp.append(float(wrong.sum()) / items.size if items.size else 0.0)
-        if items.size and first < 0:
-            first = answers
         gone = np.setdiff1d(np.intersect1d(before, open_items), items).size
         withdrawn += gone
         withdrawing += gone > 0
@@ -201,7 +198,7 @@ def anchor_read_figures(reads: Reads, promise: str) -> dict:
     fdp_read = np.asarray(fdp)
     stated_at = [j for j, (_, _, choices) in enumerate(reads.anchor_reads) if choices[name][0].size]
     return {
-        "anchor_first_statement": first,
+        "anchor_first_statement": reads.anchor_reads[stated_at[0]][0] if stated_at else -1,
         "anchor_fdp_first_statement": float(fdp_read[stated_at[0]]) if stated_at else 0.0,
         "anchor_fdp_max": float(fdp_read.max(initial=0.0)),
         "anchor_broken_any_read": bool((fdp_read > TARGET + 1e-12).any()),

@@ -231,13 +231,14 @@ class Campaign:
             top=top,
         )
 
-    def stated(self, loop: Loop) -> tuple[int, int, int]:
-        """Labels stated (certified sets), how many are wrong as handed back (a model label
-        that is not the truth; the promise assumes the answers right), and the model labels."""
+    def stated(self, loop: Loop) -> tuple[np.ndarray, int, int]:
+        """The items of certified sets, how many of their labels are wrong as handed back (a
+        model label that is not the truth; the promise assumes the answers right), and the
+        model labels among them."""
         member, label, _ = loop.delivered(self.Y.shape[0])
         model = member & ~self.answered
         wrong = model & (label != self.pool.truth)
-        return int(member.sum()), int(wrong.sum()), int(model.sum())
+        return member, int(wrong.sum()), int(model.sum())
 
 
 #: How the simulated person plays (:func:`replay`).
@@ -282,11 +283,10 @@ def replay(
     while True:
         loop = campaign.loop()
         if skips_in_a_row == 0:
-            stated, wrong, model_labels = campaign.stated(loop)
-            member = loop.delivered(pool.Y.shape[0])[0]
+            member, wrong, model_labels = campaign.stated(loop)
             reads.withdrawn.append(int((member_before & ~member).sum()))
             member_before = member
-            reads.stated.append(stated)
+            reads.stated.append(int(member.sum()))
             reads.wrong.append(wrong)
             reads.model_labels.append(model_labels)
             reads.audits.append(audits)

@@ -820,7 +820,8 @@ def _posterior_chunk(
         mutual = mutual + held[..., b]
     # j's second-round vote without t's own first-round vote.
     raw = second_votes[local[J]] - mutual[..., None] * first[local[t]][:, None, :]
-    weight = _residue_to_zero(totals[J] - mutual, totals[J])
+    totals_j = totals[J]
+    weight = _residue_to_zero(totals_j - mutual, totals_j)
     # Where t is a neighbour of l (l a neighbour of j, l ≠ t), l's first round without t's vote.
     hit = idx[L] == t[:, None, None, None]  # (T, k, k, k)
     ti, ja, lb = np.nonzero(hit.any(axis=-1) & ~is_t)
@@ -836,7 +837,7 @@ def _posterior_chunk(
         pair = ti * J.shape[1] + ja
         starts = np.flatnonzero(np.r_[True, pair[1:] != pair[:-1]])
         raw[ti[starts], ja[starts]] += np.add.reduceat(change, starts, axis=0)
-    raw = _residue_to_zero(raw, totals[J][..., None])
+    raw = _residue_to_zero(raw, totals_j[..., None])
     second = _within(_share(raw, weight, n_labels), Y[J])  # q¹_j without t
     w_tj = np.where(J == t[:, None], 0.0, w[t])
     total = w_tj.sum(axis=1)

@@ -15,11 +15,13 @@ Lots
     Lot 1 is frozen at ``v = 0``. The model (DST-PLL, given the candidate sets after the first
     ``v`` verdicts) labels every item still to settle (two or more candidates, no verdict, not
     delivered yet); the items it accepts (margin > 0) make the lot, their labels fixed then. By
-    margin, the lot is cut into **layers** (:func:`layer_plan`: its best quarter, the next
-    quarter, the rest; on average, while nothing is stated, its best half and the rest), each
+    margin, the lot is cut into **layers** (its best quarter, the next quarter, the rest), each
     audited in a uniformly random order drawn from the key and tested under the promise in force
     (:mod:`engine.promises`) with a share of the lot's share of it (:func:`lot_share`; on
     average, also read among the labels already stated: :mod:`engine.promises`, "Several sets").
+    On average, a lot frozen while nothing is stated is its best half and the rest of its best
+    ``DESIGN.alone_layer_fractions[1]``, the two charged together by their worst read
+    (:meth:`engine.promises.AveragePromise.pair_tests`); its worst labels are left to later lots.
     Statements are about **sets**, the best ``j`` layers together: set ``j`` is certified when
     its layers' tests together back it (:meth:`engine.promises.Promise.judge`). The layers are
     audited one after another, best first, each until its set is certified. A lot ends at the
@@ -89,10 +91,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engine.loop_design import DESIGN
-from engine.promises import Promise, SetTest, SetVerdict, make_promise, part_test
+from engine.promises import AveragePromise, Promise, SetTest, SetVerdict, make_promise, part_test
 
 __all__ = [
-    "layer_plan",
     "LoopSettings",
     "VerdictLog",
     "ItemsAt",
@@ -109,27 +110,6 @@ __all__ = [
     "served_order",
     "ServedOrder",
 ]
-
-
-def layer_plan(promise: Promise, stated_before: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    """The fractions and shares a lot frozen under ``promise`` with ``stated_before`` labels
-    stated is cut into layers by (module docstring, "Lots").
-
-    On average a layer's budget is ``t · share · A / N`` (``A``: the labels it is stated with,
-    :mod:`engine.promises`, "Several sets"). Read among labels already stated, a small best
-    layer gets a large budget, so such a lot is cut in quarters and states early. With nothing
-    stated, the best layer's budget is ``t · share`` whatever its size: cutting it small buys
-    nothing, so it is the best half with three quarters of the lot's share. With confidence no
-    budget grows with ``A`` (:attr:`engine.promises.Promise.read_among_stated`), and every lot is
-    cut in quarters.
-
-    >>> from engine.promises import AveragePromise
-    >>> layer_plan(AveragePromise(0.05), 0), layer_plan(AveragePromise(0.05), 10)
-    (((0.5, 1.0), (0.75, 0.25)), ((0.25, 0.5, 1.0), (0.5, 0.25, 0.25)))
-    """
-    if promise.read_among_stated and stated_before == 0:
-        return DESIGN.alone_layer_fractions, DESIGN.alone_layer_shares
-    return DESIGN.layer_fractions, DESIGN.layer_shares
 
 
 def lot_share(number: int) -> float:
@@ -166,10 +146,8 @@ def audits_to_state(
     66
     """
     promise = settings.make_promise()
-    fractions, shares = layer_plan(promise, stated_before)
-    layer = int(math.ceil(fractions[0] * size))
-    share = lot_share(number) * shares[0]
-    test = part_test(promise, layer, share, among=stated_before + layer, piloted=piloted)
+    tests = _layer_tests(promise, int(size), stated_before, lot_share(number), piloted=piloted)[0]
+    test = tests[0] if tests else None
     if test is None or not test.verdict(np.zeros(test.size, dtype=np.int64)).certified:
         return None
     lo, hi = 1, test.size  # with no wrong label, a longer prefix only certifies more
@@ -497,17 +475,22 @@ def _layer_tests(
     promise: Promise, size: int, stated_before: int, lot_part: float, *, piloted: bool
 ) -> tuple[list[SetTest], list[float], list[int]]:
     """The tests of the layers a lot of ``size`` items (by margin) is cut into with ``lot_part``
-    of the promise, their shares and the layers' edges; no test when no layer could be certified."""
+    of the promise, their shares and the layers' edges (the lot's items are those before the
+    last edge); no test when no layer could be certified (module docstring, "Lots")."""
     if lot_part <= 0.0:
         return [], [], [0]
-    fractions, layer_shares = layer_plan(promise, stated_before)
-    bounds = [int(math.ceil(f * size)) for f in fractions]
+    if isinstance(promise, AveragePromise) and stated_before == 0:
+        half, kept = (int(math.ceil(f * size)) for f in DESIGN.alone_layer_fractions)
+        pair = promise.pair_tests(half, kept - half, lot_part, piloted=piloted) if 0 < half < kept else None
+        if pair is not None:
+            return list(pair[0]), list(pair[1]), [0, half, kept]
+    bounds = [int(math.ceil(f * size)) for f in DESIGN.layer_fractions]
     tests: list[SetTest] = []
     shares: list[float] = []
     edges: list[int] = [0]
     share = 0.0
     # A layer too small to be certified on its own share joins the next one.
-    for end, layer_share in zip(bounds, layer_shares, strict=True):
+    for end, layer_share in zip(bounds, DESIGN.layer_shares, strict=True):
         share += layer_share
         # A layer is stated with the labels stated before its lot and the layers before it.
         among = stated_before + end

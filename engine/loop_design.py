@@ -32,8 +32,10 @@ class LoopDesign:
     layer_fractions, layer_shares : tuple of float
         A lot's layers by margin (the sets its statements are about hold the best
         ``layer_fractions[j]`` of it) and each layer's share of the lot's share of the promise.
-    alone_layer_fractions, alone_layer_shares : tuple of float
-        The same for a lot frozen on average while no label is stated.
+    alone_layer_fractions : tuple of float
+        On average, a lot frozen while no label is stated: its two layers end at these
+        fractions of it (its best half, then the rest of its best 95 %; the last labels are left
+        to later lots).
     average_plan_audits : int
         On average, a set is accepted within this many audits or never.
     pilot_audits : int
@@ -47,8 +49,7 @@ class LoopDesign:
     retry_answers: int = 20
     layer_fractions: tuple[float, ...] = (0.25, 0.5, 1.0)
     layer_shares: tuple[float, ...] = (0.5, 0.25, 0.25)
-    alone_layer_fractions: tuple[float, ...] = (0.5, 1.0)
-    alone_layer_shares: tuple[float, ...] = (0.75, 0.25)
+    alone_layer_fractions: tuple[float, float] = (0.5, 0.95)
     average_plan_audits: int = 150
     pilot_audits: int = 20
     pilot_pass: float = 0.9
@@ -62,7 +63,9 @@ class LoopDesign:
             if getattr(self, name) % self.statement_every:
                 raise InvalidInput(f"{name} must be a multiple of statement_every ({self.statement_every})")
         _check_layers("layer", self.layer_fractions, self.layer_shares)
-        _check_layers("alone_layer", self.alone_layer_fractions, self.alone_layer_shares)
+        first, last = self.alone_layer_fractions
+        if not 0.0 < first < last <= 1.0:
+            raise InvalidInput(f"alone_layer_fractions must rise from above 0 to at most 1; got {(first, last)}")
         if not 0.0 < self.pilot_pass < 1.0:
             raise InvalidInput(f"pilot_pass must be strictly between 0 and 1; got {self.pilot_pass}")
 

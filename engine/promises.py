@@ -51,6 +51,26 @@ Several sets
     gets a larger budget than its share alone would give. Each budget is capped at ``t``, so no
     part is certified dirtier than the promise.
 
+    **Two layers read by their worst read.** A lot frozen on average while nothing is stated
+    is cut into two layers, its best labels and the next ones (``N_1``, ``N_2``; ``A_1 = N_1``,
+    ``A_2 = N_1 + N_2``), charged for what its worst read can hold instead of the sum above
+    (:func:`pair_charges`). After its first layer is accepted a read holds ``D_1 = W_1 / A_1``
+    wrong, after both ``D_2 = (W_1 + W_2) / A_2``, so the lot adds at most ``1{acc_1} D_1 +
+    1{acc_2} (D_2 − D_1)⁺`` to any read's share, with ``D_2 − D_1 = W_2 / A_2 − W_1 N_2 / (A_1
+    A_2)``. The first term's expectation is at most ``F(E_1) = N_1 AOQ_1(E_1) / A_1``. The second
+    layer is audited only after the first is accepted, in an order of its own, and then the first
+    hands back at least ``E_1 − a_1`` wrong labels (``a_1``: the most its plan finds and still
+    accepts) and the second at most ``E_2``; so, given that the second layer's test reads an audit
+    (probability ``q ≤ P_1(E_1)``), the second term's expectation is at most ``R(E_1) = max_{E_2}
+    P_2(E_2) (E_2 / A_2 − (E_1 − a_1)⁺ N_2 / (A_1 A_2))⁺``. The first layer holds ``c_1 = max
+    F`` of the promise (as a share wrong) and the second ``c_2 = max_{E_1} ((F(E_1) − c_1) /
+    P_1(E_1) + R(E_1))``, each spent once its test reads an audit, so that ``F + q R ≤ c_1 + q
+    c_2`` at ``q = 0`` and ``q = P_1``, and so at every ``q`` between. Both layers take the
+    highest common rate whose ``c_1 + c_2`` is at most ``t`` times the lot's share
+    (:meth:`AveragePromise.pair_tests`). That sum is about four fifths of the two plans' worst
+    outgoing qualities added up as above, so the same share tests both layers at a higher rate;
+    and a lot whose first layer fails spends only ``c_1``.
+
 Pilots
     A part's share is put at risk only once its test may certify it. A part may be **piloted**
     (:mod:`engine.labelling_loop` decides which before the part is frozen): the first
@@ -115,6 +135,7 @@ __all__ = [
     "average_plan",
     "outgoing_quality",
     "worst_outgoing",
+    "pair_charges",
     "lot_error_bounds",
     "audits_to_certify",
 ]
@@ -359,6 +380,56 @@ class AveragePromise:
         certified once every part is accepted."""
         return all(v.certified for v in parts), any(v.hopeless for v in parts)
 
+    def pair_tests(
+        self, first: int, second: int, share: float, *, piloted: bool = False
+    ) -> tuple[tuple[SetTest, SetTest], tuple[float, float]] | None:
+        """The tests of a lot's two layers of ``first`` and ``second`` labels, nothing stated
+        before them, and the shares they hold, charged by their worst read (module docstring,
+        "Several sets"), each after a pilot when ``piloted``: the highest common rate whose
+        :func:`pair_charges` add up to at most ``target · share`` (:func:`_pair_plans`); None when
+        no rate does.
+
+        >>> tests, shares = AveragePromise(0.05).pair_tests(1000, 900, 0.6)
+        >>> round(tests[0].rate, 4), tests[0].rate == tests[1].rate, [round(s, 3) for s in shares]
+        (0.0253, True, [0.497, 0.1])
+        """
+        pilot = DESIGN.pilot_audits if piloted else 0
+        found = _pair_plans(int(first), int(second), self.target, self.target * min(float(share), 1.0), pilot)
+        if found is None:
+            return None
+        plan1, plan2, charges = found
+        shares = (charges[0] / self.target, charges[1] / self.target)
+        tests = (AverageTest(first - pilot, plan1), AverageTest(second - pilot, plan2))
+        if not piloted:
+            return tests, shares
+        return (
+            PilotedTest(first, pilot, pilot_allowance(plan1.slope), tests[0]),
+            PilotedTest(second, pilot, pilot_allowance(plan2.slope), tests[1]),
+        ), shares
+
+
+@functools.lru_cache(maxsize=256)
+def _pair_plans(
+    first: int, second: int, target: float, limit: float, pilot: int
+) -> tuple[SamplingPlan, SamplingPlan, tuple[float, float]] | None:
+    """The plans of :meth:`AveragePromise.pair_tests` and their charges: the highest rate, on a
+    grid of 64 steps up to ``1.5 · limit`` (and never above the target, like every budget), whose
+    charges add up to at most ``limit``. The first charge is its plan's worst outgoing quality,
+    close to the rate, so no higher rate fits; a higher rate only raises the charges, so each try
+    halves the steps left."""
+    found = None
+    low, high = 0, 64
+    while low < high:
+        step = (low + high + 1) // 2
+        rate = min(1.5 * limit, target) * step / 64
+        plan1, plan2 = average_plan(first - pilot, rate), average_plan(second - pilot, rate)
+        charges = pair_charges(plan1, plan2, first, second) if plan1 and plan2 else None
+        if plan1 and plan2 and charges is not None and sum(charges) <= limit:
+            found, low = (plan1, plan2, charges), step
+        else:
+            high = step - 1
+    return found
+
 
 def make_promise(name: str, *, target: float, confidence: float) -> ConfidencePromise | AveragePromise:
     """The promise called ``name`` (:data:`PROMISES`); ``confidence`` is read only by "confidence".
@@ -535,6 +606,46 @@ def worst_outgoing(plan: SamplingPlan, budget: float) -> float:
     gaps = np.flatnonzero(np.diff(points) > 1)  # cells with error counts between their ends
     between = points[gaps + 1] * accepted[gaps] / (big_n - plan.last)
     return float(max(aoq.max(), between.max(initial=0.0)))
+
+
+def _cells(plan: SamplingPlan) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Cells covering every number of wrong labels ``E = 0 … N`` of ``plan``'s set: each
+    ``E`` up to 400, then the gaps of a geometric grid (a factor of at most 1.005 apart). For each
+    cell: its least and greatest ``E``, and upper bounds on ``P_acc`` and ``AOQ`` over it
+    (acceptance only falls as ``E`` grows, and ``AOQ(E) ≤ E · P_acc(E) / (N − last)``)."""
+    big_n = plan.lot_size
+    points = np.arange(min(big_n, 400) + 1)
+    if big_n > 400:
+        points = np.unique(np.concatenate([points, np.geomspace(400, big_n, _grid_size(big_n)).round()]))
+    points = points.astype(np.int64)
+    aoq, accepted = outgoing_quality(plan, points)
+    gaps = np.flatnonzero(np.diff(points) > 1)
+    low = np.concatenate([points, points[gaps] + 1])
+    high = np.concatenate([points, points[gaps + 1] - 1])
+    accepted_up = np.concatenate([accepted, accepted[gaps]])
+    aoq_up = np.concatenate([aoq, high[points.size :] * accepted[gaps] / (big_n - plan.last)])
+    return low, high, accepted_up, aoq_up
+
+
+def pair_charges(first: SamplingPlan, second: SamplingPlan, first_size: int, second_size: int) -> tuple[float, float]:
+    """What each of a lot's two layers must hold of the promise, as shares wrong (the target
+    times a share), so that its worst read keeps within what it spends: ``c_1`` once its first
+    test reads an audit, ``c_1 + c_2`` once its second does (module docstring, "Several sets").
+    The layers hold ``first_size`` and ``second_size`` labels, nothing stated before them;
+    ``first`` and ``second`` test each layer's labels past its pilot, if any (a pilot's labels are
+    answered).
+    """
+    n2 = second_size
+    a1, a2 = first_size, first_size + second_size
+    low1, _, accepted1, aoq1 = _cells(first)
+    _, high2, accepted2, _ = _cells(second)
+    alone = aoq1 * first.lot_size / a1
+    handed_back = np.maximum(low1 - first.last_acceptance_number, 0) * n2 / (a1 * a2)
+    rise = (accepted2[None, :] * np.maximum(high2[None, :] / a2 - handed_back[:, None], 0.0)).max(axis=1)
+    first_charge = float(alone.max())
+    reached = accepted1 > 0.0
+    second_charge = ((alone[reached] - first_charge) / accepted1[reached] + rise[reached]).max(initial=0.0)
+    return first_charge, max(float(second_charge), 0.0)
 
 
 def _grid_size(big_n: int) -> int:

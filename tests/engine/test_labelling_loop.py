@@ -22,7 +22,6 @@ from engine.labelling_loop import (
     VerdictLog,
     audits_to_state,
     judge_lot,
-    layer_plan,
     lot_parts,
     lot_share,
     run_loop,
@@ -38,6 +37,7 @@ from engine.promises import (
     PilotedTest,
     SetVerdict,
     lot_error_bounds,
+    pair_charges,
     part_test,
     pilot_allowance,
 )
@@ -67,10 +67,8 @@ LOOSE = LoopSettings(max_error=0.2, confidence=0.6)  # a few audits state someth
 
 
 def test_the_shares_sum_to_one():
-    for stated in (0, 1):
-        for promise in (LoopSettings(promise=name).make_promise() for name in ("confidence", "average")):
-            fractions, shares = layer_plan(promise, stated)
-            assert math.isclose(sum(shares), 1.0) and fractions[-1] == 1.0 and list(fractions) == sorted(fractions)
+    fractions, shares = DESIGN.layer_fractions, DESIGN.layer_shares
+    assert math.isclose(sum(shares), 1.0) and fractions[-1] == 1.0 and list(fractions) == sorted(fractions)
     assert math.isclose(sum(lot_share(n) for n in range(1, 200_000)), 1.0, abs_tol=1e-5)
 
 
@@ -381,21 +379,23 @@ def test_a_lot_the_series_cannot_certify_takes_what_is_left_of_the_promise_and_t
 
 @pytest.mark.parametrize("promise", ["confidence", "average"])
 def test_a_lot_is_cut_into_layers_by_its_promise_and_what_is_stated(promise):
-    """layer_plan: lot 1, frozen with nothing stated, is cut on average into its best half (three
-    quarters of its share) and the rest; with confidence into quarters. Each layer holds the
-    items the model is surest of that the layers before it left."""
+    """Lot 1, frozen with nothing stated, is cut with confidence into quarters, each layer with its
+    share of the lot's; on average into its best half and the rest of its best 95 %, charged
+    by their worst read at one rate (the worst 5 % left out). Each layer holds the items
+    the model is surest of that the layers before it left."""
     loop, _ = scripted_loop(3000, 2000, np.zeros(0, dtype=np.int64), [], LoopSettings(promise=promise))
     lot = loop.lots[0].lot
-    fractions, shares = layer_plan(lot.promise, 0)
-    assert (fractions, shares) == (
-        ((0.5, 1.0), (0.75, 0.25)) if promise == "average" else ((0.25, 0.5, 1.0), (0.5, 0.25, 0.25))
-    )
-    assert lot.set_sizes == tuple(math.ceil(f * 2000) for f in fractions)
-    assert np.allclose(lot.shares, [lot_share(1) * s for s in shares])
+    if promise == "average":
+        assert lot.set_sizes == tuple(math.ceil(f * 2000) for f in DESIGN.alone_layer_fractions) == (1000, 1900)
+        plans = [test.plan for test in lot.tests]
+        charges = pair_charges(*plans, 1000, 900)
+        assert np.allclose(lot.shares, [c / lot.promise.target for c in charges]) and sum(lot.shares) <= lot_share(1)
+        assert lot.tests[0].rate == lot.tests[1].rate
+    else:
+        assert lot.set_sizes == tuple(math.ceil(f * 2000) for f in DESIGN.layer_fractions)
+        assert np.allclose(lot.shares, [lot_share(1) * s for s in DESIGN.layer_shares])
     for (lo, hi), size in zip(lot.layer_spans, lot.set_sizes, strict=True):
         assert set(lot.items[lo:hi].tolist()) == set(range(lo, size))  # scores fall with the index
-    # Read among stated labels, a lot is cut into quarters under either promise.
-    assert layer_plan(lot.promise, 1) == ((0.25, 0.5, 1.0), (0.5, 0.25, 0.25))
 
 
 HALF_WRONG_ITEMS, HALF_WRONG_ACCEPTED = 3000, 2000

@@ -24,6 +24,7 @@ from engine.promises import (
     average_plan,
     lot_error_bounds,
     outgoing_quality,
+    pair_charges,
     part_test,
     pilot_allowance,
     worst_outgoing,
@@ -270,3 +271,65 @@ def test_given_a_passed_pilot_the_sequence_still_covers_the_rest(wrong):
     assert passed > 500
     rate = missed / passed
     assert rate <= alpha + 3 * math.sqrt(alpha * (1 - alpha) / passed)
+
+
+def _handed_back(test, size: int, wrong: int, rng: np.random.Generator, runs: int) -> tuple[np.ndarray, np.ndarray]:
+    """Brute force: ``runs`` uniformly random audit orders of a layer of ``size`` labels,
+    ``wrong`` of them wrong, read by ``test`` (an ``AverageTest``, or one after a pilot) until it
+    accepts; whether it did and how many wrong labels it hands back (those not audited by then)."""
+    orders = rng.permuted(np.tile(np.arange(size) < wrong, (runs, 1)), axis=1)
+    found = np.cumsum(orders, axis=1)
+    pilot = test.pilot if isinstance(test, PilotedTest) else 0
+    plan = (test.inner if pilot else test).plan
+    passed = found[:, pilot - 1] <= test.allowed if pilot else np.ones(runs, dtype=bool)
+    before = found[:, pilot - 1] if pilot else np.zeros(runs, dtype=np.int64)
+    inner = found[:, pilot : pilot + plan.last] - before[:, None]
+    hits = inner <= plan.acceptance_number(np.arange(1, inner.shape[1] + 1))[None, :]
+    accepted = passed & hits.any(axis=1)
+    at = hits.argmax(axis=1)
+    return accepted, wrong - (before + inner[np.arange(runs), at])
+
+
+@pytest.mark.parametrize("piloted", [False, True])
+def test_two_layers_never_hold_more_at_their_worst_read_than_they_spend(piloted):
+    """``pair_charges`` against brute force. Two layers audited in independent random orders,
+    the second only once the first is accepted; at each number of wrong labels ``E_1, E_2`` on a
+    grid, the lot's worst read (after its first layer is accepted, and after both) averaged over
+    many orders stays within what the lot spends on average: ``c_1``, plus ``c_2`` whenever the
+    second layer is audited; and also when the second layer is never audited. Somewhere it comes
+    within a tenth of it (a fifth after a pilot, whose pass leaves a range of ``E_1``), so the
+    charges are not slack."""
+    first, second = (320, 270) if piloted else (300, 250)
+    pair = AveragePromise(0.2).pair_tests(first, second, 0.6, piloted=piloted)
+    assert pair is not None
+    tests, shares = pair
+    charges = pair_charges(*[(t.inner if piloted else t).plan for t in tests], first, second)
+    assert math.isclose(shares[0] * 0.2, charges[0]) and sum(charges) <= 0.2 * 0.6 + 1e-12
+    rng = np.random.default_rng(5)
+    runs, closest = 4000, 0.0
+    for wrong1, wrong2 in itertools.product(range(0, 120, 10), range(0, 120, 10)):
+        accepted1, back1 = _handed_back(tests[0], first, wrong1, rng, runs)
+        accepted2, back2 = _handed_back(tests[1], second, wrong2, rng, runs)
+        first_only = accepted1 * back1 / first
+        both = accepted1 * np.maximum(back1 / first, accepted2 * (back1 + back2) / (first + second))
+        spent = charges[0] + accepted1 * charges[1]
+        for read, budget in ((first_only, np.full(runs, charges[0])), (both, spent)):
+            over = read - budget
+            assert over.mean() <= 4 * over.std() / math.sqrt(runs) + 1e-12, (wrong1, wrong2, read.mean(), budget.mean())
+            closest = max(closest, read.mean() / budget.mean())
+    assert closest > (0.8 if piloted else 0.9)
+
+
+def test_two_layers_charged_by_their_worst_read_take_a_higher_rate_than_their_sum_gives():
+    """Where the layers are alike, a lot's share buys both layers a higher rate than the sum of
+    their worst outgoing qualities would (``engine.promises``, "Several sets"); the first layer
+    holds about its plan's worst outgoing quality; a share too small for any plan gives no tests."""
+    promise = AveragePromise(0.05)
+    (first, second), shares = promise.pair_tests(8000, 7000, 0.6)
+    plans = first.plan, second.plan
+    by_sum = worst_outgoing(plans[0], 1.0) + worst_outgoing(plans[1], 1.0) * 7000 / 15000
+    charges = pair_charges(*plans, 8000, 7000)
+    assert sum(charges) <= 0.05 * 0.6 < by_sum
+    assert math.isclose(charges[0], worst_outgoing(plans[0], 1.0), rel_tol=0.02)
+    assert first.rate == second.rate > 0.05 * 0.6 * 0.75
+    assert promise.pair_tests(30, 30, 0.6) is None

@@ -600,8 +600,7 @@ def worst_outgoing(plan: SamplingPlan, budget: float) -> float:
             if reach == big_n or accepted[-1] <= budget:
                 return float(max(aoq.max(), accepted[-1] if reach < big_n else 0.0))
             reach = min(big_n, 2 * reach)
-    points = np.unique(np.concatenate([np.arange(400), np.geomspace(400, big_n, _grid_size(big_n)).round()]))
-    points = points.astype(np.int64)
+    points = _error_grid(big_n)
     aoq, accepted = outgoing_quality(plan, points)
     gaps = np.flatnonzero(np.diff(points) > 1)  # cells with error counts between their ends
     between = points[gaps + 1] * accepted[gaps] / (big_n - plan.last)
@@ -614,10 +613,7 @@ def _cells(plan: SamplingPlan) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
     cell: its least and greatest ``E``, and upper bounds on ``P_acc`` and ``AOQ`` over it
     (acceptance only falls as ``E`` grows, and ``AOQ(E) ≤ E · P_acc(E) / (N − last)``)."""
     big_n = plan.lot_size
-    points = np.arange(min(big_n, 400) + 1)
-    if big_n > 400:
-        points = np.unique(np.concatenate([points, np.geomspace(400, big_n, _grid_size(big_n)).round()]))
-    points = points.astype(np.int64)
+    points = _error_grid(big_n)
     aoq, accepted = outgoing_quality(plan, points)
     gaps = np.flatnonzero(np.diff(points) > 1)
     low = np.concatenate([points, points[gaps] + 1])
@@ -646,6 +642,15 @@ def pair_charges(first: SamplingPlan, second: SamplingPlan, first_size: int, sec
     reached = accepted1 > 0.0
     second_charge = ((alone[reached] - first_charge) / accepted1[reached] + rise[reached]).max(initial=0.0)
     return first_charge, max(float(second_charge), 0.0)
+
+
+def _error_grid(big_n: int) -> np.ndarray:
+    """The error counts a large set's plan is evaluated at: every one up to 400, then a geometric
+    grid to ``big_n``, a factor of at most 1.005 apart."""
+    points = np.arange(min(big_n, 400) + 1)
+    if big_n > 400:
+        points = np.unique(np.concatenate([points, np.geomspace(400, big_n, _grid_size(big_n)).round()]))
+    return points.astype(np.int64)
 
 
 def _grid_size(big_n: int) -> int:

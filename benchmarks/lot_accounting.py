@@ -27,6 +27,7 @@ Run (not part of ``make test``)::
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 
@@ -35,6 +36,7 @@ import numpy as np
 from benchmarks.labels_delivered import pool_by_name
 from benchmarks.replay_lots import Campaign
 from engine.labelling_loop import LoopSettings, lot_share
+from engine.loop_design import DESIGN
 from engine.promises import average_plan, outgoing_quality, pair_charges, worst_outgoing
 
 RATES = (0.0228, 0.025, 0.0275, 0.03, 0.035, 0.04)
@@ -82,9 +84,9 @@ def floors_rows(name: str, wrong_so_far: np.ndarray, target: float) -> list[str]
     return rows
 
 
-def two_layer_rows(name: str, wrong_so_far: np.ndarray, target: float, keep: float) -> list[str]:
+def two_layer_rows(name: str, wrong_so_far: np.ndarray, target: float, fractions: tuple[float, float]) -> list[str]:
     size = wrong_so_far.size
-    half, kept = size // 2, int(round(keep * size))
+    half, kept = (int(math.ceil(f * size)) for f in fractions)  # cut as the loop cuts lot 1
     wrong1, wrong2 = int(wrong_so_far[half - 1]), int(wrong_so_far[kept - 1] - wrong_so_far[half - 1])
     rows = []
     for rate in RATES:
@@ -106,7 +108,12 @@ def two_layer_rows(name: str, wrong_so_far: np.ndarray, target: float, keep: flo
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sets", nargs="+", default=["synthetic50k"])
-    parser.add_argument("--keep", type=float, default=0.95, help="the share of lot 1 its second layer ends at")
+    parser.add_argument(
+        "--keep",
+        type=float,
+        default=DESIGN.alone_layer_fractions[1],
+        help="the share of lot 1 its second layer ends at",
+    )
     args = parser.parse_args(argv)
     settings = LoopSettings(promise="average")
     target = settings.max_error
@@ -124,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         start = time.perf_counter()
         wrong_so_far = wrong_by_rank(name, settings)
         floors += floors_rows(name, wrong_so_far, target)
-        layers += two_layer_rows(name, wrong_so_far, target, args.keep)
+        layers += two_layer_rows(name, wrong_so_far, target, (DESIGN.alone_layer_fractions[0], args.keep))
         print(f"{name}: {time.perf_counter() - start:.0f} s", file=sys.stderr)
     print("\n".join([*floors, "", *layers]))
     return 0

@@ -7,9 +7,12 @@ beta-binomial prior ``a = 1``, ``b = 4 / target``; an interval is every error co
 likelihood exceeds ``α`` times the mixture's): the same running intersection with each interval
 found by a full scan over the ``N + 1`` error counts, and the round before's verdict, one
 interval (the latest prefix's) by full scan. The bounds are checked equal to the references'.
-A second table times the average promise's verdict, whose first read designs the lot's plan.
+A second table times the average promise's verdict, whose first read designs the lot's plan; a
+third, the charges by how a set's test ended (``engine.end_charges``), computed once a set's test
+ends, against designing its plan, and what each charges a set 1 %, 5 % and 30 % wrong.
 
-    python -m benchmarks.bench_lots --sizes 20000 200000 600000 --audits 300
+    python -m benchmarks.bench_lots --sizes 20000 200000 600000 --audits 300 \
+        --charge-sizes 258 2000 8000 25000
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ import time
 import numpy as np
 from scipy.special import betaln, gammaln
 
+from engine.end_charges import end_charges, expected_charge
+from engine.loop_design import DESIGN
 from engine.promises import AverageTest, ConfidenceTest, average_plan
 
 TARGET, ALPHA = 0.05, 0.075
@@ -62,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[20_000, 200_000, 600_000])
     parser.add_argument("--audits", type=int, default=300)
+    parser.add_argument("--charge-sizes", type=int, nargs="+", default=[258, 2_000, 8_000, 25_000])
     args = parser.parse_args(argv)
     print(f"lot verdict with {args.audits} audits, 2 % wrong (CPU s; the verdict read twice in one process)")
     print(
@@ -85,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
             f"| {now_first / before_seconds:.2f} | {now_again:.3f} |"
         )
     average_table(args.sizes, args.audits)
+    charges_table(args.charge_sizes)
     return 0
 
 
@@ -108,6 +115,31 @@ def average_table(sizes: list[int], audits: int) -> None:
         first, _ = cpu(average_verdict)
         again, _ = cpu(average_verdict)
         print(f"| {size:,} | {baseline:.3f} | {first:.3f} | {first / baseline:.2f} | {again:.4f} |")
+
+
+def charges_table(sizes: list[int]) -> None:
+    """A set's end charges at three budgets: the plan's design (at ``DESIGN.average_plan_headroom``
+    times the budget) is the baseline; the charges are checked at every error count, so a
+    failure stops the table."""
+    print("\nend charges of a set tested on its own (CPU s; expected charge, a fraction of its share)")
+    print("| set size | budget | plan designed (baseline) | end charges | ratio | charge at 1 % wrong | 5 % | 30 % |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    cpu(end_charges, average_plan(1000, 0.9 * 0.03), 0.03)  # scipy.optimize imported once, outside the table
+    for size in sizes:
+        for budget in (0.01, 0.02, 0.05):
+            design, plan = cpu(average_plan, size, DESIGN.average_plan_headroom * budget)
+            if plan is None:
+                print(f"| {size:,} | {budget:.0%} | {design:.3f} | no plan | | | | |")
+                continue
+            seconds, charges = cpu(end_charges, plan, budget)
+            mean, aoq = expected_charge(plan, charges, np.arange(size + 1))
+            if (mean * budget < aoq).any():
+                raise SystemExit(f"the charges of a set of {size} at {budget} miss an error count")
+            at = [mean[round(rate * size)] for rate in (0.01, 0.05, 0.3)]
+            print(
+                f"| {size:,} | {budget:.0%} | {design:.3f} | {seconds:.3f} | {seconds / max(design, 1e-3):.1f} "
+                f"| {at[0]:.3f} | {at[1]:.3f} | {at[2]:.3f} |"
+            )
 
 
 if __name__ == "__main__":

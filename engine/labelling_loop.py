@@ -40,7 +40,9 @@ The promise's shares
     given :func:`lot_share` ``(l)`` of it, scaled by the **wealth** left over the share the
     series would have left (``W_l / R_l``, ``R_l = Σ_{m ≥ l} lot_share(m)``). A layer whose
     test read no audit before its lot ended can never be certified: it puts no label at risk,
-    so its share goes back to the wealth. The rest of a lot's share is spent. So ``W`` never
+    so its share goes back to the wealth. The rest of a lot's share is spent, each layer's times
+    its test's charge (on average, a layer charged by how its test ended spends only that end's
+    charge: :mod:`engine.promises`, "Charges by how a test ended"). So ``W`` never
     falls below 0 (``lot_share(l) ≤ R_l``), the shares at risk sum to at most 1, and a lot that
     fails before reaching its lower layers leaves them to the lots after it. A lot whose share
     from the series could certify none of its sets is given all of the wealth instead
@@ -307,12 +309,13 @@ class LotState:
 
     @property
     def share_spent(self) -> float:
-        """Its share of the promise at risk: every layer's but those of an ended lot whose
-        test read no audit and certified nothing (module docstring, "The promise's shares")."""
+        """Its share of the promise at risk: every layer's while it is audited; once it ended,
+        each layer's times its test's charge, nothing for a layer whose test read no audit and
+        certified nothing (module docstring, "The promise's shares")."""
         if self.ended_at is None:
             return sum(self.lot.shares)
         return sum(
-            share
+            share * verdict.charge
             for share, verdict in zip(self.lot.shares, self.verdicts, strict=True)
             if verdict.at_risk or verdict.certified
         )

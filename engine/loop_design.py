@@ -42,6 +42,16 @@ class LoopDesign:
         A piloted part's pilot: its first this many audits.
     pilot_pass : float
         A part exactly as wrong as its test's rate passes its pilot with at least this probability.
+    average_plan_headroom : float
+        On average, a set charged by how its test ended (every set but a pair's layers) gets a
+        plan at this fraction of its budget: the room left is what lets an end be charged less
+        than the whole share (:mod:`engine.end_charges`).
+    end_charge_rates : tuple of float
+        The error rates whose expected charge the end charges are chosen to make smallest, on
+        average over them (any choice keeps the promise; these decide where charges are low).
+    end_charge_floor : float
+        Least fraction of its share any end is charged: it stands for the error counts so high
+        that acceptance is almost impossible, which are then not checked one by one.
     """
 
     statement_every: int = 10
@@ -53,6 +63,9 @@ class LoopDesign:
     average_plan_audits: int = 150
     pilot_audits: int = 20
     pilot_pass: float = 0.9
+    average_plan_headroom: float = 0.9
+    end_charge_rates: tuple[float, ...] = (0.01, 0.02, 0.03, 0.05, 0.1, 0.2, 0.3, 0.5)
+    end_charge_floor: float = 0.001
 
     def __post_init__(self) -> None:
         for name in ("statement_every", "lot_answers", "retry_answers", "average_plan_audits", "pilot_audits"):
@@ -68,6 +81,13 @@ class LoopDesign:
             raise InvalidInput(f"alone_layer_fractions must rise from above 0 to at most 1; got {(first, last)}")
         if not 0.0 < self.pilot_pass < 1.0:
             raise InvalidInput(f"pilot_pass must be strictly between 0 and 1; got {self.pilot_pass}")
+        for name in ("average_plan_headroom", "end_charge_floor"):
+            if not 0.0 < getattr(self, name) <= 1.0:
+                raise InvalidInput(f"{name} must be above 0 and at most 1; got {getattr(self, name)}")
+        if not self.end_charge_rates or not all(0.0 < r < 1.0 for r in self.end_charge_rates):
+            raise InvalidInput(
+                f"end_charge_rates must be error rates strictly between 0 and 1; got {self.end_charge_rates}"
+            )
 
 
 def _check_layers(name: str, fractions: tuple[float, ...], shares: tuple[float, ...]) -> None:

@@ -30,7 +30,8 @@ On average (:class:`AveragePromise`)
     ``τ`` with ``X_τ`` wrong found, the set hands back at most ``E − X_τ`` wrong labels among
     ``N``, at most ``(E − X_τ) / (N − τ)`` of them; the plan's worst expectation of this,
     ``max_E AOQ(E)``, computed exactly by dynamic programming (:func:`outgoing_quality`), is at
-    most its budget. After acceptance, later answers only correct labels, so the bound holds at
+    most its budget (or, charged by how its test ended, its budget times its expected charge:
+    "Charges by how a test ended" below). After acceptance, later answers only correct labels, so the bound holds at
     every later read too.
 
 Several sets
@@ -90,6 +91,19 @@ Pilots
     course of the audits, so both promises hold, while a dirty part fails its pilot within a few
     audits and spends nothing. The pilot's items are answered, so the set hands them back right.
 
+Charges by how a test ended
+    On average, a part's test need not spend its whole share whenever it reads an audit: it is
+    enough that, at every number of wrong labels, its expected charge (a fraction of its share)
+    times its budget covers its plan's outgoing quality (:mod:`engine.end_charges`). A part
+    tested on its own, not one of a pair, gets a plan at ``DESIGN.average_plan_headroom`` times
+    its budget and is charged by how its test ended (``SetVerdict.charge``): accepted or
+    rejected at which audit, each end's charge the least a linear programme finds; a test its lot
+    cut short is charged in full. The shares charged still sum to at most 1 on every course of
+    the audits, so the argument above holds with the charges in place of the shares. A part about
+    as wrong as its budget spends most of its share; a part far dirtier is rejected within a few
+    audits and spends a few per cent of it (a tenth of a per cent when every audit is wrong), so
+    a dirty lot no longer uses up the promise the lots after it need.
+
 Both promises assume the audited answers are right.
 
 References
@@ -114,6 +128,7 @@ from typing import Any, ClassVar, Protocol
 import numpy as np
 
 from engine._validation import check_count, check_level
+from engine.end_charges import end_charges
 from engine.exceptions import InvalidInput
 from engine.loop_design import DESIGN
 
@@ -170,6 +185,10 @@ class SetVerdict:
     at_risk : bool
         Its test has read an audit it could certify on, so its share of the promise is spent
         (module docstring, "Pilots").
+    charge : float
+        The fraction of its share it spends if it is at risk: 1, but on average, once a set
+        charged by its end has ended, that end's charge (module docstring, "Charges by how a
+        test ended").
     """
 
     audited: int
@@ -179,6 +198,7 @@ class SetVerdict:
     wrong_bound: int | None = None
     wrong_floor: int | None = None
     at_risk: bool = True
+    charge: float = 1.0
 
 
 class SetTest(Protocol):
@@ -258,21 +278,26 @@ class ConfidenceTest:
 
 @dataclass(frozen=True)
 class AverageTest:
-    """The sequential sampling plan of one set (module docstring)."""
+    """The sequential sampling plan of one set (module docstring); charged by how it ended when
+    ``budget`` is given (module docstring, "Charges by how a test ended"), in full otherwise."""
 
     size: int
     plan: SamplingPlan
+    budget: float | None = None
 
     @property
     def rate(self) -> float:
-        """Its budget: the plan accepts a set this wrong more often than not."""
+        """Its plan's rate: the plan accepts a set this wrong more often than not."""
         return self.plan.slope
 
     def verdict(self, prefix_errors: np.ndarray) -> SetVerdict:
         errors, n, k = _prefix(prefix_errors)
         accepted = self.plan.accepted_at(errors) >= 0
-        past = n >= self.plan.last or k > self.plan.last_acceptance_number
-        return SetVerdict(n, k, accepted, not accepted and past, at_risk=n > 0)
+        hopeless = not accepted and (n >= self.plan.last or k > self.plan.last_acceptance_number)
+        charge = 1.0
+        if self.budget is not None and (accepted or hopeless):
+            charge = end_charges(self.plan, self.budget).charge(self.plan, errors)
+        return SetVerdict(n, k, accepted, hopeless, at_risk=n > 0, charge=charge)
 
 
 def pilot_allowance(rate: float, audits: int | None = None) -> int:
@@ -372,8 +397,9 @@ class AveragePromise:
 
     def test(self, size: int, share: float, *, among: int | None = None) -> AverageTest | None:
         diluted = share * max(int(among if among is not None else size), size) / size
-        plan = average_plan(size, self.target * min(1.0, diluted))
-        return None if plan is None else AverageTest(size, plan)
+        budget = self.target * min(1.0, diluted)
+        plan = average_plan(size, DESIGN.average_plan_headroom * budget)
+        return None if plan is None else AverageTest(size, plan, budget)
 
     def judge(self, parts: tuple[SetVerdict, ...], size: int) -> tuple[bool, bool]:
         """The union's share of wrong labels is at most the sum of its parts' shares, so it is

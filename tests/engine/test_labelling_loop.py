@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from benchmarks.replay_lots import Campaign, Pool
+from engine.end_charges import end_charges
 from engine.labelling_loop import (
     ItemsAt,
     LoopSettings,
@@ -500,3 +501,46 @@ def test_the_shares_at_risk_never_sum_past_one(moves, seed):
         wealth -= state.share_spent
         rank += state.share_spent > 0
         assert wealth >= -1e-12
+
+
+def test_on_average_a_dirty_lot_spends_its_share_times_how_its_test_ended():
+    """On average, lot 1 (a pair) is audited clean and certified; lot 2, frozen from the 100
+    accepted labels it left, all wrong, has layers charged by their end (engine.end_charges). Its
+    best layer is rejected after a few audits and the lot ends: it spends that end's charge of the
+    layer's share, a thousandth, not the share, and the rest stays with the promise."""
+    average, n_items, accepted = LoopSettings(promise="average"), 3000, 2000
+    bad = np.arange(1900, accepted)  # the accepted labels lot 1 leaves (its best 95 % kept)
+
+    def audit(verdicts, lot_index, layer, until):
+        loop, truth = scripted_loop(n_items, accepted, bad, verdicts, average)
+        lot = loop.lots[lot_index].lot
+        for item in lot.items[lot.layers == layer]:
+            verdicts.append((int(item), int(truth[item])))
+            loop, _ = scripted_loop(n_items, accepted, bad, verdicts, average)
+            if until(loop.lots[lot_index].verdicts[layer]):
+                return loop, truth
+        raise AssertionError("the layer's test never ended")
+
+    def to_next_checkpoint(verdicts, truth, first):
+        padding = range(first, first + (-len(verdicts)) % DESIGN.statement_every + DESIGN.statement_every)
+        verdicts += [(item, int(truth[item])) for item in padding]  # items no lot takes
+        return scripted_loop(n_items, accepted, bad, verdicts, average)[0]
+
+    verdicts: list[tuple[int, int]] = []
+    audit(verdicts, 0, 0, lambda v: v.certified)
+    _, truth = audit(verdicts, 0, 1, lambda v: v.certified)
+    loop = to_next_checkpoint(verdicts, truth, accepted)
+    one, two = loop.lots
+    assert one.certified == 2 and math.isclose(one.share_spent, sum(one.lot.shares))
+    assert all(test.budget is None for test in one.lot.tests)  # the pair: charged by its worst read
+    assert all(test.budget is not None for test in two.lot.tests) and two.lot.items.size == bad.size
+    audit(verdicts, 1, 0, lambda v: v.hopeless)
+    loop = to_next_checkpoint(verdicts, truth, accepted + 100)
+    two = loop.lots[1]
+    first = two.verdicts[0]
+    assert two.ended_at is not None and two.certified == 0 and first.hopeless and first.wrong == first.audited
+    plan = two.lot.tests[0].plan  # every audit wrong: rejected once they pass its last acceptance number
+    charge = end_charges(plan, two.lot.tests[0].budget).rejected[plan.last_acceptance_number + 1]
+    assert first.charge == charge <= 0.01
+    assert math.isclose(two.share_spent, two.lot.shares[0] * charge)
+    assert math.isclose(loop.promise_left, 1.0 - sum(one.lot.shares) - two.share_spent)

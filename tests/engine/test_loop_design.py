@@ -40,6 +40,10 @@ def test_the_design_cannot_be_changed_in_place():
         ({"retry_answers": 15}, "multiple of statement_every"),
         ({"statement_every": 0}, "at least 1"),
         ({"pilot_pass": 1.0}, "pilot_pass"),
+        ({"average_plan_headroom": 0.0}, "average_plan_headroom"),
+        ({"end_charge_floor": 1.5}, "end_charge_floor"),
+        ({"end_charge_rates": ()}, "end_charge_rates"),
+        ({"end_charge_rates": (0.01, 1.0)}, "end_charge_rates"),
     ],
 )
 def test_a_design_that_cannot_work_is_refused(changes, match):

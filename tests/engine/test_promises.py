@@ -209,14 +209,16 @@ def test_the_pilot_allowance_is_the_binomial_quantile(target, audits):
 
 
 def test_a_pilot_allows_what_its_test_would_accept_at_its_own_rate():
-    """With confidence a part is tested against the target; on average against its plan's budget,
-    which a part's share makes smaller than the target."""
+    """With confidence a part is tested against the target; on average against its plan's rate,
+    ``DESIGN.average_plan_headroom`` times its budget, which a part's share makes smaller than the
+    target."""
     confident = part_test(ConfidencePromise(0.05, 0.9), 1000, 0.3, piloted=True)
     average = part_test(AveragePromise(0.05), 1000, 0.3, piloted=True)
     assert confident is not None and average is not None
     assert confident.allowed == pilot_allowance(0.05) == 2
-    assert average.inner.plan.slope == pytest.approx(0.015)
-    assert average.allowed == pilot_allowance(0.015) == 1
+    assert average.inner.budget == pytest.approx(0.015)
+    assert average.inner.plan.slope == pytest.approx(0.015 * DESIGN.average_plan_headroom)
+    assert average.allowed == pilot_allowance(average.inner.plan.slope) == 1
     assert (confident.size, confident.inner.size) == (1000, 1000 - DESIGN.pilot_audits)
 
 

@@ -128,7 +128,7 @@ from typing import Any, ClassVar, Protocol
 import numpy as np
 
 from engine._validation import check_count, check_level
-from engine.end_charges import end_charges
+from engine.end_charges import end_charges, end_distribution
 from engine.exceptions import InvalidInput
 from engine.loop_design import DESIGN
 
@@ -579,38 +579,16 @@ def outgoing_quality(plan: SamplingPlan, errors: Any) -> tuple[np.ndarray, np.nd
     """``AOQ(E)`` and the probability of acceptance, exactly, for each ``E`` in ``errors``.
 
     ``AOQ(E) = E[(E − X_τ) / (N − τ) · 1{accepted}]`` over the lot's uniformly random audit
-    order (module docstring): a dynamic programme over the prefixes not yet accepted, by how
-    many wrong labels they hold; a prefix past the last acceptance number can never be
-    accepted and is dropped.
+    order (module docstring), from the probability of each way its test can end
+    (:func:`engine.end_charges.end_distribution`).
 
     >>> plan = SamplingPlan(lot_size=1000, start=15, slope=0.03, last=150)
     >>> aoq, accepted = outgoing_quality(plan, [0, 20, 80])
     >>> [round(float(v), 3) for v in aoq], [round(float(v), 2) for v in accepted]
     ([0.0, 0.019, 0.025], [1.0, 0.95, 0.31])
     """
-    big_n = plan.lot_size
-    e = np.asarray(errors, dtype=np.float64)[:, None]
-    top = int(plan.acceptance_number(plan.last))
-    found = np.arange(top + 1, dtype=np.float64)[None, :]
-    waiting = np.zeros((e.shape[0], top + 1))
-    waiting[:, 0] = 1.0
-    aoq = np.zeros(e.shape[0])
-    accepted = np.zeros(e.shape[0])
-    numbers = plan.acceptance_number(np.arange(plan.last + 1))
-    for n in range(plan.last + 1):
-        a = int(numbers[n])
-        if a >= 0:
-            now = waiting[:, : a + 1]
-            accepted += now.sum(axis=1)
-            aoq += (now * (e - found[:, : a + 1])).sum(axis=1) / (big_n - n)
-            waiting[:, : a + 1] = 0.0
-        if n == plan.last:
-            break
-        wrong_next = np.clip((e - found) / (big_n - n), 0.0, 1.0)
-        moved = waiting * wrong_next
-        waiting -= moved
-        waiting[:, 1:] += moved[:, :-1]
-    return aoq, accepted
+    accepted, _, aoq = end_distribution(plan, errors)
+    return aoq, accepted.sum(axis=1)
 
 
 def worst_outgoing(plan: SamplingPlan, budget: float) -> float:

@@ -101,8 +101,9 @@ Charges by how a test ended
     cut short is charged in full. The shares charged still sum to at most 1 on every course of
     the audits, so the argument above holds with the charges in place of the shares. A part about
     as wrong as its budget spends most of its share; a part far dirtier is rejected within a few
-    audits and spends a few per cent of it (a tenth of a per cent when every audit is wrong), so
-    a dirty lot no longer uses up the promise the lots after it need.
+    audits and spends a small part of it (0.3–21 % when 30 % wrong, a thousandth when every audit
+    is wrong, in the sets ``benchmarks.bench_lots`` measures), so a dirty lot no longer uses up the
+    promise the lots after it need.
 
 Both promises assume the audited answers are right.
 

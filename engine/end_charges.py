@@ -74,14 +74,13 @@ class EndCharges:
     accepted: np.ndarray
     rejected: np.ndarray
 
-    def charge(self, plan: SamplingPlan, prefix_errors: np.ndarray) -> float:
+    def charge(self, plan: SamplingPlan, prefix_errors: np.ndarray, accepted_at: int) -> float:
         """The charge of the test's course so far (``prefix_errors[j − 1]``: wrong labels in the
-        first ``j`` audits): its end's, or 1 while it has not ended."""
-        errors = np.asarray(prefix_errors, dtype=np.int64)
-        at = plan.accepted_at(errors)
-        if at >= 0:
-            return float(self.accepted[at])
-        over = np.flatnonzero(errors > plan.last_acceptance_number)
+        first ``j`` audits; ``accepted_at``: ``plan.accepted_at`` of them, which the verdict has
+        already read): its end's, or 1 while it has not ended."""
+        if accepted_at >= 0:
+            return float(self.accepted[accepted_at])
+        over = np.flatnonzero(np.asarray(prefix_errors) > plan.last_acceptance_number)
         return float(self.rejected[over[0] + 1]) if over.size else 1.0
 
 

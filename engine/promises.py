@@ -293,11 +293,12 @@ class AverageTest:
 
     def verdict(self, prefix_errors: np.ndarray) -> SetVerdict:
         errors, n, k = _prefix(prefix_errors)
-        accepted = self.plan.accepted_at(errors) >= 0
+        accepted_at = self.plan.accepted_at(errors)
+        accepted = accepted_at >= 0
         hopeless = not accepted and (n >= self.plan.last or k > self.plan.last_acceptance_number)
         charge = 1.0
         if self.budget is not None and (accepted or hopeless):
-            charge = end_charges(self.plan, self.budget).charge(self.plan, errors)
+            charge = end_charges(self.plan, self.budget).charge(self.plan, errors, accepted_at)
         return SetVerdict(n, k, accepted, hopeless, at_risk=n > 0, charge=charge)
 
 

@@ -22,6 +22,7 @@ The labels are those the model gives before the first answer in a
 Run (not part of ``make test``)::
 
     python -m benchmarks.lot_accounting --sets synthetic50k BirdSong lost MSRCv2 synthetic2k
+    python -m benchmarks.lot_accounting --sets synthetic50k BirdSong sample --plans
 """
 
 from __future__ import annotations
@@ -35,11 +36,16 @@ import numpy as np
 
 from benchmarks.labels_delivered import pool_by_name
 from benchmarks.replay_lots import Campaign
+from engine.end_charges import end_distribution
 from engine.labelling_loop import LoopSettings, lot_share
 from engine.loop_design import DESIGN
 from engine.promises import average_plan, outgoing_quality, pair_charges, worst_outgoing
 
 RATES = (0.0228, 0.025, 0.0275, 0.03, 0.035, 0.04)
+#: Plan shapes, ``(slope_factor, audits)``: the loop's, then steeper and longer ones.
+PLAN_SHAPES = ((1.0, DESIGN.average_plan_audits), (1.25, 300), (1.5, 250), (1.5, 400), (2.0, 600))
+#: Lot 1's share of the promise in the plans' table, besides ``lot_share(1)``.
+LARGER_SHARES = (0.7, 0.8)
 
 
 def sum_floor(wrong_so_far: np.ndarray, cuts: tuple[int, ...]) -> float:
@@ -105,6 +111,47 @@ def two_layer_rows(name: str, wrong_so_far: np.ndarray, target: float, fractions
     return rows
 
 
+def pair_at_share(half: int, second: int, limit: float, target: float, shape: tuple[float, int]):
+    """The two layers' plans of ``shape`` at the highest rate on a grid of 64 steps up to
+    ``min(1.5 · limit, target)`` whose :func:`pair_charges` add up to at most ``limit``, and that
+    rate; None when no rate does (the loop's search, for any plan shape)."""
+    slope_factor, audits = shape
+    found, low, high = None, 0, 64
+    while low < high:  # a higher rate only raises the charges
+        step = (low + high + 1) // 2
+        rate = min(1.5 * limit, target) * step / 64
+        first = average_plan(half, rate, slope_factor=slope_factor, audits=audits)
+        rest = average_plan(second, rate, slope_factor=slope_factor, audits=audits)
+        if first is not None and rest is not None and sum(pair_charges(first, rest, half, second)) <= limit:
+            found, low = (rate, first, rest), step
+        else:
+            high = step - 1
+    return found
+
+
+def plan_rows(name: str, wrong_so_far: np.ndarray, target: float, fractions: tuple[float, float]) -> list[str]:
+    size = wrong_so_far.size
+    half, kept = (int(math.ceil(f * size)) for f in fractions)
+    wrong1, wrong2 = int(wrong_so_far[half - 1]), int(wrong_so_far[kept - 1] - wrong_so_far[half - 1])
+    rows = []
+    for share in (lot_share(1), *LARGER_SHARES):
+        for shape in PLAN_SHAPES:
+            found = pair_at_share(half, kept - half, target * share, target, shape)
+            if found is None:
+                rows.append(f"| {name} | {share:.2f} | {shape[0]}, {shape[1]} | no rate fits | | | |")
+                continue
+            rate, first, rest = found
+            ends = end_distribution(first, [wrong1])[0][0]
+            accepted1 = float(ends.sum())
+            accepted2 = float(outgoing_quality(rest, [wrong2])[1][0])
+            audits = float(ends @ np.arange(ends.size)) / accepted1 if accepted1 > 0 else math.nan
+            rows.append(
+                f"| {name} | {share:.2f} | {shape[0]}, {first.last} | {rate:.2%} | {first.start} "
+                f"| {accepted1:.4f}, {accepted2:.4f} | {audits:.0f} |"
+            )
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sets", nargs="+", default=["synthetic50k"])
@@ -114,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         default=DESIGN.alone_layer_fractions[1],
         help="the share of lot 1 its second layer ends at",
     )
+    parser.add_argument("--plans", action="store_true", help="the plan shapes' table instead")
     args = parser.parse_args(argv)
     settings = LoopSettings(promise="average")
     target = settings.max_error
@@ -127,13 +175,22 @@ def main(argv: list[str] | None = None) -> int:
         "| `pair_charges` | acceptance of each | labels lot 1 states on average |",
         "|---|---|---|---|---|---|---|",
     ]
+    plans = [
+        "| set | lot 1's share | plans' slope factor, audits | rate | start | acceptance of each layer "
+        "| audits to the first layer's acceptance, on average |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for name in args.sets:
         start = time.perf_counter()
         wrong_so_far = wrong_by_rank(name, settings)
+        if args.plans:
+            plans += plan_rows(name, wrong_so_far, target, (DESIGN.alone_layer_fractions[0], args.keep))
+            print(f"{name}: {time.perf_counter() - start:.0f} s", file=sys.stderr)
+            continue
         floors += floors_rows(name, wrong_so_far, target)
         layers += two_layer_rows(name, wrong_so_far, target, (DESIGN.alone_layer_fractions[0], args.keep))
         print(f"{name}: {time.perf_counter() - start:.0f} s", file=sys.stderr)
-    print("\n".join([*floors, "", *layers]))
+    print("\n".join(plans if args.plans else [*floors, "", *layers]))
     return 0
 
 

@@ -102,13 +102,29 @@ def test_outgoing_quality_equals_the_enumeration(big_n, data, slope):
         assert accepted[wrong] == pytest.approx(direct[1], abs=1e-12)
 
 
-@pytest.mark.parametrize(("big_n", "budget"), [(40, 0.05), (1000, 0.03), (3000, 0.0075)])
-def test_a_designed_plan_keeps_its_budget_at_every_error_count(big_n, budget):
-    plan = average_plan(big_n, budget)
+@pytest.mark.parametrize(
+    ("big_n", "budget", "shape"),
+    [
+        (40, 0.05, {}),
+        (1000, 0.03, {}),
+        (3000, 0.0075, {}),
+        (1000, 0.03, {"slope_factor": 1.5, "audits": 400}),
+        (3000, 0.02, {"slope_factor": 2.0, "audits": 300}),
+    ],
+)
+def test_a_designed_plan_keeps_its_budget_at_every_error_count(big_n, budget, shape):
+    plan = average_plan(big_n, budget, **shape)
+    assert plan.slope == pytest.approx(shape.get("slope_factor", 1.0) * budget)
     aoq, _ = outgoing_quality(plan, np.arange(big_n + 1))
     assert aoq.max() <= budget
     earlier = SamplingPlan(big_n, plan.start - 1, plan.slope, plan.last)
     assert plan.start == 1 or outgoing_quality(earlier, np.arange(big_n + 1))[0].max() > budget
+
+
+@pytest.mark.parametrize("slope_factor", [0.5, float("nan"), float("inf")])
+def test_a_plan_refuses_a_slope_below_its_budget(slope_factor):
+    with pytest.raises(InvalidInput, match="slope_factor"):
+        average_plan(1000, 0.03, slope_factor=slope_factor)
 
 
 @settings(max_examples=60, deadline=None)

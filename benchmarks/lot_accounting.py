@@ -22,7 +22,7 @@ The labels are those the model gives before the first answer in a
 Run (not part of ``make test``)::
 
     python -m benchmarks.lot_accounting --sets synthetic50k BirdSong lost MSRCv2 synthetic2k
-    python -m benchmarks.lot_accounting --sets synthetic50k BirdSong sample --plans
+    python -m benchmarks.lot_accounting --sets synthetic50k sample BirdSong synthetic2k --plans
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from benchmarks.replay_lots import Campaign
 from engine.end_charges import end_distribution
 from engine.labelling_loop import LoopSettings, lot_share
 from engine.loop_design import DESIGN
-from engine.promises import average_plan, outgoing_quality, pair_charges, worst_outgoing
+from engine.promises import average_plan, outgoing_quality, pair_charges, pair_plans, worst_outgoing
 
 RATES = (0.0228, 0.025, 0.0275, 0.03, 0.035, 0.04)
 #: Plan shapes, ``(slope_factor, audits)``: the loop's, then steeper and longer ones.
@@ -111,24 +111,6 @@ def two_layer_rows(name: str, wrong_so_far: np.ndarray, target: float, fractions
     return rows
 
 
-def pair_at_share(half: int, second: int, limit: float, target: float, shape: tuple[float, int]):
-    """The two layers' plans of ``shape`` at the highest rate on a grid of 64 steps up to
-    ``min(1.5 · limit, target)`` whose :func:`pair_charges` add up to at most ``limit``, and that
-    rate; None when no rate does (the loop's search, for any plan shape)."""
-    slope_factor, audits = shape
-    found, low, high = None, 0, 64
-    while low < high:  # a higher rate only raises the charges
-        step = (low + high + 1) // 2
-        rate = min(1.5 * limit, target) * step / 64
-        first = average_plan(half, rate, slope_factor=slope_factor, audits=audits)
-        rest = average_plan(second, rate, slope_factor=slope_factor, audits=audits)
-        if first is not None and rest is not None and sum(pair_charges(first, rest, half, second)) <= limit:
-            found, low = (rate, first, rest), step
-        else:
-            high = step - 1
-    return found
-
-
 def plan_rows(name: str, wrong_so_far: np.ndarray, target: float, fractions: tuple[float, float]) -> list[str]:
     size = wrong_so_far.size
     half, kept = (int(math.ceil(f * size)) for f in fractions)
@@ -136,18 +118,20 @@ def plan_rows(name: str, wrong_so_far: np.ndarray, target: float, fractions: tup
     rows = []
     for share in (lot_share(1), *LARGER_SHARES):
         for shape in PLAN_SHAPES:
-            found = pair_at_share(half, kept - half, target * share, target, shape)
+            slope_factor, audits = shape
+            found = pair_plans(half, kept - half, target, target * share, slope_factor=slope_factor, audits=audits)
             if found is None:
-                rows.append(f"| {name} | {share:.2f} | {shape[0]}, {shape[1]} | no rate fits | | | |")
+                rows.append(f"| {name} | {share:.2f} | {slope_factor}, {audits} | no rate fits | | | |")
                 continue
-            rate, first, rest = found
+            first, rest, _ = found
+            rate = first.slope / slope_factor
             ends = end_distribution(first, [wrong1])[0][0]
             accepted1 = float(ends.sum())
             accepted2 = float(outgoing_quality(rest, [wrong2])[1][0])
-            audits = float(ends @ np.arange(ends.size)) / accepted1 if accepted1 > 0 else math.nan
+            to_accept = float(ends @ np.arange(ends.size)) / accepted1 if accepted1 > 0 else math.nan
             rows.append(
-                f"| {name} | {share:.2f} | {shape[0]}, {first.last} | {rate:.2%} | {first.start} "
-                f"| {accepted1:.4f}, {accepted2:.4f} | {audits:.0f} |"
+                f"| {name} | {share:.2f} | {slope_factor}, {first.last} | {rate:.2%} | {first.start} "
+                f"| {accepted1:.4f}, {accepted2:.4f} | {to_accept:.0f} |"
             )
     return rows
 

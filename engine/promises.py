@@ -152,6 +152,7 @@ __all__ = [
     "outgoing_quality",
     "worst_outgoing",
     "pair_charges",
+    "pair_plans",
     "lot_error_bounds",
     "audits_to_certify",
 ]
@@ -414,7 +415,7 @@ class AveragePromise:
         """The tests of a lot's two layers of ``first`` and ``second`` labels, nothing stated
         before them, and the shares they hold, charged by their worst read (module docstring,
         "Several sets"), each after a pilot when ``piloted``: the highest common rate whose
-        :func:`pair_charges` add up to at most ``target · share`` (:func:`_pair_plans`); None when
+        :func:`pair_charges` add up to at most ``target · share`` (:func:`pair_plans`); None when
         no rate does.
 
         >>> tests, shares = AveragePromise(0.05).pair_tests(1000, 900, 0.6)
@@ -422,7 +423,7 @@ class AveragePromise:
         (0.0253, True, [0.497, 0.1])
         """
         pilot = DESIGN.pilot_audits if piloted else 0
-        found = _pair_plans(int(first), int(second), self.target, self.target * min(float(share), 1.0), pilot)
+        found = pair_plans(int(first), int(second), self.target, self.target * min(float(share), 1.0), pilot)
         if found is None:
             return None
         plan1, plan2, charges = found
@@ -437,20 +438,35 @@ class AveragePromise:
 
 
 @functools.lru_cache(maxsize=256)
-def _pair_plans(
-    first: int, second: int, target: float, limit: float, pilot: int
+def pair_plans(
+    first: int,
+    second: int,
+    target: float,
+    limit: float,
+    pilot: int = 0,
+    *,
+    slope_factor: float = 1.0,
+    audits: int | None = None,
 ) -> tuple[SamplingPlan, SamplingPlan, tuple[float, float]] | None:
     """The plans of :meth:`AveragePromise.pair_tests` and their charges: the highest rate, on a
     grid of 64 steps up to ``1.5 · limit`` (and never above the target, like every budget), whose
-    charges add up to at most ``limit``. The first charge is its plan's worst outgoing quality,
-    close to the rate, so no higher rate fits; a higher rate only raises the charges, so each try
-    halves the steps left."""
+    charges add up to at most ``limit``; the plans of that shape (:func:`average_plan`; the
+    loop's by default) test each layer's labels past its ``pilot``. The first charge is its plan's
+    worst outgoing quality, close to the rate, so no higher rate fits; a higher rate only raises
+    the charges, so each try halves the steps left.
+
+    >>> plan1, plan2, charges = pair_plans(1000, 900, 0.05, 0.03)
+    >>> round(plan1.slope, 4), plan1.slope == plan2.slope, [round(c / 0.05, 3) for c in charges]
+    (0.0253, True, [0.497, 0.1])
+    """
     found = None
     low, high = 0, 64
     while low < high:
         step = (low + high + 1) // 2
         rate = min(1.5 * limit, target) * step / 64
-        plan1, plan2 = average_plan(first - pilot, rate), average_plan(second - pilot, rate)
+        plan1, plan2 = (
+            average_plan(size - pilot, rate, slope_factor=slope_factor, audits=audits) for size in (first, second)
+        )
         charges = pair_charges(plan1, plan2, first, second) if plan1 and plan2 else None
         if plan1 and plan2 and charges is not None and sum(charges) <= limit:
             found, low = (plan1, plan2, charges), step

@@ -1,5 +1,4 @@
-"""The floors ``benchmarks.lot_accounting`` prints, on a worked example, and its plans' table
-searching as the loop does."""
+"""The floors ``benchmarks.lot_accounting`` prints, on a worked example."""
 
 from __future__ import annotations
 
@@ -7,9 +6,7 @@ import math
 
 import numpy as np
 
-from benchmarks.lot_accounting import pair_at_share, sum_floor, worst_read_floor
-from engine.loop_design import DESIGN
-from engine.promises import AveragePromise
+from benchmarks.lot_accounting import sum_floor, worst_read_floor
 
 
 def test_stating_in_two_steps_is_charged_more_than_its_worst_read():
@@ -24,14 +21,3 @@ def test_stating_in_two_steps_is_charged_more_than_its_worst_read():
     assert math.isclose(sum_floor(early, (4, 10)), 1 / 4 + 1 / 10)
     assert math.isclose(worst_read_floor(early, (4, 10)), 1 / 4)
     assert math.isclose(sum_floor(early, (10,)), worst_read_floor(early, (10,)))
-
-
-def test_at_the_loops_plan_shape_the_table_finds_the_loops_pair():
-    """The plans' table reads other shapes through the same search: at the loop's shape it must
-    find the very plans :meth:`AveragePromise.pair_tests` gives the loop."""
-    (first_test, second_test), _ = AveragePromise(0.05).pair_tests(1000, 900, 0.6)
-    rate, first, second = pair_at_share(1000, 900, 0.05 * 0.6, 0.05, (1.0, DESIGN.average_plan_audits))
-    assert (first, second) == (first_test.plan, second_test.plan)
-    assert rate == first.slope
-    steeper = pair_at_share(1000, 900, 0.05 * 0.6, 0.05, (1.5, 300))
-    assert steeper[1].slope == 1.5 * steeper[0] and steeper[1].last == 300

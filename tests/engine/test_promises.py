@@ -25,6 +25,7 @@ from engine.promises import (
     lot_error_bounds,
     outgoing_quality,
     pair_charges,
+    pair_plans,
     part_test,
     pilot_allowance,
     worst_outgoing,
@@ -119,6 +120,18 @@ def test_a_designed_plan_keeps_its_budget_at_every_error_count(big_n, budget, sh
     assert aoq.max() <= budget
     earlier = SamplingPlan(big_n, plan.start - 1, plan.slope, plan.last)
     assert plan.start == 1 or outgoing_quality(earlier, np.arange(big_n + 1))[0].max() > budget
+
+
+@pytest.mark.parametrize("shape", [{}, {"slope_factor": 1.5, "audits": 300}])
+def test_a_pair_of_any_shape_is_charged_within_its_limit_at_the_highest_rate_that_fits(shape):
+    plan1, plan2, charges = pair_plans(1000, 900, 0.05, 0.03, **shape)
+    factor = shape.get("slope_factor", 1.0)
+    rate = plan1.slope / factor
+    assert plan1.slope == plan2.slope and plan1.last == min(shape.get("audits", DESIGN.average_plan_audits), 999)
+    assert charges == pair_charges(plan1, plan2, 1000, 900) and sum(charges) <= 0.03
+    step = 0.045 / 64  # the grid's next rate up no longer fits
+    higher = [average_plan(n, rate + step, slope_factor=factor, audits=shape.get("audits")) for n in (1000, 900)]
+    assert sum(pair_charges(*higher, 1000, 900)) > 0.03
 
 
 @pytest.mark.parametrize("slope_factor", [0.5, float("nan"), float("inf")])

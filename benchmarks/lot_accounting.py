@@ -167,12 +167,12 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.sets:
         start = time.perf_counter()
         wrong_so_far = wrong_by_rank(name, settings)
+        fractions = (DESIGN.alone_layer_fractions[0], args.keep)
         if args.plans:
-            plans += plan_rows(name, wrong_so_far, target, (DESIGN.alone_layer_fractions[0], args.keep))
-            print(f"{name}: {time.perf_counter() - start:.0f} s", file=sys.stderr)
-            continue
-        floors += floors_rows(name, wrong_so_far, target)
-        layers += two_layer_rows(name, wrong_so_far, target, (DESIGN.alone_layer_fractions[0], args.keep))
+            plans += plan_rows(name, wrong_so_far, target, fractions)
+        else:
+            floors += floors_rows(name, wrong_so_far, target)
+            layers += two_layer_rows(name, wrong_so_far, target, fractions)
         print(f"{name}: {time.perf_counter() - start:.0f} s", file=sys.stderr)
     print("\n".join(plans if args.plans else [*floors, "", *layers]))
     return 0

@@ -14,7 +14,7 @@ best ones first; on average the promise bounds the expected share wrong at every
   what the sum of their plans' worst outgoing qualities charges, what
   :func:`engine.promises.pair_charges` charges, how likely each layer is to be accepted at its
   true number of wrong labels (:func:`engine.promises.outgoing_quality`, exact) and the labels
-  lot 1 then states on average. Lot 1 has ``lot_share(1)`` of the promise.
+  lot 1 then states on average. Lot 1 has ``DESIGN.average_first_lot_share`` of the promise.
 
 The labels are those the model gives before the first answer in a
 :class:`benchmarks.replay_lots.Campaign` (the items lot 1 is cut from), ranked by its score.
@@ -44,8 +44,8 @@ from engine.promises import average_plan, outgoing_quality, pair_charges, pair_p
 RATES = (0.0228, 0.025, 0.0275, 0.03, 0.035, 0.04)
 #: Plan shapes, ``(slope_factor, audits)``: the loop's, then steeper and longer ones.
 PLAN_SHAPES = ((1.0, DESIGN.average_plan_audits), (1.25, 300), (1.5, 250), (1.5, 400), (2.0, 600))
-#: Lot 1's share of the promise in the plans' table, besides ``lot_share(1)``.
-LARGER_SHARES = (0.7, 0.8)
+#: Lot 1's share of the promise in the plans' table: the series' first term, one between and the loop's.
+FIRST_LOT_SHARES = (lot_share(1), 0.7, DESIGN.average_first_lot_share)
 
 
 def sum_floor(wrong_so_far: np.ndarray, cuts: tuple[int, ...]) -> float:
@@ -116,7 +116,7 @@ def plan_rows(name: str, wrong_so_far: np.ndarray, target: float, fractions: tup
     half, kept = (int(math.ceil(f * size)) for f in fractions)
     wrong1, wrong2 = int(wrong_so_far[half - 1]), int(wrong_so_far[kept - 1] - wrong_so_far[half - 1])
     rows = []
-    for share in (lot_share(1), *LARGER_SHARES):
+    for share in FIRST_LOT_SHARES:
         for shape in PLAN_SHAPES:
             slope_factor, audits = shape
             found = pair_plans(half, kept - half, target, target * share, slope_factor=slope_factor, audits=audits)
@@ -155,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
         "|---|---|---|---|---|",
     ]
     layers = [
-        f"| set | layers (wrong) | both plans' rate | summed charges (of the target; lot 1 has {lot_share(1):.2f}) "
+        "| set | layers (wrong) | both plans' rate "
+        f"| summed charges (of the target; lot 1 has {DESIGN.average_first_lot_share:.2f}) "
         "| `pair_charges` | acceptance of each | labels lot 1 states on average |",
         "|---|---|---|---|---|---|---|",
     ]

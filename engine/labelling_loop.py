@@ -37,7 +37,9 @@ Lots
 The promise's shares
     The shares of a session's tests sum to at most 1 (:mod:`engine.promises`, "Several sets").
     A lot's place ``l`` in the series is 1 + the lots before it that spent some of it; the lot is
-    given :func:`lot_share` ``(l)`` of it, scaled by the **wealth** left over the share the
+    given :func:`lot_share` ``(l)`` of it (lot 1 the promise's ``first_lot_share``: on average
+    more than the series' first term, so that a large lot 1, which most sessions state most
+    with, is rarely rejected by chance), scaled by the **wealth** left over the share the
     series would have left (``W_l / R_l``, ``R_l = Σ_{m ≥ l} lot_share(m)``). A layer whose
     test read no audit before its lot ended can never be certified: it puts no label at risk,
     so its share goes back to the wealth. The rest of a lot's share is spent, each layer's times
@@ -114,25 +116,31 @@ __all__ = [
 ]
 
 
-def lot_share(number: int) -> float:
-    """Lot ``number``'s share (1, 2, …) of the promise: ``6 / (π² l²)``, summing to 1.
+def lot_share(number: int, first: float = 6.0 / math.pi**2) -> float:
+    """Lot ``number``'s share (1, 2, …) of the promise, ``first`` for lot 1
+    (:attr:`engine.promises.Promise.first_lot_share`): the series ``6 / (π² l²)``, summing to 1,
+    with its later terms scaled to share the rest.
 
     A slowly falling series: late lots, frozen when the model has learned most, still get
-    enough of the promise to certify something.
+    enough of the promise to certify something. Lot 1 may take more than the series' first term
+    without changing what a later lot takes of what is left (:func:`lot_parts`).
 
-    >>> [round(lot_share(l), 3) for l in (1, 2, 3)]
-    [0.608, 0.152, 0.068]
+    >>> [round(lot_share(l), 3) for l in (1, 2, 3)], [round(lot_share(l, 0.8), 3) for l in (1, 2, 3)]
+    ([0.608, 0.152, 0.068], [0.8, 0.078, 0.034])
     """
-    return 6.0 / (math.pi**2 * int(number) ** 2)
+    number = int(number)
+    if number == 1:
+        return float(first)
+    return 6.0 / (math.pi**2 * number**2) * ((1.0 - first) / (1.0 - 6.0 / math.pi**2))
 
 
-def share_left_by_series(number: int) -> float:
-    """``R_l = Σ_{m ≥ l} lot_share(m)``: what the series leaves for lot ``number`` on.
+def share_left_by_series(number: int, first: float = 6.0 / math.pi**2) -> float:
+    """``R_l = Σ_{m ≥ l} lot_share(m, first)``: what the series leaves for lot ``number`` on.
 
-    >>> round(share_left_by_series(2), 3)
-    0.392
+    >>> round(share_left_by_series(2), 3), round(share_left_by_series(2, 0.8), 3)
+    (0.392, 0.2)
     """
-    return max(1.0 - sum(lot_share(m) for m in range(1, int(number))), 0.0)
+    return max(1.0 - sum(lot_share(m, first) for m in range(1, int(number))), 0.0)
 
 
 def audits_to_state(
@@ -148,7 +156,8 @@ def audits_to_state(
     66
     """
     promise = settings.make_promise()
-    tests = _layer_tests(promise, int(size), stated_before, lot_share(number), piloted=piloted)[0]
+    share = lot_share(number, promise.first_lot_share)
+    tests = _layer_tests(promise, int(size), stated_before, share, piloted=piloted)[0]
     test = tests[0] if tests else None
     if test is None or not test.verdict(np.zeros(test.size, dtype=np.int64)).certified:
         return None
@@ -438,7 +447,7 @@ def _freeze(
     if members.size == 0:
         return None
     by_margin = members[np.argsort(-scores[members], kind="stable")]
-    for lot_part in lot_parts(wealth, rank):
+    for lot_part in lot_parts(wealth, rank, promise.first_lot_share):
         tests, shares, edges = _layer_tests(promise, by_margin.size, stated_before, lot_part, piloted=piloted)
         if tests:
             break
@@ -461,16 +470,20 @@ def _freeze(
     )
 
 
-def lot_parts(wealth: float, rank: int) -> tuple[float, ...]:
+def lot_parts(wealth: float, rank: int, first: float = 6.0 / math.pi**2) -> tuple[float, ...]:
     """The shares of the promise a lot at place ``rank`` in the series is offered, in turn, while
     ``wealth`` of it is not spent (module docstring, "The promise's shares"): the series' share
-    scaled by the wealth, then, when that could certify none of its sets, all of the wealth.
+    (lot 1's ``first``) scaled by the wealth, then, when that could certify none of its sets, all
+    of the wealth. What a later lot is offered of the wealth, ``lot_share(l) / R_l``, does not
+    depend on ``first``.
 
     >>> [round(p, 3) for p in lot_parts(1.0, 1)], [round(p, 3) for p in lot_parts(0.3, 4)]
     ([0.608, 1.0], [0.066, 0.3])
+    >>> [round(p, 3) for p in lot_parts(1.0, 1, 0.8)], [round(p, 3) for p in lot_parts(0.3, 4, 0.8)]
+    ([0.8, 1.0], [0.066, 0.3])
     """
-    left = share_left_by_series(rank)
-    series = wealth * (min(lot_share(rank) / left, 1.0) if left > 0 else 1.0)
+    left = share_left_by_series(rank, first)
+    series = wealth * (min(lot_share(rank, first) / left, 1.0) if left > 0 else 1.0)
     return (series, wealth) if wealth > series else (series,)
 
 

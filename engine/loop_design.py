@@ -38,6 +38,15 @@ class LoopDesign:
         to later lots).
     average_plan_audits : int
         On average, a set is accepted within this many audits or never.
+    average_first_lot_share : float
+        On average, lot 1's share of the promise; the lots after it share the rest as the
+        series does (:func:`engine.labelling_loop.lot_share`).
+    steep_pair_labels : int
+        On average, a lot's two layers that each hold at least this many labels past their
+        pilots are tested with steeper, longer plans:
+    steep_pair_slope_factor, steep_pair_audits : float, int
+        those plans' slope, as a multiple of their budget, and their horizon in audits
+        (:func:`engine.promises.average_plan`).
     pilot_audits : int
         A piloted part's pilot: its first this many audits.
     pilot_pass : float
@@ -61,6 +70,10 @@ class LoopDesign:
     layer_shares: tuple[float, ...] = (0.5, 0.25, 0.25)
     alone_layer_fractions: tuple[float, float] = (0.5, 0.95)
     average_plan_audits: int = 150
+    average_first_lot_share: float = 0.8
+    steep_pair_labels: int = 3000
+    steep_pair_slope_factor: float = 1.25
+    steep_pair_audits: int = 300
     pilot_audits: int = 20
     pilot_pass: float = 0.9
     average_plan_headroom: float = 0.9
@@ -68,7 +81,15 @@ class LoopDesign:
     end_charge_floor: float = 0.001
 
     def __post_init__(self) -> None:
-        for name in ("statement_every", "lot_answers", "retry_answers", "average_plan_audits", "pilot_audits"):
+        for name in (
+            "statement_every",
+            "lot_answers",
+            "retry_answers",
+            "average_plan_audits",
+            "pilot_audits",
+            "steep_pair_labels",
+            "steep_pair_audits",
+        ):
             if int(getattr(self, name)) < 1:
                 raise InvalidInput(f"{name} must be at least 1; got {getattr(self, name)}")
         # Lots are frozen and end only at checkpoints, where the items are kept.
@@ -79,8 +100,11 @@ class LoopDesign:
         first, last = self.alone_layer_fractions
         if not 0.0 < first < last <= 1.0:
             raise InvalidInput(f"alone_layer_fractions must rise from above 0 to at most 1; got {(first, last)}")
-        if not 0.0 < self.pilot_pass < 1.0:
-            raise InvalidInput(f"pilot_pass must be strictly between 0 and 1; got {self.pilot_pass}")
+        for name in ("pilot_pass", "average_first_lot_share"):
+            if not 0.0 < getattr(self, name) < 1.0:
+                raise InvalidInput(f"{name} must be strictly between 0 and 1; got {getattr(self, name)}")
+        if not 1.0 <= self.steep_pair_slope_factor < math.inf:
+            raise InvalidInput(f"steep_pair_slope_factor must be at least 1; got {self.steep_pair_slope_factor}")
         for name in ("average_plan_headroom", "end_charge_floor"):
             if not 0.0 < getattr(self, name) <= 1.0:
                 raise InvalidInput(f"{name} must be above 0 and at most 1; got {getattr(self, name)}")

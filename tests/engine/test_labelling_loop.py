@@ -73,6 +73,16 @@ def test_the_shares_sum_to_one():
     assert math.isclose(sum(lot_share(n) for n in range(1, 200_000)), 1.0, abs_tol=1e-5)
 
 
+@settings(max_examples=50, deadline=None)
+@given(first=st.floats(0.01, 0.99), number=st.integers(2, 50), wealth=st.floats(0.01, 1.0))
+def test_lot_ones_share_changes_nothing_a_later_lot_is_offered_of_the_wealth(first, number, wealth):
+    """Whatever lot 1 takes, the series still sums to 1 and a later lot is offered the same part
+    of the wealth left (``lot_share(l) / R_l``), so lot 1's share is one number, not a new series."""
+    assert math.isclose(sum(lot_share(n, first) for n in range(1, 200_000)), 1.0, abs_tol=1e-5)
+    assert lot_share(1, first) == first and math.isclose(share_left_by_series(2, first), 1.0 - first)
+    assert np.allclose(lot_parts(wealth, number, first), lot_parts(wealth, number))
+
+
 def test_first_verdicts_are_the_first_per_item():
     log = VerdictLog(np.array([3, 1, 3, 0]), np.array([2, -1, 0, 1]))
     at, label = log.first_verdicts(5)
@@ -390,7 +400,10 @@ def test_a_lot_is_cut_into_layers_by_its_promise_and_what_is_stated(promise):
         assert lot.set_sizes == tuple(math.ceil(f * 2000) for f in DESIGN.alone_layer_fractions) == (1000, 1900)
         plans = [test.plan for test in lot.tests]
         charges = pair_charges(*plans, 1000, 900)
-        assert np.allclose(lot.shares, [c / lot.promise.target for c in charges]) and sum(lot.shares) <= lot_share(1)
+        first = lot.promise.first_lot_share
+        assert first == DESIGN.average_first_lot_share
+        assert np.allclose(lot.shares, [c / lot.promise.target for c in charges])
+        assert lot_share(1) < sum(lot.shares) <= lot_share(1, first)  # more than the series' first term
         assert lot.tests[0].rate == lot.tests[1].rate
     else:
         assert lot.set_sizes == tuple(math.ceil(f * 2000) for f in DESIGN.layer_fractions)
@@ -496,7 +509,8 @@ def test_the_shares_at_risk_never_sum_past_one(moves, seed):
     loop = c.loop()
     wealth, rank = 1.0, 1
     for state in loop.lots:
-        part = wealth * min(lot_share(rank) / share_left_by_series(rank), 1.0)
+        first = state.lot.promise.first_lot_share
+        part = wealth * min(lot_share(rank, first) / share_left_by_series(rank, first), 1.0)
         assert sum(state.lot.shares) <= part + 1e-12
         wealth -= state.share_spent
         rank += state.share_spent > 0

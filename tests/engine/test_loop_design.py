@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from pathlib import Path
 
@@ -40,6 +41,14 @@ def test_the_design_cannot_be_changed_in_place():
         ({"retry_answers": 15}, "multiple of statement_every"),
         ({"statement_every": 0}, "at least 1"),
         ({"pilot_pass": 1.0}, "pilot_pass"),
+        ({"average_first_lot_share": 1.0}, "average_first_lot_share"),
+        ({"average_first_lot_share": 0.0}, "average_first_lot_share"),
+        ({"average_first_lot_share": math.nan}, "average_first_lot_share"),
+        ({"steep_pair_slope_factor": 0.9}, "steep_pair_slope_factor"),
+        ({"steep_pair_slope_factor": math.nan}, "steep_pair_slope_factor"),
+        ({"steep_pair_slope_factor": math.inf}, "steep_pair_slope_factor"),
+        ({"steep_pair_audits": 0}, "steep_pair_audits"),
+        ({"steep_pair_labels": 0}, "steep_pair_labels"),
         ({"average_plan_headroom": 0.0}, "average_plan_headroom"),
         ({"end_charge_floor": 1.5}, "end_charge_floor"),
         ({"end_charge_rates": ()}, "end_charge_rates"),

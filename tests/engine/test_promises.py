@@ -351,6 +351,22 @@ def test_two_layers_never_hold_more_at_their_worst_read_than_they_spend(piloted)
     assert closest > (0.8 if piloted else 0.9)
 
 
+@pytest.mark.parametrize("piloted", [False, True])
+def test_layers_of_thousands_get_the_steep_plans_and_smaller_ones_the_loops(piloted):
+    """A pair whose layers each hold ``DESIGN.steep_pair_labels`` labels past their pilots is
+    tested with the steeper, longer plans; one label fewer in either layer, with the loop's."""
+    promise, pilot = AveragePromise(0.05), DESIGN.pilot_audits if piloted else 0
+    n = DESIGN.steep_pair_labels + pilot
+    shape = {"slope_factor": DESIGN.steep_pair_slope_factor, "audits": DESIGN.steep_pair_audits}
+    for first, second, steep in ((2 * n, n, True), (2 * n, n - 1, False), (n - 1, n, False)):
+        pair = promise.pair_tests(first, second, 0.8, piloted=piloted)
+        assert pair is not None
+        plans = tuple(test.inner.plan if piloted else test.plan for test in pair[0])
+        expected = pair_plans(first, second, 0.05, 0.04, pilot, **(shape if steep else {}))
+        assert expected is not None and plans == expected[:2]
+        assert plans[0].last == (DESIGN.steep_pair_audits if steep else DESIGN.average_plan_audits)
+
+
 def test_two_layers_charged_by_their_worst_read_take_a_higher_rate_than_their_sum_gives():
     """Where the layers are alike, a lot's share buys both layers a higher rate than the sum of
     their worst outgoing qualities would (``engine.promises``, "Several sets"); the first layer

@@ -374,8 +374,8 @@ class ConfidencePromise:
     confidence: float
     name: ClassVar[str] = "confidence"
     read_among_stated: ClassVar[bool] = False
-    # The series' own first term, 6 / π²: lot 1 with confidence needs no more than the series
-    # gives it (a larger share was measured on average only, docs/loop_design.md).
+    # The series' own first term, 6 / π²: a larger share for lot 1 was measured on average only
+    # (docs/loop_design.md, average_first_lot_share).
     first_lot_share: ClassVar[float] = 6.0 / math.pi**2
 
     def __post_init__(self) -> None:

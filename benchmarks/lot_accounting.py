@@ -37,15 +37,15 @@ import numpy as np
 from benchmarks.labels_delivered import pool_by_name
 from benchmarks.replay_lots import Campaign
 from engine.end_charges import end_distribution
-from engine.labelling_loop import LoopSettings, lot_share
-from engine.loop_design import DESIGN
+from engine.labelling_loop import LoopSettings
+from engine.loop_design import DESIGN, SERIES_FIRST_SHARE
 from engine.promises import average_plan, outgoing_quality, pair_charges, pair_plans, worst_outgoing
 
 RATES = (0.0228, 0.025, 0.0275, 0.03, 0.035, 0.04)
 #: Plan shapes, ``(slope_factor, audits)``: the loop's, then steeper and longer ones.
 PLAN_SHAPES = ((1.0, DESIGN.average_plan_audits), (1.25, 300), (1.5, 250), (1.5, 400), (2.0, 600))
 #: Lot 1's share of the promise in the plans' table: the series' first term, one between and the loop's.
-FIRST_LOT_SHARES = (lot_share(1), 0.7, DESIGN.average_first_lot_share)
+FIRST_LOT_SHARES = (SERIES_FIRST_SHARE, 0.7, DESIGN.average_first_lot_share)
 
 
 def sum_floor(wrong_so_far: np.ndarray, cuts: tuple[int, ...]) -> float:

@@ -94,7 +94,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from engine.loop_design import DESIGN
+from engine.loop_design import DESIGN, SERIES_FIRST_SHARE
 from engine.promises import AveragePromise, Promise, SetTest, SetVerdict, make_promise, part_test
 
 __all__ = [
@@ -115,11 +115,8 @@ __all__ = [
     "ServedOrder",
 ]
 
-#: The series' own first term, ``6 / π²``: lot 1's share unless its promise gives another.
-_SERIES_FIRST = 6.0 / math.pi**2
 
-
-def lot_share(number: int, first: float = _SERIES_FIRST) -> float:
+def lot_share(number: int, first: float = SERIES_FIRST_SHARE) -> float:
     """Lot ``number``'s share (1, 2, …) of the promise, ``first`` for lot 1
     (:attr:`engine.promises.Promise.first_lot_share`): the series ``6 / (π² l²)``, summing to 1,
     with its later terms scaled to share the rest.
@@ -134,10 +131,10 @@ def lot_share(number: int, first: float = _SERIES_FIRST) -> float:
     number = int(number)
     if number == 1:
         return float(first)
-    return 6.0 / (math.pi**2 * number**2) * ((1.0 - first) / (1.0 - _SERIES_FIRST))
+    return 6.0 / (math.pi**2 * number**2) * ((1.0 - first) / (1.0 - SERIES_FIRST_SHARE))
 
 
-def share_left_by_series(number: int, first: float = _SERIES_FIRST) -> float:
+def share_left_by_series(number: int, first: float = SERIES_FIRST_SHARE) -> float:
     """``R_l = Σ_{m ≥ l} lot_share(m, first)``: what the series leaves for lot ``number`` on.
 
     >>> round(share_left_by_series(2), 3), round(share_left_by_series(2, 0.8), 3)
@@ -473,7 +470,7 @@ def _freeze(
     )
 
 
-def lot_parts(wealth: float, rank: int, first: float = _SERIES_FIRST) -> tuple[float, ...]:
+def lot_parts(wealth: float, rank: int, first: float = SERIES_FIRST_SHARE) -> tuple[float, ...]:
     """The shares of the promise a lot at place ``rank`` in the series is offered, in turn, while
     ``wealth`` of it is not spent (module docstring, "The promise's shares"): the series' share
     (lot 1's ``first``) scaled by the wealth, then, when that could certify none of its sets, all

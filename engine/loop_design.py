@@ -14,7 +14,11 @@ from dataclasses import dataclass
 
 from engine.exceptions import InvalidInput
 
-__all__ = ["LoopDesign", "DESIGN"]
+__all__ = ["LoopDesign", "DESIGN", "SERIES_FIRST_SHARE"]
+
+#: The first term of the series the lots share the promise by, ``6 / (π² l²)`` at ``l = 1``:
+#: lot 1's share unless its promise gives another (derived, not chosen; docs/loop_design.md).
+SERIES_FIRST_SHARE = 6.0 / math.pi**2
 
 
 @dataclass(frozen=True)

@@ -131,7 +131,7 @@ import numpy as np
 from engine._validation import check_count, check_level
 from engine.end_charges import end_charges, end_distribution
 from engine.exceptions import InvalidInput
-from engine.loop_design import DESIGN
+from engine.loop_design import DESIGN, SERIES_FIRST_SHARE
 
 __all__ = [
     "PROMISES",
@@ -374,9 +374,9 @@ class ConfidencePromise:
     confidence: float
     name: ClassVar[str] = "confidence"
     read_among_stated: ClassVar[bool] = False
-    # The series' own first term, 6 / π²: a larger share for lot 1 was measured on average only
+    # The series' own first term: a larger share for lot 1 was measured on average only
     # (docs/loop_design.md, average_first_lot_share).
-    first_lot_share: ClassVar[float] = 6.0 / math.pi**2
+    first_lot_share: ClassVar[float] = SERIES_FIRST_SHARE
 
     def __post_init__(self) -> None:
         check_level(self.target, "target")
@@ -435,11 +435,11 @@ class AveragePromise:
         >>> round(tests[0].rate, 4), tests[0].rate == tests[1].rate, [round(s, 3) for s in shares]
         (0.0253, True, [0.497, 0.1])
         """
-        pilot = DESIGN.pilot_audits if piloted else 0
-        steep = min(int(first), int(second)) - pilot >= DESIGN.steep_pair_labels
+        first, second, pilot = int(first), int(second), DESIGN.pilot_audits if piloted else 0
+        steep = min(first, second) - pilot >= DESIGN.steep_pair_labels
         found = pair_plans(
-            int(first),
-            int(second),
+            first,
+            second,
             self.target,
             self.target * min(float(share), 1.0),
             pilot,
